@@ -1,0 +1,290 @@
+"""Pieces shared by every CRD model: the base model, object metadata, conditions, taints, requirements.
+
+Field names follow Kubernetes and Karpenter's `karpenter.sh/v1` so YAML written for one reads in the other
+after a group change. Validation here is structural and local to one object; whether a pool can ever
+launch a node is the scheduler's business.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from provisioner.api import durations, labels
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+class Model(BaseModel):
+    """Base of every API model: unknown fields are errors, YAML keys are camelCase."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        use_attribute_docstrings=True,
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as Kubernetes JSON: camelCase keys, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def check_label_key(key: str) -> str:
+    """A Kubernetes label key: optional DNS prefix, `/`, a name of at most 63 characters."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        raise ValueError(f"{key!r} is not a valid label key: prefix must be a DNS subdomain")
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        raise ValueError(
+            f"{key!r} is not a valid label key: name part must be 1-63 characters of [A-Za-z0-9-_.]"
+        )
+    return key
+
+
+def check_label_value(value: str) -> str:
+    """A Kubernetes label value: at most 63 characters of [A-Za-z0-9-_.], alphanumeric at both ends."""
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(f"{value!r} is not a valid label value (at most 63 characters of [A-Za-z0-9-_.])")
+    return value
+
+
+def check_duration(value: str) -> str:
+    durations.parse_duration(value)
+    return value
+
+
+def check_duration_not_never(value: str) -> str:
+    durations.parse_duration(value, allow_never=False)
+    return value
+
+
+def check_name(value: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: lowercase letters, digits, '-' and '.', at most 253 characters"
+        )
+    return value
+
+
+Duration = Annotated[
+    str, AfterValidator(check_duration), Field(pattern=r"^(([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+|Never)$")
+]
+"""A Go duration (`30s`, `1h30m`, `720h`) or `Never`."""
+
+FiniteDuration = Annotated[
+    str, AfterValidator(check_duration_not_never), Field(pattern=r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+]
+"""A Go duration (`30s`, `1h30m`, `720h`); `Never` is not allowed."""
+
+LabelKey = Annotated[str, AfterValidator(check_label_key)]
+LabelValue = Annotated[str, AfterValidator(check_label_value)]
+Labels = dict[LabelKey, LabelValue]
+
+
+class ObjectMeta(BaseModel):
+    """The part of Kubernetes' ObjectMeta we read. Server-set fields we do not use are kept, not refused."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    name: Annotated[str, AfterValidator(check_name)] | None = None
+    namespace: str | None = None
+    labels: Labels = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    finalizers: list[str] = Field(default_factory=list)
+    owner_references: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    """A metav1.Condition."""
+
+    type: str
+    """Condition type, CamelCase (`Launched`, `Registered`, `Initialized`, `Ready`, ...)."""
+    status: ConditionStatus
+    """`True`, `False` or `Unknown`."""
+    reason: str = ""
+    """CamelCase reason for the last transition."""
+    message: str = ""
+    """A sentence for people."""
+    last_transition_time: datetime | None = None
+    """When the status last changed."""
+    observed_generation: int | None = None
+    """The generation of the object this condition was computed for."""
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Taint(Model):
+    """A node taint, as in core/v1."""
+
+    key: LabelKey
+    """Taint key, a label key such as `nvidia.com/gpu`."""
+    value: str | None = None
+    """Optional taint value."""
+    effect: TaintEffect
+    """`NoSchedule`, `PreferNoSchedule` or `NoExecute`."""
+    time_added: datetime | None = None
+    """Set by Kubernetes for NoExecute taints."""
+
+
+class Operator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"
+    LT = "Lt"
+
+
+class Requirement(Model):
+    """A node selector requirement with Karpenter's `minValues`."""
+
+    key: LabelKey
+    """The node label the requirement is on, e.g. `provisioner.sh/gpu-name` or `topology.kubernetes.io/zone`."""
+    operator: Operator
+    """`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`."""
+    values: list[str] = Field(default_factory=list)
+    """Values for In/NotIn (at least one); exactly one integer for Gt/Lt; none for Exists/DoesNotExist."""
+    min_values: int | None = Field(default=None, ge=1, le=50)
+    """Least number of distinct values of this key the launch options must span (1..50); default none."""
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> Requirement:
+        op = self.operator
+        if op in (Operator.IN, Operator.NOT_IN) and not self.values:
+            raise ValueError(f"operator {op.value} needs at least one value")
+        if op in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and self.values:
+            raise ValueError(f"operator {op.value} takes no values, got {self.values}")
+        if op in (Operator.GT, Operator.LT):
+            if len(self.values) != 1:
+                raise ValueError(f"operator {op.value} takes exactly one integer value, got {self.values}")
+            try:
+                int(self.values[0])
+            except ValueError:
+                raise ValueError(
+                    f"operator {op.value} takes an integer value, got {self.values[0]!r}"
+                ) from None
+        if self.min_values is not None:
+            if op != Operator.IN and op != Operator.EXISTS:
+                raise ValueError("minValues is allowed only with operator In or Exists")
+            if op == Operator.IN and self.min_values > len(self.values):
+                raise ValueError(
+                    f"minValues {self.min_values} is more than the {len(self.values)} values listed"
+                )
+        return self
+
+
+def requirement_conflicts(requirements: list[Requirement]) -> list[str]:
+    """Keys whose requirements no node could meet together, each with a sentence saying why.
+
+    A pure, per-key check (In sets intersected, NotIn removed, Gt/Lt bounds crossed, Exists against
+    DoesNotExist) used to refuse contradictory templates before any scheduling happens.
+    """
+    problems: list[str] = []
+    by_key: dict[str, list[Requirement]] = {}
+    for req in requirements:
+        by_key.setdefault(req.key, []).append(req)
+    for key, reqs in by_key.items():
+        allowed: set[str] | None = None
+        excluded: set[str] = set()
+        exists = not_exists = False
+        lower, upper = None, None
+        for req in reqs:
+            if req.operator == Operator.IN:
+                allowed = set(req.values) if allowed is None else allowed & set(req.values)
+                exists = True
+            elif req.operator == Operator.NOT_IN:
+                excluded |= set(req.values)
+            elif req.operator == Operator.EXISTS:
+                exists = True
+            elif req.operator == Operator.DOES_NOT_EXIST:
+                not_exists = True
+            elif req.operator == Operator.GT:
+                bound = int(req.values[0])
+                lower = bound if lower is None else max(lower, bound)
+                exists = True
+            elif req.operator == Operator.LT:
+                bound = int(req.values[0])
+                upper = bound if upper is None else min(upper, bound)
+                exists = True
+        if exists and not_exists:
+            problems.append(f"{key}: DoesNotExist contradicts a requirement that the label exist")
+            continue
+        if allowed is not None:
+            remaining = allowed - excluded
+            if lower is not None or upper is not None:
+                remaining = {v for v in remaining if _within(v, lower, upper)}
+            if not remaining:
+                problems.append(
+                    f"{key}: no value satisfies every requirement (In {sorted(allowed)}"
+                    + (f", NotIn {sorted(excluded)}" if excluded else "")
+                    + (f", Gt {lower}" if lower is not None else "")
+                    + (f", Lt {upper}" if upper is not None else "")
+                    + ")"
+                )
+                continue
+        if lower is not None and upper is not None and upper - lower <= 1:
+            problems.append(f"{key}: no integer is greater than {lower} and less than {upper}")
+    return problems
+
+
+def _within(value: str, lower: int | None, upper: int | None) -> bool:
+    try:
+        number = int(value)
+    except ValueError:
+        return False
+    return (lower is None or number > lower) and (upper is None or number < upper)
+
+
+class NodeClassReference(Model):
+    """Which NodeClass launches the nodes: `group`, `kind` and `name`."""
+
+    group: str = labels.GROUP
+    """API group of the NodeClass; `provisioner.sh`."""
+    kind: str
+    """`AWSNodeClass` or `GCPNodeClass`."""
+    name: Annotated[str, AfterValidator(check_name)]
+    """Name of the NodeClass object."""
+
+    @model_validator(mode="after")
+    def _known_kind(self) -> NodeClassReference:
+        if self.group != labels.GROUP:
+            raise ValueError(f"group {self.group!r} is not known; allowed: {labels.GROUP}")
+        if self.kind not in NODECLASS_KINDS:
+            raise ValueError(f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}")
+        return self
+
+
+NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
+
+
+def condition(conditions: list[Condition], type_: str) -> Condition | None:
+    """The condition of that type, if present."""
+    return next((c for c in conditions if c.type == type_), None)
+
+
+def is_true(conditions: list[Condition], type_: str) -> bool:
+    found = condition(conditions, type_)
+    return found is not None and found.status == ConditionStatus.TRUE

@@ -1,0 +1,97 @@
+"""Well-known label, annotation, taint and finalizer keys: the one place they are spelled.
+
+Kubernetes' own topology and instance keys plus the `provisioner.sh/` keys of ../DESIGN.md. Everything
+that reads or writes a label imports the constant from here.
+"""
+
+from __future__ import annotations
+
+GROUP = "provisioner.sh"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Kubernetes' own well-known labels.
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+HOSTNAME = "kubernetes.io/hostname"
+
+# Ours.
+NODEPOOL = f"{GROUP}/nodepool"
+NODECLAIM = f"{GROUP}/nodeclaim"
+CAPACITY_TYPE = f"{GROUP}/capacity-type"
+INSTANCE_FAMILY = f"{GROUP}/instance-family"
+INSTANCE_CPU = f"{GROUP}/instance-cpu"
+INSTANCE_MEMORY = f"{GROUP}/instance-memory"
+GPU_NAME = f"{GROUP}/gpu-name"
+GPU_COUNT = f"{GROUP}/gpu-count"
+GPU_MEMORY = f"{GROUP}/gpu-memory"
+GPU_MANUFACTURER = f"{GROUP}/gpu-manufacturer"
+CLUSTER = f"{GROUP}/cluster"
+INITIALIZED = f"{GROUP}/initialized"
+REGISTERED = f"{GROUP}/registered"
+
+# Annotations.
+DO_NOT_DISRUPT = f"{GROUP}/do-not-disrupt"
+NODEPOOLS = f"{GROUP}/nodepools"
+TEAM = f"{GROUP}/team"
+DEPARTMENT = f"{GROUP}/department"
+NODEPOOL_HASH = f"{GROUP}/nodepool-hash"
+NODECLASS_HASH = f"{GROUP}/nodeclass-hash"
+
+# Taints and finalizers.
+DISRUPTED_TAINT = f"{GROUP}/disrupted"
+UNREGISTERED_TAINT = f"{GROUP}/unregistered"
+TERMINATION_FINALIZER = f"{GROUP}/termination"
+
+# Values.
+CAPACITY_TYPE_SPOT = "spot"
+CAPACITY_TYPE_ON_DEMAND = "on-demand"
+CAPACITY_TYPE_RESERVED = "reserved"
+CAPACITY_TYPES = (CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED)
+
+GPU_RESOURCE = "nvidia.com/gpu"
+AMD_GPU_RESOURCE = "amd.com/gpu"
+
+# GPU model names as label values: lowercase, the same on every cloud.
+GPU_NAMES = ("h100", "h200", "a100", "a10g", "l4", "l40s", "t4", "v100", "k80", "p100", "p4", "b200")
+
+# Labels a pod may select on that we know how to satisfy on a new node (beyond the pool's own labels).
+WELL_KNOWN_LABELS = frozenset(
+    {
+        INSTANCE_TYPE,
+        ZONE,
+        REGION,
+        ARCH,
+        OS,
+        NODEPOOL,
+        CAPACITY_TYPE,
+        INSTANCE_FAMILY,
+        INSTANCE_CPU,
+        INSTANCE_MEMORY,
+        GPU_NAME,
+        GPU_COUNT,
+        GPU_MEMORY,
+        GPU_MANUFACTURER,
+    }
+)
+
+# Labels only the provisioner may set on a node: a template that sets them is refused.
+RESTRICTED_LABELS = frozenset({NODEPOOL, NODECLAIM, INITIALIZED, REGISTERED, HOSTNAME})
+
+# Karpenter's keys and the ones they become here (used by `templates import-karpenter`).
+KARPENTER_LABEL_MAP = {
+    "karpenter.sh/nodepool": NODEPOOL,
+    "karpenter.sh/capacity-type": CAPACITY_TYPE,
+    "karpenter.sh/do-not-disrupt": DO_NOT_DISRUPT,
+    "karpenter.sh/disrupted": DISRUPTED_TAINT,
+    "karpenter.k8s.aws/instance-family": INSTANCE_FAMILY,
+    "karpenter.k8s.aws/instance-cpu": INSTANCE_CPU,
+    "karpenter.k8s.aws/instance-memory": INSTANCE_MEMORY,
+    "karpenter.k8s.aws/instance-gpu-name": GPU_NAME,
+    "karpenter.k8s.aws/instance-gpu-count": GPU_COUNT,
+    "karpenter.k8s.aws/instance-gpu-memory": GPU_MEMORY,
+    "karpenter.k8s.aws/instance-gpu-manufacturer": GPU_MANUFACTURER,
+}

@@ -1,0 +1,109 @@
+"""The NodeClaim: the request for one node, written before any cloud call (`karpenter.sh/v1` shape)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from provisioner.api import labels
+from provisioner.api.common import (
+    Condition,
+    Duration,
+    FiniteDuration,
+    Model,
+    NodeClassReference,
+    ObjectMeta,
+    Requirement,
+    Taint,
+)
+
+# Condition types, in lifecycle order.
+LAUNCHED = "Launched"
+REGISTERED = "Registered"
+INITIALIZED = "Initialized"
+READY = "Ready"
+DRIFTED = "Drifted"
+EXPIRED = "Expired"
+EMPTY = "Empty"
+CONSOLIDATABLE = "Consolidatable"
+DISRUPTING = "Disrupting"
+
+
+class ResourceRequirements(Model):
+    """Resources the claim's pods need from the node."""
+
+    requests: dict[str, str] = Field(default_factory=dict)
+    """Sum of the requests of the pods the claim was made for (quantities)."""
+
+
+class NodeClaimSpec(Model):
+    """What the node must be."""
+
+    node_class_ref: NodeClassReference
+    """The NodeClass that launches it."""
+    requirements: list[Requirement] = Field(default_factory=list)
+    """Narrowed requirements; the `node.kubernetes.io/instance-type` In values are the launch options,
+    cheapest first."""
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+    """What the pods scheduled to it need."""
+    taints: list[Taint] = Field(default_factory=list)
+    """Taints for the node."""
+    startup_taints: list[Taint] = Field(default_factory=list)
+    """Start-up taints for the node."""
+    expire_after: Duration = "720h"
+    """Age after which the node is replaced, or `Never`."""
+    termination_grace_period: FiniteDuration | None = None
+    """Longest a drain may take."""
+
+
+class NodeClaimStatus(Model):
+    """What happened to the claim."""
+
+    provider_id: str | None = Field(default=None, alias="providerID")
+    """The cloud's id of the instance (`aws:///us-east-1a/i-...`, `gce://project/zone/name`)."""
+    node_name: str | None = None
+    """Name of the Node that registered for it."""
+    image_id: str | None = Field(default=None, alias="imageID")
+    """The image the instance booted."""
+    instance_type: str | None = None
+    """The instance type launched."""
+    zone: str | None = None
+    """The zone it runs in."""
+    capacity_type: str | None = None
+    """`spot`, `on-demand` or `reserved`."""
+    price_per_hour: float | None = None
+    """List price of the offering in $/h."""
+    capacity: dict[str, str] = Field(default_factory=dict)
+    """The instance's capacity."""
+    allocatable: dict[str, str] = Field(default_factory=dict)
+    """What pods may use after system reservations."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Launched, Registered, Initialized, Ready, then Drifted, Expired, Empty, Consolidatable, Disrupting."""
+    last_pod_event_time: str | None = None
+    """Last time a pod was bound to or removed from the node."""
+
+
+class NodeClaim(Model):
+    """A NodeClaim (`provisioner.sh/v1`)."""
+
+    api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
+    kind: Literal["NodeClaim"] = "NodeClaim"
+    metadata: ObjectMeta
+    spec: NodeClaimSpec
+    status: NodeClaimStatus = Field(default_factory=NodeClaimStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def nodepool(self) -> str | None:
+        return self.metadata.labels.get(labels.NODEPOOL)
+
+    def instance_type_options(self) -> list[str]:
+        """The launch options, in the order the scheduler ranked them (cheapest first)."""
+        for req in self.spec.requirements:
+            if req.key == labels.INSTANCE_TYPE and req.operator.value == "In":
+                return list(req.values)
+        return []

@@ -1,0 +1,241 @@
+"""NodeClasses: how to launch on one cloud. `AWSNodeClass` (Karpenter's EC2NodeClass shape) and
+`GCPNodeClass`. A NodePool names one through `nodeClassRef`, so one controller serves pools on both clouds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from provisioner.api import labels
+from provisioner.api.common import Condition, Model, ObjectMeta
+
+
+class SelectorTerm(Model):
+    """Select a cloud object by `id`, by `name` or by `tags` (all tags must match; `*` matches any value)."""
+
+    id: str | None = None
+    """The object's id (`subnet-0abc`, `sg-0abc`, `ami-0abc`). Excludes `tags` and `name`."""
+    name: str | None = None
+    """The object's name (security group or AMI name)."""
+    tags: dict[str, str] | None = None
+    """Tags that must all be present; value `*` matches any value."""
+    owner: str | None = None
+    """For AMIs: the owner account id or alias (`self`, `amazon`)."""
+    alias: str | None = None
+    """For AMIs: a family alias such as `al2023@latest` or `bottlerocket@v1.20`."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> SelectorTerm:
+        ways = [w for w in (self.id, self.name, self.tags, self.alias) if w]
+        if not ways:
+            raise ValueError("a selector term needs one of id, name, tags or alias")
+        if self.id and (self.tags or self.name or self.alias):
+            raise ValueError("id selects one object: do not combine it with tags, name or alias")
+        if self.alias and (self.tags or self.name):
+            raise ValueError("alias selects a family: do not combine it with tags or name")
+        return self
+
+
+class EBS(Model):
+    """An EBS volume."""
+
+    volume_size: str | None = None
+    """Size as a quantity (`100Gi`)."""
+    volume_type: Literal["standard", "io1", "io2", "gp2", "gp3", "sc1", "st1"] | None = "gp3"
+    """Volume type. Default `gp3`."""
+    iops: int | None = Field(default=None, ge=0)
+    """Provisioned IOPS (io1, io2, gp3)."""
+    throughput: int | None = Field(default=None, ge=0)
+    """Throughput in MiB/s (gp3)."""
+    encrypted: bool | None = True
+    """Encrypt the volume. Default true."""
+    kms_key_id: str | None = Field(default=None, alias="kmsKeyID")
+    """KMS key for encryption; default the account's EBS key."""
+    delete_on_termination: bool | None = True
+    """Delete with the instance. Default true."""
+    snapshot_id: str | None = Field(default=None, alias="snapshotID")
+    """Snapshot to create the volume from."""
+
+
+class BlockDeviceMapping(Model):
+    """A block device of the instance."""
+
+    device_name: str
+    """Device name, e.g. `/dev/xvda`."""
+    ebs: EBS = Field(default_factory=EBS)
+    """The EBS volume."""
+    root_volume: bool = False
+    """This is the root volume."""
+
+
+class MetadataOptions(Model):
+    """Instance metadata service settings."""
+
+    http_endpoint: Literal["enabled", "disabled"] = "enabled"
+    """IMDS on or off. Default `enabled`."""
+    http_protocol_ipv6: Literal["enabled", "disabled"] = Field("disabled", alias="httpProtocolIPv6")
+    """IMDS over IPv6. Default `disabled`."""
+    http_put_response_hop_limit: int = Field(1, ge=1, le=64)
+    """Hop limit for IMDS PUT responses. Default 1 (pods cannot reach IMDS)."""
+    http_tokens: Literal["required", "optional"] = "required"
+    """IMDSv2 tokens. Default `required`."""
+
+
+class AWSNodeClassSpec(Model):
+    """How to launch an EC2 instance."""
+
+    subnet_selector_terms: list[SelectorTerm] = Field(min_length=1)
+    """Subnets to launch into, by id or tags; their zones are the zones the pool can use."""
+    security_group_selector_terms: list[SelectorTerm] = Field(min_length=1)
+    """Security groups, by id, name or tags."""
+    ami_selector_terms: list[SelectorTerm] = Field(min_length=1)
+    """AMIs, by id, name, tags or alias (`al2023@latest`); the newest matching the instance's arch wins."""
+    ami_family: Literal["AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2022", "Custom"] | None = None
+    """Bootstrap format of the user data. Default: taken from the alias, else `Custom`."""
+    role: str | None = None
+    """IAM role name; an instance profile is made for it. Exactly one of role or instanceProfile."""
+    instance_profile: str | None = None
+    """Existing IAM instance profile name. Exactly one of role or instanceProfile."""
+    block_device_mappings: list[BlockDeviceMapping] = Field(default_factory=list)
+    """Volumes. Default: the AMI's."""
+    user_data: str | None = None
+    """User data merged with the bootstrap the AMI family needs."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on instances, volumes and launch templates (ours are added: cluster, nodepool, nodeclaim)."""
+    metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
+    """Instance metadata service settings."""
+    associate_public_ip_address: bool | None = None
+    """Give instances a public IP. Default: the subnet's setting."""
+    detailed_monitoring: bool = False
+    """CloudWatch detailed monitoring. Default false."""
+
+    @model_validator(mode="after")
+    def _one_identity(self) -> AWSNodeClassSpec:
+        if bool(self.role) == bool(self.instance_profile):
+            raise ValueError("give exactly one of role or instanceProfile")
+        reserved = [
+            k for k in self.tags if k.startswith(f"{labels.GROUP}/") or k.startswith("kubernetes.io/cluster")
+        ]
+        if reserved:
+            raise ValueError(f"tags {reserved} are set by the provisioner and may not be set here")
+        return self
+
+
+class ResolvedSubnet(Model):
+    id: str
+    zone: str
+    zone_id: str | None = Field(default=None, alias="zoneID")
+
+
+class ResolvedID(Model):
+    id: str
+    name: str | None = None
+
+
+class AWSNodeClassStatus(Model):
+    """What the AWS selectors resolved to."""
+
+    subnets: list[ResolvedSubnet] = Field(default_factory=list)
+    """Subnets found, with their zones."""
+    security_groups: list[ResolvedID] = Field(default_factory=list)
+    """Security groups found."""
+    amis: list[ResolvedID] = Field(default_factory=list)
+    """AMIs found."""
+    instance_profile: str | None = None
+    """The instance profile used."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Ready (all selectors resolved)."""
+
+
+class AWSNodeClass(Model):
+    """An AWSNodeClass (`provisioner.sh/v1`)."""
+
+    api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
+    kind: Literal["AWSNodeClass"] = "AWSNodeClass"
+    metadata: ObjectMeta
+    spec: AWSNodeClassSpec
+    status: AWSNodeClassStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+
+class BootDisk(Model):
+    """The boot disk of a GCE instance."""
+
+    size_gb: int = Field(100, ge=10, le=65536, alias="sizeGb")
+    """Size in GB. Default 100."""
+    type: Literal["pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "hyperdisk-balanced"] = "pd-balanced"
+    """Disk type. Default `pd-balanced`."""
+    kms_key: str | None = None
+    """Customer-managed key, `projects/.../cryptoKeys/...`. Default Google-managed."""
+
+
+class ServiceAccount(Model):
+    """The service account the instance runs as."""
+
+    email: str
+    """Service account email."""
+    scopes: list[str] = Field(default_factory=lambda: ["https://www.googleapis.com/auth/cloud-platform"])
+    """OAuth scopes. Default `cloud-platform`."""
+
+
+class GCPNodeClassSpec(Model):
+    """How to launch a Compute Engine instance."""
+
+    project: str = Field(min_length=1)
+    """Project id to launch in."""
+    region: str | None = None
+    """Region; default the controller's `--region`."""
+    zones: list[str] = Field(default_factory=list)
+    """Zones of the region the pool may use. Default every zone of the region."""
+    network: str = "default"
+    """VPC network name or URL. Default `default`."""
+    subnetwork: str | None = None
+    """Subnetwork name or URL. Default the network's subnet in the region."""
+    image: str
+    """Boot image, `projects/P/global/images/NAME` or `projects/P/global/images/family/F`."""
+    service_account: ServiceAccount | None = None
+    """Service account; default the project's compute default."""
+    boot_disk: BootDisk = Field(default_factory=BootDisk)
+    """Boot disk."""
+    local_ssd_count: int = Field(0, ge=0, le=24, alias="localSSDCount")
+    """Local SSDs (375 GB each) to attach. Default 0."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """GCE labels on instances (ours are added: cluster, nodepool, nodeclaim)."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Instance metadata (startup-script, kube-env...)."""
+    network_tags: list[str] = Field(default_factory=list)
+    """Network tags for firewall rules."""
+
+    @model_validator(mode="after")
+    def _no_reserved_labels(self) -> GCPNodeClassSpec:
+        reserved = [k for k in self.labels if k.startswith("provisioner")]
+        if reserved:
+            raise ValueError(f"labels {reserved} are set by the provisioner and may not be set here")
+        return self
+
+
+class GCPNodeClassStatus(Model):
+    conditions: list[Condition] = Field(default_factory=list)
+    """Ready (image and network found)."""
+
+
+class GCPNodeClass(Model):
+    """A GCPNodeClass (`provisioner.sh/v1`)."""
+
+    api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
+    kind: Literal["GCPNodeClass"] = "GCPNodeClass"
+    metadata: ObjectMeta
+    spec: GCPNodeClassSpec
+    status: GCPNodeClassStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+
+NodeClass = AWSNodeClass | GCPNodeClass

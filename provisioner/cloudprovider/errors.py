@@ -1,0 +1,49 @@
+"""The errors every provider raises. Providers translate SDK errors into these at the edge
+(`raise InsufficientCapacity(...) from err`); controllers branch only on these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OfferingKey:
+    """Which offering ran out: instance type, zone, capacity type."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+
+    def __str__(self) -> str:
+        return f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+
+
+class CloudProviderError(Exception):
+    """Base of the provider errors."""
+
+
+class InsufficientCapacity(CloudProviderError):
+    """No capacity for these offerings now. `kind` says which (stockout, quota) so caches can keep each
+    for its own TTL."""
+
+    def __init__(self, offerings: list[OfferingKey], message: str = "", *, kind: str = "capacity") -> None:
+        self.offerings = list(offerings)
+        self.kind = kind
+        names = ", ".join(str(o) for o in self.offerings) or "no offering"
+        super().__init__(message or f"insufficient {kind} for {names}")
+
+
+class NotFound(CloudProviderError):
+    """The instance does not exist (any more)."""
+
+
+class NodeClassNotReady(CloudProviderError):
+    """The NodeClass's selectors (subnets, images, ...) did not resolve; nothing can launch with it."""
+
+
+class TransientError(CloudProviderError):
+    """Throttling, 5xx, timeouts: the only error retried."""
+
+
+class CreateError(CloudProviderError):
+    """The launch failed for a reason retrying will not fix (bad AMI, permissions...)."""

@@ -1,0 +1,102 @@
+"""What a solve returns: every pod in exactly one of placed on existing or in-flight capacity, placed
+on a new NodeClaim, or unschedulable with one reason per pool considered.
+
+These types are the contract between the scheduler and its users (provisioning controller, simulator,
+`explain`, disruption's re-solve). Extend them; do not rename their fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from provisioner.api import NodeClaim, NodePool, quantities
+from provisioner.api import labels as wk
+from provisioner.api.common import NodeClassReference, ObjectMeta, Requirement
+from provisioner.api.nodeclaim import NodeClaimSpec, ResourceRequirements
+from provisioner.api.quantities import ResourceList
+from provisioner.cloudprovider.types import InstanceType, Offering
+from provisioner.state.objects import Pod
+
+
+@dataclass(slots=True)
+class Placement:
+    """A pod placed on capacity that exists or is already in flight."""
+
+    pod: Pod
+    node: str
+    """StateNode name: a Node name, or a NodeClaim name for a claim in flight."""
+
+
+@dataclass(slots=True)
+class NewClaim:
+    """A node to launch."""
+
+    hostname: str
+    """Placeholder name inside this solve (topology and anti-affinity use it as the node's hostname)."""
+    nodepool: NodePool
+    requirements: list[Requirement]
+    """Narrowed requirements, including `node.kubernetes.io/instance-type In [options...]`."""
+    instance_types: list[InstanceType]
+    """Launch options, cheapest available first, at most 60."""
+    offering: Offering
+    """The chosen offering of `instance_types[0]`: the first available, cheapest."""
+    pods: list[Pod] = field(default_factory=list)
+    requests: ResourceList = field(default_factory=dict)
+    """Pods' requests plus the overhead of the daemonsets that will run on the node."""
+
+    @property
+    def instance_type(self) -> InstanceType:
+        return self.instance_types[0]
+
+    @property
+    def price(self) -> float:
+        return self.offering.price
+
+    def to_nodeclaim(self, name: str) -> NodeClaim:
+        """The NodeClaim to write: pool label, the pool's taints, the options as requirements, the finalizer."""
+        template = self.nodepool.spec.template
+        return NodeClaim(
+            metadata=ObjectMeta(
+                name=name,
+                labels={**template.metadata.labels, wk.NODEPOOL: self.nodepool.name},
+                annotations=dict(template.metadata.annotations),
+                finalizers=[wk.TERMINATION_FINALIZER],
+            ),
+            spec=NodeClaimSpec(
+                node_class_ref=NodeClassReference.model_validate(template.spec.node_class_ref.model_dump()),
+                requirements=list(self.requirements),
+                resources=ResourceRequirements(
+                    requests={k: quantities.format_quantity(k, v) for k, v in sorted(self.requests.items())}
+                ),
+                taints=list(template.spec.taints),
+                startup_taints=list(template.spec.startup_taints),
+                expire_after=template.spec.expire_after,
+                termination_grace_period=template.spec.termination_grace_period,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReason:
+    """Why one pool could not take a pod, in plain words."""
+
+    nodepool: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Unschedulable:
+    pod: Pod
+    reasons: list[PoolReason]
+
+
+@dataclass(slots=True)
+class Results:
+    placements: list[Placement] = field(default_factory=list)
+    new_claims: list[NewClaim] = field(default_factory=list)
+    unschedulable: list[Unschedulable] = field(default_factory=list)
+
+    @property
+    def cost_per_hour(self) -> float:
+        """$/h of the new claims."""
+        return sum(c.price for c in self.new_claims)

@@ -1,0 +1,483 @@
+"""Kubernetes objects as the decision code sees them: pods, nodes, daemonsets and PDBs, parsed once
+from their JSON (camelCase dicts, as the API server or a manifest gives them) into small frozen values.
+
+Parsing is lenient about fields we do not use and exact about the ones we do (quantities as integers).
+Only what scheduling, disruption and reporting read is kept; `raw` keeps the original for writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api import quantities
+from provisioner.api.quantities import ResourceList
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One `matchExpressions` / node selector term requirement."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SelectorRequirement:
+        return cls(key=d["key"], operator=d["operator"], values=tuple(str(v) for v in d.get("values") or ()))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label set satisfies the requirement (Gt/Lt compare integers)."""
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        if self.operator in ("Gt", "Lt") and present:
+            try:
+                have, bound = int(labels[self.key]), int(self.values[0])
+            except (ValueError, IndexError):
+                return False
+            return have > bound if self.operator == "Gt" else have < bound
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector. An empty selector matches everything; a missing one (None) nothing."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> LabelSelector | None:
+        if d is None:
+            return None
+        return cls(
+            match_labels=tuple(sorted((d.get("matchLabels") or {}).items())),
+            match_expressions=tuple(
+                SelectorRequirement.from_dict(e) for e in d.get("matchExpressions") or ()
+            ),
+        )
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            e.matches(labels) for e in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Toleration:
+        return cls(
+            key=d.get("key"),
+            operator=d.get("operator") or "Equal",
+            value=d.get("value"),
+            effect=d.get("effect"),
+            toleration_seconds=d.get("tolerationSeconds"),
+        )
+
+    def tolerates(self, taint: TaintValue) -> bool:
+        """Kubernetes' rule: empty effect matches all effects; empty key with Exists matches all taints."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key is None or self.key == "":
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return (self.value or "") == (taint.value or "")
+
+
+@dataclass(frozen=True, slots=True)
+class TaintValue:
+    key: str
+    effect: str
+    value: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TaintValue:
+        return cls(key=d["key"], effect=d["effect"], value=d.get("value"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "effect": self.effect}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+def tolerates_all(
+    tolerations: tuple[Toleration, ...], taints: tuple[TaintValue, ...] | list[TaintValue]
+) -> TaintValue | None:
+    """The first NoSchedule/NoExecute taint not tolerated, or None when all are (PreferNoSchedule never blocks)."""
+    for taint in taints:
+        if taint.effect == "PreferNoSchedule":
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpread:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    label_selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TopologySpread:
+        return cls(
+            max_skew=int(d.get("maxSkew", 1)),
+            topology_key=d["topologyKey"],
+            when_unsatisfiable=d.get("whenUnsatisfiable", "DoNotSchedule"),
+            label_selector=LabelSelector.from_dict(d.get("labelSelector")),
+            min_domains=d.get("minDomains"),
+            node_affinity_policy=d.get("nodeAffinityPolicy") or "Honor",
+            node_taints_policy=d.get("nodeTaintsPolicy") or "Ignore",
+            match_label_keys=tuple(d.get("matchLabelKeys") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    label_selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    weight: int = 0
+    """0 for required terms; 1-100 for preferred ones."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], weight: int = 0) -> PodAffinityTerm:
+        return cls(
+            label_selector=LabelSelector.from_dict(d.get("labelSelector")),
+            topology_key=d["topologyKey"],
+            namespaces=tuple(d.get("namespaces") or ()),
+            namespace_selector=LabelSelector.from_dict(d.get("namespaceSelector")),
+            weight=weight,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredNodeTerm:
+    weight: int
+    requirements: tuple[SelectorRequirement, ...]
+
+
+def _container_requests(container: Mapping[str, Any]) -> ResourceList:
+    res = container.get("resources") or {}
+    # A limit without a request means request = limit (Kubernetes defaulting, which a manifest lacks).
+    merged = dict(res.get("limits") or {})
+    merged.update(res.get("requests") or {})
+    return quantities.parse_resource_list(merged)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
+    """Effective requests: max(sum of containers (+ restartable init sidecars), each init container) +
+    overhead, plus one `pods`."""
+    total: ResourceList = {}
+    for c in spec.get("containers") or ():
+        total = quantities.add(total, _container_requests(c))
+    sidecars: ResourceList = {}
+    init_peak: ResourceList = {}
+    for c in spec.get("initContainers") or ():
+        req = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            sidecars = quantities.add(sidecars, req)
+            continue
+        # A plain init container runs beside the sidecars started before it.
+        running = quantities.add(sidecars, req)
+        for name, amount in running.items():
+            init_peak[name] = max(init_peak.get(name, 0), amount)
+    total = quantities.add(total, sidecars)
+    for name, amount in init_peak.items():
+        total[name] = max(total.get(name, 0), amount)
+    total = quantities.add(total, quantities.parse_resource_list(spec.get("overhead")))
+    total[quantities.PODS] = total.get(quantities.PODS, 0) + 1
+    return {k: v for k, v in total.items() if v}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Pod:
+    """A pod as the decision code sees it. Identity is `key` (namespace/name)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_name: str | None = None
+    phase: str = "Pending"
+    priority: int = 0
+    requests: ResourceList = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_terms: tuple[tuple[SelectorRequirement, ...], ...] = ()
+    """Required node affinity: OR of terms, each an AND of requirements. Empty: no constraint."""
+    preferred_node_terms: tuple[PreferredNodeTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread: tuple[TopologySpread, ...] = ()
+    affinity_required: tuple[PodAffinityTerm, ...] = ()
+    affinity_preferred: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity_required: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity_preferred: tuple[PodAffinityTerm, ...] = ()
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    unschedulable: bool = False
+    """PodScheduled=False with reason Unschedulable: the signal that provisioning is needed."""
+    deleting: bool = False
+    created: datetime | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pod) and other.key == self.key
+
+    @property
+    def is_daemonset_pod(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def do_not_disrupt(self) -> bool:
+        return self.annotations.get(wk.DO_NOT_DISRUPT, "").lower() == "true"
+
+    @property
+    def nodepools(self) -> tuple[str, ...]:
+        """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
+        text = self.annotations.get(wk.NODEPOOLS, "")
+        return tuple(p.strip() for p in text.split(",") if p.strip())
+
+    @property
+    def gpus(self) -> int:
+        return self.requests.get(wk.GPU_RESOURCE, 0)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Pod:
+        meta = d.get("metadata") or {}
+        spec = d.get("spec") or {}
+        status = d.get("status") or {}
+        affinity = spec.get("affinity") or {}
+        node_aff = affinity.get("nodeAffinity") or {}
+        required = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+            "nodeSelectorTerms"
+        ) or ()
+        preferred = node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        pod_aff = affinity.get("podAffinity") or {}
+        pod_anti = affinity.get("podAntiAffinity") or {}
+        owners = meta.get("ownerReferences") or ()
+        owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+        unschedulable = any(
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+            for c in status.get("conditions") or ()
+        )
+        return cls(
+            namespace=meta.get("namespace") or "default",
+            name=meta["name"],
+            uid=meta.get("uid") or "",
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            node_name=spec.get("nodeName"),
+            phase=status.get("phase") or "Pending",
+            priority=int(spec.get("priority") or 0),
+            requests=pod_requests(spec),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            required_node_terms=tuple(
+                tuple(SelectorRequirement.from_dict(e) for e in term.get("matchExpressions") or ())
+                for term in required
+            ),
+            preferred_node_terms=tuple(
+                PreferredNodeTerm(
+                    weight=int(p.get("weight", 1)),
+                    requirements=tuple(
+                        SelectorRequirement.from_dict(e)
+                        for e in (p.get("preference") or {}).get("matchExpressions") or ()
+                    ),
+                )
+                for p in preferred
+            ),
+            tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or ()),
+            topology_spread=tuple(
+                TopologySpread.from_dict(t) for t in spec.get("topologySpreadConstraints") or ()
+            ),
+            affinity_required=tuple(
+                PodAffinityTerm.from_dict(t)
+                for t in pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+            ),
+            affinity_preferred=tuple(
+                PodAffinityTerm.from_dict(t["podAffinityTerm"], int(t.get("weight", 1)))
+                for t in pod_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+            ),
+            anti_affinity_required=tuple(
+                PodAffinityTerm.from_dict(t)
+                for t in pod_anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+            ),
+            anti_affinity_preferred=tuple(
+                PodAffinityTerm.from_dict(t["podAffinityTerm"], int(t.get("weight", 1)))
+                for t in pod_anti.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+            ),
+            owner_kind=owner.get("kind") if owner else None,
+            owner_name=owner.get("name") if owner else None,
+            unschedulable=unschedulable,
+            deleting=meta.get("deletionTimestamp") is not None,
+            created=_parse_time(meta.get("creationTimestamp")),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Node:
+    """A Kubernetes Node."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[TaintValue, ...] = ()
+    capacity: ResourceList = field(default_factory=dict)
+    allocatable: ResourceList = field(default_factory=dict)
+    provider_id: str | None = None
+    unschedulable: bool = False
+    """Cordoned (`spec.unschedulable`)."""
+    conditions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Condition type -> (status, reason)."""
+    created: datetime | None = None
+    deleting: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Node) and other.name == self.name
+
+    @property
+    def ready(self) -> bool:
+        return self.conditions.get("Ready", ("Unknown", ""))[0] == "True"
+
+    @property
+    def nodepool(self) -> str | None:
+        return self.labels.get(wk.NODEPOOL)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Node:
+        meta = d.get("metadata") or {}
+        spec = d.get("spec") or {}
+        status = d.get("status") or {}
+        return cls(
+            name=meta["name"],
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            taints=tuple(TaintValue.from_dict(t) for t in spec.get("taints") or ()),
+            capacity=quantities.parse_resource_list(status.get("capacity")),
+            allocatable=quantities.parse_resource_list(status.get("allocatable") or status.get("capacity")),
+            provider_id=spec.get("providerID"),
+            unschedulable=bool(spec.get("unschedulable")),
+            conditions={
+                c["type"]: (c.get("status", "Unknown"), c.get("reason", ""))
+                for c in status.get("conditions") or ()
+            },
+            created=_parse_time(meta.get("creationTimestamp")),
+            deleting=meta.get("deletionTimestamp") is not None,
+            raw=d,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    """A DaemonSet: its pod template decides on which nodes it runs and what it takes from each."""
+
+    namespace: str
+    name: str
+    pod: Pod
+    """The template as a pod (requests, tolerations, node selector and affinity)."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DaemonSet:
+        meta = d.get("metadata") or {}
+        template = (d.get("spec") or {}).get("template") or {}
+        pod_doc = {
+            "metadata": {
+                **(template.get("metadata") or {}),
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+            },
+            "spec": template.get("spec") or {},
+        }
+        pod_doc["metadata"]["ownerReferences"] = [
+            {"kind": "DaemonSet", "name": meta["name"], "controller": True}
+        ]
+        return cls(
+            namespace=meta.get("namespace") or "default", name=meta["name"], pod=Pod.from_dict(pod_doc)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    min_available: str | None = None
+    max_unavailable: str | None = None
+    disruptions_allowed: int | None = None
+    """From status, when the API server computed it; None in manifests (computed by the caller)."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PodDisruptionBudget:
+        meta = d.get("metadata") or {}
+        spec = d.get("spec") or {}
+        status = d.get("status") or {}
+
+        def text(v: Any) -> str | None:
+            return None if v is None else str(v)
+
+        return cls(
+            namespace=meta.get("namespace") or "default",
+            name=meta["name"],
+            selector=LabelSelector.from_dict(spec.get("selector")),
+            min_available=text(spec.get("minAvailable")),
+            max_unavailable=text(spec.get("maxUnavailable")),
+            disruptions_allowed=status.get("disruptionsAllowed"),
+        )
+
+    def matches(self, pod: Pod) -> bool:
+        return (
+            pod.namespace == self.namespace
+            and self.selector is not None
+            and self.selector.matches(pod.labels)
+        )

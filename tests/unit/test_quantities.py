@@ -1,0 +1,36 @@
+from decimal import Decimal
+
+import pytest
+
+from provisioner.api import quantities
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("100m", Decimal("0.1")),
+        ("4Gi", Decimal(4 * 2**30)),
+        ("1.5", Decimal("1.5")),
+        ("2e3", Decimal(2000)),
+        ("1k", Decimal(1000)),
+    ],
+    ids=["milli", "gibi", "decimal", "exponent", "kilo"],
+)
+def test_quantities_parse_exactly(text, expected):
+    assert quantities.parse_quantity(text) == expected
+
+
+def test_cpu_is_counted_in_millicores_rounding_up():
+    assert quantities.to_base_units("cpu", "1.5") == 1500
+    assert quantities.to_base_units("cpu", "0.5m") == 1
+
+
+@pytest.mark.parametrize("bad", ["", "1.2.3", "4GB", "abc", "--1"])
+def test_non_quantities_are_refused_with_examples(bad):
+    with pytest.raises(quantities.QuantityError, match="not a Kubernetes quantity"):
+        quantities.parse_quantity(bad)
+
+
+def test_format_is_the_inverse_of_parse():
+    for resource, text in [("cpu", "1500m"), ("cpu", "2"), ("memory", "4Gi"), ("memory", "512Mi")]:
+        assert quantities.format_quantity(resource, quantities.to_base_units(resource, text)) == text
