@@ -1,0 +1,71 @@
+"""The seam between the provider contract suite and each provider's test stand-in.
+
+Each provider's test module (`harness_fake.py`, `harness_aws.py`, `harness_gcp.py`) offers a generator
+function `make_harness()` that starts its stand-in (moto behind a fault-and-price layer, the Compute REST
+stand-in, or nothing for the fake), yields a `Harness`, and tears everything down after. The contract suite
+(`test_contract.py`) runs the same tests over each.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from provisioner.api import NodeClaim
+from provisioner.api import labels as wk
+from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
+from provisioner.api.nodeclaim import NodeClaimSpec
+from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider import CloudProvider
+
+
+class Harness(Protocol):
+    name: str
+    """`fake`, `aws` or `gcp`."""
+    provider: CloudProvider
+    """The provider under test, unwrapped (no retry wrapper: tests add it where they need it)."""
+    node_class: NodeClass
+    """A NodeClass that resolves against the stand-in."""
+    zones: list[str]
+    """The zones the node class can launch in, sorted."""
+    small_types: list[str]
+    """At least two cheap CPU instance types that every zone offers, cheapest first."""
+    gpu8_h100_type: str
+    """The 8 x H100 type (`p5.48xlarge`, `a3-highgpu-8g`)."""
+
+    def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
+        """From now on, launching this offering fails with the cloud's capacity error."""
+        ...
+
+    def throttle(self, *, times: int = 1) -> None:
+        """The next `times` launch API calls answer with the cloud's throttling error (then succeed)."""
+        ...
+
+    def launches(self) -> int:
+        """How many instances the stand-in has launched in all (counted there, not by the provider)."""
+        ...
+
+
+def make_claim(
+    name: str,
+    options: list[str],
+    *,
+    node_class: NodeClass,
+    capacity_types: tuple[str, ...] = (wk.CAPACITY_TYPE_ON_DEMAND,),
+    zones: tuple[str, ...] | None = None,
+    nodepool: str = "default",
+) -> NodeClaim:
+    """A NodeClaim as the provisioning controller writes it: options cheapest first, capacity types and
+    zones as requirements."""
+    requirements = [
+        Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=list(options)),
+        Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=list(capacity_types)),
+    ]
+    if zones:
+        requirements.append(Requirement(key=wk.ZONE, operator=Operator.IN, values=list(zones)))
+    return NodeClaim(
+        metadata=ObjectMeta(name=name, labels={wk.NODEPOOL: nodepool}),
+        spec=NodeClaimSpec(
+            node_class_ref=NodeClassReference(kind=node_class.kind, name=node_class.name),
+            requirements=requirements,
+        ),
+    )
