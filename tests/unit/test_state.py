@@ -1,0 +1,119 @@
+"""The cluster-state objects: what decision code reads from Kubernetes JSON, and the snapshot join."""
+
+import pytest
+
+from provisioner.api import labels as wk
+from provisioner.state import ClusterState, Pod
+from provisioner.state.objects import TaintValue, Toleration, tolerates_all
+
+
+def pod_doc(name="p", *, containers=None, init=None, overhead=None, **spec):
+    return {
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "containers": containers
+            or [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            **({"initContainers": init} if init else {}),
+            **({"overhead": overhead} if overhead else {}),
+            **spec,
+        },
+    }
+
+
+def container(cpu, memory="0", **extra):
+    return {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory, **extra}}}
+
+
+def test_requests_sum_containers_and_count_one_pod():
+    pod = Pod.from_dict(pod_doc(containers=[container("500m", "1Gi"), container("250m", "512Mi")]))
+    assert pod.requests == {"cpu": 750, "memory": 1536 * 2**20, "pods": 1}
+
+
+def test_an_init_container_larger_than_the_containers_sets_the_request():
+    pod = Pod.from_dict(pod_doc(containers=[container("1")], init=[container("3"), container("2")]))
+    assert pod.requests["cpu"] == 3000
+
+
+def test_sidecar_init_containers_add_to_the_running_containers():
+    sidecar = {**container("500m"), "restartPolicy": "Always"}
+    pod = Pod.from_dict(pod_doc(containers=[container("1")], init=[sidecar]))
+    assert pod.requests["cpu"] == 1500
+
+
+def test_pod_overhead_is_added():
+    pod = Pod.from_dict(pod_doc(containers=[container("1")], overhead={"cpu": "250m"}))
+    assert pod.requests["cpu"] == 1250
+
+
+def test_limits_without_requests_count_as_requests():
+    doc = pod_doc(containers=[{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}])
+    assert Pod.from_dict(doc).gpus == 8
+
+
+def test_pool_list_annotation_is_ordered_and_trimmed():
+    doc = pod_doc()
+    doc["metadata"]["annotations"] = {wk.NODEPOOLS: " a100-standard, t4-best-effort ,"}
+    assert Pod.from_dict(doc).nodepools == ("a100-standard", "t4-best-effort")
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "tolerated"),
+    [
+        (
+            Toleration(key="nvidia.com/gpu", operator="Exists"),
+            TaintValue("nvidia.com/gpu", "NoSchedule"),
+            True,
+        ),
+        (Toleration(key="nvidia.com/gpu", value="x"), TaintValue("nvidia.com/gpu", "NoSchedule", "y"), False),
+        (Toleration(operator="Exists"), TaintValue("anything", "NoExecute"), True),
+        (Toleration(key="k", operator="Exists", effect="NoExecute"), TaintValue("k", "NoSchedule"), False),
+    ],
+    ids=["exists", "value-mismatch", "wildcard", "effect-mismatch"],
+)
+def test_tolerations_follow_kubernetes_rules(toleration, taint, tolerated):
+    assert (tolerates_all((toleration,), [taint]) is None) is tolerated
+
+
+def test_prefer_no_schedule_never_blocks():
+    assert tolerates_all((), [TaintValue("k", "PreferNoSchedule")]) is None
+
+
+def claim_doc(name, provider_id=None):
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: "gpu"}},
+        "spec": {
+            "nodeClassRef": {"kind": "AWSNodeClass", "name": "default"},
+            "requirements": [
+                {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["p5.48xlarge"]},
+                {"key": wk.ZONE, "operator": "In", "values": ["us-east-1a"]},
+            ],
+        },
+        "status": {"providerID": provider_id} if provider_id else {},
+    }
+
+
+def test_snapshot_joins_nodes_to_claims_by_provider_id_and_keeps_claims_in_flight():
+    state = ClusterState()
+    state.upsert("NodeClaim", claim_doc("gpu-a", provider_id="fake://z/a"))
+    state.upsert("NodeClaim", claim_doc("gpu-b"))
+    state.upsert("Node", {"metadata": {"name": "node-a"}, "spec": {"providerID": "fake://z/a"}, "status": {}})
+    bound = pod_doc("bound", nodeName="node-a")
+    state.upsert("Pod", bound)
+    state.upsert("Pod", pod_doc("pending"))
+
+    snap = state.snapshot()
+
+    by_name = {n.name: n for n in snap.nodes}
+    assert by_name["node-a"].claim.name == "gpu-a"
+    assert [p.name for p in by_name["node-a"].pods] == ["bound"]
+    assert by_name["gpu-b"].in_flight
+    # A claim in flight shows its single-valued requirements as the labels its node will have.
+    assert by_name["gpu-b"].labels[wk.ZONE] == "us-east-1a"
+    assert [p.name for p in snap.pending_pods] == ["pending"]
+
+
+def test_unknown_kinds_are_refused():
+    with pytest.raises(ValueError, match="does not track kind"):
+        ClusterState().upsert("ConfigMap", {"metadata": {"name": "x"}})
