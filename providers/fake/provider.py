@@ -1,0 +1,362 @@
+"""FakeProvider: the CloudProvider protocol over in-memory state.
+
+How it chooses, like Karpenter's launch path: among the claim's options (the `instance_types` passed,
+restricted to the claim's instance-type requirement), the offerings its zone and capacity-type
+requirements allow and that are not flagged unavailable are tried reserved first, then spot, then
+on-demand (spot before on-demand is the fallback ladder), cheapest first within a capacity type. An
+offering marked unavailable or out of capacity is skipped and named in the InsufficientCapacity raised
+when none is left.
+
+Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
+a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from provisioner.api import labels
+from provisioner.api.common import Operator
+from provisioner.api.nodeclaim import NodeClaim
+from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider import catalog as catalog_
+from provisioner.cloudprovider.errors import (
+    CloudProviderError,
+    InsufficientCapacity,
+    NotFound,
+    OfferingKey,
+)
+from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
+from provisioner.cloudprovider.types import InstanceType, Offering
+
+_CAPACITY_TYPE_ORDER = {
+    labels.CAPACITY_TYPE_RESERVED: 0,
+    labels.CAPACITY_TYPE_SPOT: 1,
+    labels.CAPACITY_TYPE_ON_DEMAND: 2,
+}
+
+LaunchHook = Callable[[Instance, InstanceType], None]
+DeleteHook = Callable[[Instance], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """Which offerings a capacity or stockout setting applies to; None matches any."""
+
+    instance_type: str | None = None
+    zone: str | None = None
+    capacity_type: str | None = None
+
+    def matches(self, key: OfferingKey) -> bool:
+        return (
+            (self.instance_type is None or self.instance_type == key.instance_type)
+            and (self.zone is None or self.zone == key.zone)
+            and (self.capacity_type is None or self.capacity_type == key.capacity_type)
+        )
+
+
+class FakeProvider:
+    """An in-memory cloud with a catalog, finite capacity, stockouts, failure and interruption
+    injection, and a call log. Provider ids are `fake://ZONE/NAME`, NAME being the claim's name."""
+
+    name = "fake"
+
+    def __init__(
+        self,
+        *,
+        catalog: str = "aws",
+        region: str | None = None,
+        instance_types: list[InstanceType] | None = None,
+        cluster_name: str = "sim",
+        clock: Callable[[], datetime] | None = None,
+        reveal_stockouts: bool = False,
+        on_launch: LaunchHook | None = None,
+        on_delete: DeleteHook | None = None,
+    ) -> None:
+        self.region = region or (catalog_.default_region(catalog) if instance_types is None else None)
+        types = instance_types if instance_types is not None else catalog_.load(catalog, region)
+        self._types: dict[str, InstanceType] = {t.name: t for t in types}
+        self.cluster_name = cluster_name
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.reveal_stockouts = reveal_stockouts
+        self.on_launch = on_launch
+        """Called with (instance, its InstanceType) after each launch, e.g. to register a Node."""
+        self.on_delete = on_delete
+        """Called with the instance after each delete."""
+        self.calls: list[tuple[str, ...]] = []
+        """Every protocol call, in order: ("create", claim), ("delete", provider_id), ("list",)..."""
+        self.launched_total = 0
+        """Instances launched since construction (a retried create that returns the first one is not counted)."""
+        self._lock = threading.RLock()
+        self._instances: dict[str, Instance] = {}
+        self._by_claim: dict[str, str] = {}
+        self._capacity: dict[OfferingKey, int] = {}
+        self._unavailable: set[OfferingKey] = set()
+        self._failures: list[CloudProviderError] = []
+        self._interruptions: list[InterruptionEvent] = []
+        self._drift: dict[str, str] = {}
+
+    # --- knobs for tests and the simulator ---------------------------------------------------------------
+
+    def set_capacity(
+        self,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        capacity_type: str | None = None,
+        count: int | None,
+    ) -> None:
+        """Each matching offering can launch `count` more instances (None: unlimited again). Deleting an
+        instance gives its slot back."""
+        if count is not None and count < 0:
+            raise ValueError(f"count must be >= 0 or None, got {count}")
+        with self._lock:
+            for key in self._matching(Selector(instance_type, zone, capacity_type)):
+                if count is None:
+                    self._capacity.pop(key, None)
+                else:
+                    self._capacity[key] = count
+
+    def mark_unavailable(
+        self,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        capacity_type: str | None = None,
+    ) -> None:
+        """A stockout: launching a matching offering fails with InsufficientCapacity until marked available."""
+        with self._lock:
+            self._unavailable.update(self._matching(Selector(instance_type, zone, capacity_type)))
+
+    def mark_available(
+        self,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        capacity_type: str | None = None,
+    ) -> None:
+        """End a stockout for the matching offerings."""
+        with self._lock:
+            self._unavailable.difference_update(self._matching(Selector(instance_type, zone, capacity_type)))
+
+    def fail_next_create(self, error: CloudProviderError, *, times: int = 1) -> None:
+        """The next `times` creates raise `error` (before any capacity is used)."""
+        with self._lock:
+            self._failures.extend([error] * times)
+
+    def interrupt(self, provider_id: str, kind: str = "spot-interruption", *, detail: str = "") -> None:
+        """Queue an interruption event for the instance; `interruptions()` returns it once."""
+        with self._lock:
+            self._interruptions.append(
+                InterruptionEvent(provider_id=provider_id, kind=kind, time=self._clock(), detail=detail)
+            )
+
+    def set_drifted(self, provider_id: str, reason: str | None) -> None:
+        """Make `is_drifted` answer `reason` for the claim launched as this instance (None clears it)."""
+        with self._lock:
+            if reason is None:
+                self._drift.pop(provider_id, None)
+            else:
+                self._drift[provider_id] = reason
+
+    def remaining(self, *, instance_type: str, zone: str, capacity_type: str) -> int | None:
+        """How many more instances the offering can launch (None: unlimited; 0 when stocked out)."""
+        key = OfferingKey(instance_type, zone, capacity_type)
+        with self._lock:
+            if key in self._unavailable:
+                return 0
+            return self._capacity.get(key)
+
+    @property
+    def catalog(self) -> list[InstanceType]:
+        """The types this cloud has, as loaded (no availability flags applied)."""
+        return list(self._types.values())
+
+    # --- the CloudProvider protocol ----------------------------------------------------------------------
+
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        with self._lock:
+            self.calls.append(("instance_types", node_class.name))
+            if not self.reveal_stockouts:
+                return list(self._types.values())
+            return [
+                t.with_offerings(
+                    tuple(
+                        replace(o, available=False)
+                        if self._exhausted(OfferingKey(t.name, o.zone, o.capacity_type))
+                        else o
+                        for o in t.offerings
+                    )
+                )
+                for t in self._types.values()
+            ]
+
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
+        with self._lock:
+            self.calls.append(("create", claim.name))
+            existing = self._by_claim.get(claim.name)
+            if existing is not None and existing in self._instances:
+                return self._instances[existing]
+            if self._failures:
+                raise self._failures.pop(0)
+            tried: list[OfferingKey] = []
+            for instance_type, offering in self._candidates(claim, instance_types):
+                key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
+                if self._exhausted(key):
+                    tried.append(key)
+                    continue
+                return self._launch(claim, instance_type, offering, node_class)
+            options = ", ".join(t.name for t in instance_types) or "none"
+            if not tried:
+                raise InsufficientCapacity(
+                    [], f"no available offering of {options} is allowed by claim {claim.name}'s requirements"
+                )
+            raise InsufficientCapacity(tried)
+
+    def delete(self, provider_id: str) -> None:
+        with self._lock:
+            self.calls.append(("delete", provider_id))
+            instance = self._instances.pop(provider_id, None)
+            if instance is None:
+                raise NotFound(f"instance {provider_id} not found")
+            key = OfferingKey(instance.instance_type, instance.zone, instance.capacity_type)
+            if key in self._capacity:
+                self._capacity[key] += 1
+            self._drift.pop(provider_id, None)
+            hook = self.on_delete
+        if hook is not None:
+            hook(replace(instance, state="terminated"))
+
+    def get(self, provider_id: str) -> Instance:
+        with self._lock:
+            self.calls.append(("get", provider_id))
+            instance = self._instances.get(provider_id)
+            if instance is None:
+                raise NotFound(f"instance {provider_id} not found")
+            return instance
+
+    def list(self) -> builtins.list[Instance]:
+        with self._lock:
+            self.calls.append(("list",))
+            return [i for i in self._instances.values() if i.tags.get(labels.CLUSTER) == self.cluster_name]
+
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
+        with self._lock:
+            self.calls.append(("is_drifted", claim.name))
+            provider_id = claim.status.provider_id or self._by_claim.get(claim.name)
+            return self._drift.get(provider_id) if provider_id else None
+
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
+        with self._lock:
+            self.calls.append(("interruptions",))
+            events, self._interruptions = self._interruptions, []
+            return events
+
+    # --- internals ---------------------------------------------------------------------------------------
+
+    def _matching(self, selector: Selector) -> Iterable[OfferingKey]:
+        if selector.instance_type is not None and selector.instance_type not in self._types:
+            raise ValueError(
+                f"unknown instance type {selector.instance_type!r} in the fake provider's catalog"
+            )
+        keys = [
+            OfferingKey(t.name, o.zone, o.capacity_type)
+            for t in self._types.values()
+            for o in t.offerings
+            if selector.instance_type is None or selector.instance_type == t.name
+        ]
+        return [k for k in keys if selector.matches(k)]
+
+    def _exhausted(self, key: OfferingKey) -> bool:
+        return key in self._unavailable or self._capacity.get(key, 1) <= 0
+
+    def _candidates(
+        self, claim: NodeClaim, instance_types: builtins.list[InstanceType]
+    ) -> builtins.list[tuple[InstanceType, Offering]]:
+        options = set(claim.instance_type_options())
+        zones = _allowed(claim, labels.ZONE)
+        capacity_types = _allowed(claim, labels.CAPACITY_TYPE)
+        ranked: builtins.list[tuple[tuple[int, float, int, str], InstanceType, Offering]] = []
+        for index, instance_type in enumerate(instance_types):
+            if options and instance_type.name not in options:
+                continue
+            for offering in instance_type.offerings:
+                # An offering the caller already flagged unavailable (its cache) is not tried again.
+                if not offering.available:
+                    continue
+                if not _admits(zones, offering.zone) or not _admits(capacity_types, offering.capacity_type):
+                    continue
+                rank = _CAPACITY_TYPE_ORDER.get(offering.capacity_type, 3)
+                ranked.append(((rank, offering.price, index, offering.zone), instance_type, offering))
+        ranked.sort(key=lambda r: r[0])
+        return [(t, o) for _, t, o in ranked]
+
+    def _launch(
+        self, claim: NodeClaim, instance_type: InstanceType, offering: Offering, node_class: NodeClass
+    ) -> Instance:
+        key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
+        if key in self._capacity:
+            self._capacity[key] -= 1
+        provider_id = f"fake://{offering.zone}/{claim.name}"
+        tags = {labels.CLUSTER: self.cluster_name, labels.NODECLAIM: claim.name}
+        if claim.nodepool:
+            tags[labels.NODEPOOL] = claim.nodepool
+        instance = Instance(
+            provider_id=provider_id,
+            instance_type=instance_type.name,
+            zone=offering.zone,
+            capacity_type=offering.capacity_type,
+            price=offering.price,
+            state="running",
+            nodeclaim=claim.name,
+            nodepool=claim.nodepool,
+            launched_at=self._clock(),
+            image_id=f"fake-image-{node_class.name}",
+            tags=tags,
+        )
+        self._instances[provider_id] = instance
+        self._by_claim[claim.name] = provider_id
+        self.launched_total += 1
+        if self.on_launch is not None:
+            self.on_launch(instance, instance_type)
+        return instance
+
+
+@dataclass(frozen=True, slots=True)
+class _Allowed:
+    include: frozenset[str] | None
+    exclude: frozenset[str]
+    must_not_exist: bool = False
+
+
+def _allowed(claim: NodeClaim, key: str) -> _Allowed:
+    """The values a claim's requirements allow for one label (In narrows, NotIn excludes)."""
+    include: set[str] | None = None
+    exclude: set[str] = set()
+    must_not_exist = False
+    for req in claim.spec.requirements:
+        if req.key != key:
+            continue
+        if req.operator == Operator.IN:
+            include = set(req.values) if include is None else include & set(req.values)
+        elif req.operator == Operator.NOT_IN:
+            exclude |= set(req.values)
+        elif req.operator == Operator.DOES_NOT_EXIST:
+            must_not_exist = True
+    return _Allowed(
+        include=frozenset(include) if include is not None else None,
+        exclude=frozenset(exclude),
+        must_not_exist=must_not_exist,
+    )
+
+
+def _admits(allowed: _Allowed, value: str) -> bool:
+    if allowed.must_not_exist:
+        return False
+    if allowed.include is not None and value not in allowed.include:
+        return False
+    return value not in allowed.exclude
