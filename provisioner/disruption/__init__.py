@@ -1,0 +1,24 @@
+"""Disruption, pure: which nodes to remove or replace now, and why the others stay.
+
+`plan(snapshot, instance_types=..., now=..., settings=...)` returns a `Plan` of `Command`s, each with
+the `NodeRecord` of every node it removes, and a `Blocker` for every node considered and kept. The live
+controller re-plans after a validation delay and acts; the FinOps ledger stores the records.
+"""
+
+from provisioner.disruption.hashing import nodeclass_hash, nodepool_hash
+from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
+from provisioner.disruption.planner import Settings, SolveFn, plan
+
+__all__ = [
+    "Blocker",
+    "BlockerKind",
+    "Command",
+    "NodeRecord",
+    "Plan",
+    "PodMove",
+    "Settings",
+    "SolveFn",
+    "nodeclass_hash",
+    "nodepool_hash",
+    "plan",
+]

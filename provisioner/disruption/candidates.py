@@ -1,0 +1,131 @@
+"""Which nodes the planner may touch, and facts about each one it reads.
+
+A candidate is a node we own (it has a NodeClaim), initialized, not being deleted, with no do-not-disrupt
+annotation on itself or on any of its pods, in a pool that still exists. Whether its pods are evictable
+under their PDBs is checked per command (evictions add up across the nodes of one plan).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from provisioner.api import NodePool, durations
+from provisioner.api import labels as wk
+from provisioner.api.common import ConditionStatus, condition, is_true
+from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
+from provisioner.disruption.model import BlockerKind
+from provisioner.state.cluster import StateNode
+from provisioner.state.objects import Pod
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def reschedulable(node: StateNode) -> list[Pod]:
+    """The pods that must find a new home when the node goes (daemonset and finished pods do not)."""
+    return [p for p in node.pods if not p.is_daemonset_pod and not p.is_terminal]
+
+
+def do_not_disrupt_pod(node: StateNode) -> Pod | None:
+    return next((p for p in node.pods if p.do_not_disrupt and not p.is_terminal), None)
+
+
+def node_annotations(node: StateNode) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if node.claim is not None:
+        out.update(node.claim.metadata.annotations)
+    if node.node is not None:
+        out.update(node.node.annotations)
+    return out
+
+
+def disrupting(node: StateNode) -> bool:
+    """Already being disrupted: deleting, tainted disrupted, or its claim says Disrupting."""
+    if node.deleting:
+        return True
+    if node.claim is not None and is_true(node.claim.status.conditions, DISRUPTING):
+        return True
+    return any(t.key == wk.DISRUPTED_TAINT for t in node.taints)
+
+
+def candidate_blocker(node: StateNode, pools: dict[str, NodePool]) -> tuple[BlockerKind, str] | None:
+    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes."""
+    if node.claim is None or node.node is None or not is_true(node.claim.status.conditions, INITIALIZED):
+        return BlockerKind.NOT_INITIALIZED, "the node is not initialized yet"
+    if node_annotations(node).get(wk.DO_NOT_DISRUPT, "").lower() == "true":
+        return BlockerKind.DO_NOT_DISRUPT_NODE, f"node annotation {wk.DO_NOT_DISRUPT}=true"
+    pod = do_not_disrupt_pod(node)
+    if pod is not None:
+        return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}=true"
+    if node.nodepool not in pools:
+        return BlockerKind.NO_POOL, f"node pool {node.nodepool!r} does not exist"
+    return None
+
+
+def instance_type(node: StateNode) -> str:
+    if node.claim is not None and node.claim.status.instance_type:
+        return node.claim.status.instance_type
+    return node.labels.get(wk.INSTANCE_TYPE, "")
+
+
+def capacity_type(node: StateNode) -> str:
+    if node.claim is not None and node.claim.status.capacity_type:
+        return node.claim.status.capacity_type
+    return node.labels.get(wk.CAPACITY_TYPE, "")
+
+
+def zone(node: StateNode) -> str:
+    if node.claim is not None and node.claim.status.zone:
+        return node.claim.status.zone
+    return node.labels.get(wk.ZONE, "")
+
+
+def created(node: StateNode) -> datetime | None:
+    if node.claim is not None and node.claim.metadata.creation_timestamp is not None:
+        return aware(node.claim.metadata.creation_timestamp)
+    return aware(node.node.created) if node.node is not None else None
+
+
+def last_pod_event(node: StateNode) -> datetime | None:
+    """When a pod last arrived on or left the node (falls back to when it was initialized or created)."""
+    if node.claim is not None:
+        if node.claim.status.last_pod_event_time:
+            return aware(datetime.fromisoformat(node.claim.status.last_pod_event_time.replace("Z", "+00:00")))
+        init = condition(node.claim.status.conditions, INITIALIZED)
+        if init is not None and init.last_transition_time is not None:
+            return aware(init.last_transition_time)
+    return created(node)
+
+
+def empty_since(node: StateNode) -> datetime | None:
+    """When the node became empty: its claim's Empty condition, else its last pod event."""
+    if node.claim is not None:
+        cond = condition(node.claim.status.conditions, EMPTY)
+        if cond is not None and cond.status == ConditionStatus.TRUE and cond.last_transition_time is not None:
+            return aware(cond.last_transition_time)
+    return last_pod_event(node)
+
+
+def settled(since: datetime | None, pool: NodePool, now: datetime) -> bool:
+    """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
+    wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
+    if wait is None:
+        return False
+    if since is None:
+        return True
+    return since + wait <= now
+
+
+def is_gpu_node(node: StateNode) -> bool:
+    return node.allocatable.get(wk.GPU_RESOURCE, 0) > 0 or int(node.labels.get(wk.GPU_COUNT, "0") or 0) > 0
+
+
+def disruption_cost(node: StateNode) -> float:
+    """Cheapest to disrupt first: fewer and lower-priority pods (Karpenter's ordering, without lifetime)."""
+    cost = 0.0
+    for pod in reschedulable(node):
+        cost += 1.0 + max(-(2**25), min(pod.priority, 2**25)) / 2**25
+    return cost
