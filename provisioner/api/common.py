@@ -22,6 +22,19 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
+class FieldError(ValueError):
+    """A ValueError raised by a validator that knows which field below the validated value is wrong.
+
+    pydantic locates an error at the value its validator ran on (a list, a model); `path` (camelCase keys
+    and list indexes, relative to that value) lets `provisioner.api.documents` point at the exact field and
+    YAML line, e.g. the second requirement rather than the whole `requirements` list.
+    """
+
+    def __init__(self, message: str, *, path: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class Model(BaseModel):
     """Base of every API model: unknown fields are errors, YAML keys are camelCase."""
 
@@ -57,16 +70,19 @@ def check_label_value(value: str) -> str:
 
 
 def check_duration(value: str) -> str:
+    """A Go duration or `Never` (`durations.DurationError`, a ValueError, otherwise)."""
     durations.parse_duration(value)
     return value
 
 
 def check_duration_not_never(value: str) -> str:
+    """A Go duration; `Never` is refused."""
     durations.parse_duration(value, allow_never=False)
     return value
 
 
 def check_name(value: str) -> str:
+    """A Kubernetes object name (DNS subdomain)."""
     if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
         raise ValueError(
             f"{value!r} is not a valid name: lowercase letters, digits, '-' and '.', at most 253 characters"
@@ -74,13 +90,18 @@ def check_name(value: str) -> str:
     return value
 
 
+# The patterns go to the JSON schema (and so the CRDs) only: the validators give the friendlier message.
 Duration = Annotated[
-    str, AfterValidator(check_duration), Field(pattern=r"^(([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+|Never)$")
+    str,
+    AfterValidator(check_duration),
+    Field(json_schema_extra={"pattern": r"^(([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+|Never)$"}),
 ]
 """A Go duration (`30s`, `1h30m`, `720h`) or `Never`."""
 
 FiniteDuration = Annotated[
-    str, AfterValidator(check_duration_not_never), Field(pattern=r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+    str,
+    AfterValidator(check_duration_not_never),
+    Field(json_schema_extra={"pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"}),
 ]
 """A Go duration (`30s`, `1h30m`, `720h`); `Never` is not allowed."""
 
@@ -174,24 +195,28 @@ class Requirement(Model):
     def _values_fit_operator(self) -> Requirement:
         op = self.operator
         if op in (Operator.IN, Operator.NOT_IN) and not self.values:
-            raise ValueError(f"operator {op.value} needs at least one value")
+            raise FieldError(f"operator {op.value} needs at least one value", path=("values",))
         if op in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and self.values:
-            raise ValueError(f"operator {op.value} takes no values, got {self.values}")
+            raise FieldError(f"operator {op.value} takes no values, got {self.values}", path=("values",))
         if op in (Operator.GT, Operator.LT):
             if len(self.values) != 1:
-                raise ValueError(f"operator {op.value} takes exactly one integer value, got {self.values}")
+                raise FieldError(
+                    f"operator {op.value} takes exactly one integer value, got {self.values}",
+                    path=("values",),
+                )
             try:
                 int(self.values[0])
             except ValueError:
-                raise ValueError(
-                    f"operator {op.value} takes an integer value, got {self.values[0]!r}"
+                raise FieldError(
+                    f"operator {op.value} takes an integer value, got {self.values[0]!r}", path=("values", 0)
                 ) from None
         if self.min_values is not None:
             if op != Operator.IN and op != Operator.EXISTS:
-                raise ValueError("minValues is allowed only with operator In or Exists")
+                raise FieldError("minValues is allowed only with operator In or Exists", path=("minValues",))
             if op == Operator.IN and self.min_values > len(self.values):
-                raise ValueError(
-                    f"minValues {self.min_values} is more than the {len(self.values)} values listed"
+                raise FieldError(
+                    f"minValues {self.min_values} is more than the {len(self.values)} values listed",
+                    path=("minValues",),
                 )
         return self
 
@@ -271,9 +296,11 @@ class NodeClassReference(Model):
     @model_validator(mode="after")
     def _known_kind(self) -> NodeClassReference:
         if self.group != labels.GROUP:
-            raise ValueError(f"group {self.group!r} is not known; allowed: {labels.GROUP}")
+            raise FieldError(f"group {self.group!r} is not known; allowed: {labels.GROUP}", path=("group",))
         if self.kind not in NODECLASS_KINDS:
-            raise ValueError(f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}")
+            raise FieldError(
+                f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}", path=("kind",)
+            )
         return self
 
 

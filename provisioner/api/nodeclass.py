@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from provisioner.api import labels
-from provisioner.api.common import Condition, Model, ObjectMeta
+from provisioner.api.common import Condition, FieldError, Model, ObjectMeta
 
 
 class SelectorTerm(Model):
@@ -106,7 +106,7 @@ class AWSNodeClassSpec(Model):
     """Tags on instances, volumes and launch templates (ours are added: cluster, nodepool, nodeclaim)."""
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     """Instance metadata service settings."""
-    associate_public_ip_address: bool | None = None
+    associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
     """Give instances a public IP. Default: the subnet's setting."""
     detailed_monitoring: bool = False
     """CloudWatch detailed monitoring. Default false."""
@@ -114,12 +114,18 @@ class AWSNodeClassSpec(Model):
     @model_validator(mode="after")
     def _one_identity(self) -> AWSNodeClassSpec:
         if bool(self.role) == bool(self.instance_profile):
-            raise ValueError("give exactly one of role or instanceProfile")
+            raise FieldError(
+                "give exactly one of role or instanceProfile",
+                path=("instanceProfile",) if self.instance_profile else ("role",),
+            )
         reserved = [
             k for k in self.tags if k.startswith(f"{labels.GROUP}/") or k.startswith("kubernetes.io/cluster")
         ]
         if reserved:
-            raise ValueError(f"tags {reserved} are set by the provisioner and may not be set here")
+            raise FieldError(
+                f"tags {reserved} are set by the provisioner and may not be set here",
+                path=("tags", reserved[0]),
+            )
         return self
 
 
@@ -215,7 +221,10 @@ class GCPNodeClassSpec(Model):
     def _no_reserved_labels(self) -> GCPNodeClassSpec:
         reserved = [k for k in self.labels if k.startswith("provisioner")]
         if reserved:
-            raise ValueError(f"labels {reserved} are set by the provisioner and may not be set here")
+            raise FieldError(
+                f"labels {reserved} are set by the provisioner and may not be set here",
+                path=("labels", reserved[0]),
+            )
         return self
 
 

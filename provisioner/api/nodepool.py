@@ -14,6 +14,7 @@ from provisioner.api import durations, labels, quantities
 from provisioner.api.common import (
     Condition,
     Duration,
+    FieldError,
     FiniteDuration,
     Labels,
     Model,
@@ -74,7 +75,8 @@ class Budget(Model):
     @model_validator(mode="after")
     def _schedule_with_duration(self) -> Budget:
         if (self.schedule is None) != (self.duration is None):
-            raise ValueError("schedule and duration must be given together")
+            missing = "duration" if self.duration is None else "schedule"
+            raise FieldError("schedule and duration must be given together", path=(missing,))
         return self
 
     def max_nodes(self, total: int) -> int:
@@ -96,9 +98,17 @@ class Disruption(Model):
     off. Default `0s`."""
     budgets: list[Budget] = Field(default_factory=lambda: [Budget()])
     """Disruption budgets; the most restrictive active one wins. Default one budget of `10%`."""
-    min_savings_per_pod_hour: Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?$")] = "0"
+    min_savings_per_pod_hour: Annotated[
+        str, AfterValidator(_check_dollars), Field(json_schema_extra={"pattern": r"^[0-9]+(\.[0-9]+)?$"})
+    ] = "0"
     """Least saving in $/h per evicted pod that justifies consolidating (so cents never cause churn).
     Default `0`. Our extension; Karpenter has none."""
+
+
+def _check_dollars(value: str) -> str:
+    if not re.match(r"^[0-9]+(\.[0-9]+)?$", value):
+        raise ValueError(f"{value!r} is not an amount of dollars per hour such as 0.05")
+    return value
 
 
 def _check_limits(value: dict[str, str | int]) -> dict[str, str | int]:
@@ -106,9 +116,9 @@ def _check_limits(value: dict[str, str | int]) -> dict[str, str | int]:
         try:
             parsed = quantities.parse_quantity(amount)
         except quantities.QuantityError as err:
-            raise ValueError(f"limit {name}: {err}") from None
+            raise FieldError(str(err), path=(name,)) from None
         if parsed < 0:
-            raise ValueError(f"limit {name}: {amount!r} is negative; limits must be >= 0")
+            raise FieldError(f"{amount!r} is negative; limits must be >= 0", path=(name,))
     return value
 
 
@@ -126,7 +136,10 @@ class NodeClaimTemplateMetadata(Model):
     def _no_restricted(cls, value: dict[str, str]) -> dict[str, str]:
         restricted = sorted(set(value) & labels.RESTRICTED_LABELS)
         if restricted:
-            raise ValueError(f"labels {restricted} are set by the provisioner and may not be set here")
+            raise FieldError(
+                f"labels {restricted} are set by the provisioner and may not be set here",
+                path=(restricted[0],),
+            )
         return value
 
 
@@ -152,17 +165,21 @@ class NodeClaimTemplateSpec(Model):
     @field_validator("requirements")
     @classmethod
     def _consistent(cls, value: list[Requirement]) -> list[Requirement]:
-        problems = requirement_conflicts(value)
-        if problems:
-            raise ValueError("contradictory requirements: " + "; ".join(problems))
-        for req in value:
+        # Point at the last requirement on the contradictory key: the one that made the set empty.
+        last_index: dict[str, int] = {req.key: i for i, req in enumerate(value)}
+        for key, index in last_index.items():
+            problems = requirement_conflicts([req for req in value if req.key == key])
+            if problems:
+                raise FieldError("contradictory requirements: " + "; ".join(problems), path=(index,))
+        for i, req in enumerate(value):
             if req.key == labels.CAPACITY_TYPE and req.operator.value in ("In", "NotIn"):
-                unknown = sorted(set(req.values) - set(labels.CAPACITY_TYPES))
-                if unknown:
-                    raise ValueError(
-                        f"{labels.CAPACITY_TYPE}: unknown capacity types {unknown}; allowed: "
-                        + ", ".join(labels.CAPACITY_TYPES)
-                    )
+                for j, capacity_type in enumerate(req.values):
+                    if capacity_type not in labels.CAPACITY_TYPES:
+                        raise FieldError(
+                            f"{labels.CAPACITY_TYPE}: unknown capacity type {capacity_type!r}; allowed: "
+                            + ", ".join(labels.CAPACITY_TYPES),
+                            path=(i, "values", j),
+                        )
         return value
 
 
@@ -213,7 +230,7 @@ class NodePool(Model):
     @model_validator(mode="after")
     def _named(self) -> NodePool:
         if not self.metadata.name:
-            raise ValueError("metadata.name is required")
+            raise FieldError("metadata.name is required", path=("metadata", "name"))
         return self
 
     @property
