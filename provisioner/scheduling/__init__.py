@@ -1,0 +1,17 @@
+"""Scheduling, pure: the requirements algebra, topology, and the simulator that turns pods into
+placements on existing capacity, new NodeClaims (pool, narrowed requirements, instance type options,
+offering) and reasons for the pods no pool can take. No SDK, no clock."""
+
+from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
+from provisioner.scheduling.solver import MAX_OPTIONS, SolveOptions, solve
+
+__all__ = [
+    "MAX_OPTIONS",
+    "NewClaim",
+    "Placement",
+    "PoolReason",
+    "Results",
+    "SolveOptions",
+    "Unschedulable",
+    "solve",
+]
