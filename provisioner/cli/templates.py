@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+import yaml
 
-from provisioner.api import documents
+from provisioner.api import documents, karpenter
 from provisioner.cli.main import app
 
 templates = typer.Typer(
@@ -46,4 +47,73 @@ def validate(
         summary += "all valid"
     typer.echo(summary, err=True)
     if errors or (strict and warnings):
+        raise typer.Exit(1)
+
+
+@templates.command("import-karpenter")
+def import_karpenter(
+    files: list[Path] = typer.Argument(
+        ..., help="Karpenter YAML files (karpenter.sh/v1, karpenter.k8s.aws/v1)."
+    ),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write one converted file per input into this folder instead of stdout."
+    ),
+) -> None:
+    """Convert Karpenter NodePools and EC2NodeClasses into provisioner.sh/v1 NodePools and AWSNodeClasses.
+
+    Whatever cannot be carried over is printed (stderr) as a warning naming the field. The result is then
+    validated; exit 1 when a file cannot be read or converted, or the result does not validate.
+    """
+    failed = False
+    outputs: list[tuple[str, str]] = []  # (output name or source, YAML)
+    used_names: set[str] = set()
+    for file in files:
+        try:
+            docs = documents.read_yaml_file(file)
+        except documents.DocumentError as err:
+            typer.echo(str(err.problem), err=True)
+            failed = True
+            continue
+        conversion = karpenter.convert_documents(docs)
+        for problem in sorted(conversion.problems, key=lambda p: (p.line, p.path)):
+            typer.echo(str(problem), err=True)
+        failed = failed or not conversion.ok
+        if not conversion.objects:
+            typer.echo(f"{file}: nothing to convert", err=True)
+            continue
+        header = f"# Converted from {file.name} by `provisioner templates import-karpenter`.\n"
+        text = header + "---\n".join(
+            yaml.safe_dump(obj, sort_keys=False, width=120, allow_unicode=True) for obj in conversion.objects
+        )
+        name = file.stem
+        while name in used_names:
+            name += "-1"
+        used_names.add(name)
+        outputs.append((name, text))
+    # The converted set is validated as one, so a NodePool and the EC2NodeClass it names, given in two
+    # files, do not warn about each other.
+    converted: list[documents.YamlDocument] = []
+    written: list[Path] = []
+    for name, text in outputs:
+        if output is None:
+            typer.echo(text if len(outputs) == 1 else f"---\n{text}", nl=False)
+            converted.extend(documents.parse_yaml_documents(text, source=f"<converted {name}>"))
+            continue
+        target = output / f"{name}.yaml"
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        except OSError as err:
+            typer.echo(f"{target}:1: cannot write: {err.strerror or err}", err=True)
+            failed = True
+            continue
+        typer.echo(f"wrote {target}", err=True)
+        written.append(target)
+    report = (
+        documents.validate_paths(written) if output is not None else documents.validate_documents(converted)
+    )
+    for problem in report.sorted_problems():
+        typer.echo(f"{problem} (in the converted output)", err=True)
+    failed = failed or not report.ok
+    if failed:
         raise typer.Exit(1)
