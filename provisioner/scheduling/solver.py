@@ -350,6 +350,8 @@ class _Solver:
         self.owners: dict[tuple, _Group] = {}
         self.shapes: dict[tuple, _Shape] = {}
         self.variant_count = 0
+        self._opts_cache: dict[tuple[int, rq.Reqs], list[tuple[float, _Type, Offering]]] = {}
+        self._maxvecs: dict[int, tuple[int, ...]] = {}
         self._prepare_existing()
 
     # ---- preparation
@@ -667,21 +669,28 @@ class _Solver:
                 continue
             if not req.matches(None):
                 return f"requirement {key} {req.describe()}: the pool's nodes do not carry label {key}"
+        options = self._options_for(pool, merged)
+        req = v.req
+        for price, t, _ in options:
+            if all(map(_le, req, t.alloc)):
+                return _PoolFit(reqs=merged, options=options, standalone=price)
         matching = [t for t in pool.types if _labels_ok(t.it, merged) and _any_offering(t.it, merged)]
         if not matching:
-            for key, req in alt.items:
+            for key, kreq in alt.items:
                 if key in _TYPE_KEYS or key in _OFFERING_KEYS:
-                    single = rq.Reqs(((key, req),))
+                    single = rq.Reqs(((key, kreq),))
                     if not any(_labels_ok(t.it, single) and _any_offering(t.it, single) for t in pool.types):
-                        offered = sorted({t.it.labels.get(key, "") for t in pool.types} - {""})
                         if key == wk.ZONE:
                             offered = sorted({o.zone for t in pool.types for o in t.it.offerings})
                         elif key == wk.CAPACITY_TYPE:
                             offered = sorted({o.capacity_type for t in pool.types for o in t.it.offerings})
+                        else:
+                            offered = sorted({t.it.labels.get(key, "") for t in pool.types} - {""})
+                        if not offered:
+                            return f"no instance type of the pool carries {key} (wanted {kreq.describe()})"
                         shown = ", ".join(offered[:8]) + (", ..." if len(offered) > 8 else "")
-                        return f"no instance type has {key} {req.describe()} (the pool offers: {shown or 'none'})"
+                        return f"no instance type has {key} {kreq.describe()} (the pool offers: {shown})"
             return f"no instance type meets the requirements {alt.describe()}"
-        req = v.req
         fitting = [t for t in matching if all(map(_le, req, t.alloc))]
         if not fitting:
             short = [i for i, a in enumerate(req) if a > max(t.alloc[i] for t in matching)]
@@ -691,27 +700,39 @@ class _Solver:
                 largest = max(matching, key=lambda t: (t.alloc, t.it.name))
                 short = [i for i, a in enumerate(req) if a > largest.alloc[i]]
             have = ", ".join(f"{self.dims[i]} {_fmt(self.dims[i], largest.alloc[i])}" for i in short)
+            wanted = _fmt_list(self.dims, tuple(0 if self.dims[i] == quantities.PODS else a for i, a in enumerate(req)))
             return (
-                f"no instance type is big enough for {_fmt_list(self.dims, req)}; the largest is "
+                f"no instance type is big enough for {wanted}; the largest is "
                 f"{largest.it.name} with {have} allocatable"
             )
-        options: list[tuple[float, _Type, Offering]] = []
-        for t in fitting:
-            o = _cheapest_offering(t.it, merged)
+        zreq, creq = merged.get(wk.ZONE), merged.get(wk.CAPACITY_TYPE)
+        gone = sorted(
+            f"{t.it.name} {o.capacity_type} {o.zone}"
+            for t in fitting
+            for o in t.it.offerings
+            if zreq.matches(o.zone) and creq.matches(o.capacity_type)
+        )
+        shown = ", ".join(gone[:6]) + (f" and {len(gone) - 6} more" if len(gone) > 6 else "")
+        return f"every offering of the {len(fitting)} instance types that fit is unavailable ({shown})"
+
+    def _options_for(self, pool: _Pool, reqs: rq.Reqs) -> list[tuple[float, _Type, Offering]]:
+        """The pool's types meeting `reqs` with an available offering they allow, cheapest first (cached:
+        pods and nodes with equal requirements share one list)."""
+        key = (pool.index, reqs)
+        cached = self._opts_cache.get(key)
+        if cached is not None:
+            return cached
+        out = []
+        for t in pool.types:
+            if not _labels_ok(t.it, reqs):
+                continue
+            o = _cheapest_offering(t.it, reqs)
             if o is not None:
-                options.append((o.price, t, o))
-        if not options:
-            gone = sorted(
-                f"{t.it.name} {o.capacity_type} {o.zone}"
-                for t in fitting
-                for o in t.it.offerings
-                if rq.Reqs.get(merged, wk.ZONE).matches(o.zone)
-                and merged.get(wk.CAPACITY_TYPE).matches(o.capacity_type)
-            )
-            shown = ", ".join(gone[:6]) + (f" and {len(gone) - 6} more" if len(gone) > 6 else "")
-            return f"every offering of the {len(fitting)} instance types that fit is unavailable ({shown})"
-        options.sort(key=lambda x: (x[0], x[1].it.name))
-        return _PoolFit(reqs=merged, options=options, standalone=options[0][0])
+                out.append((o.price, t, o))
+        out.sort(key=lambda x: (x[0], x[1].it.name))
+        self._opts_cache[key] = out
+        self._maxvecs[id(out)] = _maxvec(out, len(self.dims))
+        return out
 
     # ---- topology
 
@@ -802,7 +823,7 @@ class _Solver:
         return sorted(x for x in vals if kreq.matches(x))
 
     def _pin(
-        self, v: _Variant, node_reqs: rq.Reqs, options, hostname: str
+        self, v: _Variant, pool: _Pool, node_reqs: rq.Reqs, options, hostname: str
     ) -> tuple[rq.Reqs, list[tuple[float, _Type, Offering]]] | None:
         """Choose a domain for every topology key of the variant on a new node; narrow its requirements
         and options accordingly. None when no domain works."""
@@ -824,7 +845,7 @@ class _Solver:
             pinned = None
             for d in ok:
                 narrowed = node_reqs.intersect(rq.Reqs(((key, rq.KeyReq(frozenset({d}), absent_ok=False)),)))
-                opts = self._reprice(options, narrowed)
+                opts = self._options_for(pool, narrowed)
                 if opts:
                     pinned = (narrowed, opts)
                     break
@@ -833,16 +854,6 @@ class _Solver:
             node_reqs, options = pinned
         return node_reqs, options
 
-    def _reprice(self, options, reqs: rq.Reqs) -> list[tuple[float, _Type, Offering]]:
-        out = []
-        for _, t, _ in options:
-            if not _labels_ok(t.it, reqs):
-                continue
-            o = _cheapest_offering(t.it, reqs)
-            if o is not None:
-                out.append((o.price, t, o))
-        out.sort(key=lambda x: (x[0], x[1].it.name))
-        return out
 
     def _record(self, v: _Variant, domain_of) -> None:
         for g in v.member_of:
@@ -934,7 +945,7 @@ class _Solver:
                     ok = False
             if not ok:
                 continue
-            opts = self._reprice(n.options, merged)
+            opts = self._options_for(n.pool, merged)
             if opts:
                 result = (merged, opts)
                 break
@@ -978,7 +989,7 @@ class _Solver:
                 continue
             node_reqs, options = narrowed
             if v.has_topology:
-                pinned = self._pin(v, node_reqs, options, n.hostname)
+                pinned = self._pin(v, n.pool, node_reqs, options, n.hostname)
                 if pinned is None:
                     continue
                 node_reqs, options = pinned
@@ -998,7 +1009,7 @@ class _Solver:
             n.reserved = t.capacity
             if changed:
                 n.reqs, n.options = node_reqs, options
-                n.maxvec = _maxvec(options, len(self.dims))
+                n.maxvec = self._maxvecs[id(options)]
                 n.absorbed = {}
             n.cursor = idx
             n.total = total
@@ -1016,7 +1027,7 @@ class _Solver:
         name = self._next_name(pool, commit=False)
         node_reqs, options = fit.reqs, fit.options
         if v.has_topology:
-            pinned = self._pin(v, node_reqs, options, name)
+            pinned = self._pin(v, pool, node_reqs, options, name)
             if pinned is None:
                 return self._topology_reason(v, pool, fit)
             node_reqs, options = pinned
@@ -1036,7 +1047,7 @@ class _Solver:
             pool=pool,
             reqs=node_reqs,
             options=options,
-            maxvec=_maxvec(options, len(self.dims)),
+            maxvec=self._maxvecs[id(options)],
             total=v.req,
             cursor=idx,
             pods=[pod],
@@ -1165,17 +1176,16 @@ class _Solver:
         room = None
         if pool.limits:
             room = self._limit_room(pool, n.reserved)
-        chosen = n.options[n.cursor]
-        options = [chosen]
-        for i, opt in enumerate(n.options):
-            if i == n.cursor:
-                continue
+        # Options are sorted cheapest first and none before the cursor fits, so the chosen type leads.
+        options = []
+        limit = self.options.max_options
+        total = n.total
+        for opt in n.options[n.cursor :]:
             t = opt[1]
-            if all(map(_le, n.total, t.alloc)) and (room is None or self._within(t, room)):
+            if all(map(_le, total, t.alloc)) and (room is None or self._within(t, room)):
                 options.append(opt)
-        # Cheapest first; the chosen one is the cheapest that fits, so it stays first.
-        options.sort(key=lambda x: (x[0], x[1].it.name))
-        options = options[: self.options.max_options]
+                if len(options) >= limit:
+                    break
         types = [t.it for _, t, _ in options]
         first = options[0][1]
         requirements = [r for r in n.reqs.to_requirements() if r.key not in (wk.INSTANCE_TYPE, wk.NODEPOOL)]
