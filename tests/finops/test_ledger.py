@@ -1,0 +1,158 @@
+"""The ledger: schema versioning, and rows in and out, on SQLite and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from provisioner.finops.ledger import MIGRATIONS, SCHEMA_VERSION, Ledger, LedgerError, url_for
+from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def action(node="n1", *, command_id="c1", time=T0, pool="gpu", savings=1.5, price=2.0, **overrides):
+    values = dict(
+        time=time,
+        command_id=command_id,
+        action="replace",
+        nodepool=pool,
+        teams=("research", "vision"),
+        node=node,
+        instance_type="p4d.24xlarge",
+        capacity_type="on-demand",
+        zone="us-east-1a",
+        reason="Underutilized",
+        method="single-node",
+        price_per_hour=price,
+        replacement_type="g5.xlarge",
+        replacement_capacity_type="spot",
+        replacement_price_per_hour=price - savings,
+        savings_per_hour=savings,
+        pods_moved=2,
+        pods=("ml/a", "ml/b"),
+        detail="",
+    )
+    values.update(overrides)
+    return ActionRow(**values)
+
+
+def usage_row(node="n1", *, time=T0, **overrides):
+    values = dict(
+        time=time,
+        hours=1.0,
+        node=node,
+        nodepool="gpu",
+        instance_type="p4d.24xlarge",
+        capacity_type="on-demand",
+        price_per_hour=32.0,
+        cpu_capacity=96000,
+        cpu_allocated=8000,
+        memory_capacity=1152 * 2**30,
+        memory_allocated=64 * 2**30,
+        gpu_capacity=8,
+        gpu_allocated=2,
+        teams=("research",),
+    )
+    values.update(overrides)
+    return UsageRow(**values)
+
+
+def test_a_new_ledger_applies_every_schema_step(ledger_url):
+    with Ledger(ledger_url, now=T0) as ledger:
+        assert ledger.schema_version() == SCHEMA_VERSION == MIGRATIONS[-1][0]
+        tables = set(inspect(ledger.engine).get_table_names())
+    assert {"schema_version", "disruption_actions", "disruption_blockers", "node_usage"} <= tables
+
+
+def test_an_old_ledger_is_upgraded_in_place_and_keeps_its_rows(ledger_url):
+    engine = create_engine(url_for(ledger_url))
+    from provisioner.finops import ledger as module
+
+    with engine.begin() as conn:
+        module.schema_version.create(conn)
+        MIGRATIONS[0][2](conn)
+        conn.execute(module.schema_version.insert().values(version=1, description="v1", applied_at=T0))
+    engine.dispose()
+    with Ledger(ledger_url) as first:
+        pass
+    with Ledger(ledger_url) as ledger:
+        assert ledger.schema_version() == SCHEMA_VERSION
+        assert ledger.migrate() == []
+        ledger.record_actions([action()])
+        assert len(ledger.actions()) == 1
+    del first
+
+
+def test_a_ledger_newer_than_the_program_is_refused(ledger_url):
+    with Ledger(ledger_url) as ledger, ledger.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO schema_version (version, description, applied_at) VALUES (:v, 'future', :t)"),
+            {"v": SCHEMA_VERSION + 1, "t": T0},
+        )
+    with pytest.raises(LedgerError, match="newer than this program"):
+        Ledger(ledger_url)
+
+
+def test_action_rows_round_trip_with_every_field(ledger_url):
+    row = action(detail="GPU node held only by CPU pods")
+    with Ledger(ledger_url) as ledger:
+        assert ledger.record_actions([row]) == 1
+        (back,) = ledger.actions()
+    assert back == row
+    assert back.estimated_monthly_savings == pytest.approx(1.5 * 730)
+
+
+def test_an_action_recorded_twice_is_stored_once(ledger_url):
+    with Ledger(ledger_url) as ledger:
+        ledger.record_actions([action()])
+        assert ledger.record_actions([action(), action("n2")]) == 1
+        assert [a.node for a in ledger.actions()] == ["n1", "n2"]
+
+
+def test_actions_are_read_by_window_and_pool(ledger_url):
+    rows = [
+        action("old", command_id="a", time=T0 - timedelta(days=8)),
+        action("cpu", command_id="b", pool="cpu"),
+        action("gpu", command_id="c", time=T0 + timedelta(hours=1)),
+    ]
+    with Ledger(ledger_url) as ledger:
+        ledger.record_actions(rows)
+        assert [a.node for a in ledger.actions(since=T0 - timedelta(days=7))] == ["cpu", "gpu"]
+        assert [a.node for a in ledger.actions(since=T0 - timedelta(days=7), pool="gpu")] == ["gpu"]
+        assert [a.node for a in ledger.actions(until=T0)] == ["old"]
+
+
+def test_blockers_and_usage_round_trip(ledger_url):
+    blocker = BlockerRow(
+        time=T0,
+        evaluation_id="e1",
+        node="n9",
+        nodepool="gpu",
+        kind="PDB",
+        method="single-node",
+        detail="PDB ml/web",
+    )
+    sample = usage_row()
+    with Ledger(ledger_url) as ledger:
+        ledger.record_blockers([blocker])
+        ledger.record_usage([sample])
+        assert ledger.blockers() == [blocker]
+        (back,) = ledger.usage()
+    assert back == sample
+    assert back.memory_capacity == 1152 * 2**30
+    assert back.gpu_idle_hours == 6.0
+
+
+def test_a_naive_time_is_taken_as_utc(ledger_url):
+    with Ledger(ledger_url) as ledger:
+        ledger.record_actions([action(time=T0.replace(tzinfo=None))])
+        assert ledger.actions()[0].time == T0
+
+
+def test_a_path_is_a_sqlite_file_and_postgresql_urls_use_psycopg(tmp_path):
+    assert url_for(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
+    assert url_for("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert url_for(None).startswith("sqlite:///")
