@@ -1,0 +1,101 @@
+"""ClusterAPI: the only way controllers change the cluster, and the errors they branch on.
+
+Controllers read from `provisioner.state.ClusterState` and write through this small protocol. Two
+implementations: `provisioner.kube.api.KubeClusterAPI` (a real API server) and
+`provisioner.controllers.memory.MemoryCluster` (writes straight into a ClusterState; unit tests and
+`provisioner simulate`). Patches are JSON merge patches (RFC 7386): a key set to None is removed, lists
+are replaced whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from provisioner.api import NodeClaim
+
+
+class ClusterError(Exception):
+    """Base of the errors a ClusterAPI raises."""
+
+
+class NotFoundError(ClusterError):
+    """The object does not exist (any more)."""
+
+
+class ConflictError(ClusterError):
+    """The object already exists, or changed since it was read."""
+
+
+class EvictionBlocked(ClusterError):
+    """A PodDisruptionBudget does not allow the eviction now (the API server's 429); retry later."""
+
+
+class NotLeader(ClusterError):
+    """This controller lost (or never held) the leader lease; it must not write."""
+
+
+class ClusterAPI(Protocol):
+    """Writes the controllers make. Each call is one API request; none is retried here."""
+
+    def create_nodeclaim(self, claim: NodeClaim) -> NodeClaim:
+        """Create the claim. Raises ConflictError when the name is taken."""
+        ...
+
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch metadata/spec. Raises NotFoundError."""
+        ...
+
+    def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch `status` (the status subresource). Raises NotFoundError."""
+        ...
+
+    def delete_nodeclaim(self, name: str) -> None:
+        """Ask for deletion (the finalizer keeps it until termination is done). Raises NotFoundError."""
+        ...
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch a Node (labels, taints as a whole list, `spec.unschedulable`). Raises NotFoundError."""
+        ...
+
+    def delete_node(self, name: str) -> None:
+        """Delete a Node. Raises NotFoundError."""
+        ...
+
+    def evict_pod(self, namespace: str, name: str) -> None:
+        """Evict through the Eviction API. Raises EvictionBlocked (PDB) or NotFoundError."""
+        ...
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Delete a pod regardless of PDBs (a termination grace period ran out). Raises NotFoundError."""
+        ...
+
+    def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch a NodePool's `status`. Raises NotFoundError."""
+        ...
+
+    def record_event(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> None:
+        """Record a core/v1 Event about an object. Never raises for API errors (Events are best effort)."""
+        ...
+
+
+def merge_patch(target: Mapping[str, Any] | None, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: dicts merge recursively, None removes a key, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out

@@ -1,0 +1,140 @@
+"""Pieces every controller shares: which provider serves a NodeClass kind, condition bookkeeping on
+status dicts, and the annotation keys the controllers write for each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import NodeClaim, quantities
+from provisioner.api import labels as wk
+from provisioner.api.common import Condition, ConditionStatus
+from provisioner.api.nodeclass import NodeClass
+from provisioner.clock import isoformat
+from provisioner.cloudprovider import CloudProvider, InstanceType
+from provisioner.state import ClusterState, Snapshot
+
+PLANNED_OFFERING = f"{wk.GROUP}/planned-offering"
+"""Claim annotation: the offering the scheduler priced (`type/zone/capacity-type`), so the lifecycle
+controller can say so when the launch had to fall back to another."""
+DISRUPTION_REASON = f"{wk.GROUP}/disruption-reason"
+"""Claim annotation written just before a deletion we decide: why (`Interrupted`, `Unregistered`...)."""
+INVOLUNTARY = frozenset({"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed"})
+"""Reasons that do not respect do-not-disrupt (the node is going or never worked)."""
+DRAINING = "Draining"
+"""Claim condition set when its drain starts; its time bounds `terminationGracePeriod`."""
+
+
+class ProviderSet:
+    """NodeClass kind -> the CloudProvider that launches it (`--cloud aws,gcp` serves both kinds)."""
+
+    def __init__(self, by_kind: Mapping[str, CloudProvider]) -> None:
+        self.by_kind = dict(by_kind)
+
+    @classmethod
+    def single(cls, provider: CloudProvider) -> ProviderSet:
+        """One provider for every NodeClass kind (the fake cloud)."""
+        return cls({"AWSNodeClass": provider, "GCPNodeClass": provider})
+
+    def for_kind(self, kind: str) -> CloudProvider | None:
+        return self.by_kind.get(kind)
+
+    def for_claim(self, claim: NodeClaim) -> CloudProvider | None:
+        return self.by_kind.get(claim.spec.node_class_ref.kind)
+
+    def unique(self) -> list[CloudProvider]:
+        seen: list[CloudProvider] = []
+        for p in self.by_kind.values():
+            if all(p is not q for q in seen):
+                seen.append(p)
+        return seen
+
+    def kinds_of(self, provider: CloudProvider) -> set[str]:
+        return {k for k, p in self.by_kind.items() if p is provider}
+
+
+def node_class_of(state: ClusterState | Snapshot, kind: str, name: str) -> NodeClass | None:
+    return state.nodeclasses.get((kind, name))
+
+
+def condition_dicts(conditions: Iterable[Condition]) -> list[dict[str, Any]]:
+    return [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions]
+
+
+def set_condition(
+    conditions: Iterable[Condition],
+    type_: str,
+    status: bool | None,
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The claim's conditions with `type_` set; the transition time moves only when the status changes."""
+    text = (
+        ConditionStatus.UNKNOWN
+        if status is None
+        else ConditionStatus.TRUE
+        if status
+        else ConditionStatus.FALSE
+    )
+    out: list[dict[str, Any]] = []
+    found = False
+    for c in conditions:
+        d = c.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if c.type == type_:
+            found = True
+            if c.status != text:
+                d["lastTransitionTime"] = isoformat(now)
+            d.update(status=text.value, reason=reason, message=message)
+        out.append(d)
+    if not found:
+        out.append(
+            {
+                "type": type_,
+                "status": text.value,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": isoformat(now),
+            }
+        )
+    return out
+
+
+def condition_time(claim: NodeClaim, type_: str) -> datetime | None:
+    for c in claim.status.conditions:
+        if c.type == type_:
+            return c.last_transition_time
+    return None
+
+
+def condition_status(claim: NodeClaim, type_: str) -> str | None:
+    for c in claim.status.conditions:
+        if c.type == type_:
+            return c.status.value
+    return None
+
+
+def resources_of(instance_type: InstanceType) -> tuple[dict[str, str], dict[str, str]]:
+    """(capacity, allocatable) of a type as quantity strings, for a claim's status."""
+
+    def fmt(rl: Mapping[str, int]) -> dict[str, str]:
+        return {k: quantities.format_quantity(k, v) for k, v in sorted(rl.items()) if v > 0}
+
+    return fmt(instance_type.capacity), fmt(instance_type.allocatable)
+
+
+def min_allocatable(instance_types: Iterable[InstanceType]) -> dict[str, int]:
+    """What any of the options would surely offer: the per-resource minimum (in-flight capacity)."""
+    out: dict[str, int] | None = None
+    for t in instance_types:
+        alloc = t.allocatable
+        out = dict(alloc) if out is None else {k: min(v, alloc.get(k, 0)) for k, v in out.items()}
+    return {k: v for k, v in (out or {}).items() if v > 0}
+
+
+def extended_resources(requests: Mapping[str, str]) -> list[str]:
+    """Requested resources a device plugin must advertise (GPUs, ...), not kubelet's own."""
+    builtin = {quantities.CPU, quantities.MEMORY, quantities.PODS, quantities.EPHEMERAL_STORAGE}
+    return sorted(k for k in requests if k not in builtin and "/" in k)

@@ -1,0 +1,132 @@
+"""Garbage collection: money and objects nobody owns.
+
+- Instances tagged for this cluster with no NodeClaim, older than `gc_grace` (a claim may be being
+  written), are terminated.
+- NodeClaims whose instance is gone (confirmed by `get`) are deleted; their finalizer cleans the rest.
+- Nodes labelled with one of our pools, with no NodeClaim, seen so for `node_gc_grace`, are deleted.
+Each with a log line and a metric.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import CloudProviderError, NotFound
+from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
+from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.settings import Settings
+from provisioner.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+
+class GarbageCollector:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        settings: Settings,
+        metrics: Metrics,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.settings = settings
+        self.metrics = metrics
+        self._orphan_nodes: dict[str, datetime] = {}
+        self._first_seen: dict[str, datetime] = {}
+
+    def reconcile(self, now: datetime) -> None:
+        snap = self.state.snapshot()
+        claims = {n.claim.name: n.claim for n in snap.nodes if n.claim is not None}
+        claim_pids = {c.status.provider_id for c in claims.values() if c.status.provider_id}
+        for provider in self.providers.unique():
+            try:
+                instances = provider.list()
+            except CloudProviderError as err:
+                log.warning("garbage collection: cannot list %s instances: %s", provider.name, err)
+                continue
+            live = set()
+            for inst in instances:
+                if inst.state == "terminated":
+                    continue
+                live.add(inst.provider_id)
+                if inst.provider_id in claim_pids or (inst.nodeclaim and inst.nodeclaim in claims):
+                    self._first_seen.pop(inst.provider_id, None)
+                    continue
+                # Age by the cloud's launch time when it has one, else by when we first saw it.
+                born = inst.launched_at or self._first_seen.setdefault(inst.provider_id, now)
+                if now - born < self.settings.gc_grace:
+                    continue
+                try:
+                    provider.delete(inst.provider_id)
+                except NotFound:
+                    continue
+                except CloudProviderError as err:
+                    log.warning("garbage collection: cannot terminate %s: %s", inst.provider_id, err)
+                    continue
+                self._first_seen.pop(inst.provider_id, None)
+                self.metrics.instances_collected.inc()
+                log.warning(
+                    "garbage collection: terminated instance %s (claim %s does not exist, launched %s)",
+                    inst.provider_id,
+                    inst.nodeclaim or "?",
+                    born.isoformat(),
+                )
+            kinds = self.providers.kinds_of(provider)
+            for claim in claims.values():
+                pid = claim.status.provider_id
+                if not pid or pid in live or claim.metadata.deletion_timestamp is not None:
+                    continue
+                if claim.spec.node_class_ref.kind not in kinds:
+                    continue
+                try:
+                    gone = provider.get(pid).state == "terminated"
+                except NotFound:
+                    gone = True
+                except CloudProviderError:
+                    continue
+                if not gone:
+                    continue
+                try:
+                    self.cluster.patch_nodeclaim(
+                        claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: "InstanceGone"}}}
+                    )
+                    self.cluster.delete_nodeclaim(claim.name)
+                except NotFoundError:
+                    continue
+                except ClusterError as err:
+                    log.warning("garbage collection: cannot delete NodeClaim %s: %s", claim.name, err)
+                    continue
+                self.metrics.nodeclaims_collected.inc()
+                log.warning(
+                    "garbage collection: deleted NodeClaim %s, its instance %s is gone", claim.name, pid
+                )
+        self._collect_nodes(snap, now)
+
+    def _collect_nodes(self, snap, now: datetime) -> None:  # type: ignore[no-untyped-def]
+        orphans = set()
+        for sn in snap.nodes:
+            node = sn.node
+            if node is None or sn.claim is not None or node.deleting or wk.NODEPOOL not in node.labels:
+                continue
+            orphans.add(node.name)
+            since = self._orphan_nodes.setdefault(node.name, now)
+            if now - since < self.settings.node_gc_grace:
+                continue
+            try:
+                self.cluster.delete_node(node.name)
+            except NotFoundError:
+                pass
+            except ClusterError as err:
+                log.warning("garbage collection: cannot delete Node %s: %s", node.name, err)
+                continue
+            self.metrics.nodes_collected.inc()
+            log.warning("garbage collection: deleted Node %s, no NodeClaim owns it", node.name)
+        for name in [n for n in self._orphan_nodes if n not in orphans]:
+            del self._orphan_nodes[name]

@@ -1,0 +1,75 @@
+"""Interruption: the cloud is taking an instance back (spot warning, preemption). The claim is disrupted
+ahead of time: the node is cordoned, the claim deleted (termination drains it, ignoring do-not-disrupt,
+since the node goes anyway), and provisioning is told to solve the node's pods at once rather than after
+the batch window, so their replacement is launching while the drain runs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from provisioner.cloudprovider import CloudProviderError
+from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
+from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet
+from provisioner.controllers.metrics import Metrics
+from provisioner.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+
+class InterruptionController:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        metrics: Metrics,
+        on_interrupted: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.metrics = metrics
+        self.on_interrupted = on_interrupted
+
+    def reconcile(self, now: datetime) -> None:
+        for provider in self.providers.unique():
+            try:
+                events = provider.interruptions()
+            except CloudProviderError as err:
+                log.warning("cannot read %s interruptions: %s", provider.name, err)
+                continue
+            for event in events:
+                self._handle(event.provider_id, event.kind, event.detail)
+
+    def _handle(self, provider_id: str, kind: str, detail: str) -> None:
+        self.metrics.interruptions.labels(kind=kind).inc()
+        snap = self.state.snapshot()
+        sn = next(
+            (n for n in snap.nodes if n.claim is not None and n.claim.status.provider_id == provider_id), None
+        )
+        if sn is None or sn.claim is None:
+            log.info("interruption %s for %s: no NodeClaim of ours", kind, provider_id)
+            return
+        claim = sn.claim
+        message = f"{kind} for {provider_id}" + (f": {detail}" if detail else "") + "; replacing the node"
+        log.warning("NodeClaim %s: %s", claim.name, message)
+        try:
+            if sn.node is not None and not sn.node.unschedulable:
+                self.cluster.patch_node(sn.node.name, {"spec": {"unschedulable": True}})
+            self.cluster.record_event(
+                kind="NodeClaim", name=claim.name, reason="Interrupted", message=message, type="Warning"
+            )
+            if claim.metadata.deletion_timestamp is None:
+                self.cluster.patch_nodeclaim(
+                    claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: "Interrupted"}}}
+                )
+                self.cluster.delete_nodeclaim(claim.name)
+        except NotFoundError:
+            return
+        except ClusterError as err:
+            log.warning("NodeClaim %s: interruption handling failed: %s", claim.name, err)
+            return
+        self.on_interrupted()

@@ -1,0 +1,345 @@
+"""Lifecycle of a NodeClaim: Launched -> Registered -> Initialized, with a timeout on each step.
+
+- Launched: `provider.create` with the claim's options (the claim name is the idempotency token, so a
+  controller restarted between the launch and the status write gets the same instance back). An
+  InsufficientCapacity marks those offerings unavailable (the CachingProvider wrapper also remembers
+  them, so the next solve avoids them) and the next option is tried; when none is left the claim is deleted and its pods are solved again, so they fall
+  to the next tier or pool. When the launch fell back from the offering the scheduler priced, an Event
+  says so.
+- Registered: the Node with the claim's provider id appeared; it gets the pool's labels and taints, and
+  loses the unregistered taint. None after `registration_timeout`: the claim is replaced.
+- Initialized: the Node is Ready, the start-up taints are gone (removed by their owners), and every
+  extended resource the claim asked for (`nvidia.com/gpu`) is allocatable. A claim asking for extended
+  resources that are not there after `initialization_timeout` is replaced, with an Event.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import NodeClaim, quantities
+from provisioner.api import labels as wk
+from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
+from provisioner.clock import isoformat
+from provisioner.cloudprovider import (
+    CloudProviderError,
+    CreateError,
+    Instance,
+    InstanceType,
+    InsufficientCapacity,
+    NodeClassNotReady,
+    OfferingKey,
+    TransientError,
+)
+from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
+from provisioner.controllers.common import (
+    DISRUPTION_REASON,
+    PLANNED_OFFERING,
+    ProviderSet,
+    condition_status,
+    condition_time,
+    extended_resources,
+    resources_of,
+    set_condition,
+)
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.settings import Settings
+from provisioner.state import ClusterState
+from provisioner.state.objects import Node
+
+log = logging.getLogger(__name__)
+
+
+def _flag_unavailable(types: list[InstanceType], gone: set[OfferingKey]) -> list[InstanceType]:
+    return [
+        t.with_offerings(
+            tuple(
+                replace(o, available=False) if OfferingKey(t.name, o.zone, o.capacity_type) in gone else o
+                for o in t.offerings
+            )
+        )
+        for t in types
+    ]
+
+
+class LifecycleController:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        settings: Settings,
+        metrics: Metrics,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.settings = settings
+        self.metrics = metrics
+
+    def reconcile(self, now: datetime) -> None:
+        snap = self.state.snapshot()
+        nodes_by_pid = {n.provider_id: n for n in self.state.nodes.values() if n.provider_id}
+        for state_node in snap.nodes:
+            claim = state_node.claim
+            if claim is None or claim.metadata.deletion_timestamp is not None:
+                continue
+            try:
+                if not claim.status.provider_id:
+                    self._launch(claim, now)
+                elif condition_status(claim, REGISTERED) != "True":
+                    self._register(claim, nodes_by_pid.get(claim.status.provider_id), now)
+                elif condition_status(claim, INITIALIZED) != "True":
+                    self._initialize(claim, nodes_by_pid.get(claim.status.provider_id), now)
+            except NotFoundError:
+                continue  # deleted meanwhile; the next reconcile sees it gone
+            except ClusterError as err:
+                log.warning("NodeClaim %s: %s", claim.name, err)
+
+    # Launch
+
+    def _replace(self, claim: NodeClaim, *, reason: str, message: str) -> None:
+        """Delete the claim (its pods are solved again) and say why, on the claim and its pool."""
+        log.warning("replacing NodeClaim %s: %s", claim.name, message)
+        self.metrics.nodeclaims_replaced.labels(reason=reason).inc()
+        self.cluster.record_event(
+            kind="NodeClaim", name=claim.name, reason=reason, message=message, type="Warning"
+        )
+        if claim.nodepool:
+            self.cluster.record_event(
+                kind="NodePool",
+                name=claim.nodepool,
+                reason=reason,
+                message=f"{claim.name}: {message}",
+                type="Warning",
+            )
+        self.cluster.patch_nodeclaim(claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: reason}}})
+        self.cluster.delete_nodeclaim(claim.name)
+
+    def _launch(self, claim: NodeClaim, now: datetime) -> None:
+        first_seen = condition_time(claim, LAUNCHED)
+        if first_seen is None:
+            # Start the launch clock durably, so a restarted controller keeps counting from here.
+            conditions = set_condition(
+                claim.status.conditions, LAUNCHED, None, reason="Launching", message="", now=now
+            )
+            self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+            first_seen = now
+        if now - first_seen >= self.settings.launch_timeout:
+            self._replace(
+                claim,
+                reason="LaunchFailed",
+                message=f"not launched within {self.settings.launch_timeout}; its pods will be provisioned again",
+            )
+            return
+        ref = claim.spec.node_class_ref
+        provider = self.providers.for_claim(claim)
+        node_class = self.state.nodeclasses.get((ref.kind, ref.name))
+        if provider is None or node_class is None:
+            what = f"no cloud serves {ref.kind}" if provider is None else f"{ref.kind} {ref.name} not found"
+            self._launch_failed(claim, "NodeClassNotFound", what, now)
+            return
+        try:
+            by_name = {t.name: t for t in provider.instance_types(node_class)}
+        except CloudProviderError as err:
+            self._launch_failed(claim, type(err).__name__, str(err), now)
+            return
+        options = [by_name[n] for n in claim.instance_type_options() if n in by_name]
+        if not options:
+            options = list(by_name.values()) if not claim.instance_type_options() else []
+        exhausted: set[OfferingKey] = set()
+        instance: Instance | None = None
+        for _ in range(self.settings.max_launch_attempts):
+            try:
+                instance = provider.create(claim, _flag_unavailable(options, exhausted), node_class)
+                break
+            except InsufficientCapacity as err:
+                new = set(err.offerings) - exhausted
+                self.metrics.launch_failures.labels(reason="InsufficientCapacity").inc(max(1, len(new)))
+                if not new:
+                    break
+                exhausted |= new
+                log.info("NodeClaim %s: no capacity for %s; trying the next option", claim.name, err)
+            except (CreateError, NodeClassNotReady) as err:
+                self.metrics.launch_failures.labels(reason=type(err).__name__).inc()
+                self._launch_failed(claim, type(err).__name__, str(err), now)
+                return
+            except TransientError as err:
+                self.metrics.launch_failures.labels(reason="TransientError").inc()
+                log.warning("NodeClaim %s: launch will be retried: %s", claim.name, err)
+                return
+        if instance is None:
+            tried = ", ".join(sorted(str(k) for k in exhausted)) or "every option"
+            self._replace(
+                claim,
+                reason="InsufficientCapacity",
+                message=(
+                    f"no capacity for any of its options (tried {tried}); "
+                    "its pods will be provisioned again on the next tier or pool"
+                ),
+            )
+            return
+        self._launched(claim, instance, by_name.get(instance.instance_type), exhausted, now)
+
+    def _launch_failed(self, claim: NodeClaim, reason: str, message: str, now: datetime) -> None:
+        if condition_status(claim, LAUNCHED) == "False" and any(
+            c.type == LAUNCHED and c.reason == reason for c in claim.status.conditions
+        ):
+            return
+        conditions = set_condition(
+            claim.status.conditions, LAUNCHED, False, reason=reason, message=message, now=now
+        )
+        self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+        self.cluster.record_event(
+            kind="NodeClaim", name=claim.name, reason=reason, message=message, type="Warning"
+        )
+
+    def _launched(
+        self,
+        claim: NodeClaim,
+        instance: Instance,
+        instance_type: InstanceType | None,
+        exhausted: set[OfferingKey],
+        now: datetime,
+    ) -> None:
+        capacity, allocatable = resources_of(instance_type) if instance_type else ({}, {})
+        labels = dict(instance_type.labels) if instance_type else {}
+        labels.update(
+            {
+                wk.INSTANCE_TYPE: instance.instance_type,
+                wk.ZONE: instance.zone,
+                wk.CAPACITY_TYPE: instance.capacity_type,
+            }
+        )
+        self.cluster.patch_nodeclaim(claim.name, {"metadata": {"labels": labels}})
+        status: dict[str, Any] = {
+            "providerID": instance.provider_id,
+            "instanceType": instance.instance_type,
+            "zone": instance.zone,
+            "capacityType": instance.capacity_type,
+            "pricePerHour": instance.price,
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": set_condition(
+                claim.status.conditions,
+                LAUNCHED,
+                True,
+                reason="Launched",
+                message=f"{instance.instance_type} {instance.capacity_type} in {instance.zone}",
+                now=now,
+            ),
+        }
+        if instance.image_id:
+            status["imageID"] = instance.image_id
+        self.cluster.patch_nodeclaim_status(claim.name, status)
+        log.info(
+            "launched NodeClaim %s as %s (%s %s in %s, $%.4f/h)",
+            claim.name,
+            instance.provider_id,
+            instance.instance_type,
+            instance.capacity_type,
+            instance.zone,
+            instance.price,
+        )
+        planned = claim.metadata.annotations.get(PLANNED_OFFERING)
+        got = f"{instance.instance_type}/{instance.zone}/{instance.capacity_type}"
+        if planned and planned != got:
+            p_type, _, rest = planned.partition("/")
+            p_zone, _, p_ct = rest.partition("/")
+            message = (
+                f"{p_ct} capacity for {p_type} in {p_zone} was not available; launched "
+                f"{instance.capacity_type} {instance.instance_type} in {instance.zone} instead"
+            )
+            if exhausted:
+                message += " (no capacity: " + ", ".join(sorted(str(k) for k in exhausted)) + ")"
+            self.cluster.record_event(kind="NodeClaim", name=claim.name, reason="FellBack", message=message)
+
+    # Registration
+
+    def _register(self, claim: NodeClaim, node: Node | None, now: datetime) -> None:
+        launched_at = condition_time(claim, LAUNCHED) or now
+        if node is None:
+            if now - launched_at >= self.settings.registration_timeout:
+                self._replace(
+                    claim,
+                    reason="Unregistered",
+                    message=(
+                        f"no Node registered for {claim.status.provider_id} within "
+                        f"{self.settings.registration_timeout}; replacing it"
+                    ),
+                )
+            return
+        labels = dict(claim.metadata.labels)
+        labels.update({wk.NODECLAIM: claim.name, wk.REGISTERED: "true"})
+        taints = [t.to_dict() for t in node.taints if t.key != wk.UNREGISTERED_TAINT]
+        have = {(t["key"], t["effect"]) for t in taints}
+        for t in [*claim.spec.taints, *claim.spec.startup_taints]:
+            d = t.model_dump(by_alias=True, exclude_none=True, mode="json")
+            if (d["key"], d["effect"]) not in have:
+                taints.append(d)
+                have.add((d["key"], d["effect"]))
+        annotations = dict(claim.metadata.annotations)
+        annotations.pop(PLANNED_OFFERING, None)
+        self.cluster.patch_node(
+            node.name,
+            {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}},
+        )
+        conditions = set_condition(
+            claim.status.conditions, REGISTERED, True, reason="Registered", message=node.name, now=now
+        )
+        self.cluster.patch_nodeclaim_status(claim.name, {"nodeName": node.name, "conditions": conditions})
+        log.info("NodeClaim %s registered as Node %s", claim.name, node.name)
+
+    # Initialization
+
+    def _initialize(self, claim: NodeClaim, node: Node | None, now: datetime) -> None:
+        if node is None:
+            return  # the node went away; garbage collection handles claims whose instance is gone
+        missing: list[str] = []
+        if not node.ready:
+            missing.append("node not Ready")
+        startup = {(t.key, t.effect.value) for t in claim.spec.startup_taints}
+        left = [t.key for t in node.taints if (t.key, t.effect) in startup or t.key == wk.UNREGISTERED_TAINT]
+        if left:
+            missing.append("start-up taints still present: " + ", ".join(left))
+        requested = quantities.parse_resource_list(claim.spec.resources.requests)
+        for name in extended_resources(claim.spec.resources.requests):
+            if node.allocatable.get(name, 0) < max(1, requested.get(name, 0)):
+                missing.append(
+                    f"{name} not allocatable ({node.allocatable.get(name, 0)} of {requested.get(name, 0)})"
+                )
+        if not missing:
+            self.cluster.patch_node(node.name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+            conditions = set_condition(
+                claim.status.conditions, INITIALIZED, True, reason="Initialized", now=now
+            )
+            self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+            log.info("NodeClaim %s initialized (Node %s)", claim.name, node.name)
+            return
+        registered_at = condition_time(claim, REGISTERED) or now
+        needs_devices = bool(extended_resources(claim.spec.resources.requests))
+        if needs_devices and now - registered_at >= self.settings.initialization_timeout:
+            self._replace(
+                claim,
+                reason="NotInitialized",
+                message=(
+                    f"Node {node.name} not initialized {self.settings.initialization_timeout} after registering ("
+                    + "; ".join(missing)
+                    + "); replacing it"
+                ),
+            )
+            return
+        message = "; ".join(missing)
+        current = next((c for c in claim.status.conditions if c.type == INITIALIZED), None)
+        if current is None or current.message != message:
+            conditions = set_condition(
+                claim.status.conditions, INITIALIZED, False, reason="NotInitialized", message=message, now=now
+            )
+            self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+
+
+__all__ = ["LifecycleController", "isoformat"]

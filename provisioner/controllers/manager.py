@@ -1,0 +1,96 @@
+"""The Manager: builds the controllers over one ClusterState, ClusterAPI, set of providers and Clock, and
+runs them in order, one `step(now)` at a time, only while this replica leads.
+
+Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
+then provisioning, lifecycle, termination, garbage collection, and pool status. `provisioner run` calls
+`run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from provisioner.clock import Clock
+from provisioner.controllers.cluster import ClusterAPI, NotLeader
+from provisioner.controllers.common import ProviderSet
+from provisioner.controllers.gc import GarbageCollector
+from provisioner.controllers.interruption import InterruptionController
+from provisioner.controllers.lifecycle import LifecycleController
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.nodepool import NodePoolStatusController
+from provisioner.controllers.provisioning import ProvisioningController, SolveFn
+from provisioner.controllers.settings import Settings
+from provisioner.controllers.termination import TerminationController
+from provisioner.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+
+class Manager:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        clock: Clock,
+        settings: Settings | None = None,
+        metrics: Metrics | None = None,
+        solve: SolveFn | None = None,
+        solve_options: Any = None,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.clock = clock
+        self.settings = settings or Settings()
+        self.metrics = metrics or Metrics()
+        self.is_leader = is_leader
+        common = {"state": state, "cluster": cluster, "providers": providers, "metrics": self.metrics}
+        self.provisioning = ProvisioningController(
+            **common, settings=self.settings, solve=solve, solve_options=solve_options
+        )
+        self.interruption = InterruptionController(**common, on_interrupted=self.provisioning.trigger)
+        self.lifecycle = LifecycleController(**common, settings=self.settings)
+        self.termination = TerminationController(**common, settings=self.settings)
+        self.gc = GarbageCollector(**common, settings=self.settings)
+        self.nodepools = NodePoolStatusController(state=state, cluster=cluster, metrics=self.metrics)
+        self.controllers: list[tuple[str, Any]] = [
+            ("interruption", self.interruption),
+            ("provisioning", self.provisioning),
+            ("lifecycle", self.lifecycle),
+            ("termination", self.termination),
+            ("gc", self.gc),
+            ("nodepool", self.nodepools),
+        ]
+
+    def step(self, now: datetime | None = None) -> bool:
+        """One pass of every controller. Returns False (and does nothing) when not the leader."""
+        leading = self.is_leader()
+        self.metrics.leader.set(1 if leading else 0)
+        if not leading:
+            return False
+        when = now or self.clock.now()
+        for name, controller in self.controllers:
+            if not self.is_leader():
+                return False
+            try:
+                controller.reconcile(when)
+            except NotLeader:
+                log.warning("lost the lease during %s; stopping", name)
+                return False
+            except Exception:
+                self.metrics.reconcile_errors.labels(controller=name).inc()
+                log.exception("%s reconcile failed", name)
+        return True
+
+    def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:
+        """Step every `interval` seconds of the real clock until `stop` is set."""
+        while not stop.is_set():
+            self.step()
+            stop.wait(interval)

@@ -1,0 +1,179 @@
+"""MemoryCluster: a ClusterAPI that applies writes straight into a ClusterState, with no API server.
+
+Unit tests and `provisioner simulate` use it; it keeps Kubernetes' rules that the controllers rely on:
+finalizers hold a deleted object (deletionTimestamp set) until the last one is removed, merge patches,
+status patches, PDB-checked evictions, and Events kept in a list for assertions and reports.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import NodeClaim
+from provisioner.clock import Clock, isoformat
+from provisioner.controllers.cluster import ConflictError, EvictionBlocked, NotFoundError, merge_patch
+from provisioner.state import ClusterState
+from provisioner.state.objects import Pod, PodDisruptionBudget
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    kind: str
+    name: str
+    namespace: str | None
+    reason: str
+    message: str
+    type: str
+    time: datetime
+
+
+def disruptions_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
+    """How many of the PDB's pods may go now: the API server's status when known, else computed from the
+    matching running pods (healthy = bound and not terminating)."""
+    if pdb.disruptions_allowed is not None:
+        return pdb.disruptions_allowed
+    matching = [p for p in pods if pdb.matches(p)]
+    healthy = sum(1 for p in matching if p.node_name and not p.deleting and not p.is_terminal)
+    expected = len(matching)
+
+    def count(value: str) -> int:
+        if value.endswith("%"):
+            return -(-expected * int(value[:-1]) // 100)
+        return int(value)
+
+    if pdb.min_available is not None:
+        return max(0, healthy - count(pdb.min_available))
+    if pdb.max_unavailable is not None:
+        unavailable = expected - healthy
+        return max(0, count(pdb.max_unavailable) - unavailable)
+    return healthy
+
+
+class MemoryCluster:
+    """ClusterAPI over a ClusterState. `clock` stamps deletions and Events."""
+
+    def __init__(self, state: ClusterState, clock: Clock) -> None:
+        self.state = state
+        self.clock = clock
+        self.events: list[RecordedEvent] = []
+        self.evictions: list[str] = []
+        self._lock = threading.RLock()
+
+    # NodeClaims
+
+    def create_nodeclaim(self, claim: NodeClaim) -> NodeClaim:
+        with self._lock:
+            if claim.name in self.state.claims:
+                raise ConflictError(f"NodeClaim {claim.name} already exists")
+            doc = claim.to_dict()
+            doc["metadata"].setdefault("creationTimestamp", isoformat(self.clock.now()))
+            self.state.upsert("NodeClaim", doc)
+            return self.state.claims[claim.name]
+
+    def _claim_doc(self, name: str) -> dict[str, Any]:
+        claim = self.state.claims.get(name)
+        if claim is None:
+            raise NotFoundError(f"NodeClaim {name} not found")
+        return claim.to_dict()
+
+    def _store_claim(self, doc: dict[str, Any]) -> None:
+        meta = doc.get("metadata") or {}
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.state.remove("NodeClaim", meta["name"])
+        else:
+            self.state.upsert("NodeClaim", doc)
+
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> None:
+        with self._lock:
+            doc = self._claim_doc(name)
+            self._store_claim(merge_patch(doc, {k: v for k, v in patch.items() if k != "status"}))
+
+    def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
+        with self._lock:
+            doc = self._claim_doc(name)
+            self._store_claim(merge_patch(doc, {"status": status}))
+
+    def delete_nodeclaim(self, name: str) -> None:
+        with self._lock:
+            doc = self._claim_doc(name)
+            meta = doc["metadata"]
+            if meta.get("finalizers"):
+                meta.setdefault("deletionTimestamp", isoformat(self.clock.now()))
+            else:
+                meta["deletionTimestamp"] = isoformat(self.clock.now())
+                meta["finalizers"] = []
+            self._store_claim(doc)
+
+    # Nodes and pods
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
+        with self._lock:
+            node = self.state.nodes.get(name)
+            if node is None:
+                raise NotFoundError(f"Node {name} not found")
+            self.state.upsert("Node", merge_patch(copy.deepcopy(dict(node.raw)), patch))
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            if name not in self.state.nodes:
+                raise NotFoundError(f"Node {name} not found")
+            self.state.remove("Node", name)
+
+    def evict_pod(self, namespace: str, name: str) -> None:
+        with self._lock:
+            key = f"{namespace}/{name}"
+            pod = self.state.pods.get(key)
+            if pod is None:
+                raise NotFoundError(f"Pod {key} not found")
+            pods = list(self.state.pods.values())
+            for pdb in self.state.pdbs.values():
+                if pdb.matches(pod) and disruptions_allowed(pdb, pods) <= 0:
+                    raise EvictionBlocked(
+                        f"Cannot evict pod {key}: it would violate the pod's disruption budget {pdb.name}"
+                    )
+            self.evictions.append(key)
+            self.state.remove("Pod", key)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        with self._lock:
+            key = f"{namespace}/{name}"
+            if key not in self.state.pods:
+                raise NotFoundError(f"Pod {key} not found")
+            self.state.remove("Pod", key)
+
+    # NodePools and Events
+
+    def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
+        with self._lock:
+            pool = self.state.nodepools.get(name)
+            if pool is None:
+                raise NotFoundError(f"NodePool {name} not found")
+            self.state.upsert("NodePool", merge_patch(pool.to_dict(), {"status": status}))
+
+    def record_event(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> None:
+        with self._lock:
+            self.events.append(
+                RecordedEvent(
+                    kind=kind,
+                    name=name,
+                    namespace=namespace,
+                    reason=reason,
+                    message=message,
+                    type=type,
+                    time=self.clock.now(),
+                )
+            )

@@ -1,0 +1,115 @@
+"""NodePool status: resources in use and node count, and the conditions Ready, NodeClassReady and
+LimitsReached. Written only when something changed, so a quiet cluster makes no API calls."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import NodePool, quantities
+from provisioner.api.common import Condition
+from provisioner.controllers.cluster import ClusterAPI, ClusterError
+from provisioner.controllers.common import set_condition
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.provisioning import pool_usage
+from provisioner.state import ClusterState, Snapshot
+
+log = logging.getLogger(__name__)
+
+
+def _node_class_ready(snap: Snapshot, pool: NodePool) -> tuple[bool, str]:
+    ref = pool.spec.template.spec.node_class_ref
+    nc = snap.nodeclasses.get((ref.kind, ref.name))
+    if nc is None:
+        return False, f"{ref.kind} {ref.name} not found"
+    status = getattr(nc, "status", None)
+    for c in getattr(status, "conditions", None) or []:
+        if c.type == "Ready" and c.status.value == "False":
+            return False, c.message or f"{ref.kind} {ref.name} is not ready"
+    return True, ""
+
+
+class NodePoolStatusController:
+    def __init__(self, *, state: ClusterState, cluster: ClusterAPI, metrics: Metrics) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.metrics = metrics
+
+    def reconcile(self, now: datetime) -> None:
+        snap = self.state.snapshot()
+        self._claim_metrics(snap)
+        for pool in snap.nodepools:
+            usage = pool_usage(snap, pool.name)
+            resources = {
+                k: (str(v) if k == "nodes" else quantities.format_quantity(k, v))
+                for k, v in sorted(usage.items())
+            }
+            ready, why = _node_class_ready(snap, pool)
+            limits = pool.spec.limits_base_units()
+            if "nodes" in pool.spec.limits:
+                limits["nodes"] = int(quantities.parse_quantity(pool.spec.limits["nodes"]))
+            reached = [k for k, lim in limits.items() if usage.get(k, 0) >= lim]
+            current: list[Condition] = list(pool.status.conditions) if pool.status else []
+            conds = set_condition(
+                current,
+                "NodeClassReady",
+                ready,
+                reason="Ready" if ready else "NotFound",
+                message=why,
+                now=now,
+            )
+            conds = set_condition(
+                [Condition.model_validate(c) for c in conds],
+                "LimitsReached",
+                bool(reached),
+                reason="LimitsReached" if reached else "WithinLimits",
+                message=", ".join(sorted(reached)),
+                now=now,
+            )
+            conds = set_condition(
+                [Condition.model_validate(c) for c in conds],
+                "Ready",
+                ready,
+                reason="Ready" if ready else "NodeClassNotReady",
+                message=why,
+                now=now,
+            )
+            status: dict[str, Any] = {"resources": resources, "conditions": conds}
+            old = pool.status.model_dump(by_alias=True, exclude_none=True, mode="json") if pool.status else {}
+            if old.get("resources") == resources and _same(old.get("conditions") or [], conds):
+                continue
+            try:
+                self.cluster.patch_nodepool_status(pool.name, status)
+            except ClusterError as err:
+                log.warning("NodePool %s: cannot write status: %s", pool.name, err)
+
+    def _claim_metrics(self, snap: Snapshot) -> None:
+        self.metrics.nodeclaims.clear()
+        self.metrics.cost_per_hour.clear()
+        for sn in snap.nodes:
+            claim = sn.claim
+            if claim is None:
+                continue
+            pool = claim.nodepool or ""
+            phase = _phase(claim)
+            self.metrics.nodeclaims.labels(phase=phase, nodepool=pool).inc()
+            if claim.status.price_per_hour:
+                self.metrics.cost_per_hour.labels(nodepool=pool).inc(claim.status.price_per_hour)
+
+
+def _phase(claim: Any) -> str:
+    if claim.metadata.deletion_timestamp is not None:
+        return "Terminating"
+    done = {c.type for c in claim.status.conditions if c.status.value == "True"}
+    for phase in ("Initialized", "Registered", "Launched"):
+        if phase in done:
+            return phase
+    return "Pending"
+
+
+def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    def key(c: dict[str, Any]) -> tuple[str, str, str, str]:
+        return (c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", ""))
+
+    return sorted(map(key, a)) == sorted(map(key, b))

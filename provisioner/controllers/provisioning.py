@@ -1,0 +1,240 @@
+"""Provisioning: pods the scheduler could not place -> a batch -> `scheduling.solve` -> NodeClaims.
+
+Level-triggered: each `reconcile(now)` looks at the cluster state as it is. A batch opens when the set of
+pods needing capacity changes, and closes after `batch_idle` without change or `batch_max` in all. Pods on
+nodes being deleted are solved with the pending ones (their replacement is launched before they are
+evicted). Claims are written with the termination finalizer, the pool label and the engine's options;
+the scheduler counts a claim in flight as capacity of its first option, so the next solve places the same
+pods on it and never launches twice for them. Pods no pool can take get one Event with the reason
+per pool, repeated only when the reasons change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import NodePool, quantities
+from provisioner.cloudprovider import CloudProviderError, InstanceType
+from provisioner.controllers.cluster import ClusterAPI, ClusterError
+from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.settings import Settings
+from provisioner.state import ClusterState, Snapshot
+from provisioner.state.objects import Pod
+
+log = logging.getLogger(__name__)
+
+SolveFn = Callable[..., Any]
+
+
+def _default_solve(*args: Any, **kwargs: Any) -> Any:
+    from provisioner import scheduling
+
+    return scheduling.solve(*args, **kwargs)
+
+
+def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
+    """Pending pods kube-scheduler marked Unschedulable, plus pods on nodes being deleted."""
+    out = [
+        p
+        for p in snap.pending_pods
+        if p.unschedulable and not p.deleting and not p.is_daemonset_pod and not p.is_terminal
+    ]
+    for node in snap.nodes:
+        if node.deleting:
+            out.extend(
+                p for p in node.pods if not p.is_daemonset_pod and not p.deleting and not p.is_terminal
+            )
+    return out
+
+
+class ProvisioningController:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        settings: Settings,
+        metrics: Metrics,
+        solve: SolveFn | None = None,
+        solve_options: Any = None,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.settings = settings
+        self.metrics = metrics
+        self.solve = solve or _default_solve
+        self.solve_options = solve_options
+        self._seen: frozenset[str] | None = None
+        self._solved: frozenset[str] | None = None
+        self._window_start: datetime | None = None
+        self._last_change: datetime | None = None
+        self._forced = False
+        self._pod_messages: dict[str, str] = {}
+        self._nominated: dict[str, str] = {}
+        self.batches = 0
+        self.last_results: Any = None
+
+    def trigger(self) -> None:
+        """Solve at the next reconcile, without waiting for the batch window (interruptions)."""
+        self._forced = True
+
+    @staticmethod
+    def _signature(snap: Snapshot, pods: Sequence[Pod]) -> frozenset[str]:
+        # What a solve depends on that changes often: the pods, and the claims they may land on.
+        claims = {f"claim:{n.claim.name}" for n in snap.nodes if n.claim is not None and not n.deleting}
+        return frozenset({p.key for p in pods} | claims)
+
+    def reconcile(self, now: datetime) -> Any:
+        snap = self.state.snapshot()
+        pods = pods_needing_capacity(snap)
+        self.metrics.pending_pods.set(len(pods))
+        if not pods:
+            self._window_start = self._last_change = None
+            self._seen = None
+            self._forget_pods(set())
+            return None
+        sig = self._signature(snap, pods)
+        if sig != self._seen:
+            self._seen = sig
+            self._last_change = now
+            if self._window_start is None:
+                self._window_start = now
+        if sig == self._solved and not self._forced:
+            self._window_start = None
+            return None
+        assert self._last_change is not None and self._window_start is not None
+        due = (
+            self._forced
+            or now - self._last_change >= self.settings.batch_idle
+            or now - self._window_start >= self.settings.batch_max
+        )
+        if not due:
+            return None
+        self._forced = False
+        self._window_start = None
+        results = self._solve(snap, pods, now)
+        after = self.state.snapshot()
+        self._solved = self._signature(after, pods_needing_capacity(after))
+        self._seen = self._solved
+        return results
+
+    def _instance_types(self, snap: Snapshot, pools: Sequence[NodePool]) -> dict[str, list[InstanceType]]:
+        out: dict[str, list[InstanceType]] = {}
+        for pool in pools:
+            ref = pool.spec.template.spec.node_class_ref
+            provider = self.providers.for_kind(ref.kind)
+            node_class = snap.nodeclasses.get((ref.kind, ref.name))
+            if provider is None or node_class is None:
+                out[pool.name] = []
+                continue
+            try:
+                out[pool.name] = list(provider.instance_types(node_class))
+            except CloudProviderError as err:
+                log.warning("pool %s: cannot list instance types: %s", pool.name, err)
+                out[pool.name] = []
+        return out
+
+    def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Any:
+        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        instance_types = self._instance_types(snap, pools)
+        # Nodes being deleted are not capacity: their pods are among those being solved.
+        live = dataclasses.replace(snap, nodes=tuple(n for n in snap.nodes if not n.deleting))
+        started = time.perf_counter()
+        results = self.solve(pods, live, pools, instance_types, snap.daemonsets, options=self.solve_options)
+        self.metrics.solve_seconds.observe(time.perf_counter() - started)
+        self.metrics.batch_size.observe(len(pods))
+        self.batches += 1
+        self.last_results = results
+        log.info(
+            "batch of %d pods: %d placed on existing or in-flight capacity, %d new claims, %d unschedulable",
+            len(pods),
+            len(results.placements),
+            len(results.new_claims),
+            len(results.unschedulable),
+        )
+        for new in results.new_claims:
+            self._create_claim(new, now)
+        self._events_for_unschedulable(results.unschedulable, {p.key for p in pods})
+        return results
+
+    def _create_claim(self, new: Any, now: datetime) -> None:
+        name = f"{new.nodepool.name}-{secrets.token_hex(3)}"
+        claim = new.to_nodeclaim(name)
+        offering = new.offering
+        claim.metadata.annotations[PLANNED_OFFERING] = (
+            f"{new.instance_type.name}/{offering.zone}/{offering.capacity_type}"
+        )
+        try:
+            self.cluster.create_nodeclaim(claim)
+        except ClusterError as err:
+            log.warning("could not create NodeClaim %s: %s", name, err)
+            return
+        self.metrics.nodeclaims_created.labels(nodepool=new.nodepool.name).inc()
+        options = ", ".join(t.name for t in new.instance_types[:5])
+        log.info(
+            "created NodeClaim %s in pool %s for %d pods (options %s%s; planned %s at $%.4f/h)",
+            name,
+            new.nodepool.name,
+            len(new.pods),
+            options,
+            "..." if len(new.instance_types) > 5 else "",
+            claim.metadata.annotations[PLANNED_OFFERING],
+            new.price,
+        )
+        for pod in new.pods:
+            if self._nominated.get(pod.key) == name:
+                continue
+            self._nominated[pod.key] = name
+            self.cluster.record_event(
+                kind="Pod",
+                name=pod.name,
+                namespace=pod.namespace,
+                reason="Nominated",
+                message=f"Pod should schedule on: nodeclaim/{name}",
+            )
+
+    def _events_for_unschedulable(self, unschedulable: Sequence[Any], current: set[str]) -> None:
+        for u in unschedulable:
+            reasons = "; ".join(f"{r.nodepool}: {r.reason}" for r in u.reasons) or "no NodePool exists"
+            message = f"no NodePool can take this pod: {reasons}"
+            if self._pod_messages.get(u.pod.key) == message:
+                continue
+            self._pod_messages[u.pod.key] = message
+            self.cluster.record_event(
+                kind="Pod",
+                name=u.pod.name,
+                namespace=u.pod.namespace,
+                reason="FailedProvisioning",
+                message=message,
+                type="Warning",
+            )
+        self._forget_pods(current)
+
+    def _forget_pods(self, current: set[str]) -> None:
+        for key in [k for k in self._pod_messages if k not in current]:
+            del self._pod_messages[key]
+        for key in [k for k in self._nominated if k not in current]:
+            del self._nominated[key]
+
+
+def pool_usage(snap: Snapshot, pool: str) -> Mapping[str, int]:
+    """Capacity of the pool's claims (launched: the instance's; in flight: the estimate) and `nodes`."""
+    total: dict[str, int] = {}
+    count = 0
+    for n in snap.nodes:
+        if n.claim is None or n.claim.nodepool != pool:
+            continue
+        count += 1
+        cap = quantities.parse_resource_list(n.claim.status.capacity or n.claim.status.allocatable)
+        total = quantities.add(total, cap)
+    total["nodes"] = count
+    return total

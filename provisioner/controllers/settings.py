@@ -1,0 +1,35 @@
+"""Controller settings: batch windows, timeouts and grace periods, with Karpenter's defaults where the
+feature overlaps. `provisioner run` fills them from flags and environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    cluster_name: str = "default"
+    """Tag/label value that marks instances as this cluster's."""
+    batch_idle: timedelta = timedelta(seconds=1)
+    """A batch closes when no new pending pod arrived for this long..."""
+    batch_max: timedelta = timedelta(seconds=10)
+    """...or when it has been open this long."""
+    launch_timeout: timedelta = timedelta(minutes=5)
+    """A claim not launched this long after it was first seen is deleted (its pods are solved again)."""
+    registration_timeout: timedelta = timedelta(minutes=15)
+    """A launched instance whose Node has not appeared after this is replaced."""
+    initialization_timeout: timedelta = timedelta(minutes=15)
+    """A registered GPU node whose GPUs (or readiness) never appear is replaced after this. Karpenter has
+    none; broken GPU nodes would otherwise sit forever."""
+    gc_grace: timedelta = timedelta(seconds=30)
+    """An instance of ours with no NodeClaim is terminated only once older than this (a claim may be in
+    the middle of being written)."""
+    node_gc_grace: timedelta = timedelta(seconds=30)
+    """A Node of ours with no NodeClaim is deleted only once seen orphaned this long."""
+    eviction_retry: timedelta = timedelta(seconds=5)
+    """How soon an eviction refused by a PDB is tried again."""
+    max_launch_attempts: int = 10
+    """Capacity errors tolerated per claim before giving up on all its options at once."""
+    event_namespace: str = "default"
+    extra: dict[str, str] = field(default_factory=dict)

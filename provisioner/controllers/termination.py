@@ -1,0 +1,161 @@
+"""Termination: the finalizer of a deleted NodeClaim.
+
+Steps, each resumable after a crash: taint the Node `provisioner.sh/disrupted:NoSchedule`; drain it
+through the Eviction API (a PDB's 429 means try again later; pods with `provisioner.sh/do-not-disrupt`
+block a voluntary disruption; once `terminationGracePeriod` has passed since the drain began, pods are
+deleted regardless); `provider.delete`; wait until the instance is gone; delete the Node; remove the
+finalizer. DaemonSet pods are not evicted: they go with the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime
+
+from provisioner.api import NodeClaim, durations
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import CloudProviderError, NotFound
+from provisioner.controllers.cluster import ClusterAPI, ClusterError, EvictionBlocked, NotFoundError
+from provisioner.controllers.common import (
+    DISRUPTION_REASON,
+    DRAINING,
+    INVOLUNTARY,
+    ProviderSet,
+    condition_time,
+    set_condition,
+)
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.settings import Settings
+from provisioner.state import ClusterState
+from provisioner.state.objects import Node, Pod
+
+log = logging.getLogger(__name__)
+
+
+class TerminationController:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        settings: Settings,
+        metrics: Metrics,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.settings = settings
+        self.metrics = metrics
+        self._blocked_said: dict[str, str] = {}
+        self._retry_at: dict[str, datetime] = {}
+
+    def reconcile(self, now: datetime) -> None:
+        snap = self.state.snapshot()
+        for sn in snap.nodes:
+            claim = sn.claim
+            if claim is None or claim.metadata.deletion_timestamp is None:
+                continue
+            if wk.TERMINATION_FINALIZER not in claim.metadata.finalizers:
+                continue
+            try:
+                self._terminate(claim, sn.node, list(sn.pods), now)
+            except NotFoundError:
+                continue
+            except ClusterError as err:
+                log.warning("terminating NodeClaim %s: %s", claim.name, err)
+
+    def _terminate(self, claim: NodeClaim, node: Node | None, pods: list[Pod], now: datetime) -> None:
+        if node is not None and not node.deleting and not self._drained(claim, node, pods, now):
+            return
+        provider = self.providers.for_claim(claim)
+        provider_id = claim.status.provider_id
+        if provider is not None and not provider_id:
+            # A launch may have succeeded before its status was written: find it by its claim tag.
+            try:
+                provider_id = next(
+                    (i.provider_id for i in provider.list() if i.nodeclaim == claim.name), None
+                )
+            except CloudProviderError as err:
+                log.warning("NodeClaim %s: cannot list instances: %s", claim.name, err)
+                return
+        if provider is not None and provider_id:
+            try:
+                instance = provider.get(provider_id)
+                if instance.state not in ("terminated",):
+                    if instance.state not in ("shutting-down", "stopping", "terminating"):
+                        provider.delete(provider_id)
+                        log.info("NodeClaim %s: terminating instance %s", claim.name, provider_id)
+                    # Wait for the cloud to confirm; the next reconcile looks again.
+                    try:
+                        still = provider.get(provider_id)
+                        if still.state != "terminated":
+                            return
+                    except NotFound:
+                        pass
+            except NotFound:
+                pass
+            except CloudProviderError as err:
+                log.warning("NodeClaim %s: instance %s: %s", claim.name, provider_id, err)
+                return
+        if node is not None:
+            with contextlib.suppress(NotFoundError):
+                self.cluster.delete_node(node.name)
+        finalizers = [f for f in claim.metadata.finalizers if f != wk.TERMINATION_FINALIZER]
+        self.cluster.patch_nodeclaim(claim.name, {"metadata": {"finalizers": finalizers}})
+        self.metrics.nodeclaims_terminated.labels(nodepool=claim.nodepool or "").inc()
+        self._blocked_said.pop(claim.name, None)
+        log.info("NodeClaim %s terminated", claim.name)
+
+    def _drained(self, claim: NodeClaim, node: Node, pods: list[Pod], now: datetime) -> bool:
+        """Taint, evict; True once no pod but DaemonSet pods remain."""
+        if not any(t.key == wk.DISRUPTED_TAINT for t in node.taints):
+            taints = [t.to_dict() for t in node.taints]
+            taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
+            self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
+        started = condition_time(claim, DRAINING)
+        if started is None:
+            conditions = set_condition(claim.status.conditions, DRAINING, True, reason="Draining", now=now)
+            self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+            started = now
+        grace = (
+            durations.parse_duration(claim.spec.termination_grace_period)
+            if claim.spec.termination_grace_period
+            else None
+        )
+        forced = grace is not None and now - started >= grace
+        voluntary = claim.metadata.annotations.get(DISRUPTION_REASON) not in INVOLUNTARY
+        remaining = [p for p in pods if not p.is_daemonset_pod and not p.is_terminal]
+        if not remaining:
+            return True
+        if self._retry_at.get(claim.name) and now < self._retry_at[claim.name] and not forced:
+            return False
+        blocked: list[str] = []
+        for pod in remaining:
+            if pod.deleting:
+                continue
+            try:
+                if forced:
+                    self.cluster.delete_pod(pod.namespace, pod.name)
+                    self.metrics.evictions.labels(result="forced").inc()
+                    continue
+                if voluntary and pod.do_not_disrupt:
+                    blocked.append(f"{pod.key} has {wk.DO_NOT_DISRUPT}")
+                    continue
+                self.cluster.evict_pod(pod.namespace, pod.name)
+                self.metrics.evictions.labels(result="evicted").inc()
+            except EvictionBlocked as err:
+                self.metrics.evictions.labels(result="blocked").inc()
+                blocked.append(str(err))
+            except NotFoundError:
+                continue
+        if blocked:
+            self._retry_at[claim.name] = now + self.settings.eviction_retry
+            message = "drain waiting: " + "; ".join(blocked)
+            if self._blocked_said.get(claim.name) != message:
+                self._blocked_said[claim.name] = message
+                self.cluster.record_event(
+                    kind="NodeClaim", name=claim.name, reason="DrainBlocked", message=message
+                )
+        return False

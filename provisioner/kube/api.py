@@ -1,0 +1,172 @@
+"""KubeClusterAPI: the ClusterAPI over a real API server.
+
+Every write is fenced by `may_write` (the leader elector's "do I still hold the lease?"), so a controller
+that lost its lease cannot write even from a reconcile already under way. The object the server returns
+is fed into ClusterState through the informers' StateFeeder, so the next reconcile sees its own write.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from provisioner.api import NodeClaim
+from provisioner.clock import Clock, RealClock, isoformat
+from provisioner.controllers.cluster import ClusterError, NotFoundError, NotLeader
+from provisioner.kube import client as kc
+from provisioner.kube.informers import StateFeeder
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "provisioner"
+
+
+class KubeClusterAPI:
+    """ClusterAPI implemented with KubeClient."""
+
+    def __init__(
+        self,
+        client: kc.KubeClient,
+        feeder: StateFeeder | None = None,
+        *,
+        may_write: Callable[[], bool] = lambda: True,
+        clock: Clock | None = None,
+        event_namespace: str = "default",
+    ) -> None:
+        self.client = client
+        self.feeder = feeder
+        self.may_write = may_write
+        self.clock = clock or RealClock()
+        self.event_namespace = event_namespace
+
+    def _fence(self, what: str) -> None:
+        if not self.may_write():
+            raise NotLeader(f"not the leader: refusing to {what}")
+
+    def _feed(self, res: kc.Resource, obj: Mapping[str, Any]) -> None:
+        if self.feeder is None or not obj.get("metadata"):
+            return
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.feeder.remove(res, obj)
+        else:
+            self.feeder.upsert(res, obj)
+
+    def _feed_deleted(
+        self, res: kc.Resource, doc: Mapping[str, Any], name: str, namespace: str | None = None
+    ) -> None:
+        """A DELETE answers the object: still there with a deletionTimestamp (finalizers, graceful pods),
+        or its last state when it is gone."""
+        if self.feeder is None:
+            return
+        meta = doc.get("metadata") or {}
+        if (meta.get("deletionTimestamp") and meta.get("finalizers")) or (
+            meta.get("deletionTimestamp")
+            and res.kind == "Pod"
+            and doc.get("status", {}).get("phase")
+            not in (
+                "Succeeded",
+                "Failed",
+            )
+        ):
+            self.feeder.upsert(res, doc)
+        else:
+            self.feeder.remove(res, doc if meta else {"metadata": {"name": name, "namespace": namespace}})
+
+    # NodeClaims
+
+    def create_nodeclaim(self, claim: NodeClaim) -> NodeClaim:
+        self._fence(f"create NodeClaim {claim.name}")
+        body = claim.to_dict()
+        body.pop("status", None)
+        doc = self.client.create(kc.NODECLAIM, body)
+        if not doc.get("metadata"):
+            # Some servers answer an empty body; read the object back so the state has it.
+            doc = self.client.get(kc.NODECLAIM, claim.name)
+        self._feed(kc.NODECLAIM, doc)
+        return NodeClaim.model_validate(doc)
+
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch NodeClaim {name}")
+        self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, patch))
+
+    def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
+        self._fence(f"patch NodeClaim {name} status")
+        self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, {"status": status}, sub="status"))
+
+    def delete_nodeclaim(self, name: str) -> None:
+        self._fence(f"delete NodeClaim {name}")
+        self._feed_deleted(kc.NODECLAIM, self.client.delete(kc.NODECLAIM, name), name)
+
+    # Nodes and pods
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch Node {name}")
+        self._feed(kc.NODE, self.client.patch(kc.NODE, name, patch))
+
+    def delete_node(self, name: str) -> None:
+        self._fence(f"delete Node {name}")
+        self._feed_deleted(kc.NODE, self.client.delete(kc.NODE, name), name)
+
+    def evict_pod(self, namespace: str, name: str) -> None:
+        self._fence(f"evict Pod {namespace}/{name}")
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        self.client.request("POST", kc.POD.path(namespace=namespace, name=name, sub="eviction"), body=body)
+        if self.feeder is not None:
+            self.feeder.remove(kc.POD, {"metadata": {"name": name, "namespace": namespace}})
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self._fence(f"delete Pod {namespace}/{name}")
+        self._feed_deleted(kc.POD, self.client.delete(kc.POD, name, namespace=namespace), name, namespace)
+
+    # NodePools and Events
+
+    def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
+        self._fence(f"patch NodePool {name} status")
+        self._feed(kc.NODEPOOL, self.client.patch(kc.NODEPOOL, name, {"status": status}, sub="status"))
+
+    def record_event(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> None:
+        if not self.may_write():
+            return
+        ns = namespace or self.event_namespace
+        now = isoformat(self.clock.now())
+        api_version = {"Pod": "v1", "Node": "v1"}.get(kind, "provisioner.sh/v1")
+        body = {
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace, "apiVersion": api_version},
+            "reason": reason,
+            "message": message[:1024],
+            "type": type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.client.create(kc.EVENT, body, namespace=ns)
+        except ClusterError as err:
+            log.warning("could not record event %s on %s/%s: %s", reason, kind, name, err)
+
+    def list_events(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Events (all namespaces unless given), for tests and `provisioner` diagnostics."""
+        path = kc.EVENT.path(namespace=namespace)
+        return list(self.client.request("GET", path).get("items") or [])
+
+
+__all__ = ["KubeClusterAPI", "NotFoundError"]

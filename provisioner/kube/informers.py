@@ -1,0 +1,234 @@
+"""Informers: list, then watch from the list's resourceVersion, feeding ClusterState; relist on 410 Gone;
+back off on errors. One daemon thread per resource.
+
+`StateFeeder` is the single door into ClusterState for this process: informer events and the answers to
+our own writes (KubeClusterAPI feeds the object the server returned, so a controller never acts twice on
+a stale view) both pass through it, and an object older than the one held (by resourceVersion) is
+dropped, so a late watch event cannot roll the state back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from provisioner.kube.client import WATCHED, ApiError, Gone, KubeClient, Resource
+from provisioner.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+
+def _rv(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def object_key(res: Resource, obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    if res.namespaced:
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    return str(meta.get("name"))
+
+
+class StateFeeder:
+    """Applies objects to ClusterState, newest resourceVersion wins."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._versions: dict[tuple[str, str], int] = {}
+        self._tombstones: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def _newer(self, res: Resource, key: str, obj: Mapping[str, Any], *, deleting: bool = False) -> bool:
+        rv = _rv((obj.get("metadata") or {}).get("resourceVersion"))
+        ident = (res.kind, key)
+        if deleting:
+            # Remember the version we removed at, so a late replay of the same object cannot revive it.
+            held = self._versions.pop(ident, None)
+            self._tombstones[ident] = max(
+                v for v in (rv, held, self._tombstones.get(ident), 0) if v is not None
+            )
+            return True
+        if rv is None:
+            return True  # opaque versions: trust arrival order
+        dead = self._tombstones.get(ident)
+        if dead is not None:
+            if rv <= dead:
+                return False
+            del self._tombstones[ident]
+        held = self._versions.get(ident)
+        if held is not None and rv < held:
+            return False
+        self._versions[ident] = rv
+        return True
+
+    def upsert(self, res: Resource, obj: Mapping[str, Any]) -> None:
+        key = object_key(res, obj)
+        with self._lock:
+            if not self._newer(res, key, obj):
+                return
+            try:
+                self.state.upsert(res.kind, obj)
+            except ValueError as err:
+                # An object our models refuse (a hand-written NodePool with a typo) must not stop the
+                # informer; the webhook-free API server accepted it, so say so and skip it.
+                log.warning("ignoring invalid %s %s: %s", res.kind, key, err)
+
+    def remove(self, res: Resource, obj: Mapping[str, Any]) -> None:
+        key = object_key(res, obj)
+        with self._lock:
+            if not self._newer(res, key, obj, deleting=True):
+                return
+            self.state.remove(res.kind, key)
+
+    def replace_all(self, res: Resource, items: Iterable[Mapping[str, Any]]) -> None:
+        """A relist: everything listed is upserted, everything held but not listed is removed."""
+        items = list(items)
+        listed = {object_key(res, o) for o in items}
+        store = self._store_keys(res)
+        for key in store - listed:
+            with self._lock:
+                self._versions.pop((res.kind, key), None)
+                self.state.remove(res.kind, key)
+        for obj in items:
+            self.upsert(res, obj)
+
+    def _store_keys(self, res: Resource) -> set[str]:
+        s = self.state
+        if res.kind in ("AWSNodeClass", "GCPNodeClass"):
+            return {name for (kind, name) in list(s.nodeclasses) if kind == res.kind}
+        store: Mapping[str, Any] = {
+            "Pod": s.pods,
+            "Node": s.nodes,
+            "NodeClaim": s.claims,
+            "NodePool": s.nodepools,
+            "DaemonSet": s.daemonsets,
+            "PodDisruptionBudget": s.pdbs,
+            "Namespace": s.namespaces,
+        }.get(res.kind, {})
+        return set(list(store))
+
+
+class Informer(threading.Thread):
+    """List then watch one resource until stopped."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        res: Resource,
+        feeder: StateFeeder,
+        *,
+        stop: threading.Event,
+        watch_timeout: int = 300,
+        max_backoff: float = 30.0,
+    ) -> None:
+        super().__init__(name=f"informer-{res.plural}", daemon=True)
+        self.client = client
+        self.res = res
+        self.feeder = feeder
+        self.stop = stop
+        self.watch_timeout = watch_timeout
+        self.max_backoff = max_backoff
+        self.synced = threading.Event()
+        self.relists = 0
+        self.resource_version: str | None = None
+
+    def _relist(self) -> None:
+        items, rv = self.client.list(self.res)
+        self.feeder.replace_all(self.res, items)
+        self.resource_version = rv
+        self.relists += 1
+        self.synced.set()
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise Gone(410, str(obj.get("message") or "resourceVersion too old"))
+            raise ApiError(int(code or 500), str(obj.get("message") or obj))
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            self.resource_version = rv or self.resource_version
+            return
+        if kind in ("ADDED", "MODIFIED"):
+            self.feeder.upsert(self.res, obj)
+        elif kind == "DELETED":
+            self.feeder.remove(self.res, obj)
+        if rv:
+            self.resource_version = rv
+
+    def run(self) -> None:
+        backoff = 0.2
+        need_list = True
+        while not self.stop.is_set():
+            try:
+                if need_list:
+                    self._relist()
+                    need_list = False
+                for event in self.client.watch(
+                    self.res, resource_version=self.resource_version, timeout_seconds=self.watch_timeout
+                ):
+                    if self.stop.is_set():
+                        return
+                    self._apply(event)
+                backoff = 0.2
+            except Gone:
+                log.info("watch of %s expired (410); relisting", self.res.plural)
+                need_list = True
+            except ApiError as err:
+                if self.stop.is_set():
+                    return
+                if err.status == 404:
+                    # The CRD is not installed (yet): keep trying, slowly, without flooding the log.
+                    log.debug("%s not served: %s", self.res.plural, err)
+                else:
+                    log.warning("watch of %s failed: %s; retrying in %.1fs", self.res.plural, err, backoff)
+                self.stop.wait(backoff)
+                backoff = min(self.max_backoff, backoff * 2)
+                # After an error the stream position is uncertain for servers without resourceVersion
+                # support; a relist is cheap and always correct.
+                need_list = need_list or self.resource_version in (None, "", "...")
+            except Exception as err:  # a bug must not kill the informer silently
+                log.exception("informer %s crashed: %s", self.res.plural, err)
+                self.stop.wait(backoff)
+                backoff = min(self.max_backoff, backoff * 2)
+                need_list = True
+
+
+class Informers:
+    """The set of informers feeding one ClusterState."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        state: ClusterState,
+        *,
+        resources: Iterable[Resource] = WATCHED,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.stop_event = threading.Event()
+        self.feeder = StateFeeder(state)
+        self.informers = [
+            Informer(client, res, self.feeder, stop=self.stop_event, watch_timeout=watch_timeout)
+            for res in resources
+        ]
+
+    def start(self) -> None:
+        for inf in self.informers:
+            inf.start()
+
+    def wait_synced(self, timeout: float = 30.0) -> bool:
+        """True when every informer finished its first list (CRDs not served count as synced never)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
+
+    def stop(self) -> None:
+        self.stop_event.set()

@@ -1,0 +1,143 @@
+"""Leader election on a coordination.k8s.io/v1 Lease.
+
+Only the leader acts. `is_leader()` is true only while the last successful renewal is younger than the
+renew deadline, so a leader that cannot reach the API server stops acting before its lease expires and
+another replica can take over (the lease duration is longer than the renew deadline). Updates carry the
+resourceVersion read, so two candidates racing for an expired lease cannot both win.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+from provisioner.clock import Clock, micro_isoformat, parse_time
+from provisioner.controllers.cluster import ClusterError, ConflictError, NotFoundError
+from provisioner.kube import client as kc
+
+log = logging.getLogger(__name__)
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: kc.KubeClient,
+        *,
+        identity: str,
+        clock: Clock,
+        name: str = "provisioner-leader",
+        namespace: str = "default",
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        if renew_deadline >= lease_duration:
+            raise ValueError("renew_deadline must be shorter than lease_duration")
+        self.client = client
+        self.identity = identity
+        self.clock = clock
+        self.name = name
+        self.namespace = namespace
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._leader = False
+        self._renewed_at = None  # type: Any
+        self._lock = threading.Lock()
+        self.transitions = 0
+
+    def is_leader(self) -> bool:
+        with self._lock:
+            if not self._leader or self._renewed_at is None:
+                return False
+            if self.clock.now() - self._renewed_at >= timedelta(seconds=self.renew_deadline):
+                # Renewals stopped working: stop acting now, before anyone else may take the lease.
+                self._leader = False
+                log.warning("leader lease %s not renewed in time; stopped acting", self.name)
+                return False
+            return True
+
+    def _lose(self, why: str) -> None:
+        with self._lock:
+            if self._leader:
+                log.warning("lost leader lease %s: %s", self.name, why)
+            self._leader = False
+
+    def step(self) -> bool:
+        """Acquire or renew once. Returns whether we lead after it."""
+        now = self.clock.now()
+        stamp = micro_isoformat(now)
+        try:
+            try:
+                lease = self.client.get(kc.LEASE, self.name, namespace=self.namespace)
+            except NotFoundError:
+                body = {
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {
+                        "holderIdentity": self.identity,
+                        "leaseDurationSeconds": int(self.lease_duration),
+                        "acquireTime": stamp,
+                        "renewTime": stamp,
+                        "leaseTransitions": 0,
+                    },
+                }
+                self.client.create(kc.LEASE, body, namespace=self.namespace)
+                return self._won(now, new=True)
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            renewed = parse_time(spec.get("renewTime"))
+            duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or self.lease_duration))
+            expired = renewed is None or renewed + duration <= now
+            if holder and holder != self.identity and not expired:
+                self._lose(f"held by {holder}")
+                return False
+            patch: dict[str, Any] = {
+                "metadata": {"resourceVersion": (lease.get("metadata") or {}).get("resourceVersion")},
+                "spec": {"holderIdentity": self.identity, "renewTime": stamp},
+            }
+            if holder != self.identity:
+                patch["spec"]["acquireTime"] = stamp
+                patch["spec"]["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+                patch["spec"]["leaseDurationSeconds"] = int(self.lease_duration)
+            if not patch["metadata"]["resourceVersion"]:
+                del patch["metadata"]
+            self.client.patch(kc.LEASE, self.name, patch, namespace=self.namespace)
+            return self._won(now, new=holder != self.identity)
+        except ConflictError:
+            self._lose("another candidate updated the lease first")
+            return False
+        except ClusterError as err:
+            log.warning("leader election %s: %s", self.name, err)
+            # Keep acting only until the renew deadline passes (is_leader checks it).
+            return self.is_leader()
+
+    def _won(self, now: Any, *, new: bool) -> bool:
+        with self._lock:
+            if new or not self._leader:
+                self.transitions += 1
+                log.info("became leader (%s) of lease %s/%s", self.identity, self.namespace, self.name)
+            self._leader = True
+            self._renewed_at = now
+        return True
+
+    def release(self) -> None:
+        """Give the lease up on clean shutdown so another replica takes over without waiting."""
+        if not self.is_leader():
+            return
+        self._lose("released")
+        try:
+            self.client.patch(
+                kc.LEASE,
+                self.name,
+                {"spec": {"holderIdentity": None, "renewTime": None}},
+                namespace=self.namespace,
+            )
+        except ClusterError as err:
+            log.warning("could not release lease %s: %s", self.name, err)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.step()
+            stop.wait(self.retry_period)

@@ -1,0 +1,495 @@
+"""The world the controller tests run in: a cluster (in memory, or a Kubernetes API over HTTP), the fake
+cloud behind the caching wrapper, a virtual clock, the controllers' Manager, and two stand-ins for what a
+real cluster has: a kubelet that registers a Node for each launched instance, and a binder that binds
+pending pods as kube-scheduler would (or marks them Unschedulable).
+
+Time moves only through `tick()`: the clock advances, the kubelet and binder act, the Manager steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from providers.fake import FakeProvider
+from provisioner.api import labels as wk
+from provisioner.api import quantities
+from provisioner.clock import VirtualClock, isoformat
+from provisioner.cloudprovider import Instance, InstanceType
+from provisioner.cloudprovider.wrappers import CachingProvider
+from provisioner.controllers.cluster import ClusterAPI, NotFoundError, merge_patch
+from provisioner.controllers.common import ProviderSet
+from provisioner.controllers.kwok import node_for_instance, node_name_for
+from provisioner.controllers.manager import Manager
+from provisioner.controllers.memory import MemoryCluster
+from provisioner.controllers.settings import Settings
+from provisioner.kube import client as kc
+from provisioner.state import ClusterState
+from provisioner.state.objects import Node, Pod, tolerates_all
+
+_ids = itertools.count(1)
+
+# Builders -----------------------------------------------------------------------------------------------
+
+
+def node_class(name: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "AWSNodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test"}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": "KarpenterNodeRole-test",
+        },
+    }
+
+
+def node_pool(
+    name: str = "gpu",
+    *,
+    gpu_names: Sequence[str] | None = ("a10g",),
+    capacity_types: Sequence[str] = ("spot", "on-demand"),
+    instance_types: Sequence[str] | None = None,
+    zones: Sequence[str] | None = None,
+    weight: int | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    startup_taints: Sequence[Mapping[str, str]] = (),
+    limits: Mapping[str, str] | None = None,
+    termination_grace_period: str | None = None,
+    node_class_name: str = "default",
+) -> dict[str, Any]:
+    reqs: list[dict[str, Any]] = [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)}]
+    if gpu_names:
+        reqs.append({"key": wk.GPU_NAME, "operator": "In", "values": list(gpu_names)})
+    if instance_types:
+        reqs.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": list(instance_types)})
+    if zones:
+        reqs.append({"key": wk.ZONE, "operator": "In", "values": list(zones)})
+    spec: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": {"team": "ml"}},
+            "spec": {
+                "nodeClassRef": {"group": "provisioner.sh", "kind": "AWSNodeClass", "name": node_class_name},
+                "requirements": reqs,
+                "taints": list(taints),
+                "startupTaints": list(startup_taints),
+            },
+        },
+        "limits": dict(limits or {}),
+    }
+    if termination_grace_period:
+        spec["template"]["spec"]["terminationGracePeriod"] = termination_grace_period
+    if weight is not None:
+        spec["weight"] = weight
+    return {"apiVersion": "provisioner.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def pod(
+    name: str | None = None,
+    *,
+    namespace: str = "default",
+    cpu: str = "1",
+    memory: str = "1Gi",
+    gpus: int = 0,
+    gpu_name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
+    owner: str | None = "ReplicaSet",
+) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {}
+    if gpus:
+        requests[wk.GPU_RESOURCE] = str(gpus)
+        limits[wk.GPU_RESOURCE] = str(gpus)
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": limits}}
+        ],
+        "tolerations": list(tolerations),
+    }
+    if gpu_name:
+        spec["nodeSelector"] = {wk.GPU_NAME: gpu_name}
+    meta: dict[str, Any] = {
+        "name": name or f"pod-{next(_ids)}",
+        "namespace": namespace,
+        "labels": dict(labels or {"app": "train"}),
+        "annotations": dict(annotations or {}),
+    }
+    if owner:
+        meta["ownerReferences"] = [
+            {"kind": owner, "name": "owner", "controller": True, "apiVersion": "apps/v1", "uid": "x"}
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def gpu_pod(
+    name: str | None = None, *, gpus: int = 1, gpu_name: str | None = "a10g", **kw: Any
+) -> dict[str, Any]:
+    return pod(
+        name, gpus=gpus, gpu_name=gpu_name, cpu=kw.pop("cpu", "2"), memory=kw.pop("memory", "8Gi"), **kw
+    )
+
+
+def pdb(name: str, *, match_labels: Mapping[str, str], max_unavailable: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": dict(match_labels)}, "maxUnavailable": max_unavailable},
+    }
+
+
+# Backends -----------------------------------------------------------------------------------------------
+
+RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
+
+
+class Backend(Protocol):
+    state: ClusterState
+    cluster: ClusterAPI
+
+    def create(self, obj: Mapping[str, Any]) -> None: ...
+    def patch(
+        self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None
+    ) -> None: ...
+    def patch_status(
+        self, kind: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
+    ) -> None: ...
+    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None: ...
+    def bind(self, namespace: str, name: str, node: str) -> None: ...
+    def events(self) -> list[dict[str, Any]]: ...
+    def settle(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class MemoryBackend:
+    """Writes straight into a ClusterState (what the simulator does)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.state = ClusterState()
+        self.cluster = MemoryCluster(self.state, clock)
+        self.clock = clock
+
+    def _raw(self, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
+        s = self.state
+        key = f"{namespace or 'default'}/{name}"
+        found: Any = {
+            "Pod": lambda: s.pods.get(key) and s.pods[key].raw,
+            "Node": lambda: s.nodes.get(name) and s.nodes[name].raw,
+            "NodeClaim": lambda: s.claims.get(name) and s.claims[name].to_dict(),
+            "NodePool": lambda: s.nodepools.get(name) and s.nodepools[name].to_dict(),
+        }[kind]()
+        if not found:
+            raise NotFoundError(f"{kind} {key}")
+        return copy.deepcopy(dict(found))
+
+    def create(self, obj: Mapping[str, Any]) -> None:
+        doc = copy.deepcopy(dict(obj))
+        doc["metadata"].setdefault("creationTimestamp", isoformat(self.clock.now()))
+        self.state.upsert(doc["kind"], doc)
+
+    def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
+        self.state.upsert(kind, merge_patch(self._raw(kind, name, namespace), patch))
+
+    def patch_status(
+        self, kind: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
+    ) -> None:
+        self.patch(kind, name, {"status": status}, namespace=namespace)
+
+    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        if kind == "NodeClaim":
+            self.cluster.delete_nodeclaim(name)
+            return
+        key = f"{namespace or 'default'}/{name}" if RESOURCES[kind].namespaced else name
+        self.state.remove(kind, key)
+
+    def bind(self, namespace: str, name: str, node: str) -> None:
+        self.patch("Pod", name, {"spec": {"nodeName": node}}, namespace=namespace)
+
+    def events(self) -> list[dict[str, Any]]:
+        return [
+            {"involvedObject": {"kind": e.kind, "name": e.name}, "reason": e.reason, "message": e.message}
+            for e in self.cluster.events
+        ]
+
+    def settle(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class KubeBackend:
+    """A Kubernetes API over HTTP (the kmock fixture, or a real cluster): informers feed the state."""
+
+    def __init__(
+        self, client: kc.KubeClient, clock: VirtualClock, *, may_write: Callable[[], bool] = lambda: True
+    ):
+        from provisioner.kube.api import KubeClusterAPI
+        from provisioner.kube.informers import Informers
+
+        self.client = client
+        self.state = ClusterState()
+        self.informers = Informers(client, self.state, watch_timeout=30)
+        self.informers.start()
+        if not self.informers.wait_synced(15):
+            raise RuntimeError("informers did not sync")
+        self.feeder = self.informers.feeder
+        self.cluster = KubeClusterAPI(client, self.feeder, clock=clock, may_write=may_write)
+
+    def create(self, obj: Mapping[str, Any]) -> None:
+        res = RESOURCES[obj["kind"]]
+        ns = obj["metadata"].get("namespace") if res.namespaced else None
+        self.feeder.upsert(res, self.client.create(res, obj, namespace=ns))
+
+    def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
+        res = RESOURCES[kind]
+        self.feeder.upsert(res, self.client.patch(res, name, patch, namespace=namespace))
+
+    def patch_status(
+        self, kind: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
+    ) -> None:
+        res = RESOURCES[kind]
+        self.feeder.upsert(
+            res, self.client.patch(res, name, {"status": status}, namespace=namespace, sub="status")
+        )
+
+    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        res = RESOURCES[kind]
+        doc = self.client.delete(res, name, namespace=namespace)
+        meta = doc.get("metadata") or {}
+        if meta.get("finalizers"):
+            self.feeder.upsert(res, doc)
+        else:
+            self.feeder.remove(res, doc)
+
+    def bind(self, namespace: str, name: str, node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"kind": "Node", "name": node},
+        }
+        self.client.request("POST", kc.POD.path(namespace=namespace, name=name, sub="binding"), body=body)
+        self.feeder.upsert(kc.POD, self.client.get(kc.POD, name, namespace=namespace))
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self.client.request("GET", kc.EVENT.path()).get("items") or [])
+
+    def settle(self, quiet: float = 0.03, limit: float = 2.0) -> None:
+        """Let watch events already sent reach the state (waits for quiet, never asserts on time)."""
+        deadline = time.monotonic() + limit
+        last = self.state.generation
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            if self.state.generation == last:
+                return
+            last = self.state.generation
+
+    def close(self) -> None:
+        self.informers.stop()
+
+
+# The kubelet and the binder ------------------------------------------------------------------------------
+
+
+@dataclass
+class TestKubelet:
+    """Registers a Ready Node for each launched instance (with its capacity and GPUs), unless told not to."""
+
+    backend: Backend
+    clock: VirtualClock
+    types: Mapping[str, InstanceType]
+    never_register: set[str] = field(default_factory=set)
+    """Claim names whose instance never gets a Node."""
+    no_devices: set[str] = field(default_factory=set)
+    """Claim names whose Node never advertises its GPUs."""
+    all_without_devices: bool = False
+    launched: list[Instance] = field(default_factory=list)
+    deleted: list[Instance] = field(default_factory=list)
+    registered: set[str] = field(default_factory=set)
+
+    def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
+        self.launched.append(instance)
+
+    def on_delete(self, instance: Instance) -> None:
+        self.deleted.append(instance)
+
+    def sync(self) -> None:
+        for inst in self.launched:
+            if inst.provider_id in self.registered or inst.nodeclaim in self.never_register:
+                continue
+            if any(d.provider_id == inst.provider_id for d in self.deleted):
+                continue
+            devices = not self.all_without_devices and inst.nodeclaim not in self.no_devices
+            node = node_for_instance(
+                inst, self.types.get(inst.instance_type), devices=devices, now=self.clock.now()
+            )
+            self.backend.create(node)
+            self.registered.add(inst.provider_id)
+        for inst in self.deleted:
+            name = node_name_for(inst)
+            if name in self.backend.state.nodes:
+                with contextlib.suppress(NotFoundError):
+                    self.backend.delete("Node", name)
+        self.deleted = [d for d in self.deleted if node_name_for(d) in self.backend.state.nodes]
+
+
+def _fits(pod: Pod, node: Node, bound: Sequence[Pod]) -> bool:
+    if not node.ready or node.unschedulable or node.deleting:
+        return False
+    if tolerates_all(pod.tolerations, [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]):
+        return False
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.required_node_terms and not any(
+        all(r.matches(node.labels) for r in term) for term in pod.required_node_terms
+    ):
+        return False
+    used: dict[str, int] = {}
+    for p in bound:
+        used = quantities.add(used, p.requests)
+    return quantities.fits(pod.requests, quantities.subtract(node.allocatable, used))
+
+
+@dataclass
+class TestBinder:
+    """Binds pending pods to a node they fit, else marks them PodScheduled=False/Unschedulable."""
+
+    backend: Backend
+
+    def sync(self) -> list[str]:
+        bound: list[str] = []
+        state = self.backend.state
+        by_node: dict[str, list[Pod]] = {}
+        for p in state.pods.values():
+            if p.node_name:
+                by_node.setdefault(p.node_name, []).append(p)
+        for p in sorted(state.pods.values(), key=lambda p: p.key):
+            if p.node_name or p.deleting or p.is_terminal:
+                continue
+            target = next(
+                (
+                    n
+                    for n in sorted(state.nodes.values(), key=lambda n: n.name)
+                    if _fits(p, n, by_node.get(n.name, []))
+                ),
+                None,
+            )
+            if target is not None:
+                self.backend.bind(p.namespace, p.name, target.name)
+                self.backend.patch_status(
+                    "Pod",
+                    p.name,
+                    {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+                    namespace=p.namespace,
+                )
+                by_node.setdefault(target.name, []).append(p)
+                bound.append(p.key)
+            elif not p.unschedulable:
+                self.backend.patch_status(
+                    "Pod",
+                    p.name,
+                    {
+                        "conditions": [
+                            {
+                                "type": "PodScheduled",
+                                "status": "False",
+                                "reason": "Unschedulable",
+                                "message": "0/N nodes are available",
+                            }
+                        ]
+                    },
+                    namespace=p.namespace,
+                )
+        return bound
+
+
+# The world ----------------------------------------------------------------------------------------------
+
+
+class World:
+    def __init__(
+        self,
+        backend_factory: Callable[[VirtualClock], Backend],
+        *,
+        settings: Settings | None = None,
+        start: datetime | None = None,
+        provider: FakeProvider | None = None,
+        clock: VirtualClock | None = None,
+    ) -> None:
+        self.clock = clock or VirtualClock(start or datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        self.backend = backend_factory(self.clock)
+        self.state = self.backend.state
+        self.settings = settings or Settings(cluster_name="test")
+        self.fake = provider or FakeProvider(
+            catalog="aws", cluster_name=self.settings.cluster_name, clock=self.clock.now
+        )
+        self.kubelet = TestKubelet(self.backend, self.clock, {t.name: t for t in self.fake.catalog})
+        self.fake.on_launch = self.kubelet.on_launch
+        self.fake.on_delete = self.kubelet.on_delete
+        self.provider = CachingProvider(self.fake, clock=self.clock.now)
+        self.binder = TestBinder(self.backend)
+        self.manager = self.new_manager()
+
+    def new_manager(self, **kw: Any) -> Manager:
+        return Manager(
+            state=self.state,
+            cluster=kw.pop("cluster", self.backend.cluster),
+            providers=ProviderSet.single(self.provider),
+            clock=self.clock,
+            settings=self.settings,
+            **kw,
+        )
+
+    def apply(self, *objs: Mapping[str, Any]) -> None:
+        for obj in objs:
+            self.backend.create(obj)
+
+    def tick(self, seconds: float = 1.0) -> None:
+        self.clock.advance(timedelta(seconds=seconds))
+        self.kubelet.sync()
+        self.binder.sync()
+        self.backend.settle()
+        self.manager.step(self.clock.now())
+        self.backend.settle()
+
+    def run_until(self, done: Callable[[], bool], *, max_ticks: int = 60, seconds: float = 1.0) -> int:
+        for n in range(max_ticks):
+            if done():
+                return n
+            self.tick(seconds)
+        if done():
+            return max_ticks
+        raise AssertionError(f"not done after {max_ticks} ticks of {seconds}s: {self.describe()}")
+
+    # Reading the world
+
+    def claims(self) -> list[Any]:
+        return sorted(self.state.claims.values(), key=lambda c: c.name)
+
+    def pods(self) -> list[Pod]:
+        return sorted(self.state.pods.values(), key=lambda p: p.key)
+
+    def all_bound(self) -> bool:
+        pods = self.pods()
+        return bool(pods) and all(p.node_name for p in pods)
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.backend.events() if reason is None or e.get("reason") == reason]
+
+    def describe(self) -> str:
+        claims = [
+            (c.name, c.status.provider_id, [f"{x.type}={x.status.value}" for x in c.status.conditions])
+            for c in self.claims()
+        ]
+        return f"claims={claims} nodes={sorted(self.state.nodes)} pods={[(p.key, p.node_name) for p in self.pods()]}"
