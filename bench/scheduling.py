@@ -25,12 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from provisioner.api import NodePool  # noqa: E402
-from provisioner.api import labels as wk  # noqa: E402
-from provisioner.cloudprovider import catalog  # noqa: E402
-from provisioner.scheduling import solve  # noqa: E402
-from provisioner.state.cluster import Snapshot  # noqa: E402
-from provisioner.state.objects import Pod  # noqa: E402
+from provisioner.api import NodePool
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import catalog
+from provisioner.scheduling import solve
+from provisioner.state.cluster import Snapshot
+from provisioner.state.objects import Pod
 
 CPUS = ("100m", "250m", "500m", "1000m", "1500m")
 MEMORIES = ("100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi")
@@ -38,10 +38,15 @@ SPREAD_LABELS = 10
 AFFINITY_VALUES = 7
 
 
-def _pod(rng: random.Random, name: str, labels: dict[str, str], affinity: dict[str, Any] | None = None, spread=None) -> Pod:
+def _pod(
+    rng: random.Random, name: str, labels: dict[str, str], affinity: dict[str, Any] | None = None, spread=None
+) -> Pod:
     spec: dict[str, Any] = {
         "containers": [
-            {"name": "c", "resources": {"requests": {"cpu": rng.choice(CPUS), "memory": rng.choice(MEMORIES)}}}
+            {
+                "name": "c",
+                "resources": {"requests": {"cpu": rng.choice(CPUS), "memory": rng.choice(MEMORIES)}},
+            }
         ]
     }
     if affinity:
@@ -117,7 +122,9 @@ def run(n: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1,100,1000,5000", help="comma-separated pod counts")
     parser.add_argument("--runs", type=int, default=1, help="runs per size; the median is printed")
     parser.add_argument("--profile", action="store_true", help="cProfile the largest size, top 25 by tottime")

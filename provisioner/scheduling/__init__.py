@@ -3,15 +3,17 @@ placements on existing capacity, new NodeClaims (pool, narrowed requirements, in
 offering) and reasons for the pods no pool can take. No SDK, no clock."""
 
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.solver import MAX_OPTIONS, SolveOptions, solve
+from provisioner.scheduling.solver import MAX_OPTIONS, PoolVerdict, SolveOptions, explain, solve
 
 __all__ = [
     "MAX_OPTIONS",
     "NewClaim",
     "Placement",
     "PoolReason",
+    "PoolVerdict",
     "Results",
     "SolveOptions",
     "Unschedulable",
+    "explain",
     "solve",
 ]

@@ -700,7 +700,9 @@ class _Solver:
                 largest = max(matching, key=lambda t: (t.alloc, t.it.name))
                 short = [i for i, a in enumerate(req) if a > largest.alloc[i]]
             have = ", ".join(f"{self.dims[i]} {_fmt(self.dims[i], largest.alloc[i])}" for i in short)
-            wanted = _fmt_list(self.dims, tuple(0 if self.dims[i] == quantities.PODS else a for i, a in enumerate(req)))
+            wanted = _fmt_list(
+                self.dims, tuple(0 if self.dims[i] == quantities.PODS else a for i, a in enumerate(req))
+            )
             return (
                 f"no instance type is big enough for {wanted}; the largest is "
                 f"{largest.it.name} with {have} allocatable"
@@ -840,20 +842,20 @@ class _Solver:
             if single is not None:
                 continue
             spread = next((s for s in v.spreads if s.group.key == key), None)
-            if spread is not None:
-                ok.sort(key=lambda d: (spread.group.counts.get(d, 0), d))
-            pinned = None
+            ranked = []
             for d in ok:
                 narrowed = node_reqs.intersect(rq.Reqs(((key, rq.KeyReq(frozenset({d}), absent_ok=False)),)))
                 opts = self._options_for(pool, narrowed)
                 if opts:
-                    pinned = (narrowed, opts)
-                    break
-            if pinned is None:
+                    # Emptiest domain first (the spread wants it), then the cheapest, then by name.
+                    count = spread.group.counts.get(d, 0) if spread is not None else 0
+                    ranked.append((count, opts[0][0], d, narrowed, opts))
+            if not ranked:
                 return None
+            _, _, _, narrowed, opts = min(ranked, key=lambda r: r[:3])
+            pinned = (narrowed, opts)
             node_reqs, options = pinned
         return node_reqs, options
-
 
     def _record(self, v: _Variant, domain_of) -> None:
         for g in v.member_of:
@@ -1234,3 +1236,62 @@ def solve(
         options or SolveOptions(),
     )
     return solver.solve(pods)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolVerdict:
+    """One pool's answer for one pod on its own (what `provisioner explain` prints)."""
+
+    nodepool: str
+    fits: bool
+    reason: str = ""
+    """Why not, in plain words (empty when it fits)."""
+    instance_type: InstanceType | None = None
+    """The cheapest type that would hold the pod alone."""
+    offering: Offering | None = None
+    relaxed: bool = False
+    """True when the pod fits only once its preferences are dropped."""
+
+    @property
+    def price(self) -> float | None:
+        return self.offering.price if self.offering is not None else None
+
+
+def explain(
+    pod: Pod,
+    snapshot: Snapshot,
+    pools: Sequence[NodePool],
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    daemonsets: Sequence[DaemonSet] | None = None,
+) -> list[PoolVerdict]:
+    """For one pod, each pool it may use, in the order the scheduler tries them: fits or not, why not,
+    and the cheapest node that would hold it alone. Limits are counted over the snapshot's nodes."""
+    solver = _Solver(
+        [pod],
+        snapshot,
+        pools,
+        instance_types,
+        snapshot.daemonsets if daemonsets is None else daemonsets,
+        SolveOptions(),
+    )
+    shape = solver._compile(pod)
+    first = shape.variants[0]
+    verdicts = [PoolVerdict(name, False, f"NodePool {name} does not exist") for name in first.missing_pools]
+    for pool in first.pools:
+        verdict: PoolVerdict | None = None
+        for depth, v in enumerate(shape.variants):
+            fit = solver.pool_fit(v, pool)
+            if isinstance(fit, str):
+                verdict = verdict if verdict is not None else PoolVerdict(pool.name, False, fit)
+                continue
+            room = solver._limit_room(pool, ()) if pool.limits else None
+            idx = solver._fit_options(fit.options, v.req, 0, room)
+            if idx < 0:
+                verdict = PoolVerdict(pool.name, False, solver._limit_reason(pool, fit.options))
+                continue
+            _, t, offering = fit.options[idx]
+            verdict = PoolVerdict(pool.name, True, "", t.it, offering, relaxed=depth > 0)
+            break
+        assert verdict is not None
+        verdicts.append(verdict)
+    return verdicts

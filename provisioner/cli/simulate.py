@@ -1,0 +1,207 @@
+"""`provisioner simulate SCENARIO` and `provisioner explain SCENARIO --pod NS/NAME`.
+
+Wiring and printing only: loading lives in `provisioner.sim.scenario`, running in `provisioner.sim.static`,
+deciding in `provisioner.scheduling`. An invalid scenario prints one line per problem
+(`FILE:LINE: Kind/name: field: message`) on stderr and exits 1; unschedulable pods are a result (exit 0).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from provisioner.api import quantities
+from provisioner.cli.main import app
+from provisioner.scheduling import NewClaim, Results
+from provisioner.sim import scenario as scenario_
+from provisioner.sim import static
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+def _load(path: Path) -> scenario_.LoadedScenario:
+    try:
+        return scenario_.load(path)
+    except scenario_.ScenarioError as err:
+        for problem in err.problems:
+            typer.echo(str(problem), err=True)
+        n = len(err.problems)
+        typer.echo(f"{path}: {n} problem{'s' if n != 1 else ''}; the scenario was not run", err=True)
+        raise typer.Exit(1) from None
+
+
+def _gpu_text(gpu: dict | None) -> str:
+    if not gpu:
+        return "-"
+    return f"{gpu['count']}x {gpu['name']} {gpu['memoryMiB'] // 1024}G"
+
+
+def _fallback_note(claim: NewClaim) -> str:
+    """Say when a cheaper offering of the chosen type was skipped for lack of capacity."""
+    chosen = claim.offering
+    skipped = sorted(
+        (
+            o
+            for o in claim.instance_type.offerings
+            if not o.available
+            and o.key != chosen.key
+            and (o.price < chosen.price or (o.price == chosen.price and o.zone < chosen.zone))
+        ),
+        key=lambda o: (o.price, o.zone),
+    )
+    if not skipped:
+        return ""
+    if any(o.capacity_type != chosen.capacity_type for o in skipped):
+        kinds = sorted({o.capacity_type for o in skipped if o.capacity_type != chosen.capacity_type})
+        return f"{'/'.join(kinds)} unavailable -> {chosen.capacity_type}"
+    zones = sorted({o.zone for o in skipped})
+    return f"{chosen.capacity_type} unavailable in {', '.join(zones)}"
+
+
+def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
+    console = Console(width=max(Console().width, 160))
+    doc = static.to_json(results)
+    spec = loaded.scenario.spec
+    pending = len(loaded.pods)
+    console.print(
+        f"[bold]{loaded.source}[/bold]: catalog {spec.catalog}, region {loaded.region}, "
+        f"{pending} pending pod{'s' if pending != 1 else ''}, {len(loaded.nodes)} existing node"
+        f"{'s' if len(loaded.nodes) != 1 else ''}, {len(loaded.nodepools)} NodePool"
+        f"{'s' if len(loaded.nodepools) != 1 else ''}"
+    )
+    notes = {c.hostname: _fallback_note(c) for c in results.new_claims}
+    by_pool: dict[str, list[dict]] = {}
+    for claim in doc["nodeClaims"]:
+        by_pool.setdefault(claim["nodePool"], []).append(claim)
+    for pool in [p.name for p in loaded.nodepools]:
+        claims = by_pool.get(pool)
+        if not claims:
+            continue
+        cost = sum(c["pricePerHour"] for c in claims)
+        table = Table(
+            title=f"NodePool {pool}: {len(claims)} new node{'s' if len(claims) != 1 else ''}, ${cost:.2f}/h",
+            title_justify="left",
+        )
+        table.add_column("NodeClaim")
+        table.add_column("Instance type")
+        table.add_column("GPUs")
+        table.add_column("Zone")
+        table.add_column("Capacity")
+        table.add_column("$/h", justify="right")
+        table.add_column("Pods")
+        table.add_column("Fallback")
+        for c in claims:
+            pods = c["pods"]
+            shown = ", ".join(pods[:4]) + (f" (+{len(pods) - 4})" if len(pods) > 4 else "")
+            capacity = c["capacityType"]
+            table.add_row(
+                c["name"],
+                c["instanceType"],
+                _gpu_text(c["gpu"]),
+                c["zone"],
+                capacity,
+                f"{c['pricePerHour']:.4f}",
+                escape(shown),
+                escape(notes.get(c["name"], "")),
+            )
+        console.print(table)
+    if doc["placements"]:
+        table = Table(title=f"On existing capacity: {len(doc['placements'])} pods", title_justify="left")
+        table.add_column("Pod")
+        table.add_column("Node")
+        for p in doc["placements"]:
+            table.add_row(p["pod"], p["node"])
+        console.print(table)
+    if doc["unschedulable"]:
+        table = Table(
+            title=f"Unschedulable: {len(doc['unschedulable'])} pods", title_justify="left", show_lines=True
+        )
+        table.add_column("Pod")
+        table.add_column("NodePool")
+        table.add_column("Why not")
+        for u in doc["unschedulable"]:
+            for i, r in enumerate(u["reasons"]):
+                table.add_row(escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"]))
+        console.print(table)
+    gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
+    console.print(
+        f"[bold]{len(doc['nodeClaims'])} new nodes[/bold] ({gpus} GPUs), "
+        f"[bold]${doc['costPerHour']:.2f}/h[/bold]; {len(doc['placements'])} pods on existing capacity, "
+        f"{len(doc['unschedulable'])} unschedulable"
+    )
+
+
+@app.command("simulate")
+def simulate(
+    scenario: Path = typer.Argument(
+        ..., help="Scenario YAML: NodePools, NodeClasses, workloads, nodes, one Scenario."
+    ),
+    output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table (for people) or json."),
+) -> None:
+    """Decide which nodes to launch for a scenario's pending pods, and say why for the rest.
+
+    Exit 0 when the scenario ran (unschedulable pods included); exit 1 when it is invalid.
+    """
+    loaded = _load(scenario)
+    results = static.run(loaded)
+    if output == Output.JSON:
+        typer.echo(json.dumps(static.to_json(results), indent=2))
+    else:
+        _print_table(loaded, results)
+
+
+@app.command("explain")
+def explain(
+    scenario: Path = typer.Argument(..., help="Scenario YAML."),
+    pod: str = typer.Option(..., "--pod", help="The pod, NAMESPACE/NAME (namespace defaults to `default`)."),
+) -> None:
+    """For one pod: each pool in the order tried, whether it fits, why not, and what it would cost;
+    then where the whole scenario's solve put it."""
+    loaded = _load(scenario)
+    target = loaded.find_pod(pod)
+    if target is None:
+        known = ", ".join(sorted(p.key for p in loaded.pods)[:10])
+        typer.echo(f"{scenario}: no pending pod {pod!r} in the scenario; pods: {known}", err=True)
+        raise typer.Exit(1)
+    verdicts = static.explain_pod(loaded, target)
+    console = Console(width=max(Console().width, 160))
+    req = ", ".join(
+        f"{k} {quantities.format_quantity(k, v)}" for k, v in sorted(target.requests.items()) if k != "pods"
+    )
+    console.print(f"[bold]{target.key}[/bold] requests {req}")
+    table = Table(title="NodePools in the order tried", title_justify="left", show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("NodePool")
+    table.add_column("Fits")
+    table.add_column("Cheapest node / why not")
+    table.add_column("$/h", justify="right")
+    for i, v in enumerate(verdicts, 1):
+        if v.fits and v.instance_type is not None and v.offering is not None:
+            what = f"{v.instance_type.name} {v.offering.capacity_type} in {v.offering.zone}"
+            if v.relaxed:
+                what += " (after relaxing preferences)"
+            table.add_row(str(i), v.nodepool, "yes", what, f"{v.offering.price:.4f}")
+        else:
+            table.add_row(str(i), v.nodepool, "no", escape(v.reason), "-")
+    console.print(table)
+    results = static.run(loaded)
+    where = "unschedulable"
+    for p in results.placements:
+        if p.pod.key == target.key:
+            where = f"placed on existing node {p.node}"
+    for c in results.new_claims:
+        if any(p.key == target.key for p in c.pods):
+            where = (
+                f"on new node {c.hostname} (NodePool {c.nodepool.name}, {c.instance_type.name}, "
+                f"{c.offering.capacity_type} in {c.offering.zone}, ${c.offering.price:.4f}/h, shared by {len(c.pods)} pods)"
+            )
+    console.print(f"In the full solve: {where}")

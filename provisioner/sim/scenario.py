@@ -1,0 +1,546 @@
+"""Scenario files: loading and checking, not running.
+
+A scenario is multi-document YAML: our NodePool and NodeClass documents, Kubernetes Pods, Deployments,
+ReplicaSets, StatefulSets and Jobs (expanded to their pods), optional Nodes, DaemonSets and Namespaces,
+and one `provisioner.sh/v1alpha1` `Scenario` document naming the catalog, the region and the stockouts.
+
+`load(path)` returns a `LoadedScenario` (the objects, the catalog's instance types per pool with the
+stockouts applied, a Snapshot) or raises `ScenarioError` holding every problem found, each located as
+`FILE:LINE: Kind/name: field: message`. Running it (`provisioner.sim.static`) is someone else's job, so a
+later timeline (`spec.duration`, `spec.timeline`) only extends the `ScenarioSpec` model here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from provisioner.api import AWSNodeClass, GCPNodeClass, NodePool, documents, quantities
+from provisioner.api import labels as wk
+from provisioner.api.common import Model, ObjectMeta
+from provisioner.api.documents import Problem, YamlDocument
+from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider import catalog
+from provisioner.cloudprovider.types import InstanceType, Offering
+from provisioner.state.cluster import Snapshot, StateNode
+from provisioner.state.objects import DaemonSet, Node, Pod, tolerates_all
+
+SCENARIO_API_VERSION = "provisioner.sh/v1alpha1"
+CATALOGS = ("aws", "gcp", "karpenter-benchmark")
+WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
+OTHER_KINDS = ("Node", "DaemonSet", "Namespace")
+OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass")
+ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS)
+MAX_REPLICAS = 100_000
+
+
+class Unavailable(Model):
+    """A stockout: the offerings it selects have no capacity. Omitted fields match everything."""
+
+    instance_type: str | None = None
+    """Instance type name (`p5.48xlarge`); default every type."""
+    zone: str | None = None
+    """Zone (`us-east-1a`); default every zone."""
+    capacity_type: Literal["spot", "on-demand", "reserved"] | None = None
+    """`spot`, `on-demand` or `reserved`; default every capacity type."""
+
+    def matches(self, instance_type: str, offering: Offering) -> bool:
+        return (
+            (self.instance_type is None or self.instance_type == instance_type)
+            and (self.zone is None or self.zone == offering.zone)
+            and (self.capacity_type is None or self.capacity_type == offering.capacity_type)
+        )
+
+
+class ScenarioSpec(Model):
+    """What the scenario runs against."""
+
+    catalog: Literal["aws", "gcp", "karpenter-benchmark"] = "aws"
+    """Built-in catalog of instance types and prices: `aws`, `gcp` or `karpenter-benchmark`. Default `aws`."""
+    region: str | None = None
+    """Region of the catalog; default the catalog's default region."""
+    unavailable: list[Unavailable] = Field(default_factory=list)
+    """Stockouts: offerings with no capacity (`{instanceType, zone, capacityType}`, each optional)."""
+
+
+class Scenario(Model):
+    """The `Scenario` document (`provisioner.sh/v1alpha1`)."""
+
+    api_version: Literal["provisioner.sh/v1alpha1"] = Field(SCENARIO_API_VERSION, alias="apiVersion")
+    kind: Literal["Scenario"] = "Scenario"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ScenarioSpec = Field(default_factory=ScenarioSpec)
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot run; `problems` says where and why (file, line, document, field)."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass
+class LoadedScenario:
+    """Everything a run needs, checked."""
+
+    source: str
+    scenario: Scenario
+    nodepools: list[NodePool]
+    nodeclasses: dict[tuple[str, str], NodeClass]
+    """(kind, name) -> NodeClass: the scenario's, plus a default one for every nodeClassRef naming none."""
+    default_nodeclasses: set[tuple[str, str]]
+    pods: list[Pod]
+    """Pods to schedule (not bound to a node)."""
+    nodes: list[Node]
+    bound: dict[str, list[Pod]]
+    """Node name -> pods running on it (bound pods of the file, plus daemonset pods)."""
+    daemonsets: list[DaemonSet]
+    namespaces: dict[str, dict[str, str]]
+    instance_types: dict[str, list[InstanceType]]
+    """Pool name -> the types its NodeClass can launch, stockouts flagged unavailable."""
+    catalog_types: list[InstanceType] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    region: str = ""
+
+    def snapshot(self) -> Snapshot:
+        nodes = tuple(
+            StateNode(name=n.name, node=n, pods=tuple(self.bound.get(n.name, ()))) for n in self.nodes
+        )
+        return Snapshot(
+            nodes=nodes,
+            pending_pods=tuple(sorted(self.pods, key=lambda p: p.key)),
+            daemonsets=tuple(self.daemonsets),
+            nodepools=tuple(self.nodepools),
+            nodeclasses=dict(self.nodeclasses),
+            namespaces={k: dict(v) for k, v in self.namespaces.items()},
+        )
+
+    def find_pod(self, key: str) -> Pod | None:
+        namespace, _, name = key.rpartition("/")
+        namespace = namespace or "default"
+        return next((p for p in self.pods if p.namespace == namespace and p.name == name), None)
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, document: YamlDocument, message: str, path: Sequence[str | int] = ()) -> None:
+        kind, name = documents.identify(document)
+        self.problems.append(
+            Problem(
+                document.source,
+                document.line_of(tuple(path)),
+                message,
+                kind=kind,
+                name=name,
+                path=documents.format_path(tuple(path)),
+            )
+        )
+
+
+def load(path: str | Path) -> LoadedScenario:
+    """Read and check a scenario file. Raises `ScenarioError` with every problem found."""
+    try:
+        docs = documents.read_yaml_file(path)
+    except documents.DocumentError as err:
+        raise ScenarioError([err.problem]) from None
+    if not docs:
+        raise ScenarioError([Problem(str(path), 1, "file holds no YAML documents")])
+    return load_documents(docs, source=str(path))
+
+
+def load_text(text: str, *, source: str = "<string>") -> LoadedScenario:
+    try:
+        docs = documents.parse_yaml_documents(text, source=source)
+    except documents.DocumentError as err:
+        raise ScenarioError([err.problem]) from None
+    return load_documents(docs, source=source)
+
+
+def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenario:
+    out = _Collector()
+    scenarios: list[tuple[Scenario, YamlDocument]] = []
+    nodepools: list[tuple[NodePool, YamlDocument]] = []
+    nodeclasses: dict[tuple[str, str], NodeClass] = {}
+    pods: list[Pod] = []
+    nodes: list[Node] = []
+    daemonsets: list[DaemonSet] = []
+    namespaces: dict[str, dict[str, str]] = {}
+    seen: dict[tuple[str, str], YamlDocument] = {}
+
+    for doc in docs:
+        data = doc.data
+        if not isinstance(data, dict):
+            out.add(
+                doc, f"document {doc.index + 1} is not a mapping; expected apiVersion, kind, metadata, spec"
+            )
+            continue
+        kind = data.get("kind")
+        if not isinstance(kind, str) or kind not in ALL_KINDS:
+            out.add(
+                doc,
+                f"kind {json.dumps(kind)} is not known in a scenario; allowed: {', '.join(ALL_KINDS)}",
+                ("kind",),
+            )
+            continue
+        if kind != "Scenario":
+            meta = data.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            if not isinstance(name, str) or not name:
+                out.add(doc, "metadata.name is required", ("metadata", "name"))
+                continue
+            ns = meta.get("namespace") or "default" if kind not in ("Node", "Namespace", *OUR_KINDS) else ""
+            key = (kind, f"{ns}/{name}" if ns else name)
+            if key in seen:
+                out.add(doc, f"{kind} {key[1]} is defined twice (also at line {seen[key].line})")
+                continue
+            seen[key] = doc
+        if kind == "Scenario":
+            try:
+                scenarios.append((Scenario.model_validate_json(json.dumps(data), strict=True), doc))
+            except ValidationError as err:
+                out.problems.extend(documents.located_problems(err, doc, kind="Scenario", model=Scenario))
+        elif kind in OUR_KINDS:
+            obj, problems = documents.validate_document(doc)
+            out.problems.extend(problems)
+            if isinstance(obj, NodePool):
+                nodepools.append((obj, doc))
+            elif isinstance(obj, AWSNodeClass | GCPNodeClass):
+                nodeclasses[(obj.kind, obj.name)] = obj
+        else:
+            _load_kube(doc, kind, out, pods=pods, nodes=nodes, daemonsets=daemonsets, namespaces=namespaces)
+
+    if not scenarios and not out.problems:
+        out.problems.append(
+            Problem(
+                source,
+                1,
+                f"no Scenario document: add one with `apiVersion: {SCENARIO_API_VERSION}`, `kind: Scenario` "
+                "and `spec.catalog` (aws, gcp or karpenter-benchmark)",
+            )
+        )
+    for _, doc in scenarios[1:]:
+        out.add(doc, f"a scenario holds one Scenario document; the first is at line {scenarios[0][1].line}")
+    if not nodepools and not out.problems:
+        out.problems.append(Problem(source, 1, "no NodePool document: nothing could launch a node"))
+    scenario = scenarios[0][0] if scenarios else Scenario()
+    spec = scenario.spec
+    region = spec.region or catalog.default_region(spec.catalog)
+    if spec.region is not None and region not in catalog.regions(spec.catalog):
+        out.add(
+            scenarios[0][1],
+            f"region {region!r} is not in the {spec.catalog} catalog; allowed: {', '.join(catalog.regions(spec.catalog))}",
+            ("spec", "region"),
+        )
+    if out.problems:
+        raise ScenarioError(out.problems)
+
+    types = catalog.load(spec.catalog, region)
+    known = {t.name for t in types}
+    for i, sel in enumerate(spec.unavailable):
+        if sel.instance_type is not None and sel.instance_type not in known:
+            out.add(
+                scenarios[0][1],
+                f"instance type {sel.instance_type!r} is not in the {spec.catalog} catalog",
+                ("spec", "unavailable", i, "instanceType"),
+            )
+    zones = catalog.zones(spec.catalog, region)
+    for i, sel in enumerate(spec.unavailable):
+        if sel.zone is not None and sel.zone not in zones:
+            out.add(
+                scenarios[0][1],
+                f"zone {sel.zone!r} is not in region {region}; allowed: {', '.join(zones)}",
+                ("spec", "unavailable", i, "zone"),
+            )
+    if out.problems:
+        raise ScenarioError(out.problems)
+    if spec.unavailable:
+        types = [
+            t.with_offerings(
+                tuple(
+                    Offering(o.zone, o.capacity_type, o.price, False)
+                    if any(sel.matches(t.name, o) for sel in spec.unavailable)
+                    else o
+                    for o in t.offerings
+                )
+            )
+            for t in types
+        ]
+
+    defaults: set[tuple[str, str]] = set()
+    per_pool: dict[str, list[InstanceType]] = {}
+    for pool, _doc in nodepools:
+        ref = pool.spec.template.spec.node_class_ref
+        key = (ref.kind, ref.name)
+        if key not in nodeclasses:
+            nodeclasses[key] = _default_nodeclass(ref.kind, ref.name, zones)
+            defaults.add(key)
+        per_pool[pool.name] = _types_for(nodeclasses[key], types, zones)
+
+    by_type = {t.name: t for t in types}
+    nodes = [_fill_node(n, by_type) for n in nodes]
+    bound: dict[str, list[Pod]] = {}
+    pending: list[Pod] = []
+    node_names = {n.name for n in nodes}
+    for pod in pods:
+        if pod.node_name:
+            if pod.node_name not in node_names:
+                raise ScenarioError(
+                    [
+                        Problem(
+                            source,
+                            1,
+                            f"pod {pod.key} is bound to node {pod.node_name!r}, which the scenario does not define",
+                        )
+                    ]
+                )
+            bound.setdefault(pod.node_name, []).append(pod)
+        elif not pod.is_terminal:
+            pending.append(pod)
+    for n in nodes:
+        for ds in daemonsets:
+            ds_pod = ds.pod
+            if tolerates_all(ds_pod.tolerations, n.taints) is not None:
+                continue
+            if any(k not in n.labels or n.labels[k] != v for k, v in ds_pod.node_selector.items()):
+                continue
+            if ds_pod.required_node_terms and not any(
+                all(r.matches(n.labels) for r in term) for term in ds_pod.required_node_terms
+            ):
+                continue
+            bound.setdefault(n.name, []).append(_ds_pod_on(ds, n.name))
+
+    return LoadedScenario(
+        source=source,
+        scenario=scenario,
+        nodepools=[p for p, _ in nodepools],
+        nodeclasses=nodeclasses,
+        default_nodeclasses=defaults,
+        pods=pending,
+        nodes=nodes,
+        bound=bound,
+        daemonsets=daemonsets,
+        namespaces=namespaces,
+        instance_types=per_pool,
+        catalog_types=types,
+        zones=zones,
+        region=region,
+    )
+
+
+def _default_nodeclass(kind: str, name: str, zones: Sequence[str]) -> NodeClass:
+    """What a pool gets when its nodeClassRef names no document: every zone of the region."""
+    if kind == "GCPNodeClass":
+        return GCPNodeClass.model_validate(
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "project": "simulated",
+                    "image": "projects/simulated/global/images/default",
+                    "zones": list(zones),
+                },
+            }
+        )
+    return AWSNodeClass.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "subnetSelectorTerms": [{"tags": {"simulated": "*"}}],
+                "securityGroupSelectorTerms": [{"tags": {"simulated": "*"}}],
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": "simulated",
+            },
+            "status": {"subnets": [{"id": f"subnet-{z}", "zone": z} for z in zones]},
+        }
+    )
+
+
+def _nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
+    if isinstance(nc, GCPNodeClass) and nc.spec.zones:
+        return [z for z in zones if z in nc.spec.zones]
+    if isinstance(nc, AWSNodeClass) and nc.status is not None and nc.status.subnets:
+        chosen = {s.zone for s in nc.status.subnets}
+        return [z for z in zones if z in chosen]
+    return list(zones)
+
+
+def _types_for(nc: NodeClass, types: Sequence[InstanceType], zones: Sequence[str]) -> list[InstanceType]:
+    allowed = set(_nodeclass_zones(nc, zones))
+    if allowed == set(zones):
+        return list(types)
+    return [t.with_offerings(tuple(o for o in t.offerings if o.zone in allowed)) for t in types]
+
+
+def _fill_node(n: Node, by_type: Mapping[str, InstanceType]) -> Node:
+    """A Node without capacity gets its instance type's, from the catalog."""
+    if n.allocatable:
+        return n
+    it = by_type.get(n.labels.get(wk.INSTANCE_TYPE, ""))
+    if it is None:
+        return n
+    from dataclasses import replace
+
+    alloc = dict(it.allocatable)
+    alloc.setdefault(quantities.PODS, it.max_pods)
+    return replace(n, capacity=dict(it.capacity), allocatable=alloc)
+
+
+def _ds_pod_on(ds: DaemonSet, node: str) -> Pod:
+    from dataclasses import replace
+
+    return replace(ds.pod, name=f"{ds.name}-{node}", namespace=ds.namespace, node_name=node, phase="Running")
+
+
+def _pod_template(
+    doc: YamlDocument, out: _Collector, data: Mapping[str, Any], kind: str
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        out.add(doc, f"spec is required for a {kind}", ("spec",))
+        return None
+    template = spec.get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        out.add(doc, "spec.template.spec is required (the pod template)", ("spec", "template"))
+        return None
+    return spec, template
+
+
+def _check_pod_spec(doc: YamlDocument, out: _Collector, spec: Any, base: tuple[str | int, ...]) -> bool:
+    if not isinstance(spec, dict):
+        out.add(doc, "a pod spec (mapping) is required", base)
+        return False
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        out.add(doc, "containers must be a non-empty list", (*base, "containers"))
+        return False
+    ok = True
+    for group in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(group) or ()):
+            if not isinstance(c, dict):
+                out.add(doc, "a container must be a mapping", (*base, group, i))
+                ok = False
+                continue
+            res = c.get("resources") or {}
+            for part in ("requests", "limits"):
+                for rname, value in (res.get(part) or {}).items():
+                    try:
+                        quantities.parse_quantity(value)
+                    except quantities.QuantityError as err:
+                        out.add(doc, str(err), (*base, group, i, "resources", part, rname))
+                        ok = False
+    for i, t in enumerate(spec.get("topologySpreadConstraints") or ()):
+        if not isinstance(t, dict) or "topologyKey" not in t:
+            out.add(doc, "topologyKey is required", (*base, "topologySpreadConstraints", i))
+            ok = False
+        elif t.get("whenUnsatisfiable", "DoNotSchedule") not in ("DoNotSchedule", "ScheduleAnyway"):
+            out.add(
+                doc,
+                f"whenUnsatisfiable {t.get('whenUnsatisfiable')!r} is not known; allowed: DoNotSchedule, ScheduleAnyway",
+                (*base, "topologySpreadConstraints", i, "whenUnsatisfiable"),
+            )
+            ok = False
+    affinity = spec.get("affinity") or {}
+    for section in ("podAffinity", "podAntiAffinity"):
+        sec = affinity.get(section) or {}
+        for i, t in enumerate(sec.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
+            if not isinstance(t, dict) or "topologyKey" not in t:
+                out.add(
+                    doc,
+                    "topologyKey is required",
+                    (*base, "affinity", section, "requiredDuringSchedulingIgnoredDuringExecution", i),
+                )
+                ok = False
+    node_aff = (affinity.get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for i, term in enumerate(node_aff.get("nodeSelectorTerms") or ()):
+        for j, expr in enumerate((term or {}).get("matchExpressions") or ()):
+            path = (
+                *base,
+                "affinity",
+                "nodeAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                "nodeSelectorTerms",
+                i,
+                "matchExpressions",
+                j,
+            )
+            op = (expr or {}).get("operator")
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                out.add(
+                    doc,
+                    f"operator {op!r} is not known; allowed: In, NotIn, Exists, DoesNotExist, Gt, Lt",
+                    (*path, "operator"),
+                )
+                ok = False
+    return ok
+
+
+def _load_kube(
+    doc: YamlDocument,
+    kind: str,
+    out: _Collector,
+    *,
+    pods: list[Pod],
+    nodes: list[Node],
+    daemonsets: list[DaemonSet],
+    namespaces: dict[str, dict[str, str]],
+) -> None:
+    data = doc.data
+    meta = data.get("metadata") or {}
+    name = meta["name"]
+    namespace = meta.get("namespace") or "default"
+    try:
+        if kind == "Namespace":
+            namespaces[name] = dict(meta.get("labels") or {})
+        elif kind == "Node":
+            nodes.append(Node.from_dict(data))
+        elif kind == "Pod":
+            if _check_pod_spec(doc, out, data.get("spec"), ("spec",)):
+                pods.append(Pod.from_dict(data))
+        elif kind == "DaemonSet":
+            found = _pod_template(doc, out, data, kind)
+            if found and _check_pod_spec(doc, out, found[1]["spec"], ("spec", "template", "spec")):
+                daemonsets.append(DaemonSet.from_dict(data))
+        else:
+            found = _pod_template(doc, out, data, kind)
+            if not found or not _check_pod_spec(doc, out, found[1]["spec"], ("spec", "template", "spec")):
+                return
+            spec, template = found
+            field_name = "parallelism" if kind == "Job" else "replicas"
+            count = spec.get(field_name, 1)
+            if kind == "Job" and isinstance(spec.get("completions"), int) and isinstance(count, int):
+                count = min(count, spec["completions"])
+            if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_REPLICAS:
+                out.add(
+                    doc,
+                    f"{field_name} must be an integer 0-{MAX_REPLICAS}, got {count!r}",
+                    ("spec", field_name),
+                )
+                return
+            tmeta = template.get("metadata") or {}
+            owner_kind = {"Deployment": "ReplicaSet"}.get(kind, kind)
+            for i in range(count):
+                pod_name = f"{name}-{i}"
+                pod_doc = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": pod_name,
+                        "namespace": namespace,
+                        "labels": dict(tmeta.get("labels") or {}),
+                        "annotations": dict(tmeta.get("annotations") or {}),
+                        "ownerReferences": [{"kind": owner_kind, "name": name, "controller": True}],
+                    },
+                    "spec": template["spec"],
+                }
+                pods.append(Pod.from_dict(pod_doc))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        out.add(doc, f"cannot read this {kind}: {err}")
