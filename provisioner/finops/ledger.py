@@ -74,6 +74,7 @@ actions = Table(
     Column("pods_moved", Integer, nullable=False),
     Column("pods", Text, nullable=False, default="[]"),
     Column("detail", Text, nullable=False, default=""),
+    Column("replacement_nodes", String(2000), nullable=False, default=""),
     UniqueConstraint("command_id", "node", name="uq_action_command_node"),
 )
 
@@ -112,8 +113,18 @@ usage = Table(
 
 
 def _v1(conn: Connection) -> None:
-    for table in (actions, blockers, usage):
-        table.create(conn, checkfirst=True)
+    # The tables as version 1 shipped them: later steps add to them, so step 1 must not use the
+    # current Table objects (they already have the later columns).
+    v1 = MetaData()
+    Table(
+        "disruption_actions",
+        v1,
+        *(c._copy() for c in actions.columns if c.name not in _ADDED_LATER["disruption_actions"]),
+        UniqueConstraint("command_id", "node", name="uq_action_command_node"),
+    )
+    Table("disruption_blockers", v1, *(c._copy() for c in blockers.columns))
+    Table("node_usage", v1, *(c._copy() for c in usage.columns))
+    v1.create_all(conn, checkfirst=True)
 
 
 def _v2(conn: Connection) -> None:
@@ -128,9 +139,19 @@ def _v2(conn: Connection) -> None:
         conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})"))
 
 
+def _v3(conn: Connection) -> None:
+    conn.execute(
+        text("ALTER TABLE disruption_actions ADD COLUMN replacement_nodes VARCHAR(2000) NOT NULL DEFAULT ''")
+    )
+
+
+_ADDED_LATER = {"disruption_actions": {"replacement_nodes"}}
+"""Columns added by steps after 1, per table."""
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "actions, blockers and node usage", _v1),
     (2, "indexes on time and pool", _v2),
+    (3, "replacement node names on actions", _v3),
 ]
 """Schema steps in order. Append; never edit a step that has shipped."""
 
@@ -252,6 +273,7 @@ class Ledger:
                             "pods_moved": r.pods_moved,
                             "pods": json.dumps(list(r.pods)),
                             "detail": r.detail,
+                            "replacement_nodes": ",".join(r.replacement_nodes),
                         }
                         for r in fresh
                     ],
@@ -346,6 +368,7 @@ class Ledger:
                 pods_moved=m["pods_moved"],
                 pods=tuple(json.loads(m["pods"] or "[]")),
                 detail=m["detail"],
+                replacement_nodes=_split(m["replacement_nodes"]),
             )
             for m in result
         ]

@@ -42,6 +42,8 @@ class ActionRow:
     pods_moved: int
     pods: tuple[str, ...] = ()
     detail: str = ""
+    replacement_nodes: tuple[str, ...] = ()
+    """Names of the replacement nodes once launched (the controller fills them; churn reads them)."""
 
     @property
     def estimated_monthly_savings(self) -> float:

@@ -97,7 +97,7 @@ def test_a_ledger_newer_than_the_program_is_refused(ledger_url):
 
 
 def test_action_rows_round_trip_with_every_field(ledger_url):
-    row = action(detail="GPU node held only by CPU pods")
+    row = action(detail="GPU node held only by CPU pods", replacement_nodes=("gpu-pool-x1",))
     with Ledger(ledger_url) as ledger:
         assert ledger.record_actions([row]) == 1
         (back,) = ledger.actions()

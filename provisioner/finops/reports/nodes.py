@@ -1,0 +1,274 @@
+"""The node and node-pool tables, with status and reasons, as Run:ai offers them for download.
+
+A node is Ready, or Not ready with every reason that applies: kubelet not ready, disk, memory or PID
+pressure, network unavailable, scheduling disabled (cordoned), GPU device plugin missing (a GPU node whose
+allocatable `nvidia.com/gpu` is zero or absent). Built from a snapshot; pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api import quantities
+from provisioner.finops.reports.text import csv_text, table
+from provisioner.state.cluster import Snapshot, StateNode
+
+_PRESSURES = (
+    ("DiskPressure", "disk pressure"),
+    ("MemoryPressure", "memory pressure"),
+    ("PIDPressure", "PID pressure"),
+    ("NetworkUnavailable", "network unavailable"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    name: str
+    nodepool: str
+    status: str
+    reasons: tuple[str, ...]
+    instance_type: str
+    capacity_type: str
+    zone: str
+    gpu_name: str
+    gpus: int
+    gpus_allocated: int
+    cpu: str
+    cpu_requested: str
+    memory: str
+    memory_requested: str
+    pods: int
+    price_per_hour: float | None
+    managed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolRow:
+    name: str
+    status: str
+    reasons: tuple[str, ...]
+    nodes: int
+    ready: int
+    not_ready: int
+    in_flight: int
+    gpus: int
+    gpus_allocated: int
+    cpu: str
+    memory: str
+    price_per_hour: float
+    weight: int
+    consolidation: str
+    labels: tuple[str, ...] = field(default_factory=tuple)
+    taints: tuple[str, ...] = field(default_factory=tuple)
+
+
+def expected_gpus(node: StateNode) -> int:
+    """GPUs the machine has, from its labels (what the device plugin should advertise)."""
+    try:
+        return int(node.labels.get(wk.GPU_COUNT, "0") or 0)
+    except ValueError:
+        return 0
+
+
+def node_reasons(node: StateNode) -> tuple[str, ...]:
+    if node.node is None:
+        return ("not registered yet",)
+    reasons = []
+    conditions = node.node.conditions
+    ready = conditions.get("Ready")
+    if ready is None or ready[0] != "True":
+        why = (
+            ready[1] if ready and ready[1] else ("no Ready condition" if ready is None else ready[0].lower())
+        )
+        reasons.append(f"kubelet not ready ({why})")
+    for kind, words in _PRESSURES:
+        if conditions.get(kind, ("False", ""))[0] == "True":
+            reasons.append(words)
+    if node.node.unschedulable:
+        reasons.append("scheduling disabled")
+    if expected_gpus(node) > 0 and node.node.allocatable.get(wk.GPU_RESOURCE, 0) <= 0:
+        reasons.append("GPU device plugin missing")
+    return tuple(reasons)
+
+
+def node_rows(snapshot: Snapshot, *, pool: str | None = None) -> list[NodeRow]:
+    rows = []
+    for node in snapshot.nodes:
+        if pool is not None and node.nodepool != pool:
+            continue
+        reasons = node_reasons(node)
+        alloc = node.allocatable
+        used = node.requested
+        labels = node.labels
+        rows.append(
+            NodeRow(
+                name=node.name,
+                nodepool=node.nodepool or "",
+                status="Ready" if not reasons else "Not ready",
+                reasons=reasons,
+                instance_type=labels.get(wk.INSTANCE_TYPE, ""),
+                capacity_type=labels.get(wk.CAPACITY_TYPE, ""),
+                zone=labels.get(wk.ZONE, ""),
+                gpu_name=labels.get(wk.GPU_NAME, ""),
+                gpus=max(alloc.get(wk.GPU_RESOURCE, 0), expected_gpus(node)),
+                gpus_allocated=used.get(wk.GPU_RESOURCE, 0),
+                cpu=quantities.format_quantity(quantities.CPU, alloc.get(quantities.CPU, 0)),
+                cpu_requested=quantities.format_quantity(quantities.CPU, used.get(quantities.CPU, 0)),
+                memory=quantities.format_quantity(quantities.MEMORY, alloc.get(quantities.MEMORY, 0)),
+                memory_requested=quantities.format_quantity(
+                    quantities.MEMORY, used.get(quantities.MEMORY, 0)
+                ),
+                pods=sum(1 for p in node.pods if not p.is_terminal),
+                price_per_hour=node.price if node.claim is not None else None,
+                managed=node.managed,
+            )
+        )
+    return rows
+
+
+def nodepool_rows(snapshot: Snapshot) -> list[NodePoolRow]:
+    nodes = node_rows(snapshot)
+    rows = []
+    for pool in snapshot.nodepools:
+        mine = [n for n in nodes if n.nodepool == pool.name]
+        in_flight = sum(1 for n in snapshot.nodes if n.nodepool == pool.name and n.node is None)
+        registered = [n for n in mine if "not registered yet" not in n.reasons]
+        ready = sum(1 for n in registered if n.status == "Ready")
+        not_ready = len(registered) - ready
+        cpu = sum(quantities.to_base_units("cpu", n.cpu) for n in registered)
+        memory = sum(quantities.to_base_units("memory", n.memory) for n in registered)
+        reasons: list[str] = []
+        if not_ready:
+            reasons.append(f"{not_ready} node(s) not ready")
+        ref = pool.spec.template.spec.node_class_ref
+        if snapshot.nodeclasses and (ref.kind, ref.name) not in snapshot.nodeclasses:
+            reasons.append(f"{ref.kind} {ref.name} not found")
+        status = pool.status
+        if status is not None:
+            for cond in status.conditions:
+                if cond.status.value != "True" and cond.type in ("Ready", "NodeClassReady"):
+                    reasons.append(f"{cond.type}: {cond.reason or cond.message or cond.status.value}")
+                if cond.type == "LimitsReached" and cond.status.value == "True":
+                    reasons.append("limits reached")
+        rows.append(
+            NodePoolRow(
+                name=pool.name,
+                status="Ready" if not reasons else "Not ready",
+                reasons=tuple(reasons),
+                nodes=len(registered),
+                ready=ready,
+                not_ready=not_ready,
+                in_flight=in_flight,
+                gpus=sum(n.gpus for n in registered),
+                gpus_allocated=sum(n.gpus_allocated for n in registered),
+                cpu=quantities.format_quantity("cpu", cpu),
+                memory=quantities.format_quantity("memory", memory),
+                price_per_hour=round(sum(n.price_per_hour or 0.0 for n in registered), 4),
+                weight=pool.weight,
+                consolidation=pool.spec.disruption.consolidation_policy.value,
+                labels=tuple(f"{k}={v}" for k, v in sorted(pool.spec.template.metadata.labels.items())),
+                taints=tuple(
+                    f"{t.key}{'=' + t.value if t.value else ''}:{t.effect.value}"
+                    for t in pool.spec.template.spec.taints
+                ),
+            )
+        )
+    return rows
+
+
+NODE_HEADERS = (
+    "name",
+    "nodepool",
+    "status",
+    "reasons",
+    "instance_type",
+    "capacity_type",
+    "zone",
+    "gpu",
+    "gpus",
+    "gpus_allocated",
+    "cpu",
+    "cpu_requested",
+    "memory",
+    "memory_requested",
+    "pods",
+    "price_per_hour",
+)
+
+POOL_HEADERS = (
+    "name",
+    "status",
+    "reasons",
+    "nodes",
+    "ready",
+    "not_ready",
+    "in_flight",
+    "gpus",
+    "gpus_allocated",
+    "cpu",
+    "memory",
+    "price_per_hour",
+    "weight",
+    "consolidation",
+    "labels",
+    "taints",
+)
+
+
+def _node_values(r: NodeRow) -> list[Any]:
+    return [
+        r.name,
+        r.nodepool or "-",
+        r.status,
+        "; ".join(r.reasons) or "-",
+        r.instance_type,
+        r.capacity_type,
+        r.zone,
+        r.gpu_name or "-",
+        r.gpus,
+        r.gpus_allocated,
+        r.cpu,
+        r.cpu_requested,
+        r.memory,
+        r.memory_requested,
+        r.pods,
+        r.price_per_hour,
+    ]
+
+
+def _pool_values(r: NodePoolRow) -> list[Any]:
+    return [
+        r.name,
+        r.status,
+        "; ".join(r.reasons) or "-",
+        r.nodes,
+        r.ready,
+        r.not_ready,
+        r.in_flight,
+        r.gpus,
+        r.gpus_allocated,
+        r.cpu,
+        r.memory,
+        r.price_per_hour,
+        r.weight,
+        r.consolidation,
+        ", ".join(r.labels) or "-",
+        ", ".join(r.taints) or "-",
+    ]
+
+
+def render_nodes(rows: Sequence[NodeRow], *, fmt: str) -> str:
+    values = [_node_values(r) for r in rows]
+    if fmt == "csv":
+        return csv_text(NODE_HEADERS, values)
+    return table(NODE_HEADERS, values) + "\n"
+
+
+def render_nodepools(rows: Sequence[NodePoolRow], *, fmt: str) -> str:
+    values = [_pool_values(r) for r in rows]
+    if fmt == "csv":
+        return csv_text(POOL_HEADERS, values)
+    return table(POOL_HEADERS, values) + "\n"

@@ -1,0 +1,251 @@
+"""The pure report builders: scale-down totals, realized vs run-rate savings, idle cost, churn, blockers,
+and the node / node-pool status tables."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from datetime import timedelta
+
+import pytest
+
+from provisioner.api import labels as wk
+from provisioner.finops.reports import nodes as node_report
+from provisioner.finops.reports import scale_down
+from provisioner.finops.rows import BlockerRow
+from provisioner.state.cluster import Snapshot, StateNode
+from provisioner.state.objects import Node
+from tests.finops.test_ledger import T0, action, usage_row
+
+NOW = T0 + timedelta(hours=10)
+SINCE = T0 - timedelta(days=7)
+
+
+def build(actions=(), blockers=(), usage=(), **kw):
+    return scale_down.build(list(actions), list(blockers), list(usage), since=SINCE, now=NOW, **kw)
+
+
+def test_realized_savings_run_from_each_action_to_now_and_the_run_rate_is_separate():
+    report = build(
+        [
+            action("a", command_id="1", savings=2.0),
+            action("b", command_id="2", time=NOW - timedelta(hours=1), savings=1.0),
+        ]
+    )
+    assert report.total.realized_savings == pytest.approx(2.0 * 10 + 1.0 * 1)
+    assert report.total.savings_per_hour == pytest.approx(3.0)
+    assert report.total.run_rate_monthly == pytest.approx(3.0 * 730)
+
+
+def test_team_totals_split_shared_rows_so_they_add_up_to_the_pool_totals():
+    rows = [
+        action("a", command_id="1", teams=("research", "vision"), savings=2.0),
+        action("b", command_id="2", teams=("research",), savings=1.0),
+        action("c", command_id="3", teams=(), savings=0.5, pool="cpu"),
+    ]
+    report = build(rows)
+    teams = {t.name: t for t in report.teams}
+    assert teams["research"].savings_per_hour == pytest.approx(2.0)
+    assert teams["vision"].savings_per_hour == pytest.approx(1.0)
+    assert teams[scale_down.NO_TEAM].savings_per_hour == pytest.approx(0.5)
+    assert sum(t.savings_per_hour for t in report.teams) == pytest.approx(
+        sum(p.savings_per_hour for p in report.pools)
+    )
+    assert sum(t.nodes_replaced + t.nodes_removed for t in report.teams) == 3
+
+
+def test_rows_outside_the_window_or_pool_are_left_out():
+    rows = [
+        action("old", command_id="1", time=SINCE - timedelta(hours=1)),
+        action("cpu", command_id="2", pool="cpu"),
+        action("gpu", command_id="3"),
+    ]
+    report = build(rows, pool="gpu")
+    assert [a.node for a in report.actions] == ["gpu"]
+    assert [p.name for p in report.pools] == ["gpu"]
+
+
+def test_idle_cost_and_gpu_idle_hours_come_from_usage():
+    gpu = usage_row("g", gpu_capacity=8, gpu_allocated=2, price_per_hour=32.0, hours=2.0)
+    cpu = usage_row(
+        "c",
+        gpu_capacity=0,
+        gpu_allocated=0,
+        price_per_hour=1.0,
+        cpu_capacity=4000,
+        cpu_allocated=1000,
+        memory_capacity=16,
+        memory_allocated=8,
+        nodepool="cpu",
+    )
+    report = build(usage=[gpu, cpu])
+    assert report.total.cost == pytest.approx(64.0 + 1.0)
+    # GPU node: paid for its GPUs (6 of 8 idle); CPU node: the busier resource (memory, half) decides.
+    assert report.total.idle_cost == pytest.approx(64.0 * 0.75 + 0.5)
+    assert report.total.gpu_idle_hours == pytest.approx(12.0)
+
+
+def test_a_replacement_disrupted_again_within_an_hour_counts_as_churn():
+    first = action("n1", command_id="1", replacement_nodes=("n2",))
+    quick = action("n2", command_id="2", time=T0 + timedelta(minutes=30), replacement_nodes=("n3",))
+    late = action("n3", command_id="3", time=T0 + timedelta(hours=3))
+    report = build([first, quick, late])
+    assert report.churn.replacements_disrupted_within_hour == 1
+    assert report.churn.pods_evicted == 6
+    assert report.churn.nodes_replaced == 3
+
+
+def test_top_blockers_rank_the_most_frequent_first():
+    def blocker(node, evaluation, kind, detail):
+        return BlockerRow(
+            time=T0,
+            evaluation_id=evaluation,
+            node=node,
+            nodepool="gpu",
+            kind=kind,
+            method="single-node",
+            detail=detail,
+        )
+
+    rows = [blocker("n1", e, "PDB", "PDB ml/web allows 0") for e in ("e1", "e2", "e3")]
+    rows += [blocker("n2", "e1", "DoNotDisruptPod", "pod ml/x")]
+    report = build(blockers=rows)
+    assert [(b.kind, b.evaluations, b.nodes) for b in report.blockers] == [
+        ("PDB", 3, 1),
+        ("DoNotDisruptPod", 1, 1),
+    ]
+
+
+def sample_report():
+    rows = [
+        action("a", command_id="1", reason="Empty", action="delete", replacement_type=None, savings=2.0),
+        action("b", command_id="2", reason="Underutilized"),
+    ]
+    usage = [usage_row("a", time=T0 + timedelta(hours=h)) for h in range(5)]
+    blockers = [
+        BlockerRow(
+            time=T0,
+            evaluation_id="e",
+            node="z",
+            nodepool="gpu",
+            kind="Budget",
+            method="emptiness",
+            detail="budget #0",
+        )
+    ]
+    return build(rows, blockers, usage)
+
+
+def test_the_html_report_is_one_self_contained_page_with_both_charts():
+    page = scale_down.to_html(sample_report())
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count("<svg") == 2
+    assert "Cost per hour by pool" in page and "Savings by reason" in page
+    assert "<polyline" in page and "<rect" in page
+    assert not re.search(r"<script|<link|\bsrc=|\bhref=|@import", page)
+
+
+def test_csv_and_json_carry_the_same_totals():
+    report = sample_report()
+    rows = list(csv.DictReader(io.StringIO(scale_down.to_csv(report))))
+    total = next(r for r in rows if r["section"] == "total")
+    doc = json.loads(scale_down.to_json(report))
+    assert (
+        float(total["savings_per_hour"])
+        == pytest.approx(doc["total"]["savings_per_hour"])
+        == pytest.approx(3.5)
+    )
+    assert {r["section"] for r in rows} >= {"total", "pool", "team", "reason", "blocker", "churn"}
+    assert doc["actions"][0]["node"] == "a"
+    assert doc["costPerHour"]["gpu"][0]["dollars"] == pytest.approx(32.0)
+
+
+def test_the_table_names_realized_and_estimated_separately():
+    text = scale_down.to_table(sample_report())
+    assert "Realized savings" in text and "run-rate" in text
+    assert "By pool" in text and "Top blockers" in text
+
+
+# ---- node and node-pool tables ------------------------------------------------------------------------
+
+
+def node(name="n1", *, conditions=None, unschedulable=False, gpus_label=0, gpus_allocatable=None, pool="gpu"):
+    labels = {wk.NODEPOOL: pool, wk.INSTANCE_TYPE: "p4d.24xlarge"}
+    if gpus_label:
+        labels[wk.GPU_COUNT] = str(gpus_label)
+        labels[wk.GPU_NAME] = "a100"
+    alloc = {"cpu": "96", "memory": "1Ti"}
+    if gpus_allocatable is not None:
+        alloc[wk.GPU_RESOURCE] = str(gpus_allocatable)
+    conds = conditions if conditions is not None else [{"type": "Ready", "status": "True"}]
+    doc = {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": unschedulable},
+        "status": {"allocatable": alloc, "capacity": alloc, "conditions": conds},
+    }
+    return StateNode(name=name, node=Node.from_dict(doc))
+
+
+READY = {"type": "Ready", "status": "True"}
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        pytest.param(
+            {"conditions": [READY, {"type": "DiskPressure", "status": "True"}]}, "disk pressure", id="disk"
+        ),
+        pytest.param(
+            {"conditions": [READY, {"type": "MemoryPressure", "status": "True"}]},
+            "memory pressure",
+            id="memory",
+        ),
+        pytest.param(
+            {"conditions": [READY, {"type": "PIDPressure", "status": "True"}]}, "PID pressure", id="pid"
+        ),
+        pytest.param(
+            {"conditions": [READY, {"type": "NetworkUnavailable", "status": "True"}]},
+            "network unavailable",
+            id="network",
+        ),
+        pytest.param({"unschedulable": True}, "scheduling disabled", id="cordoned"),
+        pytest.param({"gpus_label": 8}, "GPU device plugin missing", id="gpu-absent"),
+        pytest.param({"gpus_label": 8, "gpus_allocatable": 0}, "GPU device plugin missing", id="gpu-zero"),
+        pytest.param(
+            {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]},
+            "kubelet not ready (KubeletNotReady)",
+            id="kubelet",
+        ),
+    ],
+)
+def test_a_node_is_not_ready_with_its_reason(kw, reason):
+    (row,) = node_report.node_rows(Snapshot(nodes=(node(**kw),)))
+    assert row.status == "Not ready"
+    assert reason in row.reasons
+
+
+def test_a_healthy_gpu_node_is_ready():
+    (row,) = node_report.node_rows(Snapshot(nodes=(node(gpus_label=8, gpus_allocatable=8),)))
+    assert (row.status, row.reasons, row.gpus) == ("Ready", (), 8)
+
+
+def test_the_nodepool_table_counts_ready_and_not_ready_nodes():
+    from tests.unit.disruption.builders import node_pool
+
+    snap = Snapshot(
+        nodes=(
+            node("a", gpus_label=8, gpus_allocatable=8),
+            node("b", unschedulable=True),
+            node("c", pool="cpu"),
+        ),
+        nodepools=(node_pool("gpu"), node_pool("cpu")),
+    )
+    rows = {r.name: r for r in node_report.nodepool_rows(snap)}
+    assert (rows["gpu"].nodes, rows["gpu"].ready, rows["gpu"].not_ready) == (2, 1, 1)
+    assert rows["gpu"].status == "Not ready"
+    assert rows["gpu"].reasons == ("1 node(s) not ready",)
+    assert rows["cpu"].status == "Ready"
+    text = node_report.render_nodepools(list(rows.values()), fmt="csv")
+    assert text.splitlines()[0].startswith("name,status,reasons,nodes,ready,not_ready")
