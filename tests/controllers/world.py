@@ -304,6 +304,7 @@ class KubeBackend:
 
 @dataclass
 class TestKubelet:
+    __test__ = False
     """Registers a Ready Node for each launched instance (with its capacity and GPUs), unless told not to."""
 
     backend: Backend
@@ -363,6 +364,7 @@ def _fits(pod: Pod, node: Node, bound: Sequence[Pod]) -> bool:
 
 @dataclass
 class TestBinder:
+    __test__ = False
     """Binds pending pods to a node they fit, else marks them PodScheduled=False/Unschedulable."""
 
     backend: Backend

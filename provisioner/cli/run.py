@@ -1,0 +1,295 @@
+"""`provisioner run`: the controller process. Connects to the API server, starts the informers, the
+leader election and the metrics endpoint, builds the providers for the clouds asked for, and runs the
+controllers while it leads, until SIGTERM or SIGINT (then it releases the lease and exits 0)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import typer
+
+from provisioner.cli.main import app
+
+log = logging.getLogger("provisioner")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception when there is one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["error"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # The client's connection pool warnings on watch timeouts are noise.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def build_providers(
+    *,
+    clouds: list[str],
+    cluster_name: str,
+    aws_region: str | None,
+    aws_endpoint: str | None,
+    aws_interruption_queue: str | None,
+    gcp_project: str | None,
+    gcp_region: str | None,
+    gcp_endpoint: str | None,
+    fake_catalog: str,
+    fake_region: str | None,
+    clock: Any,
+    registry: Any,
+    register_node: Any,
+    delete_node: Any,
+) -> Any:
+    from provisioner.cloudprovider import wrappers
+    from provisioner.controllers.common import ProviderSet
+
+    by_kind: dict[str, Any] = {}
+    for cloud in clouds:
+        if cloud == "fake":
+            from providers.fake import FakeProvider
+
+            fake = FakeProvider(
+                catalog=fake_catalog,
+                region=fake_region,
+                cluster_name=cluster_name,
+                clock=clock.now,
+                on_launch=register_node,
+                on_delete=delete_node,
+            )
+            wrapped = wrappers.wrap(fake, clock=clock.now, registry=registry)
+            by_kind.setdefault("AWSNodeClass", wrapped)
+            by_kind.setdefault("GCPNodeClass", wrapped)
+        elif cloud == "aws":
+            from providers.aws import AWSProvider
+
+            if not aws_region:
+                raise _fail("--cloud aws needs --aws-region (or AWS_REGION)")
+            aws = AWSProvider(
+                region=aws_region,
+                cluster_name=cluster_name,
+                endpoint_url=aws_endpoint,
+                interruption_queue_url=aws_interruption_queue,
+            )
+            by_kind["AWSNodeClass"] = wrappers.wrap(aws, clock=clock.now, registry=registry)
+        elif cloud == "gcp":
+            from providers.gcp import GCPProvider
+
+            if not gcp_project or not gcp_region:
+                raise _fail("--cloud gcp needs --gcp-project and --gcp-region")
+            gcp = GCPProvider(
+                project=gcp_project, region=gcp_region, cluster_name=cluster_name, endpoint=gcp_endpoint
+            )
+            by_kind["GCPNodeClass"] = wrappers.wrap(gcp, clock=clock.now, registry=registry)
+        else:
+            raise _fail(
+                f"--cloud {cloud!r} is not known; allowed: aws, gcp, fake (or a comma-separated list)"
+            )
+    return ProviderSet(by_kind)
+
+
+@app.command("run")
+def run_command(
+    cloud: str = typer.Option(
+        "fake", "--cloud", envvar="PROVISIONER_CLOUD", help="aws, gcp, fake, or several: aws,gcp."
+    ),
+    cluster_name: str = typer.Option(
+        "default",
+        "--cluster-name",
+        envvar="PROVISIONER_CLUSTER_NAME",
+        help="Tags instances as this cluster's.",
+    ),
+    kubeconfig: str | None = typer.Option(
+        None,
+        "--kubeconfig",
+        envvar="KUBECONFIG",
+        help="Default: in-cluster service account, else ~/.kube/config.",
+    ),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        envvar="PROVISIONER_API_URL",
+        help="API server URL without credentials (kubectl proxy).",
+    ),
+    aws_region: str | None = typer.Option(None, "--aws-region", envvar="AWS_REGION"),
+    aws_endpoint: str | None = typer.Option(None, "--aws-endpoint", envvar="AWS_ENDPOINT_URL"),
+    aws_interruption_queue: str | None = typer.Option(
+        None, "--aws-interruption-queue", envvar="PROVISIONER_INTERRUPTION_QUEUE", help="SQS queue URL."
+    ),
+    gcp_project: str | None = typer.Option(None, "--gcp-project", envvar="GOOGLE_CLOUD_PROJECT"),
+    gcp_region: str | None = typer.Option(None, "--gcp-region", envvar="PROVISIONER_GCP_REGION"),
+    gcp_endpoint: str | None = typer.Option(None, "--gcp-endpoint", envvar="PROVISIONER_GCP_ENDPOINT"),
+    fake_catalog: str = typer.Option(
+        "aws", "--fake-catalog", help="Catalog the fake cloud serves: aws, gcp..."
+    ),
+    fake_region: str | None = typer.Option(None, "--fake-region"),
+    batch_idle: float = typer.Option(1.0, "--batch-idle", envvar="PROVISIONER_BATCH_IDLE", help="Seconds."),
+    batch_max: float = typer.Option(10.0, "--batch-max", envvar="PROVISIONER_BATCH_MAX", help="Seconds."),
+    registration_timeout: float = typer.Option(900.0, "--registration-timeout", help="Seconds."),
+    initialization_timeout: float = typer.Option(
+        900.0, "--initialization-timeout", help="Seconds, GPU nodes."
+    ),
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between reconcile passes."),
+    metrics_port: int = typer.Option(
+        8080, "--metrics-port", envvar="PROVISIONER_METRICS_PORT", help="0: off."
+    ),
+    log_format: str = typer.Option(
+        "json", "--log-format", envvar="PROVISIONER_LOG_FORMAT", help="json or text."
+    ),
+    log_level: str = typer.Option("info", "--log-level", envvar="PROVISIONER_LOG_LEVEL"),
+    leader_elect: bool = typer.Option(True, "--leader-elect/--no-leader-elect"),
+    lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
+    lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
+) -> None:
+    """Run the controllers against a Kubernetes API until SIGTERM."""
+    if log_format not in ("json", "text"):
+        raise _fail(f"--log-format {log_format!r} is not known; allowed: json, text")
+    if batch_idle <= 0 or batch_max < batch_idle:
+        raise _fail("--batch-idle must be > 0 and --batch-max >= --batch-idle")
+    setup_logging(log_format, log_level)
+
+    from prometheus_client import start_http_server
+
+    from provisioner.clock import RealClock
+    from provisioner.controllers.cluster import ClusterError
+    from provisioner.controllers.kwok import node_for_instance, node_name_for
+    from provisioner.controllers.manager import Manager
+    from provisioner.controllers.metrics import Metrics
+    from provisioner.controllers.settings import Settings
+    from provisioner.kube import client as kc
+    from provisioner.kube.api import KubeClusterAPI
+    from provisioner.kube.informers import Informers
+    from provisioner.kube.leader import LeaderElector
+    from provisioner.state import ClusterState
+
+    clock = RealClock()
+    try:
+        client = kc.KubeClient.connect(url=url, kubeconfig=kubeconfig, context=context)
+    except Exception as err:  # kubeconfig parsing errors come in many types
+        raise _fail(f"cannot configure the Kubernetes client: {err}") from None
+    metrics = Metrics()
+    state = ClusterState()
+    informers = Informers(client, state)
+
+    def register_node(instance: Any, instance_type: Any) -> None:
+        # The fake cloud has no kubelet: register the Node it would, as Karpenter's kwok provider does.
+        try:
+            client.create(kc.NODE, node_for_instance(instance, instance_type, now=clock.now()))
+        except ClusterError as err:
+            log.warning("could not register a Node for %s: %s", instance.provider_id, err)
+
+    def delete_node(instance: Any) -> None:
+        with contextlib.suppress(ClusterError):
+            client.delete(kc.NODE, node_name_for(instance))
+
+    providers = build_providers(
+        clouds=[c.strip() for c in cloud.split(",") if c.strip()],
+        cluster_name=cluster_name,
+        aws_region=aws_region,
+        aws_endpoint=aws_endpoint,
+        aws_interruption_queue=aws_interruption_queue,
+        gcp_project=gcp_project,
+        gcp_region=gcp_region,
+        gcp_endpoint=gcp_endpoint,
+        fake_catalog=fake_catalog,
+        fake_region=fake_region,
+        clock=clock,
+        registry=metrics.registry,
+        register_node=register_node,
+        delete_node=delete_node,
+    )
+    identity = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    elector = (
+        LeaderElector(client, identity=identity, clock=clock, name=lease_name, namespace=lease_namespace)
+        if leader_elect
+        else None
+    )
+    is_leader = elector.is_leader if elector is not None else (lambda: True)
+    cluster = KubeClusterAPI(client, informers.feeder, may_write=is_leader, clock=clock)
+    settings = Settings(
+        cluster_name=cluster_name,
+        batch_idle=timedelta(seconds=batch_idle),
+        batch_max=timedelta(seconds=batch_max),
+        registration_timeout=timedelta(seconds=registration_timeout),
+        initialization_timeout=timedelta(seconds=initialization_timeout),
+    )
+    manager = Manager(
+        state=state,
+        cluster=cluster,
+        providers=providers,
+        clock=clock,
+        settings=settings,
+        metrics=metrics,
+        is_leader=is_leader,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if metrics_port:
+        start_http_server(metrics_port, registry=metrics.registry)
+    informers.start()
+    if not informers.wait_synced(60):
+        log.warning("not every informer synced within 60s (are the CRDs installed?); starting anyway")
+    threads: list[threading.Thread] = []
+    if elector is not None:
+        threads.append(threading.Thread(target=elector.run, args=(stop,), name="leader", daemon=True))
+    threads.append(
+        threading.Thread(
+            target=manager.run, args=(stop,), kwargs={"interval": interval}, name="manager", daemon=True
+        )
+    )
+    for t in threads:
+        t.start()
+    log.info(
+        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s",
+        cloud,
+        cluster_name,
+        identity,
+        metrics_port or "off",
+    )
+    while not stop.is_set():
+        stop.wait(0.5)
+    for t in threads:
+        t.join(timeout=30)
+    if elector is not None:
+        elector.release()
+    informers.stop()
+    log.info("provisioner stopped")

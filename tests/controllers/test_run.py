@@ -1,0 +1,115 @@
+"""`provisioner run --cloud fake` as a process against a Kubernetes API over HTTP: pending GPU pods become
+NodeClaims and Ready Nodes, deleting the claims terminates them cleanly, SIGTERM exits cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+from provisioner.clock import RealClock
+from provisioner.kube import client as kc
+from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_class, node_pool
+
+pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(
+    what: str, done: Callable[[], bool], *, step: Callable[[], object] = lambda: None, limit: float = 60
+) -> None:
+    """Poll until done (the limit only stops a broken run from hanging; nothing asserts on time)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        step()
+        if done():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_back(kube_server, kube_client):
+    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
+    binder = TestBinder(backend)
+    for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0"), gpu_pod("train-1")):
+        backend.create(obj)
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-c",
+        "from provisioner.cli import main; main()",
+        "run",
+        "--cloud",
+        "fake",
+        "--url",
+        kube_server.url,
+        "--cluster-name",
+        "e2e",
+        "--batch-idle",
+        "0.2",
+        "--batch-max",
+        "1",
+        "--interval",
+        "0.1",
+        "--metrics-port",
+        str(port),
+        "--log-format",
+        "json",
+    ]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
+    try:
+
+        def settled() -> bool:
+            nodes = backend.state.nodes.values()
+            return (
+                all(p.node_name for p in backend.state.pods.values())
+                and bool(nodes)
+                and all(n.labels.get("provisioner.sh/initialized") == "true" for n in nodes)
+            )
+
+        _wait("pods bound on initialized nodes", settled, step=binder.sync)
+        nodes = list(backend.state.nodes.values())
+        assert all(n.ready for n in nodes)
+        assert len({p.node_name for p in backend.state.pods.values()}) == 2, "one 1-GPU node per 1-GPU pod"
+        claims = list(backend.state.claims.values())
+        assert {c.status.provider_id for c in claims} == {n.provider_id for n in nodes}
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert "provisioner_nodeclaims_created_total" in metrics
+        assert 'provisioner_nodeclaims{nodepool="gpu",phase="Initialized"}' in metrics
+
+        for p in list(backend.state.pods.values()):
+            backend.delete("Pod", p.name, namespace=p.namespace)
+        for c in claims:
+            backend.delete("NodeClaim", c.name)
+        _wait(
+            "claims terminated",
+            lambda: not backend.state.claims and not backend.state.nodes,
+            step=backend.settle,
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        backend.close()
+    assert proc.returncode == 0, err[-3000:]
+    assert '"message": "provisioner stopped"' in err
+    lease = kube_client.get(kc.LEASE, "provisioner-leader", namespace="default")
+    assert not lease["spec"].get("holderIdentity"), "the lease is released on shutdown"
