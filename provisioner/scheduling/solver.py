@@ -1037,7 +1037,7 @@ class _Solver:
         idx = self._fit_options(options, v.req, 0, room)
         if idx < 0:
             if room is not None:
-                return self._limit_reason(pool, options)
+                return self._limit_reason(pool, options, v.req)
             return "no instance type fits"  # unreachable: pool_fit found one
         t = options[idx][1]
         if pool.limits:
@@ -1065,8 +1065,8 @@ class _Solver:
             self.new_count[pool.name] = k
         return f"{self.options.claim_name_prefix}{pool.name}-{k}"
 
-    def _limit_reason(self, pool: _Pool, options) -> str:
-        t = options[0][1]
+    def _limit_reason(self, pool: _Pool, options, req: tuple[int, ...]) -> str:
+        t = next((o[1] for o in options if all(map(_le, req, o[1].alloc))), options[0][1])
         parts = []
         for dim, limit in pool.limits.items():
             if dim == -1:
@@ -1287,7 +1287,7 @@ def explain(
             room = solver._limit_room(pool, ()) if pool.limits else None
             idx = solver._fit_options(fit.options, v.req, 0, room)
             if idx < 0:
-                verdict = PoolVerdict(pool.name, False, solver._limit_reason(pool, fit.options))
+                verdict = PoolVerdict(pool.name, False, solver._limit_reason(pool, fit.options, v.req))
                 continue
             _, t, offering = fit.options[idx]
             verdict = PoolVerdict(pool.name, True, "", t.it, offering, relaxed=depth > 0)
