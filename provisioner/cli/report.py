@@ -134,6 +134,16 @@ def _load_file(path: Path):
         docs = documents.read_yaml_file(path)
     except documents.DocumentError as err:
         raise _fail(str(err.problem)) from None
+    if any(isinstance(d.data, dict) and d.data.get("kind") == "Scenario" for d in docs):
+        # A scenario file: its own loader expands workloads and fills nodes from the catalog.
+        from provisioner.sim import scenario
+
+        try:
+            return scenario.load_documents(docs, source=str(path)).snapshot()
+        except scenario.ScenarioError as err:
+            for problem in err.problems:
+                typer.echo(str(problem), err=True)
+            raise typer.Exit(2) from None
     state = ClusterState()
     tracked = {
         "Pod",
