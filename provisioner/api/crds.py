@@ -153,7 +153,7 @@ def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
     defs: dict[str, Any] = schema.pop("$defs", {})
     root = _convert(schema, defs, depth=0)
     # Top-level metadata is Kubernetes' ObjectMeta: the API server owns its schema.
-    root["properties"]["metadata"] = {"type": "object"}
+    root["properties"]["metadata"] = {"type": "object", "description": "Standard object metadata."}
     for name in ("apiVersion", "kind"):
         root["properties"][name] = {
             "type": "string",

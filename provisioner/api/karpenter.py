@@ -104,7 +104,6 @@ class _Converter:
         if not isinstance(src, dict):
             return {}
         out: dict[str, Any] = {}
-        server = []
         for key, value in src.items():
             if key == "name":
                 out["name"] = value
@@ -113,13 +112,11 @@ class _Converter:
                 if mapped:
                     out[key] = mapped
             elif key in _SERVER_METADATA:
-                server.append(key)
+                self.dropped((*path, key), "server-set metadata")
             elif key == "namespace":
                 self.dropped((*path, key), "NodePools and NodeClasses are cluster-scoped")
             else:
                 self.dropped((*path, key), "not a field a template sets")
-        if server:
-            self.dropped((*path, server[0]), f"server-set metadata ({', '.join(server)})")
         return out
 
     def label_map(self, src: dict[str, Any], path: FieldPath, *, annotations: bool = False) -> dict[str, Any]:

@@ -130,14 +130,23 @@ class AWSNodeClassSpec(Model):
 
 
 class ResolvedSubnet(Model):
+    """A subnet the selectors found."""
+
     id: str
+    """Subnet id (`subnet-0abc...`)."""
     zone: str
+    """Its availability zone (`us-east-1a`)."""
     zone_id: str | None = Field(default=None, alias="zoneID")
+    """Its zone id (`use1-az1`), when known."""
 
 
 class ResolvedID(Model):
+    """A security group or AMI the selectors found."""
+
     id: str
+    """The object's id (`sg-0abc...`, `ami-0abc...`)."""
     name: str | None = None
+    """Its name, when it has one."""
 
 
 class AWSNodeClassStatus(Model):
@@ -229,6 +238,8 @@ class GCPNodeClassSpec(Model):
 
 
 class GCPNodeClassStatus(Model):
+    """What the controller last observed about the GCP settings."""
+
     conditions: list[Condition] = Field(default_factory=list)
     """Ready (image and network found)."""
 
