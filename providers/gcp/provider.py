@@ -348,6 +348,7 @@ class GCPProvider:
             )
         failed: builtins.list[OfferingKey] = []
         kinds: set[str] = set()
+        reasons: dict[str, None] = {}  # the cloud's distinct messages, in order
         quota_out: set[tuple[str, str]] = set()
         attempts = 0
         for cand in candidates:
@@ -361,6 +362,7 @@ class GCPProvider:
                 return self._launch(name, claim=claim, cand=cand, nc=nc)
             except InsufficientCapacity as err:
                 kinds.add(err.kind)
+                reasons[str(err).split(": ", 1)[-1]] = None
                 failed.append(cand.key)
                 log.info("gcp: %s for claim %s: %s; trying the next offering", err.kind, claim.name, err)
                 if err.kind == "quota":
@@ -377,7 +379,8 @@ class GCPProvider:
         raise InsufficientCapacity(
             failed,
             f"claim {claim.name}: every offering tried is out of {kind}: "
-            + ", ".join(str(k) for k in failed),
+            + ", ".join(str(k) for k in failed)
+            + (f" ({' | '.join(reasons)})" if reasons else ""),
             kind=kind,
         )
 

@@ -66,6 +66,8 @@ class Call:
     path: str
     query: dict[str, str]
     status: int = 200
+    authorization: str | None = None
+    """The Authorization header received, to show which credentials the client used."""
 
 
 @dataclass
@@ -84,6 +86,7 @@ class State:
     throttle_methods: frozenset[str] | None = None
     errors_5xx_left: int = 0
     hang_operations: bool = False
+    stale_aggregated: bool = False
     max_page_size: int = 500
     launches: int = 0
     calls: list[Call] = field(default_factory=list)
@@ -153,6 +156,11 @@ class ComputeStandIn:
         """Operations stay RUNNING (a wait returns after a short pause, as the real one does after 2 min)."""
         with self.state.lock:
             self.state.hang_operations = hang
+
+    def stale_aggregated_instances(self, stale: bool = True) -> None:
+        """aggregatedList of instances answers as if no instance existed yet (aggregated views lag)."""
+        with self.state.lock:
+            self.state.stale_aggregated = stale
 
     def set_max_page_size(self, size: int) -> None:
         with self.state.lock:
@@ -255,7 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        call = Call(method=verb, path=split.path, query=query)
+        call = Call(
+            method=verb, path=split.path, query=query, authorization=self.headers.get("Authorization")
+        )
         status, body = 200, {}
         try:
             with self.state.lock:
@@ -375,6 +385,8 @@ def _aggregated(st: State, collection: str, query: dict[str, str]) -> dict[str, 
         "acceleratorTypes": ("acceleratorTypes", "compute#acceleratorTypeAggregatedList", _accelerator_types),
         "instances": ("instances", "compute#instanceAggregatedList", _zone_instances),
     }
+    if collection == "instances" and st.stale_aggregated:
+        makers["instances"] = ("instances", "compute#instanceAggregatedList", lambda st, z: [])
     if collection not in makers:
         raise ApiError(404, f"aggregated/{collection} is not served by the stand-in", "notFound")
     key, kind, make = makers[collection]
