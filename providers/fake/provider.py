@@ -172,7 +172,12 @@ class FakeProvider:
             return self._capacity.get(key)
 
     @property
-    def catalog(self) -> list[InstanceType]:
+    def zones(self) -> builtins.list[str]:
+        """Every zone some offering is in, sorted."""
+        return sorted({o.zone for t in self._types.values() for o in t.offerings})
+
+    @property
+    def catalog(self) -> builtins.list[InstanceType]:
         """The types this cloud has, as loaded (no availability flags applied)."""
         return list(self._types.values())
 
@@ -209,7 +214,7 @@ class FakeProvider:
                 if self._exhausted(key):
                     tried.append(key)
                     continue
-                return self._launch(claim, instance_type, offering, node_class)
+                return self._launch(claim, instance_type, offering, node_class, skipped=tuple(tried))
             options = ", ".join(t.name for t in instance_types) or "none"
             if not tried:
                 raise InsufficientCapacity(
@@ -296,7 +301,13 @@ class FakeProvider:
         return [(t, o) for _, t, o in ranked]
 
     def _launch(
-        self, claim: NodeClaim, instance_type: InstanceType, offering: Offering, node_class: NodeClass
+        self,
+        claim: NodeClaim,
+        instance_type: InstanceType,
+        offering: Offering,
+        node_class: NodeClass,
+        *,
+        skipped: tuple[OfferingKey, ...],
     ) -> Instance:
         key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
         if key in self._capacity:
@@ -317,6 +328,7 @@ class FakeProvider:
             launched_at=self._clock(),
             image_id=f"fake-image-{node_class.name}",
             tags=tags,
+            skipped=skipped,
         )
         self._instances[provider_id] = instance
         self._by_claim[claim.name] = provider_id

@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType
 
 
@@ -31,6 +32,9 @@ class Instance:
     launched_at: datetime | None = None
     image_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    skipped: tuple[OfferingKey, ...] = ()
+    """Offerings the launch found out of capacity before this one succeeded (e.g. CreateFleet errors
+    beside the instance it did launch); the caching wrapper marks them unavailable."""
 
 
 @dataclass(frozen=True, slots=True)

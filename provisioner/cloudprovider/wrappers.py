@@ -1,0 +1,309 @@
+"""Cross-cutting work around any CloudProvider: retries, metrics and the unavailable-offerings cache.
+
+Each wrapper is itself a CloudProvider and forwards every other attribute to the provider it wraps (so
+`wrapped.region_instance_types()` or the fake's knobs still work). `wrap()` stacks them in the order the
+controllers want:
+
+    MetricsProvider(CachingProvider(RetryingProvider(provider)))
+
+Retries innermost, so a throttled call retried three times is one call to the cache and one sample in
+the metrics; the cache outside the retries, so it sees only the final InsufficientCapacity.
+"""
+
+from __future__ import annotations
+
+import builtins
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import tenacity
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+
+from provisioner.api.nodeclaim import NodeClaim
+from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider.errors import (
+    CreateError,
+    InsufficientCapacity,
+    NodeClassNotReady,
+    NotFound,
+    TransientError,
+)
+from provisioner.cloudprovider.protocol import CloudProvider, Instance, InterruptionEvent
+from provisioner.cloudprovider.types import InstanceType
+from provisioner.cloudprovider.unavailable import UnavailableOfferings
+
+T = TypeVar("T")
+
+
+class _Forwarding:
+    """Forwards unknown attributes to the wrapped provider."""
+
+    def __init__(self, provider: CloudProvider) -> None:
+        self.provider = provider
+        self.name: str = provider.name
+
+    def __getattr__(self, item: str) -> Any:
+        # Only called for attributes not found on the wrapper itself. `provider` itself missing means we
+        # are half-built (copy, pickle): do not recurse.
+        if item == "provider":
+            raise AttributeError(item)
+        return getattr(self.provider, item)
+
+
+def backoff(
+    *,
+    initial: float,
+    maximum: float,
+    rng: random.Random | None = None,
+) -> Callable[[tenacity.RetryCallState], float]:
+    """Exponential backoff with jitter, bounded: before retry n (1-based) wait
+    `min(maximum, initial * 2**(n-1) + uniform(0, initial))` seconds. Jitter spreads the retries of many
+    controllers hitting one throttled API; the bound keeps a long outage from parking a launch for minutes."""
+    source = rng or random.Random()
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        n = max(1, state.attempt_number)
+        return min(maximum, initial * 2 ** (n - 1) + source.uniform(0, initial))
+
+    return wait
+
+
+class RetryingProvider(_Forwarding):
+    """Retries TransientError (throttling, 5xx, timeouts) with exponential backoff and jitter, at most
+    `attempts` calls in all, each wait at most `maximum` seconds; every other error passes at once. The
+    last TransientError is re-raised when the attempts run out."""
+
+    def __init__(
+        self,
+        provider: CloudProvider,
+        *,
+        attempts: int = 5,
+        initial: float = 0.2,
+        maximum: float = 5.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(provider)
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {attempts}")
+        self.attempts = attempts
+        self._retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=backoff(initial=initial, maximum=maximum),
+            retry=tenacity.retry_if_exception_type(TransientError),
+            sleep=sleep,
+            reraise=True,
+        )
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return self._retrying(fn, *args)
+
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        return self._call(self.provider.instance_types, node_class)
+
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
+        # Safe to repeat: create is idempotent by claim name (the protocol's contract).
+        return self._call(self.provider.create, claim, instance_types, node_class)
+
+    def delete(self, provider_id: str) -> None:
+        self._call(self.provider.delete, provider_id)
+
+    def get(self, provider_id: str) -> Instance:
+        return self._call(self.provider.get, provider_id)
+
+    def list(self) -> builtins.list[Instance]:
+        return self._call(self.provider.list)
+
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
+        return self._call(self.provider.is_drifted, claim, node_class)
+
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
+        # Not retried: events are acknowledged once returned, a retry could not lose or double them, but a
+        # poll that failed is simply polled again on the next tick.
+        return self.provider.interruptions()
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = Counter(
+            "provisioner_cloudprovider_calls_total",
+            "CloudProvider calls by provider, method and outcome (success or the error type).",
+            ["provider", "method", "outcome"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "provisioner_cloudprovider_errors_total",
+            "CloudProvider errors by provider, method and error type.",
+            ["provider", "method", "error"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "provisioner_cloudprovider_duration_seconds",
+            "Duration of CloudProvider calls.",
+            ["provider", "method"],
+            registry=registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        )
+        self.launch_failures = Counter(
+            "provisioner_cloudprovider_launch_failures_total",
+            "Failed creates by provider and reason (insufficient-capacity, quota, create-error, ...).",
+            ["provider", "reason"],
+            registry=registry,
+        )
+        self.launches = Counter(
+            "provisioner_cloudprovider_launches_total",
+            "Instances launched by provider, capacity type and instance type.",
+            ["provider", "capacity_type", "instance_type"],
+            registry=registry,
+        )
+
+
+# One set of collectors per registry: prometheus-client refuses to register a name twice.
+_METRICS: dict[int, _Metrics] = {}
+
+
+def _metrics_for(registry: CollectorRegistry) -> _Metrics:
+    key = id(registry)
+    if key not in _METRICS:
+        _METRICS[key] = _Metrics(registry)
+    return _METRICS[key]
+
+
+def launch_failure_reason(err: BaseException) -> str:
+    """A low-cardinality label for why a create failed."""
+    if isinstance(err, InsufficientCapacity):
+        return "quota" if err.kind == "quota" else "insufficient-capacity"
+    if isinstance(err, NodeClassNotReady):
+        return "nodeclass-not-ready"
+    if isinstance(err, TransientError):
+        return "transient"
+    if isinstance(err, CreateError):
+        return "create-error"
+    return "other"
+
+
+class MetricsProvider(_Forwarding):
+    """Counts every call by method and outcome, times it, and counts launches and launch failures.
+
+    Metrics (labels): `provisioner_cloudprovider_calls_total` (provider, method, outcome),
+    `provisioner_cloudprovider_errors_total` (provider, method, error),
+    `provisioner_cloudprovider_duration_seconds` (provider, method),
+    `provisioner_cloudprovider_launch_failures_total` (provider, reason),
+    `provisioner_cloudprovider_launches_total` (provider, capacity_type, instance_type).
+    NotFound from get/delete is counted as an outcome too: the caller decides whether it is an error.
+    """
+
+    def __init__(
+        self,
+        provider: CloudProvider,
+        registry: CollectorRegistry | None = None,
+        *,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(provider)
+        self.registry = registry if registry is not None else REGISTRY
+        self.metrics = _metrics_for(self.registry)
+        self._timer = timer
+
+    def _call(self, method: str, fn: Callable[..., T], *args: Any) -> T:
+        name = self.provider.name
+        start = self._timer()
+        try:
+            result = fn(*args)
+        except Exception as err:
+            error = type(err).__name__
+            self.metrics.calls.labels(name, method, error).inc()
+            self.metrics.errors.labels(name, method, error).inc()
+            if method == "create" and not isinstance(err, NotFound):
+                self.metrics.launch_failures.labels(name, launch_failure_reason(err)).inc()
+            raise
+        finally:
+            self.metrics.duration.labels(name, method).observe(max(0.0, self._timer() - start))
+        self.metrics.calls.labels(name, method, "success").inc()
+        return result
+
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        return self._call("instance_types", self.provider.instance_types, node_class)
+
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
+        instance = self._call("create", self.provider.create, claim, instance_types, node_class)
+        self.metrics.launches.labels(self.provider.name, instance.capacity_type, instance.instance_type).inc()
+        return instance
+
+    def delete(self, provider_id: str) -> None:
+        self._call("delete", self.provider.delete, provider_id)
+
+    def get(self, provider_id: str) -> Instance:
+        return self._call("get", self.provider.get, provider_id)
+
+    def list(self) -> builtins.list[Instance]:
+        return self._call("list", self.provider.list)
+
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
+        return self._call("is_drifted", self.provider.is_drifted, claim, node_class)
+
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
+        return self._call("interruptions", self.provider.interruptions)
+
+
+class CachingProvider(_Forwarding):
+    """Applies the unavailable-offerings cache: `instance_types()` comes back with cached offerings
+    flagged unavailable, `create()` skips them, and an InsufficientCapacity from `create()` marks the
+    offerings it names (for its kind's TTL) before it propagates; so do the `skipped` offerings of an
+    Instance that launched after meeting stockouts."""
+
+    def __init__(
+        self,
+        provider: CloudProvider,
+        cache: UnavailableOfferings | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(provider)
+        self.cache = cache if cache is not None else UnavailableOfferings()
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        return self.cache.apply(self.provider.instance_types(node_class), now=self._clock())
+
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
+        options = self.cache.apply(instance_types, now=self._clock())
+        try:
+            instance = self.provider.create(claim, options, node_class)
+        except InsufficientCapacity as err:
+            self.cache.mark_error(err, now=self._clock())
+            raise
+        if instance.skipped:
+            # Stockouts met on the way to this launch: the next claim should not walk into them again.
+            self.cache.mark(instance.skipped, now=self._clock(), kind="capacity")
+        return instance
+
+    def delete(self, provider_id: str) -> None:
+        self.provider.delete(provider_id)
+
+    def get(self, provider_id: str) -> Instance:
+        return self.provider.get(provider_id)
+
+    def list(self) -> builtins.list[Instance]:
+        return self.provider.list()
+
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
+        return self.provider.is_drifted(claim, node_class)
+
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
+        return self.provider.interruptions()
+
+
+def wrap(
+    provider: CloudProvider,
+    *,
+    cache: UnavailableOfferings | None = None,
+    clock: Callable[[], datetime] | None = None,
+    registry: CollectorRegistry | None = None,
+    retry: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> MetricsProvider:
+    """The stack the controllers run: metrics over the cache over retries over the provider."""
+    inner: CloudProvider = RetryingProvider(provider, sleep=sleep) if retry else provider
+    return MetricsProvider(CachingProvider(inner, cache, clock), registry)

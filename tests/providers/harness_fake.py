@@ -1,0 +1,49 @@
+"""The fake provider's side of the contract harness: nothing to start, the cloud is in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from providers.fake import FakeProvider
+from provisioner.api import AWSNodeClass
+from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider import TransientError, catalog
+
+
+def fake_node_class(name: str = "default") -> AWSNodeClass:
+    """Any NodeClass will do for the fake; an AWSNodeClass because the fake serves the AWS catalog."""
+    return AWSNodeClass.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "subnetSelectorTerms": [{"tags": {"provisioner.sh/discovery": "sim"}}],
+                "securityGroupSelectorTerms": [{"tags": {"provisioner.sh/discovery": "sim"}}],
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": "provisioner-node",
+            },
+        }
+    )
+
+
+@dataclass
+class FakeHarness:
+    provider: FakeProvider
+    node_class: NodeClass = field(default_factory=fake_node_class)
+    name: str = "fake"
+    zones: list[str] = field(default_factory=lambda: catalog.zones("aws", "us-east-1"))
+    small_types: list[str] = field(default_factory=lambda: ["m5.large", "m5.xlarge"])
+    gpu8_h100_type: str = "p5.48xlarge"
+
+    def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
+        self.provider.mark_unavailable(instance_type=instance_type, zone=zone, capacity_type=capacity_type)
+
+    def throttle(self, *, times: int = 1) -> None:
+        self.provider.fail_next_create(TransientError("RequestLimitExceeded (fake)"), times=times)
+
+    def launches(self) -> int:
+        return self.provider.launched_total
+
+
+def make_harness() -> Iterator[FakeHarness]:
+    yield FakeHarness(provider=FakeProvider(catalog="aws", region="us-east-1", cluster_name="contract"))
