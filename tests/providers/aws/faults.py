@@ -1,0 +1,383 @@
+"""A fault-and-price HTTP proxy in front of moto's server: what moto does not do, done on the wire.
+
+moto in server mode is the real EC2/SQS wire protocol through the real SDK, but it never runs out of
+capacity, prices every spot pool at 0.00001, has no Pricing API and never throttles (see
+../shared/TESTING.md). This proxy sits between the provider's boto3 client and moto and:
+- answers CreateFleet like EC2 does when pools are out: overrides whose (type, zone, capacity type) is
+  stocked out are dropped from the request moto sees and come back in the answer's `errorSet` with
+  `InsufficientInstanceCapacity`; when every override is out, the answer is a 200 with errors only;
+- answers the next N launch calls (CreateFleet, RunInstances) with 503 `RequestLimitExceeded`;
+- answers DescribeSpotPriceHistory with realistic prices (on-demand times a per-zone discount, or the
+  price a test set), honouring the instance-type and zone filters;
+- answers the Pricing API's GetProducts from the same price table when told to (off by default: moto
+  has none, and the provider must fall back quietly), else with the error a closed endpoint gives;
+- memoises moto's DescribeInstanceTypes and DescribeInstanceTypeOfferings answers (static data, 6 MB of
+  XML that moto takes seconds to render) and narrows them to the families tests use (`families`; None
+  keeps all 1,395 types): the SDK takes seconds to parse the full list, once per provider, and the
+  contract suite builds a provider per test;
+- counts the instances moto launched and logs each CreateFleet it saw (overrides, capacity type, result).
+
+Why a proxy and not a botocore `before-send` hook: it needs no cooperation from the code under test (the
+provider builds its own clients; a subprocess such as `provisioner catalog` only needs AWS_ENDPOINT_URL),
+it exercises the SDK's full request/response path including retries and XML parsing, and it keeps the
+test seam on the wire, where the real EC2 answers would come from.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape
+
+from tests.providers.aws import prices
+
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+DEFAULT_FAMILIES = frozenset({"t3", "m5", "m7g", "c5", "r5", "g4dn", "g5", "g6", "p4d", "p5"})
+_MEMOISED = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
+_OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
+_REGION = re.compile(r"Credential=[^/]+/\d+/([a-z0-9-]+)/")
+
+
+@dataclass
+class FleetCall:
+    """One CreateFleet the proxy saw."""
+
+    capacity_type: str
+    overrides: list[tuple[str, str]]
+    """(instance type, zone) of every override, in request order."""
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """The overrides answered with a capacity error."""
+    launched: list[str] = field(default_factory=list)
+    """Instance ids moto launched."""
+
+
+class FaultProxy:
+    """The proxy (see the module docstring). `url` is what boto3's endpoint_url should be."""
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        subnet_zone: Callable[[str], str | None],
+        families: frozenset[str] | None = DEFAULT_FAMILIES,
+    ) -> None:
+        self.upstream = urlsplit(upstream)
+        self.families = families
+        self._subnet_zone = subnet_zone
+        self._lock = threading.Lock()
+        self._memo: dict[bytes, tuple[int, list[tuple[str, str]], bytes]] = {}
+        self.reset()
+        handler = type("Handler", (_Handler,), {"proxy": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="aws-fault-proxy", daemon=True
+        )
+        self._thread.start()
+
+    # --- what tests say ---------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget stockouts, throttles, set prices, counts and the call log (not the memoised catalog)."""
+        with self._lock:
+            self.stockouts: set[tuple[str, str, str]] = set()
+            self.throttles = 0
+            self.spot_prices: dict[tuple[str, str], float] = {}
+            self.pricing_api = False
+            self.launched = 0
+            self.fleet_calls: list[FleetCall] = []
+            self.actions: list[str] = []
+
+    def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
+        with self._lock:
+            self.stockouts.add((instance_type, zone, capacity_type))
+
+    def throttle(self, *, times: int = 1) -> None:
+        with self._lock:
+            self.throttles += times
+
+    def set_spot_price(self, *, instance_type: str, zone: str, price: float) -> None:
+        with self._lock:
+            self.spot_prices[(instance_type, zone)] = price
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # --- the wire ---------------------------------------------------------------------------------------
+
+    def handle(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        target = headers.get("x-amz-target", "")
+        if target.startswith("AWSPriceListService."):
+            return self._pricing(target, body)
+        params = parse_qsl(body.decode(), keep_blank_values=True) if body and b"Action=" in body else []
+        action = dict(params).get("Action", "")
+        with self._lock:
+            self.actions.append(action or target or f"{method} {path}")
+        if action in _MEMOISED:
+            with self._lock:
+                hit = self._memo.get(body)
+            if hit is not None:
+                return hit
+            answer = self._forward(method, path, headers, body)
+            if answer[0] == 200:
+                answer = (answer[0], answer[1], self._narrow(answer[2]))
+                with self._lock:
+                    self._memo[body] = answer
+            return answer
+        if action in ("CreateFleet", "RunInstances"):
+            with self._lock:
+                throttled = self.throttles > 0
+                self.throttles -= 1 if throttled else 0
+            if throttled:
+                return _ec2_error(503, "RequestLimitExceeded", "Request limit exceeded.")
+        if action == "CreateFleet":
+            return self._create_fleet(method, path, headers, params)
+        if action == "DescribeSpotPriceHistory":
+            return self._spot_price_history(params, headers)
+        answer = self._forward(method, path, headers, body)
+        if action == "RunInstances" and answer[0] == 200:
+            with self._lock:
+                self.launched += len(re.findall(rb"<instanceId>i-", answer[2]))
+        return answer
+
+    def _narrow(self, data: bytes) -> bytes:
+        """Keep only the catalog entries of `families` (see the module docstring)."""
+        if self.families is None:
+            return data
+        root = ET.fromstring(data)
+        namespace = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
+        ET.register_namespace("", namespace)
+        ns = f"{{{namespace}}}" if namespace else ""
+        for tag in ("instanceTypeSet", "instanceTypeOfferingSet"):
+            for container in root.iter(f"{ns}{tag}"):
+                for item in list(container):
+                    name = item.findtext(f"{ns}instanceType") or ""
+                    if name.split(".", 1)[0] not in self.families:
+                        container.remove(item)
+        return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
+        try:
+            sent = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "connection")}
+            sent["Content-Length"] = str(len(body))
+            conn.request(method, path, body=body, headers=sent)
+            resp = conn.getresponse()
+            data = resp.read()
+            kept = [
+                (k, v)
+                for k, v in resp.getheaders()
+                if k.lower() not in ("content-length", "transfer-encoding", "connection", "server", "date")
+            ]
+            return resp.status, kept, data
+        finally:
+            conn.close()
+
+    def _create_fleet(
+        self, method: str, path: str, headers: dict[str, str], params: list[tuple[str, str]]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        values = dict(params)
+        capacity_type = values.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
+        overrides: dict[tuple[int, int], dict[str, str]] = {}
+        for key, value in params:
+            m = _OVERRIDE.match(key)
+            if m:
+                overrides.setdefault((int(m.group(1)), int(m.group(2))), {})[m.group(3)] = value
+        call = FleetCall(capacity_type=capacity_type, overrides=[])
+        failed_keys = set()
+        for key, o in sorted(overrides.items()):
+            zone = o.get("AvailabilityZone") or self._subnet_zone(o.get("SubnetId", "")) or ""
+            call.overrides.append((o.get("InstanceType", ""), zone))
+            with self._lock:
+                out = (o.get("InstanceType", ""), zone, capacity_type) in self.stockouts
+            if out:
+                failed_keys.add(key)
+                call.failed.append((o.get("InstanceType", ""), zone))
+        error_items = "".join(
+            _fleet_error_item(overrides[k], values, config=k[0], lifecycle=capacity_type)
+            for k in sorted(failed_keys)
+        )
+        with self._lock:
+            self.fleet_calls.append(call)
+        if failed_keys and len(failed_keys) == len(overrides):
+            xml = (
+                f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{EC2_NS}">'
+                f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4()}</fleetId>"
+                f"<errorSet>{error_items}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
+            )
+            return 200, [("Content-Type", "text/xml")], xml.encode()
+        kept = _drop_overrides(params, failed_keys)
+        status, out_headers, data = self._forward(method, path, headers, urlencode(kept).encode())
+        if status == 200:
+            ids = [i.decode() for i in re.findall(rb"<item>(i-[0-9a-f]+)</item>", data)]
+            call.launched.extend(ids)
+            with self._lock:
+                self.launched += len(ids)
+            if error_items:
+                text = data.decode()
+                text = text.replace(
+                    "</CreateFleetResponse>", f"<errorSet>{error_items}</errorSet></CreateFleetResponse>"
+                )
+                data = text.encode()
+        return status, out_headers, data
+
+    def _zones(self, region: str) -> list[str]:
+        return [f"{region}{letter}" for letter in "abcdef"]
+
+    def _spot_price_history(
+        self, params: list[tuple[str, str]], headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        region_match = _REGION.search(headers.get("authorization", ""))
+        region = region_match.group(1) if region_match else "us-east-1"
+        types = [v for k, v in params if re.fullmatch(r"InstanceType\.\d+", k)]
+        zones = [v for k, v in params if k == "AvailabilityZone"]
+        names = {k.rsplit(".", 1)[0]: v for k, v in params if re.fullmatch(r"Filter\.\d+\.Name", k)}
+        for prefix, name in names.items():
+            wanted = [v for k, v in params if k.startswith(f"{prefix}.Value.")]
+            if name == "availability-zone":
+                zones += wanted
+            elif name == "instance-type":
+                types += wanted
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        items = []
+        for type_name in sorted(set(types) if types else prices.ON_DEMAND):
+            if type_name not in prices.ON_DEMAND:
+                continue
+            for zone in sorted(set(zones) if zones else self._zones(region)):
+                with self._lock:
+                    price = self.spot_prices.get((type_name, zone))
+                if price is None:
+                    price = prices.spot(type_name, zone)
+                items.append(
+                    f"<item><instanceType>{escape(type_name)}</instanceType>"
+                    "<productDescription>Linux/UNIX</productDescription>"
+                    f"<spotPrice>{price:.6f}</spotPrice><timestamp>{stamp}</timestamp>"
+                    f"<availabilityZone>{escape(zone)}</availabilityZone></item>"
+                )
+        xml = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotPriceHistoryResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{''.join(items)}</spotPriceHistorySet>"
+            "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>"
+        )
+        return 200, [("Content-Type", "text/xml")], xml.encode()
+
+    def _pricing(self, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        with self._lock:
+            enabled = self.pricing_api
+            self.actions.append(target)
+        headers = [("Content-Type", "application/x-amz-json-1.1")]
+        if not enabled:
+            error = {"__type": "AccessDeniedException", "message": "Pricing API not reachable from here"}
+            return 400, headers, json.dumps(error).encode()
+        if not target.endswith(".GetProducts"):
+            return 400, headers, json.dumps({"__type": "UnknownOperationException"}).encode()
+        request = json.loads(body or b"{}")
+        region = next(
+            (f["Value"] for f in request.get("Filters", []) if f.get("Field") == "regionCode"), "us-east-1"
+        )
+        docs = [json.dumps(prices.price_list_document(t, region)) for t in sorted(prices.ON_DEMAND)]
+        return 200, headers, json.dumps({"FormatVersion": "aws_v1", "PriceList": docs}).encode()
+
+
+def _drop_overrides(params: list[tuple[str, str]], dropped: set[tuple[int, int]]) -> list[tuple[str, str]]:
+    """The form without the dropped overrides, the rest renumbered from 1 as the EC2 protocol wants."""
+    renumber: dict[tuple[int, int], int] = {}
+    counters: dict[int, int] = {}
+    for key, _ in params:
+        m = _OVERRIDE.match(key)
+        if m:
+            k = (int(m.group(1)), int(m.group(2)))
+            if k not in dropped and k not in renumber:
+                counters[k[0]] = counters.get(k[0], 0) + 1
+                renumber[k] = counters[k[0]]
+    out = []
+    for key, value in params:
+        m = _OVERRIDE.match(key)
+        if not m:
+            out.append((key, value))
+            continue
+        k = (int(m.group(1)), int(m.group(2)))
+        if k in dropped:
+            continue
+        out.append((f"LaunchTemplateConfigs.{k[0]}.Overrides.{renumber[k]}.{m.group(3)}", value))
+    return out
+
+
+def _fleet_error_item(
+    override: dict[str, str], values: dict[str, str], *, config: int, lifecycle: str
+) -> str:
+    spec_name = values.get(
+        f"LaunchTemplateConfigs.{config}.LaunchTemplateSpecification.LaunchTemplateName", ""
+    )
+    spec_id = values.get(f"LaunchTemplateConfigs.{config}.LaunchTemplateSpecification.LaunchTemplateId", "")
+    spec = f"<launchTemplateName>{escape(spec_name)}</launchTemplateName>" if spec_name else ""
+    spec += f"<launchTemplateId>{escape(spec_id)}</launchTemplateId>" if spec_id else ""
+    fields = "".join(
+        f"<{tag}>{escape(override[key])}</{tag}>"
+        for key, tag in (
+            ("InstanceType", "instanceType"),
+            ("SubnetId", "subnetId"),
+            ("AvailabilityZone", "availabilityZone"),
+        )
+        if key in override
+    )
+    return (
+        "<item><launchTemplateAndOverrides>"
+        f"<launchTemplateSpecification>{spec}<version>$Latest</version></launchTemplateSpecification>"
+        f"<overrides>{fields}</overrides></launchTemplateAndOverrides>"
+        f"<lifecycle>{escape(lifecycle)}</lifecycle>"
+        "<errorCode>InsufficientInstanceCapacity</errorCode>"
+        "<errorMessage>We currently do not have sufficient capacity in the Availability Zone you requested."
+        "</errorMessage></item>"
+    )
+
+
+def _ec2_error(status: int, code: str, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    xml = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{escape(message)}</Message></Error></Errors>"
+        f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+    )
+    return status, [("Content-Type", "text/xml")], xml.encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    proxy: FaultProxy
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else every small answer waits ~40 ms for the delayed ACK
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            status, out_headers, data = self.proxy.handle(self.command, self.path, headers, body)
+        except Exception as err:  # a bug in the proxy must read as a server error, not a hang
+            status, out_headers, data = _ec2_error(500, "ProxyError", f"{type(err).__name__}: {err}")
+        self.send_response(status)
+        for k, v in out_headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
