@@ -65,6 +65,12 @@ def _flag_unavailable(types: list[InstanceType], gone: set[OfferingKey]) -> list
     ]
 
 
+def _summary(keys: set[OfferingKey], limit: int = 6) -> str:
+    names = sorted(str(k) for k in keys)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
 class LifecycleController:
     def __init__(
         self,
@@ -173,7 +179,7 @@ class LifecycleController:
                 log.warning("NodeClaim %s: launch will be retried: %s", claim.name, err)
                 return
         if instance is None:
-            tried = ", ".join(sorted(str(k) for k in exhausted)) or "every option"
+            tried = _summary(exhausted) or "every option"
             self._replace(
                 claim,
                 reason="InsufficientCapacity",
@@ -255,7 +261,7 @@ class LifecycleController:
                 f"{instance.capacity_type} {instance.instance_type} in {instance.zone} instead"
             )
             if exhausted:
-                message += " (no capacity: " + ", ".join(sorted(str(k) for k in exhausted)) + ")"
+                message += f" (no capacity: {_summary(exhausted)})"
             self.cluster.record_event(kind="NodeClaim", name=claim.name, reason="FellBack", message=message)
 
     # Registration

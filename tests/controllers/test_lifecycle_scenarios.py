@@ -27,3 +27,115 @@ def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world):
         assert node.labels[wk.INITIALIZED] == "true"
         assert not any(t.key == wk.UNREGISTERED_TAINT for t in node.taints)
     assert len(w.fake.list()) == len(claims)
+
+
+def _on_demand_nodes(w):
+    return [n for n in w.state.nodes.values() if n.labels.get(wk.CAPACITY_TYPE) == "on-demand"]
+
+
+def test_spot_stockout_launches_on_demand_and_says_so(make_world):
+    w = make_world()
+    w.fake.mark_unavailable(capacity_type="spot")
+    w.apply(node_class(), node_pool("gpu", capacity_types=("spot", "on-demand")), gpu_pod("train-0"))
+    w.run_until(w.all_bound, max_ticks=30)
+    (claim,) = w.claims()
+    assert claim.status.capacity_type == "on-demand"
+    assert _on_demand_nodes(w)
+    fell_back = [e for e in w.events("FellBack") if e["involvedObject"]["name"] == claim.name]
+    assert fell_back, w.events()
+    assert "spot capacity" in fell_back[0]["message"] and "launched on-demand" in fell_back[0]["message"]
+
+
+def test_spot_only_pool_out_of_capacity_falls_to_the_on_demand_pool_with_an_event(make_world):
+    w = make_world()
+    w.fake.mark_unavailable(capacity_type="spot")
+    w.apply(
+        node_class(),
+        node_pool("spot", capacity_types=("spot",), weight=100),
+        node_pool("ondemand", capacity_types=("on-demand",), weight=10),
+        gpu_pod("train-0"),
+    )
+    w.run_until(w.all_bound, max_ticks=30)
+    (claim,) = w.claims()
+    assert claim.nodepool == "ondemand" and claim.status.capacity_type == "on-demand"
+    no_capacity = w.events("InsufficientCapacity")
+    assert any(
+        e["involvedObject"]["kind"] == "NodeClaim" and "provisioned again" in e["message"]
+        for e in no_capacity
+    ), w.events()
+    assert len(w.fake.list()) == 1, "the spot claim launched nothing"
+
+
+def test_a_node_that_never_registers_is_replaced_after_the_registration_timeout(make_world):
+    w = make_world()
+    w.kubelet.hold = True
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(lambda: any(c.status.provider_id for c in w.claims()), max_ticks=20)
+    (first,) = w.claims()
+    w.kubelet.never_register.add(first.name)
+    w.kubelet.hold = False
+    ticks = w.run_until(w.all_bound, max_ticks=40, seconds=60)
+    assert ticks >= 14, "replaced only after the 15 minute registration timeout"
+    assert first.name not in w.state.claims
+    assert any(e["involvedObject"]["name"] == first.name for e in w.events("Unregistered"))
+    assert first.status.provider_id not in {i.provider_id for i in w.fake.list()}, (
+        "its instance is terminated"
+    )
+    assert len(w.fake.list()) == 1
+
+
+def test_a_gpu_node_whose_gpus_never_appear_is_replaced_after_the_initialization_timeout(make_world):
+    w = make_world()
+    w.kubelet.hold = True
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(lambda: any(c.status.provider_id for c in w.claims()), max_ticks=20)
+    (first,) = w.claims()
+    w.kubelet.no_devices.add(first.name)
+    w.kubelet.hold = False
+    w.run_until(
+        lambda: (
+            first.name in w.state.claims
+            and condition_status(w.state.claims[first.name], REGISTERED) == "True"
+        )
+    )
+    assert condition_status(w.state.claims[first.name], INITIALIZED) != "True"
+    ticks = w.run_until(w.all_bound, max_ticks=40, seconds=60)
+    assert ticks >= 14, "replaced only after the initialization timeout"
+    assert first.name not in w.state.claims
+    (event,) = [e for e in w.events("NotInitialized") if e["involvedObject"]["kind"] == "NodeClaim"]
+    assert "nvidia.com/gpu not allocatable" in event["message"]
+    (claim,) = w.claims()
+    assert condition_status(claim, INITIALIZED) == "True"
+
+
+def test_an_unschedulable_pod_gets_one_event_with_the_reason_per_pool(make_world):
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu", gpu_names=("a10g",)), gpu_pod("wants-h100", gpu_name="h100"))
+    for _ in range(10):
+        w.tick()
+    assert not w.claims()
+    events = [e for e in w.events("FailedProvisioning") if e["involvedObject"]["name"] == "wants-h100"]
+    assert len(events) == 1, events
+    assert events[0]["message"].startswith("no NodePool can take this pod: gpu: ")
+
+
+def test_nodepool_status_counts_nodes_and_reports_limits(make_world):
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu", limits={"nvidia.com/gpu": "1"}), gpu_pod("train-0"))
+    w.run_until(w.all_bound, max_ticks=30)
+    w.tick()
+    pool = w.state.nodepools["gpu"]
+    assert pool.status is not None
+    assert pool.status.resources["nodes"] == "1"
+    assert pool.status.resources["nvidia.com/gpu"] == "1"
+    conditions = {c.type: c.status.value for c in pool.status.conditions}
+    assert conditions == {"Ready": "True", "NodeClassReady": "True", "LimitsReached": "True"}
+
+
+def test_a_pool_without_its_node_class_is_not_ready(make_world):
+    w = make_world()
+    w.apply(node_pool("gpu", node_class_name="missing"))
+    w.tick()
+    conditions = {c.type: (c.status.value, c.message) for c in w.state.nodepools["gpu"].status.conditions}
+    assert conditions["Ready"][0] == "False"
+    assert "AWSNodeClass missing not found" in conditions["NodeClassReady"][1]

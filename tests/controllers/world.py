@@ -315,6 +315,8 @@ class TestKubelet:
     no_devices: set[str] = field(default_factory=set)
     """Claim names whose Node never advertises its GPUs."""
     all_without_devices: bool = False
+    hold: bool = False
+    """While True, launched instances wait (no Node yet)."""
     launched: list[Instance] = field(default_factory=list)
     deleted: list[Instance] = field(default_factory=list)
     registered: set[str] = field(default_factory=set)
@@ -326,7 +328,7 @@ class TestKubelet:
         self.deleted.append(instance)
 
     def sync(self) -> None:
-        for inst in self.launched:
+        for inst in [] if self.hold else self.launched:
             if inst.provider_id in self.registered or inst.nodeclaim in self.never_register:
                 continue
             if any(d.provider_id == inst.provider_id for d in self.deleted):
