@@ -9,6 +9,7 @@ and printer columns of each kind. `charts/provisioner/crds/` holds the output; a
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -205,7 +206,7 @@ def _convert(schema: dict[str, Any], defs: dict[str, Any], *, depth: int) -> dic
                 # `false` (extra="forbid") is not allowed next to properties; pruning does its job.
                 # `true` would be free-form data; our models have none below the top-level metadata.
             else:
-                out[key] = value
+                out[key] = copy.deepcopy(value)
         if isinstance(out.get("exclusiveMinimum"), int | float) and not isinstance(
             out.get("exclusiveMinimum"), bool
         ):
@@ -296,9 +297,16 @@ HEADER = (
 )
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes shared sub-objects out in full: anchors and aliases have no place in a CRD."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def to_yaml(document: dict[str, Any]) -> str:
     """One CRD as YAML, stable byte for byte (the committed files are compared with it)."""
-    return HEADER + yaml.safe_dump(document, sort_keys=False, width=120, allow_unicode=True)
+    return HEADER + yaml.dump(document, Dumper=_NoAliasDumper, sort_keys=False, width=120, allow_unicode=True)
 
 
 def files() -> dict[str, str]:

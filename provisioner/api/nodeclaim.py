@@ -85,7 +85,9 @@ class NodeClaimStatus(Model):
 
 
 class NodeClaim(Model):
-    """A NodeClaim (`provisioner.sh/v1`)."""
+    """A NodeClaim (`provisioner.sh/v1`): the request for one node, written before any cloud call. Its status
+    carries the instance launched (provider id, type, zone, capacity type, price) and the lifecycle
+    conditions. Field-compatible with Karpenter's `karpenter.sh/v1` NodeClaim."""
 
     api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
     kind: Literal["NodeClaim"] = "NodeClaim"

@@ -165,7 +165,8 @@ class AWSNodeClassStatus(Model):
 
 
 class AWSNodeClass(Model):
-    """An AWSNodeClass (`provisioner.sh/v1`)."""
+    """An AWSNodeClass (`provisioner.sh/v1`): how to launch EC2 instances (subnets, security groups, AMI, IAM
+    role, volumes, user data, tags). The shape of Karpenter's `karpenter.k8s.aws/v1` EC2NodeClass."""
 
     api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
     kind: Literal["AWSNodeClass"] = "AWSNodeClass"
@@ -245,7 +246,8 @@ class GCPNodeClassStatus(Model):
 
 
 class GCPNodeClass(Model):
-    """A GCPNodeClass (`provisioner.sh/v1`)."""
+    """A GCPNodeClass (`provisioner.sh/v1`): how to launch Compute Engine instances (project, network,
+    image, service account, boot disk, labels, metadata)."""
 
     api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
     kind: Literal["GCPNodeClass"] = "GCPNodeClass"

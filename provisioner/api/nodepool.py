@@ -219,7 +219,9 @@ class NodePoolStatus(Model):
 
 
 class NodePool(Model):
-    """A NodePool (`provisioner.sh/v1`)."""
+    """A NodePool (`provisioner.sh/v1`): a class of capacity. Requirements on node labels, taints, limits, a
+    weight among pools, a disruption policy and the NodeClass that launches its nodes. Field-compatible with
+    Karpenter's `karpenter.sh/v1` NodePool."""
 
     api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
     kind: Literal["NodePool"] = "NodePool"

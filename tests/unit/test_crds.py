@@ -44,6 +44,11 @@ def test_committed_crds_equal_the_generated_ones() -> None:
         )
 
 
+def test_crd_files_use_no_yaml_anchors_or_aliases() -> None:
+    for name, text in crds.files().items():
+        assert "&id" not in text and "*id" not in text, name
+
+
 def test_the_crds_command_prints_every_crd_as_multi_document_yaml() -> None:
     result = CliRunner().invoke(app, ["crds"])
     assert result.exit_code == 0
