@@ -181,6 +181,12 @@ class FakeProvider:
         """The types this cloud has, as loaded (no availability flags applied)."""
         return list(self._types.values())
 
+    def region_instance_types(self) -> builtins.list[InstanceType]:
+        """Every type of the region without a NodeClass (what `provisioner catalog --cloud fake` prints)."""
+        with self._lock:
+            self.calls.append(("region_instance_types",))
+            return list(self._types.values())
+
     # --- the CloudProvider protocol ----------------------------------------------------------------------
 
     def instance_types(self, node_class: NodeClass) -> list[InstanceType]:

@@ -1,0 +1,203 @@
+"""`provisioner catalog`: what a pool could launch in a region, with GPUs, zones and prices.
+
+Wiring and printing only. Online (the default) it reads the cloud through its provider, the same code
+the controller runs: `providers.aws.AWSProvider(...).region_instance_types()` (honours
+`AWS_ENDPOINT_URL` and the standard credential chain) or `providers.gcp.GCPProvider(...)` (needs a
+project, `--project` or `GOOGLE_CLOUD_PROJECT`; endpoint override `--endpoint` or
+`PROVISIONER_GCP_ENDPOINT`; Application Default Credentials). `--cloud fake` reads the fake provider
+(the catalog `provisioner simulate` launches from). `--offline` prints a built-in catalog (`aws`, `gcp`,
+`karpenter-benchmark`) without any network call.
+
+Against moto (what the AWS provider's tests run):
+
+    AWS_ENDPOINT_URL=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \\
+        provisioner catalog --cloud aws --region us-east-1 --gpu --output json
+
+or in-process: `typer.testing.CliRunner().invoke(provisioner.cli.app, ["catalog", "--cloud", "aws",
+"--region", "us-east-1", "--gpu", "--output", "json"], env={"AWS_ENDPOINT_URL": url, ...})`.
+
+JSON: a list of {instanceType, vcpu, memoryMiB, gpu: {name, count, memoryMiB} | null,
+offerings: [{zone, capacityType, pricePerHour, available}]}, sorted by family, then size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from enum import StrEnum
+from typing import Any
+
+import typer
+
+from provisioner.api import labels
+from provisioner.cli.main import app
+from provisioner.cloudprovider import CloudProviderError, InstanceType
+from provisioner.cloudprovider import catalog as catalog_
+
+ONLINE_CLOUDS = ("aws", "gcp", "fake")
+GCP_ENDPOINT_ENV = "PROVISIONER_GCP_ENDPOINT"
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _default_region(cloud: str) -> str:
+    if cloud == "aws":
+        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    if cloud == "fake":
+        return catalog_.default_region("aws")
+    return catalog_.default_region(cloud)
+
+
+def _read_cloud(
+    cloud: str,
+    *,
+    region: str,
+    project: str | None,
+    endpoint: str | None,
+) -> list[InstanceType]:
+    """Every instance type the cloud offers in the region, through its provider (imported lazily, so
+    `--offline` never needs boto3 or google-cloud-compute)."""
+    provider: Any
+    if cloud == "aws":
+        from providers.aws import AWSProvider
+
+        provider = AWSProvider(region=region, cluster_name="catalog", endpoint_url=endpoint)
+    elif cloud == "gcp":
+        project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        if not project:
+            raise _fail("--cloud gcp needs a project: pass --project or set GOOGLE_CLOUD_PROJECT")
+        from providers.gcp import GCPProvider
+
+        provider = GCPProvider(
+            project=project,
+            region=region,
+            cluster_name="catalog",
+            endpoint=endpoint or os.environ.get(GCP_ENDPOINT_ENV),
+        )
+    else:
+        from providers.fake import FakeProvider
+
+        provider = FakeProvider(catalog="aws", region=region)
+    types: list[InstanceType] = provider.region_instance_types()
+    return types
+
+
+def sort_key(t: InstanceType) -> tuple[str, int, int, str]:
+    """By family, then size: `g5.xlarge` before `g5.2xlarge` before `g5.12xlarge`."""
+    family = t.labels.get(labels.INSTANCE_FAMILY, t.name)
+    return (family, t.vcpu, t.memory_mib, t.name)
+
+
+def instance_type_json(t: InstanceType) -> dict[str, Any]:
+    """One row of the JSON output."""
+    return {
+        "instanceType": t.name,
+        "vcpu": t.vcpu,
+        "memoryMiB": t.memory_mib,
+        "gpu": t.gpu.to_dict() if t.gpu is not None else None,
+        "offerings": [
+            {
+                "zone": o.zone,
+                "capacityType": o.capacity_type,
+                "pricePerHour": round(o.price, 6),
+                "available": o.available,
+            }
+            for o in sorted(t.offerings, key=lambda o: (o.capacity_type, o.zone))
+        ],
+    }
+
+
+def _price(t: InstanceType, capacity_type: str) -> str:
+    prices = [o.price for o in t.offerings if o.capacity_type == capacity_type and o.available]
+    return f"{min(prices):.4f}" if prices else "-"
+
+
+def table(types: list[InstanceType]) -> str:
+    """A fixed-width table: one line per type, the cheapest available spot and on-demand price."""
+    header = ("INSTANCE TYPE", "VCPU", "MEMORY GiB", "GPU", "ZONES", "SPOT $/h", "ON-DEMAND $/h")
+    rows = [header]
+    for t in types:
+        gpu = f"{t.gpu.count}x {t.gpu.name} {t.gpu.memory_mib // 1024}GiB" if t.gpu else "-"
+        zones = sorted({o.zone for o in t.offerings if o.available})
+        rows.append(
+            (
+                t.name,
+                str(t.vcpu),
+                f"{t.memory_mib / 1024:g}",
+                gpu,
+                str(len(zones)),
+                _price(t, "spot"),
+                _price(t, "on-demand"),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    right = {1, 2, 4, 5, 6}
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@app.command("catalog")
+def catalog_command(
+    cloud: str = typer.Option(
+        ...,
+        "--cloud",
+        help="aws or gcp (read through the provider), fake, or with --offline: aws, gcp, karpenter-benchmark.",
+    ),
+    region: str | None = typer.Option(
+        None, "--region", help="Region. Default: AWS_REGION, us-east-1, us-central1."
+    ),
+    gpu: bool = typer.Option(False, "--gpu", help="Only types with GPUs."),
+    gpu_name: str | None = typer.Option(
+        None, "--gpu-name", help="Only this GPU model (h100, a100, l4, t4...)."
+    ),
+    output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table or json."),
+    offline: bool = typer.Option(False, "--offline", help="Print the built-in catalog; no network."),
+    project: str | None = typer.Option(None, "--project", help="GCP project (default GOOGLE_CLOUD_PROJECT)."),
+    endpoint: str | None = typer.Option(
+        None,
+        "--endpoint",
+        help="API endpoint override (default AWS_ENDPOINT_URL / PROVISIONER_GCP_ENDPOINT).",
+    ),
+) -> None:
+    """What a pool could launch in a region: shapes, GPUs, zones and prices per capacity type."""
+    allowed = catalog_.names() if offline else list(ONLINE_CLOUDS)
+    if cloud not in allowed:
+        raise _fail(
+            f"--cloud {cloud!r} is not one of {', '.join(allowed)}"
+            + ("" if offline else " (or use --offline)")
+        )
+    region = region or (catalog_.default_region(cloud) if offline else _default_region(cloud))
+    try:
+        if offline:
+            types = catalog_.load(cloud, region)
+        else:
+            types = _read_cloud(cloud, region=region, project=project, endpoint=endpoint)
+    except catalog_.CatalogError as err:
+        raise _fail(str(err)) from None
+    except CloudProviderError as err:
+        raise _fail(f"reading {cloud} {region}: {type(err).__name__}: {err}") from None
+    except ImportError as err:
+        raise _fail(f"the {cloud} provider is not available: {err}") from None
+    if gpu or gpu_name:
+        types = [t for t in types if t.gpu is not None and t.gpu.count > 0]
+    if gpu_name:
+        types = [t for t in types if t.gpu is not None and t.gpu.name == gpu_name.lower()]
+    types = sorted(types, key=sort_key)
+    if output is Output.JSON:
+        typer.echo(json.dumps([instance_type_json(t) for t in types], indent=2))
+    else:
+        typer.echo(table(types))
