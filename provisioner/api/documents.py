@@ -40,6 +40,8 @@ Severity = Literal["error", "warning"]
 YAML_SUFFIXES = (".yaml", ".yml")
 _MAX_NODES = 200_000
 """Most data nodes one document may expand to: aliases can make a few lines into billions of nodes."""
+_MAX_DEPTH = 64
+"""Deepest nesting a document may have (Kubernetes objects need about 12); deeper is refused, not recursed."""
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLAIN_TAGS = {
     "tag:yaml.org,2002:null",
@@ -147,6 +149,10 @@ def parse_yaml_documents(text: str, *, source: str = "<string>") -> list[YamlDoc
                 raise DocumentError(Problem(source, line, f"not valid YAML: {what}"), documents) from None
             except yaml.YAMLError as err:
                 raise DocumentError(Problem(source, 1, f"not valid YAML: {err}"), documents) from None
+            except RecursionError:
+                raise DocumentError(
+                    Problem(source, 1, f"document {index + 1} nests too deep to read"), documents
+                ) from None
             if node is None:
                 continue
             builder = _Builder(loader, source)
@@ -206,6 +212,8 @@ class _Builder:
             raise self.fail(node, f"document expands to more than {_MAX_NODES} values (alias bomb?)")
         if isinstance(node, yaml.ScalarNode):
             return self.scalar(node)
+        if len(path) >= _MAX_DEPTH:
+            raise self.fail(node, f"nesting deeper than {_MAX_DEPTH} levels")
         if id(node) in self.active:
             raise self.fail(node, "recursive alias: a node contains itself")
         self.active.add(id(node))
@@ -238,21 +246,25 @@ class _Builder:
     def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[str, Any]:
         out: dict[str, Any] = {}
         merged: list[dict[str, Any]] = []
+        explicit: dict[FieldPath, int] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 for source in sources:
                     if not isinstance(source, yaml.MappingNode):
                         raise self.fail(source, "a merge key (<<) takes a mapping or a list of mappings")
-                    merged.append(self.mapping(source, path))
+                    merged.append(self.build(source, path))
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, "mapping keys must be strings, not lists or mappings")
             key = str(key_node.value)
             if key in out:
-                raise self.fail(key_node, f"duplicate key {key!r} (first at line {self.lines[(*path, key)]})")
+                raise self.fail(key_node, f"duplicate key {key!r} (first at line {explicit[(*path, key)]})")
+            explicit[(*path, key)] = key_node.start_mark.line + 1
             self.lines[(*path, key)] = key_node.start_mark.line + 1
             out[key] = self.build(value_node, (*path, key))
+        # Keys given here win over merged ones, and so do their lines.
+        self.lines.update(explicit)
         for extra in merged:
             for key, value in extra.items():
                 out.setdefault(key, value)

@@ -295,6 +295,10 @@ def test_several_problems_each_get_their_own_line_in_file_order(write) -> None:
         pytest.param("just some words\n", 1, "document 1 is the scalar", id="a-scalar"),
         pytest.param("- a\n- b\n", 1, "document 1 is a list", id="a-list"),
         pytest.param("a: &x [*x]\n", 1, "recursive alias", id="recursive-alias"),
+        pytest.param("a: &x {<<: *x}\n", 1, "recursive alias", id="recursive-merge"),
+        pytest.param(
+            "a: " + "[" * 3000 + "]" * 3000 + "\n", 1, "nesting deeper than 64 levels", id="too-deep"
+        ),
     ],
 )
 def test_a_document_that_is_not_usable_yaml_is_one_located_error(write, content, line, expected) -> None:
@@ -311,6 +315,16 @@ def test_documents_before_a_syntax_error_are_still_checked(write) -> None:
     code, lines, _ = run_validate(path)
     assert code == 1
     assert [entry.split(":")[1] for entry in lines] == ["6", f"{VALID.count(chr(10)) + 3}"]
+
+
+def test_merge_keys_and_anchors_are_read_as_kubernetes_reads_them() -> None:
+    text = "base: &base\n  weight: 10\n  kind: x\npool:\n  kind: y\n  <<: *base\n"
+    (doc,) = documents.parse_yaml_documents(text)
+    assert doc.data["pool"] == {"kind": "y", "weight": 10}
+    assert doc.line_of(("pool", "kind")) == 5
+    assert doc.line_of(("pool", "weight")) == 2
+    data, line = doc
+    assert (data, line) == (doc.data, 1)
 
 
 def test_an_alias_bomb_is_refused_not_expanded(write) -> None:
