@@ -1,0 +1,282 @@
+"""Cost quality: our $/h against an LP lower bound (../shared/BENCHMARKS.md section 2).
+
+A fixed GPU workload suite (training jobs of 1, 2, 4 and 8 GPUs of named models, inference pods asking
+for GPU memory, CPU-only pods) is solved by `provisioner.scheduling.solve` on the `aws` and `gcp`
+catalogs (list prices, spot and on-demand, one tainted GPU pool and one CPU pool). The bound is an LP
+(scipy, HiGHS) on the same input where nodes and pod assignments may be fractional:
+
+    minimise   sum_t price_t * x_t
+    subject to sum_t z[c,t] = n_c                         every pod of class c is placed
+               sum_c r[c,k] * z[c,t] <= alloc[t,k] * x_t  per type t and resource k
+               z[c,t] = 0 unless type t meets class c's requirements, taints and fits one pod
+               x, z >= 0
+
+Any real packing is a feasible point, so the LP optimum can only be below it; ratio = ours / bound.
+
+    python bench/cost.py [--catalogs aws,gcp] [--integral-nodes]
+
+`--integral-nodes` adds a tighter bound where node counts are whole (pods may still split): it shows how
+much of the gap is only the LP's fractional nodes (three single-H100 pods need a whole p5.48xlarge).
+
+Prints one JSON line per catalog ({"catalog", "pods", "nodes", "costPerHour", "lowerBound", "ratio"})
+and a last line for the whole suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from scipy.optimize import LinearConstraint, linprog, milp
+from scipy.sparse import lil_matrix
+
+from provisioner.api import NodePool
+from provisioner.api import labels as wk
+from provisioner.api.quantities import CPU, MEMORY, PODS
+from provisioner.cloudprovider import catalog
+from provisioner.cloudprovider.types import InstanceType
+from provisioner.scheduling import requirements as rq
+from provisioner.scheduling import solve
+from provisioner.state.cluster import Snapshot
+from provisioner.state.objects import Pod, TaintValue, tolerates_all
+
+GPU_TAINT = {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
+RESOURCES = (CPU, MEMORY, PODS, wk.GPU_RESOURCE)
+
+
+def pool(name: str, requirements: list[dict[str, Any]], taints: list[dict[str, Any]]) -> NodePool:
+    return NodePool.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {"kind": "AWSNodeClass", "name": "default"},
+                        "requirements": requirements,
+                        "taints": taints,
+                    }
+                }
+            },
+        }
+    )
+
+
+def pools() -> list[NodePool]:
+    both = {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]}
+    return [
+        pool("gpu", [both, {"key": wk.GPU_COUNT, "operator": "Gt", "values": ["0"]}], [GPU_TAINT]),
+        pool("cpu", [both, {"key": wk.GPU_COUNT, "operator": "DoesNotExist"}], []),
+    ]
+
+
+def _pod(name: str, *, cpu: str, memory: str, gpus: int = 0, selector=None, required=None) -> Pod:
+    requests = {"cpu": cpu, "memory": memory}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if gpus:
+        requests[wk.GPU_RESOURCE] = str(gpus)
+        spec["tolerations"] = [{"key": wk.GPU_RESOURCE, "operator": "Exists"}]
+    if selector:
+        spec["nodeSelector"] = selector
+    if required:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": required}]
+                }
+            }
+        }
+    return Pod.from_dict({"metadata": {"name": name, "namespace": "bench"}, "spec": spec})
+
+
+def suite() -> list[Pod]:
+    """The workload: the same on both clouds (GPU models both offer: h100, a100, l4, t4)."""
+    pods: list[Pod] = []
+
+    def add(prefix: str, count: int, **kw: Any) -> None:
+        pods.extend(_pod(f"{prefix}-{i}", **kw) for i in range(count))
+
+    # Training jobs of 8, 4, 2 and 1 GPUs of named models.
+    add("train-h100x8", 3, cpu="64", memory="512Gi", gpus=8, selector={wk.GPU_NAME: "h100"})
+    add("train-a100x4", 3, cpu="24", memory="160Gi", gpus=4, selector={wk.GPU_NAME: "a100"})
+    add("train-a100x2", 5, cpu="12", memory="80Gi", gpus=2, selector={wk.GPU_NAME: "a100"})
+    add("train-h100x1", 3, cpu="8", memory="64Gi", gpus=1, selector={wk.GPU_NAME: "h100"})
+    add("train-l4x2", 4, cpu="8", memory="32Gi", gpus=2, selector={wk.GPU_NAME: "l4"})
+    # Inference asking for GPU memory, not a model.
+    mem = lambda op, v: [{"key": wk.GPU_MEMORY, "operator": op, "values": [str(v)]}]  # noqa: E731
+    add("infer-20g", 10, cpu="4", memory="16Gi", gpus=1, required=mem("Gt", 20000))
+    add("infer-40g", 4, cpu="8", memory="48Gi", gpus=1, required=mem("Gt", 40000))
+    add("infer-t4", 8, cpu="2", memory="8Gi", gpus=1, selector={wk.GPU_NAME: "t4"})
+    # CPU-only services and batch.
+    add("web", 30, cpu="500m", memory="1Gi")
+    add("api", 12, cpu="2", memory="4Gi")
+    add("etl", 6, cpu="8", memory="32Gi")
+    add("cache", 4, cpu="2", memory="24Gi")
+    return pods
+
+
+def _price(it: InstanceType, reqs: rq.Reqs) -> float | None:
+    zreq, creq = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
+    prices = [
+        o.price
+        for o in it.offerings
+        if o.available and zreq.matches(o.zone) and creq.matches(o.capacity_type)
+    ]
+    return min(prices) if prices else None
+
+
+def lower_bound(
+    pods: list[Pod], node_pools: list[NodePool], types: list[InstanceType], *, integral_nodes: bool = False
+) -> float:
+    """The LP optimum (fractional nodes and assignments). With `integral_nodes`, node counts must be whole
+    (pods may still split across nodes): a tighter bound, still below any real packing."""
+    classes: dict[tuple, tuple[Pod, int]] = {}
+    for p in pods:
+        key = (
+            tuple(sorted(p.requests.items())),
+            tuple(sorted(p.node_selector.items())),
+            p.required_node_terms,
+            p.tolerations,
+        )
+        first, n = classes.get(key, (p, 0))
+        classes[key] = (first, n + 1)
+    # Columns: one node variable per (pool, type) with a price, then assignments z[c, column].
+    columns: list[tuple[NodePool, InstanceType, float]] = []
+    for np_ in node_pools:
+        reqs = rq.from_api(np_.spec.template.spec.requirements)
+        for it in types:
+            if not all(
+                req.matches(it.labels.get(key))
+                for key, req in reqs.items
+                if key not in (wk.ZONE, wk.CAPACITY_TYPE)
+            ):
+                continue
+            price = _price(it, reqs)
+            if price is not None:
+                columns.append((np_, it, price))
+    class_list = list(classes.values())
+    pairs: list[tuple[int, int]] = []
+    for ci, (p, _) in enumerate(class_list):
+        alts = rq.pod_alternatives(p.node_selector, p.required_node_terms)
+        for ti, (np_, it, _) in enumerate(columns):
+            taints = tuple(TaintValue(t.key, t.effect.value, t.value) for t in np_.spec.template.spec.taints)
+            if tolerates_all(p.tolerations, taints) is not None:
+                continue
+            if not any(alt.matches(it.labels) for alt in alts):
+                continue
+            alloc = it.allocatable
+            alloc.setdefault(PODS, it.max_pods)
+            if all(p.requests.get(r, 0) <= alloc.get(r, 0) for r in RESOURCES):
+                pairs.append((ci, ti))
+    n_x, n_z = len(columns), len(pairs)
+    cost = np.concatenate([np.array([c[2] for c in columns]), np.zeros(n_z)])
+    a_eq = lil_matrix((len(class_list), n_x + n_z))
+    b_eq = np.array([float(n) for _, n in class_list])
+    for j, (ci, _) in enumerate(pairs):
+        a_eq[ci, n_x + j] = 1.0
+    rows = n_x * len(RESOURCES)
+    a_ub = lil_matrix((rows, n_x + n_z))
+    for ti, (_, it, _) in enumerate(columns):
+        alloc = it.allocatable
+        alloc.setdefault(PODS, it.max_pods)
+        for k, r in enumerate(RESOURCES):
+            # Scale each row to units of this type's allocatable so HiGHS sees well-conditioned numbers.
+            scale = float(max(alloc.get(r, 0), 1))
+            a_ub[ti * len(RESOURCES) + k, ti] = -alloc.get(r, 0) / scale
+    for j, (ci, ti) in enumerate(pairs):
+        p = class_list[ci][0]
+        it = columns[ti][1]
+        alloc = it.allocatable
+        alloc.setdefault(PODS, it.max_pods)
+        for k, r in enumerate(RESOURCES):
+            amount = p.requests.get(r, 0)
+            if amount:
+                a_ub[ti * len(RESOURCES) + k, n_x + j] = amount / float(max(alloc.get(r, 0), 1))
+    if integral_nodes:
+        integrality = np.concatenate([np.ones(n_x), np.zeros(n_z)])
+        constraints = [
+            LinearConstraint(a_ub.tocsr(), -np.inf, np.zeros(rows)),
+            LinearConstraint(a_eq.tocsr(), b_eq, b_eq),
+        ]
+        found = milp(cost, constraints=constraints, integrality=integrality, options={"time_limit": 60})
+        if found.x is None:
+            raise SystemExit(f"MILP failed: {found.message}")
+        # A time-limited MILP reports its best proven bound, which is still a lower bound.
+        return float(getattr(found, "mip_dual_bound", None) or found.fun)
+    result = linprog(
+        cost,
+        A_ub=a_ub.tocsr(),
+        b_ub=np.zeros(rows),
+        A_eq=a_eq.tocsr(),
+        b_eq=b_eq,
+        bounds=(0, None),
+        method="highs",
+    )
+    if result.status != 0:
+        raise SystemExit(f"LP failed: {result.message}")
+    return float(result.fun)
+
+
+def run(name: str, *, integral: bool = False) -> dict[str, Any]:
+    types = catalog.load(name)
+    pods = suite()
+    node_pools = pools()
+    results = solve(pods, Snapshot(), node_pools, {p.name: types for p in node_pools})
+    if results.unschedulable:
+        u = results.unschedulable[0]
+        raise SystemExit(
+            f"{name}: {len(results.unschedulable)} pods unschedulable, e.g. {u.pod.key}: {u.reasons}"
+        )
+    bound = lower_bound(pods, node_pools, types)
+    ours = results.cost_per_hour
+    line = {
+        "catalog": name,
+        "pods": len(pods),
+        "nodes": len(results.new_claims),
+        "costPerHour": round(ours, 4),
+        "lowerBound": round(bound, 4),
+        "ratio": round(ours / bound, 4),
+    }
+    if integral:
+        whole = lower_bound(pods, node_pools, types, integral_nodes=True)
+        line["integralNodesBound"] = round(whole, 4)
+        line["ratioToIntegralNodesBound"] = round(ours / whole, 4)
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--catalogs", default="aws,gcp")
+    parser.add_argument(
+        "--integral-nodes",
+        action="store_true",
+        help="also report the bound with whole nodes (MILP, HiGHS, 60 s limit per catalog)",
+    )
+    args = parser.parse_args()
+    total_ours = total_bound = 0.0
+    for name in [c for c in args.catalogs.split(",") if c]:
+        line = run(name, integral=args.integral_nodes)
+        total_ours += line["costPerHour"]
+        total_bound += line["lowerBound"]
+        print(json.dumps(line), flush=True)
+    print(
+        json.dumps(
+            {
+                "catalog": "all",
+                "costPerHour": round(total_ours, 4),
+                "lowerBound": round(total_bound, 4),
+                "ratio": round(total_ours / total_bound, 4),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
