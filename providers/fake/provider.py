@@ -148,12 +148,23 @@ class FakeProvider:
         with self._lock:
             self._failures.extend([error] * times)
 
-    def interrupt(self, provider_id: str, kind: str = "spot-interruption", *, detail: str = "") -> None:
-        """Queue an interruption event for the instance; `interruptions()` returns it once."""
+    def interrupt(
+        self,
+        provider_id: str,
+        kind: str = "spot-interruption",
+        *,
+        detail: str = "",
+        reclaim: bool = False,
+    ) -> None:
+        """Queue an interruption event for the instance; `interruptions()` returns it once. With
+        `reclaim`, the cloud also takes the instance back at once (a GCP preemption, or the end of an AWS
+        spot warning): it disappears and `on_delete` is called."""
         with self._lock:
             self._interruptions.append(
                 InterruptionEvent(provider_id=provider_id, kind=kind, time=self._clock(), detail=detail)
             )
+        if reclaim:
+            self._terminate(provider_id)
 
     def set_drifted(self, provider_id: str, reason: str | None) -> None:
         """Make `is_drifted` answer `reason` for the claim launched as this instance (None clears it)."""
@@ -231,6 +242,10 @@ class FakeProvider:
     def delete(self, provider_id: str) -> None:
         with self._lock:
             self.calls.append(("delete", provider_id))
+        self._terminate(provider_id)
+
+    def _terminate(self, provider_id: str) -> None:
+        with self._lock:
             instance = self._instances.pop(provider_id, None)
             if instance is None:
                 raise NotFound(f"instance {provider_id} not found")

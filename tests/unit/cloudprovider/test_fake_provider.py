@@ -1,0 +1,211 @@
+"""The fake provider as a product: capacity per offering, stockouts, failure and interruption injection,
+the call log and the launch/delete hooks. (The shared behaviour is in tests/providers/test_contract.py.)"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from providers.fake import FakeProvider
+from provisioner.api import labels as wk
+from provisioner.api.common import Operator, Requirement
+from provisioner.cloudprovider import CreateError, InsufficientCapacity, NotFound, OfferingKey, catalog
+from tests.providers.harness import make_claim
+from tests.providers.harness_fake import fake_node_class
+
+NODE_CLASS = fake_node_class()
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def provider(**overrides) -> FakeProvider:
+    return FakeProvider(clock=lambda: T0, **overrides)
+
+
+def create(fake: FakeProvider, name: str, names=("m5.large",), **claim_overrides):
+    types = [t for t in fake.instance_types(NODE_CLASS) if t.name in names]
+    types.sort(key=lambda t: list(names).index(t.name))
+    return fake.create(
+        make_claim(name, list(names), node_class=NODE_CLASS, **claim_overrides), types, NODE_CLASS
+    )
+
+
+def test_finite_capacity_runs_out_then_raises_naming_every_offering_tried() -> None:
+    fake = provider()
+    fake.set_capacity(instance_type="m5.large", count=1)
+
+    first = create(fake, "a", zones=("us-east-1a", "us-east-1b"))
+    second = create(fake, "b", zones=("us-east-1a", "us-east-1b"))
+    with pytest.raises(InsufficientCapacity) as caught:
+        create(fake, "c", zones=("us-east-1a", "us-east-1b"))
+
+    assert (first.zone, second.zone) == ("us-east-1a", "us-east-1b")
+    assert caught.value.offerings == [
+        OfferingKey("m5.large", "us-east-1a", "on-demand"),
+        OfferingKey("m5.large", "us-east-1b", "on-demand"),
+    ]
+    assert caught.value.kind == "capacity"
+
+
+def test_deleting_an_instance_gives_its_capacity_back() -> None:
+    fake = provider()
+    fake.set_capacity(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand", count=1)
+    instance = create(fake, "a", zones=("us-east-1a",))
+    assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand") == 0
+
+    fake.delete(instance.provider_id)
+
+    assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand") == 1
+    assert create(fake, "b", zones=("us-east-1a",)).zone == "us-east-1a"
+
+
+def test_set_capacity_none_makes_an_offering_unlimited_again() -> None:
+    fake = provider()
+    fake.set_capacity(count=0)
+    fake.set_capacity(instance_type="m5.large", count=None)
+
+    assert create(fake, "a").instance_type == "m5.large"
+    assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type="spot") is None
+
+
+def test_mark_available_ends_a_stockout() -> None:
+    fake = provider()
+    fake.mark_unavailable(zone="us-east-1a")
+    assert create(fake, "a", zones=("us-east-1a", "us-east-1b")).zone == "us-east-1b"
+
+    fake.mark_available(zone="us-east-1a")
+
+    assert create(fake, "b", zones=("us-east-1a", "us-east-1b")).zone == "us-east-1a"
+
+
+def test_selectors_name_unknown_types_clearly() -> None:
+    with pytest.raises(ValueError, match=r"unknown instance type 'm9\.huge'"):
+        provider().mark_unavailable(instance_type="m9.huge")
+
+
+def test_spot_is_preferred_to_on_demand_when_both_are_allowed() -> None:
+    fake = provider()
+
+    instance = create(fake, "a", capacity_types=(wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT))
+
+    assert instance.capacity_type == wk.CAPACITY_TYPE_SPOT
+    assert instance.price == pytest.approx(catalog.spot_price("aws", "m5.large"))
+
+
+def test_not_in_requirements_exclude_zones() -> None:
+    fake = provider()
+    claim = make_claim("a", ["m5.large"], node_class=NODE_CLASS)
+    claim.spec.requirements.append(
+        Requirement(key=wk.ZONE, operator=Operator.NOT_IN, values=["us-east-1a", "us-east-1b"])
+    )
+    types = [t for t in fake.instance_types(NODE_CLASS) if t.name == "m5.large"]
+
+    assert fake.create(claim, types, NODE_CLASS).zone == "us-east-1c"
+
+
+def test_offerings_the_caller_flagged_unavailable_are_not_tried() -> None:
+    fake = provider()
+    (m5,) = [t for t in fake.instance_types(NODE_CLASS) if t.name == "m5.large"]
+    flagged = m5.with_offerings(tuple(replace(o, available=o.zone != "us-east-1a") for o in m5.offerings))
+
+    instance = fake.create(make_claim("a", ["m5.large"], node_class=NODE_CLASS), [flagged], NODE_CLASS)
+
+    assert instance.zone == "us-east-1b"
+
+
+def test_fail_next_create_is_one_shot() -> None:
+    fake = provider()
+    fake.fail_next_create(CreateError("bad AMI"))
+
+    with pytest.raises(CreateError, match="bad AMI"):
+        create(fake, "a")
+    assert create(fake, "a").instance_type == "m5.large"
+    assert fake.launched_total == 1
+
+
+def test_interruptions_are_returned_once() -> None:
+    fake = provider()
+    instance = create(fake, "a", capacity_types=(wk.CAPACITY_TYPE_SPOT,))
+
+    fake.interrupt(instance.provider_id)
+
+    (event,) = fake.interruptions()
+    assert (event.provider_id, event.kind, event.time) == (instance.provider_id, "spot-interruption", T0)
+    assert fake.interruptions() == []
+    assert fake.get(instance.provider_id).provider_id == instance.provider_id
+
+
+def test_a_reclaiming_interruption_takes_the_instance_away() -> None:
+    deleted = []
+    fake = provider(on_delete=deleted.append)
+    instance = create(fake, "a", capacity_types=(wk.CAPACITY_TYPE_SPOT,))
+
+    fake.interrupt(instance.provider_id, "preemption", reclaim=True)
+
+    with pytest.raises(NotFound):
+        fake.get(instance.provider_id)
+    assert [(d.provider_id, d.state) for d in deleted] == [(instance.provider_id, "terminated")]
+    assert [e.kind for e in fake.interruptions()] == ["preemption"]
+
+
+def test_launch_hook_sees_the_instance_and_its_type() -> None:
+    launched = []
+    fake = provider(on_launch=lambda instance, instance_type: launched.append((instance, instance_type)))
+
+    instance = create(fake, "a", names=("p5.48xlarge",))
+
+    ((seen, instance_type),) = launched
+    assert seen == instance
+    assert instance_type.gpu is not None and instance_type.gpu.name == "h100"
+    assert seen.provider_id == f"fake://{seen.zone}/a"
+    assert seen.tags[wk.NODECLAIM] == "a"
+    assert seen.tags[wk.CLUSTER] == "sim"
+    assert seen.launched_at == T0
+
+
+def test_the_call_log_records_every_protocol_call_in_order() -> None:
+    fake = provider()
+    instance = create(fake, "a")
+    fake.get(instance.provider_id)
+    fake.list()
+    fake.delete(instance.provider_id)
+
+    assert fake.calls == [
+        ("instance_types", "default"),
+        ("create", "a"),
+        ("get", instance.provider_id),
+        ("list",),
+        ("delete", instance.provider_id),
+    ]
+
+
+def test_stockouts_are_hidden_from_instance_types_unless_revealed() -> None:
+    hidden, revealed = provider(), provider(reveal_stockouts=True)
+    for fake in (hidden, revealed):
+        fake.mark_unavailable(instance_type="m5.large", capacity_type="spot")
+
+    def spot_available(fake: FakeProvider) -> set[bool]:
+        (m5,) = [t for t in fake.instance_types(NODE_CLASS) if t.name == "m5.large"]
+        return {o.available for o in m5.offerings if o.capacity_type == "spot"}
+
+    assert spot_available(hidden) == {True}
+    assert spot_available(revealed) == {False}
+
+
+def test_drift_is_reported_for_the_claim_of_the_instance() -> None:
+    fake = provider()
+    instance = create(fake, "a")
+    claim = make_claim("a", ["m5.large"], node_class=NODE_CLASS)
+
+    assert fake.is_drifted(claim, NODE_CLASS) is None
+    fake.set_drifted(instance.provider_id, "image changed")
+    assert fake.is_drifted(claim, NODE_CLASS) == "image changed"
+
+
+def test_given_instance_types_replace_the_catalog() -> None:
+    bench = catalog.load("karpenter-benchmark")[:3]
+    fake = FakeProvider(instance_types=bench)
+
+    assert [t.name for t in fake.instance_types(NODE_CLASS)] == ["fake-it-0", "fake-it-1", "fake-it-2"]
+    assert fake.zones == ["zone-1", "zone-2", "zone-3"]
