@@ -567,11 +567,42 @@ def validate_document(document: YamlDocument) -> tuple[BaseModel | None, list[Pr
     return obj, []
 
 
+def expand_lists(documents: Iterable[YamlDocument]) -> list[YamlDocument]:
+    """Documents with every `kind: List` (what `kubectl get -o yaml` prints) replaced by its items, each
+    a document of its own whose lines still point into the file."""
+    out: list[YamlDocument] = []
+    for document in documents:
+        data = document.data
+        if not (
+            isinstance(data, dict)
+            and data.get("kind") == "List"
+            and data.get("apiVersion") == "v1"
+            and isinstance(data.get("items"), list)
+        ):
+            out.append(document)
+            continue
+        for i, item in enumerate(data["items"]):
+            prefix = ("items", i)
+            lines = {path[2:]: line for path, line in document.lines.items() if path[:2] == prefix}
+            out.append(
+                YamlDocument(
+                    data=item,
+                    line=document.lines.get(prefix, document.line),
+                    source=document.source,
+                    index=document.index,
+                    lines=lines,
+                )
+            )
+    return out
+
+
 def validate_documents(documents: Iterable[YamlDocument]) -> ValidationReport:
     """Validate each document, then the checks across the set: duplicate names (an error) and a
-    NodePool's `nodeClassRef` naming no NodeClass of the set (a warning: it may exist in the cluster)."""
+    NodePool's `nodeClassRef` naming no NodeClass of the set (a warning: it may exist in the cluster).
+
+    A `kind: List` document counts as its items."""
     report = ValidationReport()
-    for document in documents:
+    for document in expand_lists(documents):
         report.documents += 1
         obj, problems = validate_document(document)
         report.problems.extend(problems)
@@ -582,11 +613,21 @@ def validate_documents(documents: Iterable[YamlDocument]) -> ValidationReport:
     return report
 
 
-def validate_paths(paths: Sequence[str | Path]) -> ValidationReport:
-    """Validate files and folders (every *.yaml / *.yml below a folder, in name order) as one set."""
+def validate_paths(paths: Sequence[str | Path], *, stdin: str | None = None) -> ValidationReport:
+    """Validate files and folders (every *.yaml / *.yml below a folder, in name order) as one set.
+
+    A path `-` stands for `stdin`, the text the caller read from standard input."""
     report = ValidationReport()
     documents: list[YamlDocument] = []
     for path in paths:
+        if str(path) == "-":
+            report.files += 1
+            try:
+                documents.extend(parse_yaml_documents(stdin or "", source="<stdin>"))
+            except DocumentError as err:
+                report.problems.append(err.problem)
+                documents.extend(err.documents)
+            continue
         files = expand_paths([path])
         if not files:
             report.problems.append(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.api import labels
-from provisioner.api.documents import FieldPath, Problem, YamlDocument, format_path, identify
+from provisioner.api.documents import FieldPath, Problem, YamlDocument, expand_lists, format_path, identify
 
 NODEPOOL_API_VERSION = "karpenter.sh/v1"
 EC2NODECLASS_API_VERSION = "karpenter.k8s.aws/v1"
@@ -401,9 +401,9 @@ def convert_document(document: YamlDocument) -> tuple[dict[str, Any] | None, lis
 
 
 def convert_documents(documents: Iterable[YamlDocument]) -> Conversion:
-    """Every document converted (or passed through / skipped), in order."""
+    """Every document converted (or passed through / skipped), in order; `kind: List` counts as its items."""
     result = Conversion()
-    for document in documents:
+    for document in expand_lists(documents):
         obj, problems, converted = convert_document(document)
         result.problems.extend(problems)
         if obj is not None:

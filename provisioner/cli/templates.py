@@ -7,6 +7,7 @@ on stdout; the summary goes to stderr. User errors never end in a traceback.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -29,14 +30,17 @@ def _plural(n: int, word: str) -> str:
 
 @templates.command("validate")
 def validate(
-    paths: list[Path] = typer.Argument(..., help="YAML files, or folders searched for *.yaml and *.yml."),
+    paths: list[Path] = typer.Argument(
+        ..., help="YAML files, folders searched for *.yaml and *.yml, or - for standard input."
+    ),
     strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors (exit 1 on any)."),
 ) -> None:
     """Validate NodePool, NodeClaim, AWSNodeClass and GCPNodeClass documents.
 
     Exit 0 when every document is valid (warnings allowed); else exit 1, one line per problem.
     """
-    report = documents.validate_paths(paths)
+    stdin = sys.stdin.read() if any(str(p) == "-" for p in paths) else None
+    report = documents.validate_paths(paths, stdin=stdin)
     for problem in report.sorted_problems():
         typer.echo(str(problem))
     errors, warnings = len(report.errors), len(report.warnings)
@@ -65,6 +69,7 @@ def import_karpenter(
     validated; exit 1 when a file cannot be read or converted, or the result does not validate.
     """
     failed = False
+    converted_count = warning_count = 0
     outputs: list[tuple[str, str]] = []  # (output name or source, YAML)
     used_names: set[str] = set()
     for file in files:
@@ -78,6 +83,8 @@ def import_karpenter(
         for problem in sorted(conversion.problems, key=lambda p: (p.line, p.path)):
             typer.echo(str(problem), err=True)
         failed = failed or not conversion.ok
+        converted_count += conversion.converted
+        warning_count += sum(not p.is_error for p in conversion.problems)
         if not conversion.objects:
             typer.echo(f"{file}: nothing to convert", err=True)
             continue
@@ -115,5 +122,11 @@ def import_karpenter(
     for problem in report.sorted_problems():
         typer.echo(f"{problem} (in the converted output)", err=True)
     failed = failed or not report.ok
+    typer.echo(
+        f"{_plural(converted_count, 'object')} converted from {_plural(len(files), 'file')}, "
+        f"{_plural(warning_count, 'field')} not carried over (see the warnings above)"
+        + ("; the result does not validate" if not report.ok else ""),
+        err=True,
+    )
     if failed:
         raise typer.Exit(1)

@@ -27,7 +27,28 @@ def convert(text: str) -> karpenter.Conversion:
 
 
 def test_there_are_realistic_examples_to_import() -> None:
-    assert {p.stem for p in EXAMPLES} >= {"general-purpose", "spot", "gpu", "multi-arch-exported"}
+    assert {p.stem for p in EXAMPLES} >= {
+        "general-purpose",
+        "spot",
+        "gpu",
+        "multi-arch-exported",
+        "exported-list",
+    }
+
+
+def test_a_kubectl_list_is_converted_item_by_item_with_lines_in_the_file() -> None:
+    code, stdout, stderr = run_import(DATA / "exported-list.yaml")
+    assert code == 0
+    docs = [d for d in yaml.safe_load_all(stdout) if d]
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("NodePool", "on-demand-arm"),
+        ("AWSNodeClass", "arm"),
+    ]
+    assert stderr[0] == (
+        f"{DATA / 'exported-list.yaml'}:8: NodePool/on-demand-arm: metadata.resourceVersion: warning: not carried "
+        "over: server-set metadata"
+    )
+    assert stderr[-1] == "2 objects converted from 1 file, 1 field not carried over (see the warnings above)"
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -39,7 +60,7 @@ def test_each_karpenter_example_imports_and_then_validates(example: Path, tmp_pa
     result = CliRunner().invoke(app, ["templates", "validate", str(written)])
     assert result.exit_code == 0, result.stdout
     report = documents.validate_paths([written])
-    source_kinds = [d.data["kind"] for d in documents.read_yaml_file(example)]
+    source_kinds = [d.data["kind"] for d in documents.expand_lists(documents.read_yaml_file(example))]
     expected = [{"NodePool": "NodePool", "EC2NodeClass": "AWSNodeClass"}[k] for k in source_kinds]
     assert [o.kind for o in report.objects] == expected
 
@@ -178,7 +199,7 @@ def test_nothing_is_dropped_silently() -> None:
             yield prefix
 
     for example in EXAMPLES:
-        docs = documents.read_yaml_file(example)
+        docs = documents.expand_lists(documents.read_yaml_file(example))
         for doc in docs:
             obj, problems, _ = karpenter.convert_document(doc)
             assert obj is not None

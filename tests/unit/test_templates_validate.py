@@ -449,6 +449,27 @@ def test_karpenter_label_keys_and_uppercase_gpu_names_are_warned_about(write) ->
     assert [entry.split(":")[1] for entry in lines] == ["25", "30"]
 
 
+def test_a_kubectl_list_is_validated_item_by_item_at_the_items_lines(write) -> None:
+    items = "".join("  - " + "\n    ".join(doc.splitlines()) + "\n" for doc in VALID.split("---\n"))
+    text = "apiVersion: v1\nkind: List\nitems:\n" + items.replace("weight: 50", "weight: 500")
+    path = write(text)
+    code, lines, _ = run_validate(path)
+    assert code == 1
+    assert lines == [
+        f"{path}:9: NodePool/gpu: spec.weight: Input should be less than or equal to 100, got 500"
+    ]
+
+
+def test_a_dash_reads_standard_input() -> None:
+    result = CliRunner().invoke(app, ["templates", "validate", "-"], input=with_lines({6: "weight: 0"}))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "<stdin>:6: NodePool/gpu: spec.weight: Input should be greater than or equal to 1, got 0"
+    ]
+    ok = CliRunner().invoke(app, ["templates", "validate", "-"], input=VALID)
+    assert ok.exit_code == 0
+
+
 def test_folders_are_searched_for_yaml_and_yml_only(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "pool.yml").write_text(VALID)
