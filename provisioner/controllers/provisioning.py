@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from provisioner.api import NodePool, quantities
+from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI, ClusterError
 from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet
@@ -37,6 +38,28 @@ def _default_solve(*args: Any, **kwargs: Any) -> Any:
     from provisioner import scheduling
 
     return scheduling.solve(*args, **kwargs)
+
+
+def schedulable_view(snap: Snapshot) -> Snapshot:
+    """The snapshot as capacity for the next solve. Nodes being deleted are left out (their pods are
+    among those solved). A node of ours that registered but is not initialized yet counts as what it will
+    be: without the unregistered and start-up taints, with the allocatable its claim promised (GPUs appear
+    only when the device plugin starts). Otherwise a solve during registration launches a second node."""
+    nodes = []
+    for sn in snap.nodes:
+        if sn.deleting:
+            continue
+        if sn.node is not None and sn.claim is not None and not sn.initialized:
+            ignore = {wk.UNREGISTERED_TAINT} | {t.key for t in sn.claim.spec.startup_taints}
+            alloc = dict(sn.node.allocatable)
+            for name, amount in quantities.parse_resource_list(sn.claim.status.allocatable).items():
+                alloc[name] = max(alloc.get(name, 0), amount)
+            node = dataclasses.replace(
+                sn.node, taints=tuple(t for t in sn.node.taints if t.key not in ignore), allocatable=alloc
+            )
+            sn = dataclasses.replace(sn, node=node)
+        nodes.append(sn)
+    return dataclasses.replace(snap, nodes=tuple(nodes))
 
 
 def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
@@ -146,8 +169,7 @@ class ProvisioningController:
     def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Any:
         pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
         instance_types = self._instance_types(snap, pools)
-        # Nodes being deleted are not capacity: their pods are among those being solved.
-        live = dataclasses.replace(snap, nodes=tuple(n for n in snap.nodes if not n.deleting))
+        live = schedulable_view(snap)
         started = time.perf_counter()
         results = self.solve(pods, live, pools, instance_types, snap.daemonsets, options=self.solve_options)
         self.metrics.solve_seconds.observe(time.perf_counter() - started)

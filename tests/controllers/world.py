@@ -227,6 +227,10 @@ class MemoryBackend:
     def close(self) -> None:
         return None
 
+    def restarted(self) -> MemoryBackend:
+        """A controller restart: the in-memory cluster is the API server, so it keeps everything."""
+        return self
+
 
 class KubeBackend:
     """A Kubernetes API over HTTP (the kmock fixture, or a real cluster): informers feed the state."""
@@ -238,6 +242,7 @@ class KubeBackend:
         from provisioner.kube.informers import Informers
 
         self.client = client
+        self.clock = clock
         self.state = ClusterState()
         self.informers = Informers(client, self.state, watch_timeout=30)
         self.informers.start()
@@ -297,6 +302,11 @@ class KubeBackend:
 
     def close(self) -> None:
         self.informers.stop()
+
+    def restarted(self) -> KubeBackend:
+        """A controller restart: new informers, a state rebuilt from the API server."""
+        self.close()
+        return KubeBackend(self.client, self.clock)
 
 
 # The kubelet and the binder ------------------------------------------------------------------------------
@@ -444,6 +454,19 @@ class World:
         self.provider = CachingProvider(self.fake, clock=self.clock.now)
         self.binder = TestBinder(self.backend)
         self.manager = self.new_manager()
+
+    def restart(self) -> None:
+        """The controller process died and starts again: fresh state, cache and controllers; the cloud
+        and the API server keep what they had."""
+        self.backend = self.backend.restarted()
+        self.state = self.backend.state
+        self.kubelet.backend = self.backend
+        self.binder = TestBinder(self.backend)
+        self.provider = CachingProvider(self.fake, clock=self.clock.now)
+        self.manager = self.new_manager()
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.manager.metrics.registry.get_sample_value(name, labels) or 0.0
 
     def new_manager(self, **kw: Any) -> Manager:
         return Manager(
