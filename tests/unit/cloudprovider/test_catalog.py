@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.api.quantities import CPU, MEMORY, PODS
+from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from provisioner.cloudprovider import catalog
 
 
@@ -65,6 +65,7 @@ def test_karpenter_benchmark_has_400_types_with_five_offerings_each() -> None:
         assert t.vcpu == i + 1
         assert t.capacity[MEMORY] == 2 * (i + 1) * 2**30
         assert t.capacity[PODS] == 10 * (i + 1)
+        assert t.capacity[EPHEMERAL_STORAGE] == 20 * 2**30
         assert t.overhead == {CPU: 100, MEMORY: 10 * 2**20}
         assert sorted((o.capacity_type, o.zone) for o in t.offerings) == [
             ("on-demand", "zone-1"),
