@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "provisioner" / "crds
 KINDS = ("NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass")
 
 
+@functools.cache
 def by_kind() -> dict[str, dict[str, Any]]:
     return {c["spec"]["names"]["kind"]: c for c in crds.all_crds()}
 
@@ -148,3 +150,70 @@ def test_printer_columns_point_at_fields_the_schema_has() -> None:
                     break  # metadata and free-form maps (labels, resources) are not described further
                 assert part in node["properties"], f"{kind}: {column['jsonPath']}"
                 node = node["properties"][part]
+
+
+def conforms(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """What the API server would refuse or prune in `value` under a structural schema (the subset we emit)."""
+    import re
+
+    if schema.get("x-kubernetes-int-or-string"):
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return [f"{path}: not int-or-string"]
+        if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+            return [f"{path}: {value!r} does not match the quantity pattern"]
+        return []
+    kind = schema.get("type")
+    checks = {
+        "object": lambda v: isinstance(v, dict),
+        "array": lambda v: isinstance(v, list),
+        "string": lambda v: isinstance(v, str),
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "boolean": lambda v: isinstance(v, bool),
+    }
+    if not checks[kind](value):
+        return [f"{path}: not {kind}"]
+    problems = []
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{path}: {value!r} not in enum")
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        problems.append(f"{path}: {value!r} does not match {schema['pattern']}")
+    if "minimum" in schema and value < schema["minimum"]:
+        problems.append(f"{path}: below minimum")
+    if "maximum" in schema and value > schema["maximum"]:
+        problems.append(f"{path}: above maximum")
+    if kind == "object":
+        problems += [f"{path}.{r}: required" for r in schema.get("required", []) if r not in value]
+        for key, sub in value.items():
+            if key in schema.get("properties", {}):
+                problems += conforms(sub, schema["properties"][key], f"{path}.{key}")
+            elif isinstance(schema.get("additionalProperties"), dict):
+                problems += conforms(sub, schema["additionalProperties"], f"{path}.{key}")
+            elif "properties" in schema:
+                problems.append(f"{path}.{key}: unknown, would be pruned")
+    if kind == "array":
+        for i, item in enumerate(value):
+            problems += conforms(item, schema["items"], f"{path}[{i}]")
+    return problems
+
+
+def test_every_bundled_template_is_accepted_by_the_crd_schema_without_pruning() -> None:
+    from provisioner.api import documents
+
+    templates = Path(__file__).resolve().parents[2] / "nodepool_templates"
+    report = documents.validate_paths([templates])
+    assert report.ok and report.objects
+    for loaded in report.objects:
+        schema = schema_of(loaded.kind)
+        assert conforms(loaded.document.data, schema) == [], (
+            f"{loaded.document.source}: {loaded.kind}/{loaded.name}"
+        )
+        # What the models write back (defaults filled in) must be accepted as well.
+        assert conforms(loaded.obj.to_dict(), schema) == [], f"{loaded.kind}/{loaded.name} as dumped"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_default_in_the_schemas_is_valid_for_its_own_field(kind: str) -> None:
+    for path, node in walk(schema_of(kind)):
+        if "default" in node:
+            assert conforms(node["default"], node, f"{kind}{path}") == []
