@@ -218,6 +218,8 @@ class FakeProvider:
             ]
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
+        launched: tuple[Instance, InstanceType] | None = None
+        tried: builtins.list[OfferingKey] = []
         with self._lock:
             self.calls.append(("create", claim.name))
             existing = self._by_claim.get(claim.name)
@@ -225,19 +227,26 @@ class FakeProvider:
                 return self._instances[existing]
             if self._failures:
                 raise self._failures.pop(0)
-            tried: list[OfferingKey] = []
             for instance_type, offering in self._candidates(claim, instance_types):
                 key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
                 if self._exhausted(key):
                     tried.append(key)
                     continue
-                return self._launch(claim, instance_type, offering, node_class, skipped=tuple(tried))
+                instance = self._launch(claim, instance_type, offering, node_class, skipped=tuple(tried))
+                launched = (instance, instance_type)
+                break
+            hook = self.on_launch
+        if launched is not None:
+            # Outside the lock: the hook may register a Node in a cluster that calls back into us.
+            if hook is not None:
+                hook(*launched)
+            return launched[0]
+        if not tried:
             options = ", ".join(t.name for t in instance_types) or "none"
-            if not tried:
-                raise InsufficientCapacity(
-                    [], f"no available offering of {options} is allowed by claim {claim.name}'s requirements"
-                )
-            raise InsufficientCapacity(tried)
+            raise InsufficientCapacity(
+                [], f"no available offering of {options} is allowed by claim {claim.name}'s requirements"
+            )
+        raise InsufficientCapacity(tried)
 
     def delete(self, provider_id: str) -> None:
         with self._lock:
@@ -354,8 +363,6 @@ class FakeProvider:
         self._instances[provider_id] = instance
         self._by_claim[claim.name] = provider_id
         self.launched_total += 1
-        if self.on_launch is not None:
-            self.on_launch(instance, instance_type)
         return instance
 
 

@@ -120,8 +120,7 @@ class RetryingProvider(_Forwarding):
         return self._call(self.provider.is_drifted, claim, node_class)
 
     def interruptions(self) -> builtins.list[InterruptionEvent]:
-        # Not retried: events are acknowledged once returned, a retry could not lose or double them, but a
-        # poll that failed is simply polled again on the next tick.
+        # Not retried: a failed poll is simply polled again on the controller's next tick.
         return self.provider.interruptions()
 
 
