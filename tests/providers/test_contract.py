@@ -195,3 +195,14 @@ def test_a_claim_for_8_h100_launches_the_8_h100_type(harness: Harness) -> None:
 
     assert instance.instance_type == harness.gpu8_h100_type
     assert instance.capacity_type == ON_DEMAND
+
+
+def test_a_fresh_instance_is_not_drifted_and_nothing_interrupts_it(harness: Harness) -> None:
+    claim = make_claim("fresh", harness.small_types[:1], node_class=harness.node_class)
+    instance = harness.provider.create(claim, options(harness, harness.small_types[:1]), harness.node_class)
+    claim.status.provider_id = instance.provider_id
+    claim.status.instance_type = instance.instance_type
+    claim.status.image_id = instance.image_id
+
+    assert harness.provider.is_drifted(claim, harness.node_class) is None
+    assert [e for e in harness.provider.interruptions() if e.provider_id == instance.provider_id] == []
