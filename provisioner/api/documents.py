@@ -744,4 +744,51 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
                         else f"; known: {', '.join(labels.GPU_NAMES)}"
                     )
                     warn((*base, i, "values", j), f"GPU name {value!r} is not a known model{hint}")
+        if req.key in _INTEGER_LABELS and req.operator.value in ("In", "NotIn"):
+            for j, value in enumerate(req.values):
+                if not value.isdigit():
+                    warn(
+                        (*base, i, "values", j),
+                        f"{req.key} values are whole numbers; {value!r} matches no node",
+                    )
+    spec = obj.spec
+    for name in spec.limits:
+        if name in _LIMIT_TYPOS:
+            warn(
+                ("spec", "limits", name),
+                f"no node has a resource {name!r}; did you mean {_LIMIT_TYPOS[name]!r}?",
+            )
+    asks_for_gpus = any(
+        req.key in (labels.GPU_NAME, labels.GPU_COUNT, labels.GPU_MEMORY, labels.GPU_MANUFACTURER)
+        and req.operator.value in ("In", "Gt", "Exists")
+        for req in spec.template.spec.requirements
+    )
+    if asks_for_gpus and not any(t.key == labels.GPU_RESOURCE for t in spec.template.spec.taints):
+        warn(
+            ("spec", "template", "spec", "requirements"),
+            f"a GPU pool without a {labels.GPU_RESOURCE} taint lets CPU-only pods land on its costly nodes; "
+            f"add taints: [{{key: {labels.GPU_RESOURCE}, value: 'true', effect: NoSchedule}}]",
+        )
+    budgets = spec.disruption.budgets
+    if budgets and all(b.nodes in ("0", "0%") and b.schedule is None for b in budgets):
+        warn(
+            ("spec", "disruption", "budgets"),
+            "every budget is 0 at all times: no node of this pool is ever disrupted (not even expired ones)",
+        )
     return problems
+
+
+# Labels whose values are integers (so In/NotIn values must be digits).
+_INTEGER_LABELS = frozenset(
+    {labels.GPU_COUNT, labels.GPU_MEMORY, labels.INSTANCE_CPU, labels.INSTANCE_MEMORY}
+)
+# Resource names people write for GPUs and mean `nvidia.com/gpu`.
+_LIMIT_TYPOS = {
+    "gpu": labels.GPU_RESOURCE,
+    "gpus": labels.GPU_RESOURCE,
+    "nvidia.com/gpus": labels.GPU_RESOURCE,
+    "nvidia/gpu": labels.GPU_RESOURCE,
+    "nvidia-gpu": labels.GPU_RESOURCE,
+    "mem": "memory",
+    "cpus": "cpu",
+}

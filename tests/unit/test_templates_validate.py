@@ -45,7 +45,7 @@ spec:
         - key: provisioner.sh/capacity-type
           operator: In
           values: ["spot"]
-        - key: provisioner.sh/gpu-count
+        - key: provisioner.sh/instance-cpu
           operator: Gt
           values: ["0"]
 ---
@@ -442,6 +442,7 @@ def test_karpenter_label_keys_and_uppercase_gpu_names_are_warned_about(write) ->
     )
     code, lines, _ = run_validate(path)
     assert code == 0
+    lines = [entry for entry in lines if "GPU pool without" not in entry]
     assert [entry.split(": warning: ")[1] for entry in lines] == [
         "karpenter.sh/capacity-type is Karpenter's label; nodes here carry provisioner.sh/capacity-type",
         "GPU name 'H100' is not a known model; did you mean 'h100'?",
@@ -468,6 +469,54 @@ def test_a_dash_reads_standard_input() -> None:
     ]
     ok = CliRunner().invoke(app, ["templates", "validate", "-"], input=VALID)
     assert ok.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("replacements", "line", "expected"),
+    [
+        pytest.param(
+            {9: "gpus: 8"},
+            9,
+            "spec.limits.gpus: warning: no node has a resource 'gpus'; did you mean 'nvidia.com/gpu'?",
+            id="gpu-limit-typo",
+        ),
+        pytest.param(
+            {30: 'values: ["eight"]', 29: "operator: In"},
+            30,
+            "spec.template.spec.requirements[1].values[0]: warning: provisioner.sh/instance-cpu values are whole "
+            "numbers; 'eight' matches no node",
+            id="non-integer-cpu-count",
+        ),
+        pytest.param(
+            {14: '- nodes: "0"', 15: "reasons: [Empty]", 16: "# no window"},
+            13,
+            "spec.disruption.budgets: warning: every budget is 0 at all times",
+            id="disruption-blocked-forever",
+        ),
+    ],
+)
+def test_valid_but_doubtful_pools_get_a_located_warning_and_exit_0(
+    write, replacements, line, expected
+) -> None:
+    path = write(with_lines(replacements))
+    code, lines, _ = run_validate(path)
+    assert code == 0
+    matching = [entry for entry in lines if expected in entry]
+    assert len(matching) == 1, lines
+    assert matching[0].startswith(f"{path}:{line}: NodePool/gpu: ")
+
+
+def test_a_gpu_pool_without_a_gpu_taint_is_warned_about(write) -> None:
+    path = write(
+        with_lines({28: "- key: provisioner.sh/gpu-name", 29: "operator: In", 30: 'values: ["h100"]'})
+    )
+    code, lines, _ = run_validate(path)
+    assert code == 0
+    assert lines == [
+        f"{path}:24: NodePool/gpu: spec.template.spec.requirements: warning: a GPU pool without a nvidia.com/gpu "
+        "taint lets CPU-only pods land on its costly nodes; add taints: [{key: nvidia.com/gpu, value: 'true', "
+        "effect: NoSchedule}]"
+    ]
 
 
 def test_folders_are_searched_for_yaml_and_yml_only(tmp_path: Path) -> None:
