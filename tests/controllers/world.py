@@ -453,6 +453,7 @@ class World:
         self.fake.on_delete = self.kubelet.on_delete
         self.provider = CachingProvider(self.fake, clock=self.clock.now)
         self.binder = TestBinder(self.backend)
+        self._kept: list[dict[str, Any]] = []
         self.manager = self.new_manager()
 
     def restart(self) -> None:
@@ -478,12 +479,31 @@ class World:
             **kw,
         )
 
+    def keep(self, *pods: Mapping[str, Any]) -> None:
+        """Create pods and recreate each when it goes (evicted), as its ReplicaSet would."""
+        for p in pods:
+            self._kept.append(dict(p))
+            self.backend.create(p)
+
+    def _recreate_kept(self) -> None:
+        for i, doc in enumerate(self._kept):
+            meta = doc["metadata"]
+            if f"{meta['namespace']}/{meta['name']}" in self.state.pods:
+                continue
+            base = meta["name"].split("~")[0]
+            again = copy.deepcopy(doc)
+            again["metadata"]["name"] = f"{base}~{next(_ids)}"
+            again.pop("status", None)
+            self._kept[i] = again
+            self.backend.create(again)
+
     def apply(self, *objs: Mapping[str, Any]) -> None:
         for obj in objs:
             self.backend.create(obj)
 
     def tick(self, seconds: float = 1.0) -> None:
         self.clock.advance(timedelta(seconds=seconds))
+        self._recreate_kept()
         self.kubelet.sync()
         self.binder.sync()
         self.backend.settle()

@@ -1,0 +1,83 @@
+"""Termination (the NodeClaim finalizer) and interruption, over memory and the API fixture."""
+
+from __future__ import annotations
+
+from provisioner.api import labels as wk
+from tests.controllers.world import gpu_pod, node_class, node_pool, pdb
+
+
+def _one_bound_claim(w, *pods, **pool_kw):
+    if not pods and not w.state.pods:
+        pods = (gpu_pod("train-0"),)
+    w.apply(node_class(), node_pool("gpu", **pool_kw), *pods)
+    w.run_until(w.all_bound, max_ticks=30)
+    (claim,) = w.claims()
+    return claim
+
+
+def test_deleting_a_claim_drains_terminates_the_instance_deletes_the_node_and_releases_the_finalizer(
+    make_world,
+):
+    w = make_world()
+    claim = _one_bound_claim(w)
+    node_name = claim.status.node_name
+    w.backend.delete("NodeClaim", claim.name)
+    w.tick()
+    node = w.state.nodes.get(node_name)
+    assert node is None or any(t.key == wk.DISRUPTED_TAINT for t in node.taints)
+    w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10)
+    assert node_name not in w.state.nodes
+    assert not w.fake.list()
+    assert ("delete", claim.status.provider_id) in w.fake.calls
+    assert "default/train-0" not in w.state.pods, "the pod was evicted"
+    assert w.metric("provisioner_nodeclaims_terminated_total", nodepool="gpu") == 1
+
+
+def test_a_pdb_that_allows_no_disruption_holds_the_drain_until_it_allows(make_world):
+    w = make_world()
+    w.apply(pdb("train", match_labels={"app": "train"}, max_unavailable=0))
+    claim = _one_bound_claim(w)
+    w.backend.delete("NodeClaim", claim.name)
+    for _ in range(10):
+        w.tick(5)
+    assert claim.name in w.state.claims, "held by the PDB"
+    assert w.state.pods["default/train-0"].node_name == claim.status.node_name
+    assert claim.status.provider_id in {i.provider_id for i in w.fake.list()}, "it runs until drained"
+    assert [c for c in w.claims() if c.name != claim.name], "a replacement for the pod waiting to move"
+    (blocked,) = [e for e in w.events("DrainBlocked") if e["involvedObject"]["name"] == claim.name]
+    assert "disruption budget" in blocked["message"]
+    w.backend.delete("PodDisruptionBudget", "train", namespace="default")
+    w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10, seconds=5)
+    assert claim.status.provider_id not in {i.provider_id for i in w.fake.list()}
+
+
+def test_do_not_disrupt_holds_a_voluntary_deletion_until_the_termination_grace_period(make_world):
+    w = make_world()
+    pinned = gpu_pod("pinned", annotations={wk.DO_NOT_DISRUPT: "true"})
+    claim = _one_bound_claim(w, pinned, termination_grace_period="10m")
+    w.backend.delete("NodeClaim", claim.name)
+    for _ in range(9):
+        w.tick(60)
+    assert claim.name in w.state.claims and "default/pinned" in w.state.pods
+    w.run_until(lambda: claim.name not in w.state.claims, max_ticks=5, seconds=60)
+    assert "default/pinned" not in w.state.pods
+    assert w.metric("provisioner_evictions_total", result="forced") == 1
+
+
+def test_an_interruption_cordons_the_node_and_replaces_it_at_once(make_world):
+    w = make_world()
+    w.keep(gpu_pod("pinned", annotations={wk.DO_NOT_DISRUPT: "true"}))
+    claim = _one_bound_claim(w, *[])
+    w.fake.interrupt(claim.status.provider_id)
+    w.tick()
+    assert (
+        claim.name not in w.state.claims or w.state.claims[claim.name].metadata.deletion_timestamp is not None
+    )
+    replacement = [c for c in w.claims() if c.name != claim.name]
+    assert replacement, "the replacement is solved in the same step, not after the batch window"
+    w.run_until(lambda: claim.name not in w.state.claims and w.all_bound(), max_ticks=20)
+    assert any(e["involvedObject"]["name"] == claim.name for e in w.events("Interrupted"))
+    (pod,) = w.pods()
+    assert pod.name.startswith("pinned~"), "evicted although do-not-disrupt: the node goes anyway"
+    assert pod.node_name == replacement[0].status.node_name or pod.node_name in w.state.nodes
+    assert w.metric("provisioner_interruptions_total", kind="spot-interruption") == 1
