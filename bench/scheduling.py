@@ -68,7 +68,7 @@ def make_pods(n: int, seed: int = 42) -> list[Pod]:
     def spread(count: int, key: str, prefix: str) -> None:
         for i in range(count):
             value = f"s{rng.randrange(SPREAD_LABELS)}"
-            labels = {"spread": value}
+            labels = {prefix: value}
             constraint = {
                 "maxSkew": 1,
                 "topologyKey": key,
@@ -118,7 +118,43 @@ def run(n: int) -> dict[str, Any]:
     placed = sum(len(c.pods) for c in results.new_claims) + len(results.placements)
     if placed != n:
         raise SystemExit(f"placed {placed} of {n} pods")
+    verify(results)
     return {"pods": n, "nodes": len(results.new_claims), "seconds": seconds}
+
+
+def verify(results) -> None:
+    """Outside the timing: the constraints of every group hold in the answer (a fast wrong answer is
+    worth nothing)."""
+    from collections import Counter, defaultdict
+
+    zone_spread: dict[str, Counter] = defaultdict(Counter)
+    affinity_zones: dict[str, set[str]] = defaultdict(set)
+    for claim in results.new_claims:
+        zone = claim.offering.zone
+        host_spread: Counter = Counter()
+        anti = 0
+        for p in claim.pods:
+            if p.name.startswith("zone-spread"):
+                zone_spread[p.labels["zone-spread"]][zone] += 1
+            elif p.name.startswith("host-spread"):
+                host_spread[p.labels["host-spread"]] += 1
+            elif p.name.startswith("affinity"):
+                affinity_zones[p.labels["affinity"]].add(zone)
+            elif p.name.startswith("anti"):
+                anti += 1
+        total = tuple(sum(p.requests.get(r, 0) for p in claim.pods) for r in ("cpu", "memory", "pods"))
+        alloc = claim.instance_type.allocatable
+        if any(t > alloc.get(r, 0) for t, r in zip(total, ("cpu", "memory", "pods"), strict=True)):
+            raise SystemExit(f"{claim.hostname} is over-committed")
+        if anti > 1 or any(c > 1 for c in host_spread.values()):
+            raise SystemExit(f"{claim.hostname} breaks hostname anti-affinity or spread")
+    for label, counts in zone_spread.items():
+        values = [counts.get(z, 0) for z in ("zone-1", "zone-2", "zone-3")]
+        if max(values) - min(values) > 1:
+            raise SystemExit(f"zone spread {label} skewed: {values}")
+    for label, zones in affinity_zones.items():
+        if len(zones) > 1:
+            raise SystemExit(f"affinity group {label} spans zones {sorted(zones)}")
 
 
 def main() -> None:

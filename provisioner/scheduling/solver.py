@@ -352,6 +352,7 @@ class _Solver:
         self.variant_count = 0
         self._opts_cache: dict[tuple[int, rq.Reqs], list[tuple[float, _Type, Offering]]] = {}
         self._maxvecs: dict[int, tuple[int, ...]] = {}
+        self._universe_cache: dict[tuple, frozenset[str]] = {}
         self._prepare_existing()
 
     # ---- preparation
@@ -743,9 +744,14 @@ class _Solver:
         cached = v.universe.get(key)
         if cached is not None:
             return cached
+        fits = [(pool, self.pool_fit(v, pool)) for pool in v.pools]
+        shared_key = (key, v.alts, tuple(pool.index for pool, fit in fits if not isinstance(fit, str)))
+        shared = self._universe_cache.get(shared_key)
+        if shared is not None:
+            v.universe[key] = shared
+            return shared
         out: set[str] = set()
-        for pool in v.pools:
-            fit = self.pool_fit(v, pool)
+        for _pool, fit in fits:
             if isinstance(fit, str):
                 continue
             kreq = fit.reqs.get(key)
@@ -766,6 +772,7 @@ class _Solver:
                 out.add(value)
         result = frozenset(out)
         v.universe[key] = result
+        self._universe_cache[shared_key] = result
         return result
 
     def _domain_ok(self, v: _Variant, key: str, domain: str) -> bool:
