@@ -16,6 +16,7 @@ Pure: no clock, no client; `now` and settings come in, a `Plan` goes out.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,12 @@ class Settings:
     """Whether nodes on a fallback tier are moved back to the preferred tier when it is available."""
     max_commands: int | None = None
     """Stop after this many commands (None: as many as budgets allow)."""
+    nodes_per_pod: int | None = 16
+    """How many existing nodes per moved pod a re-solve is shown: the best-fitting ones able to take it
+    (plus every node of a pool with limits and every node running a pod with required anti-affinity).
+    A node that cannot take any of the pods changes nothing in the answer, so this only trims work; a pod
+    with topology spread or pod (anti-)affinity always gets the whole cluster. None: always the whole
+    cluster."""
 
 
 def _default_solve() -> SolveFn:
@@ -87,6 +94,23 @@ def plan(
     ).run()
 
 
+class _CachedNode(StateNode):
+    """A StateNode whose requests are summed once. The planner re-solves hundreds of times over the same
+    nodes, and the scheduler reads `requested` for every node of every snapshot it is given."""
+
+    __slots__ = ("_requested",)
+
+    @property
+    def requested(self) -> dict[str, int]:
+        return self._requested
+
+
+def _cached(node: StateNode) -> StateNode:
+    fast = _CachedNode(name=node.name, node=node.node, claim=node.claim, pods=node.pods)
+    object.__setattr__(fast, "_requested", StateNode.requested.fget(node))  # type: ignore[attr-defined]
+    return fast
+
+
 @dataclass(slots=True)
 class _Target:
     """A node pods may move to, as the first-fit screen sees it."""
@@ -100,6 +124,16 @@ class _Target:
 
 def _fits(requests: Mapping[str, int], available: Mapping[str, int]) -> bool:
     return all(amount <= available.get(name, 0) for name, amount in requests.items())
+
+
+def _has_pod_topology(pod: Pod) -> bool:
+    return bool(
+        pod.topology_spread
+        or pod.affinity_required
+        or pod.affinity_preferred
+        or pod.anti_affinity_required
+        or pod.anti_affinity_preferred
+    )
 
 
 def _pod_can_use(pod: Pod, target: _Target) -> bool:
@@ -136,7 +170,7 @@ class _Planner:
         self.settings = settings
         self._solve = solve
         self.result = Plan(now=now)
-        self.nodes: dict[str, StateNode] = {n.name: n for n in snapshot.nodes}
+        self.nodes: dict[str, StateNode] = {n.name: _cached(n) for n in snapshot.nodes}
         self.removed: set[str] = set()
         self.destinations: set[str] = set()
         self._blockers: dict[tuple[str, str], Blocker] = {}
@@ -153,6 +187,14 @@ class _Planner:
                 self.removed.add(node.name)
         self.budgets = BudgetTracker(pools, totals=totals, disrupting=busy, now=now)
         self._targets: list[_Target] | None = None
+        self._target_by_name: dict[str, _Target] = {}
+        self._target_keys: list[int] = []
+        limited = {p.name for p in pools if p.spec.limits}
+        self._always_shown = {
+            n.name
+            for n in snapshot.nodes
+            if n.nodepool in limited or any(p.anti_affinity_required for p in n.pods)
+        }
         self._price_floor = sorted(
             (
                 (offering.price, it.allocatable)
@@ -213,6 +255,37 @@ class _Planner:
             pending_pods=(),
         )
 
+    def solve_view(self, pods: Sequence[Pod], excluded: set[str]) -> Snapshot:
+        """The snapshot a re-solve sees: the whole cluster, or only the nodes that matter (see
+        `Settings.nodes_per_pod`)."""
+        per_pod = self.settings.nodes_per_pod
+        if per_pod is None or any(_has_pod_topology(p) for p in pods):
+            return self.working_snapshot(excluded)
+        gone = self.removed | excluded
+        keep = {name for name in self._always_shown if name not in gone}
+        targets = self.targets()
+        for pod in pods:
+            cpu = pod.requests.get(quantities.CPU, 0)
+            # targets are sorted by free CPU, most first: [0, end) have room for the pod's CPU; walk
+            # back from the tightest of them (best fit) so pods go where they fill nodes up.
+            end = bisect.bisect_right(self._target_keys, -cpu)
+            found = 0
+            for index in range(end - 1, -1, -1):
+                target = targets[index]
+                if target.name in gone or not _fits(pod.requests, target.available):
+                    continue
+                if not _pod_can_use(pod, target):
+                    continue
+                keep.add(target.name)
+                found += 1
+                if found >= per_pod:
+                    break
+        return dataclasses.replace(
+            self.snapshot,
+            nodes=tuple(n for name, n in self.nodes.items() if name in keep),
+            pending_pods=(),
+        )
+
     def simulate(
         self,
         nodes: Sequence[StateNode],
@@ -223,7 +296,7 @@ class _Planner:
         self.result.solves += 1
         return self._solve(
             pods,
-            self.working_snapshot({n.name for n in nodes}),
+            self.solve_view(pods, {n.name for n in nodes}),
             self.pool_list,
             instance_types or self.instance_types,
             self.snapshot.daemonsets,
@@ -239,9 +312,18 @@ class _Planner:
                 dest = self.nodes.get(placement.node)
                 if dest is None:
                     continue
-                self.nodes[placement.node] = dataclasses.replace(dest, pods=(*dest.pods, placement.pod))
+                self.nodes[placement.node] = _cached(
+                    dataclasses.replace(dest, pods=(*dest.pods, placement.pod))
+                )
                 self.destinations.add(placement.node)
-        self._targets = None
+                target = self._target_by_name.get(placement.node)
+                if target is not None:
+                    target.available = quantities.subtract(target.available, placement.pod.requests)
+        if self._targets is not None:
+            self._targets = [t for t in self._targets if t.name not in self.removed]
+            # Nearly sorted already: only the destinations moved down.
+            self._targets.sort(key=lambda t: -t.available.get(quantities.CPU, 0))
+            self._target_keys = [-t.available.get(quantities.CPU, 0) for t in self._targets]
         self.result.commands.append(command)
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
@@ -576,6 +658,8 @@ class _Planner:
             ]
             targets.sort(key=lambda t: -t.available.get(quantities.CPU, 0))
             self._targets = targets
+            self._target_by_name = {t.name: t for t in targets}
+            self._target_keys = [-t.available.get(quantities.CPU, 0) for t in targets]
         return self._targets
 
     def pods_fit_elsewhere(self, node: StateNode) -> bool:
