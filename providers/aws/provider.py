@@ -194,8 +194,10 @@ class AWSProvider:
             outcome = launch.read_fleet(
                 answer, attempt, zone_of_subnet=zone_of_subnet, capacity_codes=errors.CAPACITY_CODES
             )
+            found_out = [key for key, _ in outcome.capacity_failures]
             if outcome.instance_id is not None:
                 chosen = outcome.launched or attempt.candidates[0]
+                skipped = [k for k in failed[len(unavailable) :] + found_out if k != chosen.key]
                 log.info(
                     "launched %s (%s in %s, %s, $%.4f/h) for nodeclaim %s",
                     outcome.instance_id,
@@ -216,6 +218,7 @@ class AWSProvider:
                     nodepool=claim.nodepool,
                     image_id=resolved.images.get(chosen.arch),
                     tags=tags,
+                    skipped=tuple(dict.fromkeys(skipped)),
                 )
             if any(e.split(":", 1)[0] in _LT_MISSING_CODES for e in outcome.other_errors):
                 # Someone deleted our template: forget it so the retry makes it again.
@@ -225,7 +228,7 @@ class AWSProvider:
             if outcome.other_errors and not outcome.capacity_failures:
                 others.extend(outcome.other_errors)
                 continue
-            tried = [key for key, _ in outcome.capacity_failures] or [c.key for c in attempt.candidates]
+            tried = found_out or [c.key for c in attempt.candidates]
             failed.extend(k for k in tried if k not in failed)
             kinds.update(errors.capacity_kind(code) for _, code in outcome.capacity_failures)
             others.extend(outcome.other_errors)

@@ -95,6 +95,7 @@ class FaultProxy:
             self.throttles = 0
             self.spot_prices: dict[tuple[str, str], float] = {}
             self.pricing_api = False
+            self.list_prices: dict[str, float] = dict(prices.ON_DEMAND)
             self.launched = 0
             self.fleet_calls: list[FleetCall] = []
             self.actions: list[str] = []
@@ -291,7 +292,9 @@ class FaultProxy:
         region = next(
             (f["Value"] for f in request.get("Filters", []) if f.get("Field") == "regionCode"), "us-east-1"
         )
-        docs = [json.dumps(prices.price_list_document(t, region)) for t in sorted(prices.ON_DEMAND)]
+        with self._lock:
+            table = dict(self.list_prices)
+        docs = [json.dumps(prices.price_list_document(t, p, region)) for t, p in sorted(table.items())]
         return 200, headers, json.dumps({"FormatVersion": "aws_v1", "PriceList": docs}).encode()
 
 

@@ -13,6 +13,7 @@ ON_DEMAND = {
     "c5.large": 0.085,
     "c5.xlarge": 0.17,
     "r5.large": 0.126,
+    "m7g.large": 0.0816,
     "g4dn.xlarge": 0.526,
     "g5.xlarge": 1.006,
     "g6.xlarge": 0.8048,
@@ -28,7 +29,7 @@ def spot(instance_type: str, zone: str) -> float:
     return round(ON_DEMAND[instance_type] * ZONE_DISCOUNT.get(zone[-1], 0.42), 6)
 
 
-def price_list_document(instance_type: str, region: str) -> dict[str, object]:
+def price_list_document(instance_type: str, price: float, region: str) -> dict[str, object]:
     """One GetProducts PriceList entry as the Pricing API writes it (the parts the provider reads)."""
     sku = f"SKU{abs(hash((instance_type, region))) % 10**8:08d}"
     return {
@@ -51,7 +52,7 @@ def price_list_document(instance_type: str, region: str) -> dict[str, object]:
                     "priceDimensions": {
                         f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
                             "unit": "Hrs",
-                            "pricePerUnit": {"USD": f"{ON_DEMAND[instance_type] * 1.0:.10f}"},
+                            "pricePerUnit": {"USD": f"{price:.10f}"},
                         }
                     },
                     "sku": sku,

@@ -1,0 +1,334 @@
+"""Launching on EC2 over real HTTP: CreateFleet with the claim's options across the NodeClass's zones,
+the fallback ladder within one create (another zone, then on-demand), idempotency by claim name, the
+launch template, and the instance's life (get, list, delete, drift)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from providers.aws import AWSProvider
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import (
+    CloudProviderError,
+    InstanceType,
+    InsufficientCapacity,
+    NotFound,
+    OfferingKey,
+    TransientError,
+)
+from tests.providers.aws import world
+from tests.providers.aws.faults import FaultProxy
+from tests.providers.harness import make_claim
+
+SPOT = wk.CAPACITY_TYPE_SPOT
+ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
+A, B, C = "us-east-1a", "us-east-1b", "us-east-1c"
+
+
+def options(provider: AWSProvider, account: world.World, names: list[str]) -> list[InstanceType]:
+    types = {t.name: t for t in provider.instance_types(account.node_class)}
+    return [types[n] for n in names]
+
+
+def described(ec2: Any, instance_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][
+        0
+    ]
+    return found
+
+
+def tags_of(raw: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+
+
+def instance_id(provider_id: str) -> str:
+    return provider_id.rsplit("/", 1)[1]
+
+
+def test_a_claim_for_8_h100_launches_p5_48xlarge_tagged_with_its_claim_pool_and_cluster(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    claim = make_claim("train-8xh100", ["p5.48xlarge"], node_class=account.node_class, nodepool="h100-prod")
+
+    instance = provider.create(claim, options(provider, account, ["p5.48xlarge"]), account.node_class)
+
+    raw = described(ec2, instance_id(instance.provider_id))
+    assert raw["InstanceType"] == "p5.48xlarge"
+    assert instance.provider_id == f"aws:///{raw['Placement']['AvailabilityZone']}/{raw['InstanceId']}"
+    assert (instance.instance_type, instance.capacity_type) == ("p5.48xlarge", ON_DEMAND)
+    assert instance.price > 0
+    assert (
+        tags_of(raw).items()
+        >= {
+            wk.NODECLAIM: "train-8xh100",
+            wk.NODEPOOL: "h100-prod",
+            wk.CLUSTER: "contract",
+            "kubernetes.io/cluster/contract": "owned",
+            "team": "ml",
+        }.items()
+    )
+    assert raw["ImageId"] == account.image_id
+
+
+def test_the_launch_template_carries_the_node_class(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    claim = make_claim("lt", ["m5.large"], node_class=account.node_class)
+
+    provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    assert template["LaunchTemplateName"].startswith("provisioner/contract/default/")
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["ImageId"] == account.image_id
+    assert data["SecurityGroupIds"] == [account.security_group_id]
+    assert data["IamInstanceProfile"] == {"Name": "provisioner-node"}
+    assert base64.b64decode(data["UserData"]).decode() == "#!/bin/bash\necho hello\n"
+    assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 100
+    assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeType"] == "gp3"
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+
+
+def test_one_launch_template_serves_every_launch_until_the_node_class_changes(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    types = options(provider, account, ["m5.large"])
+    provider.create(make_claim("one", ["m5.large"], node_class=account.node_class), types, account.node_class)
+    provider.create(make_claim("two", ["m5.large"], node_class=account.node_class), types, account.node_class)
+    assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 1
+
+    changed = world.node_class(userData="#!/bin/bash\necho changed\n")
+    provider.create(make_claim("three", ["m5.large"], node_class=changed), types, changed)
+
+    assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 2
+
+
+def test_spot_is_preferred_when_allowed_and_cheaper_in_the_cheapest_zone(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    claim = make_claim(
+        "spot-ok", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND)
+    )
+
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    # The proxy prices spot in zone a lowest.
+    assert (instance.capacity_type, instance.zone) == (SPOT, A)
+    assert [call.capacity_type for call in proxy.fleet_calls] == [SPOT]
+    assert set(proxy.fleet_calls[0].overrides) == {("m5.large", z) for z in (A, B, C)}
+
+
+def test_a_spot_stockout_in_one_zone_falls_to_another_zone_within_one_launch(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    proxy.stockout(instance_type="m5.large", zone=A, capacity_type=SPOT)
+    claim = make_claim(
+        "zone-b", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND)
+    )
+
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    assert (instance.capacity_type, instance.zone) == (SPOT, B)
+    assert len(proxy.fleet_calls) == 1
+    assert proxy.fleet_calls[0].failed == [("m5.large", A)]
+    assert instance.skipped == (OfferingKey("m5.large", A, SPOT),)
+
+
+def test_a_spot_stockout_in_every_zone_falls_to_on_demand_within_one_launch(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    for zone in (A, B, C):
+        proxy.stockout(instance_type="m5.large", zone=zone, capacity_type=SPOT)
+    claim = make_claim("od", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND))
+
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    assert instance.capacity_type == ON_DEMAND
+    assert [call.capacity_type for call in proxy.fleet_calls] == [SPOT, ON_DEMAND]
+    assert sorted(proxy.fleet_calls[0].failed) == [("m5.large", z) for z in (A, B, C)]
+    assert proxy.launched == 1
+    assert set(instance.skipped) == {OfferingKey("m5.large", z, SPOT) for z in (A, B, C)}
+
+
+def test_the_claim_zone_requirement_is_respected(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    claim = make_claim(
+        "in-c", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND), zones=(C,)
+    )
+
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    assert instance.zone == C
+    assert {zone for call in proxy.fleet_calls for _, zone in call.overrides} == {C}
+
+
+def test_every_offering_out_raises_insufficient_capacity_naming_each_offering_tried(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    for zone in (A, B):
+        for capacity_type in (SPOT, ON_DEMAND):
+            proxy.stockout(instance_type="g5.xlarge", zone=zone, capacity_type=capacity_type)
+    claim = make_claim(
+        "none-left",
+        ["g5.xlarge"],
+        node_class=account.node_class,
+        capacity_types=(SPOT, ON_DEMAND),
+        zones=(A, B),
+    )
+
+    with pytest.raises(InsufficientCapacity) as caught:
+        provider.create(claim, options(provider, account, ["g5.xlarge"]), account.node_class)
+
+    assert set(caught.value.offerings) == {
+        OfferingKey("g5.xlarge", z, ct) for z in (A, B) for ct in (SPOT, ON_DEMAND)
+    }
+    assert caught.value.kind == "capacity"
+    assert proxy.launched == 0
+
+
+def test_offerings_flagged_unavailable_are_not_tried(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    (m5,) = options(provider, account, ["m5.large"])
+    flagged = m5.with_offerings(
+        tuple(o if o.zone != A else type(o)(o.zone, o.capacity_type, o.price, False) for o in m5.offerings)
+    )
+    claim = make_claim("skip-a", ["m5.large"], node_class=account.node_class)
+
+    instance = provider.create(claim, [flagged], account.node_class)
+
+    assert instance.zone != A
+    assert A not in {zone for call in proxy.fleet_calls for _, zone in call.overrides}
+
+
+def test_create_is_idempotent_by_claim_name(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    claim = make_claim("once", ["m5.large"], node_class=account.node_class)
+    types = options(provider, account, ["m5.large"])
+
+    first = provider.create(claim, types, account.node_class)
+    second = provider.create(claim, types, account.node_class)
+
+    assert second.provider_id == first.provider_id
+    assert proxy.launched == 1
+    assert len(proxy.fleet_calls) == 1
+
+
+def test_overrides_are_capped_at_60(provider: AWSProvider, account: world.World, proxy: FaultProxy) -> None:
+    types = [t for t in provider.instance_types(account.node_class) if t.gpu is None]
+    assert len(types) * len(account.zones) > 60
+    claim = make_claim("many", [t.name for t in types], node_class=account.node_class)
+
+    provider.create(claim, types, account.node_class)
+
+    assert len(proxy.fleet_calls[0].overrides) == 60
+
+
+def test_throttling_is_a_transient_error(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    proxy.throttle(times=1)
+    claim = make_claim("throttled", ["m5.large"], node_class=account.node_class)
+
+    with pytest.raises(TransientError, match="RequestLimitExceeded"):
+        provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+    assert proxy.launched == 0
+
+
+def test_botocore_retries_throttling_itself_when_max_attempts_allows(
+    new_provider: Callable[..., AWSProvider], account: world.World, proxy: FaultProxy
+) -> None:
+    provider = new_provider(max_attempts=3)
+    proxy.throttle(times=2)
+    claim = make_claim("sdk-retried", ["m5.large"], node_class=account.node_class)
+
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    assert instance.instance_type == "m5.large"
+    assert proxy.launched == 1
+
+
+def test_get_list_and_delete(provider: AWSProvider, account: world.World, ec2: Any) -> None:
+    claim = make_claim("lifecycle", ["m5.large"], node_class=account.node_class)
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+    # An instance of another cluster in the same account is not ours.
+    ec2.run_instances(
+        ImageId=account.image_id,
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="m5.large",
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": wk.CLUSTER, "Value": "other"}]}],
+    )
+
+    got = provider.get(instance.provider_id)
+    assert (got.instance_type, got.zone, got.nodeclaim, got.image_id) == (
+        "m5.large",
+        instance.zone,
+        "lifecycle",
+        account.image_id,
+    )
+    assert [i.provider_id for i in provider.list()] == [instance.provider_id]
+
+    provider.delete(instance.provider_id)
+
+    assert described(ec2, instance_id(instance.provider_id))["State"]["Name"] in (
+        "shutting-down",
+        "terminated",
+    )
+    assert provider.list() == []
+    with pytest.raises(NotFound):
+        provider.get(instance.provider_id)
+    with pytest.raises(NotFound):
+        provider.delete(instance.provider_id)
+
+
+@pytest.mark.parametrize(
+    "provider_id",
+    ["aws:///us-east-1a/i-0123456789abcdef0", "gce://project/zone/name", "aws:///us-east-1a/"],
+    ids=["unknown-instance", "not-aws", "no-instance-id"],
+)
+def test_get_and_delete_of_an_unknown_instance_raise_not_found(
+    provider: AWSProvider, provider_id: str
+) -> None:
+    with pytest.raises(NotFound):
+        provider.get(provider_id)
+    with pytest.raises(NotFound):
+        provider.delete(provider_id)
+
+
+def test_drift_is_reported_when_the_node_class_selects_another_ami(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    claim = make_claim("drifting", ["m5.large"], node_class=account.node_class)
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+    claim.status.provider_id = instance.provider_id
+
+    assert provider.is_drifted(claim, account.node_class) is None
+
+    newer = world.register_image(ec2, name="node-image-v2", tags={"version": "2"})
+    moved = world.node_class(amiSelectorTerms=[{"id": newer}])
+    reason = provider.is_drifted(claim, moved)
+
+    assert reason is not None and reason.startswith("AMIDrift") and newer in reason
+
+
+def test_sdk_errors_never_leave_the_provider(
+    new_provider: Callable[..., AWSProvider], account: world.World
+) -> None:
+    # Nothing listens on this port: the SDK raises EndpointConnectionError; the caller sees ours.
+    provider = new_provider(endpoint_url="http://127.0.0.1:9")
+
+    with pytest.raises(CloudProviderError) as caught:
+        provider.instance_types(account.node_class)
+
+    assert isinstance(caught.value, TransientError)
+    assert caught.value.__class__.__module__.startswith("provisioner.")
