@@ -1,0 +1,173 @@
+"""The kube layer against a Kubernetes API over HTTP: informers (list, watch, relist on 410), the write
+fence, and leader election with two controllers where only the leader writes."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from providers.fake import FakeProvider
+from provisioner.clock import VirtualClock
+from provisioner.controllers.cluster import NotLeader
+from provisioner.kube import client as kc
+from provisioner.kube.api import KubeClusterAPI
+from provisioner.kube.informers import Informers
+from provisioner.kube.leader import LeaderElector
+from provisioner.state import ClusterState
+from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
+
+
+def _eventually(check, limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client):
+    state = ClusterState()
+    kube_client.create(kc.NODE, {"metadata": {"name": "before"}})
+    informers = Informers(kube_client, state)
+    informers.start()
+    try:
+        assert informers.wait_synced(10)
+        assert "before" in state.nodes
+        kube_client.create(kc.NODE, {"metadata": {"name": "after"}})
+        kube_client.patch(kc.NODE, "before", {"metadata": {"labels": {"x": "1"}}})
+        _eventually(lambda: "after" in state.nodes and state.nodes["before"].labels.get("x") == "1")
+        kube_client.delete(kc.NODE, "after")
+        _eventually(lambda: "after" not in state.nodes)
+    finally:
+        informers.stop()
+
+
+@pytest.mark.skipif(bool(REAL_CLUSTER), reason="compacting history needs the fixture's hook")
+def test_an_informer_relists_when_its_watch_answers_410_gone(kube_server, kube_client):
+    state = ClusterState()
+    informers = Informers(kube_client, state, resources=[kc.NODE], watch_timeout=1)
+    informers.start()
+    try:
+        assert informers.wait_synced(10)
+        (informer,) = informers.informers
+        kube_server.emulator.compact()  # every version seen so far is now too old
+        _eventually(lambda: informer.relists >= 2)
+        kube_client.create(kc.NODE, {"metadata": {"name": "later"}})
+        _eventually(lambda: "later" in state.nodes)
+    finally:
+        informers.stop()
+
+
+def test_a_cluster_api_that_is_not_the_leader_refuses_to_write(kube_client):
+    api = KubeClusterAPI(kube_client, may_write=lambda: False)
+    with pytest.raises(NotLeader):
+        api.patch_node("anything", {"metadata": {"labels": {"a": "b"}}})
+
+
+def _elector(client: kc.KubeClient, who: str, clock: VirtualClock) -> LeaderElector:
+    return LeaderElector(
+        client, identity=who, clock=clock, lease_duration=15, renew_deadline=10, retry_period=2
+    )
+
+
+def test_leader_election_one_holder_takeover_after_expiry_and_stop_on_missed_renewals(kube_client):
+    clock = VirtualClock()
+    a, b = _elector(kube_client, "a", clock), _elector(kube_client, "b", clock)
+    assert a.step() and a.is_leader()
+    assert not b.step() and not b.is_leader()
+    clock.advance(5)
+    assert a.step() and not b.step()
+    # a stops renewing (network partition): it stops acting at the renew deadline, before the lease expires.
+    clock.advance(10)
+    assert not a.is_leader()
+    assert not b.step(), "the lease has not expired yet"
+    clock.advance(6)
+    assert b.step() and b.is_leader()
+    lease = kube_client.get(kc.LEASE, "provisioner-leader", namespace="default")
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    assert not a.step() and not a.is_leader()
+
+
+class CountingCluster:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.writes: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            result = attr(*args, **kw)
+            if name != "record_event" or self.inner.may_write():
+                self.writes.append(name)
+            return result
+
+        return counted
+
+
+def test_with_two_controllers_only_the_leader_writes(kube_client):
+    clock = VirtualClock()
+    cloud = FakeProvider(catalog="aws", cluster_name="test", clock=clock.now)
+    worlds, electors, counters = [], [], []
+    for who in ("a", "b"):
+        elector = _elector(kube_client, who, clock)
+        backend_holder: dict[str, Any] = {}
+
+        def make_backend(
+            c: VirtualClock, e: LeaderElector = elector, h: dict[str, Any] = backend_holder
+        ) -> KubeBackend:
+            h["b"] = KubeBackend(kube_client, c, may_write=e.is_leader)
+            return h["b"]
+
+        w = World(make_backend, clock=clock, provider=cloud)
+        counter = CountingCluster(w.backend.cluster)
+        w.manager = w.new_manager(cluster=counter, is_leader=elector.is_leader)
+        worlds.append(w)
+        electors.append(elector)
+        counters.append(counter)
+    a_world, b_world = worlds
+    # One cloud; a's world plays the cluster's kubelet and scheduler.
+    cloud.on_launch, cloud.on_delete = a_world.kubelet.on_launch, a_world.kubelet.on_delete
+    try:
+        a_world.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+        # b's kubelet and binder stand idle: a's world plays the cluster's kubelet and scheduler.
+        b_world.kubelet.hold = True
+        for _ in range(15):
+            electors[0].step()
+            electors[1].step()
+            b_world.backend.settle()
+            b_world.manager.step(clock.now())
+            a_world.tick()
+            if a_world.all_bound():
+                break
+        assert a_world.all_bound(), a_world.describe()
+        assert counters[0].writes, "the leader wrote"
+        assert counters[1].writes == [], "the follower wrote nothing"
+        assert b_world.state.claims, "the follower sees the claims through its informers"
+
+        # a dies; after the lease expires b takes over and acts (deletes a claim it is asked to).
+        for _ in range(20):
+            clock.advance(1)
+            electors[1].step()
+        assert electors[1].is_leader() and not electors[0].is_leader()
+        (claim,) = b_world.claims()
+        b_world.backend.delete("NodeClaim", claim.name)
+        for _ in range(10):
+            electors[1].step()
+            b_world.backend.settle()
+            b_world.manager.step(clock.now() + timedelta(seconds=1))
+            if claim.name not in b_world.state.claims:
+                break
+        assert claim.name not in b_world.state.claims
+        assert "patch_nodeclaim" in counters[1].writes
+        assert not cloud.list(), "b terminated the instance a launched"
+    finally:
+        for w in worlds:
+            w.backend.close()
