@@ -451,6 +451,13 @@ class _Solver:
         ready: list[StateNode] = []
         flight: list[StateNode] = []
         for sn in self.snapshot.nodes:
+            # Every node of a pool counts toward its limits while it exists, cordoned or deleting too:
+            # counting it out early could let this solve launch past the limit.
+            pool = self.pool_by_name.get(sn.nodepool or "")
+            if pool is not None and pool.limits:
+                cap = self._capacity_of(sn)
+                for dim in pool.limits:
+                    pool.used[dim] += 1 if dim == -1 else cap[dim]
             if sn.deleting or sn.cordoned:
                 continue
             (flight if sn.in_flight else ready).append(sn)
@@ -488,12 +495,6 @@ class _Solver:
                     pool=pool,
                 )
             )
-            if pool in self.pool_by_name:
-                p = self.pool_by_name[pool]
-                if p.limits:
-                    cap = self._capacity_of(sn)
-                    for dim in p.limits:
-                        p.used[dim] += 1 if dim == -1 else cap[dim]
 
     # ---- shapes, variants and topology groups
 
@@ -832,7 +833,7 @@ class _Solver:
         return sorted(x for x in vals if kreq.matches(x))
 
     def _pin(
-        self, v: _Variant, pool: _Pool, node_reqs: rq.Reqs, options, hostname: str
+        self, v: _Variant, pool: _Pool, node_reqs: rq.Reqs, options, hostname: str, total: tuple[int, ...]
     ) -> tuple[rq.Reqs, list[tuple[float, _Type, Offering]]] | None:
         """Choose a domain for every topology key of the variant on a new node; narrow its requirements
         and options accordingly. None when no domain works."""
@@ -854,9 +855,11 @@ class _Solver:
                 narrowed = node_reqs.intersect(rq.Reqs(((key, rq.KeyReq(frozenset({d}), absent_ok=False)),)))
                 opts = self._options_for(pool, narrowed)
                 if opts:
-                    # Emptiest domain first (the spread wants it), then the cheapest, then by name.
+                    # Emptiest domain first (the spread wants it), then the cheapest that holds the
+                    # node's pods, then by name.
                     count = spread.group.counts.get(d, 0) if spread is not None else 0
-                    ranked.append((count, opts[0][0], d, narrowed, opts))
+                    price = next((o[0] for o in opts if all(map(_le, total, o[1].alloc))), INF)
+                    ranked.append((count, price, d, narrowed, opts))
             if not ranked:
                 return None
             _, _, _, narrowed, opts = min(ranked, key=lambda r: r[:3])
@@ -998,7 +1001,7 @@ class _Solver:
                 continue
             node_reqs, options = narrowed
             if v.has_topology:
-                pinned = self._pin(v, n.pool, node_reqs, options, n.hostname)
+                pinned = self._pin(v, n.pool, node_reqs, options, n.hostname, total)
                 if pinned is None:
                     continue
                 node_reqs, options = pinned
@@ -1036,7 +1039,7 @@ class _Solver:
         name = self._next_name(pool, commit=False)
         node_reqs, options = fit.reqs, fit.options
         if v.has_topology:
-            pinned = self._pin(v, pool, node_reqs, options, name)
+            pinned = self._pin(v, pool, node_reqs, options, name, v.req)
             if pinned is None:
                 return self._topology_reason(v, pool, fit)
             node_reqs, options = pinned

@@ -304,3 +304,18 @@ def test_explain_lists_each_pool_with_verdict_and_cost():
 def test_explain_unknown_pod_exit_1():
     result = cli("explain", DEMO, "--pod", "ml/nobody")
     assert result.returncode == 1 and "ml/nobody" in result.stderr
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_bundled_scenario_runs(path):
+    doc = simulate_json(path)
+    placed = sum(len(c["pods"]) for c in doc["nodeClaims"]) + len(doc["placements"])
+    assert placed + len(doc["unschedulable"]) > 0
+
+
+def test_existing_cluster_scenario_fills_room_then_hits_the_limit():
+    doc = simulate_json(ROOT / "scenarios" / "existing-cluster.yaml")
+    assert {p["node"] for p in doc["placements"]} == {"a100-node-1", "a100-node-2"}
+    assert [c["pods"] for c in doc["nodeClaims"]] == [["ml/big-1"]]
+    assert len(doc["unschedulable"]) == 5
+    assert all("limit nvidia.com/gpu=32" in u["reasons"][0]["reason"] for u in doc["unschedulable"])

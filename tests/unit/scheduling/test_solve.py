@@ -721,3 +721,22 @@ def test_gpu_and_cpu_pods_go_to_their_own_pools():
 def test_offerings_builder_marks_unavailable():
     offs = offerings(od_price=1.0, spot_price=0.5, unavailable=[("zone-a", "spot")])
     assert [o.available for o in offs if o.zone == "zone-a"] == [False, True]
+
+
+def test_cordoned_nodes_still_count_toward_limits():
+    pool = node_pool(limits={"cpu": "8"})
+    cordoned = node("old", cpu=8, memory_gib=32, cordoned=True)
+    results = run([pod("p", cpu="1")], pool, snap=snapshot([(cordoned, [])]))
+    assert not results.placements and not results.new_claims
+    assert "8 in use" in reasons_of(results, "p")["default"]
+
+
+def test_zone_is_pinned_where_the_type_that_fits_is_cheapest():
+    types = [
+        instance_type("small", cpu=2, price=0.1, spot_price=0.05),
+        instance_type("big", cpu=8, price=0.4, spot_price=0.2, unavailable=[("zone-a", "spot")]),
+    ]
+    pods = [pod("p", cpu="4", labels={"app": "w"}, spread=[spread(app="w")])]
+    claim = run(pods, types=types).new_claims[0]
+    assert (claim.instance_type.name, claim.offering.capacity_type) == ("big", "spot")
+    assert claim.offering.zone == "zone-b"
