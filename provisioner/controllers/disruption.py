@@ -1,0 +1,346 @@
+"""Disruption: acting on the pure planner's commands, safely, and writing the FinOps ledger.
+
+Each evaluation plans (`provisioner.disruption.plan`) over a snapshot; a plan with commands is held for a
+validation delay, then planned again, and only the commands found again unchanged (same method, same
+nodes) are carried out: a pod that arrived, a PDB that tightened or a budget window that closed in the
+meantime drops them. Carrying out a command:
+
+1. mark its nodes: taint `provisioner.sh/disrupted:NoSchedule` (no new pod lands there), claim condition
+   `Disrupting`, and the voluntary reason annotation the termination controller reads;
+2. launch its replacements (NodeClaims) and wait until every one is Initialized; if one fails or takes
+   longer than registration + initialization timeouts, the command is abandoned and its nodes unmarked;
+3. delete the old NodeClaims: the termination controller (its finalizer) drains them through the eviction
+   API, honouring PDBs and do-not-disrupt, and deletes the instances;
+4. write one ledger row per node removed or replaced, naming the replacement nodes.
+
+Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
+replacements in flight are hidden from later plans so no two commands count on the same room. Blockers are
+written to the ledger once per evaluation, and node usage (capacity and allocation) once per interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from provisioner.api import NodePool
+from provisioner.api import labels as wk
+from provisioner.api.common import is_true
+from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
+from provisioner.cloudprovider import CloudProviderError, InstanceType
+from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
+from provisioner.controllers.common import DISRUPTION_REASON, PLANNED_OFFERING, ProviderSet, set_condition
+from provisioner.controllers.settings import Settings
+from provisioner.disruption import Command, Plan, nodepool_hash, plan
+from provisioner.disruption import Settings as PlannerSettings
+from provisioner.finops.rows import action_rows, plan_rows, usage_rows
+from provisioner.state import ClusterState, Snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionSettings:
+    validation_delay: timedelta = timedelta(seconds=15)
+    """How long a plan waits before it is planned again and, where it still holds, carried out."""
+    evaluation_interval: timedelta = timedelta(seconds=10)
+    """Least time between two evaluations."""
+    usage_interval: timedelta = timedelta(minutes=5)
+    """How often node usage (capacity and allocation) is written to the ledger."""
+    planner: PlannerSettings = field(default_factory=PlannerSettings)
+
+
+@dataclass(slots=True)
+class _Pending:
+    planned_at: datetime
+    keys: set[tuple[str, tuple[str, ...]]]
+
+
+@dataclass(slots=True)
+class _Active:
+    id: str
+    command: Command
+    started: datetime
+    claims: list[str]
+    """The old nodes' NodeClaim names."""
+    replacements: list[str] = field(default_factory=list)
+    """The replacement NodeClaim names."""
+
+
+def _key(command: Command) -> tuple[str, tuple[str, ...]]:
+    return command.method, tuple(sorted(command.node_names))
+
+
+class DisruptionController:
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        cluster: ClusterAPI,
+        providers: ProviderSet,
+        settings: Settings | None = None,
+        disruption: DisruptionSettings | None = None,
+        ledger: Any = None,
+        solve: Any = None,
+        metrics: Any = None,
+    ) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.providers = providers
+        self.settings = settings or Settings()
+        self.disruption = disruption or DisruptionSettings()
+        self.ledger = ledger
+        """A `provisioner.finops.ledger.Ledger`, or None to keep no ledger."""
+        self.solve = solve
+        self.metrics = metrics
+        self.pending: _Pending | None = None
+        self.active: dict[str, _Active] = {}
+        self.last_plan: Plan | None = None
+        self.done: list[_Active] = []
+        """Commands carried out, oldest first (the simulator reports them)."""
+        self.actions: list[Any] = []
+        """Every ledger action row written, also kept in memory (the simulator's JSON output)."""
+        self._last_evaluation: datetime | None = None
+        self._last_usage: datetime | None = None
+        self._evaluations = 0
+
+    # ---- the loop ----------------------------------------------------------------------------------
+
+    def reconcile(self, now: datetime) -> None:
+        snap = self.state.snapshot()
+        self._record_usage(snap, now)
+        self._progress(snap, now)
+        if self.pending is not None:
+            if now - self.pending.planned_at < self.disruption.validation_delay:
+                return
+            pending, self.pending = self.pending, None
+            result = self._plan(snap, now)
+            for command in result.commands:
+                if _key(command) in pending.keys:
+                    self._execute(command, now)
+                else:
+                    log.info(
+                        "disruption: %s of %s not planned before validation; waiting",
+                        command.method,
+                        command.node_names,
+                    )
+            return
+        if (
+            self._last_evaluation is not None
+            and now - self._last_evaluation < self.disruption.evaluation_interval
+        ):
+            return
+        self._last_evaluation = now
+        result = self._plan(snap, now)
+        if result.commands:
+            self.pending = _Pending(planned_at=now, keys={_key(c) for c in result.commands})
+
+    # ---- planning ----------------------------------------------------------------------------------
+
+    def _instance_types(self, snap: Snapshot, pools: list[NodePool]) -> dict[str, list[InstanceType]]:
+        out: dict[str, list[InstanceType]] = {}
+        for pool in pools:
+            ref = pool.spec.template.spec.node_class_ref
+            provider = self.providers.for_kind(ref.kind)
+            node_class = snap.nodeclasses.get((ref.kind, ref.name))
+            if provider is None or node_class is None:
+                out[pool.name] = []
+                continue
+            try:
+                out[pool.name] = list(provider.instance_types(node_class))
+            except CloudProviderError as err:
+                log.warning("pool %s: cannot list instance types: %s", pool.name, err)
+                out[pool.name] = []
+        return out
+
+    def _plan(self, snap: Snapshot, now: datetime) -> Plan:
+        in_flight = {name for a in self.active.values() for name in a.replacements}
+        view = dataclasses.replace(
+            snap,
+            # Replacements being launched hold room for the pods they were made for: hide them.
+            nodes=tuple(n for n in snap.nodes if n.claim is None or n.claim.name not in in_flight),
+        )
+        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        result = plan(
+            view,
+            pools=pools,
+            instance_types=self._instance_types(snap, pools),
+            now=now,
+            settings=self.disruption.planner,
+            solve=self.solve,
+        )
+        self.last_plan = result
+        self._evaluations += 1
+        if self.ledger is not None:
+            _, blockers = plan_rows(result, evaluation_id=f"eval-{now:%Y%m%dT%H%M%S}-{self._evaluations}")
+            self._write(lambda: self.ledger.record_blockers(blockers))
+        return result
+
+    # ---- acting ------------------------------------------------------------------------------------
+
+    def _mark(self, command: Command, now: datetime, *, on: bool) -> None:
+        for sn in command.nodes:
+            claim = self.state.claims.get(sn.claim.name) if sn.claim is not None else None
+            if claim is None:
+                continue
+            try:
+                node = self.state.nodes.get(claim.status.node_name or sn.name)
+                if node is not None:
+                    taints = [t.to_dict() for t in node.taints if t.key != wk.DISRUPTED_TAINT]
+                    if on:
+                        taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
+                    self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
+                conditions = set_condition(
+                    claim.status.conditions,
+                    DISRUPTING,
+                    on,
+                    reason=command.reason.value if on else "Abandoned",
+                    now=now,
+                )
+                self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+                if on:
+                    self.cluster.patch_nodeclaim(
+                        claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: command.reason.value}}}
+                    )
+            except NotFoundError:
+                continue
+
+    def _execute(self, command: Command, now: datetime) -> None:
+        ident = f"{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+        active = _Active(
+            id=ident,
+            command=command,
+            started=now,
+            claims=[sn.claim.name for sn in command.nodes if sn.claim is not None],
+        )
+        try:
+            self._mark(command, now, on=True)
+        except ClusterError as err:
+            log.warning("disruption %s: cannot mark nodes: %s", ident, err)
+            return
+        savings = command.savings_per_hour
+        for record in command.records:
+            self.cluster.record_event(
+                kind="NodeClaim",
+                name=record.node,
+                reason="Disrupting",
+                message=(
+                    f"{command.method} ({record.reason.value}): {record.action}"
+                    + (f" with {record.replacement_type}" if record.replacement_type else "")
+                    + f", ${record.price_per_hour:.4f}/h -> ${record.replacement_price_per_hour:.4f}/h"
+                ),
+            )
+        for new in command.replacements:
+            name = f"{new.nodepool.name}-{secrets.token_hex(3)}"
+            claim = new.to_nodeclaim(name)
+            claim.metadata.annotations[PLANNED_OFFERING] = (
+                f"{new.instance_type.name}/{new.offering.zone}/{new.offering.capacity_type}"
+            )
+            claim.metadata.annotations[wk.NODEPOOL_HASH] = nodepool_hash(new.nodepool)
+            try:
+                self.cluster.create_nodeclaim(claim)
+            except ClusterError as err:
+                log.warning("disruption %s: cannot create replacement %s: %s", ident, name, err)
+                self._abandon(active, now, why=f"replacement {name} could not be created")
+                return
+            active.replacements.append(name)
+        log.info(
+            "disruption %s: %s %s of %s, saving $%.4f/h%s",
+            ident,
+            command.method,
+            command.action,
+            ", ".join(command.node_names),
+            savings,
+            f", replacements {active.replacements}" if active.replacements else "",
+        )
+        if active.replacements:
+            self.active[ident] = active
+        else:
+            self._finish(active, now)
+
+    def _progress(self, snap: Snapshot, now: datetime) -> None:
+        limit = (
+            self.settings.launch_timeout
+            + self.settings.registration_timeout
+            + self.settings.initialization_timeout
+        )
+        for active in list(self.active.values()):
+            claims = [self.state.claims.get(name) for name in active.replacements]
+            gone = [
+                name
+                for name, c in zip(active.replacements, claims, strict=True)
+                if c is None or c.metadata.deletion_timestamp
+            ]
+            if gone:
+                self._abandon(active, now, why=f"replacement {', '.join(gone)} failed")
+            elif all(c is not None and is_true(c.status.conditions, INITIALIZED) for c in claims):
+                self._finish(active, now)
+            elif now - active.started > limit:
+                self._abandon(active, now, why=f"replacements not initialized within {limit}")
+
+    def _finish(self, active: _Active, now: datetime) -> None:
+        self.active.pop(active.id, None)
+        for name in active.claims:
+            try:
+                self.cluster.delete_nodeclaim(name)
+            except NotFoundError:
+                continue
+            except ClusterError as err:
+                log.warning("disruption %s: cannot delete NodeClaim %s: %s", active.id, name, err)
+        replacement_nodes = tuple(
+            (c.status.node_name or c.name) if (c := self.state.claims.get(n)) is not None else n
+            for n in active.replacements
+        )
+        rows = [
+            dataclasses.replace(r, replacement_nodes=replacement_nodes)
+            for r in action_rows(
+                active.command.records, time=now, command_id=active.id, method=active.command.method
+            )
+        ]
+        self.actions.extend(rows)
+        self.done.append(active)
+        if self.ledger is not None:
+            self._write(lambda: self.ledger.record_actions(rows))
+
+    def _abandon(self, active: _Active, now: datetime, *, why: str) -> None:
+        self.active.pop(active.id, None)
+        log.warning("disruption %s abandoned: %s", active.id, why)
+        for name in active.replacements:
+            claim = self.state.claims.get(name)
+            if claim is not None and not is_true(claim.status.conditions, INITIALIZED):
+                with contextlib.suppress(ClusterError):
+                    self.cluster.delete_nodeclaim(name)
+        try:
+            self._mark(active.command, now, on=False)
+        except ClusterError as err:
+            log.warning("disruption %s: cannot unmark nodes: %s", active.id, err)
+        for name in active.claims:
+            self.cluster.record_event(
+                kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
+            )
+
+    # ---- the ledger --------------------------------------------------------------------------------
+
+    def _record_usage(self, snap: Snapshot, now: datetime) -> None:
+        if self._last_usage is None:
+            self._last_usage = now
+            return
+        elapsed = now - self._last_usage
+        if elapsed < self.disruption.usage_interval:
+            return
+        rows = usage_rows(snap, time=self._last_usage, hours=elapsed.total_seconds() / 3600)
+        self._last_usage = now
+        if self.ledger is not None:
+            self._write(lambda: self.ledger.record_usage(rows))
+
+    def _write(self, action: Any) -> None:
+        # The ledger is a record, not a gate: a database outage must not stop disruption.
+        try:
+            action()
+        except Exception as err:
+            log.warning("ledger write failed: %s", err)

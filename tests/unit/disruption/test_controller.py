@@ -1,0 +1,123 @@
+"""The disruption controller over the in-memory cluster, the fake cloud and a virtual clock: GPU jobs end
+and their nodes go, with ledger rows that add up to the drop in $/h; spot comes back after a stockout and
+the on-demand fallbacks are replaced by spot, one at a time as the budget says."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.api.common import is_true
+from provisioner.api.nodeclaim import DISRUPTING
+from provisioner.controllers.common import ProviderSet
+from provisioner.controllers.disruption import DisruptionController, DisruptionSettings
+from provisioner.finops.ledger import Ledger
+from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+
+
+def pool_doc(*, capacity_types, budget="100%", consolidate_after="1m"):
+    doc = node_pool("gpu", gpu_names=("a10g",), capacity_types=capacity_types)
+    doc["spec"]["disruption"] = {"consolidateAfter": consolidate_after, "budgets": [{"nodes": budget}]}
+    return doc
+
+
+@pytest.fixture
+def world():
+    w = World(MemoryBackend)
+    yield w
+    w.backend.close()
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger(tmp_path / "ledger.sqlite") as opened:
+        yield opened
+
+
+def controller(w, ledger):
+    return DisruptionController(
+        state=w.state,
+        cluster=w.backend.cluster,
+        providers=ProviderSet.single(w.provider),
+        settings=w.settings,
+        ledger=ledger,
+        disruption=DisruptionSettings(),
+    )
+
+
+def step(w, ctl, seconds=10):
+    w.tick(seconds)
+    ctl.reconcile(w.clock.now())
+    w.backend.settle()
+
+
+def cost(w):
+    return sum(c.status.price_per_hour or 0 for c in w.claims() if c.metadata.deletion_timestamp is None)
+
+
+def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world, ledger):
+    w = world
+    jobs = [gpu_pod(f"job-{i}", gpus=4, owner="Job") for i in range(3)]
+    w.apply(node_class(), pool_doc(capacity_types=("on-demand",)), *jobs)
+    w.run_until(w.all_bound, max_ticks=30)
+    assert len(w.claims()) == 3
+    ctl = controller(w, ledger)
+    before = cost(w)
+    for name in ("job-0", "job-1"):
+        w.backend.delete("Pod", name, namespace="default")
+    for _ in range(40):
+        step(w, ctl)
+        if len(w.claims()) == 1:
+            break
+    assert len(w.claims()) == 1, w.describe()
+    rows = ledger.actions()
+    assert {r.reason for r in rows} == {"Empty"}
+    assert len(rows) == 2
+    assert sum(r.savings_per_hour for r in rows) == pytest.approx(before - cost(w))
+    assert all(r.estimated_monthly_savings == pytest.approx(r.savings_per_hour * 730) for r in rows)
+
+
+def test_a_node_that_stops_being_empty_during_validation_is_kept(world, ledger):
+    w = world
+    w.apply(
+        node_class(),
+        pool_doc(capacity_types=("on-demand",), consolidate_after="0s"),
+        gpu_pod("job-0", gpus=4, owner="Job"),
+    )
+    w.run_until(w.all_bound, max_ticks=30)
+    ctl = controller(w, ledger)
+    w.backend.delete("Pod", "job-0", namespace="default")
+    step(w, ctl)
+    assert ctl.pending is not None, "an empty node is planned for deletion"
+    w.apply(gpu_pod("job-1", gpus=4, owner="Job"))
+    for _ in range(3):
+        step(w, ctl)
+    assert len(w.claims()) == 1 and w.claims()[0].metadata.deletion_timestamp is None
+    assert ledger.actions() == []
+
+
+def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(world, ledger):
+    w = world
+    w.fake.mark_unavailable(capacity_type="spot")
+    w.apply(node_class(), pool_doc(capacity_types=("spot", "on-demand"), budget="1", consolidate_after="0s"))
+    w.keep(*[gpu_pod(f"serve-{i}", gpus=4) for i in range(2)])
+    w.run_until(w.all_bound, max_ticks=30)
+    assert {c.status.capacity_type for c in w.claims()} == {"on-demand"}
+    ctl = controller(w, ledger)
+    w.fake.mark_available(capacity_type="spot")
+    most = 0
+    for _ in range(150):
+        step(w, ctl)
+        live = [c for c in w.claims() if c.status.capacity_type == "on-demand"]
+        disrupting = [
+            c for c in live if c.metadata.deletion_timestamp or is_true(c.status.conditions, DISRUPTING)
+        ]
+        most = max(most, len(disrupting))
+        if not live and w.all_bound():
+            break
+    assert {c.status.capacity_type for c in w.claims()} == {"spot"}, w.describe()
+    assert most == 1, "never more nodes disrupting than the budget of 1"
+    rows = ledger.actions()
+    assert len(rows) == 2
+    assert {r.replacement_capacity_type for r in rows} == {"spot"}
+    assert all(r.replacement_nodes for r in rows)
+    assert all(r.savings_per_hour > 0 for r in rows)
