@@ -330,6 +330,20 @@ class TestKubelet:
     launched: list[Instance] = field(default_factory=list)
     deleted: list[Instance] = field(default_factory=list)
     registered: set[str] = field(default_factory=set)
+    poll: Any = None
+    """A cloud without launch hooks (AWS on moto): its instances are found by listing it."""
+
+    def _poll(self) -> None:
+        live = {i.provider_id: i for i in self.poll.list() if i.state in ("pending", "running")}
+        for inst in live.values():
+            if all(x.provider_id != inst.provider_id for x in self.launched):
+                self.launched.append(inst)
+                if inst.instance_type not in self.types:
+                    for nc in list(self.backend.state.nodeclasses.values()):
+                        self.types = {**self.types, **{t.name: t for t in self.poll.instance_types(nc)}}
+        for inst in self.launched:
+            if inst.provider_id not in live and all(d.provider_id != inst.provider_id for d in self.deleted):
+                self.deleted.append(inst)
 
     def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
         self.launched.append(instance)
@@ -338,6 +352,8 @@ class TestKubelet:
         self.deleted.append(instance)
 
     def sync(self) -> None:
+        if self.poll is not None:
+            self._poll()
         for inst in [] if self.hold else self.launched:
             if inst.provider_id in self.registered or inst.nodeclaim in self.never_register:
                 continue
@@ -438,7 +454,7 @@ class World:
         *,
         settings: Settings | None = None,
         start: datetime | None = None,
-        provider: FakeProvider | None = None,
+        provider: Any = None,
         clock: VirtualClock | None = None,
     ) -> None:
         self.clock = clock or VirtualClock(start or datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
@@ -448,9 +464,12 @@ class World:
         self.fake = provider or FakeProvider(
             catalog="aws", cluster_name=self.settings.cluster_name, clock=self.clock.now
         )
-        self.kubelet = TestKubelet(self.backend, self.clock, {t.name: t for t in self.fake.catalog})
-        self.fake.on_launch = self.kubelet.on_launch
-        self.fake.on_delete = self.kubelet.on_delete
+        if isinstance(self.fake, FakeProvider):
+            self.kubelet = TestKubelet(self.backend, self.clock, {t.name: t for t in self.fake.catalog})
+            self.fake.on_launch = self.kubelet.on_launch
+            self.fake.on_delete = self.kubelet.on_delete
+        else:
+            self.kubelet = TestKubelet(self.backend, self.clock, {}, poll=self.fake)
         self.provider = CachingProvider(self.fake, clock=self.clock.now)
         self.binder = TestBinder(self.backend)
         self._kept: list[dict[str, Any]] = []
