@@ -31,7 +31,8 @@ from typing import Any
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
-from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
+from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
+from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
 from provisioner.controllers.common import DISRUPTION_REASON, PLANNED_OFFERING, ProviderSet, set_condition
@@ -108,11 +109,13 @@ class DisruptionController:
         self._last_evaluation: datetime | None = None
         self._last_usage: datetime | None = None
         self._evaluations = 0
+        self._pods_seen: dict[str, frozenset[str]] = {}
 
     # ---- the loop ----------------------------------------------------------------------------------
 
     def reconcile(self, now: datetime) -> None:
         snap = self.state.snapshot()
+        self._track_pod_events(snap, now)
         self._record_usage(snap, now)
         self._progress(snap, now)
         if self.pending is not None:
@@ -323,6 +326,37 @@ class DisruptionController:
             self.cluster.record_event(
                 kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
             )
+
+    def _track_pod_events(self, snap: Snapshot, now: datetime) -> None:
+        """Keep each claim's `lastPodEventTime` and `Empty` condition current: `consolidateAfter` counts
+        from them. A claim seen for the first time is only remembered (a restart is not a pod event)."""
+        seen: dict[str, frozenset[str]] = {}
+        for sn in snap.nodes:
+            claim = sn.claim
+            if claim is None or sn.node is None or claim.metadata.deletion_timestamp is not None:
+                continue
+            pods = frozenset(p.key for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal)
+            seen[claim.name] = pods
+            before = self._pods_seen.get(claim.name)
+            empty_known = any(c.type == EMPTY for c in claim.status.conditions)
+            if before is not None and before == pods and empty_known:
+                continue
+            status: dict[str, Any] = {
+                "conditions": set_condition(
+                    claim.status.conditions,
+                    EMPTY,
+                    not pods,
+                    reason="NoWorkloadPods" if not pods else "WorkloadPods",
+                    now=now,
+                )
+            }
+            if before is not None and before != pods:
+                status["lastPodEventTime"] = isoformat(now)
+            try:
+                self.cluster.patch_nodeclaim_status(claim.name, status)
+            except ClusterError as err:
+                log.debug("NodeClaim %s: cannot update pod event time: %s", claim.name, err)
+        self._pods_seen = seen
 
     # ---- the ledger --------------------------------------------------------------------------------
 

@@ -121,3 +121,24 @@ def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(wor
     assert {r.replacement_capacity_type for r in rows} == {"spot"}
     assert all(r.replacement_nodes for r in rows)
     assert all(r.savings_per_hour > 0 for r in rows)
+
+
+def test_consolidate_after_counts_from_when_the_last_pod_left(world, ledger):
+    w = world
+    w.apply(node_class(), pool_doc(capacity_types=("on-demand",), consolidate_after="2m"))
+    w.apply(gpu_pod("job-0", gpus=4, owner="Job"))
+    w.run_until(w.all_bound, max_ticks=30)
+    ctl = controller(w, ledger)
+    for _ in range(30):  # five minutes with the job running: the node is old enough, but busy
+        step(w, ctl)
+    w.backend.delete("Pod", "job-0", namespace="default")
+    step(w, ctl)
+    (claim,) = w.claims()
+    left = claim.status.last_pod_event_time
+    assert left is not None
+    for _ in range(10):  # 100 s: not yet
+        step(w, ctl)
+    assert ctl.pending is None and not ledger.actions()
+    for _ in range(10):
+        step(w, ctl)
+    assert [r.reason for r in ledger.actions()] == ["Empty"]
