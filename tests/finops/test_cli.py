@@ -19,8 +19,9 @@ NOW = (T0 + timedelta(hours=2)).isoformat()
 
 
 @pytest.fixture
-def ledger_file(tmp_path):
-    path = tmp_path / "ledger.sqlite"
+def ledger_file(ledger_url):
+    """A ledger with two actions, a blocker and a usage sample, on SQLite and on PostgreSQL."""
+    path = ledger_url
     with Ledger(path) as ledger:
         ledger.record_actions(
             [action("a", command_id="1", savings=2.0), action("b", command_id="2", pool="cpu", savings=0.5)]
