@@ -15,7 +15,6 @@ from botocore import exceptions as botocore_errors
 
 from provisioner.cloudprovider import (
     CloudProviderError,
-    CreateError,
     InsufficientCapacity,
     OfferingKey,
     TransientError,
@@ -121,14 +120,3 @@ def translate(
     if isinstance(err, botocore_errors.BotoCoreError):
         return default(f"{operation}: {type(err).__name__}: {err}")
     return default(f"{operation}: {type(err).__name__}")
-
-
-__all__ = [
-    "CAPACITY_CODES",
-    "TRANSIENT_CODES",
-    "CreateError",
-    "capacity_kind",
-    "error_code",
-    "is_capacity_code",
-    "translate",
-]

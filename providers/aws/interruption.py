@@ -53,7 +53,8 @@ def parse(body: str) -> ParsedMessage | None:
         return None
     source = event.get("source")
     detail_type = event.get("detail-type")
-    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
+    raw_detail = event.get("detail")
+    detail: dict[str, Any] = raw_detail if isinstance(raw_detail, dict) else {}
     when = _time(event.get("time"))
     if source == "aws.ec2" and detail_type == "EC2 Spot Instance Interruption Warning":
         iid = detail.get("instance-id")

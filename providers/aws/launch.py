@@ -220,7 +220,9 @@ def read_fleet(
     capacity_codes: frozenset[str],
 ) -> FleetOutcome:
     """Read a CreateFleet answer: the launched instance and candidate, or the failures by offering."""
-    by_override = {(c.instance_type, c.subnet_id): c for c in attempt.candidates}
+    by_override: dict[tuple[Any, Any], Candidate] = {
+        (c.instance_type, c.subnet_id): c for c in attempt.candidates
+    }
     out = FleetOutcome()
     for inst in answer.get("Instances") or []:
         ids = inst.get("InstanceIds") or []

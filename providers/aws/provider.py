@@ -138,7 +138,7 @@ class AWSProvider:
         self._config = Config(
             retries=retries, connect_timeout=10, read_timeout=60, user_agent_extra="provisioner"
         )
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[tuple[str, str | None], Any] = {}
         self._cache = _TTLCache(clock, cache_ttl)
         self._selector_ttl = selector_ttl
         self._use_pricing_api = use_pricing_api
@@ -190,7 +190,14 @@ class AWSProvider:
         others: list[str] = []
         for attempt in launch.plan(cands):
             request = launch.fleet_request(attempt, launch_templates=templates, tags=tags)
-            answer = self._call("CreateFleet", self._ec2.create_fleet, default=CreateError, **request)
+            try:
+                answer = self._ec2.create_fleet(**request)
+            except Exception as err:
+                code = errors.error_code(err)
+                if not errors.is_capacity_code(code):
+                    raise errors.translate(err, operation="CreateFleet", default=CreateError) from err
+                # A capacity error for the whole request (not per override): every override shares it.
+                answer = {"Errors": [{"ErrorCode": code, "Lifecycle": attempt.capacity_type}]}
             outcome = launch.read_fleet(
                 answer, attempt, zone_of_subnet=zone_of_subnet, capacity_codes=errors.CAPACITY_CODES
             )
@@ -309,7 +316,7 @@ class AWSProvider:
             messages = answer.get("Messages") or []
             if not messages:
                 break
-            done = []
+            done: builtins.list[dict[str, str]] = []
             for m in messages:
                 message = interruption.parse(m.get("Body", ""))
                 if message is None:

@@ -5,8 +5,9 @@ capacity, prices every spot pool at 0.00001, has no Pricing API and never thrott
 ../shared/TESTING.md). This proxy sits between the provider's boto3 client and moto and:
 - answers CreateFleet like EC2 does when pools are out: overrides whose (type, zone, capacity type) is
   stocked out are dropped from the request moto sees and come back in the answer's `errorSet` with
-  `InsufficientInstanceCapacity`; when every override is out, the answer is a 200 with errors only;
-- answers the next N launch calls (CreateFleet, RunInstances) with 503 `RequestLimitExceeded`;
+  `InsufficientInstanceCapacity` (or the code the test chose); when every override is out, the answer is a 200 with errors only;
+- answers the next N launch calls (CreateFleet, RunInstances) with 503 `RequestLimitExceeded`, and the
+  next N calls of any action with any status and error code a test names;
 - answers DescribeSpotPriceHistory with realistic prices (on-demand times a per-zone discount, or the
   price a test set), honouring the instance-type and zone filters;
 - answers the Pricing API's GetProducts from the same price table when told to (off by default: moto
@@ -91,7 +92,8 @@ class FaultProxy:
     def reset(self) -> None:
         """Forget stockouts, throttles, set prices, counts and the call log (not the memoised catalog)."""
         with self._lock:
-            self.stockouts: set[tuple[str, str, str]] = set()
+            self.stockouts: dict[tuple[str, str, str], str] = {}
+            self.failures: dict[str, list[tuple[int, str]]] = {}
             self.throttles = 0
             self.spot_prices: dict[tuple[str, str], float] = {}
             self.pricing_api = False
@@ -100,9 +102,17 @@ class FaultProxy:
             self.fleet_calls: list[FleetCall] = []
             self.actions: list[str] = []
 
-    def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
+    def stockout(
+        self, *, instance_type: str, zone: str, capacity_type: str, code: str = "InsufficientInstanceCapacity"
+    ) -> None:
+        """CreateFleet answers this offering's overrides with `code` in its errorSet."""
         with self._lock:
-            self.stockouts.add((instance_type, zone, capacity_type))
+            self.stockouts[(instance_type, zone, capacity_type)] = code
+
+    def fail_next(self, action: str, *, status: int, code: str, times: int = 1) -> None:
+        """The next `times` calls of `action` answer `status` with EC2's error `code`."""
+        with self._lock:
+            self.failures.setdefault(action, []).extend([(status, code)] * times)
 
     def throttle(self, *, times: int = 1) -> None:
         with self._lock:
@@ -128,6 +138,11 @@ class FaultProxy:
         action = dict(params).get("Action", "")
         with self._lock:
             self.actions.append(action or target or f"{method} {path}")
+        with self._lock:
+            queued = self.failures.get(action)
+            failure = queued.pop(0) if queued else None
+        if failure is not None:
+            return _ec2_error(failure[0], failure[1], f"injected {failure[1]}")
         if action in _MEMOISED:
             with self._lock:
                 hit = self._memo.get(body)
@@ -201,17 +216,17 @@ class FaultProxy:
             if m:
                 overrides.setdefault((int(m.group(1)), int(m.group(2))), {})[m.group(3)] = value
         call = FleetCall(capacity_type=capacity_type, overrides=[])
-        failed_keys = set()
+        failed_keys: dict[tuple[int, int], str] = {}
         for key, o in sorted(overrides.items()):
             zone = o.get("AvailabilityZone") or self._subnet_zone(o.get("SubnetId", "")) or ""
             call.overrides.append((o.get("InstanceType", ""), zone))
             with self._lock:
-                out = (o.get("InstanceType", ""), zone, capacity_type) in self.stockouts
-            if out:
-                failed_keys.add(key)
+                code = self.stockouts.get((o.get("InstanceType", ""), zone, capacity_type))
+            if code is not None:
+                failed_keys[key] = code
                 call.failed.append((o.get("InstanceType", ""), zone))
         error_items = "".join(
-            _fleet_error_item(overrides[k], values, config=k[0], lifecycle=capacity_type)
+            _fleet_error_item(overrides[k], values, config=k[0], lifecycle=capacity_type, code=failed_keys[k])
             for k in sorted(failed_keys)
         )
         with self._lock:
@@ -223,7 +238,7 @@ class FaultProxy:
                 f"<errorSet>{error_items}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
             )
             return 200, [("Content-Type", "text/xml")], xml.encode()
-        kept = _drop_overrides(params, failed_keys)
+        kept = _drop_overrides(params, set(failed_keys))
         status, out_headers, data = self._forward(method, path, headers, urlencode(kept).encode())
         if status == 200:
             ids = [i.decode() for i in re.findall(rb"<item>(i-[0-9a-f]+)</item>", data)]
@@ -323,7 +338,7 @@ def _drop_overrides(params: list[tuple[str, str]], dropped: set[tuple[int, int]]
 
 
 def _fleet_error_item(
-    override: dict[str, str], values: dict[str, str], *, config: int, lifecycle: str
+    override: dict[str, str], values: dict[str, str], *, config: int, lifecycle: str, code: str
 ) -> str:
     spec_name = values.get(
         f"LaunchTemplateConfigs.{config}.LaunchTemplateSpecification.LaunchTemplateName", ""
@@ -345,10 +360,17 @@ def _fleet_error_item(
         f"<launchTemplateSpecification>{spec}<version>$Latest</version></launchTemplateSpecification>"
         f"<overrides>{fields}</overrides></launchTemplateAndOverrides>"
         f"<lifecycle>{escape(lifecycle)}</lifecycle>"
-        "<errorCode>InsufficientInstanceCapacity</errorCode>"
-        "<errorMessage>We currently do not have sufficient capacity in the Availability Zone you requested."
-        "</errorMessage></item>"
+        f"<errorCode>{escape(code)}</errorCode>"
+        f"<errorMessage>{escape(_FLEET_MESSAGES.get(code, code))}</errorMessage></item>"
     )
+
+
+_FLEET_MESSAGES = {
+    "InsufficientInstanceCapacity": "We currently do not have sufficient capacity in the Availability Zone "
+    "you requested.",
+    "UnfulfillableCapacity": "Unable to fulfill capacity due to your request configuration.",
+    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded",
+}
 
 
 def _ec2_error(status: int, code: str, message: str) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -14,6 +14,7 @@ from providers.aws import AWSProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import (
     CloudProviderError,
+    CreateError,
     InstanceType,
     InsufficientCapacity,
     NotFound,
@@ -332,3 +333,92 @@ def test_sdk_errors_never_leave_the_provider(
 
     assert isinstance(caught.value, TransientError)
     assert caught.value.__class__.__module__.startswith("provisioner.")
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("InsufficientInstanceCapacity", "capacity"),
+        ("UnfulfillableCapacity", "capacity"),
+        ("InsufficientFreeAddressesInSubnet", "capacity"),
+        ("SpotMaxPriceTooLow", "capacity"),
+        ("MaxSpotInstanceCountExceeded", "quota"),
+    ],
+    ids=lambda v: v,
+)
+def test_capacity_error_codes_become_insufficient_capacity(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy, code: str, kind: str
+) -> None:
+    proxy.stockout(instance_type="m5.large", zone=A, capacity_type=SPOT, code=code)
+    claim = make_claim(
+        "coded", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT,), zones=(A,)
+    )
+
+    with pytest.raises(InsufficientCapacity) as caught:
+        provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    assert caught.value.offerings == [OfferingKey("m5.large", A, SPOT)]
+    assert caught.value.kind == kind
+
+
+def test_a_fleet_error_that_is_not_about_capacity_is_a_create_error(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    proxy.stockout(instance_type="m5.large", zone=A, capacity_type=ON_DEMAND, code="InvalidParameterValue")
+    claim = make_claim("bad", ["m5.large"], node_class=account.node_class, zones=(A,))
+
+    with pytest.raises(CreateError, match="InvalidParameterValue"):
+        provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "code", "error"),
+    [
+        ("CreateFleet", 500, "InternalError", TransientError),
+        ("CreateFleet", 503, "Unavailable", TransientError),
+        ("CreateFleet", 400, "UnauthorizedOperation", CreateError),
+        ("DescribeInstances", 500, "InternalError", TransientError),
+        ("DescribeInstances", 400, "Throttling", TransientError),
+        ("CreateLaunchTemplate", 400, "InvalidParameterValue", CreateError),
+    ],
+    ids=[
+        "fleet-500",
+        "fleet-503",
+        "fleet-unauthorized",
+        "describe-500",
+        "describe-throttled",
+        "template-invalid",
+    ],
+)
+def test_api_errors_are_translated_at_the_edge(
+    provider: AWSProvider,
+    account: world.World,
+    proxy: FaultProxy,
+    action: str,
+    status: int,
+    code: str,
+    error: type[Exception],
+) -> None:
+    types = options(provider, account, ["m5.large"])
+    proxy.fail_next(action, status=status, code=code)
+
+    with pytest.raises(error, match=code) as caught:
+        provider.create(
+            make_claim("api-error", ["m5.large"], node_class=account.node_class), types, account.node_class
+        )
+
+    assert type(caught.value).__module__.startswith("provisioner.cloudprovider")
+    assert proxy.launched == 0
+
+
+def test_a_capacity_error_for_the_whole_fleet_request_names_every_override(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    proxy.fail_next("CreateFleet", status=400, code="InsufficientInstanceCapacity")
+    claim = make_claim("whole", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND))
+
+    instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
+
+    # The spot request failed as a whole; the on-demand one launched, within the same create.
+    assert instance.capacity_type == ON_DEMAND
+    assert set(instance.skipped) == {OfferingKey("m5.large", z, SPOT) for z in (A, B, C)}
