@@ -150,6 +150,22 @@ def _labels_ok(it: InstanceType, reqs: rq.Reqs) -> bool:
     return True
 
 
+_REQUESTED: dict[int, tuple[StateNode, dict[str, int]]] = {}
+_ANTI: dict[int, tuple[StateNode, tuple[Pod, ...]]] = {}
+_REQUESTED_MAX = 200_000
+
+
+def _anti_affine(sn: StateNode) -> tuple[Pod, ...]:
+    """The running pods of a node with required anti-affinity (memoised like `_requested`)."""
+    found = _ANTI.get(id(sn))
+    if found is None or found[0] is not sn:
+        if len(_ANTI) >= _REQUESTED_MAX:
+            _ANTI.clear()
+        pods = tuple(p for p in sn.pods if p.anti_affinity_required and not p.is_terminal)
+        found = _ANTI[id(sn)] = (sn, pods)
+    return found[1]
+
+
 # ------------------------------------------------------------------------------------- compiled values
 
 
@@ -429,6 +445,23 @@ class _Solver:
             declared_types=len(types),
         )
 
+    def _requested(self, sn: StateNode) -> tuple[int, ...]:
+        """What the node's running pods request, as a vector. StateNodes are frozen and the disruption
+        planner re-solves over the same ones many times, so the sums are memoised per StateNode."""
+        found = _REQUESTED.get(id(sn))
+        if found is None or found[0] is not sn:
+            sums: dict[str, int] = {}
+            for pod in sn.pods:
+                if pod.phase in ("Succeeded", "Failed"):
+                    continue
+                for name, amount in pod.requests.items():
+                    sums[name] = sums.get(name, 0) + amount
+            if len(_REQUESTED) >= _REQUESTED_MAX:
+                _REQUESTED.clear()
+            # Holding the StateNode keeps its id from being reused while the entry lives.
+            found = _REQUESTED[id(sn)] = (sn, sums)
+        return self.vec(found[1])
+
     def _capacity_of(self, sn: StateNode) -> tuple[int, ...]:
         if sn.node is not None and sn.node.capacity:
             return self.vec(sn.node.capacity)
@@ -481,7 +514,7 @@ class _Solver:
                             alloc = tuple(map(_sub, alloc, self.vec(ds.pod.requests)))
             if sn.in_flight and not alloc_map and self._claim_type(sn) is None:
                 continue
-            avail = tuple(map(_sub, alloc, self.vec(sn.requested)))
+            avail = tuple(map(_sub, alloc, self._requested(sn)))
             pool = sn.nodepool
             self.existing.append(
                 _Existing(
@@ -1141,7 +1174,7 @@ class _Solver:
                 firsts.append((shape, pod))
             pod_shapes.append((pod, shape))
         # Existing pods with required anti-affinity block the pods they select.
-        bound = [p for n in self.existing for p in n.state.pods if not p.is_terminal]
+        bound = [p for n in self.existing for p in _anti_affine(n.state)]
         for p in bound:
             for t in p.anti_affinity_required:
                 self._group(self.owners, t.topology_key, t.label_selector, self._namespaces(p, t))
