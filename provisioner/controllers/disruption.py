@@ -54,6 +54,9 @@ class DisruptionSettings:
     usage_interval: timedelta = timedelta(minutes=5)
     """How often node usage (capacity and allocation) is written to the ledger."""
     planner: PlannerSettings = field(default_factory=PlannerSettings)
+    keep_rows: bool = False
+    """Also keep every blocker and usage row in memory (`blockers`, `usage`), as the simulator does to
+    report a run without a database. Action rows are always kept (`actions`): they are few."""
 
 
 @dataclass(slots=True)
@@ -106,6 +109,9 @@ class DisruptionController:
         """Commands carried out, oldest first (the simulator reports them)."""
         self.actions: list[Any] = []
         """Every ledger action row written, also kept in memory (the simulator's JSON output)."""
+        self.blockers: list[Any] = []
+        self.usage: list[Any] = []
+        """Blocker and usage rows, kept only with `DisruptionSettings.keep_rows`."""
         self._last_evaluation: datetime | None = None
         self._last_usage: datetime | None = None
         self._evaluations = 0
@@ -179,9 +185,12 @@ class DisruptionController:
         )
         self.last_plan = result
         self._evaluations += 1
-        if self.ledger is not None:
+        if self.ledger is not None or self.disruption.keep_rows:
             _, blockers = plan_rows(result, evaluation_id=f"eval-{now:%Y%m%dT%H%M%S}-{self._evaluations}")
-            self._write(lambda: self.ledger.record_blockers(blockers))
+            if self.disruption.keep_rows:
+                self.blockers.extend(blockers)
+            if self.ledger is not None:
+                self._write(lambda: self.ledger.record_blockers(blockers))
         return result
 
     # ---- acting ------------------------------------------------------------------------------------
@@ -369,6 +378,8 @@ class DisruptionController:
             return
         rows = usage_rows(snap, time=self._last_usage, hours=elapsed.total_seconds() / 3600)
         self._last_usage = now
+        if self.disruption.keep_rows:
+            self.usage.extend(rows)
         if self.ledger is not None:
             self._write(lambda: self.ledger.record_usage(rows))
 

@@ -142,3 +142,35 @@ def test_consolidate_after_counts_from_when_the_last_pod_left(world, ledger):
     for _ in range(10):
         step(w, ctl)
     assert [r.reason for r in ledger.actions()] == ["Empty"]
+
+
+def test_a_run_without_a_database_keeps_its_rows_for_the_html_report(world):
+    from datetime import timedelta
+
+    from provisioner.finops.reports import scale_down
+
+    w = world
+    w.apply(node_class(), pool_doc(capacity_types=("on-demand",), consolidate_after="0s"))
+    w.apply(*[gpu_pod(f"job-{i}", gpus=4, owner="Job") for i in range(2)])
+    w.run_until(w.all_bound, max_ticks=30)
+    start = w.clock.now()
+    ctl = DisruptionController(
+        state=w.state,
+        cluster=w.backend.cluster,
+        providers=ProviderSet.single(w.provider),
+        settings=w.settings,
+        disruption=DisruptionSettings(keep_rows=True, usage_interval=timedelta(minutes=1)),
+    )
+    before = cost(w)
+    for _ in range(30):
+        step(w, ctl)
+    w.backend.delete("Pod", "job-0", namespace="default")
+    for _ in range(30):
+        step(w, ctl)
+    report = scale_down.build(ctl.actions, ctl.blockers, ctl.usage, since=start, now=w.clock.now())
+    assert (
+        report.total.savings_per_hour == pytest.approx(before - cost(w)) and report.total.savings_per_hour > 0
+    )
+    assert report.total.cost > 0 and report.cost_per_hour
+    page = scale_down.to_html(report)
+    assert page.count("<svg") == 2 and "<polyline" in page
