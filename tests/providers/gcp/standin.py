@@ -102,7 +102,9 @@ class ComputeStandIn:
         handler = type("Handler", (_Handler,), {"state": self.state})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="gce-standin", daemon=True)
+        self._server.timeout = 0.05
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="gce-standin", daemon=True)
 
     @property
     def url(self) -> str:
@@ -117,10 +119,16 @@ class ComputeStandIn:
         self._thread.start()
         return self
 
+    def _serve(self) -> None:
+        # Our own loop instead of serve_forever(): stop() then never waits unboundedly (serve_forever's
+        # shutdown() hangs when called while the interpreter is finalizing daemon threads).
+        while not self._stopping.is_set():
+            self._server.handle_request()
+
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._stopping.set()
         self._thread.join(timeout=5)
+        self._server.server_close()
 
     # Hooks -------------------------------------------------------------------------------------------
 
