@@ -1004,9 +1004,10 @@ class _Solver:
                 return i
         return -1
 
-    def _try_new_nodes(self, v: _Variant, pod: Pod) -> _New | None:
+    def _try_new_nodes(self, v: _Variant, pod: Pod, *, cost_aware: bool = True) -> _New | None:
         nodes = self.new
-        start = v.hint_new if v.monotone else 0
+        cost_aware = cost_aware and self.options.cost_aware_packing
+        start = v.hint_new if v.monotone and cost_aware else 0
         for g, threshold in v.host_blockers:
             # Nodes are opened in order, and a hostname group blocks a node for good once it holds
             # `threshold` counted pods: skip the prefix every such group already blocks.
@@ -1044,9 +1045,9 @@ class _Solver:
             if idx < 0:
                 continue
             price = options[idx][0]
-            if self.options.cost_aware_packing and price - n.price > fit.standalone + 1e-9:
+            if cost_aware and price - n.price > fit.standalone + 1e-9:
                 continue
-            if v.monotone:
+            if v.monotone and cost_aware:
                 v.hint_new = i
             t = options[idx][1]
             if pool.limits:
@@ -1061,7 +1062,7 @@ class _Solver:
             n.pods.append(pod)
             self._record(v, n.domain)
             return n
-        if v.monotone:
+        if v.monotone and cost_aware:
             v.hint_new = len(nodes)
         return None
 
@@ -1156,6 +1157,11 @@ class _Solver:
                     reasons.append(PoolReason(pool.name, opened))
                     continue
                 return ("new", opened)
+            if self.options.cost_aware_packing:
+                # No pool can open a node (limits, topology): a dearer open node beats none.
+                node = self._try_new_nodes(v, pod, cost_aware=False)
+                if node is not None:
+                    return ("new", node)
         if not reasons:
             reasons = [PoolReason("", "no NodePool exists")]
         return reasons

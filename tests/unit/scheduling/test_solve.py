@@ -740,3 +740,10 @@ def test_zone_is_pinned_where_the_type_that_fits_is_cheapest():
     claim = run(pods, types=types).new_claims[0]
     assert (claim.instance_type.name, claim.offering.capacity_type) == ("big", "spot")
     assert claim.offering.zone == "zone-b"
+
+
+def test_a_pod_joins_a_dearer_open_node_when_no_pool_can_open_one():
+    # The node-count limit forbids a second node, so sharing is better than staying pending.
+    results = run([pod("big", cpu="3"), pod("small", cpu="1")], node_pool(limits={"nodes": "1"}))
+    assert not results.unschedulable
+    assert [c.instance_type.name for c in results.new_claims] == ["m.2xlarge"]
