@@ -728,7 +728,33 @@ class _Planner:
             if why is not None:
                 self.block(node, why[0], why[1], method="single-node")
                 continue
-            self.accept(self.command([node], results, method="single-node"), results)
+            command = self.command([node], results, method="single-node")
+            if self.back_to_spot(node, results):
+                # Cheaper because spot is back: the FinOps record says so, and that reason's budget holds.
+                if not self.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method="single-node"):
+                    continue
+                command = self.relabel(
+                    command, DisruptionReason.RETURN_TO_PREFERRED, "on-demand fallback returns to spot"
+                )
+            self.accept(command, results)
+
+    def back_to_spot(self, node: StateNode, results: Results) -> bool:
+        """An on-demand node of a pool that allows spot, replaced by spot capacity."""
+        return (
+            cand.capacity_type(node) == wk.CAPACITY_TYPE_ON_DEMAND
+            and self.allows_spot(self.pools[node.nodepool or ""])
+            and bool(results.new_claims)
+            and all(c.offering.capacity_type == wk.CAPACITY_TYPE_SPOT for c in results.new_claims)
+        )
+
+    @staticmethod
+    def relabel(command: Command, reason: DisruptionReason, detail: str) -> Command:
+        command.reason = reason
+        command.records = tuple(
+            dataclasses.replace(r, reason=reason, detail="; ".join(x for x in (r.detail, detail) if x))
+            for r in command.records
+        )
+        return command
 
     # ---- return to the preferred tier --------------------------------------------------------------
 

@@ -119,6 +119,7 @@ def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(wor
     rows = ledger.actions()
     assert len(rows) == 2
     assert {r.replacement_capacity_type for r in rows} == {"spot"}
+    assert {r.reason for r in rows} == {"ReturnToPreferred"}
     assert all(r.replacement_nodes for r in rows)
     assert all(r.savings_per_hour > 0 for r in rows)
 

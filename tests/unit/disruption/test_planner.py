@@ -305,6 +305,8 @@ def test_an_on_demand_fallback_returns_to_spot_once_spot_is_back(solve, spot_ava
         assert methods in (["return-to-preferred"], ["single-node"])
         (command,) = result.commands
         assert command.replacements[0].offering.capacity_type == "spot"
+        assert command.reason.value == "ReturnToPreferred"
+        assert command.records[0].reason.value == "ReturnToPreferred"
     else:
         assert methods == []
 
