@@ -79,6 +79,19 @@ def classify_operation(
     return OperationFailure(kind=kind, codes=codes, message=message)
 
 
+_STOCKOUT_TEXT = ("ZONE_RESOURCE_POOL_EXHAUSTED", "does not have enough resources available")
+
+
+def _is_stockout(err: gexc.GoogleAPICallError) -> bool:
+    """A stockout answered synchronously (seen as `503 ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: ...`):
+    a capacity answer, not a transient one; retrying the same zone would only fail again."""
+    texts = [str(err.message or "")]
+    texts += [
+        f"{e.get('reason', '')} {e.get('message', '')}" for e in (err.errors or []) if isinstance(e, dict)
+    ]
+    return any(marker in text for text in texts for marker in _STOCKOUT_TEXT)
+
+
 def _reasons(err: gexc.GoogleAPICallError) -> set[str]:
     out = {str(e.get("reason", "")) for e in (err.errors or []) if isinstance(e, dict)}
     if err.reason:
@@ -95,6 +108,8 @@ def translate(err: Exception, *, what: str, offering: OfferingKey | None = None)
         code = int(err.code or 0)
         reasons = _reasons(err)
         text = f"{what}: HTTP {code} {err.message}"
+        if _is_stockout(err):
+            return InsufficientCapacity([offering] if offering else [], text, kind="capacity")
         if code == 429 or reasons & _RATE_REASONS:
             return TransientError(f"{what}: throttled by Compute Engine ({err.message})")
         if code >= 500:

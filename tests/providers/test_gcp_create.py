@@ -113,6 +113,15 @@ def test_a_spot_stockout_falls_to_another_zone_then_to_on_demand_within_one_crea
     assert standin.launches() == 2
 
 
+def test_a_stockout_answered_as_a_503_is_capacity_not_transient(
+    standin: ComputeStandIn, provider: GCPProvider
+) -> None:
+    standin.stockout(machine_type="e2-standard-2", zone="us-central1-a", synchronous=True)
+    inst = launch(provider, "sync-stockout", ["e2-standard-2"], zones=("us-central1-a", "us-central1-b"))
+    assert inst.zone == "us-central1-b"
+    assert [c.status for c in standin.calls("instances.insert")] == [503, 200]
+
+
 def test_when_every_offering_is_out_insufficient_capacity_names_each_one(
     standin: ComputeStandIn, provider: GCPProvider
 ) -> None:

@@ -81,6 +81,7 @@ class State:
     pending: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     """Operation key -> what finishing it does (create or fail an instance)."""
     stockouts: set[tuple[str, str, str]] = field(default_factory=set)
+    sync_stockouts: set[tuple[str, str, str]] = field(default_factory=set)
     quota: dict[tuple[str, str], str] = field(default_factory=dict)
     throttle_left: int = 0
     throttle_methods: frozenset[str] | None = None
@@ -132,15 +133,20 @@ class ComputeStandIn:
 
     # Hooks -------------------------------------------------------------------------------------------
 
-    def stockout(self, *, machine_type: str, zone: str, provisioning_model: str = "STANDARD") -> None:
+    def stockout(
+        self, *, machine_type: str, zone: str, provisioning_model: str = "STANDARD", synchronous: bool = False
+    ) -> None:
         """Inserts of this machine type in this zone with this model (`SPOT` or `STANDARD`) end with
-        ZONE_RESOURCE_POOL_EXHAUSTED from now on."""
+        ZONE_RESOURCE_POOL_EXHAUSTED from now on: in the insert operation's error.errors, or (with
+        `synchronous`) as the insert call's own 503 answer, which Compute Engine also gives."""
         with self.state.lock:
-            self.state.stockouts.add((machine_type, zone, provisioning_model))
+            target = self.state.sync_stockouts if synchronous else self.state.stockouts
+            target.add((machine_type, zone, provisioning_model))
 
     def restock(self) -> None:
         with self.state.lock:
             self.state.stockouts.clear()
+            self.state.sync_stockouts.clear()
 
     def quota_exceeded(
         self, *, machine_type: str, provisioning_model: str = "STANDARD", metric: str = "NVIDIA_H100_GPUS"
@@ -532,6 +538,13 @@ def _insert(st: State, zone: str, body: dict[str, Any]) -> dict[str, Any]:
     if not any(d.get("boot") for d in disks):
         raise _invalid("resource.disks", disks, "A boot disk is required.")
     model = scheduling.get("provisioningModel", "STANDARD")
+    if (mt_name, zone, model) in st.sync_stockouts:
+        raise ApiError(
+            503,
+            f"ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: The zone 'projects/{st.catalog.project}/zones/{zone}' "
+            "does not have enough resources available to fulfill the request.  '(resource type:compute)'.",
+            "backendError",
+        )
     st.insert_bodies[(zone, name)] = json.loads(json.dumps(body))
     target = {"name": name, "id": str(next(st.ids))}
     target["selfLink"] = f"{API}/projects/{st.catalog.project}/zones/{zone}/instances/{name}"
