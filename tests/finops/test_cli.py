@@ -146,3 +146,47 @@ def test_nodes_and_nodepools_from_a_file_of_objects(tmp_path):
     pools = runner.invoke(app, ["report", "nodepools", "-f", str(path)])
     assert pools.exit_code == 0, pools.output
     assert "2 node(s) not ready" in pools.stdout
+
+
+def test_nodes_from_a_live_cluster_through_a_kubeconfig(tmp_path):
+    """The official client against a Kubernetes API over HTTP (the controller tests' kmock server)."""
+    from provisioner.kube import client as kc
+    from tests.controllers.kube_server import KubeServer
+
+    server = KubeServer().start()
+    try:
+        client = kc.KubeClient.connect(url=server.url)
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "gpu-1",
+                "labels": {"provisioner.sh/nodepool": "gpu", "provisioner.sh/gpu-count": "4"},
+            },
+            "spec": {"unschedulable": True},
+            "status": {
+                "allocatable": {"cpu": "48", "nvidia.com/gpu": "4"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        client.create(kc.NODE, node)
+        client.close()
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "test", "cluster": {"server": server.url}}],
+                    "users": [{"name": "test", "user": {}}],
+                    "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+                    "current-context": "test",
+                }
+            )
+        )
+        result = runner.invoke(app, ["report", "nodes", "--kubeconfig", str(kubeconfig), "--format", "csv"])
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("gpu-1,")]
+    assert line.startswith("gpu-1,gpu,Not ready,scheduling disabled,")
