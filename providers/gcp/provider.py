@@ -453,7 +453,11 @@ class GCPProvider:
             zone,
             cand.offering.capacity_type,
         )
-        return self.get(naming.provider_id(self.project, zone, name))
+        try:
+            return self.get(naming.provider_id(self.project, zone, name))
+        except NotFound as err:
+            # Gone between DONE and our read (a spot VM taken back at once): launching again may work.
+            raise TransientError(f"{what}: the instance vanished right after it was launched") from err
 
     def _instance_body(
         self, name: str, *, claim: NodeClaim, cand: _Candidate, nc: GCPNodeClass, spot: bool

@@ -138,6 +138,17 @@ def test_when_every_offering_is_out_insufficient_capacity_names_each_one(
     assert standin.launches() == 0
 
 
+def test_one_create_tries_a_bounded_number_of_offerings(standin: ComputeStandIn) -> None:
+    provider = make_provider(standin, max_launch_attempts=3)
+    for zone in ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"):
+        for model in ("SPOT", "STANDARD"):
+            standin.stockout(machine_type="e2-standard-2", zone=zone, provisioning_model=model)
+    with pytest.raises(InsufficientCapacity) as info:
+        launch(provider, "bounded", ["e2-standard-2"], capacity_types=SPOT_FIRST)
+    assert len(standin.calls("instances.insert")) == 3
+    assert len(info.value.offerings) == 3
+
+
 def test_quota_exceeded_gives_insufficient_capacity_of_kind_quota_without_trying_every_zone(
     standin: ComputeStandIn, provider: GCPProvider
 ) -> None:

@@ -109,8 +109,7 @@ class ComputeStandIn:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def project(self) -> str:
@@ -400,7 +399,7 @@ def _aggregated(st: State, collection: str, query: dict[str, str]) -> dict[str, 
         "instances": ("instances", "compute#instanceAggregatedList", _zone_instances),
     }
     if collection == "instances" and st.stale_aggregated:
-        makers["instances"] = ("instances", "compute#instanceAggregatedList", lambda st, z: [])
+        makers["instances"] = ("instances", "compute#instanceAggregatedList", lambda st, zone: [])
     if collection not in makers:
         raise ApiError(404, f"aggregated/{collection} is not served by the stand-in", "notFound")
     key, kind, make = makers[collection]
