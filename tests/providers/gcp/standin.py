@@ -702,3 +702,21 @@ def _operations(st: State, verb: str, zone: str, tail: list[str], query: dict[st
         _finish(st, key)
         return st.operations[key]
     raise ApiError(404, "not served by the stand-in", "notFound")
+
+
+def main() -> None:
+    """`python -m tests.providers.gcp.standin`: serve until interrupted, printing the endpoint to use as
+    PROVISIONER_GCP_ENDPOINT (project `test-project`, region `us-central1`)."""
+    server = ComputeStandIn().start()
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
