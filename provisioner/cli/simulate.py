@@ -115,15 +115,17 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
             )
         console.print(table)
     if doc["placements"]:
-        table = Table(title=f"On existing capacity: {len(doc['placements'])} pods", title_justify="left")
+        n = len(doc["placements"])
+        table = Table(title=f"On existing capacity: {n} pod{'s' if n != 1 else ''}", title_justify="left")
         table.add_column("Pod")
         table.add_column("Node")
         for p in doc["placements"]:
             table.add_row(p["pod"], p["node"])
         console.print(table)
     if doc["unschedulable"]:
+        n = len(doc["unschedulable"])
         table = Table(
-            title=f"Unschedulable: {len(doc['unschedulable'])} pods", title_justify="left", show_lines=True
+            title=f"Unschedulable: {n} pod{'s' if n != 1 else ''}", title_justify="left", show_lines=True
         )
         table.add_column("Pod")
         table.add_column("NodePool")
@@ -133,8 +135,9 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
                 table.add_row(escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"]))
         console.print(table)
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
+    claims = len(doc["nodeClaims"])
     console.print(
-        f"[bold]{len(doc['nodeClaims'])} new nodes[/bold] ({gpus} GPUs), "
+        f"[bold]{claims} new node{'s' if claims != 1 else ''}[/bold] ({gpus} GPUs), "
         f"[bold]${doc['costPerHour']:.2f}/h[/bold]; {len(doc['placements'])} pods on existing capacity, "
         f"{len(doc['unschedulable'])} unschedulable"
     )
@@ -202,6 +205,6 @@ def explain(
         if any(p.key == target.key for p in c.pods):
             where = (
                 f"on new node {c.hostname} (NodePool {c.nodepool.name}, {c.instance_type.name}, "
-                f"{c.offering.capacity_type} in {c.offering.zone}, ${c.offering.price:.4f}/h, shared by {len(c.pods)} pods)"
+                f"{c.offering.capacity_type} in {c.offering.zone}, ${c.offering.price:.4f}/h, {len(c.pods)} pod(s) on it)"
             )
     console.print(f"In the full solve: {where}")

@@ -100,7 +100,7 @@ def solve_scenario(pools, nodes, pods):
     return run(pods, pools, types, snap=snapshot(nodes))
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
