@@ -14,6 +14,7 @@ The endpoint is the `endpoint_url` argument, else `AWS_ENDPOINT_URL`, else AWS's
 from __future__ import annotations
 
 import builtins
+import hashlib
 import logging
 import os
 import time
@@ -474,7 +475,7 @@ class AWSProvider:
             raise NodeClassNotReady(
                 f"AWSNodeClass {nc.name}: spec.amiSelectorTerms matched no available x86_64 or arm64 AMI"
             )
-        profile = spec.instance_profile or spec.role or ""
+        profile = spec.instance_profile or self._ensure_instance_profile(nc)
         return _Resolved(
             subnets=tuple(sorted(subnets.values(), key=lambda s: s.id)),
             security_group_ids=tuple(sorted(groups)),
@@ -537,6 +538,41 @@ class AWSProvider:
                 ):
                     found[arch] = image
         return {arch: image["ImageId"] for arch, image in found.items()}
+
+    def _ensure_instance_profile(self, nc: AWSNodeClass) -> str:
+        """The instance profile made for the NodeClass's role (created, or repaired to hold that role)."""
+        role = nc.spec.role or ""
+        digest = hashlib.sha256(f"{self.region}/{nc.name}".encode()).hexdigest()[:12]
+        name = f"provisioner_{self.cluster_name}_{digest}"[:128]
+        iam = self._client("iam")
+        operation = "GetInstanceProfile"
+        try:
+            try:
+                roles = [
+                    r["RoleName"]
+                    for r in iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Roles"]
+                ]
+            except Exception as err:
+                if errors.error_code(err) != "NoSuchEntity":
+                    raise
+                operation = "CreateInstanceProfile"
+                tags = {**launch.cluster_tags(self.cluster_name), f"{wk.GROUP}/nodeclass": nc.name}
+                iam.create_instance_profile(InstanceProfileName=name, Tags=launch.tag_list(tags))
+                roles = []
+            if roles != [role]:
+                operation = "AddRoleToInstanceProfile"
+                for old in roles:
+                    iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=old)
+                iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
+                log.info("instance profile %s now holds role %s (node class %s)", name, role, nc.name)
+        except Exception as err:
+            translated = errors.translate(err, operation=operation, default=NodeClassNotReady)
+            if isinstance(translated, NodeClassNotReady):
+                raise NodeClassNotReady(
+                    f"AWSNodeClass {nc.name}: cannot make an instance profile for spec.role {role!r}: {translated}"
+                ) from err
+            raise translated from err
+        return name
 
     # --- launch templates ------------------------------------------------------------------------------
 

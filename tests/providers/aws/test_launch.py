@@ -17,12 +17,14 @@ from provisioner.cloudprovider import (
     CreateError,
     InstanceType,
     InsufficientCapacity,
+    NodeClassNotReady,
     NotFound,
     OfferingKey,
     TransientError,
 )
 from tests.providers.aws import world
 from tests.providers.aws.faults import FaultProxy
+from tests.providers.aws.stack import Stack
 from tests.providers.harness import make_claim
 
 SPOT = wk.CAPACITY_TYPE_SPOT
@@ -248,8 +250,8 @@ def test_throttling_is_a_transient_error(
 def test_botocore_retries_throttling_itself_when_max_attempts_allows(
     new_provider: Callable[..., AWSProvider], account: world.World, proxy: FaultProxy
 ) -> None:
-    provider = new_provider(max_attempts=3)
-    proxy.throttle(times=2)
+    provider = new_provider(max_attempts=2)
+    proxy.throttle(times=1)
     claim = make_claim("sdk-retried", ["m5.large"], node_class=account.node_class)
 
     instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
@@ -422,3 +424,32 @@ def test_a_capacity_error_for_the_whole_fleet_request_names_every_override(
     # The spot request failed as a whole; the on-demand one launched, within the same create.
     assert instance.capacity_type == ON_DEMAND
     assert set(instance.skipped) == {OfferingKey("m5.large", z, SPOT) for z in (A, B, C)}
+
+
+def test_a_node_class_with_a_role_gets_an_instance_profile_made_for_it(
+    provider: AWSProvider, account: world.World, stack: Stack, ec2: Any
+) -> None:
+    iam = stack.client("iam")
+    iam.create_role(RoleName="node-role", AssumeRolePolicyDocument="{}")
+    nc = world.node_class(instanceProfile=None, role="node-role")
+    types = {t.name: t for t in provider.instance_types(nc)}
+
+    provider.create(make_claim("with-role", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    profile = data["IamInstanceProfile"]["Name"]
+    assert profile.startswith("provisioner_contract_")
+    roles = iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Roles"]
+    assert [r["RoleName"] for r in roles] == ["node-role"]
+
+
+def test_a_role_that_does_not_exist_leaves_the_node_class_not_ready(
+    provider: AWSProvider, account: world.World
+) -> None:
+    nc = world.node_class(instanceProfile=None, role="missing-role")
+
+    with pytest.raises(NodeClassNotReady, match="missing-role"):
+        provider.instance_types(nc)
