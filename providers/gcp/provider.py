@@ -744,9 +744,15 @@ class GCPProvider:
                     continue
                 key = f"{zone}/{op.name}"
                 listed.add(key)
-                if key in self._seen_preemptions or not self._ours(zone, name):
+                with self._lock:
+                    if key in self._seen_preemptions:
+                        continue
+                if not self._ours(zone, name):
                     continue
-                self._seen_preemptions.add(key)
+                with self._lock:
+                    if key in self._seen_preemptions:
+                        continue  # another caller reported it meanwhile
+                    self._seen_preemptions.add(key)
                 events.append(
                     InterruptionEvent(
                         provider_id=naming.provider_id(self.project, zone, name),
@@ -756,7 +762,8 @@ class GCPProvider:
                     )
                 )
         # Forget operations Compute Engine no longer lists, so the set does not grow forever.
-        self._seen_preemptions &= listed
+        with self._lock:
+            self._seen_preemptions &= listed
         return events
 
     def _ours(self, zone: str, name: str) -> bool:
