@@ -238,6 +238,8 @@ class _Variant:
     pools: tuple[_Pool, ...]
     missing_pools: tuple[str, ...]
     pool_names: frozenset[str] | None
+    order: tuple[str, ...]
+    """Pool names in the order tried (the annotation's, unknown names included)."""
     spreads: list[_Spread]
     affinity: list[tuple[_Group, bool]]
     anti: list[_Group]
@@ -636,6 +638,7 @@ class _Solver:
                 pools=pools,
                 missing_pools=missing,
                 pool_names=names,
+                order=tuple(dict.fromkeys(requested)) if requested else tuple(p.name for p in pools),
                 spreads=spreads,
                 affinity=affinity,
                 anti=anti,
@@ -1150,13 +1153,14 @@ class _Solver:
             node = self._try_new_nodes(v, pod)
             if node is not None:
                 return ("new", node)
-            reasons = [PoolReason(name, f"NodePool {name} does not exist") for name in v.missing_pools]
+            why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
             for pool in v.pools:
                 opened = self._open(v, pool, pod)
                 if isinstance(opened, str):
-                    reasons.append(PoolReason(pool.name, opened))
+                    why[pool.name] = opened
                     continue
                 return ("new", opened)
+            reasons = [PoolReason(name, why[name]) for name in v.order if name in why]
             if self.options.cost_aware_packing:
                 # No pool can open a node (limits, topology): a dearer open node beats none.
                 node = self._try_new_nodes(v, pod, cost_aware=False)
@@ -1325,7 +1329,9 @@ def explain(
     )
     shape = solver._compile(pod)
     first = shape.variants[0]
-    verdicts = [PoolVerdict(name, False, f"NodePool {name} does not exist") for name in first.missing_pools]
+    verdicts = {
+        name: PoolVerdict(name, False, f"NodePool {name} does not exist") for name in first.missing_pools
+    }
     for pool in first.pools:
         verdict: PoolVerdict | None = None
         for depth, v in enumerate(shape.variants):
@@ -1342,5 +1348,5 @@ def explain(
             verdict = PoolVerdict(pool.name, True, "", t.it, offering, relaxed=depth > 0)
             break
         assert verdict is not None
-        verdicts.append(verdict)
-    return verdicts
+        verdicts[pool.name] = verdict
+    return [verdicts[name] for name in first.order if name in verdicts]

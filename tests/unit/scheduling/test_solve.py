@@ -467,6 +467,12 @@ def test_pool_annotation_naming_an_unknown_pool_says_so():
     assert reasons_of(results, "p") == {"ghost": "NodePool ghost does not exist"}
 
 
+def test_reasons_follow_the_pool_list_order():
+    pools = [node_pool("a", limits={"cpu": "0"}), node_pool("b", limits={"cpu": "0"})]
+    results = run([pod("p", pools=["b", "ghost", "a"])], pools)
+    assert [r.nodepool for r in results.unschedulable[0].reasons] == ["b", "ghost", "a"]
+
+
 def test_pool_annotation_keeps_pods_off_existing_nodes_of_other_pools():
     n1 = node("n1", pool="other", cpu=8)
     results = run([pod("p", pools=["default"])], snap=snapshot([(n1, [])]))
