@@ -85,17 +85,23 @@ class NodePoolStatusController:
                 log.warning("NodePool %s: cannot write status: %s", pool.name, err)
 
     def _claim_metrics(self, snap: Snapshot) -> None:
-        self.metrics.nodeclaims.clear()
-        self.metrics.cost_per_hour.clear()
+        counts: dict[tuple[str, str], int] = {}
+        cost: dict[str, float] = {}
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None:
                 continue
             pool = claim.nodepool or ""
-            phase = _phase(claim)
-            self.metrics.nodeclaims.labels(phase=phase, nodepool=pool).inc()
+            counts[(_phase(claim), pool)] = counts.get((_phase(claim), pool), 0) + 1
             if claim.status.price_per_hour:
-                self.metrics.cost_per_hour.labels(nodepool=pool).inc(claim.status.price_per_hour)
+                cost[pool] = cost.get(pool, 0.0) + claim.status.price_per_hour
+        # Computed first, swapped in at once, so a scrape rarely sees a half-written set.
+        self.metrics.nodeclaims.clear()
+        for (phase, pool), n in counts.items():
+            self.metrics.nodeclaims.labels(phase=phase, nodepool=pool).set(n)
+        self.metrics.cost_per_hour.clear()
+        for pool, dollars in cost.items():
+            self.metrics.cost_per_hour.labels(nodepool=pool).set(dollars)
 
 
 def _phase(claim: Any) -> str:

@@ -52,6 +52,7 @@ def _res(r: kc.Resource) -> kmock.resource:
 class FilledEmulator(kmock.KubernetesEmulator):
     rv: int = 0
     compacted_below: int = 0
+    watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
     fail_next: dict[str, int] = attrs.field(factory=dict)
     """`"POST nodeclaims"` -> how many such requests answer 500 (chaos for the tests)."""
 
@@ -188,8 +189,15 @@ class FilledEmulator(kmock.KubernetesEmulator):
                 "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
             }
             return
-        async for item in super()._serve_watch(request):
-            yield item
+        task = asyncio.current_task()
+        if task is not None:
+            self.watches.add(task)
+        try:
+            async for item in super()._serve_watch(request):
+                yield item
+        finally:
+            if task is not None:
+                self.watches.discard(task)
 
 
 def _allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
@@ -225,6 +233,9 @@ class KubeServer:
             self.url = str(server.url).rstrip("/")
             self._ready.set()
             await self._stopping.wait()
+            # Open watches would hold the server's shutdown until the clients' read timeouts.
+            for task in list(emulator.watches):
+                task.cancel()
 
     def start(self) -> KubeServer:
         self._thread.start()

@@ -88,9 +88,14 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         assert len({p.node_name for p in backend.state.pods.values()}) == 2, "one 1-GPU node per 1-GPU pod"
         claims = list(backend.state.claims.values())
         assert {c.status.provider_id for c in claims} == {n.provider_id for n in nodes}
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        assert "provisioner_nodeclaims_created_total" in metrics
-        assert 'provisioner_nodeclaims{nodepool="gpu",phase="Initialized"}' in metrics
+
+        def scrape() -> str:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+
+        _wait("claims counted as Initialized", lambda: 'phase="Initialized"} 2.0' in scrape())
+        metrics = scrape()
+        assert 'provisioner_nodeclaims_created_total{nodepool="gpu"} 2.0' in metrics
+        assert 'provisioner_cost_per_hour{nodepool="gpu"}' in metrics
 
         for p in list(backend.state.pods.values()):
             backend.delete("Pod", p.name, namespace=p.namespace)
