@@ -51,6 +51,9 @@ T = TypeVar("T")
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 """Instance states that still cost money or may come back (terminated ones are gone)."""
 
+RECENT_LAUNCH_WINDOW = 300.0
+"""Seconds a launch is remembered in memory, covering DescribeInstances' eventual consistency."""
+
 _LT_MISSING_CODES = frozenset(
     {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
 )
@@ -144,6 +147,8 @@ class AWSProvider:
         self._selector_ttl = selector_ttl
         self._use_pricing_api = use_pricing_api
         self._templates_known: set[str] = set()
+        self._clock = clock
+        self._recent: dict[str, tuple[Instance, float]] = {}
 
     # --- protocol --------------------------------------------------------------------------------------
 
@@ -168,7 +173,7 @@ class AWSProvider:
         first when cheaper), each spanning the allowed zones, so a stockout in one zone falls to another
         zone and then to on-demand within this call. Idempotent by the claim name (tag lookup first)."""
         nc = self._aws_node_class(node_class)
-        existing = self._find_claim_instance(claim.name)
+        existing = self._find_claim_instance(claim.name) or self._recent_launch(claim.name)
         if existing is not None:
             log.info("nodeclaim %s already has instance %s", claim.name, existing.provider_id)
             return existing
@@ -215,7 +220,7 @@ class AWSProvider:
                     chosen.price,
                     claim.name,
                 )
-                return Instance(
+                launched = Instance(
                     provider_id=provider_id_of(chosen.zone, outcome.instance_id),
                     instance_type=chosen.instance_type,
                     zone=chosen.zone,
@@ -228,6 +233,8 @@ class AWSProvider:
                     tags=tags,
                     skipped=tuple(dict.fromkeys(skipped)),
                 )
+                self._recent[claim.name] = (launched, self._clock())
+                return launched
             if any(e.split(":", 1)[0] in _LT_MISSING_CODES for e in outcome.other_errors):
                 # Someone deleted our template: forget it so the retry makes it again.
                 for name in templates.values():
@@ -620,6 +627,17 @@ class AWSProvider:
         ]
         found = self._describe_instances(filters)
         return self._instance(found[0]) if found else None
+
+    def _recent_launch(self, claim_name: str) -> Instance | None:
+        """An instance this process launched for the claim moments ago. DescribeInstances is eventually
+        consistent: a retried create right after a launch may not find the instance by its tags yet, and
+        must not launch a second one."""
+        now = self._clock()
+        for name, (_, at) in builtins.list(self._recent.items()):
+            if now - at > RECENT_LAUNCH_WINDOW:
+                del self._recent[name]
+        entry = self._recent.get(claim_name)
+        return entry[0] if entry else None
 
     def _describe_one(self, provider_id: str) -> dict[str, Any] | None:
         _, instance_id = parse_provider_id(provider_id)

@@ -6,6 +6,7 @@ capacity, prices every spot pool at 0.00001, has no Pricing API and never thrott
 - answers CreateFleet like EC2 does when pools are out: overrides whose (type, zone, capacity type) is
   stocked out are dropped from the request moto sees and come back in the answer's `errorSet` with
   `InsufficientInstanceCapacity` (or the code the test chose); when every override is out, the answer is a 200 with errors only;
+- answers the next N DescribeInstances with nothing (EC2's eventual consistency after a launch);
 - answers the next N launch calls (CreateFleet, RunInstances) with 503 `RequestLimitExceeded`, and the
   next N calls of any action with any status and error code a test names;
 - answers DescribeSpotPriceHistory with realistic prices (on-demand times a per-zone discount, or the
@@ -94,6 +95,7 @@ class FaultProxy:
         with self._lock:
             self.stockouts: dict[tuple[str, str, str], str] = {}
             self.failures: dict[str, list[tuple[int, str]]] = {}
+            self.hidden_describes = 0
             self.throttles = 0
             self.spot_prices: dict[tuple[str, str], float] = {}
             self.pricing_api = False
@@ -108,6 +110,12 @@ class FaultProxy:
         """CreateFleet answers this offering's overrides with `code` in its errorSet."""
         with self._lock:
             self.stockouts[(instance_type, zone, capacity_type)] = code
+
+    def hide_instances(self, *, times: int = 1) -> None:
+        """The next `times` DescribeInstances answer with no reservations, as EC2 may right after a
+        launch (its reads are eventually consistent)."""
+        with self._lock:
+            self.hidden_describes += times
 
     def fail_next(self, action: str, *, status: int, code: str, times: int = 1) -> None:
         """The next `times` calls of `action` answer `status` with EC2's error `code`."""
@@ -143,6 +151,16 @@ class FaultProxy:
             failure = queued.pop(0) if queued else None
         if failure is not None:
             return _ec2_error(failure[0], failure[1], f"injected {failure[1]}")
+        if action == "DescribeInstances":
+            with self._lock:
+                hide = self.hidden_describes > 0
+                self.hidden_describes -= 1 if hide else 0
+            if hide:
+                xml = (
+                    f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeInstancesResponse xmlns="{EC2_NS}">'
+                    f"<requestId>{uuid.uuid4()}</requestId><reservationSet/></DescribeInstancesResponse>"
+                )
+                return 200, [("Content-Type", "text/xml")], xml.encode()
         if action in _MEMOISED:
             with self._lock:
                 hit = self._memo.get(body)

@@ -453,3 +453,24 @@ def test_a_role_that_does_not_exist_leaves_the_node_class_not_ready(
 
     with pytest.raises(NodeClassNotReady, match="missing-role"):
         provider.instance_types(nc)
+
+
+def test_a_retried_create_does_not_launch_again_while_describe_instances_lags(
+    new_provider: Callable[..., AWSProvider], account: world.World, proxy: FaultProxy
+) -> None:
+    now = [0.0]
+    provider = new_provider(clock=lambda: now[0])
+    claim = make_claim("lagging", ["m5.large"], node_class=account.node_class)
+    types = options(provider, account, ["m5.large"])
+    first = provider.create(claim, types, account.node_class)
+    # EC2 is eventually consistent: right after a launch, a tag lookup may find nothing.
+    proxy.hide_instances(times=1)
+
+    assert provider.create(claim, types, account.node_class).provider_id == first.provider_id
+    assert proxy.launched == 1
+
+    now[0] = 301.0  # long after, the tag lookup alone decides (and still finds the instance)
+    assert provider.create(claim, types, account.node_class).provider_id == first.provider_id
+    proxy.hide_instances(times=1)
+    provider.create(claim, types, account.node_class)
+    assert proxy.launched == 2  # the memory has expired: a lookup that finds nothing means "launch"
