@@ -1,0 +1,121 @@
+"""The launch plan, pure: which offerings a claim may use and in which CreateFleet requests they go."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.aws import launch
+from provisioner.api import NodeClaim
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import InstanceType, Offering, OfferingKey
+from tests.providers.aws import world
+from tests.providers.harness import make_claim
+
+SPOT, OD = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND
+SUBNETS = [
+    launch.Subnet("subnet-a", "z-a", 10),
+    launch.Subnet("subnet-a2", "z-a", 200),
+    launch.Subnet("subnet-b", "z-b", 5),
+]
+
+
+def itype(name: str, prices: dict[tuple[str, str], float], *, arch: str = "amd64") -> InstanceType:
+    return InstanceType(
+        name=name,
+        capacity={"cpu": 2000},
+        offerings=tuple(Offering(zone=z, capacity_type=ct, price=p) for (z, ct), p in prices.items()),
+        labels={wk.ARCH: arch},
+    )
+
+
+def claim(
+    options: list[str], capacity_types: tuple[str, ...] = (SPOT, OD), zones: tuple[str, ...] | None = None
+) -> NodeClaim:
+    return make_claim("c", options, node_class=world.node_class(), capacity_types=capacity_types, zones=zones)
+
+
+def test_one_subnet_per_zone_the_one_with_most_free_addresses() -> None:
+    assert {z: s.id for z, s in launch.pick_subnets(SUBNETS).items()} == {
+        "z-a": "subnet-a2",
+        "z-b": "subnet-b",
+    }
+
+
+def test_spot_goes_first_when_cheaper_then_on_demand() -> None:
+    t = itype("m", {("z-a", SPOT): 0.03, ("z-b", SPOT): 0.04, ("z-a", OD): 0.1, ("z-b", OD): 0.1})
+    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, arches={"amd64"})
+
+    attempts = launch.plan(cands)
+
+    assert [a.capacity_type for a in attempts] == [SPOT, OD]
+    assert [c.zone for c in attempts[0].candidates] == ["z-a", "z-b"]
+
+
+def test_on_demand_goes_first_when_spot_is_dearer() -> None:
+    t = itype("m", {("z-a", SPOT): 0.2, ("z-a", OD): 0.1})
+    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, arches={"amd64"})
+
+    assert [a.capacity_type for a in launch.plan(cands)] == [OD, SPOT]
+
+
+@pytest.mark.parametrize(
+    ("capacity_types", "zones", "expected"),
+    [
+        ((OD,), None, {("z-a", OD), ("z-b", OD)}),
+        ((SPOT,), ("z-b",), {("z-b", SPOT)}),
+        ((SPOT, OD), ("z-c",), set()),
+    ],
+    ids=["on-demand-only", "spot-in-b", "zone-without-subnet"],
+)
+def test_candidates_follow_the_claim_requirements(
+    capacity_types: tuple[str, ...], zones: tuple[str, ...] | None, expected: set[tuple[str, str]]
+) -> None:
+    t = itype("m", {(z, ct): 0.1 for z in ("z-a", "z-b", "z-c") for ct in (SPOT, OD)})
+
+    cands, _ = launch.candidates(claim(["m"], capacity_types, zones), [t], subnets=SUBNETS, arches={"amd64"})
+
+    assert {(c.zone, c.capacity_type) for c in cands} == expected
+
+
+def test_unavailable_offerings_are_named_not_tried() -> None:
+    t = InstanceType(
+        name="m",
+        capacity={},
+        offerings=(Offering("z-a", OD, 0.1, available=False), Offering("z-b", OD, 0.1)),
+        labels={wk.ARCH: "amd64"},
+    )
+
+    cands, unavailable = launch.candidates(claim(["m"], (OD,)), [t], subnets=SUBNETS, arches={"amd64"})
+
+    assert [c.zone for c in cands] == ["z-b"]
+    assert unavailable == [OfferingKey("m", "z-a", OD)]
+
+
+def test_only_the_claim_options_with_an_ami_for_their_arch_are_candidates() -> None:
+    types = [
+        itype("x86", {("z-a", OD): 0.1}),
+        itype("arm", {("z-a", OD): 0.05}, arch="arm64"),
+        itype("other", {("z-a", OD): 0.01}),
+    ]
+
+    cands, _ = launch.candidates(claim(["x86", "arm"], (OD,)), types, subnets=SUBNETS, arches={"amd64"})
+
+    assert [c.instance_type for c in cands] == ["x86"]
+
+
+def test_a_request_holds_at_most_60_overrides_the_cheapest() -> None:
+    types = [itype(f"t{i}", {("z-a", OD): 1.0 + i, ("z-b", OD): 1.5 + i}) for i in range(40)]
+    cands, _ = launch.candidates(
+        claim([t.name for t in types], (OD,)), types, subnets=SUBNETS, arches={"amd64"}
+    )
+
+    (attempt,) = launch.plan(cands)
+    request = launch.fleet_request(attempt, launch_templates={"amd64": "lt"}, tags={"k": "v"})
+
+    overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
+    assert len(overrides) == 60
+    assert overrides[0] == {"InstanceType": "t0", "SubnetId": "subnet-a2", "Priority": 0.0}
+    assert max(c.price for c in attempt.candidates) <= min(
+        c.price for c in cands if c not in attempt.candidates
+    )
+    assert request["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
