@@ -422,6 +422,10 @@ class AWSProvider:
         return price if price is not None else pricing.fallback_on_demand(instance_type, self.region)
 
     def _priced_types(self, zones: set[str] | None) -> builtins.list[InstanceType]:
+        key = ("priced", frozenset(zones) if zones is not None else None)
+        return self._cache.get(key, lambda: self._price_types(zones))
+
+    def _price_types(self, zones: set[str] | None) -> builtins.list[InstanceType]:
         shapes = self._shapes()
         type_zones = self._type_zones()
         out = []
