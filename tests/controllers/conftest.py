@@ -49,7 +49,7 @@ def make_world(request: pytest.FixtureRequest) -> Iterator[Callable[..., World]]
         client = request.getfixturevalue("kube_client")
 
         def factory(**kw: Any) -> World:
-            w = World(lambda clock: KubeBackend(client, clock), **kw)
+            w = World(lambda clock: KubeBackend(client, clock, cleanup=bool(REAL_CLUSTER)), **kw)
             worlds.append(w)
             return w
 
@@ -70,7 +70,7 @@ def make_kube_world(kube_client: kc.KubeClient) -> Iterator[Callable[..., World]
     worlds: list[World] = []
 
     def factory(**kw: Any) -> World:
-        w = World(lambda clock: KubeBackend(client=kube_client, clock=clock), **kw)
+        w = World(lambda clock: KubeBackend(kube_client, clock, cleanup=bool(REAL_CLUSTER)), **kw)
         worlds.append(w)
         return w
 

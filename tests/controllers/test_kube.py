@@ -171,3 +171,20 @@ def test_with_two_controllers_only_the_leader_writes(kube_client):
     finally:
         for w in worlds:
             w.backend.close()
+
+
+def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(kube_client, caplog):
+    state = ClusterState()
+    informers = Informers(kube_client, state, resources=[kc.NODEPOOL])
+    informers.start()
+    try:
+        assert informers.wait_synced(10)
+        bad = node_pool("bad")
+        bad["spec"]["weight"] = 1000
+        kube_client.create(kc.NODEPOOL, bad)
+        kube_client.create(kc.NODEPOOL, node_pool("good"))
+        _eventually(lambda: "good" in state.nodepools)
+        assert "bad" not in state.nodepools
+        assert any("ignoring invalid NodePool bad" in r.getMessage() for r in caplog.records)
+    finally:
+        informers.stop()

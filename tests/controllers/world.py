@@ -23,7 +23,7 @@ from provisioner.api import quantities
 from provisioner.clock import VirtualClock, isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.cloudprovider.wrappers import CachingProvider
-from provisioner.controllers.cluster import ClusterAPI, NotFoundError, merge_patch
+from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError, merge_patch
 from provisioner.controllers.common import ProviderSet
 from provisioner.controllers.kwok import node_for_instance, node_name_for
 from provisioner.controllers.manager import Manager
@@ -236,13 +236,21 @@ class KubeBackend:
     """A Kubernetes API over HTTP (the kmock fixture, or a real cluster): informers feed the state."""
 
     def __init__(
-        self, client: kc.KubeClient, clock: VirtualClock, *, may_write: Callable[[], bool] = lambda: True
+        self,
+        client: kc.KubeClient,
+        clock: VirtualClock,
+        *,
+        may_write: Callable[[], bool] = lambda: True,
+        cleanup: bool = False,
     ):
         from provisioner.kube.api import KubeClusterAPI
         from provisioner.kube.informers import Informers
 
         self.client = client
         self.clock = clock
+        self.cleanup = cleanup
+        """Delete what the test made when done (a real cluster outlives the test)."""
+        self.created: list[tuple[kc.Resource, str, str | None]] = []
         self.state = ClusterState()
         self.informers = Informers(client, self.state, watch_timeout=30)
         self.informers.start()
@@ -255,6 +263,7 @@ class KubeBackend:
         res = RESOURCES[obj["kind"]]
         ns = obj["metadata"].get("namespace") if res.namespaced else None
         self.feeder.upsert(res, self.client.create(res, obj, namespace=ns))
+        self.created.append((res, obj["metadata"]["name"], ns))
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
         res = RESOURCES[kind]
@@ -302,11 +311,24 @@ class KubeBackend:
 
     def close(self) -> None:
         self.informers.stop()
+        if not self.cleanup:
+            return
+        claims, _ = self.client.list(kc.NODECLAIM)
+        targets = [(kc.NODECLAIM, c["metadata"]["name"], None) for c in claims] + self.created[::-1]
+        for res, name, ns in targets:
+            try:
+                if res is kc.NODECLAIM:
+                    self.client.patch(res, name, {"metadata": {"finalizers": None}})
+                self.client.delete(res, name, namespace=ns)
+            except ClusterError:
+                pass
 
     def restarted(self) -> KubeBackend:
         """A controller restart: new informers, a state rebuilt from the API server."""
-        self.close()
-        return KubeBackend(self.client, self.clock)
+        self.informers.stop()
+        again = KubeBackend(self.client, self.clock, cleanup=self.cleanup)
+        again.created = self.created
+        return again
 
 
 # The kubelet and the binder ------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""Provisioning batches and launch failures (in memory: the logic, not the transport)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from typer.testing import CliRunner
+
+from provisioner.cli.main import app
+from provisioner.cloudprovider import CreateError
+from provisioner.controllers.common import condition_status
+from provisioner.controllers.settings import Settings
+from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+
+
+def _world(**settings):
+    return World(MemoryBackend, settings=Settings(cluster_name="test", **settings))
+
+
+def _mark_unschedulable(w):
+    w.binder.sync()
+
+
+def test_a_batch_closes_after_the_idle_window_without_new_pods():
+    w = _world(batch_idle=timedelta(seconds=1), batch_max=timedelta(seconds=10))
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
+    _mark_unschedulable(w)
+    w.manager.step(w.clock.now())
+    assert w.manager.provisioning.batches == 0, "the window just opened"
+    w.clock.advance(0.5)
+    w.manager.step(w.clock.now())
+    assert w.manager.provisioning.batches == 0
+    w.clock.advance(0.6)
+    w.manager.step(w.clock.now())
+    assert w.manager.provisioning.batches == 1
+    assert len(w.claims()) == 1
+
+
+def test_pods_arriving_steadily_are_batched_until_the_max_window():
+    w = _world(batch_idle=timedelta(seconds=1), batch_max=timedelta(seconds=10))
+    w.apply(node_class(), node_pool("gpu"))
+    for i in range(25):
+        w.apply(gpu_pod(f"p{i}"))
+        _mark_unschedulable(w)
+        w.manager.step(w.clock.now())
+        if w.manager.provisioning.batches:
+            break
+        w.clock.advance(0.5)
+    assert w.manager.provisioning.batches == 1
+    assert i == 20, "closed by the 10 s max window, with a pod arriving every 0.5 s"
+    assert sum(len(n.pods) for n in w.manager.provisioning.last_results.new_claims) == 21
+
+
+def test_a_solved_batch_is_not_solved_again_while_nothing_changes():
+    w = _world()
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
+    w.kubelet.hold = True
+    for _ in range(20):
+        w.tick()
+    assert w.manager.provisioning.batches <= 2
+    assert len(w.claims()) == 1
+
+
+def test_a_launch_that_fails_for_another_reason_is_reported_and_retried():
+    w = _world()
+    w.fake.fail_next_create(CreateError("the AMI is not authorized"))
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
+    w.run_until(lambda: w.claims() and condition_status(w.claims()[0], "Launched") == "False", max_ticks=10)
+    (event,) = [e for e in w.events("CreateError")]
+    assert "AMI is not authorized" in event["message"]
+    assert w.metric("provisioner_launch_failures_total", reason="CreateError") == 1
+    w.run_until(w.all_bound, max_ticks=10)
+    (claim,) = w.claims()
+    assert condition_status(claim, "Launched") == "True"
+
+
+def test_a_claim_that_cannot_launch_is_replaced_after_the_launch_timeout():
+    w = _world(launch_timeout=timedelta(minutes=5))
+    w.fake.fail_next_create(CreateError("no"), times=1000)
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
+    w.run_until(lambda: bool(w.claims()), max_ticks=5)
+    first = w.claims()[0].name
+    w.run_until(lambda: first not in w.state.claims, max_ticks=10, seconds=60)
+    assert any(e["involvedObject"]["name"] == first for e in w.events("LaunchFailed"))
+
+
+def test_run_refuses_bad_flags_with_a_clear_message():
+    result = CliRunner().invoke(app, ["run", "--log-format", "xml"])
+    assert result.exit_code == 2
+    assert "--log-format 'xml' is not known; allowed: json, text" in result.output
+    result = CliRunner().invoke(app, ["run", "--batch-idle", "5", "--batch-max", "1"])
+    assert result.exit_code == 2
+    assert "--batch-max" in result.output
