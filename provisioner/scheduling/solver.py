@@ -1192,13 +1192,20 @@ class _Solver:
             self._link_groups(shape, pod)
         groups = list(self.groups.values()) + list(self.owners.values())
         if groups:
+            # Running pods repeat a few label sets: match each set against the groups once.
+            matched: dict[tuple, list[_Group]] = {}
+            all_groups = list(self.groups.values())
             for n in self.existing:
                 for p in n.state.pods:
                     if p.is_terminal:
                         continue
-                    for g in self.groups.values():
+                    key = (p.namespace, frozenset(p.labels.items()))
+                    hits = matched.get(key)
+                    if hits is None:
+                        hits = matched[key] = [g for g in all_groups if g.matches(p)]
+                    for g in hits:
                         d = n.domain(g.key)
-                        if d is not None and g.matches(p):
+                        if d is not None:
                             g.add(d)
                     for t in p.anti_affinity_required:
                         g = self.owners[(t.topology_key, t.label_selector, self._namespaces(p, t))]
