@@ -171,6 +171,9 @@ def run_command(
     ),
     log_level: str = typer.Option("info", "--log-level", envvar="PROVISIONER_LOG_LEVEL"),
     leader_elect: bool = typer.Option(True, "--leader-elect/--no-leader-elect"),
+    disruption: bool = typer.Option(
+        True, "--disruption/--no-disruption", help="Consolidate, replace drifted and expired nodes."
+    ),
     lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
     lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
 ) -> None:
@@ -254,6 +257,7 @@ def run_command(
         settings=settings,
         metrics=metrics,
         is_leader=is_leader,
+        disruption=disruption,
     )
     stop = threading.Event()
 

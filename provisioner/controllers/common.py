@@ -3,6 +3,7 @@ status dicts, and the annotation keys the controllers write for each other."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -52,6 +53,21 @@ class ProviderSet:
 
     def kinds_of(self, provider: CloudProvider) -> set[str]:
         return {k for k, p in self.by_kind.items() if p is provider}
+
+
+_snapshots: weakref.WeakKeyDictionary[ClusterState, tuple[int, Snapshot]] = weakref.WeakKeyDictionary()
+
+
+def snapshot_of(state: ClusterState) -> Snapshot:
+    """The state's snapshot, shared by every controller of a step until the state changes (a snapshot
+    of a large cluster costs milliseconds; a step takes several)."""
+    generation = state.generation
+    hit = _snapshots.get(state)
+    if hit is not None and hit[0] == generation:
+        return hit[1]
+    snap = state.snapshot()
+    _snapshots[state] = (generation, snap)
+    return snap
 
 
 def node_class_of(state: ClusterState | Snapshot, kind: str, name: str) -> NodeClass | None:

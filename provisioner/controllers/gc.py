@@ -15,7 +15,7 @@ from datetime import datetime
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, NotFound
 from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet
+from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet, snapshot_of
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
 from provisioner.state import ClusterState
@@ -40,9 +40,13 @@ class GarbageCollector:
         self.metrics = metrics
         self._orphan_nodes: dict[str, datetime] = {}
         self._first_seen: dict[str, datetime] = {}
+        self._last_run: datetime | None = None
 
     def reconcile(self, now: datetime) -> None:
-        snap = self.state.snapshot()
+        if self._last_run is not None and now - self._last_run < self.settings.gc_interval:
+            return
+        self._last_run = now
+        snap = snapshot_of(self.state)
         claims = {n.claim.name: n.claim for n in snap.nodes if n.claim is not None}
         claim_pids = {c.status.provider_id for c in claims.values() if c.status.provider_id}
         for provider in self.providers.unique():

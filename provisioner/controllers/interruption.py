@@ -9,9 +9,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from provisioner.cloudprovider import CloudProviderError
+from provisioner.cloudprovider import CloudProviderError, InterruptionEvent
 from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet
+from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet, snapshot_of
 from provisioner.controllers.metrics import Metrics
 from provisioner.state import ClusterState
 
@@ -33,27 +33,32 @@ class InterruptionController:
         self.providers = providers
         self.metrics = metrics
         self.on_interrupted = on_interrupted
+        self._retry: list[InterruptionEvent] = []
 
     def reconcile(self, now: datetime) -> None:
+        # Providers hand each event out once: one that could not be acted on is kept and tried again.
+        pending, self._retry = self._retry, []
         for provider in self.providers.unique():
             try:
-                events = provider.interruptions()
+                pending.extend(provider.interruptions())
             except CloudProviderError as err:
                 log.warning("cannot read %s interruptions: %s", provider.name, err)
-                continue
-            for event in events:
-                self._handle(event.provider_id, event.kind, event.detail)
+        for event in pending:
+            if not self._handle(event.provider_id, event.kind, event.detail):
+                self._retry.append(event)
 
-    def _handle(self, provider_id: str, kind: str, detail: str) -> None:
-        self.metrics.interruptions.labels(kind=kind).inc()
-        snap = self.state.snapshot()
+    def _handle(self, provider_id: str, kind: str, detail: str) -> bool:
+        """Act on one event; False when it must be tried again."""
+        snap = snapshot_of(self.state)
         sn = next(
             (n for n in snap.nodes if n.claim is not None and n.claim.status.provider_id == provider_id), None
         )
         if sn is None or sn.claim is None:
             log.info("interruption %s for %s: no NodeClaim of ours", kind, provider_id)
-            return
+            return True
         claim = sn.claim
+        if claim.metadata.annotations.get(DISRUPTION_REASON) != "Interrupted":
+            self.metrics.interruptions.labels(kind=kind).inc()
         message = f"{kind} for {provider_id}" + (f": {detail}" if detail else "") + "; replacing the node"
         log.warning("NodeClaim %s: %s", claim.name, message)
         try:
@@ -68,8 +73,9 @@ class InterruptionController:
                 )
                 self.cluster.delete_nodeclaim(claim.name)
         except NotFoundError:
-            return
+            return True
         except ClusterError as err:
-            log.warning("NodeClaim %s: interruption handling failed: %s", claim.name, err)
-            return
+            log.warning("NodeClaim %s: interruption handling failed, will retry: %s", claim.name, err)
+            return False
         self.on_interrupted()
+        return True

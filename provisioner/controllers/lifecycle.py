@@ -44,6 +44,7 @@ from provisioner.controllers.common import (
     extended_resources,
     resources_of,
     set_condition,
+    snapshot_of,
 )
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
@@ -88,7 +89,7 @@ class LifecycleController:
         self.metrics = metrics
 
     def reconcile(self, now: datetime) -> None:
-        snap = self.state.snapshot()
+        snap = snapshot_of(self.state)
         nodes_by_pid = {n.provider_id: n for n in self.state.nodes.values() if n.provider_id}
         for state_node in snap.nodes:
             claim = state_node.claim

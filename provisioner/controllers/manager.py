@@ -2,7 +2,7 @@
 runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
-then provisioning, lifecycle, termination, garbage collection, and pool status. `provisioner run` calls
+then provisioning, lifecycle, disruption (when enabled), termination, garbage collection, pool status. `provisioner run` calls
 `run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
 """
 
@@ -43,6 +43,7 @@ class Manager:
         solve: SolveFn | None = None,
         solve_options: Any = None,
         is_leader: Callable[[], bool] = lambda: True,
+        disruption: bool = False,
     ) -> None:
         self.state = state
         self.cluster = cluster
@@ -68,6 +69,12 @@ class Manager:
             ("gc", self.gc),
             ("nodepool", self.nodepools),
         ]
+        if disruption:
+            # Consolidation, drift, expiry: its deletions go through termination in the same step.
+            from provisioner.controllers.disruption import DisruptionController
+
+            self.disruption = DisruptionController(**common, settings=self.settings, solve=solve)
+            self.controllers.insert(3, ("disruption", self.disruption))
 
     def step(self, now: datetime | None = None) -> bool:
         """One pass of every controller. Returns False (and does nothing) when not the leader."""

@@ -10,7 +10,7 @@ from typing import Any
 from provisioner.api import NodePool, quantities
 from provisioner.api.common import Condition
 from provisioner.controllers.cluster import ClusterAPI, ClusterError
-from provisioner.controllers.common import set_condition
+from provisioner.controllers.common import set_condition, snapshot_of
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning import pool_usage
 from provisioner.state import ClusterState, Snapshot
@@ -37,7 +37,7 @@ class NodePoolStatusController:
         self.metrics = metrics
 
     def reconcile(self, now: datetime) -> None:
-        snap = self.state.snapshot()
+        snap = snapshot_of(self.state)
         self._claim_metrics(snap)
         for pool in snap.nodepools:
             usage = pool_usage(snap, pool.name)

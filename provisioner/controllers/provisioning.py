@@ -23,7 +23,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI, ClusterError
-from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet
+from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet, snapshot_of
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
 from provisioner.state import ClusterState, Snapshot
@@ -117,7 +117,7 @@ class ProvisioningController:
         return frozenset({p.key for p in pods} | claims)
 
     def reconcile(self, now: datetime) -> Any:
-        snap = self.state.snapshot()
+        snap = snapshot_of(self.state)
         pods = pods_needing_capacity(snap)
         self.metrics.pending_pods.set(len(pods))
         if not pods:
@@ -145,7 +145,7 @@ class ProvisioningController:
         self._forced = False
         self._window_start = None
         results = self._solve(snap, pods, now)
-        after = self.state.snapshot()
+        after = snapshot_of(self.state)
         self._solved = self._signature(after, pods_needing_capacity(after))
         self._seen = self._solved
         return results

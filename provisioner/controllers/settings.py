@@ -27,6 +27,8 @@ class Settings:
     the middle of being written)."""
     node_gc_grace: timedelta = timedelta(seconds=30)
     """A Node of ours with no NodeClaim is deleted only once seen orphaned this long."""
+    gc_interval: timedelta = timedelta(seconds=30)
+    """How often garbage collection lists the cloud (each pass is a paid, rate-limited API call)."""
     eviction_retry: timedelta = timedelta(seconds=5)
     """How soon an eviction refused by a PDB is tried again."""
     max_launch_attempts: int = 10

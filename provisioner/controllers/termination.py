@@ -24,6 +24,7 @@ from provisioner.controllers.common import (
     ProviderSet,
     condition_time,
     set_condition,
+    snapshot_of,
 )
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
@@ -52,7 +53,7 @@ class TerminationController:
         self._retry_at: dict[str, datetime] = {}
 
     def reconcile(self, now: datetime) -> None:
-        snap = self.state.snapshot()
+        snap = snapshot_of(self.state)
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None or claim.metadata.deletion_timestamp is None:

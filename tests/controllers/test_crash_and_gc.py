@@ -83,7 +83,7 @@ def test_a_claim_whose_instance_is_gone_is_deleted_and_finalized(make_world):
     w.run_until(w.all_bound, max_ticks=30)
     (claim,) = w.claims()
     w.fake.delete(claim.status.provider_id)  # terminated behind our back (console, another tool)
-    w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10)
+    w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10, seconds=5)
     assert w.metric("provisioner_nodeclaims_collected_total") == 1
 
 

@@ -81,3 +81,15 @@ def test_an_interruption_cordons_the_node_and_replaces_it_at_once(make_world):
     assert pod.name.startswith("pinned~"), "evicted although do-not-disrupt: the node goes anyway"
     assert pod.node_name == replacement[0].status.node_name or pod.node_name in w.state.nodes
     assert w.metric("provisioner_interruptions_total", kind="spot-interruption") == 1
+
+
+def test_with_disruption_on_deleting_the_workload_lets_its_claims_be_terminated(make_world):
+    w = make_world()
+    w.manager = w.new_manager(disruption=True)
+    claim = _one_bound_claim(w)
+    for p in w.pods():
+        w.backend.delete("Pod", p.name, namespace=p.namespace)
+    w.run_until(lambda: not w.state.claims, max_ticks=30, seconds=5)
+    assert not w.state.nodes
+    assert claim.status.provider_id not in {i.provider_id for i in w.fake.list()}
+    assert not w.fake.list()
