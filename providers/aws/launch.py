@@ -42,14 +42,15 @@ class Subnet:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One offering the claim may launch: type, zone, capacity type, price, the subnet to use, arch."""
+    """One offering the claim may launch: type, zone, capacity type, price, the subnet to use, and the
+    image key (which AMI of the NodeClass it boots, see `image_key`)."""
 
     instance_type: str
     zone: str
     capacity_type: str
     price: float
     subnet_id: str
-    arch: str
+    image_key: str
     rank: int
     """Position of the type in the claim's options (the scheduler's order breaks price ties)."""
 
@@ -76,6 +77,18 @@ class FleetOutcome:
     """(offering, error code) for every override EC2 reported a capacity error for."""
     other_errors: list[str] = field(default_factory=list)
     """`code: message` of errors retrying another offering will not fix."""
+
+
+NVIDIA_VARIANT = "nvidia"
+
+
+def image_key(it: InstanceType, available: set[str]) -> str | None:
+    """Which of the NodeClass's images a type boots: `ARCH/nvidia` (an accelerated AMI from an alias)
+    for NVIDIA GPU types when there is one, else `ARCH`; None when the NodeClass has no image for it."""
+    arch = it.labels.get(wk.ARCH, "amd64")
+    if it.gpu is not None and it.gpu.manufacturer == "nvidia" and f"{arch}/{NVIDIA_VARIANT}" in available:
+        return f"{arch}/{NVIDIA_VARIANT}"
+    return arch if arch in available else None
 
 
 def allowed_values(claim: NodeClaim, key: str) -> tuple[set[str] | None, set[str]]:
@@ -119,7 +132,7 @@ def candidates(
     instance_types: list[InstanceType],
     *,
     subnets: list[Subnet],
-    arches: set[str],
+    image_keys: set[str],
 ) -> tuple[list[Candidate], list[OfferingKey]]:
     """(launchable candidates, offerings of the claim's options that are flagged unavailable).
 
@@ -136,8 +149,8 @@ def candidates(
     unavailable: list[OfferingKey] = []
     for rank, name in enumerate(names):
         it = by_name[name]
-        arch = it.labels.get(wk.ARCH, "amd64")
-        if arch not in arches:
+        key = image_key(it, image_keys)
+        if key is None:
             continue
         for o in it.offerings:
             if o.capacity_type not in capacity_types or o.zone not in zone_subnets:
@@ -154,7 +167,7 @@ def candidates(
                     capacity_type=o.capacity_type,
                     price=o.price,
                     subnet_id=zone_subnets[o.zone].id,
-                    arch=arch,
+                    image_key=key,
                     rank=rank,
                 )
             )
@@ -181,13 +194,13 @@ def fleet_request(
     launch_templates: dict[str, str],
     tags: dict[str, str],
 ) -> dict[str, Any]:
-    """CreateFleet's parameters for one attempt. `launch_templates` maps arch to launch template name."""
+    """CreateFleet's parameters for one attempt. `launch_templates` maps image key to template name."""
     configs = []
-    for arch, lt_name in sorted(launch_templates.items()):
+    for key, lt_name in sorted(launch_templates.items()):
         overrides = [
             {"InstanceType": c.instance_type, "SubnetId": c.subnet_id, "Priority": float(i)}
             for i, c in enumerate(attempt.candidates)
-            if c.arch == arch
+            if c.image_key == key
         ]
         if overrides:
             configs.append(

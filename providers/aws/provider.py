@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import boto3
 from botocore.config import Config
 
-from providers.aws import errors, instancetypes, interruption, launch, pricing
+from providers.aws import aliases, errors, instancetypes, interruption, launch, pricing
 from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass, SelectorTerm
@@ -93,7 +93,7 @@ class _Resolved:
     subnets: tuple[launch.Subnet, ...]
     security_group_ids: tuple[str, ...]
     images: dict[str, str]
-    """Kubernetes arch -> newest matching AMI id."""
+    """Image key (`amd64`, `arm64`, `amd64/nvidia`...; see launch.image_key) -> AMI id."""
     instance_profile: str
 
 
@@ -130,6 +130,7 @@ class AWSProvider:
         cache_ttl: float = 300.0,
         selector_ttl: float = 60.0,
         use_pricing_api: bool = True,
+        kubernetes_version: str | None = None,
     ) -> None:
         self.region = region
         self.cluster_name = cluster_name
@@ -146,6 +147,8 @@ class AWSProvider:
         self._cache = _TTLCache(clock, cache_ttl)
         self._selector_ttl = selector_ttl
         self._use_pricing_api = use_pricing_api
+        # Aliases name AMIs per Kubernetes minor version (SSM paths); the controller knows it, or the env.
+        self._kubernetes_version = kubernetes_version or os.environ.get("PROVISIONER_KUBERNETES_VERSION")
         self._templates_known: set[str] = set()
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
@@ -161,7 +164,7 @@ class AWSProvider:
         return [
             it
             for it in self._priced_types(zones)
-            if it.labels.get(wk.ARCH) in resolved.images and it.offerings
+            if launch.image_key(it, set(resolved.images)) is not None and it.offerings
         ]
 
     def region_instance_types(self) -> list[InstanceType]:
@@ -179,7 +182,7 @@ class AWSProvider:
             return existing
         resolved = self._resolve(nc)
         cands, unavailable = launch.candidates(
-            claim, instance_types, subnets=list(resolved.subnets), arches=set(resolved.images)
+            claim, instance_types, subnets=list(resolved.subnets), image_keys=set(resolved.images)
         )
         if not cands:
             raise InsufficientCapacity(
@@ -188,7 +191,7 @@ class AWSProvider:
                 f"{claim.instance_type_options() or '(all types)'} in the zones of node class {nc.name} "
                 f"({', '.join(sorted({s.zone for s in resolved.subnets}))}) for its capacity types",
             )
-        templates = self._ensure_templates(nc, resolved, {c.arch for c in cands})
+        templates = self._ensure_templates(nc, resolved, {c.image_key for c in cands})
         tags = launch.instance_tags(claim, nc, cluster_name=self.cluster_name)
         zone_of_subnet = {s.id: s.zone for s in resolved.subnets}
         failed: list[OfferingKey] = list(unavailable)
@@ -229,7 +232,7 @@ class AWSProvider:
                     state="pending",
                     nodeclaim=claim.name,
                     nodepool=claim.nodepool,
-                    image_id=resolved.images.get(chosen.arch),
+                    image_id=resolved.images.get(chosen.image_key),
                     tags=tags,
                     skipped=tuple(dict.fromkeys(skipped)),
                 )
@@ -512,14 +515,15 @@ class AWSProvider:
         return out
 
     def _resolve_images(self, nc: AWSNodeClass) -> dict[str, str]:
-        """Kubernetes arch -> the newest available AMI any term selects."""
+        """Image key -> AMI: for an alias, the EKS-optimized AMIs AWS publishes in SSM; otherwise the newest
+        available AMI any term selects, per architecture."""
+        aliased: dict[str, str] = {}
         found: dict[str, dict[str, Any]] = {}
         for term in nc.spec.ami_selector_terms:
             if term.alias:
-                raise NodeClassNotReady(
-                    f"AWSNodeClass {nc.name}: amiSelectorTerms alias {term.alias!r} is not supported yet; "
-                    "select the AMI by id, name or tags"
-                )
+                for key, image_id in self._resolve_alias(nc, term.alias).items():
+                    aliased.setdefault(key, image_id)
+                continue
             params: dict[str, Any] = {"Filters": [{"Name": "state", "Values": ["available"]}]}
             if term.id:
                 params["ImageIds"] = [term.id]
@@ -548,7 +552,29 @@ class AWSProvider:
                     best["ImageId"],
                 ):
                     found[arch] = image
-        return {arch: image["ImageId"] for arch, image in found.items()}
+        return {**{arch: image["ImageId"] for arch, image in found.items()}, **aliased}
+
+    def _resolve_alias(self, nc: AWSNodeClass, alias: str) -> dict[str, str]:
+        if not self._kubernetes_version:
+            raise NodeClassNotReady(
+                f"AWSNodeClass {nc.name}: amiSelectorTerms alias {alias!r} needs the cluster's Kubernetes "
+                "version (AWSProvider kubernetes_version or PROVISIONER_KUBERNETES_VERSION)"
+            )
+        try:
+            names = aliases.parameters(alias, self._kubernetes_version)
+        except aliases.AliasError as err:
+            raise NodeClassNotReady(f"AWSNodeClass {nc.name}: amiSelectorTerms: {err}") from None
+        by_name = {name: key for key, name in names.items()}
+        out: dict[str, str] = {}
+        ssm = self._client("ssm")
+        chunk = builtins.list(by_name)
+        for i in range(0, len(chunk), 10):  # GetParameters takes at most 10 names
+            answer = self._call(
+                "GetParameters", ssm.get_parameters, default=NodeClassNotReady, Names=chunk[i : i + 10]
+            )
+            for p in answer.get("Parameters") or []:
+                out[by_name[p["Name"]]] = str(p["Value"])
+        return out
 
     def _ensure_instance_profile(self, nc: AWSNodeClass) -> str:
         """The instance profile made for the NodeClass's role (created, or repaired to hold that role)."""
@@ -587,15 +613,15 @@ class AWSProvider:
 
     # --- launch templates ------------------------------------------------------------------------------
 
-    def _ensure_templates(self, nc: AWSNodeClass, resolved: _Resolved, arches: set[str]) -> dict[str, str]:
+    def _ensure_templates(self, nc: AWSNodeClass, resolved: _Resolved, keys: set[str]) -> dict[str, str]:
         """Arch -> the name of an existing launch template for the NodeClass as it resolves now."""
         if not resolved.instance_profile:
             raise NodeClassNotReady(f"AWSNodeClass {nc.name}: no instance profile or role")
         out = {}
-        for arch in sorted(arches):
+        for key in sorted(keys):
             data = launch.launch_template_data(
                 nc,
-                image_id=resolved.images[arch],
+                image_id=resolved.images[key],
                 security_group_ids=list(resolved.security_group_ids),
                 instance_profile=resolved.instance_profile,
                 cluster_name=self.cluster_name,
@@ -604,7 +630,7 @@ class AWSProvider:
             if name not in self._templates_known:
                 self._create_template(name, data, nc)
                 self._templates_known.add(name)
-            out[arch] = name
+            out[key] = name
         return out
 
     def _create_template(self, name: str, data: dict[str, Any], nc: AWSNodeClass) -> None:

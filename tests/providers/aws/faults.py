@@ -11,6 +11,8 @@ capacity, prices every spot pool at 0.00001, has no Pricing API and never thrott
   next N calls of any action with any status and error code a test names;
 - answers DescribeSpotPriceHistory with realistic prices (on-demand times a per-zone discount, or the
   price a test set), honouring the instance-type and zone filters;
+- answers SSM GetParameters for AWS's public `/aws/service/...` parameters (the EKS AMI ids aliases
+  resolve to), which moto refuses to hold;
 - answers the Pricing API's GetProducts from the same price table when told to (off by default: moto
   has none, and the provider must fall back quietly), else with the error a closed endpoint gives;
 - memoises moto's DescribeInstanceTypes and DescribeInstanceTypeOfferings answers (static data, 6 MB of
@@ -99,6 +101,7 @@ class FaultProxy:
             self.throttles = 0
             self.spot_prices: dict[tuple[str, str], float] = {}
             self.pricing_api = False
+            self.public_parameters: dict[str, str] = {}
             self.list_prices: dict[str, float] = dict(prices.ON_DEMAND)
             self.launched = 0
             self.fleet_calls: list[FleetCall] = []
@@ -142,6 +145,10 @@ class FaultProxy:
         target = headers.get("x-amz-target", "")
         if target.startswith("AWSPriceListService."):
             return self._pricing(target, body)
+        if target == "AmazonSSM.GetParameters":
+            names = json.loads(body or b"{}").get("Names", [])
+            if any(n.startswith("/aws/service/") for n in names):
+                return self._public_parameters(names)
         params = parse_qsl(body.decode(), keep_blank_values=True) if body and b"Action=" in body else []
         action = dict(params).get("Action", "")
         with self._lock:
@@ -310,6 +317,19 @@ class FaultProxy:
             "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>"
         )
         return 200, [("Content-Type", "text/xml")], xml.encode()
+
+    def _public_parameters(self, names: list[str]) -> tuple[int, list[tuple[str, str]], bytes]:
+        """AWS's public SSM parameters (EKS AMI ids): moto refuses `/aws/` names, so they are served here."""
+        with self._lock:
+            self.actions.append("AmazonSSM.GetParameters")
+            table = dict(self.public_parameters)
+        found = [
+            {"Name": n, "Type": "String", "Value": table[n], "Version": 1, "DataType": "aws:ec2:image"}
+            for n in names
+            if n in table
+        ]
+        answer = {"Parameters": found, "InvalidParameters": [n for n in names if n not in table]}
+        return 200, [("Content-Type", "application/x-amz-json-1.1")], json.dumps(answer).encode()
 
     def _pricing(self, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         with self._lock:

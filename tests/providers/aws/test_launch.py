@@ -474,3 +474,27 @@ def test_a_retried_create_does_not_launch_again_while_describe_instances_lags(
     proxy.hide_instances(times=1)
     provider.create(claim, types, account.node_class)
     assert proxy.launched == 2  # the memory has expired: a lookup that finds nothing means "launch"
+
+
+def test_an_al2023_alias_boots_gpu_types_on_the_nvidia_ami_and_others_on_the_standard_one(
+    new_provider: Callable[..., AWSProvider], account: world.World, proxy: FaultProxy, ec2: Any
+) -> None:
+    standard = world.register_image(ec2, name="al2023-standard")
+    nvidia = world.register_image(ec2, name="al2023-nvidia")
+    base = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64"
+    proxy.public_parameters.update(
+        {f"{base}/standard/recommended/image_id": standard, f"{base}/nvidia/recommended/image_id": nvidia}
+    )
+    provider = new_provider(kubernetes_version="1.31")
+    nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
+    types = {t.name: t for t in provider.instance_types(nc)}
+
+    gpu = provider.create(make_claim("gpu", ["p5.48xlarge"], node_class=nc), [types["p5.48xlarge"]], nc)
+    cpu = provider.create(make_claim("cpu", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+
+    assert described(ec2, instance_id(gpu.provider_id))["ImageId"] == nvidia
+    assert described(ec2, instance_id(cpu.provider_id))["ImageId"] == standard
+    assert (gpu.image_id, cpu.image_id) == (nvidia, standard)
+    assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 2
+    # No arm64 AMI was published here, so Graviton types are not offered.
+    assert not [t for t in types.values() if t.labels[wk.ARCH] == "arm64"]

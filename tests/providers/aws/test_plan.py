@@ -7,7 +7,7 @@ import pytest
 from providers.aws import launch
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import InstanceType, Offering, OfferingKey
+from provisioner.cloudprovider import GPU, InstanceType, Offering, OfferingKey
 from tests.providers.aws import world
 from tests.providers.harness import make_claim
 
@@ -43,7 +43,7 @@ def test_one_subnet_per_zone_the_one_with_most_free_addresses() -> None:
 
 def test_spot_goes_first_when_cheaper_then_on_demand() -> None:
     t = itype("m", {("z-a", SPOT): 0.03, ("z-b", SPOT): 0.04, ("z-a", OD): 0.1, ("z-b", OD): 0.1})
-    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, arches={"amd64"})
+    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, image_keys={"amd64"})
 
     attempts = launch.plan(cands)
 
@@ -53,7 +53,7 @@ def test_spot_goes_first_when_cheaper_then_on_demand() -> None:
 
 def test_on_demand_goes_first_when_spot_is_dearer() -> None:
     t = itype("m", {("z-a", SPOT): 0.2, ("z-a", OD): 0.1})
-    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, arches={"amd64"})
+    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, image_keys={"amd64"})
 
     assert [a.capacity_type for a in launch.plan(cands)] == [OD, SPOT]
 
@@ -72,7 +72,9 @@ def test_candidates_follow_the_claim_requirements(
 ) -> None:
     t = itype("m", {(z, ct): 0.1 for z in ("z-a", "z-b", "z-c") for ct in (SPOT, OD)})
 
-    cands, _ = launch.candidates(claim(["m"], capacity_types, zones), [t], subnets=SUBNETS, arches={"amd64"})
+    cands, _ = launch.candidates(
+        claim(["m"], capacity_types, zones), [t], subnets=SUBNETS, image_keys={"amd64"}
+    )
 
     assert {(c.zone, c.capacity_type) for c in cands} == expected
 
@@ -85,7 +87,7 @@ def test_unavailable_offerings_are_named_not_tried() -> None:
         labels={wk.ARCH: "amd64"},
     )
 
-    cands, unavailable = launch.candidates(claim(["m"], (OD,)), [t], subnets=SUBNETS, arches={"amd64"})
+    cands, unavailable = launch.candidates(claim(["m"], (OD,)), [t], subnets=SUBNETS, image_keys={"amd64"})
 
     assert [c.zone for c in cands] == ["z-b"]
     assert unavailable == [OfferingKey("m", "z-a", OD)]
@@ -98,7 +100,7 @@ def test_only_the_claim_options_with_an_ami_for_their_arch_are_candidates() -> N
         itype("other", {("z-a", OD): 0.01}),
     ]
 
-    cands, _ = launch.candidates(claim(["x86", "arm"], (OD,)), types, subnets=SUBNETS, arches={"amd64"})
+    cands, _ = launch.candidates(claim(["x86", "arm"], (OD,)), types, subnets=SUBNETS, image_keys={"amd64"})
 
     assert [c.instance_type for c in cands] == ["x86"]
 
@@ -106,7 +108,7 @@ def test_only_the_claim_options_with_an_ami_for_their_arch_are_candidates() -> N
 def test_a_request_holds_at_most_60_overrides_the_cheapest() -> None:
     types = [itype(f"t{i}", {("z-a", OD): 1.0 + i, ("z-b", OD): 1.5 + i}) for i in range(40)]
     cands, _ = launch.candidates(
-        claim([t.name for t in types], (OD,)), types, subnets=SUBNETS, arches={"amd64"}
+        claim([t.name for t in types], (OD,)), types, subnets=SUBNETS, image_keys={"amd64"}
     )
 
     (attempt,) = launch.plan(cands)
@@ -119,3 +121,26 @@ def test_a_request_holds_at_most_60_overrides_the_cheapest() -> None:
         c.price for c in cands if c not in attempt.candidates
     )
     assert request["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
+
+
+@pytest.mark.parametrize(
+    ("gpu", "keys", "expected"),
+    [
+        (True, {"amd64", "amd64/nvidia"}, "amd64/nvidia"),
+        (False, {"amd64", "amd64/nvidia"}, "amd64"),
+        (True, {"amd64"}, "amd64"),
+        (False, {"arm64"}, None),
+    ],
+    ids=["gpu-boots-nvidia", "cpu-boots-standard", "gpu-without-variant", "no-image-for-arch"],
+)
+def test_image_key_picks_the_accelerated_image_for_nvidia_types(
+    gpu: bool, keys: set[str], expected: str | None
+) -> None:
+    t = InstanceType(
+        name="t",
+        capacity={},
+        labels={wk.ARCH: "amd64"},
+        gpu=GPU(name="h100", count=8, memory_mib=81920) if gpu else None,
+    )
+
+    assert launch.image_key(t, keys) == expected
