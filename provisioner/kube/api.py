@@ -148,7 +148,12 @@ class KubeClusterAPI:
         api_version = {"Pod": "v1", "Node": "v1"}.get(kind, "provisioner.sh/v1")
         body = {
             "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
-            "involvedObject": {"kind": kind, "name": name, "namespace": namespace, "apiVersion": api_version},
+            "involvedObject": {
+                "kind": kind,
+                "name": name,
+                "apiVersion": api_version,
+                **({"namespace": namespace} if namespace else {}),
+            },
             "reason": reason,
             "message": message[:1024],
             "type": type,
