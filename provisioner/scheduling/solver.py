@@ -464,6 +464,25 @@ class _Solver:
             found = _REQUESTED[id(sn)] = (sn, sums)
         return self.vec(found[1])
 
+    def _starting(
+        self, sn: StateNode, taints: Sequence[TaintValue], alloc: tuple[int, ...]
+    ) -> tuple[tuple[TaintValue, ...], tuple[int, ...]]:
+        """A node that registered but is not initialized yet still carries its start-up taints and the
+        unregistered taint, and its device plugins may not report GPUs yet: pods need not tolerate those
+        taints, and it offers what its claim promised (both clear once it is initialized)."""
+        assert sn.claim is not None
+        startup = {(t.key, t.effect.value) for t in sn.claim.spec.startup_taints}
+        kept = tuple(t for t in taints if (t.key, t.effect) not in startup and t.key != wk.UNREGISTERED_TAINT)
+        promised: tuple[int, ...] | None = None
+        if sn.claim.status.allocatable:
+            promised = self.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
+        else:
+            t = self._claim_type(sn)
+            promised = t.alloc if t is not None else None
+        if promised is not None:
+            alloc = tuple(map(max, alloc, promised))
+        return kept, alloc
+
     def _capacity_of(self, sn: StateNode) -> tuple[int, ...]:
         if sn.node is not None and sn.node.capacity:
             return self.vec(sn.node.capacity)
@@ -516,6 +535,8 @@ class _Solver:
                             alloc = tuple(map(_sub, alloc, self.vec(ds.pod.requests)))
             if sn.in_flight and not alloc_map and self._claim_type(sn) is None:
                 continue
+            if sn.node is not None and sn.claim is not None and not sn.initialized:
+                taints, alloc = self._starting(sn, taints, alloc)
             avail = tuple(map(_sub, alloc, self._requested(sn)))
             pool = sn.nodepool
             self.existing.append(

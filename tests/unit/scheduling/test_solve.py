@@ -753,3 +753,38 @@ def test_a_pod_joins_a_dearer_open_node_when_no_pool_can_open_one():
     results = run([pod("big", cpu="3"), pod("small", cpu="1")], node_pool(limits={"nodes": "1"}))
     assert not results.unschedulable
     assert [c.instance_type.name for c in results.new_claims] == ["m.2xlarge"]
+
+
+def _starting_gpu_node() -> StateNode:
+    """A registered GPU node whose driver is not ready: start-up taint on, no GPUs reported yet."""
+    n = node(
+        "gpu-node",
+        cpu=96,
+        memory_gib=1152,
+        pool="gpu",
+        taints=[
+            {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"},
+            {"key": "driver-not-ready", "effect": "NoSchedule"},
+        ],
+    )
+    claim = NodeClaim.model_validate(
+        {
+            "metadata": {"name": "gpu-claim", "labels": {wk.NODEPOOL: "gpu"}},
+            "spec": {
+                "nodeClassRef": {"kind": "AWSNodeClass", "name": "default"},
+                "startupTaints": [{"key": "driver-not-ready", "effect": "NoSchedule"}],
+            },
+            "status": {"allocatable": {"cpu": "95", "memory": "1100Gi", "pods": "110", wk.GPU_RESOURCE: "8"}},
+        }
+    )
+    return StateNode(name="gpu-node", node=n, claim=claim)
+
+
+def test_node_still_starting_is_usable_despite_start_up_taints_and_unreported_gpus():
+    results = run(
+        [gpu_pod("g", gpus=8, gpu_name=None)],
+        gpu_pool(),
+        types=gpu_types(),
+        snap=Snapshot(nodes=(_starting_gpu_node(),)),
+    )
+    assert [(p.pod.name, p.node) for p in results.placements] == [("g", "gpu-node")]
