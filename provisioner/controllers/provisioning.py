@@ -104,6 +104,7 @@ class ProvisioningController:
         self._pod_messages: dict[str, str] = {}
         self._nominated: dict[str, str] = {}
         self.batches = 0
+        self._failed_writes = 0
         self.last_results: Any = None
 
     def trigger(self) -> None:
@@ -144,10 +145,16 @@ class ProvisioningController:
             return None
         self._forced = False
         self._window_start = None
+        self._failed_writes = 0
         results = self._solve(snap, pods, now)
         after = snapshot_of(self.state)
-        self._solved = self._signature(after, pods_needing_capacity(after))
-        self._seen = self._solved
+        if self._failed_writes:
+            # Some claims were not written: solve again after the idle window, even if nothing moved.
+            self._solved = None
+            self._seen = None
+        else:
+            self._solved = self._signature(after, pods_needing_capacity(after))
+            self._seen = self._solved
         return results
 
     def _instance_types(self, snap: Snapshot, pools: Sequence[NodePool]) -> dict[str, list[InstanceType]]:
@@ -198,7 +205,8 @@ class ProvisioningController:
         try:
             self.cluster.create_nodeclaim(claim)
         except ClusterError as err:
-            log.warning("could not create NodeClaim %s: %s", name, err)
+            log.warning("could not create NodeClaim %s: %s; the batch will be solved again", name, err)
+            self._failed_writes += 1
             return
         self.metrics.nodeclaims_created.labels(nodepool=new.nodepool.name).inc()
         options = ", ".join(t.name for t in new.instance_types[:5])

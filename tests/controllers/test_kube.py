@@ -188,3 +188,39 @@ def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(ku
         assert any("ignoring invalid NodePool bad" in r.getMessage() for r in caplog.records)
     finally:
         informers.stop()
+
+
+@pytest.mark.skipif(bool(REAL_CLUSTER), reason="injects API failures through the fixture")
+def test_a_claim_the_api_server_failed_to_create_is_created_on_the_next_batch(kube_server, make_kube_world):
+    w = make_kube_world()
+    kube_server.emulator.fail_next["POST nodeclaims"] = 1
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    for _ in range(3):
+        w.tick()
+    assert not w.claims(), "the first write failed"
+    w.run_until(w.all_bound, max_ticks=10)
+    assert len(w.claims()) == 1
+
+
+def test_the_client_connects_through_a_kubeconfig(kube_server, tmp_path):
+    if kube_server is None:
+        pytest.skip("the real cluster's kubeconfig is exercised by every other test")
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        f"""apiVersion: v1
+kind: Config
+clusters: [{{name: test, cluster: {{server: "{kube_server.url}"}}}}]
+users: [{{name: test, user: {{token: abc}}}}]
+contexts: [{{name: test, context: {{cluster: test, user: test}}}}]
+current-context: test
+"""
+    )
+    client = kc.KubeClient.connect(kubeconfig=str(config))
+    try:
+        client.create(kc.NODE, {"metadata": {"name": "via-kubeconfig"}})
+        items, rv = client.list(kc.NODE)
+        assert [i["metadata"]["name"] for i in items] == ["via-kubeconfig"] and rv
+        last = kube_server.emulator._requests[-1]
+        assert last.headers.get("Authorization") == "Bearer abc"
+    finally:
+        client.close()
