@@ -13,6 +13,7 @@ import pytest
 from providers.aws import AWSProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import (
+    CloudProvider,
     CloudProviderError,
     CreateError,
     InstanceType,
@@ -498,3 +499,8 @@ def test_an_al2023_alias_boots_gpu_types_on_the_nvidia_ami_and_others_on_the_sta
     assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 2
     # No arm64 AMI was published here, so Graviton types are not offered.
     assert not [t for t in types.values() if t.labels[wk.ARCH] == "arm64"]
+
+
+def test_the_provider_satisfies_the_cloud_provider_protocol(provider: AWSProvider) -> None:
+    assert isinstance(provider, CloudProvider)
+    assert provider.name == "aws"
