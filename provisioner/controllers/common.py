@@ -70,6 +70,21 @@ def snapshot_of(state: ClusterState) -> Snapshot:
     return snap
 
 
+def guarded(obj_meta_rv: str | None, patch: dict[str, Any]) -> dict[str, Any]:
+    """The patch with the resourceVersion it was computed from, so a list field (taints, finalizers)
+    written from a stale read fails with a conflict (and is retried) instead of dropping another
+    writer's entry."""
+    if not obj_meta_rv:
+        return patch
+    meta = dict(patch.get("metadata") or {})
+    meta["resourceVersion"] = obj_meta_rv
+    return {**patch, "metadata": meta}
+
+
+def node_rv(node: Any) -> str | None:
+    return (node.raw.get("metadata") or {}).get("resourceVersion") if node is not None else None
+
+
 def node_class_of(state: ClusterState | Snapshot, kind: str, name: str) -> NodeClass | None:
     return state.nodeclasses.get((kind, name))
 

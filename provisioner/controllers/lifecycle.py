@@ -42,6 +42,8 @@ from provisioner.controllers.common import (
     condition_status,
     condition_time,
     extended_resources,
+    guarded,
+    node_rv,
     resources_of,
     set_condition,
     snapshot_of,
@@ -293,7 +295,10 @@ class LifecycleController:
         annotations.pop(PLANNED_OFFERING, None)
         self.cluster.patch_node(
             node.name,
-            {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}},
+            guarded(
+                node_rv(node),
+                {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}},
+            ),
         )
         conditions = set_condition(
             claim.status.conditions, REGISTERED, True, reason="Registered", message=node.name, now=now

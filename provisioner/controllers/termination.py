@@ -23,6 +23,8 @@ from provisioner.controllers.common import (
     INVOLUNTARY,
     ProviderSet,
     condition_time,
+    guarded,
+    node_rv,
     set_condition,
     snapshot_of,
 )
@@ -104,7 +106,9 @@ class TerminationController:
             with contextlib.suppress(NotFoundError):
                 self.cluster.delete_node(node.name)
         finalizers = [f for f in claim.metadata.finalizers if f != wk.TERMINATION_FINALIZER]
-        self.cluster.patch_nodeclaim(claim.name, {"metadata": {"finalizers": finalizers}})
+        self.cluster.patch_nodeclaim(
+            claim.name, guarded(claim.metadata.resource_version, {"metadata": {"finalizers": finalizers}})
+        )
         self.metrics.nodeclaims_terminated.labels(nodepool=claim.nodepool or "").inc()
         self._blocked_said.pop(claim.name, None)
         log.info("NodeClaim %s terminated", claim.name)
@@ -114,7 +118,7 @@ class TerminationController:
         if not any(t.key == wk.DISRUPTED_TAINT for t in node.taints):
             taints = [t.to_dict() for t in node.taints]
             taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
-            self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
+            self.cluster.patch_node(node.name, guarded(node_rv(node), {"spec": {"taints": taints}}))
         started = condition_time(claim, DRAINING)
         if started is None:
             conditions = set_condition(claim.status.conditions, DRAINING, True, reason="Draining", now=now)
