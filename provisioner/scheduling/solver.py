@@ -193,6 +193,26 @@ class _Pool:
     """Dimension index -> limit (capacity), for the resources the pool limits; -1 is the node count."""
     used: dict[int, int]
     declared_types: int = 0
+    min_values: tuple[tuple[str, int], ...] = ()
+    """Karpenter's `minValues`: (key, n) where a claim's options must span n distinct values of key."""
+
+
+def _value_of(t: _Type, offering: Offering, key: str) -> str | None:
+    if key == wk.ZONE:
+        return offering.zone
+    if key == wk.CAPACITY_TYPE:
+        return offering.capacity_type
+    return t.it.labels.get(key)
+
+
+def _short_of_min_values(pool: _Pool, options: Sequence[tuple[float, _Type, Offering]]) -> str | None:
+    """Which `minValues` the options cannot meet, in plain words, or None."""
+    for key, wanted in pool.min_values:
+        values = {_value_of(t, o, key) for _, t, o in options} - {None}
+        if len(values) < wanted:
+            shown = ", ".join(sorted(v for v in values if v is not None)) or "none"
+            return f"minValues {wanted} for {key}: only {len(values)} values fit ({shown})"
+    return None
 
 
 @dataclass(slots=True, eq=False)
@@ -320,6 +340,28 @@ class _New:
         return self.reqs.get(key).single
 
 
+def _diverse(
+    options: list[tuple[float, _Type, Offering]], min_values: Sequence[tuple[str, int]], limit: int
+) -> list[tuple[float, _Type, Offering]]:
+    """At most `limit` options, cheapest first, that still span `minValues` distinct values per key: the
+    cheapest option of each value is taken first, until each key has enough, then the rest by price."""
+    chosen: dict[str, tuple[float, _Type, Offering]] = {}
+    for key, wanted in min_values:
+        have = {_value_of(o[1], o[2], key) for o in chosen.values()}
+        for opt in options:
+            if len(have) >= wanted:
+                break
+            value = _value_of(opt[1], opt[2], key)
+            if value is not None and value not in have:
+                have.add(value)
+                chosen.setdefault(opt[1].it.name, opt)
+    for opt in options:
+        if len(chosen) >= limit:
+            break
+        chosen.setdefault(opt[1].it.name, opt)
+    return sorted(chosen.values(), key=lambda x: (x[0], x[1].it.name))[:limit]
+
+
 def _maxvec(options: Sequence[tuple[float, _Type, Offering]], dims: int) -> tuple[int, ...]:
     out = [0] * dims
     for _, t, _ in options:
@@ -445,6 +487,7 @@ class _Solver:
             limits=limits,
             used={k: 0 for k in limits},
             declared_types=len(types),
+            min_values=tuple((r.key, r.min_values) for r in spec.requirements if r.min_values),
         )
 
     def _requested(self, sn: StateNode) -> tuple[int, ...]:
@@ -732,6 +775,10 @@ class _Solver:
         req = v.req
         for price, t, _ in options:
             if all(map(_le, req, t.alloc)):
+                if pool.min_values:
+                    short = _short_of_min_values(pool, [o for o in options if all(map(_le, req, o[1].alloc))])
+                    if short is not None:
+                        return short
                 return _PoolFit(reqs=merged, options=options, standalone=price)
         matching = [t for t in pool.types if _labels_ok(t.it, merged) and _any_offering(t.it, merged)]
         if not matching:
@@ -1071,6 +1118,10 @@ class _Solver:
             price = options[idx][0]
             if cost_aware and price - n.price > fit.standalone + 1e-9:
                 continue
+            if pool.min_values and _short_of_min_values(
+                pool, [o for o in options[idx:] if all(map(_le, total, o[1].alloc))]
+            ):
+                continue
             if v.monotone and cost_aware:
                 v.hint_new = i
             t = options[idx][1]
@@ -1263,9 +1314,15 @@ class _Solver:
         options = []
         limit = self.options.max_options
         total = n.total
-        for opt in n.options[n.cursor :]:
-            t = opt[1]
-            if all(map(_le, total, t.alloc)) and (room is None or self._within(t, room)):
+        fitting = (
+            opt
+            for opt in n.options[n.cursor :]
+            if all(map(_le, total, opt[1].alloc)) and (room is None or self._within(opt[1], room))
+        )
+        if pool.min_values:
+            options = _diverse(list(fitting), pool.min_values, limit)
+        else:
+            for opt in fitting:
                 options.append(opt)
                 if len(options) >= limit:
                     break

@@ -788,3 +788,34 @@ def test_node_still_starting_is_usable_despite_start_up_taints_and_unreported_gp
         snap=Snapshot(nodes=(_starting_gpu_node(),)),
     )
     assert [(p.pod.name, p.node) for p in results.placements] == [("g", "gpu-node")]
+
+
+def _family_types():
+    return [
+        instance_type("m.large", cpu=2, price=0.10),
+        instance_type("m.xlarge", cpu=4, price=0.20),
+        instance_type("c.large", cpu=2, price=0.12),
+        instance_type("r.xlarge", cpu=4, price=0.30),
+    ]
+
+
+def test_min_values_keeps_enough_distinct_values_among_the_options():
+    family = {"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["m", "c", "r"], "minValues": 3}
+    results = run(
+        [pod("p", cpu="1")],
+        node_pool(requirements=[family]),
+        _family_types(),
+        options=SolveOptions(max_options=3),
+    )
+    claim = results.new_claims[0]
+    assert [t.name for t in claim.instance_types] == ["m.large", "c.large", "r.xlarge"]
+    assert claim.offering.price == 0.10
+
+
+def test_min_values_that_cannot_be_met_is_the_reason():
+    family = {"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["m", "c", "r"], "minValues": 3}
+    results = run([pod("p", cpu="3")], node_pool(requirements=[family]), _family_types())
+    assert (
+        reasons_of(results, "p")["default"]
+        == "minValues 3 for provisioner.sh/instance-family: only 2 values fit (m, r)"
+    )
