@@ -152,7 +152,8 @@ def _labels_ok(it: InstanceType, reqs: rq.Reqs) -> bool:
 
 _REQUESTED: dict[int, tuple[StateNode, dict[str, int]]] = {}
 _ANTI: dict[int, tuple[StateNode, tuple[Pod, ...]]] = {}
-_REQUESTED_MAX = 200_000
+_REQUESTED_MAX = 20_000
+"""Entries kept before the memo starts over: about two snapshots of a 10,000-node cluster."""
 
 
 def _anti_affine(sn: StateNode) -> tuple[Pod, ...]:
