@@ -51,6 +51,14 @@ class DisruptionSettings:
     """How long a plan waits before it is planned again and, where it still holds, carried out."""
     evaluation_interval: timedelta = timedelta(seconds=10)
     """Least time between two evaluations."""
+    idle_evaluation_interval: timedelta = timedelta(minutes=1)
+    """When nothing in the cluster changed since the last evaluation, how long to wait before evaluating
+    anyway (for what time alone changes: consolidateAfter, expireAfter, budget windows, offerings coming
+    back). A change is evaluated at the next `evaluation_interval`."""
+    retry_backoff: timedelta = timedelta(minutes=10)
+    """After a command is abandoned (its replacement could not launch), its nodes are left alone this
+    long, doubling at each new failure up to `max_retry_backoff`."""
+    max_retry_backoff: timedelta = timedelta(hours=1)
     usage_interval: timedelta = timedelta(minutes=5)
     """How often node usage (capacity and allocation) is written to the ledger."""
     planner: PlannerSettings = field(default_factory=PlannerSettings)
@@ -116,38 +124,55 @@ class DisruptionController:
         self._last_usage: datetime | None = None
         self._evaluations = 0
         self._pods_seen: dict[str, frozenset[str]] = {}
+        self._generation: int | None = None
+        self._backoff: dict[str, tuple[datetime, timedelta]] = {}
+        """Node -> (left alone until, current backoff) after abandoned commands."""
 
     # ---- the loop ----------------------------------------------------------------------------------
 
     def reconcile(self, now: datetime) -> None:
+        changed = self.state.generation != self._generation
         snap = self.state.snapshot()
         self._track_pod_events(snap, now)
         self._record_usage(snap, now)
         self._progress(snap, now)
+        try:
+            self._decide(snap, now, changed=changed)
+        finally:
+            # Writes of this pass (ours included) are the baseline the next pass compares with.
+            self._generation = self.state.generation
+
+    def _decide(self, snap: Snapshot, now: datetime, *, changed: bool) -> None:
         if self.pending is not None:
             if now - self.pending.planned_at < self.disruption.validation_delay:
                 return
             pending, self.pending = self.pending, None
             result = self._plan(snap, now)
             for command in result.commands:
-                if _key(command) in pending.keys:
+                if _key(command) in pending.keys and not self._held(command, now):
                     self._execute(command, now)
-                else:
+                elif _key(command) not in pending.keys:
                     log.info(
                         "disruption: %s of %s not planned before validation; waiting",
                         command.method,
                         command.node_names,
                     )
             return
-        if (
-            self._last_evaluation is not None
-            and now - self._last_evaluation < self.disruption.evaluation_interval
-        ):
-            return
+        if self._last_evaluation is not None:
+            since = now - self._last_evaluation
+            if since < self.disruption.evaluation_interval:
+                return
+            if not changed and since < self.disruption.idle_evaluation_interval:
+                return
         self._last_evaluation = now
         result = self._plan(snap, now)
-        if result.commands:
-            self.pending = _Pending(planned_at=now, keys={_key(c) for c in result.commands})
+        keys = {_key(c) for c in result.commands if not self._held(c, now)}
+        if keys:
+            self.pending = _Pending(planned_at=now, keys=keys)
+
+    def _held(self, command: Command, now: datetime) -> bool:
+        """A command touching a node whose last command was abandoned recently waits out its backoff."""
+        return any(self._backoff.get(name, (now, timedelta(0)))[0] > now for name in command.node_names)
 
     # ---- planning ----------------------------------------------------------------------------------
 
@@ -297,6 +322,8 @@ class DisruptionController:
 
     def _finish(self, active: _Active, now: datetime) -> None:
         self.active.pop(active.id, None)
+        for sn in active.command.nodes:
+            self._backoff.pop(sn.name, None)
         for name in active.claims:
             try:
                 self.cluster.delete_nodeclaim(name)
@@ -321,6 +348,10 @@ class DisruptionController:
 
     def _abandon(self, active: _Active, now: datetime, *, why: str) -> None:
         self.active.pop(active.id, None)
+        for name in active.command.node_names:
+            _, previous = self._backoff.get(name, (now, timedelta(0)))
+            delay = min(self.disruption.max_retry_backoff, max(self.disruption.retry_backoff, previous * 2))
+            self._backoff[name] = (now + delay, delay)
         log.warning("disruption %s abandoned: %s", active.id, why)
         for name in active.replacements:
             claim = self.state.claims.get(name)

@@ -25,7 +25,7 @@ from decimal import Decimal
 
 from provisioner.api import NodePool, durations, quantities
 from provisioner.api import labels as wk
-from provisioner.api.common import is_true
+from provisioner.api.common import Operator, Requirement, is_true
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import ConsolidationPolicy, DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
@@ -34,7 +34,7 @@ from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.hashing import nodeclass_hash, nodepool_hash
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.pdbs import PDBLedger
-from provisioner.scheduling.results import Results
+from provisioner.scheduling.results import NewClaim, Results
 from provisioner.state.cluster import Snapshot, StateNode, team_of
 from provisioner.state.objects import Pod, SelectorRequirement, tolerates_all
 
@@ -126,6 +126,27 @@ def _fits(requests: Mapping[str, int], available: Mapping[str, int]) -> bool:
     return all(amount <= available.get(name, 0) for name, amount in requests.items())
 
 
+def pin(claim: NewClaim, *, capacity_type: str, below: float | None) -> NewClaim:
+    """The replacement as it must launch for the plan to hold: on the planned capacity type and, for a
+    consolidation, only on instance types cheaper than what it replaces. Without this a stockout met at
+    launch falls back to a dearer offering (on-demand for spot) and the saving, or the return to spot,
+    is lost; the next plan would then replace the same node again."""
+    options = []
+    for it in claim.instance_types:
+        offering = it.cheapest(capacity_types={capacity_type})
+        if offering is None or (below is not None and offering.price >= below - _CENT):
+            continue
+        options.append(it)
+    if not options:
+        options = [claim.instance_type]
+    requirements = [r for r in claim.requirements if r.key not in (wk.INSTANCE_TYPE, wk.CAPACITY_TYPE)]
+    requirements.append(Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=[capacity_type]))
+    requirements.append(
+        Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=[t.name for t in options])
+    )
+    return dataclasses.replace(claim, requirements=requirements, instance_types=options)
+
+
 def _has_pod_topology(pod: Pod) -> bool:
     return bool(
         pod.topology_spread
@@ -195,16 +216,7 @@ class _Planner:
             for n in snapshot.nodes
             if n.nodepool in limited or any(p.anti_affinity_required for p in n.pods)
         }
-        self._price_floor = sorted(
-            (
-                (offering.price, it.allocatable)
-                for types in instance_types.values()
-                for it in types
-                for offering in it.offerings
-                if offering.available
-            ),
-            key=lambda pair: pair[0],
-        )
+        self._price_floor_list: list[tuple[float, dict[str, int]]] | None = None
         self._pool_hashes = {p.name: nodepool_hash(p) for p in pools}
         self._class_hashes = {key: nodeclass_hash(nc) for key, nc in snapshot.nodeclasses.items()}
 
@@ -603,7 +615,10 @@ class _Planner:
             reason=DisruptionReason.UNDERUTILIZED,
             method=method,
             nodes=tuple(nodes),
-            replacements=tuple(results.new_claims),
+            replacements=tuple(
+                pin(c, capacity_type=c.offering.capacity_type, below=sum(n.price for n in nodes))
+                for c in results.new_claims
+            ),
             records=self.records(nodes, results, reason=DisruptionReason.UNDERUTILIZED, detail=detail),
         )
 
@@ -686,12 +701,30 @@ class _Planner:
                 return False
         return True
 
+    def price_floors(self) -> list[tuple[float, dict[str, int]]]:
+        """(price, allocatable) of every available offering, cheapest first; built on first use (most
+        plans never need it) with each type's allocatable computed once."""
+        if self._price_floor_list is None:
+            out: list[tuple[float, dict[str, int]]] = []
+            seen: set[int] = set()
+            for types in self.instance_types.values():
+                for it in types:
+                    if id(it) in seen:
+                        continue
+                    seen.add(id(it))
+                    prices = {o.price for o in it.offerings if o.available}
+                    if prices:
+                        out.append((min(prices), it.allocatable))
+            out.sort(key=lambda pair: pair[0])
+            self._price_floor_list = out
+        return self._price_floor_list
+
     def price_floor(self, node: StateNode) -> float | None:
         """The cheapest available offering of any type able to hold all the node's pods at once."""
         total: dict[str, int] = {}
         for pod in cand.reschedulable(node):
             total = quantities.add(total, pod.requests)
-        for price, allocatable in self._price_floor:
+        for price, allocatable in self.price_floors():
             if _fits(total, allocatable):
                 return price
         return None
@@ -801,7 +834,8 @@ class _Planner:
                 continue
             if not self.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method=method):
                 continue
-            types = self.spot_only(pool.name) if on_fallback_capacity and not demoted else None
+            to_spot = on_fallback_capacity and not demoted
+            types = self.spot_only(pool.name) if to_spot else None
             results = self.simulate([node], instance_types=types)
             if results.unschedulable:
                 continue
@@ -816,7 +850,10 @@ class _Planner:
                 reason=DisruptionReason.RETURN_TO_PREFERRED,
                 method=method,
                 nodes=(node,),
-                replacements=tuple(results.new_claims),
+                replacements=tuple(
+                    pin(c, capacity_type=wk.CAPACITY_TYPE_SPOT, below=None) if to_spot else c
+                    for c in results.new_claims
+                ),
                 records=self.records(
                     [node], results, reason=DisruptionReason.RETURN_TO_PREFERRED, detail=detail
                 ),

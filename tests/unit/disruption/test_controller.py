@@ -175,3 +175,25 @@ def test_a_run_without_a_database_keeps_its_rows_for_the_html_report(world):
     assert report.total.cost > 0 and report.cost_per_hour
     page = scale_down.to_html(report)
     assert page.count("<svg") == 2 and "<polyline" in page
+
+
+def test_a_return_to_spot_that_cannot_launch_is_abandoned_and_backs_off(world, ledger):
+    w = world
+    w.fake.mark_unavailable(capacity_type="spot")
+    w.apply(node_class(), pool_doc(capacity_types=("spot", "on-demand"), budget="1", consolidate_after="0s"))
+    w.keep(gpu_pod("serve-0", gpus=4))
+    w.run_until(w.all_bound, max_ticks=30)
+    (original,) = w.claims()
+    ctl = controller(w, ledger)
+    launched: set[str] = set()
+    for _ in range(120):  # 20 minutes; spot stays out (the cloud only says so when asked to launch)
+        step(w, ctl)
+        launched |= {c.name for c in w.claims() if c.name != original.name}
+    assert 1 <= len(launched) <= 2, f"tried {len(launched)} replacements in 20 minutes"
+    claim = w.state.claims[original.name]
+    assert claim.metadata.deletion_timestamp is None
+    assert not is_true(claim.status.conditions, DISRUPTING), "unmarked after the abandoned attempt"
+    node = w.state.nodes[claim.status.node_name]
+    assert not any(t.key == "provisioner.sh/disrupted" for t in node.taints)
+    assert ledger.actions() == []
+    assert w.events("DisruptionAbandoned")

@@ -339,3 +339,24 @@ def test_max_commands_stops_the_plan_early(solve):
         nodes, solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])], settings=Settings(max_commands=1)
     )
     assert len(result.commands) == 1
+
+
+def test_a_replacement_may_launch_only_where_the_saving_holds(solve):
+    types = [
+        instance_type("c.small", cpu=2, memory_gib=8, price=0.10, spot_price=0.03),
+        instance_type("c.medium", cpu=4, memory_gib=16, price=0.25, spot_price=0.05),
+        LARGE,
+    ]
+    pools = [node_pool(capacity_types=["spot", "on-demand"])]
+    node = state_node(
+        "od", it=instance_type("c.big", cpu=8, memory_gib=32, price=0.2), pods=[pod("a", cpu="1")]
+    )
+    result = run([node], solve=solve, pools=pools, types=types_for(*pools, types=types))
+    (command,) = result.commands
+    (claim,) = command.replacements
+    by_key = {r.key: r.values for r in claim.requirements}
+    assert by_key[wk.CAPACITY_TYPE] == [claim.offering.capacity_type]
+    # Only types cheaper than the $0.20/h node on that capacity type remain (never the dearer fallback).
+    for it in claim.instance_types:
+        assert it.cheapest(capacity_types={claim.offering.capacity_type}).price < 0.2
+    assert by_key[wk.INSTANCE_TYPE] == [t.name for t in claim.instance_types]
