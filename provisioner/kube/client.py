@@ -126,6 +126,8 @@ class KubeClient:
     """Generic JSON access to the API server through the official client."""
 
     def __init__(self, configuration: k8s.Configuration, *, request_timeout: float = 30.0) -> None:
+        # One long-lived connection per informer's watch plus the controllers' writes.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
         self.configuration = configuration
         self.api = k8s.ApiClient(configuration)
         self.request_timeout = request_timeout
