@@ -150,3 +150,21 @@ def test_the_chart_ships_the_generated_crds():
         yaml.safe_load((CHART / "crds" / Path(n).name).read_text())["spec"]["names"]["kind"] for n in names
     }
     assert kinds == {"NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass"}
+
+
+def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():
+    from typer.main import get_command
+
+    from provisioner.cli.main import app
+
+    run = get_command(app).get_command(None, "run")  # type: ignore[attr-defined]
+    known = {opt for p in run.params for opt in (*p.opts, *p.secondary_opts)}
+    values = {
+        "cloud": "aws,gcp",
+        "aws": {"region": "us-east-1", "interruptionQueue": "https://sqs/q", "endpoint": "http://x"},
+        "gcp": {"project": "p", "region": "us-central1", "endpoint": "http://y"},
+    }
+    (container,) = one(render(**values), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["args"][0] == "run"
+    flags = [a.split("=", 1)[0] for a in container["args"][1:]]
+    assert set(flags) <= known, set(flags) - known
