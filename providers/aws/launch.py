@@ -327,8 +327,10 @@ def launch_template_data(
     security_group_ids: list[str],
     instance_profile: str,
     cluster_name: str,
+    user_data: str | None,
 ) -> dict[str, Any]:
-    """LaunchTemplateData for a NodeClass and one resolved AMI."""
+    """LaunchTemplateData for a NodeClass and one resolved AMI (`user_data` as providers.aws.bootstrap
+    made it)."""
     spec = node_class.spec
     md = spec.metadata_options
     data: dict[str, Any] = {
@@ -361,8 +363,8 @@ def launch_template_data(
         data["SecurityGroupIds"] = security_group_ids
     if spec.block_device_mappings:
         data["BlockDeviceMappings"] = block_devices(spec.block_device_mappings)
-    if spec.user_data:
-        data["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
+    if user_data:
+        data["UserData"] = base64.b64encode(user_data.encode()).decode()
     return data
 
 

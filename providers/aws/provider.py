@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import boto3
 from botocore.config import Config
 
-from providers.aws import aliases, errors, instancetypes, interruption, launch, pricing
+from providers.aws import aliases, bootstrap, errors, instancetypes, interruption, launch, pricing
 from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass, SelectorTerm
@@ -131,6 +131,9 @@ class AWSProvider:
         selector_ttl: float = 60.0,
         use_pricing_api: bool = True,
         kubernetes_version: str | None = None,
+        cluster_endpoint: str | None = None,
+        cluster_ca_bundle: str | None = None,
+        cluster_service_cidr: str | None = None,
     ) -> None:
         self.region = region
         self.cluster_name = cluster_name
@@ -149,6 +152,17 @@ class AWSProvider:
         self._use_pricing_api = use_pricing_api
         # Aliases name AMIs per Kubernetes minor version (SSM paths); the controller knows it, or the env.
         self._kubernetes_version = kubernetes_version or os.environ.get("PROVISIONER_KUBERNETES_VERSION")
+        self._given_cluster = (
+            bootstrap.ClusterInfo(
+                name=cluster_name,
+                endpoint=cluster_endpoint,
+                ca_bundle=cluster_ca_bundle,
+                service_cidr=cluster_service_cidr,
+                version=self._kubernetes_version,
+            )
+            if cluster_endpoint and cluster_ca_bundle
+            else None
+        )
         self._templates_known: set[str] = set()
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
@@ -555,13 +569,16 @@ class AWSProvider:
         return {**{arch: image["ImageId"] for arch, image in found.items()}, **aliased}
 
     def _resolve_alias(self, nc: AWSNodeClass, alias: str) -> dict[str, str]:
-        if not self._kubernetes_version:
+        cluster = self._cluster() if not self._kubernetes_version else None
+        version = self._kubernetes_version or (cluster.version if cluster else None)
+        if not version:
             raise NodeClassNotReady(
                 f"AWSNodeClass {nc.name}: amiSelectorTerms alias {alias!r} needs the cluster's Kubernetes "
-                "version (AWSProvider kubernetes_version or PROVISIONER_KUBERNETES_VERSION)"
+                f"version: EKS DescribeCluster({self.cluster_name!r}) did not give it; pass kubernetes_version "
+                "or set PROVISIONER_KUBERNETES_VERSION"
             )
         try:
-            names = aliases.parameters(alias, self._kubernetes_version)
+            names = aliases.parameters(alias, version)
         except aliases.AliasError as err:
             raise NodeClassNotReady(f"AWSNodeClass {nc.name}: amiSelectorTerms: {err}") from None
         by_name = {name: key for key, name in names.items()}
@@ -617,6 +634,15 @@ class AWSProvider:
         """Arch -> the name of an existing launch template for the NodeClass as it resolves now."""
         if not resolved.instance_profile:
             raise NodeClassNotReady(f"AWSNodeClass {nc.name}: no instance profile or role")
+        family = bootstrap.family_of(nc)
+        cluster = self._cluster() if bootstrap.needs_cluster(family) else None
+        if bootstrap.needs_cluster(family) and cluster is None:
+            raise NodeClassNotReady(
+                f"AWSNodeClass {nc.name}: {family} nodes need the cluster's endpoint and CA to join: EKS "
+                f"DescribeCluster({self.cluster_name!r}) found no cluster; pass cluster_endpoint and "
+                "cluster_ca_bundle, or use amiFamily Custom with your own user data"
+            )
+        user_data = bootstrap.user_data(family, cluster=cluster, custom=nc.spec.user_data)
         out = {}
         for key in sorted(keys):
             data = launch.launch_template_data(
@@ -625,6 +651,7 @@ class AWSProvider:
                 security_group_ids=list(resolved.security_group_ids),
                 instance_profile=resolved.instance_profile,
                 cluster_name=self.cluster_name,
+                user_data=user_data,
             )
             name = launch.template_name(self.cluster_name, nc, data)
             if name not in self._templates_known:
@@ -632,6 +659,30 @@ class AWSProvider:
                 self._templates_known.add(name)
             out[key] = name
         return out
+
+    def _cluster(self) -> bootstrap.ClusterInfo | None:
+        """The cluster as nodes must know it: the constructor's arguments, else EKS DescribeCluster
+        (cached; None when EKS has no such cluster)."""
+        if self._given_cluster is not None:
+            return self._given_cluster
+
+        def load() -> bootstrap.ClusterInfo | None:
+            eks = self._client("eks")
+            try:
+                raw = eks.describe_cluster(name=self.cluster_name)["cluster"]
+            except Exception as err:
+                if errors.error_code(err) == "ResourceNotFoundException":
+                    return None
+                raise errors.translate(err, operation="DescribeCluster", default=NodeClassNotReady) from err
+            return bootstrap.ClusterInfo(
+                name=self.cluster_name,
+                endpoint=str(raw.get("endpoint", "")),
+                ca_bundle=str((raw.get("certificateAuthority") or {}).get("data", "")),
+                service_cidr=(raw.get("kubernetesNetworkConfig") or {}).get("serviceIpv4Cidr"),
+                version=raw.get("version"),
+            )
+
+        return self._cache.get("cluster", load)
 
     def _create_template(self, name: str, data: dict[str, Any], nc: AWSNodeClass) -> None:
         tags = {**launch.cluster_tags(self.cluster_name), f"{wk.GROUP}/nodeclass": nc.name}

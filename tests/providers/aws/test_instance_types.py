@@ -183,9 +183,9 @@ def test_region_instance_types_span_every_zone_of_the_region(provider: AWSProvid
             "securityGroupSelectorTerms matched no security group",
         ),
         ({"amiSelectorTerms": [{"id": "ami-0123456789abcdef0"}]}, "amiSelectorTerms matched no"),
-        ({"amiSelectorTerms": [{"alias": "al2023@latest"}]}, "needs the cluster's Kubernetes version"),
+        ({"amiSelectorTerms": [{"alias": "al2023@latest"}]}, "matched no available"),
     ],
-    ids=["no-subnet", "no-security-group", "unknown-ami", "alias-without-version"],
+    ids=["no-subnet", "no-security-group", "unknown-ami", "alias-not-published"],
 )
 def test_a_node_class_whose_selectors_find_nothing_is_not_ready(
     provider: AWSProvider, account: world.World, spec: dict[str, object], message: str
@@ -203,3 +203,13 @@ def test_a_gcp_node_class_is_not_ready_for_aws(provider: AWSProvider) -> None:
 
     with pytest.raises(NodeClassNotReady, match="only AWSNodeClass"):
         provider.instance_types(gcp)
+
+
+def test_an_alias_without_a_known_kubernetes_version_is_not_ready(
+    new_provider: Callable[..., AWSProvider], account: world.World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PROVISIONER_KUBERNETES_VERSION", raising=False)
+    provider = new_provider(cluster_name="not-in-eks")
+
+    with pytest.raises(NodeClassNotReady, match="needs the cluster's Kubernetes version"):
+        provider.instance_types(world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}]))

@@ -486,7 +486,7 @@ def test_an_al2023_alias_boots_gpu_types_on_the_nvidia_ami_and_others_on_the_sta
     proxy.public_parameters.update(
         {f"{base}/standard/recommended/image_id": standard, f"{base}/nvidia/recommended/image_id": nvidia}
     )
-    provider = new_provider(kubernetes_version="1.31")
+    provider = new_provider()  # the Kubernetes version comes from EKS DescribeCluster
     nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
     types = {t.name: t for t in provider.instance_types(nc)}
 
@@ -504,3 +504,48 @@ def test_an_al2023_alias_boots_gpu_types_on_the_nvidia_ami_and_others_on_the_sta
 def test_the_provider_satisfies_the_cloud_provider_protocol(provider: AWSProvider) -> None:
     assert isinstance(provider, CloudProvider)
     assert provider.name == "aws"
+
+
+def launch_template_user_data(ec2: Any) -> str:
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    return base64.b64decode(data["UserData"]).decode()
+
+
+def test_al2023_nodes_get_a_node_config_for_the_eks_cluster_after_the_node_class_script(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy, stack: Stack, ec2: Any
+) -> None:
+    standard = world.register_image(ec2, name="al2023")
+    proxy.public_parameters[
+        "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    ] = standard
+    nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
+    types = {t.name: t for t in provider.instance_types(nc)}
+
+    provider.create(make_claim("joins", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+
+    cluster = stack.client("eks").describe_cluster(name="contract")["cluster"]
+    text = launch_template_user_data(ec2)
+    assert text.startswith("MIME-Version: 1.0")
+    assert text.index("echo hello") < text.index("kind: NodeConfig")
+    assert f"apiServerEndpoint: {cluster['endpoint']}" in text
+    assert f"certificateAuthority: {cluster['certificateAuthority']['data']}" in text
+    assert "cidr: 10.100.0.0/16" in text
+    assert "--register-with-taints=provisioner.sh/unregistered:NoExecute" in text
+
+
+def test_al2023_without_an_eks_cluster_is_not_ready_to_launch(
+    new_provider: Callable[..., AWSProvider], account: world.World, proxy: FaultProxy, ec2: Any
+) -> None:
+    proxy.public_parameters[
+        "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    ] = world.register_image(ec2, name="al2023")
+    provider = new_provider(cluster_name="elsewhere", kubernetes_version="1.31")
+    nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
+    types = {t.name: t for t in provider.instance_types(nc)}
+
+    with pytest.raises(NodeClassNotReady, match="DescribeCluster"):
+        provider.create(make_claim("lost", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+    assert proxy.launched == 0

@@ -1,5 +1,5 @@
 """A small AWS account in moto for one test: a VPC, tagged subnets in some zones, a security group, an
-AMI, and the AWSNodeClass that selects them by tags (builders with overrides)."""
+AMI, the EKS cluster, and the AWSNodeClass that selects them by tags (builders with overrides)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from tests.providers.aws.stack import Stack
 
 DISCOVERY = {"provisioner.sh/discovery": "contract"}
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
+CLUSTER = "contract"
+"""The provider's cluster name; an EKS cluster of that name exists (nodes' bootstrap reads it)."""
 
 
 @dataclass
@@ -84,6 +86,13 @@ def build(stack: Stack, *, zones: list[str] | None = None) -> World:
         TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
     )["GroupId"]
     image_id = register_image(ec2)
+    stack.client("eks", direct=True).create_cluster(
+        name=CLUSTER,
+        version="1.31",
+        roleArn="arn:aws:iam::123456789012:role/eks-cluster",
+        resourcesVpcConfig={"subnetIds": list(subnets.values())},
+        kubernetesNetworkConfig={"serviceIpv4Cidr": "10.100.0.0/16"},
+    )
     return World(
         vpc_id=vpc_id,
         subnets=subnets,
