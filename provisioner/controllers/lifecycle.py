@@ -89,6 +89,9 @@ class LifecycleController:
         self.providers = providers
         self.settings = settings
         self.metrics = metrics
+        self._retry: dict[str, tuple[int, datetime]] = {}
+        """Claim -> (failed launches, not before): a failing launch backs off instead of calling the cloud
+        every step (in memory only: a restart tries at once, which is what a restart is for)."""
 
     def reconcile(self, now: datetime) -> None:
         snap = snapshot_of(self.state)
@@ -145,6 +148,9 @@ class LifecycleController:
                 message=f"not launched within {self.settings.launch_timeout}; its pods will be provisioned again",
             )
             return
+        not_before = self._retry.get(claim.name, (0, now))[1]
+        if now < not_before:
+            return
         ref = claim.spec.node_class_ref
         provider = self.providers.for_claim(claim)
         node_class = self.state.nodeclasses.get((ref.kind, ref.name))
@@ -180,6 +186,7 @@ class LifecycleController:
             except TransientError as err:
                 self.metrics.launch_failures.labels(reason="TransientError").inc()
                 log.warning("NodeClaim %s: launch will be retried: %s", claim.name, err)
+                self._back_off(claim.name, now)
                 return
         if instance is None:
             tried = _summary(exhausted) or "every option"
@@ -192,9 +199,16 @@ class LifecycleController:
                 ),
             )
             return
+        self._retry.pop(claim.name, None)
         self._launched(claim, instance, by_name.get(instance.instance_type), exhausted, now)
 
+    def _back_off(self, name: str, now: datetime) -> None:
+        failures = self._retry.get(name, (0, now))[0] + 1
+        delay = min(self.settings.launch_backoff_max, self.settings.launch_backoff * 2 ** (failures - 1))
+        self._retry[name] = (failures, now + delay)
+
     def _launch_failed(self, claim: NodeClaim, reason: str, message: str, now: datetime) -> None:
+        self._back_off(claim.name, now)
         if condition_status(claim, LAUNCHED) == "False" and any(
             c.type == LAUNCHED and c.reason == reason for c in claim.status.conditions
         ):

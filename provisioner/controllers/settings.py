@@ -31,6 +31,10 @@ class Settings:
     """How often garbage collection lists the cloud (each pass is a paid, rate-limited API call)."""
     eviction_retry: timedelta = timedelta(seconds=5)
     """How soon an eviction refused by a PDB is tried again."""
+    launch_backoff: timedelta = timedelta(seconds=5)
+    """First wait after a launch failed for a reason other than capacity; doubles per failure..."""
+    launch_backoff_max: timedelta = timedelta(minutes=2)
+    """...up to this."""
     max_launch_attempts: int = 10
     """Capacity errors tolerated per claim before giving up on all its options at once."""
     event_namespace: str = "default"

@@ -91,3 +91,14 @@ def test_run_refuses_bad_flags_with_a_clear_message():
     result = CliRunner().invoke(app, ["run", "--batch-idle", "5", "--batch-max", "1"])
     assert result.exit_code == 2
     assert "--batch-max" in result.output
+
+
+def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step():
+    w = _world(launch_backoff=timedelta(seconds=5), launch_backoff_max=timedelta(seconds=40))
+    w.fake.fail_next_create(CreateError("quota for the AMI"), times=1000)
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
+    for _ in range(120):
+        w.tick()
+    creates = [c for c in w.fake.calls if c[0] == "create"]
+    # 5 + 10 + 20 + 40 + 40 ... seconds apart: a handful of calls in two minutes, not one per second.
+    assert 3 <= len(creates) <= 7, len(creates)
