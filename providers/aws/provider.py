@@ -4,7 +4,8 @@ termination, listing by the cluster tag, AMI drift, and interruption messages fr
 Owns every boto3 call of the provider and the translation of their errors (providers.aws.errors) so no
 botocore exception leaves it. Decisions that need no I/O (which offerings, in which order, how the
 answer reads) live in providers.aws.launch; shapes in providers.aws.instancetypes; prices in
-providers.aws.pricing; message parsing in providers.aws.interruption.
+providers.aws.pricing; message parsing in providers.aws.interruption; AMI aliases in
+providers.aws.aliases; node bootstrap user data in providers.aws.bootstrap.
 
 Credentials come from boto3's default chain (environment, IRSA web identity token, instance profile)
 unless a session is given; they are never logged, and error messages carry AWS's code and message only.
@@ -795,7 +796,7 @@ class AWSProvider:
     ) -> dict[str, Any]:
         with self._translated(operation, default=default, not_found=not_found):
             return fn(**params)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable: _translated re-raises")  # pragma: no cover
 
     @contextmanager
     def _translated(
@@ -811,9 +812,19 @@ class AWSProvider:
         except CloudProviderError:
             raise
         except Exception as err:
-            if not_found and errors.error_code(err) in errors.NOT_FOUND_CODES:
-                raise NotFound(f"{operation}: {errors.error_message(err)}") from err
-            raise errors.translate(err, operation=operation, default=default) from err
+            raise self._translation(err, operation, default=default, not_found=not_found) from err
+
+    @staticmethod
+    def _translation(
+        err: Exception,
+        operation: str,
+        *,
+        default: type[CloudProviderError],
+        not_found: bool,
+    ) -> CloudProviderError:
+        if not_found and errors.error_code(err) in errors.NOT_FOUND_CODES:
+            return NotFound(f"{operation}: {errors.error_message(err)}")
+        return errors.translate(err, operation=operation, default=default)
 
 
 def _tag_filters(tags: dict[str, str] | None) -> builtins.list[dict[str, Any]]:
