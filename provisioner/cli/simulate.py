@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -32,11 +33,15 @@ def _load(path: Path) -> scenario_.LoadedScenario:
     try:
         return scenario_.load(path)
     except scenario_.ScenarioError as err:
-        for problem in err.problems:
-            typer.echo(str(problem), err=True)
-        n = len(err.problems)
-        typer.echo(f"{path}: {n} problem{'s' if n != 1 else ''}; the scenario was not run", err=True)
-        raise typer.Exit(1) from None
+        _fail(path, err)
+
+
+def _fail(path: Path, err: scenario_.ScenarioError) -> NoReturn:
+    for problem in err.problems:
+        typer.echo(str(problem), err=True)
+    n = len(err.problems)
+    typer.echo(f"{path}: {n} problem{'s' if n != 1 else ''}; the scenario was not run", err=True)
+    raise typer.Exit(1) from None
 
 
 def _gpu_text(gpu: dict | None) -> str:
@@ -149,12 +154,34 @@ def simulate(
         ..., help="Scenario YAML: NodePools, NodeClasses, workloads, nodes, one Scenario."
     ),
     output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table (for people) or json."),
+    report: Path | None = typer.Option(
+        None,
+        "--report",
+        help="With a timeline: write the FinOps scale-down report of the run to this HTML file.",
+    ),
 ) -> None:
     """Decide which nodes to launch for a scenario's pending pods, and say why for the rest.
+
+    A scenario with `spec.timeline` runs the controllers over virtual time instead (launches, stockouts,
+    interruptions, consolidation) and prints what happened, with the disruption ledger's rows.
 
     Exit 0 when the scenario ran (unschedulable pods included); exit 1 when it is invalid.
     """
     loaded = _load(scenario)
+    from provisioner.sim import timeline as timeline_
+
+    try:
+        timeline = timeline_.load(loaded)
+    except scenario_.ScenarioError as err:
+        _fail(scenario, err)
+    if timeline is not None:
+        from provisioner.sim import console
+
+        console.run(loaded, timeline, as_json=output == Output.JSON, report=report)
+        return
+    if report is not None:
+        typer.echo(f"{scenario}: --report needs a timeline (spec.timeline) to report on", err=True)
+        raise typer.Exit(1)
     results = static.run(loaded)
     if output == Output.JSON:
         typer.echo(json.dumps(static.to_json(results), indent=2))

@@ -57,6 +57,46 @@ class Unavailable(Model):
         )
 
 
+TIMELINE_WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
+
+
+class DeleteRef(Model):
+    """A workload to delete at a step: a Pod, or a Deployment/ReplicaSet/StatefulSet/Job and its pods."""
+
+    kind: Literal["Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job"]
+    """`Pod`, `Deployment`, `ReplicaSet`, `StatefulSet` or `Job`."""
+    namespace: str = "default"
+    """Namespace; default `default`."""
+    name: str
+    """`metadata.name` of the object."""
+
+
+class InterruptSelector(Model):
+    """Which nodes the cloud takes back at a step (a spot interruption). Omitted fields match every node."""
+
+    node_pool: str | None = None
+    """NodePool name; default every pool."""
+    capacity_type: Literal["spot", "on-demand", "reserved"] | None = None
+    """`spot`, `on-demand` or `reserved`; default every capacity type."""
+
+
+class TimelineStep(Model):
+    """What happens at one virtual time of a timeline (`provisioner simulate` with time)."""
+
+    at: str
+    """When, after the start: a duration such as `90m`, `2h30m` or `0s`."""
+    apply: list[dict[str, Any]] = Field(default_factory=list)
+    """Manifests to create: Pods, Deployments, ReplicaSets, StatefulSets, Jobs (expanded to pods)."""
+    delete: list[DeleteRef] = Field(default_factory=list)
+    """Workloads to delete (`{kind, namespace, name}`); a controller's pods go with it."""
+    unavailable: list[Unavailable] = Field(default_factory=list)
+    """Offerings that run out of capacity from now on (`{instanceType, zone, capacityType}`)."""
+    available: list[Unavailable] = Field(default_factory=list)
+    """Offerings whose capacity comes back (same selectors)."""
+    interrupt: list[InterruptSelector] = Field(default_factory=list)
+    """Nodes the cloud interrupts (`{nodePool, capacityType}`, each optional)."""
+
+
 class ScenarioSpec(Model):
     """What the scenario runs against."""
 
@@ -66,6 +106,10 @@ class ScenarioSpec(Model):
     """Region of the catalog; default the catalog's default region."""
     unavailable: list[Unavailable] = Field(default_factory=list)
     """Stockouts: offerings with no capacity (`{instanceType, zone, capacityType}`, each optional)."""
+    duration: str | None = None
+    """How long a timeline runs (`24h`); default one hour after its last step. Only with `timeline`."""
+    timeline: list[TimelineStep] = Field(default_factory=list)
+    """Steps at virtual times; with one, `provisioner simulate` runs the controllers over time."""
 
 
 class Scenario(Model):
@@ -107,6 +151,8 @@ class LoadedScenario:
     catalog_types: list[InstanceType] = field(default_factory=list)
     zones: list[str] = field(default_factory=list)
     region: str = ""
+    document: YamlDocument | None = None
+    """The Scenario document as read (its lines locate timeline problems)."""
 
     def snapshot(self) -> Snapshot:
         nodes = tuple(
@@ -332,6 +378,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         catalog_types=types,
         zones=zones,
         region=region,
+        document=scenarios[0][1] if scenarios else None,
     )
 
 

@@ -1,0 +1,301 @@
+"""What a real cluster does around the provisioner, for `provisioner simulate` with time: the embedded API
+server (a MemoryCluster), kubelets that register a Node for each
+launched instance, the GPU operator that lifts start-up taints, kube-scheduler binding pending pods where
+they fit, and the workload controllers that recreate evicted pods.
+
+None of it decides anything the provisioner decides; it only makes the world answer as a cluster would,
+deterministically: the same scenario gives the same names, bindings and order every run.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.api import quantities
+from provisioner.clock import isoformat
+from provisioner.cloudprovider import Instance, InstanceType
+from provisioner.controllers.cluster import NotFoundError
+from provisioner.controllers.kwok import node_for_instance, node_name_for
+from provisioner.controllers.memory import MemoryCluster
+from provisioner.state.objects import Node, Pod, tolerates_all
+
+
+class SimCluster(MemoryCluster):
+    """The embedded API server: a MemoryCluster, plus the writes the stand-ins below make."""
+
+    pool_status_writes = 0
+    """NodePool status writes so far: bookkeeping, not a change the run has to wait on."""
+
+    def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
+        super().patch_nodepool_status(name, status)
+        self.pool_status_writes += 1
+
+    # Helpers for the stand-ins below (not part of ClusterAPI).
+
+    def create(self, kind: str, doc: Mapping[str, Any]) -> None:
+        body = copy.deepcopy(dict(doc))
+        body.setdefault("metadata", {}).setdefault("creationTimestamp", isoformat(self.clock.now()))
+        self.state.upsert(kind, body)
+
+    def patch_pod(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+        from provisioner.controllers.cluster import merge_patch
+
+        current = self.state.pods.get(pod.key)
+        if current is None:
+            raise NotFoundError(f"Pod {pod.key} not found")
+        self.state.upsert("Pod", merge_patch(copy.deepcopy(dict(current.raw)), patch))
+
+
+@dataclasses.dataclass
+class Kubelets:
+    """A Node for each launched instance once it has booted; the Node goes when its instance does. The
+    GPU operator's part too: start-up taints are lifted once the Node is registered."""
+
+    cluster: SimCluster
+    types: Mapping[str, InstanceType]
+    boot: timedelta = timedelta(seconds=30)
+    """From launch to the Node appearing."""
+    launched: dict[str, Instance] = dataclasses.field(default_factory=dict)
+    deleted: list[Instance] = dataclasses.field(default_factory=list)
+    registered: set[str] = dataclasses.field(default_factory=set)
+
+    def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
+        self.launched[instance.provider_id] = instance
+
+    def on_delete(self, instance: Instance) -> None:
+        self.launched.pop(instance.provider_id, None)
+        self.deleted.append(instance)
+
+    def sync(self, now: datetime) -> None:
+        state = self.cluster.state
+        for pid in sorted(self.launched):
+            inst = self.launched[pid]
+            if pid in self.registered:
+                continue
+            if inst.launched_at is not None and now - inst.launched_at < self.boot:
+                continue
+            node = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
+            self.cluster.create("Node", node)
+            self.registered.add(pid)
+        for inst in self.deleted:
+            name = node_name_for(inst)
+            if name in state.nodes:
+                self.cluster.delete_node(name)
+            self.registered.discard(inst.provider_id)
+        self.deleted.clear()
+        # The GPU operator: once the provisioner registered the Node, its drivers are ready.
+        claims = {c.status.node_name: c for c in state.claims.values() if c.status.node_name}
+        for name in sorted(state.nodes):
+            node = state.nodes[name]
+            claim = claims.get(name)
+            if claim is None or node.labels.get(wk.REGISTERED) != "true":
+                continue
+            startup = {t.key for t in claim.spec.startup_taints}
+            if startup and any(t.key in startup for t in node.taints):
+                kept = [t.to_dict() for t in node.taints if t.key not in startup]
+                self.cluster.patch_node(name, {"spec": {"taints": kept}})
+
+
+def fits(pod: Pod, node: Node, used: Mapping[str, int]) -> bool:
+    """Whether kube-scheduler would bind the pod to the node: Ready and schedulable, taints tolerated,
+    node selector and required node affinity met, requests within what is left."""
+    if not node.ready or node.unschedulable or node.deleting:
+        return False
+    hard = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
+    if tolerates_all(pod.tolerations, hard) is not None:
+        return False
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.required_node_terms and not any(
+        all(r.matches(node.labels) for r in term) for term in pod.required_node_terms
+    ):
+        return False
+    return quantities.fits(pod.requests, quantities.subtract(node.allocatable, used))
+
+
+@dataclasses.dataclass
+class Binder:
+    """kube-scheduler, simply: each pending pod (in name order) goes to the fitting node with the least
+    room left (kube-scheduler's MostAllocated scoring, which keeps nodes packed and the rest emptying); a
+    pod that fits nowhere is marked PodScheduled=False/Unschedulable, which is what the provisioner
+    watches for."""
+
+    cluster: SimCluster
+
+    def sync(self) -> int:
+        state = self.cluster.state
+        used: dict[str, dict[str, int]] = {}
+        for p in state.pods.values():
+            if p.node_name and not p.is_terminal:
+                used[p.node_name] = quantities.add(used.get(p.node_name, {}), p.requests)
+        nodes = [state.nodes[n] for n in sorted(state.nodes)]
+        bound = 0
+        for pod in sorted(state.pods.values(), key=lambda p: p.key):
+            if pod.node_name or pod.deleting or pod.is_terminal:
+                continue
+            best: tuple[int, str] | None = None
+            for node in nodes:
+                if not fits(pod, node, used.get(node.name, {})):
+                    continue
+                left = quantities.subtract(node.allocatable, used.get(node.name, {}))
+                score = (left.get(wk.GPU_RESOURCE, 0), left.get(quantities.CPU, 0))
+                key = (score[0] * 10**9 + score[1], node.name)
+                if best is None or key < best:
+                    best = key
+            if best is not None:
+                target = best[1]
+                self.cluster.patch_pod(
+                    pod,
+                    {
+                        "spec": {"nodeName": target},
+                        "status": {
+                            "phase": "Running",
+                            "conditions": [{"type": "PodScheduled", "status": "True"}],
+                        },
+                    },
+                )
+                used[target] = quantities.add(used.get(target, {}), pod.requests)
+                bound += 1
+            elif not pod.unschedulable:
+                self.cluster.patch_pod(
+                    pod,
+                    {
+                        "status": {
+                            "conditions": [
+                                {
+                                    "type": "PodScheduled",
+                                    "status": "False",
+                                    "reason": "Unschedulable",
+                                    "message": f"0/{len(nodes)} nodes are available",
+                                }
+                            ]
+                        }
+                    },
+                )
+        return bound
+
+
+@dataclasses.dataclass
+class Workloads:
+    """The controllers that own pods (ReplicaSet, StatefulSet, Job): a pod of theirs that was evicted is
+    created again, pending, under the same name. Bare Pods are not (as in Kubernetes)."""
+
+    cluster: SimCluster
+    desired: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Pod key -> the manifest to create again when it disappears."""
+    recreated: int = 0
+
+    @staticmethod
+    def _manifest(pod: Pod) -> dict[str, Any]:
+        doc = copy.deepcopy(dict(pod.raw))
+        doc.setdefault("apiVersion", "v1")
+        doc["kind"] = "Pod"
+        doc.setdefault("spec", {}).pop("nodeName", None)
+        doc.pop("status", None)
+        doc.get("metadata", {}).pop("creationTimestamp", None)
+        return doc
+
+    def add(self, pods: Sequence[Pod]) -> None:
+        """Create the pods now; those with an owner are kept alive from here on."""
+        for pod in pods:
+            doc = self._manifest(pod)
+            if pod.node_name:
+                doc["spec"]["nodeName"] = pod.node_name
+                doc["status"] = {"phase": "Running"}
+            self.cluster.create("Pod", doc)
+            if pod.owner_kind is not None and not pod.is_daemonset_pod:
+                self.desired[pod.key] = self._manifest(pod)
+
+    def remove(self, keys: Sequence[str]) -> None:
+        """Delete pods for good (their workload was deleted)."""
+        for key in keys:
+            self.desired.pop(key, None)
+            namespace, _, name = key.partition("/")
+            if key in self.cluster.state.pods:
+                self.cluster.delete_pod(namespace, name)
+
+    def sync(self) -> None:
+        for key in sorted(self.desired):
+            if key not in self.cluster.state.pods:
+                self.cluster.create("Pod", self.desired[key])
+                self.recreated += 1
+
+
+OFFERING_KEYS = frozenset({wk.ZONE, wk.CAPACITY_TYPE})
+"""Requirements on these keys choose offerings, not instance types."""
+
+
+def pool_class(pool: Any) -> tuple[str, str]:
+    ref = pool.spec.template.spec.node_class_ref
+    return ref.kind, ref.name
+
+
+def admits(pool: Any, it: InstanceType) -> bool:
+    """Whether the pool's requirements on instance labels (family, type, GPU...) allow the type."""
+    from provisioner.state.objects import SelectorRequirement
+
+    for req in pool.spec.template.spec.requirements:
+        if req.key in OFFERING_KEYS:
+            continue
+        sel = SelectorRequirement(key=req.key, operator=req.operator.value, values=tuple(req.values))
+        if not sel.matches(it.labels):
+            return False
+    return True
+
+
+class PoolScopedTypes:
+    """A CloudProvider wrapper that answers `instance_types(node_class)` with only the types some pool
+    using that NodeClass could launch (by the pools' instance-level requirements: family, type, GPU...),
+    and keeps the answer until told the cloud's stockouts changed.
+
+    The scheduler and the planner would reject the other types anyway; listing them costs a scan of the
+    region's offerings at every evaluation of a run that evaluates hundreds of times. Every other call
+    goes to the wrapped provider."""
+
+    def __init__(self, provider: Any, pools: Sequence[Any]) -> None:
+        self.provider = provider
+        self.name = provider.name
+        self._pools = list(pools)
+        self._cache: dict[tuple[str, str], list[InstanceType]] = {}
+
+    def __getattr__(self, item: str) -> Any:
+        if item == "provider":
+            raise AttributeError(item)
+        return getattr(self.provider, item)
+
+    def invalidate(self) -> None:
+        """Forget the answers kept: the cloud's stockouts changed."""
+        self._cache.clear()
+
+    def instance_types(self, node_class: Any) -> list[InstanceType]:
+        # Kept until `invalidate`: the simulated cloud's types change only when a step changes stockouts.
+        key = (node_class.kind, node_class.name)
+        if key not in self._cache:
+            pools = [p for p in self._pools if pool_class(p) == key]
+            self._cache[key] = [
+                t for t in self.provider.instance_types(node_class) if any(admits(p, t) for p in pools)
+            ]
+        return list(self._cache[key])
+
+    def create(self, claim: Any, instance_types: list[InstanceType], node_class: Any) -> Instance:
+        return self.provider.create(claim, instance_types, node_class)
+
+    def delete(self, provider_id: str) -> None:
+        self.provider.delete(provider_id)
+
+    def get(self, provider_id: str) -> Instance:
+        return self.provider.get(provider_id)
+
+    def list(self) -> list[Instance]:
+        return self.provider.list()
+
+    def is_drifted(self, claim: Any, node_class: Any) -> str | None:
+        return self.provider.is_drifted(claim, node_class)
+
+    def interruptions(self) -> list[Any]:
+        return self.provider.interruptions()

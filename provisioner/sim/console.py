@@ -1,0 +1,167 @@
+"""`provisioner simulate` on a timeline scenario, as a person or a script sees it: a progress bar on stderr
+while the virtual day runs, then tables (the timeline, every disruption action, the nodes alive at the end)
+or the JSON document, and the scale-down HTML report when `--report` names a file.
+
+Wiring and printing only: `provisioner.sim.runner` runs, `provisioner.sim.output` shapes the results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from provisioner.api import durations
+from provisioner.finops.ledger import Ledger
+from provisioner.sim import output as output_
+from provisioner.sim.runner import Runner, RunResult
+from provisioner.sim.scenario import LoadedScenario
+from provisioner.sim.timeline import Timeline
+
+
+def run(loaded: LoadedScenario, timeline: Timeline, *, as_json: bool, report: Path | None) -> None:
+    """Run the timeline and print; exit 2 when the report cannot be written."""
+    err = Console(stderr=True)
+    # The controllers log what they do (an interruption is a warning in production); the run's tables say
+    # it here, so their log lines would only break the progress bar.
+    quiet = logging.getLogger("provisioner")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        result = _run(loaded, timeline, err=err)
+    finally:
+        quiet.setLevel(level)
+    _finish(loaded, result, err=err, as_json=as_json, report=report)
+
+
+def _run(loaded: LoadedScenario, timeline: Timeline, *, err: Console) -> RunResult:
+    total = timeline.duration.total_seconds()
+    with tempfile.TemporaryDirectory(prefix="provisioner-sim-") as tmp:
+        # The run's own ledger, thrown away afterwards: the report and the JSON are read from it.
+        ledger = Ledger(Path(tmp) / "ledger.sqlite")
+        try:
+            with Progress(
+                TextColumn("[bold]simulating[/bold] {task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[at]} of {task.fields[of]}"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal,
+            ) as progress:
+                task = progress.add_task(
+                    loaded.scenario.metadata.name or loaded.source,
+                    total=total,
+                    at="0s",
+                    of=durations.format_duration(timeline.duration),
+                )
+
+                def advance(elapsed: timedelta) -> None:
+                    progress.update(
+                        task,
+                        completed=min(total, elapsed.total_seconds()),
+                        at=durations.format_duration(elapsed),
+                    )
+
+                return Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+        finally:
+            ledger.close()
+
+
+def _finish(
+    loaded: LoadedScenario, result: RunResult, *, err: Console, as_json: bool, report: Path | None
+) -> None:
+    if report is not None:
+        try:
+            report.write_text(output_.html_report(result), encoding="utf-8")
+        except OSError as e:
+            typer.echo(f"error: cannot write the report {report}: {e.strerror or e}", err=True)
+            raise typer.Exit(2) from None
+    doc = output_.to_json(result)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        _print(loaded, result, doc)
+    if report is not None:
+        err.print(f"wrote the scale-down report to {report}")
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}/h"
+
+
+def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
+    console = Console(width=max(Console().width, 160))
+    spec = loaded.scenario.spec
+    console.print(
+        f"[bold]{loaded.source}[/bold]: catalog {spec.catalog}, region {loaded.region}, "
+        f"{doc['duration']} of virtual time in {result.ticks} controller steps, "
+        f"{len(doc['nodeClaims'])} nodes launched, {len(doc['actions'])} disruption actions"
+    )
+    table = Table(title="Timeline", title_justify="left")
+    table.add_column("At", justify="right")
+    table.add_column("$/h before", justify="right")
+    table.add_column("Nodes", justify="right")
+    table.add_column("What happens")
+    for s in doc["timeline"]:
+        table.add_row(s["at"], _money(s["costPerHourBefore"]), str(s["nodesBefore"]), escape(s["do"]))
+    table.add_row("end", _money(doc["costPerHour"]), str(len(doc["nodes"])), "")
+    console.print(table)
+
+    launches = Table(title="Nodes launched", title_justify="left")
+    for col in ("Node", "NodePool", "Instance type", "Capacity", "Zone", "$/h", "Up", "Down"):
+        launches.add_column(col, justify="right" if col == "$/h" else "left")
+    for c in doc["nodeClaims"]:
+        launches.add_row(
+            c["name"],
+            c["nodePool"],
+            c["instanceType"],
+            c["capacityType"],
+            c["zone"],
+            f"{c['pricePerHour']:.4f}",
+            _clock(result, c["launchedAt"]),
+            _clock(result, c["deletedAt"]) if c["deletedAt"] else "-",
+        )
+    console.print(launches)
+
+    if doc["actions"]:
+        actions = Table(title="Disruption actions (ledger rows)", title_justify="left")
+        for col in ("At", "Action", "Method", "Node", "Reason", "Was", "Replacement", "Saved $/h", "Pods"):
+            actions.add_column(col, justify="right" if col in ("At", "Saved $/h", "Pods") else "left")
+        for a in doc["actions"]:
+            actions.add_row(
+                a["at"],
+                a["action"],
+                a["method"],
+                a["node"],
+                a["reason"],
+                f"{a['instanceType']} {a['capacityType']} ${a['pricePerHour']:.4f}",
+                f"{a['replacement']} {a['replacementCapacityType']}" if a["replacement"] else "-",
+                f"{a['savingsPerHour']:.4f}",
+                str(len(a["pods"])),
+            )
+        console.print(actions)
+    saved = sum(a["savingsPerHour"] for a in doc["actions"])
+    console.print(
+        f"[bold]{len(doc['nodes'])} nodes[/bold] at the end, [bold]{_money(doc['costPerHour'])}[/bold]; "
+        f"disruption saved {_money(saved)} in {len(doc['actions'])} actions; "
+        f"{len(doc['unschedulable'])} pods pending at the end"
+    )
+
+
+def _clock(result: RunResult, stamp: str | None) -> str:
+    if not stamp:
+        return "-"
+    from provisioner.clock import parse_time
+
+    when = parse_time(stamp)
+    assert when is not None
+    return durations.format_duration(when - result.start)

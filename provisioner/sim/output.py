@@ -1,0 +1,121 @@
+"""The output of a run with time: the JSON document `provisioner simulate --output json` prints for a
+timeline scenario, and the scale-down HTML report of the run.
+
+The JSON keeps the static contract's keys (`nodeClaims`, `placements`, `unschedulable`, `costPerHour`),
+read over the whole run: every NodeClaim launched, where each pod is at the end, the pods still pending
+at the end, the $/h of the nodes alive at the end. It adds `actions` (the ledger rows, one per node
+removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`) and `timeline` (each step
+with the $/h just before it). Lists are in a fixed order, so equal runs print equal documents.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from provisioner.api import durations
+from provisioner.clock import isoformat
+from provisioner.finops.reports import scale_down
+from provisioner.sim.runner import ClaimRecord, RunResult
+
+
+def _gpu(result: RunResult, instance_type: str) -> dict[str, Any] | None:
+    it = next((t for t in result.fake.catalog if t.name == instance_type), None)
+    return it.gpu.to_dict() if it is not None and it.gpu is not None else None
+
+
+def _claim(result: RunResult, rec: ClaimRecord, pods: list[str]) -> dict[str, Any]:
+    return {
+        "name": rec.name,
+        "nodePool": rec.nodepool,
+        "instanceType": rec.instance_type,
+        "zone": rec.zone,
+        "capacityType": rec.capacity_type,
+        "pricePerHour": round(rec.price, 6),
+        "gpu": _gpu(result, rec.instance_type),
+        "pods": sorted(pods),
+        "instanceTypeOptions": list(rec.options),
+        "launchedAt": isoformat(rec.launched) if rec.launched else None,
+        "deletedAt": isoformat(rec.deleted) if rec.deleted else None,
+    }
+
+
+def _offset(result: RunResult, when: datetime) -> str:
+    return durations.format_duration(when - result.start)
+
+
+def to_json(result: RunResult) -> dict[str, Any]:
+    state = result.state
+    launched = sorted(
+        (r for r in result.claims.values() if r.launched is not None), key=lambda r: (r.launched, r.name)
+    )
+    alive: list[dict[str, Any]] = []
+    for rec in launched:
+        claim = state.claims.get(rec.name)
+        if claim is None or claim.metadata.deletion_timestamp is not None:
+            continue
+        node = claim.status.node_name or rec.name
+        pods = [p.key for p in state.pods.values() if p.node_name == node and not p.is_daemonset_pod]
+        alive.append(_claim(result, rec, pods))
+    unschedulable_reasons: dict[str, list[dict[str, str]]] = {}
+    last = result.last_results
+    for u in getattr(last, "unschedulable", ()) or ():
+        unschedulable_reasons[u.pod.key] = [{"nodePool": r.nodepool, "reason": r.reason} for r in u.reasons]
+    pending = sorted(
+        p.key for p in state.pods.values() if not p.node_name and not p.is_terminal and not p.deleting
+    )
+    return {
+        "start": isoformat(result.start),
+        "end": isoformat(result.end),
+        "duration": _offset(result, result.end),
+        "nodeClaims": [_claim(result, r, sorted(r.pods)) for r in launched],
+        "placements": sorted(
+            (
+                {"pod": p.key, "node": p.node_name}
+                for p in state.pods.values()
+                if p.node_name and not p.is_daemonset_pod
+            ),
+            key=lambda x: x["pod"],
+        ),
+        "unschedulable": [{"pod": key, "reasons": unschedulable_reasons.get(key, [])} for key in pending],
+        "costPerHour": round(sum(n["pricePerHour"] for n in alive), 6),
+        "actions": [
+            {
+                "time": isoformat(a.time),
+                "at": _offset(result, a.time),
+                "action": a.action,
+                "method": a.method,
+                "node": a.node,
+                "nodePool": a.nodepool,
+                "reason": a.reason,
+                "instanceType": a.instance_type,
+                "capacityType": a.capacity_type,
+                "pricePerHour": round(a.price_per_hour, 6),
+                "replacement": a.replacement_type,
+                "replacementCapacityType": a.replacement_capacity_type,
+                "replacementNodes": list(a.replacement_nodes),
+                "savingsPerHour": round(a.savings_per_hour, 6),
+                "pods": list(a.pods),
+            }
+            for a in result.actions
+        ],
+        "nodes": alive,
+        "timeline": [
+            {
+                "at": durations.format_duration(s.step.at),
+                "time": isoformat(s.time),
+                "do": s.step.describe(),
+                "costPerHourBefore": round(s.cost_before, 6),
+                "nodesBefore": s.nodes_before,
+            }
+            for s in result.steps
+        ],
+    }
+
+
+def html_report(result: RunResult) -> str:
+    """The FinOps scale-down report over the whole run (self-contained HTML with SVG charts)."""
+    built = scale_down.build(
+        result.actions, result.blockers, result.usage, since=result.start, now=result.end
+    )
+    return scale_down.to_html(built)

@@ -1,0 +1,431 @@
+"""`provisioner simulate` with time: the real controllers (interruption, provisioning, lifecycle,
+disruption, termination, garbage collection, pool status) run over the embedded cluster, the fake cloud
+wrapped as in production (metrics, the unavailable-offerings cache, retries) and a virtual clock, while
+the scenario's timeline applies and deletes workloads, runs offerings out and brings them back, and
+interrupts nodes.
+
+Time moves in ticks (15 s by default). When nothing has changed for a minute and nothing is in flight,
+the clock jumps (5 min at most, never past the next step), so an idle afternoon costs a few ticks. The
+same scenario gives the same output every run: claim names and command ids are drawn from a counter
+while the run lasts (see `deterministic_names`), and every stand-in walks objects in name order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from providers.fake import FakeProvider
+from provisioner.api.common import is_true
+from provisioner.api.nodeclaim import INITIALIZED
+from provisioner.clock import VirtualClock
+from provisioner.cloudprovider import wrappers
+from provisioner.controllers.common import ProviderSet
+from provisioner.controllers.manager import Manager
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.settings import Settings
+from provisioner.finops.ledger import Ledger
+from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+from provisioner.sim.cluster import Binder, Kubelets, PoolScopedTypes, SimCluster, Workloads, admits
+from provisioner.sim.scenario import LoadedScenario
+from provisioner.sim.timeline import Step, Timeline, matches_workload
+from provisioner.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
+"""Virtual time 0 of every run (a Monday, midnight UTC, so budget schedules read naturally)."""
+TICK = timedelta(seconds=15)
+IDLE_JUMP = timedelta(minutes=5)
+QUIET_TICKS = 4
+"""Ticks without any change (and nothing in flight) before the clock starts jumping."""
+
+_NAMED_BY = ("provisioner.controllers.provisioning", "provisioner.controllers.disruption")
+"""Controllers that name what they create with `secrets.token_hex`."""
+
+
+class _CountingSecrets:
+    """Stands in for the `secrets` module inside the controllers during a run: `token_hex(n)` counts."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+
+    def token_hex(self, nbytes: int = 3) -> str:
+        return f"{next(self._next):0{2 * nbytes}x}"
+
+
+@contextlib.contextmanager
+def deterministic_names() -> Iterator[None]:
+    """While the run lasts, the controllers' random name suffixes come from a counter, so claim names
+    (and with them node names, provider ids and every ordering by name) repeat from run to run. The
+    controllers own their naming; this only swaps their source of randomness, and puts it back after."""
+    saved: list[tuple[Any, Any]] = []
+    counter = _CountingSecrets()
+    for name in _NAMED_BY:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "secrets"):
+            saved.append((module, module.secrets))
+            module.secrets = counter
+    try:
+        yield
+    finally:
+        for module, original in saved:
+            module.secrets = original
+
+
+@dataclass
+class ClaimRecord:
+    """A NodeClaim seen during the run, for the output."""
+
+    name: str
+    nodepool: str
+    created: datetime
+    instance_type: str = ""
+    zone: str = ""
+    capacity_type: str = ""
+    price: float = 0.0
+    options: list[str] = field(default_factory=list)
+    launched: datetime | None = None
+    deleted: datetime | None = None
+    pods: set[str] = field(default_factory=set)
+    """Every pod ever bound to it."""
+
+
+@dataclass
+class StepRecord:
+    step: Step
+    time: datetime
+    cost_before: float
+    nodes_before: int
+
+
+@dataclass
+class RunResult:
+    start: datetime
+    end: datetime
+    state: ClusterState
+    claims: dict[str, ClaimRecord]
+    steps: list[StepRecord]
+    actions: list[ActionRow]
+    blockers: list[BlockerRow]
+    usage: list[UsageRow]
+    last_results: Any
+    fake: FakeProvider
+    ticks: int = 0
+    pods_recreated: int = 0
+
+
+def _disruption(manager: Manager, *, ledger: Ledger, clock: VirtualClock) -> Any:
+    """The manager's disruption controller, or one built here and run after lifecycle (before
+    termination, so a command's deletions are drained in the same step)."""
+    existing = getattr(manager, "disruption", None)
+    if existing is not None:
+        if getattr(existing, "ledger", None) is None:
+            existing.ledger = ledger
+        return existing
+    try:
+        from provisioner.controllers.disruption import DisruptionController
+    except ImportError:
+        log.warning("no disruption controller in this build: nodes are never consolidated")
+        return None
+    controller = DisruptionController(
+        state=manager.state,
+        cluster=manager.cluster,
+        providers=manager.providers,
+        settings=manager.settings,
+        ledger=ledger,
+        metrics=manager.metrics,
+    )
+    names = [n for n, _ in manager.controllers]
+    at = names.index("termination") if "termination" in names else len(names)
+    manager.controllers.insert(at, ("disruption", controller))
+    return controller
+
+
+class Runner:
+    def __init__(
+        self,
+        loaded: LoadedScenario,
+        timeline: Timeline,
+        *,
+        ledger: Ledger,
+        tick: timedelta = TICK,
+        idle_jump: timedelta = IDLE_JUMP,
+        progress: Callable[[timedelta], None] | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.timeline = timeline
+        self.ledger = ledger
+        self.tick = tick
+        self.idle_jump = idle_jump
+        self.progress = progress or (lambda _elapsed: None)
+
+    def run(self) -> RunResult:
+        with deterministic_names():
+            return self._run()
+
+    # ---- setting up --------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        loaded = self.loaded
+        spec = loaded.scenario.spec
+        self.clock = VirtualClock(START)
+        self.state = ClusterState()
+        self.cluster = SimCluster(self.state, self.clock)
+        # The simulated cloud publishes its stockouts with its instance types (reveal_stockouts), so a
+        # plan never counts on capacity that is out; launches still meet them when they start mid-batch.
+        # Only the types some pool could launch: the others change no decision, and the whole region's
+        # catalog would be scanned at every evaluation of a run that evaluates hundreds of times.
+        usable = [t for t in loaded.catalog_types if any(admits(p, t) for p in loaded.nodepools)]
+        self.fake = FakeProvider(
+            instance_types=[_available_again(t) for t in usable],
+            cluster_name="sim",
+            clock=self.clock.now,
+            reveal_stockouts=True,
+        )
+        self._mark(spec.unavailable, available=False)
+        self.kubelets = Kubelets(self.cluster, {t.name: t for t in self.fake.catalog})
+        self.fake.on_launch = self.kubelets.on_launch
+        self.fake.on_delete = self.kubelets.on_delete
+        # As production stacks them; retries never sleep on the virtual clock's behalf.
+        self.scoped = PoolScopedTypes(self.fake, loaded.nodepools)
+        provider = wrappers.wrap(
+            self.scoped,
+            clock=self.clock.now,
+            registry=CollectorRegistry(),
+            sleep=lambda _s: None,
+        )
+        self.manager = Manager(
+            state=self.state,
+            cluster=self.cluster,
+            providers=ProviderSet.single(provider),
+            clock=self.clock,
+            settings=Settings(cluster_name="sim"),
+            metrics=Metrics(CollectorRegistry()),
+        )
+        self.disruption = _disruption(self.manager, ledger=self.ledger, clock=self.clock)
+        self.binder = Binder(self.cluster)
+        self.workloads = Workloads(self.cluster)
+
+        for (kind, _name), nc in sorted(loaded.nodeclasses.items(), key=lambda kv: kv[0]):
+            self.state.upsert(kind, nc.to_dict())
+        for pool in loaded.nodepools:
+            self.state.upsert("NodePool", pool.to_dict())
+        for ns, labels in sorted(loaded.namespaces.items()):
+            self.state.upsert("Namespace", {"metadata": {"name": ns, "labels": dict(labels)}})
+        for ds in loaded.daemonsets:
+            self.state.upsert("DaemonSet", dict(ds.raw))
+        for node in loaded.nodes:
+            self.state.upsert("Node", _node_doc(node))
+        self.workloads.add([p for name in sorted(loaded.bound) for p in loaded.bound[name]])
+        self.workloads.add(sorted(loaded.pods, key=lambda p: p.key))
+
+    # ---- the loop ----------------------------------------------------------------------------------
+
+    def _run(self) -> RunResult:
+        self._build()
+        end = START + self.timeline.duration
+        steps = list(self.timeline.steps)
+        records: list[StepRecord] = []
+        self.claims: dict[str, ClaimRecord] = {}
+        quiet = 0
+        ticks = 0
+        last_generation = -1
+        while True:
+            now = self.clock.now()
+            while steps and START + steps[0].at <= now:
+                step = steps.pop(0)
+                records.append(
+                    StepRecord(step=step, time=now, cost_before=self.cost(), nodes_before=self.node_count())
+                )
+                self._apply(step)
+                quiet = 0
+            self._tick(now)
+            ticks += 1
+            self.progress(now - START)
+            if now >= end:
+                break
+            # Pool status writes are left out: they follow the other changes and never lead to one.
+            generation = self.state.generation - self.cluster.pool_status_writes
+            changed = generation != last_generation
+            last_generation = generation
+            quiet = 0 if changed or self._in_flight() else quiet + 1
+            delta = self.tick if quiet < QUIET_TICKS else self.idle_jump
+            limit = end - now
+            if steps:
+                limit = min(limit, START + steps[0].at - now)
+            self.clock.advance(max(min(delta, limit), timedelta(0)) or self.tick)
+        actions = list(getattr(self.disruption, "actions", []))
+        return RunResult(
+            start=START,
+            end=self.clock.now(),
+            state=self.state,
+            claims=self.claims,
+            steps=records,
+            actions=actions,
+            blockers=self.ledger.blockers(),
+            usage=self.ledger.usage(),
+            last_results=self.manager.provisioning.last_results,
+            fake=self.fake,
+            ticks=ticks,
+            pods_recreated=self.workloads.recreated,
+        )
+
+    def _tick(self, now: datetime) -> None:
+        self.workloads.sync()
+        self.kubelets.sync(now)
+        self.binder.sync()
+        self.manager.step(now)
+        self.kubelets.sync(now)
+        self._observe(now)
+
+    def _in_flight(self) -> bool:
+        """Something that moves with time alone: a claim launching or terminating, a pod not yet marked."""
+        for claim in self.state.claims.values():
+            if claim.metadata.deletion_timestamp is not None:
+                return True
+            if not is_true(claim.status.conditions, INITIALIZED):
+                return True
+        if getattr(self.disruption, "active", None) or getattr(self.disruption, "pending", None):
+            return True
+        return any(
+            not p.node_name and not p.unschedulable and not p.is_terminal for p in self.state.pods.values()
+        )
+
+    def _observe(self, now: datetime) -> None:
+        live = set()
+        for name in sorted(self.state.claims):
+            claim = self.state.claims[name]
+            live.add(name)
+            rec = self.claims.get(name)
+            if rec is None:
+                rec = self.claims[name] = ClaimRecord(
+                    name=name,
+                    nodepool=claim.nodepool or "",
+                    created=now,
+                    options=list(claim.instance_type_options()),
+                )
+            status = claim.status
+            if status.provider_id and rec.launched is None:
+                rec.launched = now
+                rec.instance_type = status.instance_type or ""
+                rec.zone = status.zone or ""
+                rec.capacity_type = status.capacity_type or ""
+                rec.price = status.price_per_hour or 0.0
+        nodes_to_claim = {
+            c.status.node_name: c.name for c in self.state.claims.values() if c.status.node_name
+        }
+        for pod in self.state.pods.values():
+            claim_name = nodes_to_claim.get(pod.node_name or "")
+            if claim_name is not None:
+                self.claims[claim_name].pods.add(pod.key)
+        for name, rec in self.claims.items():
+            if name not in live and rec.deleted is None:
+                rec.deleted = now
+
+    # ---- timeline steps ----------------------------------------------------------------------------
+
+    def _apply(self, step: Step) -> None:
+        log.info("step at %s: %s", step.at, step.describe())
+        for ref in step.delete:
+            doomed = [
+                key
+                for key, pod in sorted(self.state.pods.items())
+                if pod.namespace == ref.namespace and matches_workload(pod, ref.kind, ref.name)
+            ]
+            doomed += [
+                key
+                for key in sorted(self.workloads.desired)
+                if key not in doomed
+                and key.startswith(f"{ref.namespace}/")
+                and _desired_matches(self.workloads.desired[key], ref.kind, ref.name)
+            ]
+            self.workloads.remove(doomed)
+        if step.pods:
+            self.workloads.add(step.pods)
+        self._mark(step.unavailable, available=False)
+        self._mark(step.available, available=True)
+        for sel in step.interrupt:
+            for name in sorted(self.state.claims):
+                claim = self.state.claims[name]
+                if claim.metadata.deletion_timestamp is not None or not claim.status.provider_id:
+                    continue
+                if sel.node_pool is not None and claim.nodepool != sel.node_pool:
+                    continue
+                if sel.capacity_type is not None and claim.status.capacity_type != sel.capacity_type:
+                    continue
+                self.fake.interrupt(claim.status.provider_id, detail=f"timeline step at {step.at}")
+
+    def _mark(self, selectors: Any, *, available: bool) -> None:
+        known = {t.name for t in self.fake.catalog}
+        for sel in selectors:
+            if sel.instance_type is not None and sel.instance_type not in known:
+                continue  # a type no pool can launch: nothing to run out
+            mark = self.fake.mark_available if available else self.fake.mark_unavailable
+            mark(instance_type=sel.instance_type, zone=sel.zone, capacity_type=sel.capacity_type)
+        if selectors and hasattr(self, "scoped"):
+            self.scoped.invalidate()
+
+    # ---- reading -----------------------------------------------------------------------------------
+
+    def cost(self) -> float:
+        return sum(
+            c.status.price_per_hour or 0.0
+            for c in self.state.claims.values()
+            if c.status.provider_id and c.metadata.deletion_timestamp is None
+        )
+
+    def node_count(self) -> int:
+        return sum(
+            1
+            for c in self.state.claims.values()
+            if c.status.provider_id and c.metadata.deletion_timestamp is None
+        )
+
+
+def _available_again(it: Any) -> Any:
+    """The catalog type as the cloud sells it: the loader flagged `spec.unavailable` offerings, but here the
+    fake cloud's stockouts say what is out, and they can end."""
+    from dataclasses import replace
+
+    return it.with_offerings(tuple(replace(o, available=True) for o in it.offerings))
+
+
+def _desired_matches(manifest: dict[str, Any], kind: str, name: str) -> bool:
+    from provisioner.state.objects import Pod
+
+    return matches_workload(Pod.from_dict(manifest), kind, name)
+
+
+def _node_doc(node: Any) -> dict[str, Any]:
+    """A scenario's Node as the API server would hold it: the capacity the loader filled in from the
+    catalog, and Ready unless the file says otherwise."""
+    import copy
+
+    from provisioner.api import quantities
+
+    doc = copy.deepcopy(dict(node.raw)) or {"metadata": {"name": node.name, "labels": dict(node.labels)}}
+    doc.setdefault("apiVersion", "v1")
+    doc["kind"] = "Node"
+    status = doc.setdefault("status", {})
+
+    def fmt(rl: dict[str, int]) -> dict[str, str]:
+        return {k: quantities.format_quantity(k, v) for k, v in sorted(rl.items())}
+
+    if not status.get("allocatable") and node.allocatable:
+        status["allocatable"] = fmt(dict(node.allocatable))
+        status.setdefault("capacity", fmt(dict(node.capacity or node.allocatable)))
+    if not status.get("conditions"):
+        status["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+    return doc
