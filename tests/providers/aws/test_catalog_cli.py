@@ -12,7 +12,11 @@ from pathlib import Path
 from tests.providers.aws import prices
 from tests.providers.aws.stack import Stack
 
-PROVISIONER = Path(sys.executable).parent / "provisioner"
+_SCRIPT = Path(sys.executable).parent / "provisioner"
+# The installed console script when there is one, else the same entry point through this interpreter.
+PROVISIONER = (
+    [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-c", "from provisioner.cli import main; main()"]
+)
 
 
 def run_catalog(stack: Stack, *args: str, endpoint: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -26,7 +30,7 @@ def run_catalog(stack: Stack, *args: str, endpoint: str | None = None) -> subpro
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
         env.pop(name, None)
     return subprocess.run(
-        [str(PROVISIONER), "catalog", "--cloud", "aws", *args],
+        [*PROVISIONER, "catalog", "--cloud", "aws", *args],
         env=env,
         capture_output=True,
         text=True,
