@@ -17,9 +17,12 @@ from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
+from provisioner.api.common import is_true
+from provisioner.api.nodeclaim import DISRUPTING
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.controllers.cluster import NotFoundError
+from provisioner.controllers.common import DISRUPTION_REASON, INVOLUNTARY
 from provisioner.controllers.kwok import node_for_instance, node_name_for
 from provisioner.controllers.memory import MemoryCluster
 from provisioner.state.objects import Node, Pod, tolerates_all
@@ -30,6 +33,25 @@ class SimCluster(MemoryCluster):
 
     pool_status_writes = 0
     """NodePool status writes so far: bookkeeping, not a change the run has to wait on."""
+
+    def __init__(self, state: Any, clock: Any) -> None:
+        super().__init__(state, clock)
+        self.max_disrupting: dict[str, int] = {}
+        """Pool -> the most of its nodes under a voluntary disruption at once (marked Disrupting, or
+        deleted with a voluntary reason), checked at every NodeClaim write so none is missed."""
+
+    def _store_claim(self, doc: dict[str, Any]) -> None:
+        super()._store_claim(doc)
+        busy: dict[str, int] = {}
+        for claim in self.state.claims.values():
+            reason = claim.metadata.annotations.get(DISRUPTION_REASON)
+            if reason is None or reason in INVOLUNTARY:
+                continue
+            if claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING):
+                pool = claim.nodepool or ""
+                busy[pool] = busy.get(pool, 0) + 1
+        for pool, count in busy.items():
+            self.max_disrupting[pool] = max(self.max_disrupting.get(pool, 0), count)
 
     def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
         super().patch_nodepool_status(name, status)

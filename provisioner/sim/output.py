@@ -100,6 +100,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             for a in result.actions
         ],
         "nodes": alive,
+        "maxDisruptingPerPool": dict(result.max_disrupting),
         "timeline": [
             {
                 "at": durations.format_duration(s.step.at),

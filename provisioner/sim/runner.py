@@ -124,6 +124,8 @@ class RunResult:
     fake: FakeProvider
     ticks: int = 0
     pods_recreated: int = 0
+    max_disrupting: dict[str, int] = field(default_factory=dict)
+    """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
 
 
 def _disruption(manager: Manager, *, ledger: Ledger, clock: VirtualClock) -> Any:
@@ -280,6 +282,7 @@ class Runner:
             fake=self.fake,
             ticks=ticks,
             pods_recreated=self.workloads.recreated,
+            max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
         )
 
     def _tick(self, now: datetime) -> None:

@@ -1,0 +1,343 @@
+"""`provisioner simulate` on timeline scenarios, as a user runs it: the installed console script runs the
+real controllers over virtual time, and these tests read its JSON, its HTML report and its errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY = ROOT / "scenarios" / "day.yaml"
+PROVISIONER = Path(sys.executable).parent / "provisioner"
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    command = [str(PROVISIONER)] if PROVISIONER.exists() else [sys.executable, "-m", "provisioner.cli"]
+    return subprocess.run(
+        [*command, *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False
+    )
+
+
+def run_json(path: Path, *extra: str | Path) -> dict[str, Any]:
+    result = cli("simulate", path, "--output", "json", *extra)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+# Builders ------------------------------------------------------------------------------------------------
+
+
+def scenario(*, duration: str = "3h", timeline: str, unavailable: str = "") -> str:
+    return f"""\
+apiVersion: provisioner.sh/v1alpha1
+kind: Scenario
+metadata: {{name: t}}
+spec:
+  catalog: aws
+  region: us-east-1
+  duration: {duration}
+{unavailable}  timeline:
+{timeline}"""
+
+
+def gpu_pool(
+    name: str = "gpu",
+    *,
+    types: str = "[g6.xlarge, g6.2xlarge]",
+    policy: str = "WhenEmpty",
+    budget: str = '"10%"',
+    consolidate_after: str = "5m",
+) -> str:
+    return f"""\
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{kind: AWSNodeClass, name: gpu}}
+      requirements:
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: {types}}}
+        - {{key: provisioner.sh/capacity-type, operator: In, values: [spot, on-demand]}}
+      taints:
+        - {{key: nvidia.com/gpu, effect: NoSchedule}}
+  disruption:
+    consolidationPolicy: {policy}
+    consolidateAfter: {consolidate_after}
+    budgets:
+      - nodes: {budget}
+"""
+
+
+def workload(kind: str, name: str, *, count: int, gpus: int, cpu: str = "2", namespace: str = "ml") -> str:
+    field = "parallelism" if kind == "Job" else "replicas"
+    api = "batch/v1" if kind == "Job" else "apps/v1"
+    return f"""\
+---
+apiVersion: {api}
+kind: {kind}
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  {field}: {count}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      tolerations:
+        - {{key: nvidia.com/gpu, operator: Exists}}
+      containers:
+        - name: main
+          image: main:1
+          resources:
+            requests: {{cpu: "{cpu}", memory: 8Gi, nvidia.com/gpu: "{gpus}"}}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def cost_before(doc: dict[str, Any], at: str) -> float:
+    return next(s["costPerHourBefore"] for s in doc["timeline"] if s["at"] == at)
+
+
+# The day of scripts/demo -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    report = tmp_path_factory.mktemp("day") / "scale-down.html"
+    return run_json(DAY, "--report", report), report
+
+
+def test_day_scales_up_falls_back_returns_to_spot_and_consolidates(day: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = day
+    methods = {a["method"] for a in doc["actions"]}
+    assert {"emptiness", "return-to-preferred", "single-node"} <= methods
+    launched = {(c["nodePool"], c["capacityType"]) for c in doc["nodeClaims"]}
+    # The stockout at 3h sent serving to on-demand; it is back on spot at the end.
+    assert ("gpu-inference", "on-demand") in launched
+    assert {n["capacityType"] for n in doc["nodes"] if n["nodePool"] == "gpu-inference"} == {"spot"}
+    assert not any(n["nodePool"] == "gpu-training" for n in doc["nodes"])
+    assert doc["unschedulable"] == []
+    assert doc["costPerHour"] < cost_before(doc, "9h")
+
+
+def test_every_action_row_matches_a_node_really_removed(day: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = day
+    claims = {c["name"]: c for c in doc["nodeClaims"]}
+    alive = {n["name"] for n in doc["nodes"]}
+    assert doc["actions"]
+    for action in doc["actions"]:
+        node = claims[action["node"]]
+        assert node["deletedAt"] is not None and action["node"] not in alive, action
+        assert node["deletedAt"] >= action["time"]
+        assert action["instanceType"] == node["instanceType"]
+        assert action["capacityType"] == node["capacityType"]
+        assert action["pricePerHour"] == pytest.approx(node["pricePerHour"])
+        if action["action"] == "replace":
+            assert action["replacementNodes"], action
+            for name in action["replacementNodes"]:
+                assert claims[name]["launchedAt"] <= action["time"]
+        else:
+            assert action["replacement"] is None
+            assert action["savingsPerHour"] == pytest.approx(action["pricePerHour"])
+
+
+def test_the_html_report_is_written_with_its_charts(day: tuple[dict[str, Any], Path]) -> None:
+    doc, report = day
+    html = report.read_text()
+    assert html.startswith("<!DOCTYPE html>") or html.lstrip().lower().startswith("<!doctype html")
+    assert html.count("<svg") >= 2
+    assert "Cost per hour by pool" in html and "Savings by reason" in html
+    for action in doc["actions"]:
+        assert action["node"] in html
+
+
+def test_the_same_scenario_gives_the_same_output() -> None:
+    first = cli("simulate", DAY, "--output", "json")
+    second = cli("simulate", DAY, "--output", "json")
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout == second.stdout
+
+
+def test_the_table_tells_the_day_with_its_actions() -> None:
+    result = cli("simulate", DAY)
+    assert result.returncode == 0, result.stderr
+    assert "Timeline" in result.stdout and "Disruption actions" in result.stdout
+    assert "return-to-preferred" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+# Small timelines ---------------------------------------------------------------------------------------------
+
+
+def test_gpu_jobs_that_end_have_their_nodes_removed_and_the_savings_add_up_to_the_drop(
+    tmp_path: Path,
+) -> None:
+    text = scenario(
+        timeline="""\
+    - at: 2h
+      delete:
+        - {kind: Job, namespace: ml, name: train}
+""",
+    )
+    text += gpu_pool(types="[p4d.24xlarge]", budget='"100%"')
+    text += workload("Job", "train", count=2, gpus=8, cpu="80")
+    doc = run_json(write(tmp_path, text))
+    train_nodes = {c["name"] for c in doc["nodeClaims"] if c["nodePool"] == "gpu"}
+    assert len(train_nodes) == 2
+    after = [a for a in doc["actions"] if a["time"] >= "2026-03-02T02:00:00Z"]
+    assert {a["node"] for a in after} == train_nodes
+    assert all(a["action"] == "delete" and a["reason"] == "Empty" for a in after)
+    drop = cost_before(doc, "2h") - doc["costPerHour"]
+    assert drop > 0
+    assert sum(a["savingsPerHour"] for a in after) == pytest.approx(drop, abs=1e-4)
+    assert doc["nodes"] == []
+
+
+def test_spot_coming_back_replaces_the_on_demand_fallback_within_budget(tmp_path: Path) -> None:
+    text = scenario(
+        unavailable="""\
+  unavailable:
+    - {instanceType: g6.xlarge, capacityType: spot}
+    - {instanceType: g6.2xlarge, capacityType: spot}
+""",
+        timeline="""\
+    - at: 1h
+      available:
+        - {instanceType: g6.xlarge, capacityType: spot}
+        - {instanceType: g6.2xlarge, capacityType: spot}
+""",
+    )
+    text += gpu_pool(budget='"1"')
+    text += workload("Deployment", "chat", count=3, gpus=1)
+    doc = run_json(write(tmp_path, text))
+    first = [c for c in doc["nodeClaims"] if c["launchedAt"] < "2026-03-02T01:00:00Z"]
+    assert len(first) == 3 and {c["capacityType"] for c in first} == {"on-demand"}
+    returns = [a for a in doc["actions"] if a["method"] == "return-to-preferred"]
+    assert {a["node"] for a in returns} == {c["name"] for c in first}
+    for a in returns:
+        assert a["action"] == "replace" and a["capacityType"] == "on-demand"
+        assert a["replacementCapacityType"] == "spot" and a["savingsPerHour"] > 0
+    # Budget 1: the pool never had more than one node being disrupted at once.
+    assert doc["maxDisruptingPerPool"]["gpu"] == 1
+    assert len({a["time"] for a in returns}) == len(returns)
+    assert {n["capacityType"] for n in doc["nodes"]} == {"spot"}
+    assert sorted(p["pod"] for p in doc["placements"]) == ["ml/chat-0", "ml/chat-1", "ml/chat-2"]
+
+
+def test_interrupted_spot_nodes_are_replaced_and_their_pods_run_again(tmp_path: Path) -> None:
+    text = scenario(
+        duration="1h",
+        timeline="""\
+    - at: 20m
+      interrupt:
+        - {nodePool: gpu, capacityType: spot}
+""",
+    )
+    text += gpu_pool()
+    text += workload("Deployment", "chat", count=2, gpus=1)
+    doc = run_json(write(tmp_path, text))
+    before = [c for c in doc["nodeClaims"] if c["launchedAt"] < "2026-03-02T00:20:00Z"]
+    assert before and all(c["deletedAt"] is not None for c in before)
+    assert doc["actions"] == []  # an interruption is not a disruption decision: no ledger row
+    assert len(doc["placements"]) == 2 and doc["unschedulable"] == []
+    assert {p["node"] for p in doc["placements"]} <= {n["name"] for n in doc["nodes"]}
+
+
+def test_applied_workloads_scale_up_at_their_step(tmp_path: Path) -> None:
+    text = scenario(
+        duration="2h",
+        timeline="""\
+    - at: 90m
+      apply:
+        - apiVersion: v1
+          kind: Pod
+          metadata: {name: probe, namespace: ml}
+          spec:
+            tolerations:
+              - {key: nvidia.com/gpu, operator: Exists}
+            containers:
+              - name: main
+                resources:
+                  requests: {cpu: "1", nvidia.com/gpu: "1"}
+""",
+    )
+    text += gpu_pool()
+    doc = run_json(write(tmp_path, text))
+    assert [c["launchedAt"] >= "2026-03-02T01:30:00Z" for c in doc["nodeClaims"]] == [True]
+    assert doc["placements"] == [{"pod": "ml/probe", "node": doc["nodeClaims"][0]["name"]}]
+
+
+# Bad input -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        pytest.param(
+            "    - at: 1h\n      scale: {name: chat}\n",
+            "spec.timeline[0].scale: unknown field 'scale'; allowed: apply, at, available, delete, interrupt",
+            id="unknown-step-key",
+        ),
+        pytest.param(
+            "    - at: 90 minutes\n      delete:\n        - {kind: Deployment, namespace: ml, name: chat}\n",
+            "spec.timeline[0].at: '90 minutes' is not a duration such as 30s, 15m, 1h30m or 720h",
+            id="bad-at",
+        ),
+        pytest.param(
+            "    - at: 5h\n      delete:\n        - {kind: Deployment, namespace: ml, name: chat}\n",
+            "spec.timeline[0].at: at 5h is after the end of the run (spec.duration 3h)",
+            id="after-the-end",
+        ),
+        pytest.param(
+            "    - at: 1h\n      delete:\n        - {kind: Job, namespace: ml, name: nope}\n",
+            "spec.timeline[0].delete[0]: Job ml/nope is not in the scenario nor applied by an earlier step",
+            id="delete-unknown",
+        ),
+        pytest.param(
+            "    - at: 1h\n      interrupt:\n        - {nodePool: missing}\n",
+            "spec.timeline[0].interrupt[0].nodePool: NodePool 'missing' is not in the scenario; allowed: gpu",
+            id="unknown-pool",
+        ),
+        pytest.param(
+            "    - at: 1h\n      unavailable:\n        - {instanceType: p9.huge}\n",
+            "spec.timeline[0].unavailable[0].instanceType: instance type 'p9.huge' is not in the aws catalog",
+            id="unknown-type",
+        ),
+        pytest.param(
+            "    - at: 1h\n",
+            "spec.timeline[0]: a step needs at least one of apply, delete, unavailable, available, interrupt",
+            id="empty-step",
+        ),
+        pytest.param(
+            "    - at: 1h\n      apply:\n        - {kind: Service, metadata: {name: web}}\n",
+            'spec.timeline[0].apply[0].kind: kind "Service" cannot be applied in a timeline',
+            id="apply-unknown-kind",
+        ),
+    ],
+)
+def test_bad_timeline_input_is_located_and_exits_1(tmp_path: Path, step: str, expected: str) -> None:
+    text = scenario(timeline=step) + gpu_pool() + workload("Deployment", "chat", count=1, gpus=1)
+    path = write(tmp_path, text)
+    result = cli("simulate", path)
+    assert result.returncode == 1, result.stdout
+    assert f"{path}:" in result.stderr and expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_report_without_a_timeline_is_refused(tmp_path: Path) -> None:
+    result = cli("simulate", ROOT / "scenarios" / "demo.yaml", "--report", tmp_path / "r.html")
+    assert result.returncode == 1
+    assert "--report needs a timeline" in result.stderr
+    assert not (tmp_path / "r.html").exists()
