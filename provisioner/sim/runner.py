@@ -128,30 +128,13 @@ class RunResult:
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
 
 
-def _disruption(manager: Manager, *, ledger: Ledger, clock: VirtualClock) -> Any:
-    """The manager's disruption controller, or one built here and run after lifecycle (before
-    termination, so a command's deletions are drained in the same step)."""
-    existing = getattr(manager, "disruption", None)
-    if existing is not None:
-        if getattr(existing, "ledger", None) is None:
-            existing.ledger = ledger
-        return existing
-    try:
-        from provisioner.controllers.disruption import DisruptionController
-    except ImportError:
+def _disruption(manager: Manager, *, ledger: Ledger) -> Any:
+    """The manager's disruption controller, writing to the run's ledger."""
+    controller = getattr(manager, "disruption", None)
+    if controller is None:
         log.warning("no disruption controller in this build: nodes are never consolidated")
         return None
-    controller = DisruptionController(
-        state=manager.state,
-        cluster=manager.cluster,
-        providers=manager.providers,
-        settings=manager.settings,
-        ledger=ledger,
-        metrics=manager.metrics,
-    )
-    names = [n for n, _ in manager.controllers]
-    at = names.index("termination") if "termination" in names else len(names)
-    manager.controllers.insert(at, ("disruption", controller))
+    controller.ledger = ledger
     return controller
 
 
@@ -215,8 +198,9 @@ class Runner:
             clock=self.clock,
             settings=Settings(cluster_name="sim"),
             metrics=Metrics(CollectorRegistry()),
+            disruption=True,
         )
-        self.disruption = _disruption(self.manager, ledger=self.ledger, clock=self.clock)
+        self.disruption = _disruption(self.manager, ledger=self.ledger)
         self.binder = Binder(self.cluster)
         self.workloads = Workloads(self.cluster)
 
