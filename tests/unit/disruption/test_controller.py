@@ -74,6 +74,8 @@ def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world, ledger
     assert len(rows) == 2
     assert sum(r.savings_per_hour for r in rows) == pytest.approx(before - cost(w))
     assert all(r.estimated_monthly_savings == pytest.approx(r.savings_per_hour * 730) for r in rows)
+    live = {c.status.node_name for c in w.claims()} | set(w.state.nodes)
+    assert not {r.node for r in rows} & live, "every action row names a node really removed"
 
 
 def test_a_node_that_stops_being_empty_during_validation_is_kept(world, ledger):
@@ -122,6 +124,8 @@ def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(wor
     assert {r.reason for r in rows} == {"ReturnToPreferred"}
     assert all(r.replacement_nodes for r in rows)
     assert all(r.savings_per_hour > 0 for r in rows)
+    assert not {r.node for r in rows} & set(w.state.nodes), "every action row names a node really removed"
+    assert {n for r in rows for n in r.replacement_nodes} <= set(w.state.nodes)
 
 
 def test_consolidate_after_counts_from_when_the_last_pod_left(world, ledger):
