@@ -249,3 +249,13 @@ def test_the_nodepool_table_counts_ready_and_not_ready_nodes():
     assert rows["cpu"].status == "Ready"
     text = node_report.render_nodepools(list(rows.values()), fmt="csv")
     assert text.splitlines()[0].startswith("name,status,reasons,nodes,ready,not_ready")
+
+
+def test_cost_per_hour_spreads_a_long_sample_over_the_hours_it_covers():
+    sample = usage_row("a", time=T0 + timedelta(minutes=30), hours=2.0, price_per_hour=10.0)
+    points = dict(build(usage=[sample]).cost_per_hour["gpu"])
+    assert points == {
+        T0: pytest.approx(5.0),
+        T0 + timedelta(hours=1): pytest.approx(10.0),
+        T0 + timedelta(hours=2): pytest.approx(5.0),
+    }

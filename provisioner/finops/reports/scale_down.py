@@ -140,8 +140,13 @@ def build(
         teams = row.teams or (NO_TEAM,)
         for team in teams:
             by_team.setdefault(team, Totals(team)).add_usage(row, share=1.0 / len(teams))
-        hour = row.time.replace(minute=0, second=0, microsecond=0)
-        buckets[row.nodepool][hour] += row.cost
+        # $/h per clock hour: a sample spanning several hours adds to each in proportion.
+        start, end = row.time, row.time + timedelta(hours=row.hours)
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        while hour < end:
+            overlap = (min(end, hour + timedelta(hours=1)) - max(start, hour)).total_seconds() / 3600
+            buckets[row.nodepool][hour] += row.price_per_hour * overlap
+            hour += timedelta(hours=1)
     churn = Churn(
         pods_evicted=sum(a.pods_moved for a in actions),
         nodes_replaced=sum(1 for a in actions if a.action == "replace"),
