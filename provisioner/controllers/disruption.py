@@ -41,6 +41,7 @@ from provisioner.disruption import Command, Plan, nodepool_hash, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.finops.rows import action_rows, plan_rows, usage_rows
 from provisioner.state import ClusterState, Snapshot
+from provisioner.state.cluster import team_of
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,8 @@ class DisruptionController:
         self._last_usage: datetime | None = None
         self._evaluations = 0
         self._pods_seen: dict[str, frozenset[str]] = {}
+        self._last_teams: dict[str, tuple[str, ...]] = {}
+        """Node -> the teams of the pods it last ran: an empty node's row still says whose it was."""
         self._generation: int | None = None
         self._backoff: dict[str, tuple[datetime, timedelta]] = {}
         """Node -> (left alone until, current backoff) after abandoned commands."""
@@ -336,7 +339,9 @@ class DisruptionController:
             for n in active.replacements
         )
         rows = [
-            dataclasses.replace(r, replacement_nodes=replacement_nodes)
+            dataclasses.replace(
+                r, replacement_nodes=replacement_nodes, teams=r.teams or self._last_teams.pop(r.node, ())
+            )
             for r in action_rows(
                 active.command.records, time=now, command_id=active.id, method=active.command.method
             )
@@ -375,8 +380,13 @@ class DisruptionController:
             claim = sn.claim
             if claim is None or sn.node is None or claim.metadata.deletion_timestamp is not None:
                 continue
-            pods = frozenset(p.key for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal)
+            workload = [p for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal]
+            pods = frozenset(p.key for p in workload)
             seen[claim.name] = pods
+            if workload:
+                self._last_teams[sn.name] = tuple(
+                    sorted({t for p in workload if (t := team_of(p, snap.namespaces))})
+                )
             before = self._pods_seen.get(claim.name)
             empty_known = any(c.type == EMPTY for c in claim.status.conditions)
             if before is not None and before == pods and empty_known:

@@ -57,11 +57,17 @@ def cost(w):
 def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world, ledger):
     w = world
     jobs = [gpu_pod(f"job-{i}", gpus=4, owner="Job") for i in range(3)]
-    w.apply(node_class(), pool_doc(capacity_types=("on-demand",)), *jobs)
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "default", "labels": {"provisioner.sh/team": "research"}},
+    }
+    w.apply(namespace, node_class(), pool_doc(capacity_types=("on-demand",)), *jobs)
     w.run_until(w.all_bound, max_ticks=30)
     assert len(w.claims()) == 3
     ctl = controller(w, ledger)
     before = cost(w)
+    step(w, ctl)  # the controller runs all along: it has seen the jobs
     for name in ("job-0", "job-1"):
         w.backend.delete("Pod", name, namespace="default")
     for _ in range(40):
@@ -72,6 +78,7 @@ def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world, ledger
     rows = ledger.actions()
     assert {r.reason for r in rows} == {"Empty"}
     assert len(rows) == 2
+    assert {r.teams for r in rows} == {("research",)}, "an empty node's row names the team that last used it"
     assert sum(r.savings_per_hour for r in rows) == pytest.approx(before - cost(w))
     assert all(r.estimated_monthly_savings == pytest.approx(r.savings_per_hour * 730) for r in rows)
     live = {c.status.node_name for c in w.claims()} | set(w.state.nodes)
