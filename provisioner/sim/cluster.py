@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from provisioner.api import durations, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
 from provisioner.clock import isoformat
@@ -25,6 +25,7 @@ from provisioner.controllers.cluster import NotFoundError
 from provisioner.controllers.common import DISRUPTION_REASON, INVOLUNTARY
 from provisioner.controllers.kwok import node_for_instance, node_name_for
 from provisioner.controllers.memory import MemoryCluster
+from provisioner.sim.scenario import RUNS_FOR
 from provisioner.state.objects import Node, Pod, tolerates_all
 
 
@@ -205,12 +206,17 @@ class Binder:
 @dataclasses.dataclass
 class Workloads:
     """The controllers that own pods (ReplicaSet, StatefulSet, Job): a pod of theirs that was evicted is
-    created again, pending, under the same name. Bare Pods are not (as in Kubernetes)."""
+    created again, pending, under the same name. Bare Pods are not (as in Kubernetes). A pod annotated
+    `sim.provisioner.sh/runs-for` finishes that long after it starts running, and is not created again."""
 
     cluster: SimCluster
     desired: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """Pod key -> the manifest to create again when it disappears."""
     recreated: int = 0
+    started: dict[str, datetime] = dataclasses.field(default_factory=dict)
+    """Pod key -> when it was first seen running (pods with a run time)."""
+    completed: list[str] = dataclasses.field(default_factory=list)
+    """Pods that finished their run time, in order."""
 
     @staticmethod
     def _manifest(pod: Pod) -> dict[str, Any]:
@@ -241,11 +247,39 @@ class Workloads:
             if key in self.cluster.state.pods:
                 self.cluster.delete_pod(namespace, name)
 
-    def sync(self) -> None:
+    def sync(self, now: datetime) -> None:
         for key in sorted(self.desired):
             if key not in self.cluster.state.pods:
                 self.cluster.create("Pod", self.desired[key])
                 self.recreated += 1
+                self.started.pop(key, None)
+        # Pods that run for a set time: done once they have run that long (a pod started again after an
+        # eviction starts its work over).
+        for key in sorted(self.cluster.state.pods):
+            pod = self.cluster.state.pods[key]
+            text = pod.annotations.get(RUNS_FOR)
+            if text is None:
+                continue
+            if not pod.node_name or pod.is_terminal:
+                self.started.pop(key, None)
+                continue
+            since = self.started.setdefault(key, now)
+            length = durations.parse_duration(text, allow_never=False)
+            if length is not None and now - since >= length:
+                self.started.pop(key, None)
+                self.completed.append(key)
+                self.remove([key])
+
+    def next_completion(self) -> datetime | None:
+        """When the next running pod with a run time finishes (the clock must not jump past it)."""
+        times = []
+        for key, since in self.started.items():
+            pod = self.cluster.state.pods.get(key)
+            text = pod.annotations.get(RUNS_FOR) if pod is not None else None
+            length = durations.parse_duration(text, allow_never=False) if text else None
+            if length is not None:
+                times.append(since + length)
+        return min(times, default=None)
 
 
 OFFERING_KEYS = frozenset({wk.ZONE, wk.CAPACITY_TYPE})

@@ -101,6 +101,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         ],
         "nodes": alive,
         "maxDisruptingPerPool": dict(result.max_disrupting),
+        "completedPods": list(result.pods_completed),
         "timeline": [
             {
                 "at": durations.format_duration(s.step.at),

@@ -124,6 +124,8 @@ class RunResult:
     fake: FakeProvider
     ticks: int = 0
     pods_recreated: int = 0
+    pods_completed: list[str] = field(default_factory=list)
+    """Pods that finished their run time (`sim.provisioner.sh/runs-for`), in order."""
     max_disrupting: dict[str, int] = field(default_factory=dict)
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
 
@@ -251,6 +253,9 @@ class Runner:
             limit = end - now
             if steps:
                 limit = min(limit, START + steps[0].at - now)
+            finish = self.workloads.next_completion()
+            if finish is not None and finish > now:
+                limit = min(limit, finish - now)
             self.clock.advance(max(min(delta, limit), timedelta(0)) or self.tick)
         actions = list(getattr(self.disruption, "actions", []))
         return RunResult(
@@ -266,11 +271,12 @@ class Runner:
             fake=self.fake,
             ticks=ticks,
             pods_recreated=self.workloads.recreated,
+            pods_completed=list(self.workloads.completed),
             max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
         )
 
     def _tick(self, now: datetime) -> None:
-        self.workloads.sync()
+        self.workloads.sync(now)
         self.kubelets.sync(now)
         self.binder.sync()
         self.manager.step(now)

@@ -445,6 +445,29 @@ def _ds_pod_on(ds: DaemonSet, node: str) -> Pod:
     return replace(ds.pod, name=f"{ds.name}-{node}", namespace=ds.namespace, node_name=node, phase="Running")
 
 
+RUNS_FOR = "sim.provisioner.sh/runs-for"
+"""Pod annotation, for simulations with time: the pod finishes this long after it starts running (a
+duration such as `8h`), and its Job does not create it again. Ignored without time."""
+
+
+def _check_runs_for(doc: YamlDocument, out: _Collector, meta: Any, base: tuple[str | int, ...]) -> bool:
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    value = annotations.get(RUNS_FOR) if isinstance(annotations, dict) else None
+    if value is None:
+        return True
+    from provisioner.api import durations
+
+    try:
+        parsed = durations.parse_duration(str(value), allow_never=False)
+    except durations.DurationError as err:
+        out.add(doc, str(err), (*base, "annotations", RUNS_FOR))
+        return False
+    if parsed is None or parsed.total_seconds() <= 0:
+        out.add(doc, f"must be longer than 0, got {value!r}", (*base, "annotations", RUNS_FOR))
+        return False
+    return True
+
+
 def _pod_template(
     doc: YamlDocument, out: _Collector, data: Mapping[str, Any], kind: str
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -550,7 +573,9 @@ def _load_kube(
         elif kind == "Node":
             nodes.append(Node.from_dict(data))
         elif kind == "Pod":
-            if _check_pod_spec(doc, out, data.get("spec"), ("spec",)):
+            if _check_pod_spec(doc, out, data.get("spec"), ("spec",)) and _check_runs_for(
+                doc, out, meta, ("metadata",)
+            ):
                 pods.append(Pod.from_dict(data))
         elif kind == "DaemonSet":
             found = _pod_template(doc, out, data, kind)
@@ -573,6 +598,8 @@ def _load_kube(
                 )
                 return
             tmeta = template.get("metadata") or {}
+            if not _check_runs_for(doc, out, tmeta, ("spec", "template", "metadata")):
+                return
             owner_kind = {"Deployment": "ReplicaSet"}.get(kind, kind)
             for i in range(count):
                 pod_name = f"{name}-{i}"

@@ -118,13 +118,7 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             )
         )
 
-    if not spec.timeline:
-        if spec.duration is not None:
-            add(
-                "duration needs a timeline: add spec.timeline steps, or remove spec.duration",
-                ("spec", "duration"),
-            )
-            raise ScenarioError(problems)
+    if not spec.timeline and spec.duration is None:
         return None
 
     duration: timedelta | None = None

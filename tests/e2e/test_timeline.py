@@ -32,7 +32,8 @@ def run_json(path: Path, *extra: str | Path) -> dict[str, Any]:
 # Builders ------------------------------------------------------------------------------------------------
 
 
-def scenario(*, duration: str = "3h", timeline: str, unavailable: str = "") -> str:
+def scenario(*, duration: str = "3h", timeline: str = "", unavailable: str = "") -> str:
+    steps = f"  timeline:\n{timeline}" if timeline else ""
     return f"""\
 apiVersion: provisioner.sh/v1alpha1
 kind: Scenario
@@ -41,8 +42,7 @@ spec:
   catalog: aws
   region: us-east-1
   duration: {duration}
-{unavailable}  timeline:
-{timeline}"""
+{unavailable}{steps}"""
 
 
 def gpu_pool(
@@ -278,6 +278,25 @@ def test_applied_workloads_scale_up_at_their_step(tmp_path: Path) -> None:
     assert doc["placements"] == [{"pod": "ml/probe", "node": doc["nodeClaims"][0]["name"]}]
 
 
+def test_a_job_with_a_run_time_finishes_by_itself_and_its_node_goes(tmp_path: Path) -> None:
+    # No steps: spec.duration alone runs the controllers over time.
+    text = scenario(duration="2h") + gpu_pool(types="[p4d.24xlarge]", budget='"100%"')
+    text += workload("Job", "train", count=1, gpus=8, cpu="80").replace(
+        "      labels: {app: train}\n",
+        "      labels: {app: train}\n      annotations: {sim.provisioner.sh/runs-for: 45m}\n",
+    )
+    doc = run_json(write(tmp_path, text))
+    assert doc["completedPods"] == ["ml/train-0"]
+    ((node, launched),) = {(c["name"], c["launchedAt"]) for c in doc["nodeClaims"]}
+    (removed,) = doc["actions"]
+    assert removed["node"] == node and removed["reason"] == "Empty"
+    assert (
+        launched < "2026-03-02T00:05:00Z"
+        and "2026-03-02T00:45:00Z" < removed["time"] < "2026-03-02T01:15:00Z"
+    )
+    assert doc["placements"] == [] and doc["nodes"] == [] and doc["timeline"] == []
+
+
 # Bad input -----------------------------------------------------------------------------------------------------
 
 
@@ -313,6 +332,13 @@ def test_applied_workloads_scale_up_at_their_step(tmp_path: Path) -> None:
             "    - at: 1h\n      unavailable:\n        - {instanceType: p9.huge}\n",
             "spec.timeline[0].unavailable[0].instanceType: instance type 'p9.huge' is not in the aws catalog",
             id="unknown-type",
+        ),
+        pytest.param(
+            "    - at: 1h\n      apply:\n        - kind: Pod\n          metadata:\n            name: p\n"
+            "            annotations: {sim.provisioner.sh/runs-for: soon}\n"
+            "          spec: {containers: [{name: c}]}\n",
+            "spec.timeline[0].apply[0].metadata.annotations[\"sim.provisioner.sh/runs-for\"]: 'soon' is not a duration",
+            id="bad-run-time",
         ),
         pytest.param(
             "    - at: 1h\n",
