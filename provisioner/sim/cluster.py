@@ -232,6 +232,8 @@ class Workloads:
         """Create the pods now; those with an owner are kept alive from here on."""
         for pod in pods:
             doc = self._manifest(pod)
+            # The loader names expanded pods (and daemon pods per node) itself; the raw template does not.
+            doc.setdefault("metadata", {}).update(name=pod.name, namespace=pod.namespace)
             if pod.node_name:
                 doc["spec"]["nodeName"] = pod.node_name
                 doc["status"] = {"phase": "Running"}
@@ -355,3 +357,60 @@ class PoolScopedTypes:
 
     def interruptions(self) -> list[Any]:
         return self.provider.interruptions()
+
+
+@dataclasses.dataclass
+class DaemonSets:
+    """The DaemonSet controller: one pod of each DaemonSet on every Node it may run on (taints tolerated,
+    node selector and required affinity met), named `DS-NODE`, created bound; gone with its Node."""
+
+    cluster: SimCluster
+
+    def sync(self) -> None:
+        state = self.cluster.state
+        for name in sorted(state.nodes):
+            node = state.nodes[name]
+            if node.deleting:
+                continue
+            hard = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
+            for key in sorted(state.daemonsets):
+                ds = state.daemonsets[key]
+                pod_name = f"{ds.name}-{name}"
+                if f"{ds.namespace}/{pod_name}" in state.pods:
+                    continue
+                template = ds.pod
+                if tolerates_all(template.tolerations, hard) is not None:
+                    continue
+                if any(node.labels.get(k) != v for k, v in template.node_selector.items()):
+                    continue
+                if template.required_node_terms and not any(
+                    all(r.matches(node.labels) for r in term) for term in template.required_node_terms
+                ):
+                    continue
+                doc = copy.deepcopy(dict(template.raw))
+                doc.update(apiVersion="v1", kind="Pod")
+                doc["metadata"] = {**doc.get("metadata", {}), "name": pod_name, "namespace": ds.namespace}
+                doc.setdefault("spec", {})["nodeName"] = name
+                doc["status"] = {"phase": "Running"}
+                self.cluster.create("Pod", doc)
+        for key in sorted(state.pods):
+            pod = state.pods[key]
+            if pod.is_daemonset_pod and pod.node_name and pod.node_name not in state.nodes:
+                self.cluster.delete_pod(pod.namespace, pod.name)
+
+
+def daemonset_doc(ds: Any) -> dict[str, Any]:
+    """A DaemonSet as Kubernetes JSON, from the loader's parsed one (its template kept as a pod)."""
+    pod = dict(ds.pod.raw)
+    meta = pod.get("metadata") or {}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": ds.name, "namespace": ds.namespace},
+        "spec": {
+            "template": {
+                "metadata": {k: meta[k] for k in ("labels", "annotations") if k in meta},
+                "spec": pod.get("spec") or {},
+            }
+        },
+    }

@@ -16,6 +16,8 @@ import contextlib
 import importlib
 import itertools
 import logging
+import secrets
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,7 +36,16 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
-from provisioner.sim.cluster import Binder, Kubelets, PoolScopedTypes, SimCluster, Workloads, admits
+from provisioner.sim.cluster import (
+    Binder,
+    DaemonSets,
+    Kubelets,
+    PoolScopedTypes,
+    SimCluster,
+    Workloads,
+    admits,
+    daemonset_doc,
+)
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Step, Timeline, matches_workload
 from provisioner.state import ClusterState
@@ -48,8 +59,8 @@ IDLE_JUMP = timedelta(minutes=5)
 QUIET_TICKS = 4
 """Ticks without any change (and nothing in flight) before the clock starts jumping."""
 
-_NAMED_BY = ("provisioner.controllers.provisioning", "provisioner.controllers.disruption")
-"""Controllers that name what they create with `secrets.token_hex`."""
+_NAMED_BY = "provisioner.controllers"
+"""The package whose modules name what they create with `secrets.token_hex`."""
 
 
 class _CountingSecrets:
@@ -69,14 +80,12 @@ def deterministic_names() -> Iterator[None]:
     controllers own their naming; this only swaps their source of randomness, and puts it back after."""
     saved: list[tuple[Any, Any]] = []
     counter = _CountingSecrets()
-    for name in _NAMED_BY:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
+    importlib.import_module(f"{_NAMED_BY}.manager")  # every controller module is loaded by now
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith(f"{_NAMED_BY}.") or getattr(module, "secrets", None) is not secrets:
             continue
-        if hasattr(module, "secrets"):
-            saved.append((module, module.secrets))
-            module.secrets = counter
+        saved.append((module, module.secrets))
+        module.secrets = counter
     try:
         yield
     finally:
@@ -205,6 +214,7 @@ class Runner:
         self.disruption = _disruption(self.manager, ledger=self.ledger)
         self.binder = Binder(self.cluster)
         self.workloads = Workloads(self.cluster)
+        self.daemonsets = DaemonSets(self.cluster)
 
         for (kind, _name), nc in sorted(loaded.nodeclasses.items(), key=lambda kv: kv[0]):
             self.state.upsert(kind, nc.to_dict())
@@ -213,7 +223,7 @@ class Runner:
         for ns, labels in sorted(loaded.namespaces.items()):
             self.state.upsert("Namespace", {"metadata": {"name": ns, "labels": dict(labels)}})
         for ds in loaded.daemonsets:
-            self.state.upsert("DaemonSet", dict(ds.raw))
+            self.state.upsert("DaemonSet", daemonset_doc(ds))
         for node in loaded.nodes:
             self.state.upsert("Node", _node_doc(node))
         self.workloads.add([p for name in sorted(loaded.bound) for p in loaded.bound[name]])
@@ -278,6 +288,7 @@ class Runner:
     def _tick(self, now: datetime) -> None:
         self.workloads.sync(now)
         self.kubelets.sync(now)
+        self.daemonsets.sync()
         self.binder.sync()
         self.manager.step(now)
         self.kubelets.sync(now)
@@ -320,6 +331,8 @@ class Runner:
             c.status.node_name: c.name for c in self.state.claims.values() if c.status.node_name
         }
         for pod in self.state.pods.values():
+            if pod.is_daemonset_pod:
+                continue
             claim_name = nodes_to_claim.get(pod.node_name or "")
             if claim_name is not None:
                 self.claims[claim_name].pods.add(pod.key)

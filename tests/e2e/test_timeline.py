@@ -297,6 +297,77 @@ def test_a_job_with_a_run_time_finishes_by_itself_and_its_node_goes(tmp_path: Pa
     assert doc["placements"] == [] and doc["nodes"] == [] and doc["timeline"] == []
 
 
+def test_existing_nodes_take_what_fits_and_new_capacity_comes_for_the_rest(tmp_path: Path) -> None:
+    text = scenario(
+        duration="2h",
+        timeline="""\
+    - at: 30m
+      apply:
+        - apiVersion: apps/v1
+          kind: Deployment
+          metadata: {name: api, namespace: web}
+          spec:
+            replicas: 2
+            template:
+              spec:
+                containers:
+                  - name: api
+                    resources: {requests: {cpu: "1", memory: 1Gi}}
+    - at: 1h
+      apply:
+        - apiVersion: v1
+          kind: Pod
+          metadata: {name: big, namespace: web}
+          spec:
+            containers:
+              - name: big
+                resources: {requests: {cpu: "12", memory: 8Gi}}
+""",
+    )
+    text += """\
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: old-node
+  labels: {node.kubernetes.io/instance-type: m6i.2xlarge, topology.kubernetes.io/zone: us-east-1b}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: legacy, namespace: web}
+spec:
+  nodeName: old-node
+  containers:
+    - {name: legacy, resources: {requests: {cpu: "2", memory: 2Gi}}}
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: cpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: default}
+      requirements:
+        - {key: provisioner.sh/instance-family, operator: In, values: [m6i]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  template:
+    spec:
+      tolerations: [{operator: Exists}]
+      containers:
+        - {name: a, resources: {requests: {cpu: 100m, memory: 64Mi}}}
+"""
+    doc = run_json(write(tmp_path, text))
+    placed = {p["pod"]: p["node"] for p in doc["placements"]}
+    assert placed["web/legacy"] == placed["web/api-0"] == placed["web/api-1"] == "old-node"
+    ((claim),) = doc["nodeClaims"]
+    assert claim["launchedAt"] >= "2026-03-02T01:00:00Z"
+    assert claim["pods"] == ["web/big"] and placed["web/big"] == claim["name"]  # daemon pods are not listed
+
+
 # Bad input -----------------------------------------------------------------------------------------------------
 
 
