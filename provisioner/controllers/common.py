@@ -3,6 +3,7 @@ status dicts, and the annotation keys the controllers write for each other."""
 
 from __future__ import annotations
 
+import secrets
 import weakref
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -14,6 +15,7 @@ from provisioner.api.common import Condition, ConditionStatus
 from provisioner.api.nodeclass import NodeClass
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProvider, InstanceType
+from provisioner.scheduling.results import NewClaim
 from provisioner.state import ClusterState, Snapshot
 
 PLANNED_OFFERING = f"{wk.GROUP}/planned-offering"
@@ -169,3 +171,16 @@ def extended_resources(requests: Mapping[str, str]) -> list[str]:
     """Requested resources a device plugin must advertise (GPUs, ...), not kubelet's own."""
     builtin = {quantities.CPU, quantities.MEMORY, quantities.PODS, quantities.EPHEMERAL_STORAGE}
     return sorted(k for k in requests if k not in builtin and "/" in k)
+
+
+def build_nodeclaim(new: NewClaim, state: ClusterState | Snapshot) -> NodeClaim:
+    """The NodeClaim for a scheduler decision, as provisioning and disruption both write it: a unique name
+    in the pool, the drift hashes, and the offering the scheduler planned (the launch may still fall back)."""
+    ref = new.nodepool.spec.template.spec.node_class_ref
+    claim = new.to_nodeclaim(
+        f"{new.nodepool.name}-{secrets.token_hex(3)}", node_class=node_class_of(state, ref.kind, ref.name)
+    )
+    claim.metadata.annotations[PLANNED_OFFERING] = (
+        f"{new.instance_type.name}/{new.offering.zone}/{new.offering.capacity_type}"
+    )
+    return claim

@@ -35,9 +35,9 @@ from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, PLANNED_OFFERING, ProviderSet, set_condition
+from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet, build_nodeclaim, set_condition
 from provisioner.controllers.settings import Settings
-from provisioner.disruption import Command, Plan, nodepool_hash, plan
+from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.finops.rows import action_rows, plan_rows, usage_rows
 from provisioner.state import ClusterState, Snapshot
@@ -276,12 +276,8 @@ class DisruptionController:
                 ),
             )
         for new in command.replacements:
-            name = f"{new.nodepool.name}-{secrets.token_hex(3)}"
-            claim = new.to_nodeclaim(name)
-            claim.metadata.annotations[PLANNED_OFFERING] = (
-                f"{new.instance_type.name}/{new.offering.zone}/{new.offering.capacity_type}"
-            )
-            claim.metadata.annotations[wk.NODEPOOL_HASH] = nodepool_hash(new.nodepool)
+            claim = build_nodeclaim(new, self.state)
+            name = claim.name
             try:
                 self.cluster.create_nodeclaim(claim)
             except ClusterError as err:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -23,7 +22,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI, ClusterError
-from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet, snapshot_of
+from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet, build_nodeclaim, snapshot_of
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
 from provisioner.state import ClusterState, Snapshot
@@ -196,12 +195,8 @@ class ProvisioningController:
         return results
 
     def _create_claim(self, new: Any, now: datetime) -> None:
-        name = f"{new.nodepool.name}-{secrets.token_hex(3)}"
-        claim = new.to_nodeclaim(name)
-        offering = new.offering
-        claim.metadata.annotations[PLANNED_OFFERING] = (
-            f"{new.instance_type.name}/{offering.zone}/{offering.capacity_type}"
-        )
+        claim = build_nodeclaim(new, self.state)
+        name = claim.name
         try:
             self.cluster.create_nodeclaim(claim)
         except ClusterError as err:

@@ -5,7 +5,7 @@ the `NodeRecord` of every node it removes, and a `Blocker` for every node consid
 controller re-plans after a validation delay and acts; the FinOps ledger stores the records.
 """
 
-from provisioner.disruption.hashing import nodeclass_hash, nodepool_hash
+from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.planner import Settings, SolveFn, plan
 

@@ -26,12 +26,12 @@ from decimal import Decimal
 from provisioner.api import NodePool, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import Operator, Requirement, is_true
+from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import ConsolidationPolicy, DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.budgets import BudgetTracker
-from provisioner.disruption.hashing import nodeclass_hash, nodepool_hash
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.scheduling.results import NewClaim, Results

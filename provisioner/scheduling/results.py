@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import NodeClassReference, ObjectMeta, Requirement
+from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import NodeClaimSpec, ResourceRequirements
+from provisioner.api.nodeclass import NodeClass
 from provisioner.api.quantities import ResourceList
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.state.objects import Pod
@@ -52,14 +54,18 @@ class NewClaim:
     def price(self) -> float:
         return self.offering.price
 
-    def to_nodeclaim(self, name: str) -> NodeClaim:
-        """The NodeClaim to write: pool label, the pool's taints, the options as requirements, the finalizer."""
+    def to_nodeclaim(self, name: str, *, node_class: NodeClass | None = None) -> NodeClaim:
+        """The NodeClaim to write: pool label, the pool's taints, the options as requirements, the finalizer,
+        and the drift hashes of the pool's template and (when given) of its NodeClass."""
         template = self.nodepool.spec.template
+        annotations = {**template.metadata.annotations, wk.NODEPOOL_HASH: nodepool_hash(self.nodepool)}
+        if node_class is not None:
+            annotations[wk.NODECLASS_HASH] = nodeclass_hash(node_class)
         return NodeClaim(
             metadata=ObjectMeta(
                 name=name,
                 labels={**template.metadata.labels, wk.NODEPOOL: self.nodepool.name},
-                annotations=dict(template.metadata.annotations),
+                annotations=annotations,
                 finalizers=[wk.TERMINATION_FINALIZER],
             ),
             spec=NodeClaimSpec(

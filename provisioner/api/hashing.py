@@ -1,6 +1,6 @@
 """Drift hashes: a short digest of a NodePool's template and of a NodeClass's spec.
 
-The provisioning path stamps them on each NodeClaim (annotations `provisioner.sh/nodepool-hash` and
+Every NodeClaim is stamped with them when it is built (`NewClaim.to_nodeclaim`) (annotations `provisioner.sh/nodepool-hash` and
 `provisioner.sh/nodeclass-hash`); the disruption planner recomputes them and calls a node drifted when
 either differs. Requirements are left out of the pool hash, as in Karpenter: a requirement change drifts
 only the nodes whose labels no longer satisfy it (checked separately), not every node of the pool.
