@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -44,36 +43,36 @@ def run(loaded: LoadedScenario, timeline: Timeline, *, as_json: bool, report: Pa
 
 def _run(loaded: LoadedScenario, timeline: Timeline, *, err: Console) -> RunResult:
     total = timeline.duration.total_seconds()
-    with tempfile.TemporaryDirectory(prefix="provisioner-sim-") as tmp:
-        # The run's own ledger, thrown away afterwards: the report and the JSON are read from it.
-        ledger = Ledger(Path(tmp) / "ledger.sqlite")
-        try:
-            with Progress(
-                TextColumn("[bold]simulating[/bold] {task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[at]} of {task.fields[of]}"),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-                disable=not err.is_terminal,
-            ) as progress:
-                task = progress.add_task(
-                    loaded.scenario.metadata.name or loaded.source,
-                    total=total,
-                    at="0s",
-                    of=durations.format_duration(timeline.duration),
+    # The run's own ledger, in memory and gone afterwards: the report and the JSON are read from it. (A
+    # file would cost a disk sync per evaluation, and a day is hundreds of evaluations.)
+    ledger = Ledger("sqlite://")
+    try:
+        with Progress(
+            TextColumn("[bold]simulating[/bold] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[at]} of {task.fields[of]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as progress:
+            task = progress.add_task(
+                loaded.scenario.metadata.name or loaded.source,
+                total=total,
+                at="0s",
+                of=durations.format_duration(timeline.duration),
+            )
+
+            def advance(elapsed: timedelta) -> None:
+                progress.update(
+                    task,
+                    completed=min(total, elapsed.total_seconds()),
+                    at=durations.format_duration(elapsed),
                 )
 
-                def advance(elapsed: timedelta) -> None:
-                    progress.update(
-                        task,
-                        completed=min(total, elapsed.total_seconds()),
-                        at=durations.format_duration(elapsed),
-                    )
-
-                return Runner(loaded, timeline, ledger=ledger, progress=advance).run()
-        finally:
-            ledger.close()
+            return Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+    finally:
+        ledger.close()
 
 
 def _finish(
@@ -117,18 +116,21 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
     console.print(table)
 
     launches = Table(title="Nodes launched", title_justify="left")
-    for col in ("Node", "NodePool", "Instance type", "Capacity", "Zone", "$/h", "Up", "Down"):
-        launches.add_column(col, justify="right" if col == "$/h" else "left")
+    for col in ("Node", "NodePool", "Instance type", "GPUs", "Capacity", "Zone", "$/h", "Up", "Down", "Pods"):
+        launches.add_column(col, justify="right" if col in ("$/h", "Pods") else "left")
     for c in doc["nodeClaims"]:
+        gpu = c["gpu"]
         launches.add_row(
             c["name"],
             c["nodePool"],
             c["instanceType"],
+            f"{gpu['count']}x {gpu['name']}" if gpu else "-",
             c["capacityType"],
             c["zone"],
             f"{c['pricePerHour']:.4f}",
             _clock(result, c["launchedAt"]),
             _clock(result, c["deletedAt"]) if c["deletedAt"] else "-",
+            str(len(c["pods"])),
         )
     console.print(launches)
 
@@ -149,6 +151,10 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
                 str(len(a["pods"])),
             )
         console.print(actions)
+    if doc["completedPods"]:
+        console.print(f"Pods that finished their run time: {escape(', '.join(doc['completedPods']))}")
+    if doc["unschedulable"]:
+        console.print(f"Pending at the end: {escape(', '.join(u['pod'] for u in doc['unschedulable']))}")
     saved = sum(a["savingsPerHour"] for a in doc["actions"])
     console.print(
         f"[bold]{len(doc['nodes'])} nodes[/bold] at the end, [bold]{_money(doc['costPerHour'])}[/bold]; "
