@@ -438,3 +438,87 @@ def test_report_without_a_timeline_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "--report needs a timeline" in result.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+# The stand-ins, in process --------------------------------------------------------------------------------
+
+
+def _node(name: str, *, cpu: str, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _pod(name: str, *, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+    }
+
+
+def test_the_binder_fills_the_fullest_node_that_fits_and_marks_the_rest_unschedulable() -> None:
+    from provisioner.clock import VirtualClock
+    from provisioner.sim.cluster import Binder, SimCluster
+    from provisioner.state import ClusterState
+
+    state = ClusterState()
+    cluster = SimCluster(state, VirtualClock())
+    cluster.create("Node", _node("roomy", cpu="16"))
+    cluster.create("Node", _node("snug", cpu="4"))
+    cluster.create("Node", _node("tainted", cpu="64", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
+    for name, cpu in (("a-small", "2"), ("b-medium", "8"), ("c-huge", "32")):
+        cluster.create("Pod", _pod(name, cpu=cpu))
+    assert Binder(cluster).sync() == 2
+    pods = state.pods
+    assert pods["default/a-small"].node_name == "snug"
+    assert pods["default/b-medium"].node_name == "roomy"
+    assert pods["default/c-huge"].node_name is None and pods["default/c-huge"].unschedulable
+
+
+def test_workloads_recreate_evicted_pods_of_a_controller_but_not_bare_pods() -> None:
+    from provisioner.clock import VirtualClock
+    from provisioner.sim.cluster import SimCluster, Workloads
+    from provisioner.state import ClusterState
+    from provisioner.state.objects import Pod
+
+    state = ClusterState()
+    cluster = SimCluster(state, VirtualClock())
+    owned = _pod("web-0", cpu="1")
+    owned["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "name": "web", "controller": True}]
+    workloads = Workloads(cluster)
+    workloads.add([Pod.from_dict(owned), Pod.from_dict(_pod("bare", cpu="1"))])
+    cluster.evict_pod("default", "web-0")
+    cluster.evict_pod("default", "bare")
+    workloads.sync(VirtualClock().now())
+    assert sorted(state.pods) == ["default/web-0"] and workloads.recreated == 1
+    assert state.pods["default/web-0"].node_name is None
+
+
+def test_counting_names_last_only_while_the_run_does() -> None:
+    import secrets
+    import sys
+
+    from provisioner.sim.runner import deterministic_names
+
+    def namers() -> list[Any]:
+        return [
+            m
+            for n, m in sorted(sys.modules.items())
+            if n.startswith("provisioner.controllers.") and hasattr(m, "secrets")
+        ]
+
+    with deterministic_names():
+        swapped = namers()
+        assert swapped, "no controller module names things with secrets any more"
+        assert [m.secrets.token_hex(3) for m in swapped[:1]] == ["000001"]
+        assert swapped[0].secrets.token_hex(3) == "000002"
+    assert all(m.secrets is secrets for m in namers())
