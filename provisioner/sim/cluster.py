@@ -19,14 +19,18 @@ from provisioner.api import durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
+from provisioner.api.nodepool import DisruptionReason
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.controllers.cluster import NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, INVOLUNTARY
+from provisioner.controllers.common import DISRUPTION_REASON
 from provisioner.controllers.kwok import node_for_instance, node_name_for
 from provisioner.controllers.memory import MemoryCluster
 from provisioner.sim.scenario import RUNS_FOR
 from provisioner.state.objects import Node, Pod, tolerates_all
+
+VOLUNTARY = frozenset(r.value for r in DisruptionReason)
+"""The reasons the disruption controller writes (Underutilized, Empty, Drifted, Expired, ...)."""
 
 
 class SimCluster(MemoryCluster):
@@ -45,8 +49,9 @@ class SimCluster(MemoryCluster):
         super()._store_claim(doc)
         busy: dict[str, int] = {}
         for claim in self.state.claims.values():
-            reason = claim.metadata.annotations.get(DISRUPTION_REASON)
-            if reason is None or reason in INVOLUNTARY:
+            # Only the disruption controller's reasons: a failed launch or an interruption is not a
+            # decision the budgets bound.
+            if claim.metadata.annotations.get(DISRUPTION_REASON) not in VOLUNTARY:
                 continue
             if claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING):
                 pool = claim.nodepool or ""

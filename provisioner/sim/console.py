@@ -151,6 +151,16 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
                 str(len(a["pods"])),
             )
         console.print(actions)
+    if doc["events"]:
+        events = Table(title="What the controllers said (Events)", title_justify="left")
+        for col in ("At", "Object", "Reason", "Message"):
+            events.add_column(col, justify="right" if col == "At" else "left")
+        for e in doc["events"]:
+            if e["kind"] == "NodePool":
+                continue  # the claim's own event says the same
+            message = e["message"] if len(e["message"]) <= 110 else e["message"][:107] + "..."
+            events.add_row(e["at"], f"{e['kind']}/{e['name']}", e["reason"], escape(message))
+        console.print(events)
     if doc["completedPods"]:
         console.print(f"Pods that finished their run time: {escape(', '.join(doc['completedPods']))}")
     if doc["unschedulable"]:

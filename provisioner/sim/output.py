@@ -4,8 +4,9 @@ timeline scenario, and the scale-down HTML report of the run.
 The JSON keeps the static contract's keys (`nodeClaims`, `placements`, `unschedulable`, `costPerHour`),
 read over the whole run: every NodeClaim launched, where each pod is at the end, the pods still pending
 at the end, the $/h of the nodes alive at the end. It adds `actions` (the ledger rows, one per node
-removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`) and `timeline` (each step
-with the $/h just before it). Lists are in a fixed order, so equal runs print equal documents.
+removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`), `timeline` (each step
+with the $/h just before it) and `events` (what the controllers said: fallbacks, interruptions, failed
+launches, abandoned disruptions). Lists are in a fixed order, so equal runs print equal documents.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from provisioner.api import durations
 from provisioner.clock import isoformat
 from provisioner.finops.reports import scale_down
 from provisioner.sim.runner import ClaimRecord, RunResult
+
+ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting"})
+"""Events left out of the output: one per pod or node of every batch and command, said otherwise."""
 
 
 def _gpu(result: RunResult, instance_type: str) -> dict[str, Any] | None:
@@ -102,6 +106,19 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "nodes": alive,
         "maxDisruptingPerPool": dict(result.max_disrupting),
         "completedPods": list(result.pods_completed),
+        "events": [
+            {
+                "time": isoformat(e.time),
+                "at": _offset(result, e.time),
+                "kind": e.kind,
+                "name": e.name,
+                "reason": e.reason,
+                "type": e.type,
+                "message": e.message,
+            }
+            for e in result.events
+            if e.reason not in ROUTINE_EVENTS
+        ],
         "timeline": [
             {
                 "at": durations.format_duration(s.step.at),

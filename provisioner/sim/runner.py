@@ -26,6 +26,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from providers.fake import FakeProvider
+from provisioner.api import durations
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.clock import VirtualClock
@@ -134,6 +135,8 @@ class RunResult:
     ticks: int = 0
     pods_recreated: int = 0
     pods_completed: list[str] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    """Every Event the controllers recorded, in order."""
     """Pods that finished their run time (`sim.provisioner.sh/runs-for`), in order."""
     max_disrupting: dict[str, int] = field(default_factory=dict)
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
@@ -179,8 +182,9 @@ class Runner:
         self.clock = VirtualClock(START)
         self.state = ClusterState()
         self.cluster = SimCluster(self.state, self.clock)
-        # The simulated cloud publishes its stockouts with its instance types (reveal_stockouts), so a
-        # plan never counts on capacity that is out; launches still meet them when they start mid-batch.
+        # Like a real cloud, the simulated one does not publish its stockouts: launches meet them (and
+        # fall back), the unavailable-offerings cache remembers them for a while, and a plan may count on
+        # capacity that is out, fail to launch it, and back off.
         # Only the types some pool could launch: the others change no decision, and the whole region's
         # catalog would be scanned at every evaluation of a run that evaluates hundreds of times.
         usable = [t for t in loaded.catalog_types if any(admits(p, t) for p in loaded.nodepools)]
@@ -188,7 +192,7 @@ class Runner:
             instance_types=[_available_again(t) for t in usable],
             cluster_name="sim",
             clock=self.clock.now,
-            reveal_stockouts=True,
+            reveal_stockouts=False,
         )
         self._mark(spec.unavailable, available=False)
         self.kubelets = Kubelets(self.cluster, {t.name: t for t in self.fake.catalog})
@@ -282,6 +286,7 @@ class Runner:
             ticks=ticks,
             pods_recreated=self.workloads.recreated,
             pods_completed=list(self.workloads.completed),
+            events=list(self.cluster.events),
             max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
         )
 
@@ -371,7 +376,9 @@ class Runner:
                     continue
                 if sel.capacity_type is not None and claim.status.capacity_type != sel.capacity_type:
                     continue
-                self.fake.interrupt(claim.status.provider_id, detail=f"timeline step at {step.at}")
+                self.fake.interrupt(
+                    claim.status.provider_id, detail=f"timeline step at {durations.format_duration(step.at)}"
+                )
 
     def _mark(self, selectors: Any, *, available: bool) -> None:
         known = {t.name for t in self.fake.catalog}

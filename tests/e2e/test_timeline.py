@@ -129,6 +129,8 @@ def test_day_scales_up_falls_back_returns_to_spot_and_consolidates(day: tuple[di
     assert not any(n["nodePool"] == "gpu-training" for n in doc["nodes"])
     assert doc["unschedulable"] == []
     assert doc["costPerHour"] < cost_before(doc, "9h")
+    said = {(e["at"], e["reason"]) for e in doc["events"]}
+    assert {("3h", "Interrupted"), ("3h", "FellBack")} <= said
 
 
 def test_every_action_row_matches_a_node_really_removed(day: tuple[dict[str, Any], Path]) -> None:
