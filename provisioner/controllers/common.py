@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import weakref
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,9 @@ from provisioner.api.common import Condition, ConditionStatus
 from provisioner.api.nodeclass import NodeClass
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProvider, InstanceType
+from provisioner.controllers.cluster import ClusterAPI
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.settings import Settings
 from provisioner.scheduling.results import NewClaim
 from provisioner.state import ClusterState, Snapshot
 
@@ -184,3 +188,15 @@ def build_nodeclaim(new: NewClaim, state: ClusterState | Snapshot) -> NodeClaim:
         f"{new.instance_type.name}/{new.offering.zone}/{new.offering.capacity_type}"
     )
     return claim
+
+
+@dataclass(kw_only=True, eq=False)
+class Reconciler:
+    """What every controller holds: the state it reads, the API it writes through, the clouds, its
+    settings and metrics. Subclasses add their own memory as fields with `init=False`."""
+
+    state: ClusterState
+    cluster: ClusterAPI
+    providers: ProviderSet
+    settings: Settings
+    metrics: Metrics

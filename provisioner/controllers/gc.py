@@ -10,37 +10,22 @@ Each with a log line and a metric.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, NotFound
-from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet, snapshot_of
-from provisioner.controllers.metrics import Metrics
-from provisioner.controllers.settings import Settings
-from provisioner.state import ClusterState
+from provisioner.controllers.cluster import ClusterError, NotFoundError
+from provisioner.controllers.common import DISRUPTION_REASON, Reconciler, snapshot_of
 
 log = logging.getLogger(__name__)
 
 
-class GarbageCollector:
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cluster: ClusterAPI,
-        providers: ProviderSet,
-        settings: Settings,
-        metrics: Metrics,
-    ) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.providers = providers
-        self.settings = settings
-        self.metrics = metrics
-        self._orphan_nodes: dict[str, datetime] = {}
-        self._first_seen: dict[str, datetime] = {}
-        self._last_run: datetime | None = None
+@dataclass(kw_only=True, eq=False)
+class GarbageCollector(Reconciler):
+    _orphan_nodes: dict[str, datetime] = field(default_factory=dict, init=False)
+    _first_seen: dict[str, datetime] = field(default_factory=dict, init=False)
+    _last_run: datetime | None = field(default=None, init=False)
 
     def reconcile(self, now: datetime) -> None:
         if self._last_run is not None and now - self._last_run < self.settings.gc_interval:

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -34,11 +34,11 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
+from provisioner.controllers.cluster import ClusterError, NotFoundError
 from provisioner.controllers.common import (
     DISRUPTION_REASON,
     PLANNED_OFFERING,
-    ProviderSet,
+    Reconciler,
     condition_status,
     condition_time,
     extended_resources,
@@ -48,9 +48,6 @@ from provisioner.controllers.common import (
     set_condition,
     snapshot_of,
 )
-from provisioner.controllers.metrics import Metrics
-from provisioner.controllers.settings import Settings
-from provisioner.state import ClusterState
 from provisioner.state.objects import Node
 
 log = logging.getLogger(__name__)
@@ -74,24 +71,11 @@ def _summary(keys: set[OfferingKey], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + more
 
 
-class LifecycleController:
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cluster: ClusterAPI,
-        providers: ProviderSet,
-        settings: Settings,
-        metrics: Metrics,
-    ) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.providers = providers
-        self.settings = settings
-        self.metrics = metrics
-        self._retry: dict[str, tuple[int, datetime]] = {}
-        """Claim -> (failed launches, not before): a failing launch backs off instead of calling the cloud
-        every step (in memory only: a restart tries at once, which is what a restart is for)."""
+@dataclass(kw_only=True, eq=False)
+class LifecycleController(Reconciler):
+    # Claim -> (failed launches, not before): a failing launch backs off instead of calling the cloud
+    # every step (in memory only: a restart tries at once, which is what a restart is for).
+    _retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
 
     def reconcile(self, now: datetime) -> None:
         snap = snapshot_of(self.state)

@@ -54,8 +54,10 @@ class Manager:
         self.is_leader = is_leader
         common = {"state": state, "cluster": cluster, "providers": providers, "metrics": self.metrics}
         self.provisioning = ProvisioningController(
-            **common, settings=self.settings, solve=solve, solve_options=solve_options
+            **common, settings=self.settings, solve_options=solve_options
         )
+        if solve is not None:
+            self.provisioning.solve = solve
         self.interruption = InterruptionController(**common, on_interrupted=self.provisioning.trigger)
         self.lifecycle = LifecycleController(**common, settings=self.settings)
         self.termination = TerminationController(**common, settings=self.settings)

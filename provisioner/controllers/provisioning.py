@@ -15,17 +15,21 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, InstanceType
-from provisioner.controllers.cluster import ClusterAPI, ClusterError
-from provisioner.controllers.common import PLANNED_OFFERING, ProviderSet, build_nodeclaim, snapshot_of
-from provisioner.controllers.metrics import Metrics
-from provisioner.controllers.settings import Settings
-from provisioner.state import ClusterState, Snapshot
+from provisioner.controllers.cluster import ClusterError
+from provisioner.controllers.common import (
+    PLANNED_OFFERING,
+    Reconciler,
+    build_nodeclaim,
+    snapshot_of,
+)
+from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
@@ -76,35 +80,20 @@ def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
     return out
 
 
-class ProvisioningController:
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cluster: ClusterAPI,
-        providers: ProviderSet,
-        settings: Settings,
-        metrics: Metrics,
-        solve: SolveFn | None = None,
-        solve_options: Any = None,
-    ) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.providers = providers
-        self.settings = settings
-        self.metrics = metrics
-        self.solve = solve or _default_solve
-        self.solve_options = solve_options
-        self._seen: frozenset[str] | None = None
-        self._solved: frozenset[str] | None = None
-        self._window_start: datetime | None = None
-        self._last_change: datetime | None = None
-        self._forced = False
-        self._pod_messages: dict[str, str] = {}
-        self._nominated: dict[str, str] = {}
-        self.batches = 0
-        self._failed_writes = 0
-        self.last_results: Any = None
+@dataclass(kw_only=True, eq=False)
+class ProvisioningController(Reconciler):
+    solve: SolveFn = _default_solve
+    solve_options: Any = None
+    batches: int = field(default=0, init=False)
+    last_results: Any = field(default=None, init=False)
+    _seen: frozenset[str] | None = field(default=None, init=False)
+    _solved: frozenset[str] | None = field(default=None, init=False)
+    _window_start: datetime | None = field(default=None, init=False)
+    _last_change: datetime | None = field(default=None, init=False)
+    _forced: bool = field(default=False, init=False)
+    _pod_messages: dict[str, str] = field(default_factory=dict, init=False)
+    _nominated: dict[str, str] = field(default_factory=dict, init=False)
+    _failed_writes: int = field(default=0, init=False)
 
     def trigger(self) -> None:
         """Solve at the next reconcile, without waiting for the batch window (interruptions)."""

@@ -11,48 +11,33 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from provisioner.api import NodeClaim, durations
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, NotFound
-from provisioner.controllers.cluster import ClusterAPI, ClusterError, EvictionBlocked, NotFoundError
+from provisioner.controllers.cluster import ClusterError, EvictionBlocked, NotFoundError
 from provisioner.controllers.common import (
     DISRUPTION_REASON,
     DRAINING,
     INVOLUNTARY,
-    ProviderSet,
+    Reconciler,
     condition_time,
     guarded,
     node_rv,
     set_condition,
     snapshot_of,
 )
-from provisioner.controllers.metrics import Metrics
-from provisioner.controllers.settings import Settings
-from provisioner.state import ClusterState
 from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
 
 
-class TerminationController:
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cluster: ClusterAPI,
-        providers: ProviderSet,
-        settings: Settings,
-        metrics: Metrics,
-    ) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.providers = providers
-        self.settings = settings
-        self.metrics = metrics
-        self._blocked_said: dict[str, str] = {}
-        self._retry_at: dict[str, datetime] = {}
+@dataclass(kw_only=True, eq=False)
+class TerminationController(Reconciler):
+    _blocked_said: dict[str, str] = field(default_factory=dict, init=False)
+    _retry_at: dict[str, datetime] = field(default_factory=dict, init=False)
 
     def reconcile(self, now: datetime) -> None:
         snap = snapshot_of(self.state)
