@@ -18,19 +18,8 @@ def _root() -> None:
     """Autoscaling provisioner for GPU fleets on Kubernetes."""
 
 
-def _register() -> None:
-    # Each module adds its commands to `app` (or a sub-typer) when imported. Keep one line per module.
-    import importlib
-
-    for module in ("templates", "crds", "simulate", "catalog", "run", "report"):
-        try:
-            importlib.import_module(f"provisioner.cli.{module}")
-        except ModuleNotFoundError as err:
-            if err.name != f"provisioner.cli.{module}":
-                raise
-
-
-_register()
+# Each module adds its commands to `app` when imported; SDKs are imported inside the commands that use them.
+from provisioner.cli import catalog, crds, report, run, simulate, templates  # noqa: E402, F401
 
 
 def main() -> None:
