@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -314,16 +314,25 @@ def admits(pool: Any, it: InstanceType) -> bool:
 class PoolScopedTypes:
     """A CloudProvider wrapper that answers `instance_types(node_class)` with only the types some pool
     using that NodeClass could launch (by the pools' instance-level requirements: family, type, GPU...),
-    and keeps the answer until told the cloud's stockouts changed.
+    offered only in the NodeClass's zones (as the scenario loader reads them), and keeps the answer until
+    told the cloud's stockouts changed.
 
     The scheduler and the planner would reject the other types anyway; listing them costs a scan of the
     region's offerings at every evaluation of a run that evaluates hundreds of times. Every other call
     goes to the wrapped provider."""
 
-    def __init__(self, provider: Any, pools: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        provider: Any,
+        pools: Sequence[Any],
+        *,
+        zones_for: Callable[[Any], Sequence[str]] | None = None,
+    ) -> None:
         self.provider = provider
         self.name = provider.name
         self._pools = list(pools)
+        self._zones_for = zones_for
+        """The zones a NodeClass launches in (its subnets or zone list); None: every zone."""
         self._cache: dict[tuple[str, str], list[InstanceType]] = {}
 
     def __getattr__(self, item: str) -> Any:
@@ -340,9 +349,11 @@ class PoolScopedTypes:
         key = (node_class.kind, node_class.name)
         if key not in self._cache:
             pools = [p for p in self._pools if pool_class(p) == key]
-            self._cache[key] = [
-                t for t in self.provider.instance_types(node_class) if any(admits(p, t) for p in pools)
-            ]
+            types = [t for t in self.provider.instance_types(node_class) if any(admits(p, t) for p in pools)]
+            if self._zones_for is not None:
+                zones = set(self._zones_for(node_class))
+                types = [t.with_offerings(tuple(o for o in t.offerings if o.zone in zones)) for t in types]
+            self._cache[key] = types
         return list(self._cache[key])
 
     def create(self, claim: Any, instance_types: list[InstanceType], node_class: Any) -> Instance:

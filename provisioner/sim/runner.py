@@ -37,6 +37,7 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+from provisioner.sim import scenario as scenario_
 from provisioner.sim.cluster import (
     Binder,
     DaemonSets,
@@ -199,7 +200,11 @@ class Runner:
         self.fake.on_launch = self.kubelets.on_launch
         self.fake.on_delete = self.kubelets.on_delete
         # As production stacks them; retries never sleep on the virtual clock's behalf.
-        self.scoped = PoolScopedTypes(self.fake, loaded.nodepools)
+        self.scoped = PoolScopedTypes(
+            self.fake,
+            loaded.nodepools,
+            zones_for=lambda nc: scenario_._nodeclass_zones(nc, loaded.zones),
+        )
         provider = wrappers.wrap(
             self.scoped,
             clock=self.clock.now,

@@ -179,6 +179,16 @@ def test_the_table_tells_the_day_with_its_actions() -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_gcp_preemption_falls_back_in_the_node_class_zones_and_returns_to_spot() -> None:
+    doc = run_json(ROOT / "scenarios" / "gcp-preemption.yaml")
+    assert {c["zone"] for c in doc["nodeClaims"]} <= {"us-central1-a", "us-central1-b", "us-central1-c"}
+    assert doc["completedPods"] == [f"batch/embed-{i}" for i in range(4)]
+    returns = [a for a in doc["actions"] if a["method"] == "return-to-preferred"]
+    assert len(returns) == 3 and all(a["time"] >= "2026-03-02T03:00:00Z" for a in returns)
+    assert doc["maxDisruptingPerPool"]["l4-serving"] == 1
+    assert {n["capacityType"] for n in doc["nodes"]} == {"spot"}
+
+
 # Small timelines ---------------------------------------------------------------------------------------------
 
 
