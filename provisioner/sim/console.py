@@ -29,6 +29,10 @@ from provisioner.sim.timeline import Timeline
 def run(loaded: LoadedScenario, timeline: Timeline, *, as_json: bool, report: Path | None) -> None:
     """Run the timeline and print; exit 2 when the report cannot be written."""
     err = Console(stderr=True)
+    if report is not None and not report.parent.is_dir():
+        # Say so before the run, not after it.
+        typer.echo(f"error: cannot write the report {report}: no directory {report.parent}", err=True)
+        raise typer.Exit(2)
     # The controllers log what they do (an interruption is a warning in production); the run's tables say
     # it here, so their log lines would only break the progress bar.
     quiet = logging.getLogger("provisioner")

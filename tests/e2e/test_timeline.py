@@ -534,3 +534,10 @@ def test_counting_names_last_only_while_the_run_does() -> None:
         assert [m.secrets.token_hex(3) for m in swapped[:1]] == ["000001"]
         assert swapped[0].secrets.token_hex(3) == "000002"
     assert all(m.secrets is secrets for m in namers())
+
+
+def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path) -> None:
+    result = cli("simulate", DAY, "--report", tmp_path / "missing" / "r.html")
+    assert result.returncode == 2
+    assert f"no directory {tmp_path / 'missing'}" in result.stderr
+    assert result.stdout == ""
