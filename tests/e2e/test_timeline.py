@@ -52,6 +52,7 @@ def gpu_pool(
     policy: str = "WhenEmpty",
     budget: str = '"10%"',
     consolidate_after: str = "5m",
+    capacity: str = "[spot, on-demand]",
 ) -> str:
     return f"""\
 ---
@@ -64,7 +65,7 @@ spec:
       nodeClassRef: {{kind: AWSNodeClass, name: gpu}}
       requirements:
         - {{key: node.kubernetes.io/instance-type, operator: In, values: {types}}}
-        - {{key: provisioner.sh/capacity-type, operator: In, values: [spot, on-demand]}}
+        - {{key: provisioner.sh/capacity-type, operator: In, values: {capacity}}}
       taints:
         - {{key: nvidia.com/gpu, effect: NoSchedule}}
   disruption:
@@ -129,6 +130,11 @@ def test_day_scales_up_falls_back_returns_to_spot_and_consolidates(day: tuple[di
     assert not any(n["nodePool"] == "gpu-training" for n in doc["nodes"])
     assert doc["unschedulable"] == []
     assert doc["costPerHour"] < cost_before(doc, "9h")
+    # Pretraining ends at 9h: its nodes' rows account for the whole drop until the next step.
+    ended = [a for a in doc["actions"] if "2026-03-02T09:00:00Z" <= a["time"] < "2026-03-02T12:00:00Z"]
+    assert {a["nodePool"] for a in ended} == {"gpu-training"} and len(ended) == 2
+    drop = cost_before(doc, "9h") - cost_before(doc, "12h")
+    assert sum(a["savingsPerHour"] for a in ended) == pytest.approx(drop, abs=1e-4)
     said = {(e["at"], e["reason"]) for e in doc["events"]}
     assert {("3h", "Interrupted"), ("3h", "FellBack")} <= said
 
@@ -378,6 +384,41 @@ spec:
     ((claim),) = doc["nodeClaims"]
     assert claim["launchedAt"] >= "2026-03-02T01:00:00Z"
     assert claim["pods"] == ["web/big"] and placed["web/big"] == claim["name"]  # daemon pods are not listed
+
+
+@pytest.mark.parametrize(
+    ("annotation", "replaced"),
+    [pytest.param("", True, id="consolidated"), pytest.param("true", False, id="do-not-disrupt")],
+)
+def test_a_do_not_disrupt_pod_keeps_its_underused_node(
+    tmp_path: Path, annotation: str, replaced: bool
+) -> None:
+    text = scenario(
+        duration="2h",
+        timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: big}\n",
+    )
+    # On-demand: spot-to-spot replacement would need 15 cheaper spot types.
+    text += gpu_pool(
+        types="[g6.xlarge, g6.12xlarge]", policy="WhenEmptyOrUnderutilized", capacity="[on-demand]"
+    )
+    text += workload("Job", "big", count=1, gpus=3, cpu="8")
+    small = workload("Deployment", "small", count=1, gpus=1)
+    if annotation:
+        small = small.replace(
+            "      labels: {app: small}\n",
+            f"      labels: {{app: small}}\n      annotations: {{provisioner.sh/do-not-disrupt: '{annotation}'}}\n",
+        )
+    doc = run_json(write(tmp_path, text + small))
+    (first,) = [c for c in doc["nodeClaims"] if c["launchedAt"] < "2026-03-02T00:05:00Z"]
+    assert first["instanceType"] == "g6.12xlarge" and "ml/small-0" in first["pods"]
+    if replaced:
+        (action,) = doc["actions"]
+        assert action["node"] == first["name"] and action["replacement"] == "g6.xlarge"
+        assert "ml/small-0" in action["pods"]
+    else:
+        assert doc["actions"] == []
+        assert [n["name"] for n in doc["nodes"]] == [first["name"]]
+    assert [p["pod"] for p in doc["placements"]] == ["ml/small-0"]
 
 
 # Bad input -----------------------------------------------------------------------------------------------------
