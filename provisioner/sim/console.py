@@ -114,6 +114,9 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
     table.add_column("$/h before", justify="right")
     table.add_column("Nodes", justify="right")
     table.add_column("What happens")
+    table.add_row(
+        "0s", _money(0), str(len(loaded.nodes)), f"the scenario's documents: {len(loaded.pods)} pending pods"
+    )
     for s in doc["timeline"]:
         table.add_row(s["at"], _money(s["costPerHourBefore"]), str(s["nodesBefore"]), escape(s["do"]))
     table.add_row("end", _money(doc["costPerHour"]), str(len(doc["nodes"])), "")
@@ -172,6 +175,7 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
     saved = sum(a["savingsPerHour"] for a in doc["actions"])
     console.print(
         f"[bold]{len(doc['nodes'])} nodes[/bold] at the end, [bold]{_money(doc['costPerHour'])}[/bold]; "
+        f"the run's nodes cost [bold]${doc['cost']:,.2f}[/bold] over {doc['duration']}; "
         f"disruption saved {_money(saved)} in {len(doc['actions'])} actions; "
         f"{len(doc['unschedulable'])} pods pending at the end"
     )

@@ -3,7 +3,8 @@ timeline scenario, and the scale-down HTML report of the run.
 
 The JSON keeps the static contract's keys (`nodeClaims`, `placements`, `unschedulable`, `costPerHour`),
 read over the whole run: every NodeClaim launched, where each pod is at the end, the pods still pending
-at the end, the $/h of the nodes alive at the end. It adds `actions` (the ledger rows, one per node
+at the end, the $/h of the nodes alive at the end. It adds `cost` (the $ the run's nodes cost, launch
+to deletion), `actions` (the ledger rows, one per node
 removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`), `timeline` (each step
 with the $/h just before it) and `events` (what the controllers said: fallbacks, interruptions, failed
 launches, abandoned disruptions). Lists are in a fixed order, so equal runs print equal documents.
@@ -83,6 +84,14 @@ def to_json(result: RunResult) -> dict[str, Any]:
         ),
         "unschedulable": [{"pod": key, "reasons": unschedulable_reasons.get(key, [])} for key in pending],
         "costPerHour": round(sum(n["pricePerHour"] for n in alive), 6),
+        "cost": round(
+            sum(
+                r.price * ((r.deleted or result.end) - r.launched).total_seconds() / 3600
+                for r in launched
+                if r.launched is not None
+            ),
+            2,
+        ),
         "actions": [
             {
                 "time": isoformat(a.time),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +314,13 @@ def test_a_job_with_a_run_time_finishes_by_itself_and_its_node_goes(tmp_path: Pa
         and "2026-03-02T00:45:00Z" < removed["time"] < "2026-03-02T01:15:00Z"
     )
     assert doc["placements"] == [] and doc["nodes"] == [] and doc["timeline"] == []
+    (claim,) = doc["nodeClaims"]
+    hours = (
+        datetime.fromisoformat(claim["deletedAt"].replace("Z", "+00:00"))
+        - datetime.fromisoformat(claim["launchedAt"].replace("Z", "+00:00"))
+    ).total_seconds() / 3600
+    assert 0.75 < hours < 1.25
+    assert doc["cost"] == pytest.approx(claim["pricePerHour"] * hours, abs=0.01)
 
 
 def test_existing_nodes_take_what_fits_and_new_capacity_comes_for_the_rest(tmp_path: Path) -> None:
