@@ -224,18 +224,31 @@ def load(loaded: LoadedScenario) -> Timeline | None:
 
     # A delete must name something in the scenario or applied by a step at or before its time (steps
     # may be listed out of time order).
+    # An apply must not name a workload that exists then (its pods would replace the running ones):
+    # deletes of a step run before its applies, so delete-then-apply in one step replaces it.
     steps.sort(key=lambda s: (s.at, s.index))
     seen = set(workloads)
+    alive = {w for w in workloads if w[0] != "Pod"}
     for step in steps:
-        seen.update(step.workloads)
         seen.update(step.pod_keys)
         for j, ref in enumerate(step.delete):
-            if (ref.kind, ref.namespace, ref.name) not in seen:
+            key = (ref.kind, ref.namespace, ref.name)
+            if key not in seen and key not in step.workloads:
                 add(
                     f"{ref.kind} {ref.namespace}/{ref.name} is not in the scenario nor applied by an "
                     "earlier step",
                     ("spec", "timeline", step.index, "delete", j),
                 )
+            alive.discard(key)
+        for j, key in enumerate(step.workloads):
+            if key[0] != "Pod" and key in alive:
+                add(
+                    f"{key[0]} {key[1]}/{key[2]} already exists at {durations.format_duration(step.at)}; "
+                    "delete it in this step or an earlier one to replace it",
+                    ("spec", "timeline", step.index, "apply", j, "metadata", "name"),
+                )
+            alive.add(key)
+        seen.update(step.workloads)
     if problems:
         raise ScenarioError(problems)
     last = max((s.at for s in steps), default=timedelta(0))

@@ -473,6 +473,12 @@ def test_a_do_not_disrupt_pod_keeps_its_underused_node(
             id="bad-run-time",
         ),
         pytest.param(
+            "    - at: 1h\n      apply:\n        - kind: Deployment\n          metadata: {name: chat, namespace: ml}\n"
+            "          spec: {template: {spec: {containers: [{name: c}]}}}\n",
+            "spec.timeline[0].apply[0].metadata.name: Deployment ml/chat already exists at 1h; delete it",
+            id="apply-existing",
+        ),
+        pytest.param(
             "    - at: 1h\n",
             "spec.timeline[0]: a step needs at least one of apply, delete, unavailable, available, interrupt",
             id="empty-step",
