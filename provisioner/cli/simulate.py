@@ -162,8 +162,9 @@ def simulate(
 ) -> None:
     """Decide which nodes to launch for a scenario's pending pods, and say why for the rest.
 
-    A scenario with `spec.timeline` runs the controllers over virtual time instead (launches, stockouts,
-    interruptions, consolidation) and prints what happened, with the disruption ledger's rows.
+    A scenario with `spec.timeline` (or `spec.duration`) runs the controllers over virtual time instead
+    (launches, stockouts, interruptions, consolidation) and prints what happened, with the disruption
+    ledger's rows.
 
     Exit 0 when the scenario ran (unschedulable pods included); exit 1 when it is invalid.
     """
@@ -180,7 +181,10 @@ def simulate(
         console.run(loaded, timeline, as_json=output == Output.JSON, report=report)
         return
     if report is not None:
-        typer.echo(f"{scenario}: --report needs a timeline (spec.timeline) to report on", err=True)
+        typer.echo(
+            f"{scenario}: --report needs a run with time (spec.timeline or spec.duration) to report on",
+            err=True,
+        )
         raise typer.Exit(1)
     results = static.run(loaded)
     if output == Output.JSON:
