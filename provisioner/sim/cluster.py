@@ -131,7 +131,7 @@ class Kubelets:
 
 def fits(pod: Pod, node: Node, used: Mapping[str, int]) -> bool:
     """Whether kube-scheduler would bind the pod to the node: Ready and schedulable, taints tolerated,
-    node selector and required node affinity met, requests within what is left."""
+    node selector, required node affinity and pool list met, requests within what is left."""
     if not node.ready or node.unschedulable or node.deleting:
         return False
     hard = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
@@ -143,36 +143,107 @@ def fits(pod: Pod, node: Node, used: Mapping[str, int]) -> bool:
         all(r.matches(node.labels) for r in term) for term in pod.required_node_terms
     ):
         return False
+    # A pod's pool list (`provisioner.sh/nodepools`) binds it to those pools' nodes, as the scheduler and
+    # the disruption planner assume.
+    if pod.nodepools and node.labels.get(wk.NODEPOOL) not in pod.nodepools:
+        return False
     return quantities.fits(pod.requests, quantities.subtract(node.allocatable, used))
+
+
+def _term_namespaces(pod: Pod, namespaces: tuple[str, ...]) -> set[str]:
+    return set(namespaces) or {pod.namespace}
+
+
+def _matching(pod: Pod, term: Any, others: Sequence[tuple[Pod, Node]]) -> list[tuple[Pod, Node]]:
+    """The bound pods a pod (anti-)affinity term of `pod` selects (its namespaces, its selector)."""
+    spaces = _term_namespaces(pod, term.namespaces)
+    selector = term.label_selector
+    return [
+        (p, n)
+        for p, n in others
+        if p.key != pod.key and p.namespace in spaces and selector is not None and selector.matches(p.labels)
+    ]
+
+
+def topology_ok(pod: Pod, node: Node, placed: Sequence[tuple[Pod, Node]], eligible: Sequence[Node]) -> bool:
+    """Required pod affinity and anti-affinity, and DoNotSchedule topology spread, as kube-scheduler
+    checks them for the incoming pod (`placed`: every bound pod with its node; `eligible`: the nodes the
+    pod's node selector and affinity allow, for spread domains). The symmetric check (an existing pod's
+    anti-affinity against the incoming one) is left out."""
+    for term in pod.anti_affinity_required:
+        domain = node.labels.get(term.topology_key)
+        if domain is not None and any(
+            n.labels.get(term.topology_key) == domain for _, n in _matching(pod, term, placed)
+        ):
+            return False
+    for term in pod.affinity_required:
+        matches = _matching(pod, term, placed)
+        domain = node.labels.get(term.topology_key)
+        if not matches:
+            # The first pod of a group that selects itself may go anywhere (kube-scheduler's rule).
+            if term.label_selector is not None and term.label_selector.matches(pod.labels):
+                continue
+            return False
+        if domain is None or not any(n.labels.get(term.topology_key) == domain for _, n in matches):
+            return False
+    for spread in pod.topology_spread:
+        if spread.when_unsatisfiable != "DoNotSchedule" or spread.label_selector is None:
+            continue
+        key = spread.topology_key
+        domain = node.labels.get(key)
+        if domain is None:
+            return False
+        counts = {n.labels[key]: 0 for n in eligible if key in n.labels}
+        for p, n in placed:
+            value = n.labels.get(key)
+            if value in counts and p.namespace == pod.namespace and spread.label_selector.matches(p.labels):
+                counts[value] += 1
+        if counts.get(domain, 0) + 1 - min(counts.values(), default=0) > spread.max_skew:
+            return False
+    return True
+
+
+def _node_allows(pod: Pod, node: Node) -> bool:
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    return not pod.required_node_terms or any(
+        all(r.matches(node.labels) for r in term) for term in pod.required_node_terms
+    )
 
 
 @dataclasses.dataclass
 class Binder:
     """kube-scheduler, simply: each pending pod (in name order) goes to the fitting node with the least
-    room left (kube-scheduler's MostAllocated scoring, which keeps nodes packed and the rest emptying); a
-    pod that fits nowhere is marked PodScheduled=False/Unschedulable, which is what the provisioner
-    watches for."""
+    room left (kube-scheduler's MostAllocated scoring, which keeps nodes packed and the rest emptying),
+    within its required pod (anti-)affinity and DoNotSchedule spread; a pod that fits nowhere is marked
+    PodScheduled=False/Unschedulable, which is what the provisioner watches for."""
 
     cluster: SimCluster
 
     def sync(self) -> int:
         state = self.cluster.state
         used: dict[str, dict[str, int]] = {}
+        placed: list[tuple[Pod, Node]] = []
         for p in state.pods.values():
             if p.node_name and not p.is_terminal:
                 used[p.node_name] = quantities.add(used.get(p.node_name, {}), p.requests)
+                if p.node_name in state.nodes:
+                    placed.append((p, state.nodes[p.node_name]))
         nodes = [state.nodes[n] for n in sorted(state.nodes)]
         bound = 0
         for pod in sorted(state.pods.values(), key=lambda p: p.key):
             if pod.node_name or pod.deleting or pod.is_terminal:
                 continue
+            topology = bool(pod.anti_affinity_required or pod.affinity_required or pod.topology_spread)
+            eligible = [n for n in nodes if _node_allows(pod, n)] if topology else []
             best: tuple[int, str] | None = None
             for node in nodes:
                 if not fits(pod, node, used.get(node.name, {})):
                     continue
+                if topology and not topology_ok(pod, node, placed, eligible):
+                    continue
                 left = quantities.subtract(node.allocatable, used.get(node.name, {}))
-                score = (left.get(wk.GPU_RESOURCE, 0), left.get(quantities.CPU, 0))
-                key = (score[0] * 10**9 + score[1], node.name)
+                key = (left.get(wk.GPU_RESOURCE, 0) * 10**9 + left.get(quantities.CPU, 0), node.name)
                 if best is None or key < best:
                     best = key
             if best is not None:
@@ -188,6 +259,7 @@ class Binder:
                     },
                 )
                 used[target] = quantities.add(used.get(target, {}), pod.requests)
+                placed.append((pod, state.nodes[target]))
                 bound += 1
             elif not pod.unschedulable:
                 self.cluster.patch_pod(

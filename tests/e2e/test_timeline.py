@@ -551,6 +551,52 @@ def test_the_binder_fills_the_fullest_node_that_fits_and_marks_the_rest_unschedu
     assert pods["default/c-huge"].node_name is None and pods["default/c-huge"].unschedulable
 
 
+def test_the_binder_keeps_required_anti_affinity_and_zone_spread() -> None:
+    from provisioner.clock import VirtualClock
+    from provisioner.sim.cluster import Binder, SimCluster
+    from provisioner.state import ClusterState
+
+    state = ClusterState()
+    cluster = SimCluster(state, VirtualClock())
+    for name, zone in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        node = _node(name, cpu="16")
+        node["metadata"]["labels"]["topology.kubernetes.io/zone"] = zone
+        cluster.create("Node", node)
+    for i in range(3):
+        apart = _pod(f"api-{i}", cpu="1")
+        apart["metadata"]["labels"] = {"app": "api"}
+        apart["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "api"}},
+                    }
+                ]
+            }
+        }
+        cluster.create("Pod", apart)
+    for i in range(4):
+        spread = _pod(f"web-{i}", cpu="1")
+        spread["metadata"]["labels"] = {"app": "web"}
+        spread["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+        cluster.create("Pod", spread)
+    assert Binder(cluster).sync() == 7
+    api_nodes = {state.pods[f"default/api-{i}"].node_name for i in range(3)}
+    assert api_nodes == {"a1", "a2", "b1"}
+    zones = [
+        state.nodes[state.pods[f"default/web-{i}"].node_name].labels["topology.kubernetes.io/zone"]
+        for i in range(4)
+    ]
+    assert sorted(zones) == ["a", "a", "b", "b"]
+
+
 def test_workloads_recreate_evicted_pods_of_a_controller_but_not_bare_pods() -> None:
     from provisioner.clock import VirtualClock
     from provisioner.sim.cluster import SimCluster, Workloads
