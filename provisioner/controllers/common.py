@@ -3,7 +3,6 @@ status dicts, and the annotation keys the controllers write for each other."""
 
 from __future__ import annotations
 
-import secrets
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -177,12 +176,13 @@ def extended_resources(requests: Mapping[str, str]) -> list[str]:
     return sorted(k for k in requests if k not in builtin and "/" in k)
 
 
-def build_nodeclaim(new: NewClaim, state: ClusterState | Snapshot) -> NodeClaim:
-    """The NodeClaim for a scheduler decision, as provisioning and disruption both write it: a unique name
-    in the pool, the drift hashes, and the offering the scheduler planned (the launch may still fall back)."""
+def build_nodeclaim(new: NewClaim, state: ClusterState | Snapshot, *, suffix: str) -> NodeClaim:
+    """The NodeClaim for a scheduler decision, as provisioning and disruption both write it: named
+    `POOL-SUFFIX`, with the drift hashes and the offering the scheduler planned (the launch may still
+    fall back)."""
     ref = new.nodepool.spec.template.spec.node_class_ref
     claim = new.to_nodeclaim(
-        f"{new.nodepool.name}-{secrets.token_hex(3)}", node_class=node_class_of(state, ref.kind, ref.name)
+        f"{new.nodepool.name}-{suffix}", node_class=node_class_of(state, ref.kind, ref.name)
     )
     claim.metadata.annotations[PLANNED_OFFERING] = (
         f"{new.instance_type.name}/{new.offering.zone}/{new.offering.capacity_type}"

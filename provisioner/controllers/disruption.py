@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -251,7 +250,7 @@ class DisruptionController:
                 continue
 
     def _execute(self, command: Command, now: datetime) -> None:
-        ident = f"{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+        ident = f"{now:%Y%m%dT%H%M%S}-{self.settings.name_suffix()}"
         active = _Active(
             id=ident,
             command=command,
@@ -276,7 +275,7 @@ class DisruptionController:
                 ),
             )
         for new in command.replacements:
-            claim = build_nodeclaim(new, self.state)
+            claim = build_nodeclaim(new, self.state, suffix=self.settings.name_suffix())
             name = claim.name
             try:
                 self.cluster.create_nodeclaim(claim)

@@ -184,7 +184,7 @@ class ProvisioningController(Reconciler):
         return results
 
     def _create_claim(self, new: Any, now: datetime) -> None:
-        claim = build_nodeclaim(new, self.state)
+        claim = build_nodeclaim(new, self.state, suffix=self.settings.name_suffix())
         name = claim.name
         try:
             self.cluster.create_nodeclaim(claim)

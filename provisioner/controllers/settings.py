@@ -3,6 +3,8 @@ feature overlaps. `provisioner run` fills them from flags and environment."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -38,4 +40,7 @@ class Settings:
     max_launch_attempts: int = 10
     """Capacity errors tolerated per claim before giving up on all its options at once."""
     event_namespace: str = "default"
+    name_suffix: Callable[[], str] = field(default=lambda: secrets.token_hex(3), compare=False)
+    """Makes the suffix of every name the controllers invent (NodeClaims, disruption commands). Random in
+    production; the simulator passes a counter so a scenario gives the same names every run."""
     extra: dict[str, str] = field(default_factory=dict)

@@ -6,19 +6,15 @@ interrupts nodes.
 
 Time moves in ticks (15 s by default). When nothing has changed for a minute and nothing is in flight,
 the clock jumps (5 min at most, never past the next step), so an idle afternoon costs a few ticks. The
-same scenario gives the same output every run: claim names and command ids are drawn from a counter
-while the run lasts (see `deterministic_names`), and every stand-in walks objects in name order.
+same scenario gives the same output every run: claim names and command ids come from a counter
+(`counting_names`, the controllers' `name_suffix`), and every stand-in walks objects in name order.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import itertools
 import logging
-import secrets
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,38 +57,12 @@ IDLE_JUMP = timedelta(minutes=5)
 QUIET_TICKS = 4
 """Ticks without any change (and nothing in flight) before the clock starts jumping."""
 
-_NAMED_BY = "provisioner.controllers"
-"""The package whose modules name what they create with `secrets.token_hex`."""
 
-
-class _CountingSecrets:
-    """Stands in for the `secrets` module inside the controllers during a run: `token_hex(n)` counts."""
-
-    def __init__(self) -> None:
-        self._next = itertools.count(1)
-
-    def token_hex(self, nbytes: int = 3) -> str:
-        return f"{next(self._next):0{2 * nbytes}x}"
-
-
-@contextlib.contextmanager
-def deterministic_names() -> Iterator[None]:
-    """While the run lasts, the controllers' random name suffixes come from a counter, so claim names
-    (and with them node names, provider ids and every ordering by name) repeat from run to run. The
-    controllers own their naming; this only swaps their source of randomness, and puts it back after."""
-    saved: list[tuple[Any, Any]] = []
-    counter = _CountingSecrets()
-    importlib.import_module(f"{_NAMED_BY}.manager")  # every controller module is loaded by now
-    for name, module in sorted(sys.modules.items()):
-        if not name.startswith(f"{_NAMED_BY}.") or getattr(module, "secrets", None) is not secrets:
-            continue
-        saved.append((module, module.secrets))
-        module.secrets = counter
-    try:
-        yield
-    finally:
-        for module, original in saved:
-            module.secrets = original
+def counting_names() -> Callable[[], str]:
+    """Name suffixes from a counter (`000001`, `000002`, ...): the controllers' `name_suffix` in a run, so
+    claim names (and with them node names, provider ids and every ordering by name) repeat run to run."""
+    counter = itertools.count(1)
+    return lambda: f"{next(counter):06x}"
 
 
 @dataclass
@@ -171,10 +141,6 @@ class Runner:
         self.idle_jump = idle_jump
         self.progress = progress or (lambda _elapsed: None)
 
-    def run(self) -> RunResult:
-        with deterministic_names():
-            return self._run()
-
     # ---- setting up --------------------------------------------------------------------------------
 
     def _build(self) -> None:
@@ -216,7 +182,7 @@ class Runner:
             cluster=self.cluster,
             providers=ProviderSet.single(provider),
             clock=self.clock,
-            settings=Settings(cluster_name="sim"),
+            settings=Settings(cluster_name="sim", name_suffix=counting_names()),
             metrics=Metrics(CollectorRegistry()),
             disruption=True,
         )
@@ -240,7 +206,7 @@ class Runner:
 
     # ---- the loop ----------------------------------------------------------------------------------
 
-    def _run(self) -> RunResult:
+    def run(self) -> RunResult:
         self._build()
         end = START + self.timeline.duration
         steps = list(self.timeline.steps)

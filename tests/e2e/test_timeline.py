@@ -616,25 +616,11 @@ def test_workloads_recreate_evicted_pods_of_a_controller_but_not_bare_pods() -> 
     assert state.pods["default/web-0"].node_name is None
 
 
-def test_counting_names_last_only_while_the_run_does() -> None:
-    import secrets
-    import sys
+def test_counting_names_count_per_run() -> None:
+    from provisioner.sim.runner import counting_names
 
-    from provisioner.sim.runner import deterministic_names
-
-    def namers() -> list[Any]:
-        return [
-            m
-            for n, m in sorted(sys.modules.items())
-            if n.startswith("provisioner.controllers.") and hasattr(m, "secrets")
-        ]
-
-    with deterministic_names():
-        swapped = namers()
-        assert swapped, "no controller module names things with secrets any more"
-        assert [m.secrets.token_hex(3) for m in swapped[:1]] == ["000001"]
-        assert swapped[0].secrets.token_hex(3) == "000002"
-    assert all(m.secrets is secrets for m in namers())
+    first, second = counting_names(), counting_names()
+    assert [first(), first(), second()] == ["000001", "000002", "000001"]
 
 
 def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path) -> None:
