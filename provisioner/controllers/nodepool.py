@@ -75,10 +75,12 @@ class NodePoolStatusController:
                 message=why,
                 now=now,
             )
-            status: dict[str, Any] = {"resources": resources, "conditions": conds}
             old = pool.status.model_dump(by_alias=True, exclude_none=True, mode="json") if pool.status else {}
             if old.get("resources") == resources and _same(old.get("conditions") or [], conds):
                 continue
+            # A merge patch only adds and replaces keys: resources the pool no longer has are sent as null.
+            gone: dict[str, Any] = {k: None for k in old.get("resources") or {} if k not in resources}
+            status: dict[str, Any] = {"resources": {**gone, **resources}, "conditions": conds}
             try:
                 self.cluster.patch_nodepool_status(pool.name, status)
             except ClusterError as err:

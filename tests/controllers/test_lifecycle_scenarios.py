@@ -139,3 +139,16 @@ def test_a_pool_without_its_node_class_is_not_ready(make_world):
     conditions = {c.type: (c.status.value, c.message) for c in w.state.nodepools["gpu"].status.conditions}
     assert conditions["Ready"][0] == "False"
     assert "AWSNodeClass missing not found" in conditions["NodeClassReady"][1]
+
+
+def test_nodepool_status_drops_resources_the_pool_no_longer_has(make_world):
+    w = make_world()
+    pool = node_pool("gpu")
+    # As left behind by an earlier run: one 8-GPU node that is gone now.
+    pool["status"] = {"resources": {"nodes": "1", "cpu": "96", "nvidia.com/gpu": "8"}}
+    w.apply(node_class(), pool)
+    w.tick()
+    resources = w.state.nodepools["gpu"].status.resources
+    assert "nvidia.com/gpu" not in resources and "cpu" not in resources, resources
+    w.tick()
+    assert w.state.nodepools["gpu"].status.resources == resources
