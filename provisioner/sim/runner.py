@@ -197,6 +197,8 @@ class Runner:
             self.state.upsert("NodePool", pool.to_dict())
         for ns, labels in sorted(loaded.namespaces.items()):
             self.state.upsert("Namespace", {"metadata": {"name": ns, "labels": dict(labels)}})
+        for pdb in loaded.pdb_documents:
+            self.state.upsert("PodDisruptionBudget", pdb)
         for ds in loaded.daemonsets:
             self.state.upsert("DaemonSet", daemonset_doc(ds))
         for node in loaded.nodes:

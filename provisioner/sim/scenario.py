@@ -13,6 +13,7 @@ later timeline (`spec.duration`, `spec.timeline`) only extends the `ScenarioSpec
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +29,12 @@ from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.state.cluster import Snapshot, StateNode
-from provisioner.state.objects import DaemonSet, Node, Pod, tolerates_all
+from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
 
 SCENARIO_API_VERSION = "provisioner.sh/v1alpha1"
 CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
-OTHER_KINDS = ("Node", "DaemonSet", "Namespace")
+OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget")
 OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass")
 ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS)
 MAX_REPLICAS = 100_000
@@ -153,6 +154,12 @@ class LoadedScenario:
     region: str = ""
     document: YamlDocument | None = None
     """The Scenario document as read (its lines locate timeline problems)."""
+    pdb_documents: list[dict[str, Any]] = field(default_factory=list)
+    """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
+
+    @property
+    def pdbs(self) -> list[PodDisruptionBudget]:
+        return [PodDisruptionBudget.from_dict(d) for d in self.pdb_documents]
 
     def snapshot(self) -> Snapshot:
         nodes = tuple(
@@ -162,6 +169,7 @@ class LoadedScenario:
             nodes=nodes,
             pending_pods=tuple(sorted(self.pods, key=lambda p: p.key)),
             daemonsets=tuple(self.daemonsets),
+            pdbs=tuple(self.pdbs),
             nodepools=tuple(self.nodepools),
             nodeclasses=dict(self.nodeclasses),
             namespaces={k: dict(v) for k, v in self.namespaces.items()},
@@ -218,6 +226,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     pods: list[Pod] = []
     nodes: list[Node] = []
     daemonsets: list[DaemonSet] = []
+    pdb_documents: list[dict[str, Any]] = []
     namespaces: dict[str, dict[str, str]] = {}
     seen: dict[tuple[str, str], YamlDocument] = {}
 
@@ -261,7 +270,16 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             elif isinstance(obj, AWSNodeClass | GCPNodeClass):
                 nodeclasses[(obj.kind, obj.name)] = obj
         else:
-            _load_kube(doc, kind, out, pods=pods, nodes=nodes, daemonsets=daemonsets, namespaces=namespaces)
+            _load_kube(
+                doc,
+                kind,
+                out,
+                pods=pods,
+                nodes=nodes,
+                daemonsets=daemonsets,
+                pdb_documents=pdb_documents,
+                namespaces=namespaces,
+            )
 
     if not scenarios and not out.problems:
         out.problems.append(
@@ -373,6 +391,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         nodes=nodes,
         bound=bound,
         daemonsets=daemonsets,
+        pdb_documents=pdb_documents,
         namespaces=namespaces,
         instance_types=per_pool,
         catalog_types=types,
@@ -561,6 +580,7 @@ def _load_kube(
     pods: list[Pod],
     nodes: list[Node],
     daemonsets: list[DaemonSet],
+    pdb_documents: list[dict[str, Any]],
     namespaces: dict[str, dict[str, str]],
 ) -> None:
     data = doc.data
@@ -577,6 +597,9 @@ def _load_kube(
                 doc, out, meta, ("metadata",)
             ):
                 pods.append(Pod.from_dict(data))
+        elif kind == "PodDisruptionBudget":
+            if _check_pdb(doc, out, data.get("spec")):
+                pdb_documents.append(data)
         elif kind == "DaemonSet":
             found = _pod_template(doc, out, data, kind)
             if found and _check_pod_spec(doc, out, found[1]["spec"], ("spec", "template", "spec")):
@@ -618,3 +641,26 @@ def _load_kube(
                 pods.append(Pod.from_dict(pod_doc))
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         out.add(doc, f"cannot read this {kind}: {err}")
+
+
+def _check_pdb(doc: YamlDocument, out: _Collector, spec: Any) -> bool:
+    """A PDB needs a selector and exactly one of minAvailable and maxUnavailable (a count or a percent)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("selector"), dict):
+        out.add(doc, "a PodDisruptionBudget needs spec.selector (matchLabels or matchExpressions)", ("spec",))
+        return False
+    given = [k for k in ("minAvailable", "maxUnavailable") if k in spec]
+    if len(given) != 1:
+        out.add(doc, "give exactly one of spec.minAvailable and spec.maxUnavailable", ("spec",))
+        return False
+    value = spec[given[0]]
+    if isinstance(value, bool) or not (
+        (isinstance(value, int) and value >= 0)
+        or (isinstance(value, str) and re.fullmatch(r"(100|\d{1,2})%", value))
+    ):
+        out.add(
+            doc,
+            f"{given[0]} must be a count >= 0 or a percent such as 50%, got {value!r}",
+            ("spec", given[0]),
+        )
+        return False
+    return True

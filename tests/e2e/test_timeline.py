@@ -394,12 +394,27 @@ spec:
     assert claim["pods"] == ["web/big"] and placed["web/big"] == claim["name"]  # daemon pods are not listed
 
 
+PDB_NONE_MAY_GO = """\
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: small, namespace: ml}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: small}}
+"""
+
+
 @pytest.mark.parametrize(
-    ("annotation", "replaced"),
-    [pytest.param("", True, id="consolidated"), pytest.param("true", False, id="do-not-disrupt")],
+    ("annotation", "pdb", "replaced"),
+    [
+        pytest.param("", "", True, id="consolidated"),
+        pytest.param("true", "", False, id="do-not-disrupt"),
+        pytest.param("", PDB_NONE_MAY_GO, False, id="pdb-allows-none"),
+    ],
 )
-def test_a_do_not_disrupt_pod_keeps_its_underused_node(
-    tmp_path: Path, annotation: str, replaced: bool
+def test_a_do_not_disrupt_pod_or_a_pdb_keeps_its_underused_node(
+    tmp_path: Path, annotation: str, pdb: str, replaced: bool
 ) -> None:
     text = scenario(
         duration="2h",
@@ -416,7 +431,7 @@ def test_a_do_not_disrupt_pod_keeps_its_underused_node(
             "      labels: {app: small}\n",
             f"      labels: {{app: small}}\n      annotations: {{provisioner.sh/do-not-disrupt: '{annotation}'}}\n",
         )
-    doc = run_json(write(tmp_path, text + small))
+    doc = run_json(write(tmp_path, text + small + pdb))
     (first,) = [c for c in doc["nodeClaims"] if c["launchedAt"] < "2026-03-02T00:05:00Z"]
     assert first["instanceType"] == "g6.12xlarge" and "ml/small-0" in first["pods"]
     if replaced:
@@ -477,6 +492,13 @@ def test_a_do_not_disrupt_pod_keeps_its_underused_node(
             "          spec: {template: {spec: {containers: [{name: c}]}}}\n",
             "spec.timeline[0].apply[0].metadata.name: Deployment ml/chat already exists at 1h; delete it",
             id="apply-existing",
+        ),
+        pytest.param(
+            "    - at: 1h\n      delete:\n        - {kind: Deployment, namespace: ml, name: chat}\n"
+            "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: chat, namespace: ml}\n"
+            "spec: {minAvailable: 1, maxUnavailable: 1, selector: {matchLabels: {app: chat}}}\n",
+            "PodDisruptionBudget/chat: spec: give exactly one of spec.minAvailable and spec.maxUnavailable",
+            id="pdb-both-bounds",
         ),
         pytest.param(
             "    - at: 1h\n",
