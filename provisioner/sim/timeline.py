@@ -205,7 +205,9 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             sub = _sub_document(doc, path, manifest) if doc is not None else YamlDocument(manifest, 1)
             collector = scenario_._Collector()
             pods: list[Pod] = []
-            scenario_._load_kube(sub, kind, collector, pods=pods, nodes=[], daemonsets=[], namespaces={})
+            scenario_._load_kube(
+                sub, kind, collector, pods=pods, nodes=[], daemonsets=[], pdb_documents=[], namespaces={}
+            )
             for problem in collector.problems:
                 problems.append(
                     Problem(
