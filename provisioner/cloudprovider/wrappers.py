@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import random
 import time
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -159,15 +160,15 @@ class _Metrics:
         )
 
 
-# One set of collectors per registry: prometheus-client refuses to register a name twice.
-_METRICS: dict[int, _Metrics] = {}
+# One set of collectors per registry: prometheus-client refuses to register a name twice. Keyed weakly by
+# the registry itself: an id() would be reused by a new registry once an old one is collected.
+_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = weakref.WeakKeyDictionary()
 
 
 def _metrics_for(registry: CollectorRegistry) -> _Metrics:
-    key = id(registry)
-    if key not in _METRICS:
-        _METRICS[key] = _Metrics(registry)
-    return _METRICS[key]
+    if registry not in _METRICS:
+        _METRICS[registry] = _Metrics(registry)
+    return _METRICS[registry]
 
 
 def launch_failure_reason(err: BaseException) -> str:

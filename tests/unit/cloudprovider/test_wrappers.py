@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -195,6 +196,24 @@ def test_two_metrics_wrappers_share_one_registry() -> None:
         )
         == 2
     )
+
+
+def test_a_new_registry_never_inherits_the_collectors_of_a_collected_one() -> None:
+    # CPython reuses the address (the id) of a collected object: a cache keyed by id would hand the new
+    # registry the old one's collectors, and its samples would go nowhere.
+    for _ in range(20):
+        registry = CollectorRegistry()
+        MetricsProvider(FakeProvider(), registry).list()
+        calls = sample(
+            registry,
+            "provisioner_cloudprovider_calls_total",
+            provider="fake",
+            method="list",
+            outcome="success",
+        )
+        assert calls == 1
+        del registry
+        gc.collect()
 
 
 # --- the unavailable-offerings cache around create --------------------------------------------------------
