@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api import AWSNodeClass, NodeClaim, Operator
+from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import BlockDeviceMapping
 from provisioner.api.quantities import to_base_units
@@ -91,31 +91,12 @@ def image_key(it: InstanceType, available: set[str]) -> str | None:
     return arch if arch in available else None
 
 
-def allowed_values(claim: NodeClaim, key: str) -> tuple[set[str] | None, set[str]]:
-    """(In values or None when unconstrained, NotIn values) of the claim's requirements on `key`."""
-    allowed: set[str] | None = None
-    excluded: set[str] = set()
-    for req in claim.spec.requirements:
-        if req.key != key:
-            continue
-        if req.operator == Operator.IN:
-            allowed = set(req.values) if allowed is None else allowed & set(req.values)
-        elif req.operator == Operator.NOT_IN:
-            excluded |= set(req.values)
-    return allowed, excluded
-
-
 def capacity_types_of(claim: NodeClaim) -> set[str]:
     """The capacity types the claim allows; on-demand when it says nothing (as Karpenter does)."""
-    allowed, excluded = allowed_values(claim, wk.CAPACITY_TYPE)
+    allowed, excluded = claim.allowed_values(wk.CAPACITY_TYPE)
     if allowed is None:
         allowed = {ON_DEMAND}
     return (allowed - excluded) & {SPOT, ON_DEMAND}
-
-
-def zone_allowed(claim_zones: tuple[set[str] | None, set[str]], zone: str) -> bool:
-    allowed, excluded = claim_zones
-    return (allowed is None or zone in allowed) and zone not in excluded
 
 
 def pick_subnets(subnets: list[Subnet]) -> dict[str, Subnet]:
@@ -143,7 +124,6 @@ def candidates(
     by_name = {it.name: it for it in instance_types}
     names = [n for n in options if n in by_name] if options else [it.name for it in instance_types]
     capacity_types = capacity_types_of(claim)
-    claim_zones = allowed_values(claim, wk.ZONE)
     zone_subnets = pick_subnets(subnets)
     out: list[Candidate] = []
     unavailable: list[OfferingKey] = []
@@ -155,7 +135,7 @@ def candidates(
         for o in it.offerings:
             if o.capacity_type not in capacity_types or o.zone not in zone_subnets:
                 continue
-            if not zone_allowed(claim_zones, o.zone):
+            if not claim.admits(wk.ZONE, o.zone):
                 continue
             if not o.available:
                 unavailable.append(OfferingKey(name, o.zone, o.capacity_type))

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from provisioner.api import labels
-from provisioner.api.common import Operator
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog as catalog_
@@ -313,8 +312,6 @@ class FakeProvider:
         self, claim: NodeClaim, instance_types: builtins.list[InstanceType]
     ) -> builtins.list[tuple[InstanceType, Offering]]:
         options = set(claim.instance_type_options())
-        zones = _allowed(claim, labels.ZONE)
-        capacity_types = _allowed(claim, labels.CAPACITY_TYPE)
         ranked: builtins.list[tuple[tuple[int, float, int, str], InstanceType, Offering]] = []
         for index, instance_type in enumerate(instance_types):
             if options and instance_type.name not in options:
@@ -323,7 +320,9 @@ class FakeProvider:
                 # An offering the caller already flagged unavailable (its cache) is not tried again.
                 if not offering.available:
                     continue
-                if not _admits(zones, offering.zone) or not _admits(capacity_types, offering.capacity_type):
+                if not claim.admits(labels.ZONE, offering.zone):
+                    continue
+                if not claim.admits(labels.CAPACITY_TYPE, offering.capacity_type):
                     continue
                 rank = _CAPACITY_TYPE_ORDER.get(offering.capacity_type, 3)
                 ranked.append(((rank, offering.price, index, offering.zone), instance_type, offering))
@@ -364,39 +363,3 @@ class FakeProvider:
         self._by_claim[claim.name] = provider_id
         self.launched_total += 1
         return instance
-
-
-@dataclass(frozen=True, slots=True)
-class _Allowed:
-    include: frozenset[str] | None
-    exclude: frozenset[str]
-    must_not_exist: bool = False
-
-
-def _allowed(claim: NodeClaim, key: str) -> _Allowed:
-    """The values a claim's requirements allow for one label (In narrows, NotIn excludes)."""
-    include: set[str] | None = None
-    exclude: set[str] = set()
-    must_not_exist = False
-    for req in claim.spec.requirements:
-        if req.key != key:
-            continue
-        if req.operator == Operator.IN:
-            include = set(req.values) if include is None else include & set(req.values)
-        elif req.operator == Operator.NOT_IN:
-            exclude |= set(req.values)
-        elif req.operator == Operator.DOES_NOT_EXIST:
-            must_not_exist = True
-    return _Allowed(
-        include=frozenset(include) if include is not None else None,
-        exclude=frozenset(exclude),
-        must_not_exist=must_not_exist,
-    )
-
-
-def _admits(allowed: _Allowed, value: str) -> bool:
-    if allowed.must_not_exist:
-        return False
-    if allowed.include is not None and value not in allowed.include:
-        return False
-    return value not in allowed.exclude

@@ -39,7 +39,6 @@ from google.cloud import compute_v1
 
 from providers.gcp import errors, machines, naming
 from provisioner.api import labels as wk
-from provisioner.api.common import Operator
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import GCPNodeClass, NodeClass
 from provisioner.cloudprovider import catalog
@@ -391,8 +390,7 @@ class GCPProvider:
         options = claim.instance_type_options()
         by_name = {t.name: t for t in instance_types}
         ordered = [by_name[o] for o in options if o in by_name] if options else builtins.list(instance_types)
-        zones_in, zones_out = _allowed(claim, wk.ZONE)
-        ct_in, ct_out = _allowed(claim, wk.CAPACITY_TYPE)
+        zones_in, zones_out = claim.allowed_values(wk.ZONE)
         if nc.spec.zones:
             zones_in = set(nc.spec.zones) if zones_in is None else zones_in & set(nc.spec.zones)
         unavailable = self._unavailable_now()
@@ -405,7 +403,7 @@ class GCPProvider:
                     continue  # reservations are not modelled on GCP yet
                 if (zones_in is not None and o.zone not in zones_in) or o.zone in zones_out:
                     continue
-                if (ct_in is not None and o.capacity_type not in ct_in) or o.capacity_type in ct_out:
+                if not claim.admits(wk.CAPACITY_TYPE, o.capacity_type):
                     continue
                 if naming.region_of(o.zone) != self.region:
                     continue
@@ -779,22 +777,6 @@ class GCPProvider:
         except NotFound:
             return True
         return inst.labels.get(naming.LABEL_CLUSTER) == self._cluster_label
-
-
-def _allowed(claim: NodeClaim, key: str) -> tuple[set[str] | None, set[str]]:
-    """(values allowed or None for any, values excluded) by the claim's requirements on `key`."""
-    allowed: set[str] | None = None
-    excluded: set[str] = set()
-    for req in claim.spec.requirements:
-        if req.key != key:
-            continue
-        if req.operator == Operator.IN:
-            allowed = set(req.values) if allowed is None else allowed & set(req.values)
-        elif req.operator == Operator.NOT_IN:
-            excluded |= set(req.values)
-        elif req.operator == Operator.DOES_NOT_EXIST:
-            allowed = set()
-    return allowed, excluded
 
 
 def _failure(op: compute_v1.Operation) -> errors.OperationFailure | None:

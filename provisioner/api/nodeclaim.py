@@ -14,6 +14,7 @@ from provisioner.api.common import (
     Model,
     NodeClassReference,
     ObjectMeta,
+    Operator,
     Requirement,
     Taint,
 )
@@ -103,9 +104,30 @@ class NodeClaim(Model):
     def nodepool(self) -> str | None:
         return self.metadata.labels.get(labels.NODEPOOL)
 
+    def allowed_values(self, key: str) -> tuple[set[str] | None, set[str]]:
+        """What the requirements say of one label: (the In values, or None when any value goes; the NotIn
+        values). DoesNotExist allows no value at all."""
+        allowed: set[str] | None = None
+        excluded: set[str] = set()
+        for req in self.spec.requirements:
+            if req.key != key:
+                continue
+            if req.operator == Operator.IN:
+                allowed = set(req.values) if allowed is None else allowed & set(req.values)
+            elif req.operator == Operator.NOT_IN:
+                excluded |= set(req.values)
+            elif req.operator == Operator.DOES_NOT_EXIST:
+                allowed = set()
+        return allowed, excluded
+
+    def admits(self, key: str, value: str) -> bool:
+        """Whether a node with `key=value` satisfies the claim's In, NotIn and DoesNotExist requirements."""
+        allowed, excluded = self.allowed_values(key)
+        return (allowed is None or value in allowed) and value not in excluded
+
     def instance_type_options(self) -> list[str]:
         """The launch options, in the order the scheduler ranked them (cheapest first)."""
         for req in self.spec.requirements:
-            if req.key == labels.INSTANCE_TYPE and req.operator.value == "In":
+            if req.key == labels.INSTANCE_TYPE and req.operator == Operator.IN:
                 return list(req.values)
         return []

@@ -3,23 +3,26 @@ status dicts, and the annotation keys the controllers write for each other."""
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import NodeClaim, quantities
+from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import Condition, ConditionStatus
 from provisioner.api.nodeclass import NodeClass
 from provisioner.clock import isoformat
-from provisioner.cloudprovider import CloudProvider, InstanceType
+from provisioner.cloudprovider import CloudProvider, CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.settings import Settings
 from provisioner.scheduling.results import NewClaim
 from provisioner.state import ClusterState, Snapshot
+
+log = logging.getLogger(__name__)
 
 PLANNED_OFFERING = f"{wk.GROUP}/planned-offering"
 """Claim annotation: the offering the scheduler priced (`type/zone/capacity-type`), so the lifecycle
@@ -200,3 +203,23 @@ class Reconciler:
     providers: ProviderSet
     settings: Settings
     metrics: Metrics
+
+
+def pool_instance_types(
+    providers: ProviderSet, snap: Snapshot, pools: Iterable[NodePool]
+) -> dict[str, list[InstanceType]]:
+    """Pool name -> the types its NodeClass can launch now. A pool whose cloud or NodeClass is missing, or
+    whose cloud cannot answer, gets none (its pods get a reason; the other pools go on)."""
+    out: dict[str, list[InstanceType]] = {}
+    for pool in pools:
+        ref = pool.spec.template.spec.node_class_ref
+        provider = providers.for_kind(ref.kind)
+        node_class = snap.nodeclasses.get((ref.kind, ref.name))
+        out[pool.name] = []
+        if provider is None or node_class is None:
+            continue
+        try:
+            out[pool.name] = list(provider.instance_types(node_class))
+        except CloudProviderError as err:
+            log.warning("pool %s: cannot list instance types: %s", pool.name, err)
+    return out

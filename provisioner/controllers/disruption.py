@@ -27,14 +27,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
 from provisioner.clock import isoformat
-from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet, build_nodeclaim, set_condition
+from provisioner.controllers.common import (
+    DISRUPTION_REASON,
+    ProviderSet,
+    build_nodeclaim,
+    pool_instance_types,
+    set_condition,
+)
 from provisioner.controllers.settings import Settings
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
@@ -178,22 +182,6 @@ class DisruptionController:
 
     # ---- planning ----------------------------------------------------------------------------------
 
-    def _instance_types(self, snap: Snapshot, pools: list[NodePool]) -> dict[str, list[InstanceType]]:
-        out: dict[str, list[InstanceType]] = {}
-        for pool in pools:
-            ref = pool.spec.template.spec.node_class_ref
-            provider = self.providers.for_kind(ref.kind)
-            node_class = snap.nodeclasses.get((ref.kind, ref.name))
-            if provider is None or node_class is None:
-                out[pool.name] = []
-                continue
-            try:
-                out[pool.name] = list(provider.instance_types(node_class))
-            except CloudProviderError as err:
-                log.warning("pool %s: cannot list instance types: %s", pool.name, err)
-                out[pool.name] = []
-        return out
-
     def _plan(self, snap: Snapshot, now: datetime) -> Plan:
         in_flight = {name for a in self.active.values() for name in a.replacements}
         view = dataclasses.replace(
@@ -205,7 +193,7 @@ class DisruptionController:
         result = plan(
             view,
             pools=pools,
-            instance_types=self._instance_types(snap, pools),
+            instance_types=pool_instance_types(self.providers, snap, pools),
             now=now,
             settings=self.disruption.planner,
             solve=self.solve,

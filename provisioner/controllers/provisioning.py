@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import CloudProviderError, InstanceType
+from provisioner.api import quantities
 from provisioner.controllers.cluster import ClusterError
 from provisioner.controllers.common import (
     PLANNED_OFFERING,
     Reconciler,
     build_nodeclaim,
+    pool_instance_types,
     snapshot_of,
 )
 from provisioner.state import Snapshot
@@ -145,25 +145,9 @@ class ProvisioningController(Reconciler):
             self._seen = self._solved
         return results
 
-    def _instance_types(self, snap: Snapshot, pools: Sequence[NodePool]) -> dict[str, list[InstanceType]]:
-        out: dict[str, list[InstanceType]] = {}
-        for pool in pools:
-            ref = pool.spec.template.spec.node_class_ref
-            provider = self.providers.for_kind(ref.kind)
-            node_class = snap.nodeclasses.get((ref.kind, ref.name))
-            if provider is None or node_class is None:
-                out[pool.name] = []
-                continue
-            try:
-                out[pool.name] = list(provider.instance_types(node_class))
-            except CloudProviderError as err:
-                log.warning("pool %s: cannot list instance types: %s", pool.name, err)
-                out[pool.name] = []
-        return out
-
     def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Any:
         pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
-        instance_types = self._instance_types(snap, pools)
+        instance_types = pool_instance_types(self.providers, snap, pools)
         live = schedulable_view(snap)
         started = time.perf_counter()
         results = self.solve(pods, live, pools, instance_types, snap.daemonsets, options=self.solve_options)

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from provisioner.api import AWSNodeClass, GCPNodeClass, NodeClaim, NodePool, durations, labels
 from provisioner.api.common import FieldError, Operator, Requirement, requirement_conflicts
+from provisioner.api.labels import ZONE
 from provisioner.api.nodepool import Budget
 
 
@@ -326,3 +327,43 @@ def test_gcp_node_class_needs_a_project_and_an_image() -> None:
         100,
         "pd-balanced",
     )
+
+
+def _claim_with(*requirements: dict) -> NodeClaim:
+    return NodeClaim.model_validate(
+        {
+            "metadata": {"name": "c"},
+            "spec": {
+                "nodeClassRef": {"kind": "AWSNodeClass", "name": "d"},
+                "requirements": list(requirements),
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("requirements", "admitted", "refused"),
+    [
+        pytest.param([], ["us-east-1a", "anything"], [], id="unconstrained"),
+        pytest.param(
+            [{"key": ZONE, "operator": "In", "values": ["us-east-1a", "us-east-1b"]}],
+            ["us-east-1a"],
+            ["us-east-1c"],
+            id="in",
+        ),
+        pytest.param(
+            [
+                {"key": ZONE, "operator": "In", "values": ["us-east-1a", "us-east-1b"]},
+                {"key": ZONE, "operator": "NotIn", "values": ["us-east-1a"]},
+            ],
+            ["us-east-1b"],
+            ["us-east-1a"],
+            id="in-minus-notin",
+        ),
+        pytest.param([{"key": ZONE, "operator": "DoesNotExist"}], [], ["us-east-1a"], id="does-not-exist"),
+    ],
+)
+def test_a_claim_admits_exactly_the_values_its_requirements_allow(requirements, admitted, refused) -> None:
+    claim = _claim_with(*requirements)
+    assert all(claim.admits(ZONE, v) for v in admitted)
+    assert not any(claim.admits(ZONE, v) for v in refused)
