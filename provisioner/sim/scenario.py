@@ -181,6 +181,10 @@ class LoadedScenario:
         return next((p for p in self.pods if p.namespace == namespace and p.name == name), None)
 
 
+_CATALOG_NODECLASS_KIND = {"aws": "AWSNodeClass", "gcp": "GCPNodeClass"}
+"""The NodeClass kind a cloud catalog launches with (karpenter-benchmark takes either)."""
+
+
 class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
@@ -337,6 +341,19 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             )
             for t in types
         ]
+
+    cloud_kind = _CATALOG_NODECLASS_KIND.get(spec.catalog)
+    for pool, doc in nodepools:
+        ref = pool.spec.template.spec.node_class_ref
+        if cloud_kind is not None and ref.kind != cloud_kind:
+            out.add(
+                doc,
+                f"kind {ref.kind!r} cannot launch from the {spec.catalog} catalog; use {cloud_kind} "
+                "(or change spec.catalog of the Scenario)",
+                ("spec", "template", "spec", "nodeClassRef", "kind"),
+            )
+    if out.problems:
+        raise ScenarioError(out.problems)
 
     defaults: set[tuple[str, str]] = set()
     per_pool: dict[str, list[InstanceType]] = {}

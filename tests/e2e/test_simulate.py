@@ -273,6 +273,10 @@ def test_same_scenario_same_output_whatever_the_hash_seed():
         (GPU_POOL, "no Scenario document"),
         (HEADER + GPU_POOL + gpu_job("t", gpus=1, gpu_name="l4").replace('cpu: "4"', "cpu: lots"), "lots"),
         (HEADER + "spec: [\n", "not valid YAML"),
+        (
+            HEADER + GPU_POOL.replace("kind: AWSNodeClass", "kind: GCPNodeClass"),
+            "spec.template.spec.nodeClassRef.kind: kind 'GCPNodeClass' cannot launch from the aws catalog",
+        ),
     ],
     ids=[
         "unknown-catalog",
@@ -282,6 +286,7 @@ def test_same_scenario_same_output_whatever_the_hash_seed():
         "no-scenario",
         "bad-quantity",
         "bad-yaml",
+        "nodeclass-of-another-cloud",
     ],
 )
 def test_invalid_scenario_is_a_located_error_and_exit_1(write, text, expected):
