@@ -21,8 +21,6 @@ ROOT_VOLUME_GIB = 20
 ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
 """EC2 architectures to `kubernetes.io/arch`; others (i386, x86_64_mac) cannot be Linux nodes here."""
 
-EC2_ARCHITECTURES = {v: k for k, v in ARCHITECTURES.items()}
-
 
 def gpu_of(info: dict[str, Any]) -> GPU | None:
     """The GPUs of a DescribeInstanceTypes entry: the first model listed, its count, memory per GPU."""

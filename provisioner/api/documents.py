@@ -477,10 +477,6 @@ class ValidationReport:
     def sorted_problems(self) -> list[Problem]:
         return sorted(self.problems, key=lambda p: (p.file, p.line, p.severity != "error", p.path))
 
-    def of_kind(self, kind: str) -> list[Any]:
-        """The validated objects of one kind, in file order."""
-        return [o.obj for o in self.objects if o.kind == kind]
-
 
 KARPENTER_API_VERSIONS = {
     "karpenter.sh/v1": "NodePool",

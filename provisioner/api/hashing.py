@@ -14,9 +14,6 @@ from typing import Any
 
 from provisioner.api import NodeClass, NodePool
 
-HASH_VERSION = "v1"
-"""Bumped when the hashed fields change, so old annotations are not read as drift after an upgrade."""
-
 
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

@@ -37,7 +37,6 @@ REGISTERED = f"{GROUP}/registered"
 DO_NOT_DISRUPT = f"{GROUP}/do-not-disrupt"
 NODEPOOLS = f"{GROUP}/nodepools"
 TEAM = f"{GROUP}/team"
-DEPARTMENT = f"{GROUP}/department"
 NODEPOOL_HASH = f"{GROUP}/nodepool-hash"
 NODECLASS_HASH = f"{GROUP}/nodeclass-hash"
 
@@ -57,26 +56,6 @@ AMD_GPU_RESOURCE = "amd.com/gpu"
 
 # GPU model names as label values: lowercase, the same on every cloud.
 GPU_NAMES = ("h100", "h200", "a100", "a10g", "l4", "l40s", "t4", "v100", "k80", "p100", "p4", "b200")
-
-# Labels a pod may select on that we know how to satisfy on a new node (beyond the pool's own labels).
-WELL_KNOWN_LABELS = frozenset(
-    {
-        INSTANCE_TYPE,
-        ZONE,
-        REGION,
-        ARCH,
-        OS,
-        NODEPOOL,
-        CAPACITY_TYPE,
-        INSTANCE_FAMILY,
-        INSTANCE_CPU,
-        INSTANCE_MEMORY,
-        GPU_NAME,
-        GPU_COUNT,
-        GPU_MEMORY,
-        GPU_MANUFACTURER,
-    }
-)
 
 # Labels only the provisioner may set on a node: a template that sets them is refused.
 RESTRICTED_LABELS = frozenset({NODEPOOL, NODECLAIM, INITIALIZED, REGISTERED, HOSTNAME})

@@ -78,9 +78,6 @@ class InstanceType:
     def max_pods(self) -> int:
         return self.capacity.get(PODS, 110)
 
-    def available_offerings(self) -> list[Offering]:
-        return [o for o in self.offerings if o.available]
-
     def cheapest(
         self, *, zones: set[str] | None = None, capacity_types: set[str] | None = None
     ) -> Offering | None:

@@ -97,10 +97,6 @@ def node_class_of(state: ClusterState | Snapshot, kind: str, name: str) -> NodeC
     return state.nodeclasses.get((kind, name))
 
 
-def condition_dicts(conditions: Iterable[Condition]) -> list[dict[str, Any]]:
-    return [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions]
-
-
 def set_condition(
     conditions: Iterable[Condition],
     type_: str,
@@ -162,15 +158,6 @@ def resources_of(instance_type: InstanceType) -> tuple[dict[str, str], dict[str,
         return {k: quantities.format_quantity(k, v) for k, v in sorted(rl.items()) if v > 0}
 
     return fmt(instance_type.capacity), fmt(instance_type.allocatable)
-
-
-def min_allocatable(instance_types: Iterable[InstanceType]) -> dict[str, int]:
-    """What any of the options would surely offer: the per-resource minimum (in-flight capacity)."""
-    out: dict[str, int] | None = None
-    for t in instance_types:
-        alloc = t.allocatable
-        out = dict(alloc) if out is None else {k: min(v, alloc.get(k, 0)) for k, v in out.items()}
-    return {k: v for k, v in (out or {}).items() if v > 0}
 
 
 def extended_resources(requests: Mapping[str, str]) -> list[str]:

@@ -7,7 +7,7 @@ the reports take them as plain values, so reports are testable without a databas
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -200,7 +200,3 @@ def usage_rows(snapshot, *, time: datetime, hours: float) -> list[UsageRow]:
             )
         )
     return out
-
-
-def teams_text(teams: Sequence[str]) -> str:
-    return ",".join(teams)

@@ -168,10 +168,5 @@ class KubeClusterAPI:
         except ClusterError as err:
             log.warning("could not record event %s on %s/%s: %s", reason, kind, name, err)
 
-    def list_events(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Events (all namespaces unless given), for tests and `provisioner` diagnostics."""
-        path = kc.EVENT.path(namespace=namespace)
-        return list(self.client.request("GET", path).get("items") or [])
-
 
 __all__ = ["KubeClusterAPI", "NotFoundError"]

@@ -168,9 +168,6 @@ class Reqs:
     def of(cls, mapping: Mapping[str, KeyReq]) -> Reqs:
         return cls(tuple(sorted((k, v) for k, v in mapping.items() if v is not ANY and v != ANY)))
 
-    def as_dict(self) -> dict[str, KeyReq]:
-        return dict(self.items)
-
     def get(self, key: str) -> KeyReq:
         for k, v in self.items:
             if k == key:

@@ -90,20 +90,6 @@ def _fmt_taint(t: TaintValue) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
-def _price_of(it: InstanceType, zones: frozenset[str] | None, cts: frozenset[str] | None) -> Offering | None:
-    best: Offering | None = None
-    for o in it.offerings:
-        if not o.available:
-            continue
-        if zones is not None and o.zone not in zones:
-            continue
-        if cts is not None and o.capacity_type not in cts:
-            continue
-        if best is None or (o.price, o.zone, o.capacity_type) < (best.price, best.zone, best.capacity_type):
-            best = o
-    return best
-
-
 def _allowed_values(req: rq.KeyReq) -> frozenset[str] | None:
     if not req.present_ok:
         return frozenset()

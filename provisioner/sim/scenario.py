@@ -214,14 +214,6 @@ def load(path: str | Path) -> LoadedScenario:
     return load_documents(docs, source=str(path))
 
 
-def load_text(text: str, *, source: str = "<string>") -> LoadedScenario:
-    try:
-        docs = documents.parse_yaml_documents(text, source=source)
-    except documents.DocumentError as err:
-        raise ScenarioError([err.problem]) from None
-    return load_documents(docs, source=source)
-
-
 def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenario:
     out = _Collector()
     scenarios: list[tuple[Scenario, YamlDocument]] = []
