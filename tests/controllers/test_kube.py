@@ -3,7 +3,6 @@ fence, and leader election with two controllers where only the leader writes."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,15 +18,7 @@ from provisioner.kube.leader import LeaderElector
 from provisioner.state import ClusterState
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
-
-
-def _eventually(check, limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
+from tests.polling import wait_until
 
 
 def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client):
@@ -40,9 +31,12 @@ def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client):
         assert "before" in state.nodes
         kube_client.create(kc.NODE, {"metadata": {"name": "after"}})
         kube_client.patch(kc.NODE, "before", {"metadata": {"labels": {"x": "1"}}})
-        _eventually(lambda: "after" in state.nodes and state.nodes["before"].labels.get("x") == "1")
+        wait_until(
+            "'after' in state.nodes and state.nodes['before'].labels.get('x') == '1'",
+            lambda: "after" in state.nodes and state.nodes["before"].labels.get("x") == "1",
+        )
         kube_client.delete(kc.NODE, "after")
-        _eventually(lambda: "after" not in state.nodes)
+        wait_until("'after' not in state.nodes", lambda: "after" not in state.nodes)
     finally:
         informers.stop()
 
@@ -56,9 +50,9 @@ def test_an_informer_relists_when_its_watch_answers_410_gone(kube_server, kube_c
         assert informers.wait_synced(10)
         (informer,) = informers.informers
         kube_server.emulator.compact()  # every version seen so far is now too old
-        _eventually(lambda: informer.relists >= 2)
+        wait_until("informer.relists >= 2", lambda: informer.relists >= 2)
         kube_client.create(kc.NODE, {"metadata": {"name": "later"}})
-        _eventually(lambda: "later" in state.nodes)
+        wait_until("'later' in state.nodes", lambda: "later" in state.nodes)
     finally:
         informers.stop()
 
@@ -183,7 +177,7 @@ def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(ku
         bad["spec"]["weight"] = 1000
         kube_client.create(kc.NODEPOOL, bad)
         kube_client.create(kc.NODEPOOL, node_pool("good"))
-        _eventually(lambda: "good" in state.nodepools)
+        wait_until("'good' in state.nodepools", lambda: "good" in state.nodepools)
         assert "bad" not in state.nodepools
         assert any("ignoring invalid NodePool bad" in r.getMessage() for r in caplog.records)
     finally:

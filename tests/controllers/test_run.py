@@ -8,9 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 
 import pytest
 
@@ -18,6 +16,7 @@ from provisioner.clock import RealClock
 from provisioner.kube import client as kc
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_class, node_pool
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
@@ -26,19 +25,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait(
-    what: str, done: Callable[[], bool], *, step: Callable[[], object] = lambda: None, limit: float = 60
-) -> None:
-    """Poll until done (the limit only stops a broken run from hanging; nothing asserts on time)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        step()
-        if done():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_back(kube_server, kube_client):
@@ -82,7 +68,7 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
                 and all(n.labels.get("provisioner.sh/initialized") == "true" for n in nodes)
             )
 
-        _wait("pods bound on initialized nodes", settled, step=binder.sync)
+        wait_until("pods bound on initialized nodes", settled, step=binder.sync)
         nodes = list(backend.state.nodes.values())
         assert all(n.ready for n in nodes)
         assert len({p.node_name for p in backend.state.pods.values()}) == 2, "one 1-GPU node per 1-GPU pod"
@@ -92,7 +78,7 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         def scrape() -> str:
             return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
 
-        _wait("claims counted as Initialized", lambda: 'phase="Initialized"} 2.0' in scrape())
+        wait_until("claims counted as Initialized", lambda: 'phase="Initialized"} 2.0' in scrape())
         metrics = scrape()
         assert 'provisioner_nodeclaims_created_total{nodepool="gpu"} 2.0' in metrics
         assert 'provisioner_cost_per_hour{nodepool="gpu"}' in metrics
@@ -101,7 +87,7 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
             backend.delete("Pod", p.name, namespace=p.namespace)
         for c in claims:
             backend.delete("NodeClaim", c.name)
-        _wait(
+        wait_until(
             "claims terminated",
             lambda: not backend.state.claims and not backend.state.nodes,
             step=backend.settle,

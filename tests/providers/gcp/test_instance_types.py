@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from providers.gcp import GCPProvider
@@ -14,19 +12,7 @@ from provisioner.cloudprovider.types import InstanceType
 from tests.providers.gcp import fixtures
 from tests.providers.gcp.standin import ComputeStandIn
 from tests.providers.harness import make_claim
-from tests.providers.harness_gcp import gcp_node_class, make_provider
-
-
-@pytest.fixture
-def standin() -> Iterator[ComputeStandIn]:
-    server = ComputeStandIn().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def provider(standin: ComputeStandIn) -> GCPProvider:
-    return make_provider(standin)
+from tests.providers.harness_gcp import gcp_node_class
 
 
 def by_name(types: list[InstanceType]) -> dict[str, InstanceType]:

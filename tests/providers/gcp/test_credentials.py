@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 from google.oauth2.credentials import Credentials
@@ -16,13 +15,6 @@ from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import gcp_node_class
 
 SECRET = "ya29.not-a-real-token-but-secret-all-the-same"
-
-
-@pytest.fixture
-def standin() -> Iterator[ComputeStandIn]:
-    server = ComputeStandIn().start()
-    yield server
-    server.stop()
 
 
 def test_given_credentials_are_used_and_never_logged(

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from providers.gcp import GCPProvider
@@ -12,18 +10,6 @@ from provisioner.api import labels as wk
 from tests.providers.gcp.standin import ComputeStandIn
 from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import gcp_node_class, make_provider
-
-
-@pytest.fixture
-def standin() -> Iterator[ComputeStandIn]:
-    server = ComputeStandIn().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def provider(standin: ComputeStandIn) -> GCPProvider:
-    return make_provider(standin)
 
 
 def launch_spot(provider: GCPProvider, name: str) -> str:

@@ -3,8 +3,6 @@ create, error classification, idempotency and waiting. Real client, real HTTP, l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from providers.gcp import GCPProvider
@@ -21,18 +19,6 @@ from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import IMAGE, gcp_node_class, make_provider
 
 SPOT_FIRST = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
-
-
-@pytest.fixture
-def standin() -> Iterator[ComputeStandIn]:
-    server = ComputeStandIn().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def provider(standin: ComputeStandIn) -> GCPProvider:
-    return make_provider(standin)
 
 
 def launch(provider: GCPProvider, name: str, options: list[str], **claim_kw: object):  # type: ignore[no-untyped-def]
