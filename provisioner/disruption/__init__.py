@@ -6,8 +6,9 @@ controller re-plans after a validation delay and acts; the FinOps ledger stores 
 """
 
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
+from provisioner.disruption.context import Settings, SolveFn
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
-from provisioner.disruption.planner import Settings, SolveFn, plan
+from provisioner.disruption.planner import plan
 
 __all__ = [
     "Blocker",

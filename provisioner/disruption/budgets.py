@@ -24,7 +24,7 @@ def budget_active(budget: Budget, now: datetime) -> bool:
     length = durations.parse_duration(budget.duration) or timedelta(0)
     moment = now if now.tzinfo else now.replace(tzinfo=UTC)
     # Start just after `now` so a tick at exactly `now` counts as the window opening.
-    last_tick = croniter(budget.schedule, moment + timedelta(microseconds=1)).get_prev(datetime)
+    last_tick: datetime = croniter(budget.schedule, moment + timedelta(microseconds=1)).get_prev(datetime)
     if last_tick.tzinfo is None:
         last_tick = last_tick.replace(tzinfo=UTC)
     return last_tick <= moment < last_tick + length

@@ -1,0 +1,189 @@
+"""What the disruption methods share during one plan: the snapshot and the pools, the candidates, the
+budgets and PDB evictions left, the nodes already taken or receiving pods, and the re-solve.
+
+`Context` owns the plan's bookkeeping: a blocker per (node, method), the budget and PDB gate, and
+`accept`, which spends budgets and evictions, moves the pods onto the nodes that receive them (so later
+commands see them there) and appends the command. What a re-solve is shown lives in `view`, what a
+command records in `records`; deciding which nodes to disrupt is left to the method modules, and their
+order to `planner`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from provisioner.api import NodePool
+from provisioner.api.nodepool import DisruptionReason
+from provisioner.cloudprovider.types import InstanceType
+from provisioner.disruption import candidates as cand
+from provisioner.disruption import records
+from provisioner.disruption.budgets import BudgetTracker
+from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
+from provisioner.disruption.pdbs import PDBLedger
+from provisioner.disruption.view import SolverView
+from provisioner.scheduling.results import Results
+from provisioner.state.cluster import Snapshot, StateNode
+from provisioner.state.objects import DaemonSet, Pod
+
+
+class SolveFn(Protocol):
+    """The scheduler the planner re-solves with (`provisioner.scheduling.solve`)."""
+
+    def __call__(
+        self,
+        pods: Sequence[Pod],
+        snapshot: Snapshot,
+        /,
+        *,
+        pools: Sequence[NodePool],
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        daemonsets: Sequence[DaemonSet] | None = None,
+    ) -> Results: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Knobs of the planner that are not per pool."""
+
+    spot_to_spot_min_options: int = 15
+    """A spot node is replaced by a cheaper spot node only when at least this many cheaper instance types
+    are offered, so the replacement is not the next one to be interrupted (Karpenter's rule)."""
+    multi_node_max_candidates: int = 100
+    """Most candidates the multi-node search considers at once (the binary search runs over them)."""
+    return_to_preferred: bool = True
+    """Whether nodes on a fallback tier are moved back to the preferred tier when it is available."""
+    max_commands: int | None = None
+    """Stop after this many commands (None: as many as budgets allow)."""
+    nodes_per_pod: int | None = 16
+    """How many existing nodes per moved pod a re-solve is shown: the best-fitting ones able to take it
+    (plus every node of a pool with limits and every node running a pod with required anti-affinity).
+    A node that cannot take any of the pods changes nothing in the answer, so this only trims work; a pod
+    with topology spread or pod (anti-)affinity always gets the whole cluster. None: always the whole
+    cluster."""
+
+
+class Context:
+    """One plan in progress, shared by the methods in turn."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        pools: list[NodePool],
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        now: datetime,
+        settings: Settings,
+        solve: SolveFn,
+        budgets: BudgetTracker,
+        removed: set[str],
+    ) -> None:
+        self.snapshot = snapshot
+        self.pools = {p.name: p for p in pools}
+        self.pool_list = pools
+        self.instance_types = instance_types
+        self.now = now
+        self.settings = settings
+        self._solve = solve
+        self.budgets = budgets
+        self.result = Plan(now=now)
+        self.nodes: dict[str, StateNode] = {n.name: n for n in snapshot.nodes}
+        """Every node as this plan leaves it: receivers carry the pods moved onto them."""
+        self.removed = removed
+        """Nodes gone from the cluster's future: already disrupting, or taken by a command of this plan."""
+        self.destinations: set[str] = set()
+        """Nodes that receive pods from a command of this plan (kept, so the plan holds)."""
+        self.candidates: list[StateNode] = []
+        self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
+        self.view = SolverView(snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod)
+        self._blockers: dict[tuple[str, str], Blocker] = {}
+
+    def block(self, node: StateNode, kind: BlockerKind, detail: str, *, method: str) -> None:
+        """Record why `method` keeps the node (the last word of a method about a node wins)."""
+        self._blockers[(node.name, method)] = Blocker(
+            node=node.name, nodepool=node.nodepool or "", kind=kind, detail=detail, method=method
+        )
+
+    def blockers(self) -> list[Blocker]:
+        """The blockers of the nodes no command took."""
+        disrupted = self.result.disrupted
+        return [b for b in self._blockers.values() if b.node not in disrupted]
+
+    def free(self, node: StateNode) -> bool:
+        return node.name not in self.removed and node.name not in self.destinations
+
+    def done(self) -> bool:
+        limit = self.settings.max_commands
+        return limit is not None and len(self.result.commands) >= limit
+
+    def pool(self, node: StateNode) -> NodePool:
+        """The node's pool (candidates always have one)."""
+        return self.pools[node.nodepool or ""]
+
+    def simulate(
+        self,
+        nodes: Sequence[StateNode],
+        *,
+        instance_types: Mapping[str, Sequence[InstanceType]] | None = None,
+    ) -> Results:
+        """Re-solve the nodes' pods as if the nodes were gone."""
+        pods = [dataclasses.replace(p, node_name=None) for n in nodes for p in cand.reschedulable(n)]
+        self.result.solves += 1
+        return self._solve(
+            pods,
+            self.view.for_pods(pods, removed=self.removed, excluded={n.name for n in nodes}),
+            pools=self.pool_list,
+            instance_types=instance_types or self.instance_types,
+            daemonsets=self.snapshot.daemonsets,
+        )
+
+    def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
+        """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""
+        per_pool: dict[str, int] = {}
+        for node in nodes:
+            per_pool[node.nodepool or ""] = per_pool.get(node.nodepool or "", 0) + 1
+        for pool, count in per_pool.items():
+            why = self.budgets.blocker(pool, reason, count)
+            if why is not None:
+                for node in nodes:
+                    self.block(node, BlockerKind.BUDGET, why, method=method)
+                return False
+        why = self.pdbs.blocker(p for n in nodes for p in cand.reschedulable(n))
+        if why is not None:
+            for node in nodes:
+                self.block(node, BlockerKind.PDB, why, method=method)
+            return False
+        return True
+
+    def records(
+        self,
+        nodes: Sequence[StateNode],
+        results: Results | None,
+        *,
+        reason: DisruptionReason,
+        detail: str = "",
+    ) -> tuple[NodeRecord, ...]:
+        return records.node_records(
+            nodes, results, reason=reason, detail=detail, namespaces=self.snapshot.namespaces
+        )
+
+    def accept(self, command: Command, results: Results | None) -> None:
+        """Take the command into the plan: its nodes spend budgets and evictions, and its pods land
+        where the re-solve put them."""
+        for node in command.nodes:
+            self.removed.add(node.name)
+            self.budgets.take(node.nodepool or "")
+        self.pdbs.spend(p for n in command.nodes for p in cand.reschedulable(n))
+        if results is not None:
+            for placement in results.placements:
+                dest = self.nodes.get(placement.node)
+                if dest is None:
+                    continue
+                self.nodes[placement.node] = dataclasses.replace(dest, pods=(*dest.pods, placement.pod))
+                self.destinations.add(placement.node)
+                self.view.moved(placement.node, placement.pod)
+        self.view.drop(self.removed)
+        self.result.commands.append(command)

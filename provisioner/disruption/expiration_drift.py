@@ -1,0 +1,107 @@
+"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter`, or drifted from
+its pool's template, its NodeClass or the requirements its labels must meet, is replaced whatever the
+price, as long as budgets and PDBs allow it and its pods can reschedule.
+
+Owns when a node has expired or drifted (and the detail saying so); the budget and PDB gate, the re-solve
+and accepting the command are the context's.
+"""
+
+from __future__ import annotations
+
+from provisioner.api import durations
+from provisioner.api import labels as wk
+from provisioner.api.common import is_true
+from provisioner.api.hashing import nodeclass_hash, nodepool_hash
+from provisioner.api.nodeclaim import DRIFTED
+from provisioner.api.nodepool import DisruptionReason
+from provisioner.disruption import candidates as cand
+from provisioner.disruption.context import Context
+from provisioner.disruption.model import BlockerKind, Command
+from provisioner.scheduling.results import Results
+from provisioner.state.cluster import StateNode
+from provisioner.state.objects import SelectorRequirement
+
+
+def _replace_forcefully(
+    ctx: Context, node: StateNode, reason: DisruptionReason, *, method: str, detail: str
+) -> None:
+    """Expired and drifted nodes go whatever the price; their pods must still have somewhere to go."""
+    if not ctx.gate([node], reason, method=method):
+        return
+    results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
+    if results.unschedulable:
+        first = results.unschedulable[0]
+        why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
+        ctx.block(
+            node,
+            BlockerKind.PODS_DO_NOT_FIT,
+            f"pod {first.pod.key} would not reschedule ({why})",
+            method=method,
+        )
+        return
+    command = Command(
+        reason=reason,
+        method=method,
+        nodes=(node,),
+        replacements=tuple(results.new_claims),
+        records=ctx.records([node], results, reason=reason, detail=detail),
+    )
+    ctx.accept(command, results)
+
+
+def expiration(ctx: Context) -> None:
+    """Replace every candidate whose claim has lived past its `expireAfter`."""
+    for node in ctx.candidates:
+        if ctx.done() or not ctx.free(node):
+            continue
+        assert node.claim is not None
+        expire_after = durations.parse_duration(node.claim.spec.expire_after)
+        born = cand.created(node)
+        if expire_after is None or born is None or born + expire_after > ctx.now:
+            continue
+        detail = f"created {born.isoformat()}, expireAfter {node.claim.spec.expire_after}"
+        _replace_forcefully(ctx, node, DisruptionReason.EXPIRED, method="expiration", detail=detail)
+
+
+class _Hashes:
+    """The current hash of every pool template and NodeClass, to compare with the claims' stamps."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.pools = {name: nodepool_hash(p) for name, p in ctx.pools.items()}
+        self.classes = {key: nodeclass_hash(nc) for key, nc in ctx.snapshot.nodeclasses.items()}
+
+
+def drift_reason(ctx: Context, node: StateNode, hashes: _Hashes) -> str | None:
+    """Why the node no longer matches what its pool would launch now, or None."""
+    assert node.claim is not None
+    pool = ctx.pool(node)
+    annotations = node.claim.metadata.annotations
+    stamped = annotations.get(wk.NODEPOOL_HASH)
+    if stamped and stamped != hashes.pools[pool.name]:
+        return f"pool template changed (hash {stamped} -> {hashes.pools[pool.name]})"
+    ref = node.claim.spec.node_class_ref
+    stamped = annotations.get(wk.NODECLASS_HASH)
+    current = hashes.classes.get((ref.kind, ref.name))
+    if stamped and current and stamped != current:
+        return f"{ref.kind} {ref.name} changed (hash {stamped} -> {current})"
+    if is_true(node.claim.status.conditions, DRIFTED):
+        return "the cloud provider reports the node drifted"
+    labels = node.labels
+    for req in pool.spec.template.spec.requirements:
+        if req.key not in labels:
+            continue
+        selector = SelectorRequirement(key=req.key, operator=req.operator.value, values=tuple(req.values))
+        if not selector.matches(labels):
+            return f"label {req.key}={labels[req.key]} no longer meets the pool's requirement"
+    return None
+
+
+def drift(ctx: Context) -> None:
+    """Replace every candidate that drifted."""
+    hashes = _Hashes(ctx)
+    for node in ctx.candidates:
+        if ctx.done() or not ctx.free(node):
+            continue
+        why = drift_reason(ctx, node, hashes)
+        if why is not None:
+            _replace_forcefully(ctx, node, DisruptionReason.DRIFTED, method="drift", detail=why)

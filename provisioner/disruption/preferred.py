@@ -1,0 +1,126 @@
+"""Return to the preferred tier: a node on fallback capacity is replaced once the preferred tier can take
+its pods again. Two kinds: an on-demand node of a pool that allows spot moves back to spot (the re-solve
+is shown the pool's spot offerings only, and the replacement is pinned to spot), and a node whose pods
+name a more preferred pool in their list moves them there. Either way every pod must land on a strictly
+better tier, whatever the price.
+
+Owns what "fallback" and "better tier" mean; budgets, PDBs and the re-solve are the context's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from provisioner.api import NodePool
+from provisioner.api import labels as wk
+from provisioner.api.nodepool import DisruptionReason
+from provisioner.cloudprovider.types import InstanceType
+from provisioner.disruption import candidates as cand
+from provisioner.disruption.context import Context
+from provisioner.disruption.model import Command
+from provisioner.disruption.records import pin
+from provisioner.scheduling.results import Results
+from provisioner.state.cluster import StateNode
+from provisioner.state.objects import Pod, SelectorRequirement
+
+METHOD = "return-to-preferred"
+
+
+def allows_spot(pool: NodePool) -> bool:
+    """The pool's capacity-type requirement admits spot (no requirement: on-demand only, as Karpenter)."""
+    for req in pool.spec.template.spec.requirements:
+        if req.key != wk.CAPACITY_TYPE:
+            continue
+        selector = SelectorRequirement(key=req.key, operator=req.operator.value, values=tuple(req.values))
+        return selector.matches({wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT})
+    return False
+
+
+def _spot_only(ctx: Context, pool: str) -> dict[str, Sequence[InstanceType]]:
+    """The instance types with the pool's on-demand offerings hidden, so the re-solve must find spot."""
+    out = dict(ctx.instance_types)
+    out[pool] = [
+        it.with_offerings(
+            tuple(o for o in it.offerings if o.capacity_type == wk.CAPACITY_TYPE_SPOT and o.available)
+        )
+        for it in ctx.instance_types.get(pool, ())
+    ]
+    return out
+
+
+def _lands_on_preferred(
+    ctx: Context, node: StateNode, pods: list[Pod], results: Results, *, spot: bool
+) -> bool:
+    """Every pod of the node goes to a strictly better tier than the one it is on."""
+    current = node.nodepool or ""
+    pool_of: dict[str, str] = {}
+    spot_of: dict[str, bool] = {}
+    for placement in results.placements:
+        receiver = ctx.nodes.get(placement.node)
+        pool_of[placement.pod.key] = (receiver.nodepool or "") if receiver else ""
+        spot_of[placement.pod.key] = (
+            receiver is not None and cand.capacity_type(receiver) == wk.CAPACITY_TYPE_SPOT
+        )
+    for claim in results.new_claims:
+        for pod in claim.pods:
+            pool_of[pod.key] = claim.nodepool.name
+            spot_of[pod.key] = claim.offering.capacity_type == wk.CAPACITY_TYPE_SPOT
+    if spot:
+        return all(spot_of.get(p.key, False) for p in pods)
+    for pod in pods:
+        dest = pool_of.get(pod.key)
+        if dest is None:
+            return False
+        order = pod.nodepools
+        if not order or current not in order:
+            continue
+        if dest not in order or order.index(dest) >= order.index(current):
+            return False
+    return True
+
+
+def run(ctx: Context) -> None:
+    """Move every settled candidate on fallback capacity back to its preferred tier, when it can go."""
+    if not ctx.settings.return_to_preferred:
+        return
+    for node in ctx.candidates:
+        if ctx.done():
+            return
+        if not ctx.free(node):
+            continue
+        pods = cand.reschedulable(node)
+        pool = ctx.pool(node)
+        on_fallback_capacity = cand.capacity_type(node) == wk.CAPACITY_TYPE_ON_DEMAND and allows_spot(pool)
+        # Pods whose list names a more preferred pool than the one they run in.
+        demoted = [
+            p for p in pods if p.nodepools and pool.name in p.nodepools and p.nodepools[0] != pool.name
+        ]
+        if not pods or not (on_fallback_capacity or demoted):
+            continue
+        if not cand.settled(cand.last_pod_event(node), pool, ctx.now):
+            continue
+        if not ctx.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method=METHOD):
+            continue
+        to_spot = on_fallback_capacity and not demoted
+        types = _spot_only(ctx, pool.name) if to_spot else None
+        results = ctx.simulate([node], instance_types=types)
+        if results.unschedulable:
+            continue
+        if not _lands_on_preferred(ctx, node, pods, results, spot=to_spot):
+            continue
+        detail = (
+            "on-demand fallback returns to spot"
+            if to_spot
+            else "pods return to a more preferred pool of their list"
+        )
+        command = Command(
+            reason=DisruptionReason.RETURN_TO_PREFERRED,
+            method=METHOD,
+            nodes=(node,),
+            replacements=tuple(
+                pin(c, capacity_type=wk.CAPACITY_TYPE_SPOT, below=None) if to_spot else c
+                for c in results.new_claims
+            ),
+            records=ctx.records([node], results, reason=DisruptionReason.RETURN_TO_PREFERRED, detail=detail),
+        )
+        ctx.accept(command, results)
