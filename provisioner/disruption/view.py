@@ -35,7 +35,8 @@ class Target:
 
 
 def fits(requests: Mapping[str, int], available: Mapping[str, int]) -> bool:
-    """Every requested amount, zero ones included, is available (an over-committed resource fails)."""
+    """Every requested amount, zero ones included, is available. Unlike `quantities.fits`, a zero request
+    of a resource the node is over-committed on fails; kept so the screens keep their answers."""
     return all(amount <= available.get(name, 0) for name, amount in requests.items())
 
 
