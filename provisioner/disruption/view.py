@@ -65,10 +65,6 @@ def pod_can_use(pod: Pod, target: Target) -> bool:
     return tolerates_all(pod.tolerations, target.taints) is None
 
 
-def _free_cpu(target: Target) -> int:
-    return target.available.get(quantities.CPU, 0)
-
-
 class SolverView:
     """The snapshots re-solves see during one plan, and the free capacity behind them."""
 
@@ -147,10 +143,10 @@ class SolverView:
                 for n in self._nodes.values()
                 if n.name not in removed and not n.cordoned and not n.deleting
             ]
-            targets.sort(key=lambda t: -_free_cpu(t))
+            targets.sort(key=lambda t: -t.available.get(quantities.CPU, 0))
             self._targets = targets
             self._target_by_name = {t.name: t for t in targets}
-            self._target_keys = [-_free_cpu(t) for t in targets]
+            self._target_keys = [-t.available.get(quantities.CPU, 0) for t in targets]
         return self._targets
 
     def moved(self, node: str, pod: Pod) -> None:
@@ -166,8 +162,8 @@ class SolverView:
         gone = set(removed)
         self._targets = [t for t in self._targets if t.name not in gone]
         # Nearly sorted already: only the destinations moved down.
-        self._targets.sort(key=lambda t: -_free_cpu(t))
-        self._target_keys = [-_free_cpu(t) for t in self._targets]
+        self._targets.sort(key=lambda t: -t.available.get(quantities.CPU, 0))
+        self._target_keys = [-t.available.get(quantities.CPU, 0) for t in self._targets]
 
     def pods_fit_elsewhere(self, node: StateNode, *, removed: set[str]) -> bool:
         """First-fit screen of the node's pods on the other nodes' free capacity (optimistic about
@@ -179,7 +175,7 @@ class SolverView:
             cpu = pod.requests.get(quantities.CPU, 0)
             placed = False
             for target in targets:
-                if _free_cpu(target) < cpu:
+                if target.available.get(quantities.CPU, 0) < cpu:
                     break  # sorted by free CPU: no later node has room
                 if target.name == node.name:
                     continue
