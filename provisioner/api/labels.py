@@ -39,6 +39,12 @@ NODEPOOLS = f"{GROUP}/nodepools"
 TEAM = f"{GROUP}/team"
 NODEPOOL_HASH = f"{GROUP}/nodepool-hash"
 NODECLASS_HASH = f"{GROUP}/nodeclass-hash"
+PLANNED_OFFERING = f"{GROUP}/planned-offering"
+"""On a NodeClaim: the offering the scheduler priced (`type/zone/capacity-type`), so the lifecycle
+controller can say so when the launch had to fall back to another."""
+DISRUPTION_REASON = f"{GROUP}/disruption-reason"
+"""On a NodeClaim, written just before a deletion the controllers decide: why (`Interrupted`,
+`Unregistered`, `Underutilized`...)."""
 
 # Taints and finalizers.
 DISRUPTED_TAINT = f"{GROUP}/disrupted"

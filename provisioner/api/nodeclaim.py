@@ -29,6 +29,8 @@ EXPIRED = "Expired"
 EMPTY = "Empty"
 CONSOLIDATABLE = "Consolidatable"
 DISRUPTING = "Disrupting"
+DRAINING = "Draining"
+"""Set when the termination controller starts a drain; its time bounds `terminationGracePeriod`."""
 
 
 class ResourceRequirements(Model):

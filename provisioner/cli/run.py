@@ -74,7 +74,7 @@ def build_providers(
     delete_node: Any,
 ) -> Any:
     from provisioner.cloudprovider import wrappers
-    from provisioner.controllers.common import ProviderSet
+    from provisioner.controllers.provider_set import ProviderSet
 
     by_kind: dict[str, Any] = {}
     for cloud in clouds:
@@ -186,9 +186,9 @@ def run_command(
 
     from prometheus_client import start_http_server
 
+    from providers.fake.kwok import node_for_instance, node_name_for
     from provisioner.clock import RealClock
-    from provisioner.controllers.cluster import ClusterError
-    from provisioner.controllers.kwok import node_for_instance, node_name_for
+    from provisioner.clusterapi import ClusterError
     from provisioner.controllers.manager import Manager
     from provisioner.controllers.metrics import Metrics
     from provisioner.controllers.settings import Settings

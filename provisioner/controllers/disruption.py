@@ -23,28 +23,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
+from provisioner import scheduling
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
-from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
-from provisioner.clock import isoformat
-from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import (
-    DISRUPTION_REASON,
-    ProviderSet,
-    build_nodeclaim,
-    pool_instance_types,
-    set_condition,
-)
-from provisioner.controllers.settings import Settings
+from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
+from provisioner.clusterapi import ClusterError, NotFoundError
+from provisioner.controllers.claims import build_nodeclaim
+from provisioner.controllers.conditions import set_condition
+from provisioner.controllers.pod_events import PodEvents
+from provisioner.controllers.provider_set import pool_instance_types
+from provisioner.controllers.reconciler import Reconciler, Solve
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
-from provisioner.finops.rows import action_rows, plan_rows, usage_rows
-from provisioner.state import ClusterState, Snapshot
+from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow, action_rows, plan_rows, usage_rows
+from provisioner.state import Snapshot
 from provisioner.state.cluster import team_of
+
+if TYPE_CHECKING:
+    from provisioner.finops.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -92,54 +93,42 @@ def _key(command: Command) -> tuple[str, tuple[str, ...]]:
     return command.method, tuple(sorted(command.node_names))
 
 
-class DisruptionController:
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cluster: ClusterAPI,
-        providers: ProviderSet,
-        settings: Settings | None = None,
-        disruption: DisruptionSettings | None = None,
-        ledger: Any = None,
-        solve: Any = None,
-        metrics: Any = None,
-    ) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.providers = providers
-        self.settings = settings or Settings()
-        self.disruption = disruption or DisruptionSettings()
-        self.ledger = ledger
-        """A `provisioner.finops.ledger.Ledger`, or None to keep no ledger."""
-        self.solve = solve
-        self.metrics = metrics
-        self.pending: _Pending | None = None
-        self.active: dict[str, _Active] = {}
-        self.last_plan: Plan | None = None
-        self.done: list[_Active] = []
-        """Commands carried out, oldest first (the simulator reports them)."""
-        self.actions: list[Any] = []
-        """Every ledger action row written, also kept in memory (the simulator's JSON output)."""
-        self.blockers: list[Any] = []
-        self.usage: list[Any] = []
-        """Blocker and usage rows, kept only with `DisruptionSettings.keep_rows`."""
-        self._last_evaluation: datetime | None = None
-        self._last_usage: datetime | None = None
-        self._evaluations = 0
-        self._pods_seen: dict[str, frozenset[str]] = {}
-        self._last_teams: dict[str, tuple[str, ...]] = {}
-        """Node -> the teams of the pods it last ran: an empty node's row still says whose it was."""
-        self._generation: int | None = None
-        self._backoff: dict[str, tuple[datetime, timedelta]] = {}
-        """Node -> (left alone until, current backoff) after abandoned commands."""
+@dataclass(kw_only=True, eq=False)
+class DisruptionController(Reconciler):
+    disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
+    ledger: Ledger | None = None
+    """Where rows are written, or None to keep no ledger."""
+    solve: Solve = scheduling.solve
+    pending: _Pending | None = field(default=None, init=False)
+    active: dict[str, _Active] = field(default_factory=dict, init=False)
+    last_plan: Plan | None = field(default=None, init=False)
+    done: list[_Active] = field(default_factory=list, init=False)
+    """Commands carried out, oldest first (the simulator reports them)."""
+    actions: list[ActionRow] = field(default_factory=list, init=False)
+    """Every ledger action row written, also kept in memory (the simulator's JSON output)."""
+    blockers: list[BlockerRow] = field(default_factory=list, init=False)
+    usage: list[UsageRow] = field(default_factory=list, init=False)
+    """Blocker and usage rows, kept only with `DisruptionSettings.keep_rows`."""
+    _pod_events: PodEvents = field(init=False)
+    _last_evaluation: datetime | None = field(default=None, init=False)
+    _last_usage: datetime | None = field(default=None, init=False)
+    _evaluations: int = field(default=0, init=False)
+    _last_teams: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
+    """Node -> the teams of the pods it last ran: an empty node's row still says whose it was."""
+    _generation: int | None = field(default=None, init=False)
+    _backoff: dict[str, tuple[datetime, timedelta]] = field(default_factory=dict, init=False)
+    """Node -> (left alone until, current backoff) after abandoned commands."""
+
+    def __post_init__(self) -> None:
+        self._pod_events = PodEvents(cluster=self.cluster)
 
     # ---- the loop ----------------------------------------------------------------------------------
 
     def reconcile(self, now: datetime) -> None:
         changed = self.state.generation != self._generation
         snap = self.state.snapshot()
-        self._track_pod_events(snap, now)
+        self._pod_events.observe(snap, now)
+        self._remember_teams(snap)
         self._record_usage(snap, now)
         self._progress(snap, now)
         try:
@@ -156,7 +145,7 @@ class DisruptionController:
             result = self._plan(snap, now)
             for command in result.commands:
                 if _key(command) in pending.keys and not self._held(command, now):
-                    self._execute(command, now)
+                    self._execute(command, snap, now)
                 elif _key(command) not in pending.keys:
                     log.info(
                         "disruption: %s of %s not planned before validation; waiting",
@@ -204,19 +193,23 @@ class DisruptionController:
             _, blockers = plan_rows(result, evaluation_id=f"eval-{now:%Y%m%dT%H%M%S}-{self._evaluations}")
             if self.disruption.keep_rows:
                 self.blockers.extend(blockers)
-            if self.ledger is not None:
-                self._write(lambda: self.ledger.record_blockers(blockers))
+            if (ledger := self.ledger) is not None:
+                self._write(lambda: ledger.record_blockers(blockers))
         return result
 
     # ---- acting ------------------------------------------------------------------------------------
 
     def _mark(self, command: Command, now: datetime, *, on: bool) -> None:
         for sn in command.nodes:
-            claim = self.state.claims.get(sn.claim.name) if sn.claim is not None else None
+            if sn.claim is None:
+                continue
+            with self.state.lock:
+                # The claim and its Node as they are now (a step has passed since the plan), read together.
+                claim = self.state.claims.get(sn.claim.name)
+                node = self.state.nodes.get(claim.status.node_name or sn.name) if claim is not None else None
             if claim is None:
                 continue
             try:
-                node = self.state.nodes.get(claim.status.node_name or sn.name)
                 if node is not None:
                     taints = [t.to_dict() for t in node.taints if t.key != wk.DISRUPTED_TAINT]
                     if on:
@@ -232,12 +225,13 @@ class DisruptionController:
                 self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
                 if on:
                     self.cluster.patch_nodeclaim(
-                        claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: command.reason.value}}}
+                        claim.name,
+                        {"metadata": {"annotations": {wk.DISRUPTION_REASON: command.reason.value}}},
                     )
             except NotFoundError:
                 continue
 
-    def _execute(self, command: Command, now: datetime) -> None:
+    def _execute(self, command: Command, snap: Snapshot, now: datetime) -> None:
         ident = f"{now:%Y%m%dT%H%M%S}-{self.settings.name_suffix()}"
         active = _Active(
             id=ident,
@@ -263,7 +257,7 @@ class DisruptionController:
                 ),
             )
         for new in command.replacements:
-            claim = build_nodeclaim(new, self.state, suffix=self.settings.name_suffix())
+            claim = build_nodeclaim(new, snap, suffix=self.settings.name_suffix())
             name = claim.name
             try:
                 self.cluster.create_nodeclaim(claim)
@@ -331,8 +325,8 @@ class DisruptionController:
         ]
         self.actions.extend(rows)
         self.done.append(active)
-        if self.ledger is not None:
-            self._write(lambda: self.ledger.record_actions(rows))
+        if (ledger := self.ledger) is not None:
+            self._write(lambda: ledger.record_actions(rows))
 
     def _abandon(self, active: _Active, now: datetime, *, why: str) -> None:
         self.active.pop(active.id, None)
@@ -355,43 +349,18 @@ class DisruptionController:
                 kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
             )
 
-    def _track_pod_events(self, snap: Snapshot, now: datetime) -> None:
-        """Keep each claim's `lastPodEventTime` and `Empty` condition current: `consolidateAfter` counts
-        from them. A claim seen for the first time is only remembered (a restart is not a pod event)."""
-        seen: dict[str, frozenset[str]] = {}
+    # ---- the ledger --------------------------------------------------------------------------------
+
+    def _remember_teams(self, snap: Snapshot) -> None:
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None or sn.node is None or claim.metadata.deletion_timestamp is not None:
                 continue
             workload = [p for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal]
-            pods = frozenset(p.key for p in workload)
-            seen[claim.name] = pods
             if workload:
                 self._last_teams[sn.name] = tuple(
                     sorted({t for p in workload if (t := team_of(p, snap.namespaces))})
                 )
-            before = self._pods_seen.get(claim.name)
-            empty_known = any(c.type == EMPTY for c in claim.status.conditions)
-            if before is not None and before == pods and empty_known:
-                continue
-            status: dict[str, Any] = {
-                "conditions": set_condition(
-                    claim.status.conditions,
-                    EMPTY,
-                    not pods,
-                    reason="NoWorkloadPods" if not pods else "WorkloadPods",
-                    now=now,
-                )
-            }
-            if before is not None and before != pods:
-                status["lastPodEventTime"] = isoformat(now)
-            try:
-                self.cluster.patch_nodeclaim_status(claim.name, status)
-            except ClusterError as err:
-                log.debug("NodeClaim %s: cannot update pod event time: %s", claim.name, err)
-        self._pods_seen = seen
-
-    # ---- the ledger --------------------------------------------------------------------------------
 
     def _record_usage(self, snap: Snapshot, now: datetime) -> None:
         if self._last_usage is None:
@@ -404,10 +373,10 @@ class DisruptionController:
         self._last_usage = now
         if self.disruption.keep_rows:
             self.usage.extend(rows)
-        if self.ledger is not None:
-            self._write(lambda: self.ledger.record_usage(rows))
+        if (ledger := self.ledger) is not None:
+            self._write(lambda: ledger.record_usage(rows))
 
-    def _write(self, action: Any) -> None:
+    def _write(self, action: Callable[[], object]) -> None:
         # The ledger is a record, not a gate: a database outage must not stop disruption.
         try:
             action()

@@ -15,8 +15,9 @@ from datetime import datetime
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, NotFound
-from provisioner.controllers.cluster import ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, Reconciler, snapshot_of
+from provisioner.clusterapi import ClusterError, NotFoundError
+from provisioner.controllers.reconciler import Reconciler
+from provisioner.state import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class GarbageCollector(Reconciler):
         if self._last_run is not None and now - self._last_run < self.settings.gc_interval:
             return
         self._last_run = now
-        snap = snapshot_of(self.state)
+        snap = self.state.snapshot()
         claims = {n.claim.name: n.claim for n in snap.nodes if n.claim is not None}
         claim_pids = {c.status.provider_id for c in claims.values() if c.status.provider_id}
         for provider in self.providers.unique():
@@ -84,7 +85,7 @@ class GarbageCollector(Reconciler):
                     continue
                 try:
                     self.cluster.patch_nodeclaim(
-                        claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: "InstanceGone"}}}
+                        claim.name, {"metadata": {"annotations": {wk.DISRUPTION_REASON: "InstanceGone"}}}
                     )
                     self.cluster.delete_nodeclaim(claim.name)
                 except NotFoundError:
@@ -98,7 +99,7 @@ class GarbageCollector(Reconciler):
                 )
         self._collect_nodes(snap, now)
 
-    def _collect_nodes(self, snap, now: datetime) -> None:  # type: ignore[no-untyped-def]
+    def _collect_nodes(self, snap: Snapshot, now: datetime) -> None:
         orphans = set()
         for sn in snap.nodes:
             node = sn.node

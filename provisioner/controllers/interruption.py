@@ -7,33 +7,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, InterruptionEvent
-from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON, ProviderSet, snapshot_of
-from provisioner.controllers.metrics import Metrics
-from provisioner.state import ClusterState
+from provisioner.clusterapi import ClusterError, NotFoundError
+from provisioner.controllers.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
 
 
-class InterruptionController:
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cluster: ClusterAPI,
-        providers: ProviderSet,
-        metrics: Metrics,
-        on_interrupted: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.providers = providers
-        self.metrics = metrics
-        self.on_interrupted = on_interrupted
-        self._retry: list[InterruptionEvent] = []
+@dataclass(kw_only=True, eq=False)
+class InterruptionController(Reconciler):
+    on_interrupted: Callable[[], None] = lambda: None
+    """Called once an interrupted claim is deleted (the Manager: provisioning solves at once)."""
+    _retry: list[InterruptionEvent] = field(default_factory=list, init=False)
 
     def reconcile(self, now: datetime) -> None:
         # Providers hand each event out once: one that could not be acted on is kept and tried again.
@@ -49,7 +38,7 @@ class InterruptionController:
 
     def _handle(self, provider_id: str, kind: str, detail: str) -> bool:
         """Act on one event; False when it must be tried again."""
-        snap = snapshot_of(self.state)
+        snap = self.state.snapshot()
         sn = next(
             (n for n in snap.nodes if n.claim is not None and n.claim.status.provider_id == provider_id), None
         )
@@ -57,7 +46,7 @@ class InterruptionController:
             log.info("interruption %s for %s: no NodeClaim of ours", kind, provider_id)
             return True
         claim = sn.claim
-        if claim.metadata.annotations.get(DISRUPTION_REASON) != "Interrupted":
+        if claim.metadata.annotations.get(wk.DISRUPTION_REASON) != "Interrupted":
             self.metrics.interruptions.labels(kind=kind).inc()
         message = f"{kind} for {provider_id}" + (f": {detail}" if detail else "") + "; replacing the node"
         log.warning("NodeClaim %s: %s", claim.name, message)
@@ -69,7 +58,7 @@ class InterruptionController:
             )
             if claim.metadata.deletion_timestamp is None:
                 self.cluster.patch_nodeclaim(
-                    claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: "Interrupted"}}}
+                    claim.name, {"metadata": {"annotations": {wk.DISRUPTION_REASON: "Interrupted"}}}
                 )
                 self.cluster.delete_nodeclaim(claim.name)
         except NotFoundError:

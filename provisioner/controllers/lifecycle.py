@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,6 @@ from typing import Any
 from provisioner.api import NodeClaim, quantities
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
-from provisioner.clock import isoformat
 from provisioner.cloudprovider import (
     CloudProviderError,
     CreateError,
@@ -34,20 +34,11 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from provisioner.controllers.cluster import ClusterError, NotFoundError
-from provisioner.controllers.common import (
-    DISRUPTION_REASON,
-    PLANNED_OFFERING,
-    Reconciler,
-    condition_status,
-    condition_time,
-    extended_resources,
-    guarded,
-    node_rv,
-    resources_of,
-    set_condition,
-    snapshot_of,
-)
+from provisioner.clusterapi import ClusterError, NotFoundError, guarded, node_rv
+from provisioner.controllers.conditions import condition_status, condition_time, set_condition
+from provisioner.controllers.provider_set import node_class_of
+from provisioner.controllers.reconciler import Reconciler
+from provisioner.state import Snapshot
 from provisioner.state.objects import Node
 
 log = logging.getLogger(__name__)
@@ -65,6 +56,21 @@ def _flag_unavailable(types: list[InstanceType], gone: set[OfferingKey]) -> list
     ]
 
 
+def _resources_of(instance_type: InstanceType) -> tuple[dict[str, str], dict[str, str]]:
+    """(capacity, allocatable) of a type as quantity strings, for a claim's status."""
+
+    def fmt(rl: Mapping[str, int]) -> dict[str, str]:
+        return {k: quantities.format_quantity(k, v) for k, v in sorted(rl.items()) if v > 0}
+
+    return fmt(instance_type.capacity), fmt(instance_type.allocatable)
+
+
+def _extended_resources(requests: Mapping[str, str]) -> list[str]:
+    """Requested resources a device plugin must advertise (GPUs, ...), not kubelet's own."""
+    builtin = {quantities.CPU, quantities.MEMORY, quantities.PODS, quantities.EPHEMERAL_STORAGE}
+    return sorted(k for k in requests if k not in builtin and "/" in k)
+
+
 def _summary(keys: set[OfferingKey], limit: int = 6) -> str:
     names = sorted(str(k) for k in keys)
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
@@ -78,15 +84,17 @@ class LifecycleController(Reconciler):
     _retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
 
     def reconcile(self, now: datetime) -> None:
-        snap = snapshot_of(self.state)
-        nodes_by_pid = {n.provider_id: n for n in self.state.nodes.values() if n.provider_id}
+        snap = self.state.snapshot()
+        nodes_by_pid = {
+            sn.node.provider_id: sn.node for sn in snap.nodes if sn.node is not None and sn.node.provider_id
+        }
         for state_node in snap.nodes:
             claim = state_node.claim
             if claim is None or claim.metadata.deletion_timestamp is not None:
                 continue
             try:
                 if not claim.status.provider_id:
-                    self._launch(claim, now)
+                    self._launch(claim, snap, now)
                 elif condition_status(claim, REGISTERED) != "True":
                     self._register(claim, nodes_by_pid.get(claim.status.provider_id), now)
                 elif condition_status(claim, INITIALIZED) != "True":
@@ -113,10 +121,12 @@ class LifecycleController(Reconciler):
                 message=f"{claim.name}: {message}",
                 type="Warning",
             )
-        self.cluster.patch_nodeclaim(claim.name, {"metadata": {"annotations": {DISRUPTION_REASON: reason}}})
+        self.cluster.patch_nodeclaim(
+            claim.name, {"metadata": {"annotations": {wk.DISRUPTION_REASON: reason}}}
+        )
         self.cluster.delete_nodeclaim(claim.name)
 
-    def _launch(self, claim: NodeClaim, now: datetime) -> None:
+    def _launch(self, claim: NodeClaim, snap: Snapshot, now: datetime) -> None:
         first_seen = condition_time(claim, LAUNCHED)
         if first_seen is None:
             # Start the launch clock durably, so a restarted controller keeps counting from here.
@@ -137,7 +147,7 @@ class LifecycleController(Reconciler):
             return
         ref = claim.spec.node_class_ref
         provider = self.providers.for_claim(claim)
-        node_class = self.state.nodeclasses.get((ref.kind, ref.name))
+        node_class = node_class_of(snap, ref.kind, ref.name)
         if provider is None or node_class is None:
             what = f"no cloud serves {ref.kind}" if provider is None else f"{ref.kind} {ref.name} not found"
             self._launch_failed(claim, "NodeClassNotFound", what, now)
@@ -213,7 +223,7 @@ class LifecycleController(Reconciler):
         exhausted: set[OfferingKey],
         now: datetime,
     ) -> None:
-        capacity, allocatable = resources_of(instance_type) if instance_type else ({}, {})
+        capacity, allocatable = _resources_of(instance_type) if instance_type else ({}, {})
         labels = dict(instance_type.labels) if instance_type else {}
         labels.update(
             {
@@ -252,7 +262,7 @@ class LifecycleController(Reconciler):
             instance.zone,
             instance.price,
         )
-        planned = claim.metadata.annotations.get(PLANNED_OFFERING)
+        planned = claim.metadata.annotations.get(wk.PLANNED_OFFERING)
         got = f"{instance.instance_type}/{instance.zone}/{instance.capacity_type}"
         if planned and planned != got:
             p_type, _, rest = planned.partition("/")
@@ -290,7 +300,7 @@ class LifecycleController(Reconciler):
                 taints.append(d)
                 have.add((d["key"], d["effect"]))
         annotations = dict(claim.metadata.annotations)
-        annotations.pop(PLANNED_OFFERING, None)
+        annotations.pop(wk.PLANNED_OFFERING, None)
         self.cluster.patch_node(
             node.name,
             guarded(
@@ -317,7 +327,7 @@ class LifecycleController(Reconciler):
         if left:
             missing.append("start-up taints still present: " + ", ".join(left))
         requested = quantities.parse_resource_list(claim.spec.resources.requests)
-        for name in extended_resources(claim.spec.resources.requests):
+        for name in _extended_resources(claim.spec.resources.requests):
             if node.allocatable.get(name, 0) < max(1, requested.get(name, 0)):
                 missing.append(
                     f"{name} not allocatable ({node.allocatable.get(name, 0)} of {requested.get(name, 0)})"
@@ -331,7 +341,7 @@ class LifecycleController(Reconciler):
             log.info("NodeClaim %s initialized (Node %s)", claim.name, node.name)
             return
         registered_at = condition_time(claim, REGISTERED) or now
-        needs_devices = bool(extended_resources(claim.spec.resources.requests))
+        needs_devices = bool(_extended_resources(claim.spec.resources.requests))
         if needs_devices and now - registered_at >= self.settings.initialization_timeout:
             self._replace(
                 claim,
@@ -350,6 +360,3 @@ class LifecycleController(Reconciler):
                 claim.status.conditions, INITIALIZED, False, reason="NotInitialized", message=message, now=now
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
-
-
-__all__ = ["LifecycleController", "isoformat"]

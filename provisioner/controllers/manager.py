@@ -2,8 +2,8 @@
 runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
-then provisioning, lifecycle, disruption (when enabled), termination, garbage collection, pool status. `provisioner run` calls
-`run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
+then provisioning, lifecycle, disruption (when enabled), termination, garbage collection, pool status.
+`provisioner run` calls `run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
 """
 
 from __future__ import annotations
@@ -12,19 +12,23 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
+from provisioner import scheduling
 from provisioner.clock import Clock
-from provisioner.controllers.cluster import ClusterAPI, NotLeader
-from provisioner.controllers.common import ProviderSet
+from provisioner.clusterapi import ClusterAPI, NotLeader
+from provisioner.controllers.disruption import DisruptionController
 from provisioner.controllers.gc import GarbageCollector
 from provisioner.controllers.interruption import InterruptionController
 from provisioner.controllers.lifecycle import LifecycleController
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodepool import NodePoolStatusController
-from provisioner.controllers.provisioning import ProvisioningController, SolveFn
+from provisioner.controllers.provider_set import ProviderSet
+from provisioner.controllers.provisioning import ProvisioningController
+from provisioner.controllers.reconciler import Reconciler, Solve
 from provisioner.controllers.settings import Settings
 from provisioner.controllers.termination import TerminationController
+from provisioner.scheduling import SolveOptions
 from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -40,8 +44,8 @@ class Manager:
         clock: Clock,
         settings: Settings | None = None,
         metrics: Metrics | None = None,
-        solve: SolveFn | None = None,
-        solve_options: Any = None,
+        solve: Solve = scheduling.solve,
+        solve_options: SolveOptions | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         disruption: bool = False,
     ) -> None:
@@ -52,18 +56,21 @@ class Manager:
         self.settings = settings or Settings()
         self.metrics = metrics or Metrics()
         self.is_leader = is_leader
-        common = {"state": state, "cluster": cluster, "providers": providers, "metrics": self.metrics}
-        self.provisioning = ProvisioningController(
-            **common, settings=self.settings, solve_options=solve_options
+        shape = _Shape(
+            state=state,
+            cluster=cluster,
+            providers=providers,
+            settings=self.settings,
+            metrics=self.metrics,
+            clock=clock,
         )
-        if solve is not None:
-            self.provisioning.solve = solve
-        self.interruption = InterruptionController(**common, on_interrupted=self.provisioning.trigger)
-        self.lifecycle = LifecycleController(**common, settings=self.settings)
-        self.termination = TerminationController(**common, settings=self.settings)
-        self.gc = GarbageCollector(**common, settings=self.settings)
-        self.nodepools = NodePoolStatusController(state=state, cluster=cluster, metrics=self.metrics)
-        self.controllers: list[tuple[str, Any]] = [
+        self.provisioning = ProvisioningController(**shape, solve=solve, solve_options=solve_options)
+        self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
+        self.lifecycle = LifecycleController(**shape)
+        self.termination = TerminationController(**shape)
+        self.gc = GarbageCollector(**shape)
+        self.nodepools = NodePoolStatusController(**shape)
+        self.controllers: list[tuple[str, Reconciler]] = [
             ("interruption", self.interruption),
             ("provisioning", self.provisioning),
             ("lifecycle", self.lifecycle),
@@ -71,11 +78,10 @@ class Manager:
             ("gc", self.gc),
             ("nodepool", self.nodepools),
         ]
+        self.disruption: DisruptionController | None = None
         if disruption:
             # Consolidation, drift, expiry: its deletions go through termination in the same step.
-            from provisioner.controllers.disruption import DisruptionController
-
-            self.disruption = DisruptionController(**common, settings=self.settings, solve=solve)
+            self.disruption = DisruptionController(**shape, solve=solve)
             self.controllers.insert(3, ("disruption", self.disruption))
 
     def step(self, now: datetime | None = None) -> bool:
@@ -103,3 +109,14 @@ class Manager:
         while not stop.is_set():
             self.step()
             stop.wait(interval)
+
+
+class _Shape(TypedDict):
+    """What the Manager gives every controller (the fields of `Reconciler`)."""
+
+    state: ClusterState
+    cluster: ClusterAPI
+    providers: ProviderSet
+    settings: Settings
+    metrics: Metrics
+    clock: Clock

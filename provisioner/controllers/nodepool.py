@@ -4,23 +4,25 @@ LimitsReached. Written only when something changed, so a quiet cluster makes no 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import NodePool, quantities
+from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api.common import Condition
-from provisioner.controllers.cluster import ClusterAPI, ClusterError
-from provisioner.controllers.common import set_condition, snapshot_of
-from provisioner.controllers.metrics import Metrics
+from provisioner.clusterapi import ClusterError
+from provisioner.controllers.conditions import set_condition
+from provisioner.controllers.provider_set import node_class_of
 from provisioner.controllers.provisioning import pool_usage
-from provisioner.state import ClusterState, Snapshot
+from provisioner.controllers.reconciler import Reconciler
+from provisioner.state import Snapshot
 
 log = logging.getLogger(__name__)
 
 
 def _node_class_ready(snap: Snapshot, pool: NodePool) -> tuple[bool, str]:
     ref = pool.spec.template.spec.node_class_ref
-    nc = snap.nodeclasses.get((ref.kind, ref.name))
+    nc = node_class_of(snap, ref.kind, ref.name)
     if nc is None:
         return False, f"{ref.kind} {ref.name} not found"
     status = getattr(nc, "status", None)
@@ -30,14 +32,10 @@ def _node_class_ready(snap: Snapshot, pool: NodePool) -> tuple[bool, str]:
     return True, ""
 
 
-class NodePoolStatusController:
-    def __init__(self, *, state: ClusterState, cluster: ClusterAPI, metrics: Metrics) -> None:
-        self.state = state
-        self.cluster = cluster
-        self.metrics = metrics
-
+@dataclass(kw_only=True, eq=False)
+class NodePoolStatusController(Reconciler):
     def reconcile(self, now: datetime) -> None:
-        snap = snapshot_of(self.state)
+        snap = self.state.snapshot()
         self._claim_metrics(snap)
         for pool in snap.nodepools:
             usage = pool_usage(snap, pool.name)
@@ -106,7 +104,7 @@ class NodePoolStatusController:
             self.metrics.cost_per_hour.labels(nodepool=pool).set(dollars)
 
 
-def _phase(claim: Any) -> str:
+def _phase(claim: NodeClaim) -> str:
     if claim.metadata.deletion_timestamp is not None:
         return "Terminating"
     done = {c.type for c in claim.status.conditions if c.status.value == "True"}

@@ -14,33 +14,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from provisioner import scheduling
 from provisioner.api import labels as wk
 from provisioner.api import quantities
-from provisioner.controllers.cluster import ClusterError
-from provisioner.controllers.common import (
-    PLANNED_OFFERING,
-    Reconciler,
-    build_nodeclaim,
-    pool_instance_types,
-    snapshot_of,
-)
+from provisioner.clusterapi import ClusterError
+from provisioner.controllers.claims import build_nodeclaim
+from provisioner.controllers.provider_set import pool_instance_types
+from provisioner.controllers.reconciler import Reconciler, Solve
+from provisioner.scheduling import NewClaim, Results, SolveOptions, Unschedulable
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
-
-SolveFn = Callable[..., Any]
-
-
-def _default_solve(*args: Any, **kwargs: Any) -> Any:
-    from provisioner import scheduling
-
-    return scheduling.solve(*args, **kwargs)
 
 
 def schedulable_view(snap: Snapshot) -> Snapshot:
@@ -82,10 +71,10 @@ def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
 
 @dataclass(kw_only=True, eq=False)
 class ProvisioningController(Reconciler):
-    solve: SolveFn = _default_solve
-    solve_options: Any = None
+    solve: Solve = scheduling.solve
+    solve_options: SolveOptions | None = None
     batches: int = field(default=0, init=False)
-    last_results: Any = field(default=None, init=False)
+    last_results: Results | None = field(default=None, init=False)
     _seen: frozenset[str] | None = field(default=None, init=False)
     _solved: frozenset[str] | None = field(default=None, init=False)
     _window_start: datetime | None = field(default=None, init=False)
@@ -105,8 +94,8 @@ class ProvisioningController(Reconciler):
         claims = {f"claim:{n.claim.name}" for n in snap.nodes if n.claim is not None and not n.deleting}
         return frozenset({p.key for p in pods} | claims)
 
-    def reconcile(self, now: datetime) -> Any:
-        snap = snapshot_of(self.state)
+    def reconcile(self, now: datetime) -> Results | None:
+        snap = self.state.snapshot()
         pods = pods_needing_capacity(snap)
         self.metrics.pending_pods.set(len(pods))
         if not pods:
@@ -135,7 +124,7 @@ class ProvisioningController(Reconciler):
         self._window_start = None
         self._failed_writes = 0
         results = self._solve(snap, pods, now)
-        after = snapshot_of(self.state)
+        after = self.state.snapshot()
         if self._failed_writes:
             # Some claims were not written: solve again after the idle window, even if nothing moved.
             self._solved = None
@@ -145,12 +134,19 @@ class ProvisioningController(Reconciler):
             self._seen = self._solved
         return results
 
-    def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Any:
+    def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Results:
         pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
         instance_types = pool_instance_types(self.providers, snap, pools)
         live = schedulable_view(snap)
         started = time.perf_counter()
-        results = self.solve(pods, live, pools, instance_types, snap.daemonsets, options=self.solve_options)
+        results = self.solve(
+            pods,
+            live,
+            pools=pools,
+            instance_types=instance_types,
+            daemonsets=snap.daemonsets,
+            options=self.solve_options,
+        )
         self.metrics.solve_seconds.observe(time.perf_counter() - started)
         self.metrics.batch_size.observe(len(pods))
         self.batches += 1
@@ -163,12 +159,12 @@ class ProvisioningController(Reconciler):
             len(results.unschedulable),
         )
         for new in results.new_claims:
-            self._create_claim(new, now)
+            self._create_claim(new, snap)
         self._events_for_unschedulable(results.unschedulable, {p.key for p in pods})
         return results
 
-    def _create_claim(self, new: Any, now: datetime) -> None:
-        claim = build_nodeclaim(new, self.state, suffix=self.settings.name_suffix())
+    def _create_claim(self, new: NewClaim, snap: Snapshot) -> None:
+        claim = build_nodeclaim(new, snap, suffix=self.settings.name_suffix())
         name = claim.name
         try:
             self.cluster.create_nodeclaim(claim)
@@ -185,7 +181,7 @@ class ProvisioningController(Reconciler):
             len(new.pods),
             options,
             "..." if len(new.instance_types) > 5 else "",
-            claim.metadata.annotations[PLANNED_OFFERING],
+            claim.metadata.annotations[wk.PLANNED_OFFERING],
             new.price,
         )
         for pod in new.pods:
@@ -200,7 +196,7 @@ class ProvisioningController(Reconciler):
                 message=f"Pod should schedule on: nodeclaim/{name}",
             )
 
-    def _events_for_unschedulable(self, unschedulable: Sequence[Any], current: set[str]) -> None:
+    def _events_for_unschedulable(self, unschedulable: Sequence[Unschedulable], current: set[str]) -> None:
         for u in unschedulable:
             reasons = "; ".join(f"{r.nodepool}: {r.reason}" for r in u.reasons) or "no NodePool exists"
             message = f"no NodePool can take this pod: {reasons}"

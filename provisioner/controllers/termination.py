@@ -16,22 +16,17 @@ from datetime import datetime
 
 from provisioner.api import NodeClaim, durations
 from provisioner.api import labels as wk
+from provisioner.api.nodeclaim import DRAINING
 from provisioner.cloudprovider import CloudProviderError, NotFound
-from provisioner.controllers.cluster import ClusterError, EvictionBlocked, NotFoundError
-from provisioner.controllers.common import (
-    DISRUPTION_REASON,
-    DRAINING,
-    INVOLUNTARY,
-    Reconciler,
-    condition_time,
-    guarded,
-    node_rv,
-    set_condition,
-    snapshot_of,
-)
+from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError, guarded, node_rv
+from provisioner.controllers.conditions import condition_time, set_condition
+from provisioner.controllers.reconciler import Reconciler
 from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
+
+INVOLUNTARY = frozenset({"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed"})
+"""Disruption reasons that do not respect do-not-disrupt (the node is going or never worked)."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -40,7 +35,7 @@ class TerminationController(Reconciler):
     _retry_at: dict[str, datetime] = field(default_factory=dict, init=False)
 
     def reconcile(self, now: datetime) -> None:
-        snap = snapshot_of(self.state)
+        snap = self.state.snapshot()
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None or claim.metadata.deletion_timestamp is None:
@@ -115,7 +110,7 @@ class TerminationController(Reconciler):
             else None
         )
         forced = grace is not None and now - started >= grace
-        voluntary = claim.metadata.annotations.get(DISRUPTION_REASON) not in INVOLUNTARY
+        voluntary = claim.metadata.annotations.get(wk.DISRUPTION_REASON) not in INVOLUNTARY
         remaining = [p for p in pods if not p.is_daemonset_pod and not p.is_terminal]
         if not remaining:
             return True

@@ -14,7 +14,7 @@ from typing import Any
 
 from provisioner.api import NodeClaim
 from provisioner.clock import Clock, RealClock, isoformat
-from provisioner.controllers.cluster import ClusterError, NotFoundError, NotLeader
+from provisioner.clusterapi.port import ClusterError, NotFoundError, NotLeader
 from provisioner.kube import client as kc
 from provisioner.kube.informers import StateFeeder
 

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from provisioner.api import labels as wk
-from provisioner.controllers.cluster import ClusterError, ConflictError, EvictionBlocked, NotFoundError
+from provisioner.clusterapi.port import ClusterError, ConflictError, EvictionBlocked, NotFoundError
 
 MERGE_PATCH = "application/merge-patch+json"
 

@@ -89,28 +89,12 @@ class StateFeeder:
         """A relist: everything listed is upserted, everything held but not listed is removed."""
         items = list(items)
         listed = {object_key(res, o) for o in items}
-        store = self._store_keys(res)
-        for key in store - listed:
+        for key in self.state.keys_of(res.kind) - listed:
             with self._lock:
                 self._versions.pop((res.kind, key), None)
                 self.state.remove(res.kind, key)
         for obj in items:
             self.upsert(res, obj)
-
-    def _store_keys(self, res: Resource) -> set[str]:
-        s = self.state
-        if res.kind in ("AWSNodeClass", "GCPNodeClass"):
-            return {name for (kind, name) in list(s.nodeclasses) if kind == res.kind}
-        store: Mapping[str, Any] = {
-            "Pod": s.pods,
-            "Node": s.nodes,
-            "NodeClaim": s.claims,
-            "NodePool": s.nodepools,
-            "DaemonSet": s.daemonsets,
-            "PodDisruptionBudget": s.pdbs,
-            "Namespace": s.namespaces,
-        }.get(res.kind, {})
-        return set(list(store))
 
 
 class Informer(threading.Thread):

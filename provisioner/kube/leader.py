@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from provisioner.clock import Clock, micro_isoformat, parse_time
-from provisioner.controllers.cluster import ClusterError, ConflictError, NotFoundError
+from provisioner.clusterapi.port import ClusterError, ConflictError, NotFoundError
 from provisioner.kube import client as kc
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
@@ -22,10 +23,7 @@ from provisioner.api.nodeclaim import DISRUPTING
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import Instance, InstanceType
-from provisioner.controllers.cluster import NotFoundError
-from provisioner.controllers.common import DISRUPTION_REASON
-from provisioner.controllers.kwok import node_for_instance, node_name_for
-from provisioner.controllers.memory import MemoryCluster
+from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
 from provisioner.sim.scenario import RUNS_FOR
 from provisioner.state.objects import Node, Pod, tolerates_all
 
@@ -51,7 +49,7 @@ class SimCluster(MemoryCluster):
         for claim in self.state.claims.values():
             # Only the disruption controller's reasons: a failed launch or an interruption is not a
             # decision the budgets bound.
-            if claim.metadata.annotations.get(DISRUPTION_REASON) not in VOLUNTARY:
+            if claim.metadata.annotations.get(wk.DISRUPTION_REASON) not in VOLUNTARY:
                 continue
             if claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING):
                 pool = claim.nodepool or ""
@@ -71,8 +69,6 @@ class SimCluster(MemoryCluster):
         self.state.upsert(kind, body)
 
     def patch_pod(self, pod: Pod, patch: Mapping[str, Any]) -> None:
-        from provisioner.controllers.cluster import merge_patch
-
         current = self.state.pods.get(pod.key)
         if current is None:
             raise NotFoundError(f"Pod {pod.key} not found")

@@ -27,9 +27,9 @@ from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.clock import VirtualClock
 from provisioner.cloudprovider import wrappers
-from provisioner.controllers.common import ProviderSet
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow

@@ -9,9 +9,9 @@ Node we do not own has no claim), with the pods bound to it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api import labels as wk
@@ -20,6 +20,9 @@ from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.quantities import ResourceList
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -137,22 +140,90 @@ class Snapshot:
             yield from n.pods
 
 
+class StoreView(Mapping[K, V]):
+    """A read-only window on one of ClusterState's stores, for readers in any thread.
+
+    Each call holds the state's lock, and iteration (`keys`, `values`, `items`, `for key in view`) walks a
+    copy taken under it, so the store never changes under a reader ("dictionary changed size during
+    iteration"). Two calls are two moments: to read several objects as one moment (a claim and its Node),
+    hold `ClusterState.lock` around the calls, or read a snapshot.
+    """
+
+    __slots__ = ("_data", "_lock")
+
+    def __init__(self, data: dict[K, V], lock: threading.RLock) -> None:
+        self._data = data
+        self._lock = lock
+
+    def __getitem__(self, key: K) -> V:
+        with self._lock:
+            return self._data[key]
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._data
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self.keys())
+
+    def keys(self) -> KeysView[K]:
+        with self._lock:
+            return dict(self._data).keys()
+
+    def values(self) -> ValuesView[V]:
+        with self._lock:
+            return dict(self._data).values()
+
+    def items(self) -> ItemsView[K, V]:
+        with self._lock:
+            return dict(self._data).items()
+
+
+_NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
+
+
 class ClusterState:
     """Thread-safe store of the cluster's objects, keyed by kind. Informers (or the embedded cluster)
-    call `upsert` and `remove`; everyone else reads `snapshot()`."""
+    call `upsert` and `remove`, each under the lock; everyone else reads `snapshot()` (one consistent
+    moment, shared until the next write) or the read-only views (`pods`, `nodes`, `claims`...), whose
+    every call holds the lock."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self.pods: dict[str, Pod] = {}
-        self.nodes: dict[str, Node] = {}
-        self.claims: dict[str, NodeClaim] = {}
-        self.nodepools: dict[str, NodePool] = {}
-        self.nodeclasses: dict[tuple[str, str], NodeClass] = {}
-        self.daemonsets: dict[str, DaemonSet] = {}
-        self.pdbs: dict[str, PodDisruptionBudget] = {}
-        self.namespaces: dict[str, dict[str, str]] = {}
+        self._pods: dict[str, Pod] = {}
+        self._nodes: dict[str, Node] = {}
+        self._claims: dict[str, NodeClaim] = {}
+        self._nodepools: dict[str, NodePool] = {}
+        self._nodeclasses: dict[tuple[str, str], NodeClass] = {}
+        self._daemonsets: dict[str, DaemonSet] = {}
+        self._pdbs: dict[str, PodDisruptionBudget] = {}
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self.pods = StoreView(self._pods, self._lock)
+        """`namespace/name` -> Pod."""
+        self.nodes = StoreView(self._nodes, self._lock)
+        self.claims = StoreView(self._claims, self._lock)
+        self.nodepools = StoreView(self._nodepools, self._lock)
+        self.nodeclasses = StoreView(self._nodeclasses, self._lock)
+        """(kind, name) -> NodeClass."""
+        self.daemonsets = StoreView(self._daemonsets, self._lock)
+        """`namespace/name` -> DaemonSet."""
+        self.pdbs = StoreView(self._pdbs, self._lock)
+        """`namespace/name` -> PodDisruptionBudget."""
+        self.namespaces = StoreView(self._namespaces, self._lock)
+        """Namespace -> its labels."""
         self.generation = 0
         """Incremented on every change, so callers can tell whether anything moved."""
+        self._snapshot: tuple[int, Snapshot] | None = None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by every write and every view call. Hold it to read several objects as one moment, or to
+        make several writes appear to readers at once; never across I/O (informer threads wait on it)."""
+        return self._lock
 
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
         """Add or replace one object given as Kubernetes JSON."""
@@ -161,28 +232,28 @@ class ClusterState:
             meta = obj.get("metadata") or {}
             if kind == "Pod":
                 pod = Pod.from_dict(obj)
-                self.pods[pod.key] = pod
+                self._pods[pod.key] = pod
             elif kind == "Node":
                 node = Node.from_dict(obj)
-                self.nodes[node.name] = node
+                self._nodes[node.name] = node
             elif kind == "NodeClaim":
                 claim = NodeClaim.model_validate(obj)
-                self.claims[claim.name] = claim
+                self._claims[claim.name] = claim
             elif kind == "NodePool":
                 pool = NodePool.model_validate(obj)
-                self.nodepools[pool.name] = pool
-            elif kind in ("AWSNodeClass", "GCPNodeClass"):
+                self._nodepools[pool.name] = pool
+            elif kind in _NODECLASS_KINDS:
                 model = AWSNodeClass if kind == "AWSNodeClass" else GCPNodeClass
                 nc = model.model_validate(obj)
-                self.nodeclasses[(kind, nc.name)] = nc
+                self._nodeclasses[(kind, nc.name)] = nc
             elif kind == "DaemonSet":
                 ds = DaemonSet.from_dict(obj)
-                self.daemonsets[f"{ds.namespace}/{ds.name}"] = ds
+                self._daemonsets[f"{ds.namespace}/{ds.name}"] = ds
             elif kind == "PodDisruptionBudget":
                 pdb = PodDisruptionBudget.from_dict(obj)
-                self.pdbs[f"{pdb.namespace}/{pdb.name}"] = pdb
+                self._pdbs[f"{pdb.namespace}/{pdb.name}"] = pdb
             elif kind == "Namespace":
-                self.namespaces[meta["name"]] = dict(meta.get("labels") or {})
+                self._namespaces[meta["name"]] = dict(meta.get("labels") or {})
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
 
@@ -190,33 +261,48 @@ class ClusterState:
         """Forget one object: `namespace/name` for namespaced kinds, `name` otherwise."""
         with self._lock:
             self.generation += 1
-            store: dict[Any, Any] = {
-                "Pod": self.pods,
-                "Node": self.nodes,
-                "NodeClaim": self.claims,
-                "NodePool": self.nodepools,
-                "DaemonSet": self.daemonsets,
-                "PodDisruptionBudget": self.pdbs,
-                "Namespace": self.namespaces,
-            }.get(kind, {})
-            if kind in ("AWSNodeClass", "GCPNodeClass"):
-                self.nodeclasses.pop((kind, key), None)
+            if kind in _NODECLASS_KINDS:
+                self._nodeclasses.pop((kind, key), None)
             else:
-                store.pop(key, None)
+                self._store(kind).pop(key, None)
+
+    def keys_of(self, kind: str) -> set[str]:
+        """The keys held for a kind (`namespace/name` for namespaced kinds, `name` otherwise): what a
+        relist compares with."""
+        with self._lock:
+            if kind in _NODECLASS_KINDS:
+                return {name for (k, name) in self._nodeclasses if k == kind}
+            return set(self._store(kind))
+
+    def _store(self, kind: str) -> dict[str, Any]:
+        stores: dict[str, dict[str, Any]] = {
+            "Pod": self._pods,
+            "Node": self._nodes,
+            "NodeClaim": self._claims,
+            "NodePool": self._nodepools,
+            "DaemonSet": self._daemonsets,
+            "PodDisruptionBudget": self._pdbs,
+            "Namespace": self._namespaces,
+        }
+        return stores.get(kind, {})
 
     def snapshot(self) -> Snapshot:
-        """Join nodes with their claims (by provider id, then by node name) and pods with their nodes."""
+        """The cluster at one moment: nodes joined with their claims (by provider id, then by node name)
+        and pods with their nodes. Built under the lock, and shared by every reader until the next write
+        (a snapshot of a large cluster costs milliseconds; a controller step asks for several)."""
         with self._lock:
+            if self._snapshot is not None and self._snapshot[0] == self.generation:
+                return self._snapshot[1]
             by_provider: dict[str, NodeClaim] = {}
             by_node_name: dict[str, NodeClaim] = {}
-            for claim in self.claims.values():
+            for claim in self._claims.values():
                 if claim.status.provider_id:
                     by_provider[claim.status.provider_id] = claim
                 if claim.status.node_name:
                     by_node_name[claim.status.node_name] = claim
             pods_by_node: dict[str, list[Pod]] = {}
             pending: list[Pod] = []
-            for pod in self.pods.values():
+            for pod in self._pods.values():
                 if pod.is_terminal:
                     continue
                 if pod.node_name:
@@ -225,7 +311,7 @@ class ClusterState:
                     pending.append(pod)
             nodes: list[StateNode] = []
             joined: set[str] = set()
-            for node in self.nodes.values():
+            for node in self._nodes.values():
                 claim = by_provider.get(node.provider_id or "") or by_node_name.get(node.name)
                 if claim is not None:
                     joined.add(claim.name)
@@ -234,19 +320,21 @@ class ClusterState:
                         name=node.name, node=node, claim=claim, pods=tuple(pods_by_node.get(node.name, ()))
                     )
                 )
-            for claim in self.claims.values():
+            for claim in self._claims.values():
                 if claim.name not in joined:
                     nodes.append(StateNode(name=claim.name, claim=claim))
             nodes.sort(key=lambda n: n.name)
-            return Snapshot(
+            snap = Snapshot(
                 nodes=tuple(nodes),
                 pending_pods=tuple(sorted(pending, key=lambda p: p.key)),
-                daemonsets=tuple(self.daemonsets[k] for k in sorted(self.daemonsets)),
-                pdbs=tuple(self.pdbs[k] for k in sorted(self.pdbs)),
-                nodepools=tuple(self.nodepools[k] for k in sorted(self.nodepools)),
-                nodeclasses=dict(self.nodeclasses),
-                namespaces={k: dict(v) for k, v in self.namespaces.items()},
+                daemonsets=tuple(self._daemonsets[k] for k in sorted(self._daemonsets)),
+                pdbs=tuple(self._pdbs[k] for k in sorted(self._pdbs)),
+                nodepools=tuple(self._nodepools[k] for k in sorted(self._nodepools)),
+                nodeclasses=dict(self._nodeclasses),
+                namespaces={k: dict(v) for k, v in self._namespaces.items()},
             )
+            self._snapshot = (self.generation, snap)
+            return snap
 
 
 def team_of(pod: Pod, namespaces: Mapping[str, Mapping[str, str]]) -> str | None:

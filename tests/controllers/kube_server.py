@@ -201,7 +201,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
 
 
 def _allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
-    from provisioner.controllers.memory import disruptions_allowed
+    from provisioner.clusterapi.memory import disruptions_allowed
 
     return disruptions_allowed(pdb, pods)
 

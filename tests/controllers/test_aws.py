@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.controllers.common import condition_status
+from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.settings import Settings
 from tests.controllers.world import gpu_pod, node_pool
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.controllers.common import condition_status
+from provisioner.controllers.conditions import condition_status
 from tests.controllers.world import gpu_pod, node_class, node_pool
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from providers.fake import FakeProvider
 from provisioner.clock import VirtualClock
-from provisioner.controllers.cluster import NotLeader
+from provisioner.clusterapi import NotLeader
 from provisioner.kube import client as kc
 from provisioner.kube.api import KubeClusterAPI
 from provisioner.kube.informers import Informers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
-from provisioner.controllers.common import condition_status
+from provisioner.controllers.conditions import condition_status
 from tests.controllers.world import gpu_pod, node_class, node_pool
 
 

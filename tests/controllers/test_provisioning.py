@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.cloudprovider import CreateError
-from provisioner.controllers.common import condition_status
+from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.settings import Settings
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 

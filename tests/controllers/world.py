@@ -18,16 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from providers.fake import FakeProvider
+from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.clock import VirtualClock, isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.cloudprovider.wrappers import CachingProvider
-from provisioner.controllers.cluster import ClusterAPI, ClusterError, NotFoundError, merge_patch
-from provisioner.controllers.common import ProviderSet
-from provisioner.controllers.kwok import node_for_instance, node_name_for
+from provisioner.clusterapi import ClusterAPI, ClusterError, MemoryCluster, NotFoundError, merge_patch
 from provisioner.controllers.manager import Manager
-from provisioner.controllers.memory import MemoryCluster
+from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState

@@ -8,8 +8,9 @@ import pytest
 
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
-from provisioner.controllers.common import ProviderSet
 from provisioner.controllers.disruption import DisruptionController, DisruptionSettings
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.provider_set import ProviderSet
 from provisioner.finops.ledger import Ledger
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
@@ -39,6 +40,8 @@ def controller(w, ledger):
         cluster=w.backend.cluster,
         providers=ProviderSet.single(w.provider),
         settings=w.settings,
+        metrics=Metrics(),
+        clock=w.clock,
         ledger=ledger,
         disruption=DisruptionSettings(),
     )
@@ -171,6 +174,8 @@ def test_a_run_without_a_database_keeps_its_rows_for_the_html_report(world):
         cluster=w.backend.cluster,
         providers=ProviderSet.single(w.provider),
         settings=w.settings,
+        metrics=Metrics(),
+        clock=w.clock,
         disruption=DisruptionSettings(keep_rows=True, usage_interval=timedelta(minutes=1)),
     )
     before = cost(w)

@@ -8,7 +8,6 @@ status patches, PDB-checked evictions, and Events kept in a list for assertions 
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +15,7 @@ from typing import Any
 
 from provisioner.api import NodeClaim
 from provisioner.clock import Clock, isoformat
-from provisioner.controllers.cluster import ConflictError, EvictionBlocked, NotFoundError, merge_patch
+from provisioner.clusterapi.port import ConflictError, EvictionBlocked, NotFoundError, merge_patch
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod, PodDisruptionBudget
 
@@ -62,7 +61,9 @@ class MemoryCluster:
         self.clock = clock
         self.events: list[RecordedEvent] = []
         self.evictions: list[str] = []
-        self._lock = threading.RLock()
+        # The state's own lock: a read-modify-write (a patch, a PDB-checked eviction) is one moment for
+        # every other reader and writer of the state.
+        self._lock = state.lock
 
     # NodeClaims
 

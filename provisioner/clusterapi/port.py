@@ -1,10 +1,12 @@
-"""ClusterAPI: the only way controllers change the cluster, and the errors they branch on.
+"""ClusterAPI: the only way controllers change the cluster, the errors they branch on, and what a patch
+means.
 
 Controllers read from `provisioner.state.ClusterState` and write through this small protocol. Two
 implementations: `provisioner.kube.api.KubeClusterAPI` (a real API server) and
-`provisioner.controllers.memory.MemoryCluster` (writes straight into a ClusterState; unit tests and
+`provisioner.clusterapi.memory.MemoryCluster` (writes straight into a ClusterState; unit tests and
 `provisioner simulate`). Patches are JSON merge patches (RFC 7386): a key set to None is removed, lists
-are replaced whole.
+are replaced whole; a patch carrying `metadata.resourceVersion` (`guarded`) is refused with a
+ConflictError when the object changed since that version.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from provisioner.api import NodeClaim
+from provisioner.state.objects import Node
 
 
 class ClusterError(Exception):
@@ -99,3 +102,19 @@ def merge_patch(target: Mapping[str, Any] | None, patch: Any) -> Any:
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
+
+
+def guarded(resource_version: str | None, patch: dict[str, Any]) -> dict[str, Any]:
+    """The patch with the resourceVersion it was computed from, so a list field (taints, finalizers)
+    written from a stale read fails with a conflict (and is retried) instead of dropping another
+    writer's entry."""
+    if not resource_version:
+        return patch
+    meta = dict(patch.get("metadata") or {})
+    meta["resourceVersion"] = resource_version
+    return {**patch, "metadata": meta}
+
+
+def node_rv(node: Node | None) -> str | None:
+    """The Node's resourceVersion as last read, for `guarded`."""
+    return (node.raw.get("metadata") or {}).get("resourceVersion") if node is not None else None
