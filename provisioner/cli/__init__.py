@@ -1,5 +1,6 @@
-"""The `provisioner` command. Each group of subcommands lives in its own module of this package and is
-registered in `main.py`; this package holds only wiring and printing, never decisions."""
+"""The `provisioner` command. The typer app lives in `app.py`; each group of subcommands lives in its
+own module and registers on it; `main.py` imports them all. This package holds only wiring and printing,
+never decisions."""
 
 from provisioner.cli.main import app, main
 

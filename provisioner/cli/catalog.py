@@ -30,7 +30,7 @@ from typing import Any
 import typer
 
 from provisioner.api import labels
-from provisioner.cli.main import app
+from provisioner.cli.app import app
 from provisioner.cloudprovider import CloudProviderError, InstanceType
 from provisioner.cloudprovider import catalog as catalog_
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from provisioner.api import crds as api_crds
-from provisioner.cli.main import app
+from provisioner.cli.app import app
 
 
 @app.command("crds")

@@ -1,25 +1,11 @@
-"""Registers every subcommand group on the one typer app."""
+"""Wires the command: every subcommand module adds its commands to `app.app` when imported; SDKs are
+imported inside the commands that use them."""
 
 from __future__ import annotations
 
-import typer
-
-app = typer.Typer(
-    name="provisioner",
-    help="Autoscaling provisioner for GPU fleets on Kubernetes.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback()
-def _root() -> None:
-    """Autoscaling provisioner for GPU fleets on Kubernetes."""
-
-
-# Each module adds its commands to `app` when imported; SDKs are imported inside the commands that use them.
-from provisioner.cli import catalog, crds, report, run, simulate, templates  # noqa: E402, F401
+# Imported for the commands each one registers on `app`.
+from provisioner.cli import catalog, crds, report, run, simulate, templates  # noqa: F401
+from provisioner.cli.app import app
 
 
 def main() -> None:

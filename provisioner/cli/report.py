@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from provisioner.cli.main import app
+from provisioner.cli.app import app
 
 report = typer.Typer(
     name="report",

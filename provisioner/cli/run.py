@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from provisioner.cli.main import app
+from provisioner.cli.app import app
 
 log = logging.getLogger("provisioner")
 

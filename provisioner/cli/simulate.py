@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from provisioner.api import quantities
-from provisioner.cli.main import app
+from provisioner.cli.app import app
 from provisioner.scheduling import NewClaim, Results
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import static

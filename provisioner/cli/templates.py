@@ -14,7 +14,7 @@ import typer
 import yaml
 
 from provisioner.api import documents, karpenter
-from provisioner.cli.main import app
+from provisioner.cli.app import app
 
 templates = typer.Typer(
     name="templates",
