@@ -3,11 +3,13 @@ provider makes them: a Node named after the claim, with the instance type's labe
 Ready, and tainted `provisioner.sh/unregistered` until the lifecycle controller registers it.
 
 Pure: returns Kubernetes JSON. `provisioner run --cloud fake`, the simulator and the tests' kubelet
-write it wherever their cluster lives.
+write it wherever their cluster lives. It lives with the fake cloud because only that cloud's instances
+need a stand-in kubelet.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from provisioner.api import labels as wk
@@ -26,7 +28,7 @@ def node_for_instance(
     *,
     ready: bool = True,
     devices: bool = True,
-    now: Any = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The Node a kubelet on this instance would register. `devices=False` leaves out extended resources
     (a GPU node whose device plugin never starts)."""
