@@ -16,6 +16,8 @@ meantime drops them. Carrying out a command:
 Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
 replacements in flight are hidden from later plans so no two commands count on the same room. Blockers are
 written to the ledger once per evaluation, and node usage (capacity and allocation) once per interval.
+Each pass first brings the claims' pod-event times up to date (`pod_events.PodEvents`): `consolidateAfter`
+counts from them.
 """
 
 from __future__ import annotations
@@ -352,6 +354,7 @@ class DisruptionController(Reconciler):
     # ---- the ledger --------------------------------------------------------------------------------
 
     def _remember_teams(self, snap: Snapshot) -> None:
+        """Note each node's workload teams while it has pods, for the row of a node removed once empty."""
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None or sn.node is None or claim.metadata.deletion_timestamp is not None:
