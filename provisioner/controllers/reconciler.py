@@ -25,12 +25,14 @@ from provisioner.state import ClusterState, DaemonSet, Pod, Snapshot
 
 
 class Solve(Protocol):
-    """`provisioner.scheduling.solve`: pods -> placements, new claims and reasons, over a snapshot."""
+    """`provisioner.scheduling.solve`: pods -> placements, new claims and reasons, over a snapshot. (The
+    disruption planner's `SolveFn` is the same function without `options`.)"""
 
     def __call__(
         self,
         pods: Sequence[Pod],
         snapshot: Snapshot,
+        /,
         *,
         pools: Sequence[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
