@@ -11,7 +11,6 @@ per pool, repeated only when the reasons change.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.controllers.cluster import ClusterError
 from provisioner.controllers.common import (
@@ -41,28 +39,6 @@ def _default_solve(*args: Any, **kwargs: Any) -> Any:
     from provisioner import scheduling
 
     return scheduling.solve(*args, **kwargs)
-
-
-def schedulable_view(snap: Snapshot) -> Snapshot:
-    """The snapshot as capacity for the next solve. Nodes being deleted are left out (their pods are
-    among those solved). A node of ours that registered but is not initialized yet counts as what it will
-    be: without the unregistered and start-up taints, with the allocatable its claim promised (GPUs appear
-    only when the device plugin starts). Otherwise a solve during registration launches a second node."""
-    nodes = []
-    for sn in snap.nodes:
-        if sn.deleting:
-            continue
-        if sn.node is not None and sn.claim is not None and not sn.initialized:
-            ignore = {wk.UNREGISTERED_TAINT} | {t.key for t in sn.claim.spec.startup_taints}
-            alloc = dict(sn.node.allocatable)
-            for name, amount in quantities.parse_resource_list(sn.claim.status.allocatable).items():
-                alloc[name] = max(alloc.get(name, 0), amount)
-            node = dataclasses.replace(
-                sn.node, taints=tuple(t for t in sn.node.taints if t.key not in ignore), allocatable=alloc
-            )
-            sn = dataclasses.replace(sn, node=node)
-        nodes.append(sn)
-    return dataclasses.replace(snap, nodes=tuple(nodes))
 
 
 def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
@@ -148,9 +124,17 @@ class ProvisioningController(Reconciler):
     def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Any:
         pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
         instance_types = pool_instance_types(self.providers, snap, pools)
-        live = schedulable_view(snap)
         started = time.perf_counter()
-        results = self.solve(pods, live, pools, instance_types, snap.daemonsets, options=self.solve_options)
+        # The snapshot goes as it is: scheduling.existing owns how its nodes count (a deleting node still
+        # counts toward its pool's limits, takes no pods; a registering node counts as what it will be).
+        results = self.solve(
+            pods,
+            snap,
+            pools=pools,
+            instance_types=instance_types,
+            daemonsets=snap.daemonsets,
+            options=self.solve_options,
+        )
         self.metrics.solve_seconds.observe(time.perf_counter() - started)
         self.metrics.batch_size.observe(len(pods))
         self.batches += 1

@@ -39,7 +39,7 @@ from provisioner.state.cluster import Snapshot, StateNode, team_of
 from provisioner.state.objects import Pod, SelectorRequirement, tolerates_all
 
 SolveFn = Callable[..., Results]
-"""`solve(pods, snapshot, pools, instance_types, daemonsets=None, *, options=None) -> Results`."""
+"""`solve(pods, snapshot, *, pools, instance_types, daemonsets=None, options=None) -> Results`."""
 
 _CENT = 1e-9
 
@@ -309,9 +309,9 @@ class _Planner:
         return self._solve(
             pods,
             self.solve_view(pods, {n.name for n in nodes}),
-            self.pool_list,
-            instance_types or self.instance_types,
-            self.snapshot.daemonsets,
+            pools=self.pool_list,
+            instance_types=instance_types or self.instance_types,
+            daemonsets=self.snapshot.daemonsets,
         )
 
     def accept(self, command: Command, results: Results | None) -> None:

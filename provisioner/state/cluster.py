@@ -30,6 +30,9 @@ class StateNode:
     node: Node | None = None
     claim: NodeClaim | None = None
     pods: tuple[Pod, ...] = ()
+    _requested: ResourceList | None = field(default=None, init=False, repr=False, compare=False)
+    """What `requested` computed, filled on first use: the instance is frozen, so the sum cannot change,
+    and the scheduler and the disruption planner ask for it many times per snapshot."""
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -62,10 +65,15 @@ class StateNode:
 
     @property
     def requested(self) -> ResourceList:
-        total: ResourceList = {}
-        for pod in self.pods:
-            if not pod.is_terminal:
-                total = quantities.add(total, pod.requests)
+        """What the node's running (non-terminal) pods request. Memoised; callers must not mutate it."""
+        total = self._requested
+        if total is None:
+            total = {}
+            for pod in self.pods:
+                if not pod.is_terminal:
+                    for name, amount in pod.requests.items():
+                        total[name] = total.get(name, 0) + amount
+            object.__setattr__(self, "_requested", total)
         return total
 
     @property
