@@ -119,8 +119,9 @@ def _starting(
     unregistered taint, and its device plugins may not report GPUs yet: pods need not tolerate those
     taints, and it offers what its claim promised (both clear once it is initialized)."""
     assert sn.claim is not None
-    ignore = {wk.UNREGISTERED_TAINT} | {t.key for t in sn.claim.spec.startup_taints}
-    kept = tuple(t for t in taints if t.key not in ignore)
+    # A start-up taint is matched by key and effect, as Karpenter matches them.
+    startup = {(t.key, t.effect.value) for t in sn.claim.spec.startup_taints}
+    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and t.key != wk.UNREGISTERED_TAINT)
     promised: Vec | None = None
     if sn.claim.status.allocatable:
         promised = dims.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
