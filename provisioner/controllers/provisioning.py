@@ -3,9 +3,10 @@
 Level-triggered: each `reconcile(now)` looks at the cluster state as it is. A batch opens when the set of
 pods needing capacity changes, and closes after `batch_idle` without change or `batch_max` in all. Pods on
 nodes being deleted are solved with the pending ones (their replacement is launched before they are
-evicted, within the pool's limits, which still count the node being deleted). Claims are written with the termination finalizer, the pool label and the engine's options;
-the scheduler counts a claim in flight as capacity of its first option, so the next solve places the same
-pods on it and never launches twice for them. Pods no pool can take get one Event with the reason
+evicted, within the pool's limits, which still count the node being deleted). Claims are written with the
+termination finalizer, the pool label and the engine's options; the scheduler counts a claim in flight as
+capacity of its first option, so the next solve places the same pods on it and never launches twice for
+them. Pods no pool can take get one Event with the reason
 per pool, repeated only when the reasons change.
 """
 

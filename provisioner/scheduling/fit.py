@@ -97,7 +97,10 @@ def _alt_fit(v: Variant, pool: Pool, alt: rq.Reqs, *, cache: OptionCache, dims: 
         )
     missing = labels_missing(alt, pool)
     if missing is not None:
-        return f"requirement {missing} {alt.get(missing).describe()}: the pool's nodes do not carry label {missing}"
+        return (
+            f"requirement {missing} {alt.get(missing).describe()}: "
+            f"the pool's nodes do not carry label {missing}"
+        )
     options = cache.options(pool.index, pool.types, merged)
     req = v.req
     for price, t, _ in options:
@@ -143,7 +146,10 @@ def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims:
             short = [i for i, a in enumerate(req) if a > largest.alloc[i]]
         have = ", ".join(f"{dims.names[i]} {fmt(dims.names[i], largest.alloc[i])}" for i in short)
         wanted = dims.describe(tuple(0 if dims.names[i] == quantities.PODS else a for i, a in enumerate(req)))
-        return f"no instance type is big enough for {wanted}; the largest is {largest.it.name} with {have} allocatable"
+        return (
+            f"no instance type is big enough for {wanted}; the largest is "
+            f"{largest.it.name} with {have} allocatable"
+        )
     zreq, creq = merged.get(wk.ZONE), merged.get(wk.CAPACITY_TYPE)
     gone = sorted(
         f"{t.it.name} {o.capacity_type} {o.zone}"
