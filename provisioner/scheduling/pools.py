@@ -15,7 +15,7 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import Option, PoolType, allows
-from provisioner.scheduling.resources import Dims, Vec, fits, fmt, minus, plus
+from provisioner.scheduling.resources import Dims, Vec, fits, fmt, le, minus, plus
 from provisioner.state.objects import DaemonSet, TaintValue, tolerates_all
 
 NODES = -1
@@ -170,7 +170,7 @@ def first_fit(options: Sequence[Option], total: Vec, start: int, room: Mapping[i
     """Index of the first option from `start` that holds `total` within the room, or -1."""
     for i in range(start, len(options)):
         t = options[i][1]
-        if fits(total, t.alloc) and (room is None or within(t, room)):
+        if all(map(le, total, t.alloc)) and (room is None or within(t, room)):
             return i
     return -1
 
