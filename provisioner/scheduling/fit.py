@@ -18,7 +18,8 @@ from provisioner.scheduling.offerings import (
     TYPE_KEYS,
     Option,
     OptionCache,
-    allows,
+    any_offering,
+    labels_ok,
     short_of_min_values,
 )
 from provisioner.scheduling.pools import Pool
@@ -116,13 +117,13 @@ def _alt_fit(v: Variant, pool: Pool, alt: rq.Reqs, *, cache: OptionCache, dims: 
 def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims: Dims) -> str:
     """Why no option of the pool holds the pod: a key no type offers, no type big enough, or every
     offering of the types that fit unavailable."""
-    matching = [t for t in pool.types if allows(t.it, merged)]
+    matching = [t for t in pool.types if labels_ok(t.it, merged) and any_offering(t.it, merged)]
     if not matching:
         for key, kreq in alt.items:
             if key not in TYPE_KEYS and key not in OFFERING_KEYS:
                 continue
             single = rq.Reqs(((key, kreq),))
-            if any(allows(t.it, single) for t in pool.types):
+            if any(labels_ok(t.it, single) and any_offering(t.it, single) for t in pool.types):
                 continue
             if key == wk.ZONE:
                 offered = sorted({o.zone for t in pool.types for o in t.it.offerings})

@@ -89,11 +89,6 @@ def labels_ok(it: InstanceType, reqs: rq.Reqs) -> bool:
     return True
 
 
-def allows(it: InstanceType, reqs: rq.Reqs) -> bool:
-    """Whether the requirements allow the type and at least one of its offerings."""
-    return labels_ok(it, reqs) and any_offering(it, reqs)
-
-
 def value_of(t: PoolType, offering: Offering, key: str) -> str | None:
     """The value of `key` on a node of this type launched on this offering."""
     if key == wk.ZONE:

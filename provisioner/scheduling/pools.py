@@ -14,7 +14,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import requirements as rq
-from provisioner.scheduling.offerings import Option, PoolType, allows
+from provisioner.scheduling.offerings import Option, PoolType, any_offering, labels_ok
 from provisioner.scheduling.resources import Dims, Vec, fits, fmt, le, minus, plus
 from provisioner.state.objects import DaemonSet, TaintValue, tolerates_all
 
@@ -59,7 +59,7 @@ def _daemonset_runs_on_type(
         return False
     for alt in rq.pod_alternatives(pod.node_selector, pod.required_node_terms):
         merged = pool_reqs.intersect(alt)
-        if merged.conflict() is None and allows(it, merged):
+        if merged.conflict() is None and labels_ok(it, merged) and any_offering(it, merged):
             return True
     return False
 
@@ -94,7 +94,7 @@ def _compile(
     compiled: list[PoolType] = []
     pods_dim = dims.index[quantities.PODS]
     for it in types:
-        if not allows(it, reqs):
+        if not (labels_ok(it, reqs) and any_offering(it, reqs)):
             continue
         cap = list(dims.vec(it.capacity))
         alloc = list(dims.vec(it.allocatable))
