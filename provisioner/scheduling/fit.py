@@ -23,7 +23,7 @@ from provisioner.scheduling.offerings import (
     short_of_min_values,
 )
 from provisioner.scheduling.pools import Pool
-from provisioner.scheduling.resources import Dims, fits, fmt
+from provisioner.scheduling.resources import Dims, fits, fmt, le
 from provisioner.state.objects import TaintValue, tolerates_all
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _alt_fit(v: Variant, pool: Pool, alt: rq.Reqs, *, cache: OptionCache, dims: 
     options = cache.options(pool.index, pool.types, merged)
     req = v.req
     for price, t, _ in options:
-        if fits(req, t.alloc):
+        if all(map(le, req, t.alloc)):
             if pool.min_values:
                 short = short_of_min_values(pool.min_values, [o for o in options if fits(req, o[1].alloc)])
                 if short is not None:

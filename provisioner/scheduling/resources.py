@@ -82,10 +82,6 @@ class Dims:
                 out[i] = amount
         return tuple(out)
 
-    def to_list(self, vec: Vec) -> dict[str, int]:
-        """The non-zero amounts of a vector as a resource list."""
-        return {self.names[i]: a for i, a in enumerate(vec) if a}
-
     def describe(self, vec: Sequence[int], *, skip_zero: bool = True) -> str:
         """`cpu 2, memory 4Gi`: the amounts in plain words."""
         return ", ".join(

@@ -337,7 +337,7 @@ class _Solver:
             outcome = self._place(pod, shape)
             if isinstance(outcome, list):
                 results.unschedulable.append(Unschedulable(pod=pod, reasons=outcome))
-            elif isinstance(outcome, ex.Existing):
+            elif outcome.__class__ is ex.Existing:
                 results.placements.append(Placement(pod=pod, node=outcome.name))
         results.new_claims = [self._finalize(n) for n in self.new]
         return results
@@ -371,7 +371,9 @@ class _Solver:
         requests: dict[str, int] = {}
         for pod in n.pods:
             requests = quantities.add(requests, pod.requests)
-        requests = quantities.add(requests, self.dims.to_list(first.ds_overhead))
+        for i, amount in enumerate(first.ds_overhead):
+            if amount:
+                requests[self.dims.names[i]] = requests.get(self.dims.names[i], 0) + amount
         return NewClaim(
             hostname=n.hostname,
             nodepool=pool.pool,

@@ -17,7 +17,7 @@ from provisioner.scheduling.existing import Existing, anti_affine_pods
 from provisioner.scheduling.fit import pool_fit
 from provisioner.scheduling.offerings import Option, OptionCache
 from provisioner.scheduling.pools import Pool
-from provisioner.scheduling.resources import Dims, Vec, fits
+from provisioner.scheduling.resources import Dims, Vec, le
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import LabelSelector, Pod, PodAffinityTerm
 
@@ -238,7 +238,7 @@ class Topology:
                     # Emptiest domain first (the spread wants it), then the cheapest that holds the
                     # node's pods, then by name.
                     count = spread.group.counts.get(d, 0) if spread is not None else 0
-                    price = next((o[0] for o in opts if fits(total, o[1].alloc)), INF)
+                    price = next((o[0] for o in opts if all(map(le, total, o[1].alloc))), INF)
                     ranked.append((count, price, d, narrowed, opts))
             if not ranked:
                 return None
