@@ -226,7 +226,7 @@ def run(name: str, *, integral: bool = False) -> dict[str, Any]:
     types = catalog.load(name)
     pods = suite()
     node_pools = pools()
-    results = solve(pods, Snapshot(), node_pools, {p.name: types for p in node_pools})
+    results = solve(pods, Snapshot(), pools=node_pools, instance_types={p.name: types for p in node_pools})
     if results.unschedulable:
         u = results.unschedulable[0]
         raise SystemExit(

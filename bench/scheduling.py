@@ -108,7 +108,7 @@ def run(n: int) -> dict[str, Any]:
     pods = make_pods(n)
     pools = [pool()]
     start = time.perf_counter()
-    results = solve(pods, Snapshot(), pools, {"default": types})
+    results = solve(pods, Snapshot(), pools=pools, instance_types={"default": types})
     seconds = time.perf_counter() - start
     if results.unschedulable:
         first = results.unschedulable[0]

@@ -3,15 +3,15 @@
 Level-triggered: each `reconcile(now)` looks at the cluster state as it is. A batch opens when the set of
 pods needing capacity changes, and closes after `batch_idle` without change or `batch_max` in all. Pods on
 nodes being deleted are solved with the pending ones (their replacement is launched before they are
-evicted). Claims are written with the termination finalizer, the pool label and the engine's options;
-the scheduler counts a claim in flight as capacity of its first option, so the next solve places the same
-pods on it and never launches twice for them. Pods no pool can take get one Event with the reason
+evicted, within the pool's limits, which still count the node being deleted). Claims are written with the
+termination finalizer, the pool label and the engine's options; the scheduler counts a claim in flight as
+capacity of its first option, so the next solve places the same pods on it and never launches twice for
+them. Pods no pool can take get one Event with the reason
 per pool, repeated only when the reasons change.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -30,28 +30,6 @@ from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
-
-
-def schedulable_view(snap: Snapshot) -> Snapshot:
-    """The snapshot as capacity for the next solve. Nodes being deleted are left out (their pods are
-    among those solved). A node of ours that registered but is not initialized yet counts as what it will
-    be: without the unregistered and start-up taints, with the allocatable its claim promised (GPUs appear
-    only when the device plugin starts). Otherwise a solve during registration launches a second node."""
-    nodes = []
-    for sn in snap.nodes:
-        if sn.deleting:
-            continue
-        if sn.node is not None and sn.claim is not None and not sn.initialized:
-            ignore = {wk.UNREGISTERED_TAINT} | {t.key for t in sn.claim.spec.startup_taints}
-            alloc = dict(sn.node.allocatable)
-            for name, amount in quantities.parse_resource_list(sn.claim.status.allocatable).items():
-                alloc[name] = max(alloc.get(name, 0), amount)
-            node = dataclasses.replace(
-                sn.node, taints=tuple(t for t in sn.node.taints if t.key not in ignore), allocatable=alloc
-            )
-            sn = dataclasses.replace(sn, node=node)
-        nodes.append(sn)
-    return dataclasses.replace(snap, nodes=tuple(nodes))
 
 
 def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
@@ -137,11 +115,12 @@ class ProvisioningController(Reconciler):
     def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Results:
         pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
         instance_types = pool_instance_types(self.providers, snap, pools)
-        live = schedulable_view(snap)
         started = time.perf_counter()
+        # The snapshot goes as it is: scheduling.existing owns how its nodes count (a deleting node still
+        # counts toward its pool's limits, takes no pods; a registering node counts as what it will be).
         results = self.solve(
             pods,
-            live,
+            snap,
             pools=pools,
             instance_types=instance_types,
             daemonsets=snap.daemonsets,

@@ -207,7 +207,7 @@ class Ledger:
         with self.engine.connect() as conn:
             schema_version.create(conn, checkfirst=True)
             conn.commit()
-            rows = conn.execute(select(schema_version.c.version)).scalars().all()
+            rows: list[int] = list(conn.execute(select(schema_version.c.version)).scalars().all())
         return max(rows, default=0)
 
     def migrate(self, *, now: datetime | None = None) -> list[int]:

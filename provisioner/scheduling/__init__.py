@@ -1,9 +1,16 @@
 """Scheduling, pure: the requirements algebra, topology, and the simulator that turns pods into
 placements on existing capacity, new NodeClaims (pool, narrowed requirements, instance type options,
-offering) and reasons for the pods no pool can take. No SDK, no clock."""
+offering) and reasons for the pods no pool can take. No SDK, no clock.
 
+The rooms, bottom up: `requirements` (the label algebra), `resources` (vectors over a solve's
+dimensions), `offerings` (types, cheapest offering, options, minValues), `pools` (pools compiled for a
+solve, their limits), `existing` (how a snapshot's nodes count: the one owner of those adjustments),
+`fit` (a pod shape against a pool alone), `topology` (groups, spreads, domains), `shapes` (pods compiled
+into shapes and variants), `solver` (the orchestration), `explain` (one pod against each pool), `results`."""
+
+from provisioner.scheduling.explain import PoolVerdict, explain
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.solver import MAX_OPTIONS, PoolVerdict, SolveOptions, explain, solve
+from provisioner.scheduling.solver import MAX_OPTIONS, SolveOptions, solve
 
 __all__ = [
     "MAX_OPTIONS",

@@ -17,11 +17,23 @@ from provisioner.state.objects import Pod
 def run(loaded: LoadedScenario) -> Results:
     """Solve the scenario's pending pods against its nodes, pools and catalog."""
     snapshot = loaded.snapshot()
-    return solve(loaded.pods, snapshot, loaded.nodepools, loaded.instance_types, loaded.daemonsets)
+    return solve(
+        loaded.pods,
+        snapshot,
+        pools=loaded.nodepools,
+        instance_types=loaded.instance_types,
+        daemonsets=loaded.daemonsets,
+    )
 
 
 def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
-    return explain(pod, loaded.snapshot(), loaded.nodepools, loaded.instance_types, loaded.daemonsets)
+    return explain(
+        pod,
+        loaded.snapshot(),
+        pools=loaded.nodepools,
+        instance_types=loaded.instance_types,
+        daemonsets=loaded.daemonsets,
+    )
 
 
 def to_json(results: Results) -> dict[str, Any]:

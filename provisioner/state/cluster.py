@@ -312,12 +312,15 @@ class ClusterState:
             nodes: list[StateNode] = []
             joined: set[str] = set()
             for node in self._nodes.values():
-                claim = by_provider.get(node.provider_id or "") or by_node_name.get(node.name)
-                if claim is not None:
-                    joined.add(claim.name)
+                joined_claim = by_provider.get(node.provider_id or "") or by_node_name.get(node.name)
+                if joined_claim is not None:
+                    joined.add(joined_claim.name)
                 nodes.append(
                     StateNode(
-                        name=node.name, node=node, claim=claim, pods=tuple(pods_by_node.get(node.name, ()))
+                        name=node.name,
+                        node=node,
+                        claim=joined_claim,
+                        pods=tuple(pods_by_node.get(node.name, ())),
                     )
                 )
             for claim in self._claims.values():

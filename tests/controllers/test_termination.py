@@ -93,3 +93,21 @@ def test_with_disruption_on_deleting_the_workload_lets_its_claims_be_terminated(
     assert not w.state.nodes
     assert claim.status.provider_id not in {i.provider_id for i in w.fake.list()}
     assert not w.fake.list()
+
+
+def test_a_pool_at_its_limit_launches_no_replacement_while_its_node_is_being_deleted(make_world):
+    """A node being deleted is still paid for: its pods wait rather than push the pool past its limit."""
+    w = make_world()
+    w.apply(pdb("train", match_labels={"app": "train"}, max_unavailable=0))
+    claim = _one_bound_claim(w, limits={"nodes": "1"})
+    w.backend.delete("NodeClaim", claim.name)
+    for _ in range(10):
+        w.tick(5)
+    assert claim.name in w.state.claims, "held by the PDB"
+    assert [c.name for c in w.claims()] == [claim.name], "no second node while the first is still paid for"
+    assert len(w.fake.list()) == 1
+    waiting = [e for e in w.events() if "limit nodes=1 reached" in e.get("message", "")]
+    assert waiting, "the pod that must move is told why it waits"
+    w.backend.delete("PodDisruptionBudget", "train", namespace="default")
+    w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10, seconds=5)
+    assert len(w.fake.list()) <= 1

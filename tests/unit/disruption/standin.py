@@ -37,10 +37,10 @@ def _cheapest(it: InstanceType, pool: NodePool) -> Offering | None:
 def solve(
     pods: Sequence[Pod],
     snapshot: Snapshot,
+    *,
     pools: Sequence[NodePool],
     instance_types: Mapping[str, Sequence[InstanceType]],
     daemonsets=None,
-    *,
     options=None,
 ) -> Results:
     results = Results()

@@ -10,8 +10,7 @@ from typing import Any
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
-from provisioner.scheduling import Results, solve
-from provisioner.scheduling.solver import SolveOptions
+from provisioner.scheduling import Results, SolveOptions, solve
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod
 
@@ -315,7 +314,14 @@ def run(
     if types is None:
         types = cpu_types()
     per_pool = types if isinstance(types, Mapping) else {p.name: list(types) for p in pools}
-    return solve(pods, snap or snapshot(), pools, per_pool, daemonsets, options=options)
+    return solve(
+        pods,
+        snap or snapshot(),
+        pools=pools,
+        instance_types=per_pool,
+        daemonsets=daemonsets,
+        options=options,
+    )
 
 
 def claim_of(results: Results, pod_name: str):

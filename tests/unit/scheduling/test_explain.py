@@ -19,7 +19,7 @@ def pools_and_types():
 
 def test_each_pool_in_order_with_its_verdict_and_price():
     pools, types = pools_and_types()
-    verdicts = explain(pod("p", cpu="1"), snapshot(), pools, types)
+    verdicts = explain(pod("p", cpu="1"), snapshot(), pools=pools, instance_types=types)
     assert [v.nodepool for v in verdicts] == ["gpu", "cpu", "capped"]
     gpu, cpu, capped = verdicts
     assert not gpu.fits and "taint nvidia.com/gpu:NoSchedule" in gpu.reason
@@ -29,7 +29,9 @@ def test_each_pool_in_order_with_its_verdict_and_price():
 
 def test_pool_list_annotation_decides_the_order():
     pools, types = pools_and_types()
-    verdicts = explain(pod("p", pools=["capped", "ghost", "cpu"]), snapshot(), pools, types)
+    verdicts = explain(
+        pod("p", pools=["capped", "ghost", "cpu"]), snapshot(), pools=pools, instance_types=types
+    )
     assert [v.nodepool for v in verdicts] == ["capped", "ghost", "cpu"]
     assert verdicts[1].reason == "NodePool ghost does not exist"
 
@@ -37,11 +39,11 @@ def test_pool_list_annotation_decides_the_order():
 def test_fits_only_after_relaxing_preferences_is_flagged():
     pools, types = pools_and_types()
     p = pod("p", preferred=[(10, [req(wk.INSTANCE_TYPE, "In", "nonexistent")])])
-    cpu = next(v for v in explain(p, snapshot(), pools, types) if v.nodepool == "cpu")
+    cpu = next(v for v in explain(p, snapshot(), pools=pools, instance_types=types) if v.nodepool == "cpu")
     assert cpu.fits and cpu.relaxed
 
 
 def test_gpu_pod_reports_the_gpu_node_it_would_get():
     pools, types = pools_and_types()
-    gpu = explain(gpu_pod("g", gpus=4, gpu_name="l4"), snapshot(), pools, types)[0]
+    gpu = explain(gpu_pod("g", gpus=4, gpu_name="l4"), snapshot(), pools=pools, instance_types=types)[0]
     assert gpu.fits and gpu.instance_type.name == "g.l4x4"

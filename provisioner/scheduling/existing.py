@@ -1,0 +1,153 @@
+"""Existing and in-flight capacity: the one owner of how a snapshot is adjusted before a solve.
+
+- Every node of a pool counts toward the pool's limits while it exists, cordoned or being deleted too
+  (its capacity is still paid for): counting it out early would let a solve launch past the limit.
+- A node being deleted or cordoned takes no new pods (the pods of a deleting node are solved again with
+  the pending ones by whoever calls `solve`).
+- A node of ours that registered but is not initialized yet counts as what it will be: without the
+  unregistered taint and its claim's start-up taints, with the allocatable its claim promised (GPUs appear
+  only when the device plugin starts). Otherwise a solve during registration launches a second node.
+- A claim in flight offers the allocatable of its chosen type (else its first option), less what the
+  daemonsets that will run there request.
+
+Callers (the provisioning controller, the disruption planner, simulate) pass the snapshot as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from provisioner.api import labels as wk
+from provisioner.api import quantities
+from provisioner.scheduling.offerings import PoolType
+from provisioner.scheduling.pools import Pool, count_node, daemonset_runs_on
+from provisioner.scheduling.resources import Dims, Vec, minus
+from provisioner.state.cluster import Snapshot, StateNode
+from provisioner.state.objects import DaemonSet, Pod, TaintValue
+
+DEFAULT_MAX_PODS = 110
+"""Pods a node takes when its allocatable does not say (the kubelet's default)."""
+
+
+@dataclass(slots=True, eq=False)
+class Existing:
+    """A node or claim in flight that may take pods in this solve, with what it has left."""
+
+    index: int
+    state: StateNode
+    name: str
+    hostname: str
+    labels: Mapping[str, str]
+    taints: tuple[TaintValue, ...]
+    avail: Vec
+    pool: str | None
+    label_ok: dict[int, bool] = field(default_factory=dict)
+    """Per variant id: whether the node's labels meet the variant's requirements (cached)."""
+    taint_ok: dict[int, bool] = field(default_factory=dict)
+    """Per variant id: whether the variant tolerates the node's taints (cached)."""
+
+    def domain(self, key: str) -> str | None:
+        if key == wk.HOSTNAME:
+            return self.hostname
+        return self.labels.get(key)
+
+
+def capacity(
+    snapshot: Snapshot,
+    pools: Mapping[str, Pool],
+    *,
+    dims: Dims,
+    daemonsets: Sequence[DaemonSet],
+) -> list[Existing]:
+    """The snapshot's nodes that may take pods (ready nodes by name, then claims in flight by name), after
+    counting every node toward its pool's limits (`Pool.used`)."""
+    ready: list[StateNode] = []
+    flight: list[StateNode] = []
+    for sn in snapshot.nodes:
+        pool = pools.get(sn.nodepool or "")
+        if pool is not None and pool.limits:
+            count_node(pool, _capacity_of(sn, pools, dims=dims))
+        if sn.deleting or sn.cordoned:
+            continue
+        (flight if sn.in_flight else ready).append(sn)
+    out: list[Existing] = []
+    for sn in sorted(ready, key=lambda n: n.name) + sorted(flight, key=lambda n: n.name):
+        labels = dict(sn.labels)
+        taints = sn.taints
+        alloc_map = sn.allocatable
+        if not alloc_map:
+            claim_type = _claim_type(sn, pools)
+            if sn.in_flight and claim_type is None:
+                continue
+            alloc = claim_type.alloc if claim_type is not None else dims.zero
+        else:
+            alloc = dims.vec(alloc_map)
+            if quantities.PODS not in alloc_map:
+                pods_dim = dims.index[quantities.PODS]
+                alloc = tuple(DEFAULT_MAX_PODS if i == pods_dim else a for i, a in enumerate(alloc))
+            if sn.in_flight:
+                # No daemonset pod runs on a claim in flight yet: keep room for them.
+                for ds in daemonsets:
+                    if daemonset_runs_on(ds, labels, taints):
+                        alloc = minus(alloc, dims.vec(ds.pod.requests))
+        if sn.node is not None and sn.claim is not None and not sn.initialized:
+            taints, alloc = _starting(sn, taints, alloc, pools, dims=dims)
+        out.append(
+            Existing(
+                index=len(out),
+                state=sn,
+                name=sn.name,
+                hostname=labels.get(wk.HOSTNAME, sn.name),
+                labels=labels,
+                taints=tuple(taints),
+                avail=minus(alloc, dims.vec(sn.requested)),
+                pool=sn.nodepool,
+            )
+        )
+    return out
+
+
+def anti_affine_pods(nodes: Sequence[Existing]) -> list[Pod]:
+    """The running pods of these nodes with required anti-affinity: they block the pods they select."""
+    return [p for n in nodes for p in n.state.pods if p.anti_affinity_required and not p.is_terminal]
+
+
+def _starting(
+    sn: StateNode, taints: Sequence[TaintValue], alloc: Vec, pools: Mapping[str, Pool], *, dims: Dims
+) -> tuple[tuple[TaintValue, ...], Vec]:
+    """A node that registered but is not initialized yet still carries its start-up taints and the
+    unregistered taint, and its device plugins may not report GPUs yet: pods need not tolerate those
+    taints, and it offers what its claim promised (both clear once it is initialized)."""
+    assert sn.claim is not None
+    # A start-up taint is matched by key and effect, as Karpenter matches them.
+    startup = {(t.key, t.effect.value) for t in sn.claim.spec.startup_taints}
+    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and t.key != wk.UNREGISTERED_TAINT)
+    promised: Vec | None = None
+    if sn.claim.status.allocatable:
+        promised = dims.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
+    else:
+        claim_type = _claim_type(sn, pools)
+        promised = claim_type.alloc if claim_type is not None else None
+    if promised is not None:
+        alloc = tuple(map(max, alloc, promised))
+    return kept, alloc
+
+
+def _capacity_of(sn: StateNode, pools: Mapping[str, Pool], *, dims: Dims) -> Vec:
+    if sn.node is not None and sn.node.capacity:
+        return dims.vec(sn.node.capacity)
+    if sn.claim is not None and sn.claim.status.capacity:
+        return dims.vec(quantities.parse_resource_list(sn.claim.status.capacity))
+    t = _claim_type(sn, pools)
+    return t.capacity if t is not None else dims.vec(sn.allocatable)
+
+
+def _claim_type(sn: StateNode, pools: Mapping[str, Pool]) -> PoolType | None:
+    """The instance type a claim will most likely be (its chosen type, else its first option)."""
+    if sn.claim is None:
+        return None
+    pool = pools.get(sn.claim.nodepool or "")
+    if pool is None:
+        return None
+    wanted = sn.claim.status.instance_type or next(iter(sn.claim.instance_type_options()), None)
+    return next((t for t in pool.types if t.it.name == wanted), None)

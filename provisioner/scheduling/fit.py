@@ -1,0 +1,162 @@
+"""Pool fit: one pod shape (a variant of its constraints) against one pool before any node exists. The
+answer is either the narrowed requirements with the options that hold the pod alone (cheapest first), or
+why not in plain words: taints, conflicting requirements, labels the pool's nodes lack, no type big
+enough, every offering unavailable, `minValues` not met.
+
+Limits and topology are checked when a node is opened (`pools`, `topology`), not here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from provisioner.api import labels as wk
+from provisioner.api import quantities
+from provisioner.scheduling import requirements as rq
+from provisioner.scheduling.offerings import (
+    OFFERING_KEYS,
+    TYPE_KEYS,
+    Option,
+    OptionCache,
+    any_offering,
+    labels_ok,
+    short_of_min_values,
+)
+from provisioner.scheduling.pools import Pool
+from provisioner.scheduling.resources import Dims, fits, fmt, le
+from provisioner.state.objects import TaintValue, tolerates_all
+
+if TYPE_CHECKING:
+    from provisioner.scheduling.shapes import Variant
+
+
+@dataclass(slots=True, eq=False)
+class PoolFit:
+    """A variant against a pool, before any node exists: narrowed requirements and the types that fit
+    the pod alone (cheapest first, only available ones)."""
+
+    reqs: rq.Reqs
+    options: list[Option]
+    standalone: float
+    """The price of the cheapest node that holds the pod alone."""
+
+
+def fmt_taint(t: TaintValue) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
+def labels_missing(alt: rq.Reqs, pool: Pool) -> str | None:
+    """A requirement on a label the pool's nodes never carry (neither the pool, the type nor the offering
+    sets it) that absence does not satisfy, or None."""
+    for key, req in alt.items:
+        if key in pool.label_keys or key in TYPE_KEYS or key in OFFERING_KEYS:
+            continue
+        if not req.matches(None):
+            return key
+    return None
+
+
+def pool_fit(v: Variant, pool: Pool, *, cache: OptionCache, dims: Dims) -> PoolFit | str:
+    """The variant against the pool alone (cached on the variant): a fit, or why not in plain words."""
+    cached = v.pool_fit.get(pool.index)
+    if cached is not None:
+        return cached
+    result = _pool_fit(v, pool, cache=cache, dims=dims)
+    v.pool_fit[pool.index] = result
+    return result
+
+
+def _pool_fit(v: Variant, pool: Pool, *, cache: OptionCache, dims: Dims) -> PoolFit | str:
+    taint = tolerates_all(v.tolerations, pool.taints)
+    if taint is not None:
+        return f"taint {fmt_taint(taint)} is not tolerated"
+    if not pool.types:
+        if pool.declared_types == 0:
+            return "its NodeClass offers no instance types"
+        return f"no instance type of its NodeClass meets the pool's requirements ({pool.reqs.describe()})"
+    reasons: list[str] = []
+    best: PoolFit | None = None
+    for alt in v.alts:
+        result = _alt_fit(v, pool, alt, cache=cache, dims=dims)
+        if isinstance(result, str):
+            reasons.append(result)
+            continue
+        if best is None or result.standalone < best.standalone:
+            best = result
+    if best is not None:
+        return best
+    return reasons[0] if len(set(reasons)) == 1 else " or ".join(dict.fromkeys(reasons))
+
+
+def _alt_fit(v: Variant, pool: Pool, alt: rq.Reqs, *, cache: OptionCache, dims: Dims) -> PoolFit | str:
+    merged = pool.reqs.intersect(alt)
+    key = merged.conflict()
+    if key is not None:
+        return (
+            f"requirement {key} {alt.get(key).describe()} conflicts with the pool's "
+            f"{key} {pool.reqs.get(key).describe()}"
+        )
+    missing = labels_missing(alt, pool)
+    if missing is not None:
+        return (
+            f"requirement {missing} {alt.get(missing).describe()}: "
+            f"the pool's nodes do not carry label {missing}"
+        )
+    options = cache.options(pool.index, pool.types, merged)
+    req = v.req
+    for price, t, _ in options:
+        if all(map(le, req, t.alloc)):
+            if pool.min_values:
+                short = short_of_min_values(pool.min_values, [o for o in options if fits(req, o[1].alloc)])
+                if short is not None:
+                    return short
+            return PoolFit(reqs=merged, options=options, standalone=price)
+    return _why_no_type(v, pool, alt, merged, dims=dims)
+
+
+def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims: Dims) -> str:
+    """Why no option of the pool holds the pod: a key no type offers, no type big enough, or every
+    offering of the types that fit unavailable."""
+    matching = [t for t in pool.types if labels_ok(t.it, merged) and any_offering(t.it, merged)]
+    if not matching:
+        for key, kreq in alt.items:
+            if key not in TYPE_KEYS and key not in OFFERING_KEYS:
+                continue
+            single = rq.Reqs(((key, kreq),))
+            if any(labels_ok(t.it, single) and any_offering(t.it, single) for t in pool.types):
+                continue
+            if key == wk.ZONE:
+                offered = sorted({o.zone for t in pool.types for o in t.it.offerings})
+            elif key == wk.CAPACITY_TYPE:
+                offered = sorted({o.capacity_type for t in pool.types for o in t.it.offerings})
+            else:
+                offered = sorted({t.it.labels.get(key, "") for t in pool.types} - {""})
+            if not offered:
+                return f"no instance type of the pool carries {key} (wanted {kreq.describe()})"
+            shown = ", ".join(offered[:8]) + (", ..." if len(offered) > 8 else "")
+            return f"no instance type has {key} {kreq.describe()} (the pool offers: {shown})"
+        return f"no instance type meets the requirements {alt.describe()}"
+    req = v.req
+    fitting = [t for t in matching if fits(req, t.alloc)]
+    if not fitting:
+        short = [i for i, a in enumerate(req) if a > max(t.alloc[i] for t in matching)]
+        if short:
+            largest = max(matching, key=lambda t: (tuple(t.alloc[i] for i in short), t.it.name))
+        else:
+            largest = max(matching, key=lambda t: (t.alloc, t.it.name))
+            short = [i for i, a in enumerate(req) if a > largest.alloc[i]]
+        have = ", ".join(f"{dims.names[i]} {fmt(dims.names[i], largest.alloc[i])}" for i in short)
+        wanted = dims.describe(tuple(0 if dims.names[i] == quantities.PODS else a for i, a in enumerate(req)))
+        return (
+            f"no instance type is big enough for {wanted}; the largest is "
+            f"{largest.it.name} with {have} allocatable"
+        )
+    zreq, creq = merged.get(wk.ZONE), merged.get(wk.CAPACITY_TYPE)
+    gone = sorted(
+        f"{t.it.name} {o.capacity_type} {o.zone}"
+        for t in fitting
+        for o in t.it.offerings
+        if zreq.matches(o.zone) and creq.matches(o.capacity_type)
+    )
+    shown = ", ".join(gone[:6]) + (f" and {len(gone) - 6} more" if len(gone) > 6 else "")
+    return f"every offering of the {len(fitting)} instance types that fit is unavailable ({shown})"

@@ -1,0 +1,183 @@
+"""Compiling pods into shapes: pods with equal constraints and requests share one `Shape`, and each
+shape reads its constraints one or more ways (`Variant`s): preferences (preferred node affinity, then
+preferred pod affinity and ScheduleAnyway spreads) as requirements first, relaxed one step at a time.
+A variant knows the pools it may use in the order they are tried, its request vector, and the
+topology groups it is constrained by, counted in and blocked by.
+
+Per-pool verdicts and domain universes are cached on the variant by `fit` and `topology`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.scheduling import requirements as rq
+from provisioner.scheduling.fit import PoolFit
+from provisioner.scheduling.pools import Pool
+from provisioner.scheduling.resources import Dims, Vec
+from provisioner.scheduling.topology import Group, Spread, Topology
+from provisioner.state.objects import LabelSelector, Pod, Toleration, TopologySpread
+
+ShapeKey = tuple[Any, ...]
+
+
+@dataclass(slots=True, eq=False)
+class Variant:
+    """One way of reading a pod's constraints (preferences as requirements, or relaxed)."""
+
+    id: int
+    alts: tuple[rq.Reqs, ...]
+    tolerations: tuple[Toleration, ...]
+    req: Vec
+    pools: tuple[Pool, ...]
+    missing_pools: tuple[str, ...]
+    pool_names: frozenset[str] | None
+    order: tuple[str, ...]
+    """Pool names in the order tried (the annotation's, unknown names included)."""
+    spreads: list[Spread]
+    affinity: list[tuple[Group, bool]]
+    anti: list[Group]
+    blocked_by: list[Group] = field(default_factory=list)
+    member_of: list[Group] = field(default_factory=list)
+    owner_of: list[Group] = field(default_factory=list)
+    monotone: bool = True
+    """Once a node refuses this variant it refuses it for the rest of the solve (no spread over a key
+    other than hostname, no required affinity), so scans may resume where the last one stopped."""
+    hint_existing: int = 0
+    hint_new: int = 0
+    pool_fit: dict[int, PoolFit | str] = field(default_factory=dict)
+    universe: dict[str, frozenset[str]] = field(default_factory=dict)
+    host_blockers: list[tuple[Group, int]] = field(default_factory=list)
+    """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
+    has_topology: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Shape:
+    labels: Mapping[str, str]
+    namespace: str
+    variants: list[Variant]
+
+
+def shape_key(pod: Pod) -> ShapeKey:
+    """What a pod's placement depends on besides its name: pods with equal keys share a shape."""
+    return (
+        pod.namespace,
+        tuple(sorted(pod.labels.items())),
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_node_terms,
+        pod.preferred_node_terms,
+        pod.tolerations,
+        pod.topology_spread,
+        pod.affinity_required,
+        pod.affinity_preferred,
+        pod.anti_affinity_required,
+        pod.anti_affinity_preferred,
+        pod.annotations.get(wk.NODEPOOLS, ""),
+    )
+
+
+class Compiler:
+    """Compiles the pods of one solve into shapes, numbering variants (their ids key per-node caches)."""
+
+    def __init__(
+        self,
+        *,
+        pools: Sequence[Pool],
+        dims: Dims,
+        topology: Topology,
+    ) -> None:
+        self.pools = list(pools)
+        self.pool_by_name = {p.name: p for p in pools}
+        self.dims = dims
+        self.topology = topology
+        self.variant_count = 0
+
+    def compile(self, pod: Pod) -> Shape:
+        alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
+        requested = pod.nodepools
+        names: frozenset[str] | None
+        if requested:
+            pools = tuple(self.pool_by_name[n] for n in requested if n in self.pool_by_name)
+            missing = tuple(n for n in requested if n not in self.pool_by_name)
+            names = frozenset(requested)
+        else:
+            pools, missing, names = tuple(self.pools), (), None
+        req = self.dims.vec(pod.requests)
+        prefs = [
+            rq.from_selector(t.requirements)
+            for t in sorted(pod.preferred_node_terms, key=lambda t: -t.weight)
+            if t.requirements
+        ]
+        soft = bool(
+            pod.affinity_preferred
+            or pod.anti_affinity_preferred
+            or any(c.when_unsatisfiable != "DoNotSchedule" for c in pod.topology_spread)
+        )
+        plans: list[tuple[rq.Reqs | None, bool]] = [(p, soft) for p in prefs] + [(None, soft)]
+        if soft:
+            plans.append((None, False))
+        topo = self.topology
+        variants: list[Variant] = []
+        for pref, with_soft in plans:
+            spreads = [
+                Spread(
+                    group=topo.group(c.topology_key, _spread_selector(pod, c), frozenset((pod.namespace,))),
+                    max_skew=max(1, c.max_skew),
+                    hard=c.when_unsatisfiable == "DoNotSchedule",
+                )
+                for c in pod.topology_spread
+                if c.when_unsatisfiable == "DoNotSchedule" or with_soft
+            ]
+            aff_terms = list(pod.affinity_required) + (list(pod.affinity_preferred) if with_soft else [])
+            affinity = []
+            for t in aff_terms:
+                g = topo.group(t.topology_key, t.label_selector, topo.namespaces(pod, t))
+                affinity.append((g, g.matches(pod)))
+            anti_terms = list(pod.anti_affinity_required) + (
+                list(pod.anti_affinity_preferred) if with_soft else []
+            )
+            anti = [topo.group(t.topology_key, t.label_selector, topo.namespaces(pod, t)) for t in anti_terms]
+            owner_of = [topo.owner(pod, t) for t in pod.anti_affinity_required]
+            v = Variant(
+                id=self.variant_count,
+                alts=alts if pref is None else tuple(a.intersect(pref) for a in alts),
+                tolerations=pod.tolerations,
+                req=req,
+                pools=pools,
+                missing_pools=missing,
+                pool_names=names,
+                order=tuple(dict.fromkeys(requested)) if requested else tuple(p.name for p in pools),
+                spreads=spreads,
+                affinity=affinity,
+                anti=anti,
+                owner_of=owner_of,
+            )
+            self.variant_count += 1
+            v.monotone = not affinity and all(s.group.key == wk.HOSTNAME for s in spreads)
+            variants.append(v)
+        return Shape(labels=pod.labels, namespace=pod.namespace, variants=variants)
+
+    def link(self, shape: Shape, pod: Pod) -> None:
+        """After every group exists: which groups count this shape, which anti-affinity owners block it."""
+        member_of = [g for g in self.topology.groups.values() if g.matches(pod)]
+        blocked_by = [g for g in self.topology.owners.values() if g.matches(pod)]
+        for v in shape.variants:
+            v.member_of = member_of
+            v.blocked_by = blocked_by
+            v.has_topology = bool(v.spreads or v.affinity or v.anti or blocked_by)
+            blockers: list[tuple[Group, int]] = [(g, 1) for g in v.anti if g.key == wk.HOSTNAME]
+            blockers += [(g, 1) for g in blocked_by if g.key == wk.HOSTNAME]
+            blockers += [(s.group, s.max_skew) for s in v.spreads if s.group.key == wk.HOSTNAME]
+            v.host_blockers = blockers
+
+
+def _spread_selector(pod: Pod, c: TopologySpread) -> LabelSelector | None:
+    sel = c.label_selector
+    if c.match_label_keys and sel is not None:
+        extra = tuple((k, pod.labels[k]) for k in c.match_label_keys if k in pod.labels)
+        sel = LabelSelector(tuple(sorted(set(sel.match_labels) | set(extra))), sel.match_expressions)
+    return sel
