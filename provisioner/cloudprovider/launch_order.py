@@ -1,0 +1,140 @@
+"""The one order in which every provider tries the offerings of a NodeClaim's options.
+
+What it decides, for the AWS, GCP and fake providers alike:
+
+1. **Which offerings.** Those of the claim's options (its instance-type In values, in the scheduler's
+   order; every given type when it lists none) whose zone and capacity type the claim admits
+   (`NodeClaim.admits`: a claim silent on a key admits every value, as the scheduler read it), within
+   what the provider can launch (`zones`, `capacity_types`). An offering flagged unavailable (by the
+   cloud, the unavailable-offerings cache, or the provider's own memory passed as `unavailable`) is not
+   tried: it is listed apart, so the provider can name it when nothing is left.
+2. **Tiers, by capacity type.** Reserved first (paid for whether used or not), then spot and on-demand,
+   the tier holding the cheaper offering first (spot when equal). A tier is tried whole before the next:
+   spot in every allowed type and zone before on-demand, which is the fallback ladder, and what one
+   CreateFleet request (one capacity type) can hold.
+3. **Within a tier:** price, then the type's rank among the claim's options, then zone, so equal
+   prices always resolve the same way.
+
+So the first attempt is the cheapest allowed offering, the one the scheduler priced the claim at,
+unless a reservation can take the claim. Pure: no I/O, no clock; providers turn attempts into calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from provisioner.api import labels
+from provisioner.api.nodeclaim import NodeClaim
+from provisioner.cloudprovider.errors import OfferingKey
+from provisioner.cloudprovider.types import InstanceType, Offering
+
+_TIE_ORDER = {
+    labels.CAPACITY_TYPE_RESERVED: 0,
+    labels.CAPACITY_TYPE_SPOT: 1,
+    labels.CAPACITY_TYPE_ON_DEMAND: 2,
+}
+"""Which tier goes first between tiers whose cheapest offerings cost the same."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One offering to try: an instance type, the offering (zone, capacity type, price), and the type's
+    rank among the claim's options (0 is the scheduler's first choice)."""
+
+    instance_type: InstanceType
+    offering: Offering
+    rank: int
+
+    @property
+    def zone(self) -> str:
+        return self.offering.zone
+
+    @property
+    def capacity_type(self) -> str:
+        return self.offering.capacity_type
+
+    @property
+    def price(self) -> float:
+        return self.offering.price
+
+    @property
+    def key(self) -> OfferingKey:
+        return OfferingKey(self.instance_type.name, self.offering.zone, self.offering.capacity_type)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOrder:
+    """The attempts in the order to make them, and the allowed offerings skipped as unavailable."""
+
+    attempts: tuple[Attempt, ...]
+    unavailable: tuple[OfferingKey, ...] = ()
+    """Offerings the claim allows that were flagged unavailable, in the claim's option order."""
+
+    def tiers(self) -> list[tuple[str, tuple[Attempt, ...]]]:
+        """The attempts grouped by capacity type, tiers in order (each type appears once)."""
+        out: list[tuple[str, tuple[Attempt, ...]]] = []
+        for attempt in self.attempts:
+            if out and out[-1][0] == attempt.capacity_type:
+                out[-1] = (attempt.capacity_type, (*out[-1][1], attempt))
+            else:
+                out.append((attempt.capacity_type, (attempt,)))
+        return out
+
+
+def options_of(claim: NodeClaim, instance_types: Sequence[InstanceType]) -> list[InstanceType]:
+    """The claim's options among `instance_types`, in the claim's order; every type (in the order
+    given) when the claim names none."""
+    names = claim.instance_type_options()
+    if not names:
+        return list(instance_types)
+    by_name = {it.name: it for it in instance_types}
+    return [by_name[name] for name in names if name in by_name]
+
+
+def launch_order(
+    claim: NodeClaim,
+    instance_types: Sequence[InstanceType],
+    *,
+    zones: Collection[str] | None = None,
+    capacity_types: Collection[str] | None = None,
+    unavailable: Collection[OfferingKey] = (),
+) -> LaunchOrder:
+    """The offerings of the claim's options in the order to try them (see the module docstring).
+
+    `zones` and `capacity_types` narrow what the claim allows to what the provider can launch (None:
+    no narrowing); `unavailable` adds offerings to skip beyond those flagged in the types.
+    """
+    found: list[Attempt] = []
+    skipped: list[OfferingKey] = []
+    for rank, it in enumerate(options_of(claim, instance_types)):
+        for offering in it.offerings:
+            if zones is not None and offering.zone not in zones:
+                continue
+            if capacity_types is not None and offering.capacity_type not in capacity_types:
+                continue
+            if not (
+                claim.admits(labels.ZONE, offering.zone)
+                and claim.admits(labels.CAPACITY_TYPE, offering.capacity_type)
+            ):
+                continue
+            attempt = Attempt(it, offering, rank)
+            if not offering.available or attempt.key in unavailable:
+                skipped.append(attempt.key)
+            else:
+                found.append(attempt)
+    return LaunchOrder(attempts=tuple(_ordered(found)), unavailable=tuple(dict.fromkeys(skipped)))
+
+
+def _ordered(attempts: Iterable[Attempt]) -> list[Attempt]:
+    tiers: dict[str, list[Attempt]] = {}
+    for attempt in attempts:
+        tiers.setdefault(attempt.capacity_type, []).append(attempt)
+    for members in tiers.values():
+        members.sort(key=lambda a: (a.price, a.rank, a.zone))
+
+    def tier_key(capacity_type: str) -> tuple[bool, float, int, str]:
+        reserved = capacity_type == labels.CAPACITY_TYPE_RESERVED
+        return (not reserved, tiers[capacity_type][0].price, _TIE_ORDER.get(capacity_type, 3), capacity_type)
+
+    return [attempt for capacity_type in sorted(tiers, key=tier_key) for attempt in tiers[capacity_type]]
