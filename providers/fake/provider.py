@@ -1,11 +1,9 @@
 """FakeProvider: the CloudProvider protocol over in-memory state.
 
-How it chooses, like Karpenter's launch path: among the claim's options (the `instance_types` passed,
-restricted to the claim's instance-type requirement), the offerings its zone and capacity-type
-requirements allow and that are not flagged unavailable are tried reserved first, then spot, then
-on-demand (spot before on-demand is the fallback ladder), cheapest first within a capacity type. An
-offering marked unavailable or out of capacity is skipped and named in the InsufficientCapacity raised
-when none is left.
+How it chooses: in the launch order every provider follows (provisioner.cloudprovider.launch_order:
+reserved, then the cheaper of spot and on-demand, cheapest first, as the claim allows, offerings flagged
+unavailable skipped). An offering out of capacity here is skipped and named in the InsufficientCapacity
+raised when none is left.
 
 Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
 a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).
@@ -29,14 +27,9 @@ from provisioner.cloudprovider.errors import (
     NotFound,
     OfferingKey,
 )
+from provisioner.cloudprovider.launch_order import launch_order
 from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType, Offering
-
-_CAPACITY_TYPE_ORDER = {
-    labels.CAPACITY_TYPE_RESERVED: 0,
-    labels.CAPACITY_TYPE_SPOT: 1,
-    labels.CAPACITY_TYPE_ON_DEMAND: 2,
-}
 
 LaunchHook = Callable[[Instance, InstanceType], None]
 DeleteHook = Callable[[Instance], None]
@@ -226,13 +219,14 @@ class FakeProvider:
                 return self._instances[existing]
             if self._failures:
                 raise self._failures.pop(0)
-            for instance_type, offering in self._candidates(claim, instance_types):
-                key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
-                if self._exhausted(key):
-                    tried.append(key)
+            for attempt in launch_order(claim, instance_types).attempts:
+                if self._exhausted(attempt.key):
+                    tried.append(attempt.key)
                     continue
-                instance = self._launch(claim, instance_type, offering, node_class, skipped=tuple(tried))
-                launched = (instance, instance_type)
+                instance = self._launch(
+                    claim, attempt.instance_type, attempt.offering, node_class, skipped=tuple(tried)
+                )
+                launched = (instance, attempt.instance_type)
                 break
             hook = self.on_launch
         if launched is not None:
@@ -307,27 +301,6 @@ class FakeProvider:
 
     def _exhausted(self, key: OfferingKey) -> bool:
         return key in self._unavailable or self._capacity.get(key, 1) <= 0
-
-    def _candidates(
-        self, claim: NodeClaim, instance_types: builtins.list[InstanceType]
-    ) -> builtins.list[tuple[InstanceType, Offering]]:
-        options = set(claim.instance_type_options())
-        ranked: builtins.list[tuple[tuple[int, float, int, str], InstanceType, Offering]] = []
-        for index, instance_type in enumerate(instance_types):
-            if options and instance_type.name not in options:
-                continue
-            for offering in instance_type.offerings:
-                # An offering the caller already flagged unavailable (its cache) is not tried again.
-                if not offering.available:
-                    continue
-                if not claim.admits(labels.ZONE, offering.zone):
-                    continue
-                if not claim.admits(labels.CAPACITY_TYPE, offering.capacity_type):
-                    continue
-                rank = _CAPACITY_TYPE_ORDER.get(offering.capacity_type, 3)
-                ranked.append(((rank, offering.price, index, offering.zone), instance_type, offering))
-        ranked.sort(key=lambda r: r[0])
-        return [(t, o) for _, t, o in ranked]
 
     def _launch(
         self,

@@ -8,15 +8,20 @@ What it decides, for the AWS, GCP and fake providers alike:
    what the provider can launch (`zones`, `capacity_types`). An offering flagged unavailable (by the
    cloud, the unavailable-offerings cache, or the provider's own memory passed as `unavailable`) is not
    tried: it is listed apart, so the provider can name it when nothing is left.
-2. **Tiers, by capacity type.** Reserved first (paid for whether used or not), then spot and on-demand,
-   the tier holding the cheaper offering first (spot when equal). A tier is tried whole before the next:
-   spot in every allowed type and zone before on-demand, which is the fallback ladder, and what one
-   CreateFleet request (one capacity type) can hold.
-3. **Within a tier:** price, then the type's rank among the claim's options, then zone, so equal
-   prices always resolve the same way.
+2. **Reserved first.** A reservation is paid for whether used or not: its offerings come before any
+   other, cheapest first.
+3. **Then the cheapest of spot and on-demand.** The other offerings by price, whatever their capacity
+   type: spot in every allowed zone before on-demand while spot is cheaper (the fallback ladder), and
+   never a dearer spot offering before a cheaper on-demand one (an 8-GPU spot instance is no fallback
+   for a small on-demand one; Karpenter likewise leaves out spot dearer than the cheapest on-demand).
+   At one price: the type's rank among the claim's options, then zone, then on-demand before spot (the
+   same money without the interruptions), as the scheduler breaks the same ties, so equal prices always
+   resolve the same way and the first attempt is the offering the scheduler planned.
 
 So the first attempt is the cheapest allowed offering, the one the scheduler priced the claim at,
-unless a reservation can take the claim. Pure: no I/O, no clock; providers turn attempts into calls.
+unless a reservation can take the claim. `LaunchOrder.phases` cuts the order where the capacity type
+changes: an AWS CreateFleet request holds one capacity type. Pure: no I/O, no clock; providers turn
+attempts into calls.
 """
 
 from __future__ import annotations
@@ -29,12 +34,8 @@ from provisioner.api.nodeclaim import NodeClaim
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType, Offering
 
-_TIE_ORDER = {
-    labels.CAPACITY_TYPE_RESERVED: 0,
-    labels.CAPACITY_TYPE_SPOT: 1,
-    labels.CAPACITY_TYPE_ON_DEMAND: 2,
-}
-"""Which tier goes first between tiers whose cheapest offerings cost the same."""
+_AT_ONE_PRICE = {labels.CAPACITY_TYPE_ON_DEMAND: 0, labels.CAPACITY_TYPE_SPOT: 1}
+"""Between offerings of one price, on-demand first: the same money without the interruptions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,9 @@ class LaunchOrder:
     unavailable: tuple[OfferingKey, ...] = ()
     """Offerings the claim allows that were flagged unavailable, in the claim's option order."""
 
-    def tiers(self) -> list[tuple[str, tuple[Attempt, ...]]]:
-        """The attempts grouped by capacity type, tiers in order (each type appears once)."""
+    def phases(self) -> list[tuple[str, tuple[Attempt, ...]]]:
+        """The attempts cut where the capacity type changes: (capacity type, its run of attempts), in
+        order. A capacity type may come back in a later phase (cheap spot, on-demand, dearer spot)."""
         out: list[tuple[str, tuple[Attempt, ...]]] = []
         for attempt in self.attempts:
             if out and out[-1][0] == attempt.capacity_type:
@@ -127,14 +129,14 @@ def launch_order(
 
 
 def _ordered(attempts: Iterable[Attempt]) -> list[Attempt]:
-    tiers: dict[str, list[Attempt]] = {}
-    for attempt in attempts:
-        tiers.setdefault(attempt.capacity_type, []).append(attempt)
-    for members in tiers.values():
-        members.sort(key=lambda a: (a.price, a.rank, a.zone))
+    def key(a: Attempt) -> tuple[bool, float, int, str, int, str]:
+        return (
+            a.capacity_type != labels.CAPACITY_TYPE_RESERVED,
+            a.price,
+            a.rank,
+            a.zone,
+            _AT_ONE_PRICE.get(a.capacity_type, 2),
+            a.capacity_type,
+        )
 
-    def tier_key(capacity_type: str) -> tuple[bool, float, int, str]:
-        reserved = capacity_type == labels.CAPACITY_TYPE_RESERVED
-        return (not reserved, tiers[capacity_type][0].price, _TIE_ORDER.get(capacity_type, 3), capacity_type)
-
-    return [attempt for capacity_type in sorted(tiers, key=tier_key) for attempt in tiers[capacity_type]]
+    return sorted(attempts, key=key)

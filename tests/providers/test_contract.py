@@ -113,6 +113,27 @@ def test_spot_falls_back_to_on_demand_when_spot_is_exhausted_within_one_create(h
     assert harness.launches() == before + 1
 
 
+def test_spot_stockout_falls_to_cheaper_on_demand_before_a_dearer_spot_type(harness: Harness) -> None:
+    # The shared launch order: never a dearer spot offering before a cheaper on-demand one. (The AWS and
+    # fake providers used to try every spot offering first, so an 8 x H100 spot instance came before a
+    # small on-demand one.)
+    small, gpu8 = harness.small_types[0], harness.gpu8_h100_type
+    zones = tuple(harness.zones[:2])
+    for zone in zones:
+        harness.stockout(instance_type=small, zone=zone, capacity_type=SPOT)
+    claim = make_claim(
+        "no-dear-spot",
+        [small, gpu8],
+        node_class=harness.node_class,
+        capacity_types=(SPOT, ON_DEMAND),
+        zones=zones,
+    )
+
+    instance = harness.provider.create(claim, options(harness, [small, gpu8]), harness.node_class)
+
+    assert (instance.instance_type, instance.capacity_type) == (small, ON_DEMAND)
+
+
 def test_stockout_of_the_first_option_launches_the_next_option(harness: Harness) -> None:
     first, second = harness.small_types[:2]
     for zone in harness.zones:

@@ -1,6 +1,6 @@
-"""The one launch order every provider follows: reserved first, then the cheaper of spot and on-demand as
-a whole tier, cheapest first inside a tier, as the claim's requirements allow, unavailable offerings
-skipped and named, ties resolved the same way every time."""
+"""The one launch order every provider follows: reserved first, then the cheapest of spot and on-demand,
+as the claim's requirements allow, unavailable offerings skipped and named, ties resolved the same way
+every time."""
 
 from __future__ import annotations
 
@@ -64,24 +64,25 @@ SMALL = itype("small", {("a", SPOT): 0.03, ("b", SPOT): 0.02, ("a", OD): 0.10, (
 LARGE = itype("large", {("a", SPOT): 0.15, ("b", SPOT): 0.16, ("a", OD): 0.20, ("b", OD): 0.20})
 
 
-def test_every_spot_offering_is_tried_before_on_demand_when_spot_is_cheaper() -> None:
+def test_spot_goes_first_while_cheaper_and_never_before_a_cheaper_on_demand_offering() -> None:
     order = launch_order(claim(["small", "large"], capacity_types=[SPOT, OD]), [SMALL, LARGE])
 
-    # The large type's spot (0.15) comes before the small type's on-demand (0.10): spot is a tier.
+    # Every zone's spot of the small type first; the large type's spot (0.15) only after the small
+    # type's on-demand (0.10), which costs less.
     assert keys(order) == [
         ("small", "b", SPOT),
         ("small", "a", SPOT),
-        ("large", "a", SPOT),
-        ("large", "b", SPOT),
         ("small", "a", OD),
         ("small", "b", OD),
+        ("large", "a", SPOT),
+        ("large", "b", SPOT),
         ("large", "a", OD),
         ("large", "b", OD),
     ]
-    assert [(ct, len(tier)) for ct, tier in order.tiers()] == [(SPOT, 4), (OD, 4)]
+    assert [(ct, len(run)) for ct, run in order.phases()] == [(SPOT, 2), (OD, 2), (SPOT, 2), (OD, 2)]
 
 
-def test_on_demand_goes_first_when_its_cheapest_offering_beats_every_spot_price() -> None:
+def test_on_demand_goes_first_when_it_is_cheaper_than_every_spot_offering() -> None:
     t = itype("m", {("a", SPOT): 0.30, ("a", OD): 0.10, ("b", SPOT): 0.25})
 
     order = launch_order(claim(["m"], capacity_types=[SPOT, OD]), [t])
@@ -94,7 +95,7 @@ def test_reserved_goes_first_even_when_dearer() -> None:
 
     order = launch_order(claim(["p5"], capacity_types=[RESERVED, SPOT, OD]), [t])
 
-    assert [ct for ct, _ in order.tiers()] == [RESERVED, SPOT, OD]
+    assert [ct for ct, _ in order.phases()] == [RESERVED, SPOT, OD]
 
 
 def test_a_claim_silent_on_capacity_type_admits_every_capacity_type() -> None:
@@ -148,21 +149,18 @@ def test_unavailable_offerings_the_claim_does_not_allow_are_not_named() -> None:
     assert order.unavailable == ()
 
 
-def test_equal_prices_follow_the_claim_option_order_then_the_zone() -> None:
-    first = itype("first", {("b", OD): 0.1, ("a", OD): 0.1})
+def test_equal_prices_follow_the_claim_option_order_then_the_zone_then_on_demand() -> None:
+    first = itype("first", {("b", SPOT): 0.1, ("b", OD): 0.1, ("a", SPOT): 0.1})
     second = itype("second", {("a", OD): 0.1})
 
-    order = launch_order(claim(["first", "second"], capacity_types=[OD]), [second, first])
+    order = launch_order(claim(["first", "second"], capacity_types=[SPOT, OD]), [second, first])
 
-    assert keys(order) == [("first", "a", OD), ("first", "b", OD), ("second", "a", OD)]
-
-
-def test_spot_goes_first_between_tiers_of_equal_price() -> None:
-    t = itype("m", {("a", OD): 0.1, ("b", SPOT): 0.1})
-
-    order = launch_order(claim(["m"], capacity_types=[OD, SPOT]), [t])
-
-    assert [ct for ct, _ in order.tiers()] == [SPOT, OD]
+    assert keys(order) == [
+        ("first", "a", SPOT),
+        ("first", "b", OD),
+        ("first", "b", SPOT),
+        ("second", "a", OD),
+    ]
 
 
 def test_only_the_claim_options_are_tried_and_every_type_when_it_names_none() -> None:
@@ -198,6 +196,7 @@ def test_the_order_starts_at_the_cheapest_offering_and_ignores_the_input_order(
     first = order.attempts[0]
     if first.capacity_type != RESERVED:
         assert first.price == min(o.price for t in types for o in t.offerings)
-    tiers = [ct for ct, _ in order.tiers()]
-    assert len(tiers) == len(set(tiers))
-    assert RESERVED not in tiers[1:]
+    prices = [a.price for a in order.attempts if a.capacity_type != RESERVED]
+    assert prices == sorted(prices)
+    phases = [ct for ct, _ in order.phases()]
+    assert RESERVED not in phases[1:]
