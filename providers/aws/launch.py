@@ -1,13 +1,15 @@
-"""Launch planning for EC2: which offerings a claim may use, in which order, as CreateFleet requests.
+"""Launch planning for EC2: the claim's offerings in the shared launch order, as CreateFleet requests.
 
 Pure: takes the claim, its instance types (with offerings), the resolved subnets and the launch templates,
-and returns the attempts `create` makes in order (one CreateFleet `type=instant` per capacity type, cheapest
-capacity type first) and reads a CreateFleet answer back into "launched" or "these offerings failed,
-with these codes". The provider does the calls; nothing here performs I/O.
+and returns the attempts `create` makes in order, and reads a CreateFleet answer back into "launched" or
+"these offerings failed, with these codes". Which offerings and in which order is
+provisioner.cloudprovider.launch_order's (the same on every cloud); this module keeps the offerings it
+can boot (a subnet in the zone, an AMI for the architecture) and cuts the order into CreateFleet
+requests. The provider does the calls; nothing here performs I/O.
 
-Why one CreateFleet per capacity type: a fleet request has one default target capacity type, and EC2
-itself moves between the overrides of one request (another zone, another type) when a pool is out.
-Falling from spot to on-demand therefore takes a second request within the same `create`.
+Why one CreateFleet per run of one capacity type: a fleet request has one default target capacity
+type, and EC2 itself moves between the overrides of one request (another zone, another type) when a
+pool is out. Falling from spot to on-demand therefore takes another request within the same `create`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from provisioner.api import labels as wk
 from provisioner.api.nodeclass import BlockDeviceMapping
 from provisioner.api.quantities import to_base_units
 from provisioner.cloudprovider import InstanceType, OfferingKey
+from provisioner.cloudprovider.launch_order import launch_order
 
 MAX_OVERRIDES = 60
 """CreateFleet's limit on overrides per request (Karpenter uses the same bound)."""
@@ -31,6 +34,9 @@ GIB = 2**30
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
+
+LAUNCHABLE = frozenset({SPOT, ON_DEMAND})
+"""What a fleet request can buy today; reserved offerings need a capacity reservation target first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +57,6 @@ class Candidate:
     price: float
     subnet_id: str
     image_key: str
-    rank: int
-    """Position of the type in the claim's options (the scheduler's order breaks price ties)."""
 
     @property
     def key(self) -> OfferingKey:
@@ -61,10 +65,23 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One CreateFleet request: one capacity type, its candidates cheapest first (at most 60)."""
+    """One CreateFleet request: one capacity type, its candidates in the launch order (at most 60)."""
 
     capacity_type: str
     candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The requests of one `create`, and the offerings the claim allows that were flagged unavailable."""
+
+    attempts: tuple[Attempt, ...]
+    unavailable: tuple[OfferingKey, ...] = ()
+
+    @property
+    def image_keys(self) -> set[str]:
+        """The NodeClass images the requests boot (one launch template each)."""
+        return {c.image_key for a in self.attempts for c in a.candidates}
 
 
 @dataclass(slots=True)
@@ -91,14 +108,6 @@ def image_key(it: InstanceType, available: set[str]) -> str | None:
     return arch if arch in available else None
 
 
-def capacity_types_of(claim: NodeClaim) -> set[str]:
-    """The capacity types the claim allows; on-demand when it says nothing (as Karpenter does)."""
-    allowed, excluded = claim.allowed_values(wk.CAPACITY_TYPE)
-    if allowed is None:
-        allowed = {ON_DEMAND}
-    return (allowed - excluded) & {SPOT, ON_DEMAND}
-
-
 def pick_subnets(subnets: list[Subnet]) -> dict[str, Subnet]:
     """One subnet per zone: the one with the most free addresses (fewer address stockouts)."""
     best: dict[str, Subnet] = {}
@@ -108,64 +117,45 @@ def pick_subnets(subnets: list[Subnet]) -> dict[str, Subnet]:
     return best
 
 
-def candidates(
+def plan(
     claim: NodeClaim,
     instance_types: list[InstanceType],
     *,
     subnets: list[Subnet],
     image_keys: set[str],
-) -> tuple[list[Candidate], list[OfferingKey]]:
-    """(launchable candidates, offerings of the claim's options that are flagged unavailable).
+) -> Plan:
+    """The CreateFleet requests to make, in order: the claim's offerings in the launch order, cut where
+    the capacity type changes, each request the first 60 of its run.
 
-    Only the claim's options (instance-type In values, in the scheduler's order) are used; every
-    instance type is used when the claim lists none.
+    Only offerings in a zone with a subnet, of a capacity type a fleet can buy, of a type the NodeClass
+    has an image for, are candidates.
     """
-    options = claim.instance_type_options()
-    by_name = {it.name: it for it in instance_types}
-    names = [n for n in options if n in by_name] if options else [it.name for it in instance_types]
-    capacity_types = capacity_types_of(claim)
     zone_subnets = pick_subnets(subnets)
-    out: list[Candidate] = []
-    unavailable: list[OfferingKey] = []
-    for rank, name in enumerate(names):
-        it = by_name[name]
-        key = image_key(it, image_keys)
-        if key is None:
-            continue
-        for o in it.offerings:
-            if o.capacity_type not in capacity_types or o.zone not in zone_subnets:
-                continue
-            if not claim.admits(wk.ZONE, o.zone):
-                continue
-            if not o.available:
-                unavailable.append(OfferingKey(name, o.zone, o.capacity_type))
-                continue
-            out.append(
+    keys = {it.name: image_key(it, image_keys) for it in instance_types}
+    order = launch_order(
+        claim,
+        [it for it in instance_types if keys[it.name] is not None],
+        zones=zone_subnets.keys(),
+        capacity_types=LAUNCHABLE,
+    )
+    attempts = tuple(
+        Attempt(
+            capacity_type,
+            tuple(
                 Candidate(
-                    instance_type=name,
-                    zone=o.zone,
-                    capacity_type=o.capacity_type,
-                    price=o.price,
-                    subnet_id=zone_subnets[o.zone].id,
-                    image_key=key,
-                    rank=rank,
+                    instance_type=a.instance_type.name,
+                    zone=a.zone,
+                    capacity_type=a.capacity_type,
+                    price=a.price,
+                    subnet_id=zone_subnets[a.zone].id,
+                    image_key=keys[a.instance_type.name] or "",
                 )
-            )
-    return out, unavailable
-
-
-def plan(cands: list[Candidate]) -> list[Attempt]:
-    """The CreateFleet requests to make, in order: the capacity type with the cheapest candidate first
-    (spot on a tie), each with its candidates cheapest first, at most 60."""
-    groups: dict[str, list[Candidate]] = {}
-    for c in cands:
-        groups.setdefault(c.capacity_type, []).append(c)
-    attempts = []
-    for capacity_type, group in groups.items():
-        group.sort(key=lambda c: (c.price, c.rank, c.zone))
-        attempts.append(Attempt(capacity_type, tuple(group[:MAX_OVERRIDES])))
-    attempts.sort(key=lambda a: (a.candidates[0].price, a.capacity_type != SPOT))
-    return attempts
+                for a in run[:MAX_OVERRIDES]
+            ),
+        )
+        for capacity_type, run in order.phases()
+    )
+    return Plan(attempts=attempts, unavailable=order.unavailable)
 
 
 def fleet_request(

@@ -50,16 +50,17 @@ def make_claim(
     options: list[str],
     *,
     node_class: NodeClass,
-    capacity_types: tuple[str, ...] = (wk.CAPACITY_TYPE_ON_DEMAND,),
+    capacity_types: tuple[str, ...] | None = (wk.CAPACITY_TYPE_ON_DEMAND,),
     zones: tuple[str, ...] | None = None,
     nodepool: str = "default",
 ) -> NodeClaim:
     """A NodeClaim as the provisioning controller writes it: options cheapest first, capacity types and
-    zones as requirements."""
-    requirements = [
-        Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=list(options)),
-        Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=list(capacity_types)),
-    ]
+    zones as requirements (None: no requirement, any value)."""
+    requirements = [Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=list(options))]
+    if capacity_types is not None:
+        requirements.append(
+            Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=list(capacity_types))
+        )
     if zones:
         requirements.append(Requirement(key=wk.ZONE, operator=Operator.IN, values=list(zones)))
     return NodeClaim(

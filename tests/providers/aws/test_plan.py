@@ -41,21 +41,55 @@ def test_one_subnet_per_zone_the_one_with_most_free_addresses() -> None:
     }
 
 
+def plan(claim: NodeClaim, types: list[InstanceType], image_keys: frozenset[str] = frozenset({"amd64"})):
+    return launch.plan(claim, types, subnets=SUBNETS, image_keys=set(image_keys))
+
+
+def offerings(p: launch.Plan) -> list[launch.Candidate]:
+    return [c for a in p.attempts for c in a.candidates]
+
+
 def test_spot_goes_first_when_cheaper_then_on_demand() -> None:
     t = itype("m", {("z-a", SPOT): 0.03, ("z-b", SPOT): 0.04, ("z-a", OD): 0.1, ("z-b", OD): 0.1})
-    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, image_keys={"amd64"})
 
-    attempts = launch.plan(cands)
+    attempts = plan(claim(["m"]), [t]).attempts
 
     assert [a.capacity_type for a in attempts] == [SPOT, OD]
     assert [c.zone for c in attempts[0].candidates] == ["z-a", "z-b"]
+    assert [c.subnet_id for c in attempts[0].candidates] == ["subnet-a2", "subnet-b"]
 
 
 def test_on_demand_goes_first_when_spot_is_dearer() -> None:
     t = itype("m", {("z-a", SPOT): 0.2, ("z-a", OD): 0.1})
-    cands, _ = launch.candidates(claim(["m"]), [t], subnets=SUBNETS, image_keys={"amd64"})
 
-    assert [a.capacity_type for a in launch.plan(cands)] == [OD, SPOT]
+    assert [a.capacity_type for a in plan(claim(["m"]), [t]).attempts] == [OD, SPOT]
+
+
+def test_a_spot_type_dearer_than_the_cheapest_on_demand_waits_in_a_later_request() -> None:
+    # The shared launch order cuts into one CreateFleet per run of one capacity type. (Before it, the
+    # AWS provider put every spot override in the first request, a 5 $/h spot type before 0.1 $/h
+    # on-demand.)
+    small = itype("small", {("z-a", SPOT): 0.03, ("z-a", OD): 0.1})
+    big = itype("big", {("z-a", SPOT): 5.0, ("z-a", OD): 12.0})
+
+    attempts = plan(claim(["small", "big"]), [small, big]).attempts
+
+    assert [(a.capacity_type, [c.instance_type for c in a.candidates]) for a in attempts] == [
+        (SPOT, ["small"]),
+        (OD, ["small"]),
+        (SPOT, ["big"]),
+        (OD, ["big"]),
+    ]
+
+
+def test_a_claim_silent_on_capacity_type_may_launch_spot_as_the_scheduler_priced_it() -> None:
+    # The claim admits what its requirements do not exclude (NodeClaim.admits), on every cloud. (The AWS
+    # provider used to read silence as on-demand only, while the scheduler and the other providers read
+    # it as any capacity type.)
+    t = itype("m", {("z-a", SPOT): 0.03, ("z-a", OD): 0.1})
+    silent = make_claim("c", ["m"], node_class=world.node_class(), capacity_types=None)
+
+    assert [a.capacity_type for a in plan(silent, [t]).attempts] == [SPOT, OD]
 
 
 @pytest.mark.parametrize(
@@ -72,11 +106,9 @@ def test_candidates_follow_the_claim_requirements(
 ) -> None:
     t = itype("m", {(z, ct): 0.1 for z in ("z-a", "z-b", "z-c") for ct in (SPOT, OD)})
 
-    cands, _ = launch.candidates(
-        claim(["m"], capacity_types, zones), [t], subnets=SUBNETS, image_keys={"amd64"}
-    )
+    p = plan(claim(["m"], capacity_types, zones), [t])
 
-    assert {(c.zone, c.capacity_type) for c in cands} == expected
+    assert {(c.zone, c.capacity_type) for c in offerings(p)} == expected
 
 
 def test_unavailable_offerings_are_named_not_tried() -> None:
@@ -87,10 +119,10 @@ def test_unavailable_offerings_are_named_not_tried() -> None:
         labels={wk.ARCH: "amd64"},
     )
 
-    cands, unavailable = launch.candidates(claim(["m"], (OD,)), [t], subnets=SUBNETS, image_keys={"amd64"})
+    p = plan(claim(["m"], (OD,)), [t])
 
-    assert [c.zone for c in cands] == ["z-b"]
-    assert unavailable == [OfferingKey("m", "z-a", OD)]
+    assert [c.zone for c in offerings(p)] == ["z-b"]
+    assert p.unavailable == (OfferingKey("m", "z-a", OD),)
 
 
 def test_only_the_claim_options_with_an_ami_for_their_arch_are_candidates() -> None:
@@ -100,26 +132,22 @@ def test_only_the_claim_options_with_an_ami_for_their_arch_are_candidates() -> N
         itype("other", {("z-a", OD): 0.01}),
     ]
 
-    cands, _ = launch.candidates(claim(["x86", "arm"], (OD,)), types, subnets=SUBNETS, image_keys={"amd64"})
+    p = plan(claim(["x86", "arm"], (OD,)), types)
 
-    assert [c.instance_type for c in cands] == ["x86"]
+    assert [c.instance_type for c in offerings(p)] == ["x86"]
+    assert p.image_keys == {"amd64"}
 
 
 def test_a_request_holds_at_most_60_overrides_the_cheapest() -> None:
     types = [itype(f"t{i}", {("z-a", OD): 1.0 + i, ("z-b", OD): 1.5 + i}) for i in range(40)]
-    cands, _ = launch.candidates(
-        claim([t.name for t in types], (OD,)), types, subnets=SUBNETS, image_keys={"amd64"}
-    )
-
-    (attempt,) = launch.plan(cands)
+    (attempt,) = plan(claim([t.name for t in types], (OD,)), types).attempts
     request = launch.fleet_request(attempt, launch_templates={"amd64": "lt"}, tags={"k": "v"})
 
     overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
     assert len(overrides) == 60
     assert overrides[0] == {"InstanceType": "t0", "SubnetId": "subnet-a2", "Priority": 0.0}
-    assert max(c.price for c in attempt.candidates) <= min(
-        c.price for c in cands if c not in attempt.candidates
-    )
+    # The 60 cheapest of the 80 offerings: t0 to t29, in both zones.
+    assert {c.instance_type for c in attempt.candidates} == {f"t{i}" for i in range(30)}
     assert request["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
 
 
