@@ -10,12 +10,13 @@ Shared-core, deprecated and unpriced machine types are left out (the caller logs
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from providers.gcp import gpus
 from provisioner.api import labels
 from provisioner.cloudprovider import catalog
+from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering
 
 GIB = 2**30
@@ -66,7 +67,7 @@ def _offerings(
     zones: Iterable[str],
     *,
     region: str,
-    unavailable: set[tuple[str, str, str]],
+    unavailable: Collection[OfferingKey],
 ) -> tuple[Offering, ...] | None:
     od = catalog.on_demand_price(CLOUD, name, region)
     spot = catalog.spot_price(CLOUD, name, region)
@@ -80,7 +81,7 @@ def _offerings(
                     zone=zone,
                     capacity_type=capacity_type,
                     price=price,
-                    available=(name, zone, capacity_type) not in unavailable,
+                    available=OfferingKey(name, zone, capacity_type) not in unavailable,
                 )
             )
     return tuple(out)
@@ -93,12 +94,11 @@ def build(
     region: str,
     zones: Iterable[str],
     boot_disk_gib: int,
-    unavailable: set[tuple[str, str, str]] | None = None,
+    unavailable: Collection[OfferingKey] = (),
 ) -> Built:
     """Instance types for `zones` of `region`. `accelerators` is zone -> accelerator type -> most cards
-    per instance; `unavailable` holds (type, zone, capacity type) triples to flag unavailable."""
+    per instance; `unavailable` holds the offerings to flag unavailable."""
     allowed = set(zones)
-    unavailable = unavailable or set()
     by_name: dict[str, list[Machine]] = {}
     for m in machines:
         if m.zone in allowed and not m.shared_cpu and not m.deprecated:

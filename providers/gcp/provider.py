@@ -1,25 +1,25 @@
 """The Compute Engine CloudProvider: reads machine and accelerator types, launches, finds and deletes
 instances through google-cloud-compute, and reports spot preemptions.
 
-What it decides: which offering of a claim to try first (cheapest allowed and available), what to try
-after a stockout (the next offering: another zone, then on-demand) within one create, and how the
-instance is named (from the claim, so a retried create finds what the first one made). What it leaves to
-others: retrying TransientError (the retry wrapper; every client call here passes `retry=None`, so the
-client never retries for its default 600 s), caching unavailable offerings across claims (the
-unavailable-offerings cache; this provider only remembers its own recent stockouts for `instance_types`).
+Orchestrates the pieces, each in its own module: clients, credentials, translated calls and operation
+waits in providers.gcp.sdk (no google.api_core exception leaves a call; errors are classified in
+providers.gcp.errors); which offerings a claim tries, in which order, and the insert body in
+providers.gcp.launch (the order itself is provisioner.cloudprovider.launch_order's); instance types
+from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming.
 
-Operations are waited on explicitly through ZoneOperationsClient.wait with a deadline: the client's own
-extended-operation polling would call Google's endpoint, not an endpoint override, and reads an
-operation that failed with only `error.errors` as a success.
+What it decides itself: how many offerings one create tries (`max_launch_attempts`), that a quota error
+rules out the other zones of that type and capacity type, and how an instance is named (from the
+claim, so a retried create finds what the first one made). What it leaves to others: retrying
+TransientError (the retry wrapper), caching unavailable offerings across claims (the
+unavailable-offerings cache; this provider only remembers its own recent stockouts for
+`instance_types` and the next creates).
 
 Preemptions: each call to `interruptions()` lists the region's zone operations of type
 `compute.instances.preempted` and reports those on this cluster's instances not reported before. With
 `instanceTerminationAction: DELETE` the instance may already be gone, so operations (which outlive it)
 are the reliable record; an instance that still exists must carry this cluster's label.
 
-Credentials: Application Default Credentials / workload identity (google.auth.default) unless given;
-AnonymousCredentials when an endpoint override is set without credentials. They are never logged, and
-`repr()` of the provider does not show them.
+Credentials are never logged, and `repr()` of the provider does not show them.
 """
 
 from __future__ import annotations
@@ -30,18 +30,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.gcp import errors, machines, naming
-from provisioner.api import labels as wk
+from providers.gcp import errors, instances, launch, machines, naming
+from providers.gcp.sdk import SDK, failure
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import GCPNodeClass, NodeClass
-from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.errors import (
     CloudProviderError,
     CreateError,
@@ -51,52 +48,15 @@ from provisioner.cloudprovider.errors import (
     OfferingKey,
     TransientError,
 )
+from provisioner.cloudprovider.launch_order import Attempt
 from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
-from provisioner.cloudprovider.types import InstanceType, Offering
+from provisioner.cloudprovider.types import InstanceType
 
 log = logging.getLogger(__name__)
 
 ENDPOINT_ENV = "PROVISIONER_GCP_ENDPOINT"
-SCOPES = ("https://www.googleapis.com/auth/compute",)
 PREEMPTED = "compute.instances.preempted"
 DEFAULT_BOOT_DISK_GIB = 100
-_DONE = compute_v1.Operation.Status.DONE
-
-_STATES = {
-    "PROVISIONING": "pending",
-    "STAGING": "pending",
-    "RUNNING": "running",
-    "REPAIRING": "running",
-    "STOPPING": "stopping",
-    "SUSPENDING": "stopping",
-    "STOPPED": "stopped",
-    "SUSPENDED": "stopped",
-    "TERMINATED": "terminated",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    instance_type: InstanceType
-    offering: Offering
-    rank: int
-
-    @property
-    def key(self) -> OfferingKey:
-        return OfferingKey(self.instance_type.name, self.offering.zone, self.offering.capacity_type)
-
-
-class _Clients:
-    """The google-cloud-compute clients, made once on first use."""
-
-    def __init__(self, *, credentials: Any, endpoint: str | None) -> None:
-        options = {"api_endpoint": endpoint} if endpoint else None
-        kwargs: dict[str, Any] = {"credentials": credentials, "client_options": options}
-        self.instances = compute_v1.InstancesClient(**kwargs)
-        self.operations = compute_v1.ZoneOperationsClient(**kwargs)
-        self.machine_types = compute_v1.MachineTypesClient(**kwargs)
-        self.accelerator_types = compute_v1.AcceleratorTypesClient(**kwargs)
-        self.zones = compute_v1.ZonesClient(**kwargs)
 
 
 class GCPProvider:
@@ -124,20 +84,23 @@ class GCPProvider:
         self.region = region
         self.cluster_name = cluster_name
         self.endpoint = endpoint or os.environ.get(ENDPOINT_ENV) or None
-        self._credentials = credentials
-        self.operation_timeout = operation_timeout
-        self.request_timeout = request_timeout
         self.types_ttl = types_ttl
         self.unavailable_ttl = unavailable_ttl
         self.max_launch_attempts = max_launch_attempts
         self._clock = clock
-        self._sleep = sleep
+        self._sdk = SDK(
+            endpoint=self.endpoint,
+            credentials=credentials,
+            request_timeout=request_timeout,
+            operation_timeout=operation_timeout,
+            clock=clock,
+            sleep=sleep,
+        )
         self._lock = threading.Lock()
-        self._clients_: _Clients | None = None
         self._listing: tuple[float, list[machines.Machine], dict[str, dict[str, int]], list[str]] | None = (
             None
         )
-        self._unavailable: dict[tuple[str, str, str], float] = {}
+        self._unavailable: dict[OfferingKey, float] = {}
         self._launches: dict[str, machines.Launch] = {}
         self._seen_preemptions: set[str] = set()
         self._cluster_label = naming.label_value(cluster_name)
@@ -149,47 +112,6 @@ class GCPProvider:
             f"endpoint={self.endpoint!r})"
         )
 
-    # --- clients and credentials ------------------------------------------------------------------------
-
-    def _clients(self) -> _Clients:
-        with self._lock:
-            if self._clients_ is None:
-                credentials = self._credentials
-                if credentials is None and self.endpoint:
-                    from google.auth.credentials import AnonymousCredentials
-
-                    credentials = AnonymousCredentials()
-                elif credentials is None:
-                    import google.auth
-                    from google.auth import exceptions as auth_exceptions
-
-                    try:
-                        credentials, _ = google.auth.default(scopes=list(SCOPES))
-                    except auth_exceptions.DefaultCredentialsError as err:
-                        raise NodeClassNotReady(
-                            "no Google credentials found: set GOOGLE_APPLICATION_CREDENTIALS, use workload "
-                            "identity, or run `gcloud auth application-default login`"
-                        ) from err
-                self._clients_ = _Clients(credentials=credentials, endpoint=self.endpoint)
-                log.debug("gcp clients ready (endpoint=%s)", self.endpoint or "default")
-            return self._clients_
-
-    def _call(
-        self, what: str, fn: Callable[..., Any], /, *, offering: OfferingKey | None = None, **kw: Any
-    ) -> Any:
-        """One client call, never retried by the client, its errors translated."""
-        try:
-            return fn(retry=None, timeout=self.request_timeout, **kw)
-        except Exception as err:
-            raise errors.translate(err, what=what, offering=offering) from err
-
-    def _listed(self, what: str, pager: Any) -> builtins.list[Any]:
-        """Drain a pager (later pages are fetched while iterating, so errors surface here too)."""
-        try:
-            return builtins.list(pager)
-        except Exception as err:
-            raise errors.translate(err, what=what) from err
-
     # --- instance types ---------------------------------------------------------------------------------
 
     def _read_cloud(
@@ -200,24 +122,18 @@ class GCPProvider:
         cached = self._listing
         if cached and now - cached[0] < self.types_ttl:
             return cached[1], cached[2], cached[3]
-        c = self._clients()
-        zone_items = self._listed(
-            "list zones",
-            self._call("list zones", c.zones.list, request={"project": self.project}),
-        )
+        c = self._sdk.clients()
+        zone_items = self._sdk.listed("list zones", c.zones.list, request={"project": self.project})
         zones = sorted(
             z.name
             for z in zone_items
             if naming.last(z.region) == self.region and (not z.status or z.status == "UP")
         )
         region_zones = set(zones)
-        scopes = self._listed(
+        scopes = self._sdk.listed(
             "list machine types",
-            self._call(
-                "list machine types",
-                c.machine_types.aggregated_list,
-                request={"project": self.project, "max_results": 500},
-            ),
+            c.machine_types.aggregated_list,
+            request={"project": self.project, "max_results": 500},
         )
         found: builtins.list[machines.Machine] = []
         for scope, scoped in scopes:
@@ -240,13 +156,10 @@ class GCPProvider:
                         deprecated=bool(mt.deprecated and mt.deprecated.state),
                     )
                 )
-        acc_scopes = self._listed(
+        acc_scopes = self._sdk.listed(
             "list accelerator types",
-            self._call(
-                "list accelerator types",
-                c.accelerator_types.aggregated_list,
-                request={"project": self.project, "max_results": 500},
-            ),
+            c.accelerator_types.aggregated_list,
+            request={"project": self.project, "max_results": 500},
         )
         accelerators: dict[str, dict[str, int]] = {}
         for scope, scoped in acc_scopes:
@@ -257,7 +170,7 @@ class GCPProvider:
         self._listing = (now, found, accelerators, zones)
         return found, accelerators, zones
 
-    def _unavailable_now(self) -> set[tuple[str, str, str]]:
+    def _unavailable_now(self) -> set[OfferingKey]:
         now = self._clock()
         with self._lock:
             for key in [k for k, until in self._unavailable.items() if until <= now]:
@@ -268,7 +181,7 @@ class GCPProvider:
         until = self._clock() + self.unavailable_ttl
         with self._lock:
             for k in keys:
-                self._unavailable[(k.instance_type, k.zone, k.capacity_type)] = until
+                self._unavailable[k] = until
 
     def _build(self, *, zones: builtins.list[str] | None, boot_disk_gib: int) -> builtins.list[InstanceType]:
         found, accelerators, region_zones = self._read_cloud()
@@ -332,14 +245,19 @@ class GCPProvider:
     def create(
         self, claim: NodeClaim, instance_types: builtins.list[InstanceType], node_class: NodeClass
     ) -> Instance:
+        """Insert the first offering with capacity in the launch order of the claim's options, one insert
+        at a time (at most `max_launch_attempts`), so a stockout falls to the next zone, then to
+        on-demand, within this call. Idempotent by the instance name derived from the claim's."""
         nc = self._node_class(node_class)
         name = naming.instance_name(self.cluster_name, claim.name)
         existing = self._find(name)
         if existing is not None:
             log.info("gcp: claim %s already has instance %s", claim.name, existing.provider_id)
             return existing
-        candidates = self._candidates(claim, instance_types, nc)
-        if not candidates:
+        attempts = launch.order(
+            claim, instance_types, node_class=nc, region=self.region, recently_out=self._unavailable_now()
+        ).attempts
+        if not attempts:
             raise InsufficientCapacity(
                 [],
                 f"claim {claim.name}: no available offering of {claim.instance_type_options() or 'its types'} "
@@ -348,32 +266,27 @@ class GCPProvider:
         failed: builtins.list[OfferingKey] = []
         kinds: set[str] = set()
         reasons: dict[str, None] = {}  # the cloud's distinct messages, in order
-        quota_out: set[tuple[str, str]] = set()
-        attempts = 0
-        for cand in candidates:
-            if (cand.instance_type.name, cand.offering.capacity_type) in quota_out:
-                failed.append(cand.key)
+        ruled_out: set[OfferingKey] = set()
+        tries = 0
+        for attempt in attempts:
+            if attempt.key in ruled_out:
+                failed.append(attempt.key)
                 continue
-            if attempts >= self.max_launch_attempts:
+            if tries >= self.max_launch_attempts:
                 break
-            attempts += 1
+            tries += 1
             try:
-                return self._launch(name, claim=claim, cand=cand, nc=nc)
+                return self._launch(name, claim=claim, attempt=attempt, nc=nc)
             except InsufficientCapacity as err:
                 kinds.add(err.kind)
                 reasons[str(err).split(": ", 1)[-1]] = None
-                failed.append(cand.key)
+                failed.append(attempt.key)
                 log.info("gcp: %s for claim %s: %s; trying the next offering", err.kind, claim.name, err)
                 if err.kind == "quota":
-                    # Quota is regional: every zone of this type and capacity type will say the same.
-                    quota_out.add((cand.instance_type.name, cand.offering.capacity_type))
-                    self._mark_unavailable(
-                        OfferingKey(cand.instance_type.name, o.zone, o.capacity_type)
-                        for o in cand.instance_type.offerings
-                        if o.capacity_type == cand.offering.capacity_type
-                    )
+                    ruled_out.update(launch.quota_scope(attempt))
+                    self._mark_unavailable(launch.quota_scope(attempt))
                 else:
-                    self._mark_unavailable([cand.key])
+                    self._mark_unavailable([attempt.key])
         kind = "quota" if kinds == {"quota"} else "capacity"
         raise InsufficientCapacity(
             failed,
@@ -383,73 +296,51 @@ class GCPProvider:
             kind=kind,
         )
 
-    def _candidates(
-        self, claim: NodeClaim, instance_types: builtins.list[InstanceType], nc: GCPNodeClass
-    ) -> builtins.list[_Candidate]:
-        """The offerings the claim allows, cheapest first (ties: the scheduler's option order, then zone)."""
-        options = claim.instance_type_options()
-        by_name = {t.name: t for t in instance_types}
-        ordered = [by_name[o] for o in options if o in by_name] if options else builtins.list(instance_types)
-        zones_in, zones_out = claim.allowed_values(wk.ZONE)
-        if nc.spec.zones:
-            zones_in = set(nc.spec.zones) if zones_in is None else zones_in & set(nc.spec.zones)
-        unavailable = self._unavailable_now()
-        out: builtins.list[_Candidate] = []
-        for rank, it in enumerate(ordered):
-            for o in it.offerings:
-                if not o.available or (it.name, o.zone, o.capacity_type) in unavailable:
-                    continue
-                if o.capacity_type == wk.CAPACITY_TYPE_RESERVED:
-                    continue  # reservations are not modelled on GCP yet
-                if (zones_in is not None and o.zone not in zones_in) or o.zone in zones_out:
-                    continue
-                if not claim.admits(wk.CAPACITY_TYPE, o.capacity_type):
-                    continue
-                if naming.region_of(o.zone) != self.region:
-                    continue
-                out.append(_Candidate(it, o, rank))
-        out.sort(key=lambda c: (c.offering.price, c.rank, c.offering.zone, c.offering.capacity_type))
-        return out
-
     def _launch_of(self, instance_type: str) -> machines.Launch:
         with self._lock:
             known = self._launches.get(instance_type)
         return known or machines.launch_of(instance_type)
 
-    def _launch(self, name: str, *, claim: NodeClaim, cand: _Candidate, nc: GCPNodeClass) -> Instance:
-        zone, spot = cand.offering.zone, cand.offering.capacity_type == wk.CAPACITY_TYPE_SPOT
-        body = self._instance_body(name, claim=claim, cand=cand, nc=nc, spot=spot)
-        c = self._clients()
-        what = f"insert instance {name} ({cand.key})"
+    def _launch(self, name: str, *, claim: NodeClaim, attempt: Attempt, nc: GCPNodeClass) -> Instance:
+        zone = attempt.zone
+        body = launch.instance_body(
+            name,
+            claim=claim,
+            attempt=attempt,
+            node_class=nc,
+            machine=self._launch_of(attempt.instance_type.name),
+            cluster_name=self.cluster_name,
+            region=self.region,
+        )
+        what = f"insert instance {name} ({attempt.key})"
         try:
-            op = c.instances.insert_unary(
+            op = self._sdk.clients().instances.insert_unary(
                 project=self.project,
                 zone=zone,
                 instance_resource=body,
                 retry=None,
-                timeout=self.request_timeout,
+                timeout=self._sdk.request_timeout,
             )
         except gexc.Conflict:
             # Already exists in this zone: an earlier create got this far. Same name, same claim.
             return self.get(naming.provider_id(self.project, zone, name))
         except Exception as err:
-            raise errors.translate(err, what=what, offering=cand.key) from err
-        done = self._wait(zone, op, what=what)
-        failure = _failure(done)
-        if failure is not None:
-            if failure.kind == "exists":
+            raise errors.translate(err, what=what, offering=attempt.key) from err
+        failed = failure(self._sdk.wait(self.project, zone, op, what=what))
+        if failed is not None:
+            if failed.kind == "exists":
                 return self.get(naming.provider_id(self.project, zone, name))
-            if failure.kind in ("capacity", "quota"):
-                raise InsufficientCapacity([cand.key], f"{what}: {failure.message}", kind=failure.kind)
-            if failure.kind == "transient":
-                raise TransientError(f"{what}: {failure.message}")
-            raise CreateError(f"{what}: {failure.message}")
+            if failed.kind in ("capacity", "quota"):
+                raise InsufficientCapacity([attempt.key], f"{what}: {failed.message}", kind=failed.kind)
+            if failed.kind == "transient":
+                raise TransientError(f"{what}: {failed.message}")
+            raise CreateError(f"{what}: {failed.message}")
         log.info(
             "gcp: launched %s as %s in %s (%s)",
             claim.name,
-            cand.instance_type.name,
+            attempt.instance_type.name,
             zone,
-            cand.offering.capacity_type,
+            attempt.capacity_type,
         )
         try:
             return self.get(naming.provider_id(self.project, zone, name))
@@ -457,141 +348,14 @@ class GCPProvider:
             # Gone between DONE and our read (a spot VM taken back at once): launching again may work.
             raise TransientError(f"{what}: the instance vanished right after it was launched") from err
 
-    def _instance_body(
-        self, name: str, *, claim: NodeClaim, cand: _Candidate, nc: GCPNodeClass, spot: bool
-    ) -> compute_v1.Instance:
-        spec = nc.spec
-        zone = cand.offering.zone
-        launch = self._launch_of(cand.instance_type.name)
-        has_gpu = launch.gpu or cand.instance_type.gpu is not None
-        nodepool = claim.nodepool or ""
-        gce_labels = {k: naming.label_value(v) for k, v in spec.labels.items()}
-        gce_labels.update(
-            {
-                naming.LABEL_CLUSTER: self._cluster_label,
-                naming.LABEL_NODEPOOL: naming.label_value(nodepool),
-                naming.LABEL_NODECLAIM: naming.label_value(claim.name),
-                naming.LABEL_CAPACITY_TYPE: cand.offering.capacity_type,
-            }
-        )
-        metadata = dict(spec.metadata)
-        metadata.update(
-            {
-                naming.META_CLUSTER: self.cluster_name,
-                naming.META_NODEPOOL: nodepool,
-                naming.META_NODECLAIM: claim.name,
-                naming.META_IMAGE: spec.image,
-            }
-        )
-        init = compute_v1.AttachedDiskInitializeParams(
-            source_image=spec.image,
-            disk_size_gb=spec.boot_disk.size_gb,
-            disk_type=f"zones/{zone}/diskTypes/{spec.boot_disk.type}",
-            labels=gce_labels,
-        )
-        boot = compute_v1.AttachedDisk(
-            boot=True, auto_delete=True, type_="PERSISTENT", initialize_params=init
-        )
-        if spec.boot_disk.kms_key:
-            boot.disk_encryption_key = compute_v1.CustomerEncryptionKey(kms_key_name=spec.boot_disk.kms_key)
-        disks = [boot]
-        for _ in range(spec.local_ssd_count):
-            disks.append(
-                compute_v1.AttachedDisk(
-                    type_="SCRATCH",
-                    interface="NVME",
-                    auto_delete=True,
-                    initialize_params=compute_v1.AttachedDiskInitializeParams(
-                        disk_type=f"zones/{zone}/diskTypes/local-ssd"
-                    ),
-                )
-            )
-        nic = compute_v1.NetworkInterface(network=_network_url(spec.network))
-        if spec.subnetwork:
-            nic.subnetwork = _subnetwork_url(spec.subnetwork, self.region)
-        scheduling = compute_v1.Scheduling()
-        if spot:
-            # Spot VMs must not migrate; DELETE so a preempted node does not linger (and cost disk) as
-            # TERMINATED: the claim is replaced anyway.
-            scheduling.provisioning_model = "SPOT"
-            scheduling.instance_termination_action = "DELETE"
-            scheduling.automatic_restart = False
-            scheduling.on_host_maintenance = "TERMINATE"
-        elif has_gpu:
-            # GPUs cannot live-migrate: host maintenance stops the VM, which then restarts.
-            scheduling.on_host_maintenance = "TERMINATE"
-            scheduling.automatic_restart = True
-        body = compute_v1.Instance(
-            name=name,
-            machine_type=f"zones/{zone}/machineTypes/{launch.machine_type}",
-            disks=disks,
-            network_interfaces=[nic],
-            labels=gce_labels,
-            metadata=compute_v1.Metadata(
-                items=[compute_v1.Items(key=k, value=v) for k, v in sorted(metadata.items())]
-            ),
-            scheduling=scheduling,
-            description=f"provisioner {self.cluster_name} nodeclaim {claim.name}",
-        )
-        if spec.network_tags:
-            body.tags = compute_v1.Tags(items=builtins.list(spec.network_tags))
-        if spec.service_account is not None:
-            body.service_accounts = [
-                compute_v1.ServiceAccount(
-                    email=spec.service_account.email, scopes=builtins.list(spec.service_account.scopes)
-                )
-            ]
-        if launch.accelerator_type:
-            body.guest_accelerators = [
-                compute_v1.AcceleratorConfig(
-                    accelerator_type=f"zones/{zone}/acceleratorTypes/{launch.accelerator_type}",
-                    accelerator_count=launch.accelerator_count,
-                )
-            ]
-        return body
-
-    def _wait(self, zone: str, op: compute_v1.Operation, *, what: str) -> compute_v1.Operation:
-        """Wait for a zone operation to be DONE, through zoneOperations.wait, until `operation_timeout`."""
-        deadline = self._clock() + self.operation_timeout
-        pause = 0.1
-        c = self._clients()
-        while op.status != _DONE:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise TransientError(
-                    f"{what}: operation {op.name} not done after {self.operation_timeout:g}s "
-                    "(a retry finds the instance if it comes up)"
-                )
-            started = self._clock()
-            try:
-                # The server answers within about 2 minutes even if the operation is still running.
-                op = c.operations.wait(
-                    project=self.project,
-                    zone=zone,
-                    operation=op.name,
-                    retry=None,
-                    timeout=min(remaining, 150.0),
-                )
-            except Exception as err:
-                raise errors.translate(err, what=f"{what}: wait for {op.name}") from err
-            if op.status != _DONE and self._clock() - started < 1.0:
-                # A wait that came back at once and not done: do not spin on it.
-                self._sleep(min(pause, max(0.0, deadline - self._clock())))
-                pause = min(pause * 2, 2.0)
-        return op
-
     # --- find, get, list, delete ------------------------------------------------------------------------
 
     def _find(self, name: str) -> Instance | None:
         """The instance with this name in any zone of the project, or None."""
-        c = self._clients()
-        scopes = self._listed(
-            "find instance",
-            self._call(
-                f"find instance {name}",
-                c.instances.aggregated_list,
-                request={"project": self.project, "filter": f'name = "{name}"'},
-            ),
+        scopes = self._sdk.listed(
+            f"find instance {name}",
+            self._sdk.clients().instances.aggregated_list,
+            request={"project": self.project, "filter": f'name = "{name}"'},
         )
         for scope, scoped in scopes:
             for inst in scoped.instances:
@@ -601,25 +365,24 @@ class GCPProvider:
 
     def get(self, provider_id: str) -> Instance:
         project, zone, name = naming.parse_provider_id(provider_id)
-        c = self._clients()
-        inst = self._call(
-            f"get instance {provider_id}", c.instances.get, project=project, zone=zone, instance=name
+        inst = self._sdk.call(
+            f"get instance {provider_id}",
+            self._sdk.clients().instances.get,
+            project=project,
+            zone=zone,
+            instance=name,
         )
         return self._instance(inst, zone=zone, project=project)
 
     def list(self) -> builtins.list[Instance]:
-        c = self._clients()
-        scopes = self._listed(
+        scopes = self._sdk.listed(
             "list instances",
-            self._call(
-                "list instances",
-                c.instances.aggregated_list,
-                request={
-                    "project": self.project,
-                    "filter": f'labels.{naming.LABEL_CLUSTER} = "{self._cluster_label}"',
-                    "max_results": 500,
-                },
-            ),
+            self._sdk.clients().instances.aggregated_list,
+            request={
+                "project": self.project,
+                "filter": f'labels.{naming.LABEL_CLUSTER} = "{self._cluster_label}"',
+                "max_results": 500,
+            },
         )
         out = []
         for scope, scoped in scopes:
@@ -631,51 +394,22 @@ class GCPProvider:
 
     def delete(self, provider_id: str) -> None:
         project, zone, name = naming.parse_provider_id(provider_id)
-        c = self._clients()
         what = f"delete instance {provider_id}"
-        op = self._call(what, c.instances.delete_unary, project=project, zone=zone, instance=name)
-        done = self._wait(zone, op, what=what)
-        failure = _failure(done)
-        if failure is None:
+        op = self._sdk.call(
+            what, self._sdk.clients().instances.delete_unary, project=project, zone=zone, instance=name
+        )
+        failed = failure(self._sdk.wait(project, zone, op, what=what))
+        if failed is None:
             log.info("gcp: deleted %s", provider_id)
             return
-        if failure.kind == "not-found":
-            raise NotFound(f"{what}: {failure.message}")
-        if failure.kind == "transient":
-            raise TransientError(f"{what}: {failure.message}")
-        raise CloudProviderError(f"{what}: {failure.message}")
+        if failed.kind == "not-found":
+            raise NotFound(f"{what}: {failed.message}")
+        if failed.kind == "transient":
+            raise TransientError(f"{what}: {failed.message}")
+        raise CloudProviderError(f"{what}: {failed.message}")
 
     def _instance(self, inst: compute_v1.Instance, *, zone: str, project: str | None = None) -> Instance:
-        meta = {item.key: item.value for item in inst.metadata.items} if inst.metadata else {}
-        labels = dict(inst.labels)
-        machine = naming.last(inst.machine_type)
-        type_name = machine
-        if inst.guest_accelerators:
-            acc = inst.guest_accelerators[0]
-            type_name = catalog.gcp_attached_name(
-                machine, naming.last(acc.accelerator_type), acc.accelerator_count
-            )
-        spot = inst.scheduling.provisioning_model == "SPOT" or bool(inst.scheduling.preemptible)
-        capacity_type = wk.CAPACITY_TYPE_SPOT if spot else wk.CAPACITY_TYPE_ON_DEMAND
-        region = naming.region_of(zone)
-        price = (
-            catalog.spot_price("gcp", type_name, region)
-            if spot
-            else catalog.on_demand_price("gcp", type_name, region)
-        )
-        return Instance(
-            provider_id=naming.provider_id(project or self.project, zone, inst.name),
-            instance_type=type_name,
-            zone=zone,
-            capacity_type=capacity_type,
-            price=price or 0.0,
-            state=_STATES.get(inst.status, inst.status.lower() if inst.status else "unknown"),
-            nodeclaim=meta.get(naming.META_NODECLAIM) or labels.get(naming.LABEL_NODECLAIM),
-            nodepool=meta.get(naming.META_NODEPOOL) or labels.get(naming.LABEL_NODEPOOL),
-            launched_at=_time(inst.creation_timestamp),
-            image_id=meta.get(naming.META_IMAGE),
-            tags=labels,
-        )
+        return instances.to_instance(inst, project=project or self.project, zone=zone)
 
     # --- drift and interruptions ------------------------------------------------------------------------
 
@@ -686,53 +420,27 @@ class GCPProvider:
             return None
         try:
             project, zone, name = naming.parse_provider_id(provider_id)
-            inst = self._call(
+            inst = self._sdk.call(
                 f"get instance {provider_id}",
-                self._clients().instances.get,
+                self._sdk.clients().instances.get,
                 project=project,
                 zone=zone,
                 instance=name,
             )
         except NotFound:
             return None
-        meta = {item.key: item.value for item in inst.metadata.items} if inst.metadata else {}
-        image = meta.get(naming.META_IMAGE)
-        if image is not None and image != nc.spec.image:
-            return f"ImageDrift: instance booted {image}, node class wants {nc.spec.image}"
-        nic = inst.network_interfaces[0] if inst.network_interfaces else None
-        if nic is not None and nic.network and naming.last(nic.network) != naming.last(nc.spec.network):
-            return (
-                f"NetworkDrift: instance is on {naming.last(nic.network)}, node class wants {nc.spec.network}"
-            )
-        if (
-            nic is not None
-            and nc.spec.subnetwork
-            and nic.subnetwork
-            and naming.last(nic.subnetwork) != naming.last(nc.spec.subnetwork)
-        ):
-            return (
-                f"SubnetworkDrift: instance is on {naming.last(nic.subnetwork)}, "
-                f"node class wants {nc.spec.subnetwork}"
-            )
-        return None
+        return instances.drift(inst, nc)
 
     def interruptions(self) -> builtins.list[InterruptionEvent]:
         _, _, zones = self._read_cloud()
-        c = self._clients()
+        c = self._sdk.clients()
         events: builtins.list[InterruptionEvent] = []
         listed: set[str] = set()
         for zone in zones:
-            ops = self._listed(
-                "list preemptions",
-                self._call(
-                    f"list operations in {zone}",
-                    c.operations.list,
-                    request={
-                        "project": self.project,
-                        "zone": zone,
-                        "filter": f'operationType = "{PREEMPTED}"',
-                    },
-                ),
+            ops = self._sdk.listed(
+                f"list preemptions in {zone}",
+                c.operations.list,
+                request={"project": self.project, "zone": zone, "filter": f'operationType = "{PREEMPTED}"'},
             )
             for op in ops:
                 if op.operation_type != PREEMPTED:
@@ -755,7 +463,7 @@ class GCPProvider:
                     InterruptionEvent(
                         provider_id=naming.provider_id(self.project, zone, name),
                         kind="preemption",
-                        time=_time(op.end_time or op.insert_time),
+                        time=instances.parse_time(op.end_time or op.insert_time),
                         detail=op.status_message or "spot instance preempted by Compute Engine",
                     )
                 )
@@ -767,9 +475,9 @@ class GCPProvider:
     def _ours(self, zone: str, name: str) -> bool:
         """An instance that still exists must carry our cluster label; a deleted one is judged by name."""
         try:
-            inst = self._call(
+            inst = self._sdk.call(
                 f"get instance {name}",
-                self._clients().instances.get,
+                self._sdk.clients().instances.get,
                 project=self.project,
                 zone=zone,
                 instance=name,
@@ -777,25 +485,3 @@ class GCPProvider:
         except NotFound:
             return True
         return inst.labels.get(naming.LABEL_CLUSTER) == self._cluster_label
-
-
-def _failure(op: compute_v1.Operation) -> errors.OperationFailure | None:
-    pairs = [(e.code, e.message) for e in op.error.errors] if op.error else []
-    return errors.classify_operation(pairs, http_status=int(op.http_error_status_code or 0))
-
-
-def _network_url(network: str) -> str:
-    return network if "/" in network else f"global/networks/{network}"
-
-
-def _subnetwork_url(subnetwork: str, region: str) -> str:
-    return subnetwork if "/" in subnetwork else f"regions/{region}/subnetworks/{subnetwork}"
-
-
-def _time(value: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
