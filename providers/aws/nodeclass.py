@@ -220,12 +220,12 @@ class Resolver:
                 iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
                 log.info("instance profile %s now holds role %s (node class %s)", name, role, nc.name)
         except Exception as err:
-            translated_ = errors.translate(err, operation=operation, default=NodeClassNotReady)
-            if isinstance(translated_, NodeClassNotReady):
+            error = errors.translate(err, operation=operation, default=NodeClassNotReady)
+            if isinstance(error, NodeClassNotReady):
                 raise NodeClassNotReady(
-                    f"AWSNodeClass {nc.name}: cannot make an instance profile for spec.role {role!r}: {translated_}"
+                    f"AWSNodeClass {nc.name}: cannot make an instance profile for spec.role {role!r}: {error}"
                 ) from err
-            raise translated_ from err
+            raise error from err
         return name
 
     def cluster(self) -> bootstrap.ClusterInfo | None:
