@@ -1,7 +1,7 @@
 """FakeProvider: the CloudProvider protocol over in-memory state.
 
 How it chooses: in the launch order every provider follows (provisioner.cloudprovider.launch_order:
-reserved, then the cheaper of spot and on-demand, cheapest first, as the claim allows, offerings flagged
+reserved, then the cheapest of spot and on-demand, as the claim allows, offerings flagged
 unavailable skipped). An offering out of capacity here is skipped and named in the InsufficientCapacity
 raised when none is left.
 
