@@ -18,7 +18,7 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import Command
-from provisioner.disruption.records import pin
+from provisioner.disruption.records import CENT, pin
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod, SelectorRequirement
@@ -108,6 +108,10 @@ def run(ctx: Context) -> None:
             continue
         if not _lands_on_preferred(ctx, node, pods, results, spot=to_spot):
             continue
+        if to_spot and sum(c.offering.price for c in results.new_claims) >= node.price - CENT:
+            # Spot is preferred for its price: a spot node dearer than the on-demand one it would
+            # replace (the cheap spot types still out) is no return; wait for the cheap ones.
+            continue
         detail = (
             "on-demand fallback returns to spot"
             if to_spot
@@ -118,7 +122,7 @@ def run(ctx: Context) -> None:
             method=METHOD,
             nodes=(node,),
             replacements=tuple(
-                pin(c, capacity_type=wk.CAPACITY_TYPE_SPOT, below=None) if to_spot else c
+                pin(c, capacity_type=wk.CAPACITY_TYPE_SPOT, below=node.price) if to_spot else c
                 for c in results.new_claims
             ),
             records=ctx.records([node], results, reason=DisruptionReason.RETURN_TO_PREFERRED, detail=detail),

@@ -311,6 +311,20 @@ def test_an_on_demand_fallback_returns_to_spot_once_spot_is_back(solve, spot_ava
         assert methods == []
 
 
+def test_an_on_demand_fallback_does_not_return_to_a_dearer_spot_type(solve):
+    # Only a bigger type's spot is known to be back (the cheap one's stockout is still cached): moving
+    # there would cost more than the on-demand node. (Seen once every provider followed the shared launch
+    # order, which no longer reports every spot offering out when it falls to on-demand.)
+    it = instance_type("g.large", cpu=8, memory_gib=32, price=1.0, spot_price=0.3, spot_available=False)
+    big = instance_type("g.xlarge", cpu=16, memory_gib=64, price=2.0, spot_price=1.2)
+    pools = [node_pool(capacity_types=["spot", "on-demand"])]
+    busy = state_node("od", it=it, pods=[pod("a", cpu="6")], capacity_type="on-demand")
+
+    result = run([busy], solve=solve, pools=pools, types=types_for(*pools, types=[it, big]))
+
+    assert result.commands == []
+
+
 def test_a_pod_on_a_lower_pool_of_its_list_returns_to_the_first_pool(solve):
     first = node_pool("preferred", weight=50)
     second = node_pool("fallback", weight=10)
