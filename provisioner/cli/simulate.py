@@ -29,18 +29,19 @@ class Output(StrEnum):
     JSON = "json"
 
 
-def _load(path: Path) -> scenario_.LoadedScenario:
+def _load(paths: list[Path]) -> scenario_.LoadedScenario:
     try:
-        return scenario_.load(path)
+        return scenario_.load(*paths)
     except scenario_.ScenarioError as err:
-        _fail(path, err)
+        _fail(paths, err)
 
 
-def _fail(path: Path, err: scenario_.ScenarioError) -> NoReturn:
+def _fail(paths: list[Path], err: scenario_.ScenarioError) -> NoReturn:
     for problem in err.problems:
         typer.echo(str(problem), err=True)
     n = len(err.problems)
-    typer.echo(f"{path}: {n} problem{'s' if n != 1 else ''}; the scenario was not run", err=True)
+    where = " ".join(str(p) for p in paths)
+    typer.echo(f"{where}: {n} problem{'s' if n != 1 else ''}; the scenario was not run", err=True)
     raise typer.Exit(1) from None
 
 
@@ -75,10 +76,9 @@ def _fallback_note(claim: NewClaim) -> str:
 def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
     console = Console(width=max(Console().width, 160))
     doc = static.to_json(results)
-    spec = loaded.scenario.spec
     pending = len(loaded.pods)
     console.print(
-        f"[bold]{loaded.source}[/bold]: catalog {spec.catalog}, region {loaded.region}, "
+        f"[bold]{loaded.source}[/bold]: catalog {loaded.where}, "
         f"{pending} pending pod{'s' if pending != 1 else ''}, {len(loaded.nodes)} existing node"
         f"{'s' if len(loaded.nodes) != 1 else ''}, {len(loaded.nodepools)} NodePool"
         f"{'s' if len(loaded.nodepools) != 1 else ''}"
@@ -150,8 +150,10 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
 
 @app.command("simulate")
 def simulate(
-    scenario: Path = typer.Argument(
-        ..., help="Scenario YAML: NodePools, NodeClasses, workloads, nodes, one Scenario."
+    scenario: list[Path] = typer.Argument(
+        ...,
+        help="Scenario YAML (NodePools, NodeClasses, workloads, nodes, at most one Scenario); several files "
+        "and folders are read as one scenario, e.g. nodepool_templates/ my-pods.yaml.",
     ),
     output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table (for people) or json."),
     report: Path | None = typer.Option(
@@ -182,7 +184,7 @@ def simulate(
         return
     if report is not None:
         typer.echo(
-            f"{scenario}: --report needs a run with time (spec.timeline or spec.duration) to report on",
+            f"{' '.join(map(str, scenario))}: --report needs a run with time (spec.timeline or spec.duration) to report on",
             err=True,
         )
         raise typer.Exit(1)
@@ -195,7 +197,7 @@ def simulate(
 
 @app.command("explain")
 def explain(
-    scenario: Path = typer.Argument(..., help="Scenario YAML."),
+    scenario: list[Path] = typer.Argument(..., help="Scenario YAML: files and folders read as one scenario."),
     pod: str = typer.Option(..., "--pod", help="The pod, NAMESPACE/NAME (namespace defaults to `default`)."),
 ) -> None:
     """For one pod: each pool in the order tried, whether it fits, why not, and what it would cost;
@@ -204,7 +206,7 @@ def explain(
     target = loaded.find_pod(pod)
     if target is None:
         known = ", ".join(sorted(p.key for p in loaded.pods)[:10])
-        typer.echo(f"{scenario}: no pending pod {pod!r} in the scenario; pods: {known}", err=True)
+        typer.echo(f"{' '.join(map(str, scenario))}: no pending pod {pod!r} in the scenario; pods: {known}", err=True)
         raise typer.Exit(1)
     verdicts = static.explain_pod(loaded, target)
     console = Console(width=max(Console().width, 160))

@@ -420,7 +420,12 @@ class PoolScopedTypes:
             types = [t for t in self.provider.instance_types(node_class) if any(admits(p, t) for p in pools)]
             if self._zones_for is not None:
                 zones = set(self._zones_for(node_class))
-                types = [t.with_offerings(tuple(o for o in t.offerings if o.zone in zones)) for t in types]
+                # A type offered in none of these zones belongs to another region or cloud of the scenario.
+                types = [
+                    t.with_offerings(tuple(o for o in t.offerings if o.zone in zones))
+                    for t in types
+                    if any(o.zone in zones for o in t.offerings)
+                ]
             self._cache[key] = types
         return list(self._cache[key])
 

@@ -103,9 +103,8 @@ def _money(value: float) -> str:
 
 def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
     console = Console(width=max(Console().width, 160))
-    spec = loaded.scenario.spec
     console.print(
-        f"[bold]{loaded.source}[/bold]: catalog {spec.catalog}, region {loaded.region}, "
+        f"[bold]{loaded.source}[/bold]: catalog {loaded.where}, "
         f"{doc['duration']} of virtual time in {result.ticks} controller steps, "
         f"{len(doc['nodeClaims'])} nodes launched, {len(doc['actions'])} disruption actions"
     )

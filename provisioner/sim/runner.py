@@ -169,7 +169,7 @@ class Runner:
         self.scoped = PoolScopedTypes(
             self.fake,
             loaded.nodepools,
-            zones_for=lambda nc: scenario_._nodeclass_zones(nc, loaded.zones),
+            zones_for=lambda nc: scenario_._nodeclass_zones(nc, loaded.zones_of(nc.kind)),
         )
         provider = wrappers.wrap(
             self.scoped,

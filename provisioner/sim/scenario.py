@@ -98,13 +98,27 @@ class TimelineStep(Model):
     """Nodes the cloud interrupts (`{nodePool, capacityType}`, each optional)."""
 
 
+class CatalogRef(Model):
+    """One built-in catalog and the region it is read in."""
+
+    name: Literal["aws", "gcp", "karpenter-benchmark"]
+    """`aws` (serves AWSNodeClass pools), `gcp` (GCPNodeClass pools) or `karpenter-benchmark` (either)."""
+    region: str | None = None
+    """Region; default the region of the scenario's GCPNodeClasses (gcp, when they agree), else the
+    catalog's default region (`us-east-1`, `us-central1`, `region-1`)."""
+
+
 class ScenarioSpec(Model):
     """What the scenario runs against."""
 
-    catalog: Literal["aws", "gcp", "karpenter-benchmark"] = "aws"
-    """Built-in catalog of instance types and prices: `aws`, `gcp` or `karpenter-benchmark`. Default `aws`."""
+    catalog: Literal["aws", "gcp", "karpenter-benchmark"] | None = None
+    """One built-in catalog for every pool: `aws`, `gcp` or `karpenter-benchmark`. Default: one catalog per
+    NodeClass kind the pools use (`aws` for AWSNodeClass, `gcp` for GCPNodeClass), or see `catalogs`."""
     region: str | None = None
-    """Region of the catalog; default the catalog's default region."""
+    """Region of `catalog` (or of the one catalog the pools need); default the catalog's default region."""
+    catalogs: list[CatalogRef] = Field(default_factory=list)
+    """Several clouds in one scenario: one catalog per NodeClass kind, each with its region
+    (`[{name: aws, region: us-east-1}, {name: gcp, region: us-central1}]`). Not with `catalog`."""
     unavailable: list[Unavailable] = Field(default_factory=list)
     """Stockouts: offerings with no capacity (`{instanceType, zone, capacityType}`, each optional)."""
     duration: str | None = None
@@ -131,6 +145,18 @@ class ScenarioError(Exception):
 
 
 @dataclass
+class CatalogUse:
+    """One catalog a scenario launches from, read in its region, with the stockouts applied."""
+
+    name: str
+    region: str
+    kinds: tuple[str, ...]
+    """NodeClass kinds it serves: `AWSNodeClass` (aws), `GCPNodeClass` (gcp), both (karpenter-benchmark)."""
+    zones: list[str]
+    types: list[InstanceType]
+
+
+@dataclass
 class LoadedScenario:
     """Everything a run needs, checked."""
 
@@ -149,13 +175,30 @@ class LoadedScenario:
     namespaces: dict[str, dict[str, str]]
     instance_types: dict[str, list[InstanceType]]
     """Pool name -> the types its NodeClass can launch, stockouts flagged unavailable."""
-    catalog_types: list[InstanceType] = field(default_factory=list)
-    zones: list[str] = field(default_factory=list)
-    region: str = ""
+    catalogs: list[CatalogUse] = field(default_factory=list)
+    """The catalogs the pools launch from: one per NodeClass kind (or one for every kind)."""
     document: YamlDocument | None = None
     """The Scenario document as read (its lines locate timeline problems)."""
     pdb_documents: list[dict[str, Any]] = field(default_factory=list)
     """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
+
+    @property
+    def catalog_types(self) -> list[InstanceType]:
+        """Every type of every catalog (their names never clash: each cloud names its own)."""
+        return [t for use in self.catalogs for t in use.types]
+
+    @property
+    def zones(self) -> list[str]:
+        return [z for use in self.catalogs for z in use.zones]
+
+    @property
+    def where(self) -> str:
+        """The catalogs and their regions, for people: `aws us-east-1 + gcp us-central1`."""
+        return " + ".join(f"{use.name} {use.region}" for use in self.catalogs)
+
+    def zones_of(self, kind: str) -> list[str]:
+        """The zones the catalog serving this NodeClass kind offers."""
+        return next((use.zones for use in self.catalogs if kind in use.kinds), [])
 
     @property
     def pdbs(self) -> list[PodDisruptionBudget]:
@@ -185,6 +228,104 @@ _CATALOG_NODECLASS_KIND = {"aws": "AWSNodeClass", "gcp": "GCPNodeClass"}
 """The NodeClass kind a cloud catalog launches with (karpenter-benchmark takes either)."""
 
 
+def _catalog_uses(
+    spec: ScenarioSpec,
+    doc: YamlDocument | None,
+    nodepools: Sequence[tuple[NodePool, YamlDocument]],
+    nodeclasses: Mapping[tuple[str, str], NodeClass],
+    out: _Collector,
+) -> list[CatalogUse]:
+    """The catalogs to read: `spec.catalogs`, else `spec.catalog`, else one per NodeClass kind the pools
+    name. Problems (a catalog given twice over, a region the catalog does not price) go to `out`."""
+
+    def add(message: str, path: tuple[str | int, ...]) -> None:
+        if doc is not None:
+            out.add(doc, message, path)
+        else:
+            out.problems.append(Problem("<scenario>", 1, message))
+
+    refs: list[tuple[CatalogRef, tuple[str | int, ...]]]
+    if spec.catalogs:
+        if spec.catalog is not None or spec.region is not None:
+            add("give either spec.catalog (and spec.region) or spec.catalogs, not both", ("spec", "catalogs"))
+            return []
+        refs = [(ref, ("spec", "catalogs", i)) for i, ref in enumerate(spec.catalogs)]
+    elif spec.catalog is not None:
+        refs = [(CatalogRef(name=spec.catalog, region=spec.region), ("spec",))]
+    else:
+        kinds = sorted({p.spec.template.spec.node_class_ref.kind for p, _ in nodepools}) or ["AWSNodeClass"]
+        names = [c for c, k in _CATALOG_NODECLASS_KIND.items() if k in kinds]
+        if spec.region is not None and len(names) > 1:
+            add(
+                f"spec.region applies to one catalog, but the pools need {' and '.join(names)}: "
+                "give spec.catalogs with a region each",
+                ("spec", "region"),
+            )
+            return []
+        refs = [(CatalogRef(name=n, region=spec.region), ("spec",)) for n in names]  # type: ignore[arg-type]
+    uses: list[CatalogUse] = []
+    served: dict[str, str] = {}
+    for ref, path in refs:
+        kinds = (
+            tuple(_CATALOG_NODECLASS_KIND.values())
+            if ref.name == catalog.BENCHMARK
+            else (_CATALOG_NODECLASS_KIND[ref.name],)
+        )
+        clash = next((k for k in kinds if k in served), None)
+        if clash is not None:
+            add(f"{clash} pools are already served by the {served[clash]} catalog; one catalog per kind", path)
+            continue
+        served.update(dict.fromkeys(kinds, ref.name))
+        region = ref.region or _nodeclass_region(ref.name, nodeclasses) or catalog.default_region(ref.name)
+        allowed = catalog.regions(ref.name)
+        if region not in allowed:
+            add(
+                f"region {region!r} is not in the {ref.name} catalog; allowed: {', '.join(allowed)}",
+                (*path, "region"),
+            )
+            continue
+        uses.append(
+            CatalogUse(
+                name=ref.name,
+                region=region,
+                kinds=kinds,
+                zones=catalog.zones(ref.name, region),
+                types=catalog.load(ref.name, region),
+            )
+        )
+    return uses
+
+
+def _nodeclass_region(name: str, nodeclasses: Mapping[tuple[str, str], NodeClass]) -> str | None:
+    """The region the scenario's GCPNodeClasses all name, for the gcp catalog; None when they name none
+    or differ (then the catalog's default region, or spec.catalogs, decides)."""
+    if name != "gcp":
+        return None
+    found = {nc.spec.region for nc in nodeclasses.values() if isinstance(nc, GCPNodeClass) and nc.spec.region}
+    return found.pop() if len(found) == 1 else None
+
+
+def unavailable_problems(
+    selectors: Sequence[Unavailable], uses: Sequence[CatalogUse], base: tuple[str | int, ...]
+) -> list[tuple[str, tuple[str | int, ...]]]:
+    """(message, field path) for each stockout naming a type or a zone no catalog of the scenario has."""
+    known = {t.name for use in uses for t in use.types}
+    zones = [z for use in uses for z in use.zones]
+    names = " + ".join(use.name for use in uses)
+    regions = ", ".join(use.region for use in uses)
+    found: list[tuple[str, tuple[str | int, ...]]] = []
+    for i, sel in enumerate(selectors):
+        if sel.instance_type is not None and sel.instance_type not in known:
+            found.append(
+                (f"instance type {sel.instance_type!r} is not in the {names} catalog", (*base, i, "instanceType"))
+            )
+        if sel.zone is not None and sel.zone not in zones:
+            found.append(
+                (f"zone {sel.zone!r} is not in region {regions}; allowed: {', '.join(zones)}", (*base, i, "zone"))
+            )
+    return found
+
+
 class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
@@ -203,15 +344,29 @@ class _Collector:
         )
 
 
-def load(path: str | Path) -> LoadedScenario:
-    """Read and check a scenario file. Raises `ScenarioError` with every problem found."""
-    try:
-        docs = documents.read_yaml_file(path)
-    except documents.DocumentError as err:
-        raise ScenarioError([err.problem]) from None
-    if not docs:
-        raise ScenarioError([Problem(str(path), 1, "file holds no YAML documents")])
-    return load_documents(docs, source=str(path))
+def load(*paths: str | Path) -> LoadedScenario:
+    """Read and check a scenario: one file, or several files and folders (every *.yaml / *.yml below a
+    folder, in name order) read as one set, such as `nodepool_templates/` beside a file of pods. Raises
+    `ScenarioError` with every problem found."""
+    docs: list[YamlDocument] = []
+    problems: list[Problem] = []
+    for path in paths:
+        files = documents.expand_paths([path])
+        if not files:
+            missing = not Path(path).exists()
+            problems.append(Problem(str(path), 1, "no such file or folder" if missing else "no YAML files"))
+        for file in files:
+            try:
+                found = documents.read_yaml_file(file)
+            except documents.DocumentError as err:
+                problems.append(err.problem)
+                continue
+            if not found:
+                problems.append(Problem(str(file), 1, "file holds no YAML documents"))
+            docs.extend(found)
+    if problems:
+        raise ScenarioError(problems)
+    return load_documents(docs, source=" ".join(str(p) for p in paths))
 
 
 def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenario:
@@ -277,71 +432,46 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 namespaces=namespaces,
             )
 
-    if not scenarios and not out.problems:
-        out.problems.append(
-            Problem(
-                source,
-                1,
-                f"no Scenario document: add one with `apiVersion: {SCENARIO_API_VERSION}`, `kind: Scenario` "
-                "and `spec.catalog` (aws, gcp or karpenter-benchmark)",
-            )
-        )
     for _, doc in scenarios[1:]:
         out.add(doc, f"a scenario holds one Scenario document; the first is at line {scenarios[0][1].line}")
     if not nodepools and not out.problems:
         out.problems.append(Problem(source, 1, "no NodePool document: nothing could launch a node"))
     scenario = scenarios[0][0] if scenarios else Scenario()
     spec = scenario.spec
-    region = spec.region or catalog.default_region(spec.catalog)
-    if spec.region is not None and region not in catalog.regions(spec.catalog):
-        out.add(
-            scenarios[0][1],
-            f"region {region!r} is not in the {spec.catalog} catalog; allowed: {', '.join(catalog.regions(spec.catalog))}",
-            ("spec", "region"),
-        )
+    scenario_doc = scenarios[0][1] if scenarios else None
+    uses = _catalog_uses(spec, scenario_doc, nodepools, nodeclasses, out)
     if out.problems:
         raise ScenarioError(out.problems)
 
-    types = catalog.load(spec.catalog, region)
-    known = {t.name for t in types}
-    for i, sel in enumerate(spec.unavailable):
-        if sel.instance_type is not None and sel.instance_type not in known:
-            out.add(
-                scenarios[0][1],
-                f"instance type {sel.instance_type!r} is not in the {spec.catalog} catalog",
-                ("spec", "unavailable", i, "instanceType"),
-            )
-    zones = catalog.zones(spec.catalog, region)
-    for i, sel in enumerate(spec.unavailable):
-        if sel.zone is not None and sel.zone not in zones:
-            out.add(
-                scenarios[0][1],
-                f"zone {sel.zone!r} is not in region {region}; allowed: {', '.join(zones)}",
-                ("spec", "unavailable", i, "zone"),
-            )
+    if scenario_doc is not None:
+        for message, path in unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
+            out.add(scenario_doc, message, path)
     if out.problems:
         raise ScenarioError(out.problems)
     if spec.unavailable:
-        types = [
-            t.with_offerings(
-                tuple(
-                    Offering(o.zone, o.capacity_type, o.price, False)
-                    if any(sel.matches(t.name, o) for sel in spec.unavailable)
-                    else o
-                    for o in t.offerings
+        for use in uses:
+            use.types[:] = [
+                t.with_offerings(
+                    tuple(
+                        Offering(o.zone, o.capacity_type, o.price, False)
+                        if any(sel.matches(t.name, o) for sel in spec.unavailable)
+                        else o
+                        for o in t.offerings
+                    )
                 )
-            )
-            for t in types
-        ]
+                for t in use.types
+            ]
 
-    cloud_kind = _CATALOG_NODECLASS_KIND.get(spec.catalog)
+    by_kind = {kind: use for use in uses for kind in use.kinds}
     for pool, doc in nodepools:
         ref = pool.spec.template.spec.node_class_ref
-        if cloud_kind is not None and ref.kind != cloud_kind:
+        if ref.kind not in by_kind:
+            names = " + ".join(u.name for u in uses)
+            wanted = next(c for c, k in _CATALOG_NODECLASS_KIND.items() if k == ref.kind)
             out.add(
                 doc,
-                f"kind {ref.kind!r} cannot launch from the {spec.catalog} catalog; use {cloud_kind} "
-                "(or change spec.catalog of the Scenario)",
+                f"kind {ref.kind!r} cannot launch from the {names} catalog; use "
+                f"{' or '.join(sorted(by_kind))}, or add {{name: {wanted}}} to spec.catalogs of the Scenario",
                 ("spec", "template", "spec", "nodeClassRef", "kind"),
             )
     if out.problems:
@@ -352,11 +482,13 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     for pool, _doc in nodepools:
         ref = pool.spec.template.spec.node_class_ref
         key = (ref.kind, ref.name)
+        use = by_kind[ref.kind]
         if key not in nodeclasses:
-            nodeclasses[key] = _default_nodeclass(ref.kind, ref.name, zones)
+            nodeclasses[key] = _default_nodeclass(ref.kind, ref.name, use.zones)
             defaults.add(key)
-        per_pool[pool.name] = _types_for(nodeclasses[key], types, zones)
+        per_pool[pool.name] = _types_for(nodeclasses[key], use.types, use.zones)
 
+    types = [t for use in uses for t in use.types]
     by_type = {t.name: t for t in types}
     nodes = [_fill_node(n, by_type) for n in nodes]
     bound: dict[str, list[Pod]] = {}
@@ -403,10 +535,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         pdb_documents=pdb_documents,
         namespaces=namespaces,
         instance_types=per_pool,
-        catalog_types=types,
-        zones=zones,
-        region=region,
-        document=scenarios[0][1] if scenarios else None,
+        catalogs=uses,
+        document=scenario_doc,
     )
 
 

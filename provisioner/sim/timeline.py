@@ -131,7 +131,6 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             if duration is not None and duration <= timedelta(0):
                 add(f"duration must be longer than 0, got {spec.duration!r}", ("spec", "duration"))
 
-    known_types = {t.name for t in loaded.catalog_types}
     pools = {p.name for p in loaded.nodepools}
     workloads: set[tuple[str, str, str]] = set()
     for pod in [*loaded.pods, *(p for pods in loaded.bound.values() for p in pods)]:
@@ -169,17 +168,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             interrupt=list(raw.interrupt),
         )
         for word in ("unavailable", "available"):
-            for j, sel in enumerate(getattr(raw, word)):
-                if sel.instance_type is not None and sel.instance_type not in known_types:
-                    add(
-                        f"instance type {sel.instance_type!r} is not in the {spec.catalog} catalog",
-                        (*base, word, j, "instanceType"),
-                    )
-                if sel.zone is not None and sel.zone not in loaded.zones:
-                    add(
-                        f"zone {sel.zone!r} is not in region {loaded.region}; allowed: {', '.join(loaded.zones)}",
-                        (*base, word, j, "zone"),
-                    )
+            for message, path in scenario_.unavailable_problems(getattr(raw, word), loaded.catalogs, (*base, word)):
+                add(message, path)
         for j, sel in enumerate(raw.interrupt):
             if sel.node_pool is not None and sel.node_pool not in pools:
                 add(

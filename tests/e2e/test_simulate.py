@@ -270,7 +270,6 @@ def test_same_scenario_same_output_whatever_the_hash_seed():
         ),
         (HEADER + GPU_POOL.replace("operator: In", "operator: Has"), "Has"),
         (HEADER + GPU_POOL + "---\napiVersion: v1\nkind: Widget\nmetadata: {name: w}\n", 'kind "Widget"'),
-        (GPU_POOL, "no Scenario document"),
         (HEADER + GPU_POOL + gpu_job("t", gpus=1, gpu_name="l4").replace('cpu: "4"', "cpu: lots"), "lots"),
         (HEADER + "spec: [\n", "not valid YAML"),
         (
@@ -283,7 +282,6 @@ def test_same_scenario_same_output_whatever_the_hash_seed():
         "unknown-type",
         "bad-operator",
         "unknown-kind",
-        "no-scenario",
         "bad-quantity",
         "bad-yaml",
         "nodeclass-of-another-cloud",
