@@ -176,6 +176,19 @@ def run_command(
     ),
     lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
     lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
+    default_cpu_pools: str = typer.Option(
+        "",
+        "--default-cpu-pools",
+        envvar="PROVISIONER_DEFAULT_CPU_POOLS",
+        help="NodePools, in order, for CPU-only pods that name no provisioner.sh/nodepools list "
+        "(comma-separated). Default: the pool named `default`, else every pool by weight.",
+    ),
+    default_gpu_pools: str = typer.Option(
+        "",
+        "--default-gpu-pools",
+        envvar="PROVISIONER_DEFAULT_GPU_POOLS",
+        help="NodePools, in order, for pods asking for GPUs that name no list (comma-separated).",
+    ),
 ) -> None:
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
@@ -196,6 +209,7 @@ def run_command(
     from provisioner.kube.api import KubeClusterAPI
     from provisioner.kube.informers import Informers
     from provisioner.kube.leader import LeaderElector
+    from provisioner.scheduling.pool_order import ClusterDefaults
     from provisioner.state import ClusterState
 
     clock = RealClock()
@@ -248,6 +262,7 @@ def run_command(
         batch_max=timedelta(seconds=batch_max),
         registration_timeout=timedelta(seconds=registration_timeout),
         initialization_timeout=timedelta(seconds=initialization_timeout),
+        pool_defaults=ClusterDefaults.of(cpu=default_cpu_pools, gpu=default_gpu_pools),
     )
     manager = Manager(
         state=state,

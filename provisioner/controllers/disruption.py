@@ -173,6 +173,15 @@ class DisruptionController(Reconciler):
 
     # ---- planning ----------------------------------------------------------------------------------
 
+    def _default_solve(self) -> Any:
+        """The scheduler with the cluster's default pools, so a plan moves pods only where they may go."""
+        import functools
+
+        from provisioner import scheduling
+
+        options = scheduling.SolveOptions(pool_defaults=self.settings.pool_defaults)
+        return functools.partial(scheduling.solve, options=options)
+
     def _plan(self, snap: Snapshot, now: datetime) -> Plan:
         in_flight = {name for a in self.active.values() for name in a.replacements}
         view = dataclasses.replace(
@@ -187,7 +196,7 @@ class DisruptionController(Reconciler):
             instance_types=pool_instance_types(self.providers, snap, pools),
             now=now,
             settings=self.disruption.planner,
-            solve=self.solve,
+            solve=self.solve or self._default_solve(),
         )
         self.last_plan = result
         self._evaluations += 1

@@ -124,7 +124,7 @@ class ProvisioningController(Reconciler):
             pools=pools,
             instance_types=instance_types,
             daemonsets=snap.daemonsets,
-            options=self.solve_options,
+            options=self._options(),
         )
         self.metrics.solve_seconds.observe(time.perf_counter() - started)
         self.metrics.batch_size.observe(len(pods))
@@ -141,6 +141,11 @@ class ProvisioningController(Reconciler):
             self._create_claim(new, snap)
         self._events_for_unschedulable(results.unschedulable, {p.key for p in pods})
         return results
+
+    def _options(self) -> SolveOptions:
+        """The solve's options, with the cluster's default pools from the settings."""
+        base = self.solve_options if self.solve_options is not None else SolveOptions()
+        return dataclasses.replace(base, pool_defaults=self.settings.pool_defaults)
 
     def _create_claim(self, new: NewClaim, snap: Snapshot) -> None:
         claim = build_nodeclaim(new, snap, suffix=self.settings.name_suffix())

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from provisioner.scheduling.pool_order import ClusterDefaults
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -39,6 +41,10 @@ class Settings:
     """...up to this."""
     max_launch_attempts: int = 10
     """Capacity errors tolerated per claim before giving up on all its options at once."""
+    pool_defaults: ClusterDefaults = ClusterDefaults()
+    """The cluster's default pool lists: CPU pools and GPU pools, in order, for pods that name no
+    `provisioner.sh/nodepools` list (`--default-cpu-pools`, `--default-gpu-pools`). Empty: the pool named
+    `default`, else every pool by weight."""
     event_namespace: str = "default"
     name_suffix: Callable[[], str] = field(default=lambda: secrets.token_hex(3), compare=False)
     """Makes the suffix of every name the controllers invent (NodeClaims, disruption commands). Random in

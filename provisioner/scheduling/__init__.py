@@ -9,10 +9,12 @@ solve, their limits), `existing` (how a snapshot's nodes count: the one owner of
 into shapes and variants), `solver` (the orchestration), `explain` (one pod against each pool), `results`."""
 
 from provisioner.scheduling.explain import PoolVerdict, explain
+from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
 from provisioner.scheduling.solver import MAX_OPTIONS, SolveOptions, solve
 
 __all__ = [
+    "ClusterDefaults",
     "MAX_OPTIONS",
     "NewClaim",
     "Placement",

@@ -182,7 +182,9 @@ class Runner:
             cluster=self.cluster,
             providers=ProviderSet.single(provider),
             clock=self.clock,
-            settings=Settings(cluster_name="sim", name_suffix=counting_names()),
+            settings=Settings(
+                cluster_name="sim", name_suffix=counting_names(), pool_defaults=loaded.pool_defaults
+            ),
             metrics=Metrics(CollectorRegistry()),
             disruption=True,
         )

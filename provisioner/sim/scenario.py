@@ -28,6 +28,7 @@ from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType, Offering
+from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
 
@@ -108,6 +109,17 @@ class CatalogRef(Model):
     catalog's default region (`us-east-1`, `us-central1`, `region-1`)."""
 
 
+class DefaultNodePools(Model):
+    """The cluster's default pool lists (what `provisioner run --default-cpu-pools/--default-gpu-pools`
+    and the chart's `defaultNodePools` set), for pods that name no `provisioner.sh/nodepools` list."""
+
+    cpu: list[str] = Field(default_factory=list)
+    """NodePools, in order, for pods asking for no GPU. Empty: the pool named `default`, else every pool
+    by weight."""
+    gpu: list[str] = Field(default_factory=list)
+    """NodePools, in order, for pods asking for GPUs. Empty: as for `cpu`."""
+
+
 class ScenarioSpec(Model):
     """What the scenario runs against."""
 
@@ -121,6 +133,8 @@ class ScenarioSpec(Model):
     (`[{name: aws, region: us-east-1}, {name: gcp, region: us-central1}]`). Not with `catalog`."""
     unavailable: list[Unavailable] = Field(default_factory=list)
     """Stockouts: offerings with no capacity (`{instanceType, zone, capacityType}`, each optional)."""
+    default_node_pools: DefaultNodePools = Field(default_factory=DefaultNodePools)
+    """The cluster's default CPU and GPU pool lists (`{cpu: [...], gpu: [...]}`); default none."""
     duration: str | None = None
     """How long a timeline runs (`24h`); default one hour after its last step. Only with `timeline`."""
     timeline: list[TimelineStep] = Field(default_factory=list)
@@ -195,6 +209,12 @@ class LoadedScenario:
     def where(self) -> str:
         """The catalogs and their regions, for people: `aws us-east-1 + gcp us-central1`."""
         return " + ".join(f"{use.name} {use.region}" for use in self.catalogs)
+
+    @property
+    def pool_defaults(self) -> ClusterDefaults:
+        """The scenario's `spec.defaultNodePools`, as the solver takes them."""
+        given = self.scenario.spec.default_node_pools
+        return ClusterDefaults.of(cpu=given.cpu, gpu=given.gpu)
 
     def zones_of(self, kind: str) -> list[str]:
         """The zones the catalog serving this NodeClass kind offers."""
@@ -462,6 +482,15 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 for t in use.types
             ]
 
+    names = sorted(p.name for p, _ in nodepools)
+    for group in ("cpu", "gpu"):
+        for i, name in enumerate(getattr(spec.default_node_pools, group)):
+            if name not in names and scenario_doc is not None:
+                out.add(
+                    scenario_doc,
+                    f"NodePool {name!r} is not in the scenario; allowed: {', '.join(names)}",
+                    ("spec", "defaultNodePools", group, i),
+                )
     by_kind = {kind: use for use in uses for kind in use.kinds}
     for pool, doc in nodepools:
         ref = pool.spec.template.spec.node_class_ref

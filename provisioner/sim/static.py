@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.scheduling import PoolVerdict, Results, explain, solve
+from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.state.objects import Pod
 
@@ -23,6 +23,7 @@ def run(loaded: LoadedScenario) -> Results:
         pools=loaded.nodepools,
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
+        options=SolveOptions(pool_defaults=loaded.pool_defaults),
     )
 
 
@@ -33,6 +34,7 @@ def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
         pools=loaded.nodepools,
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
+        options=SolveOptions(pool_defaults=loaded.pool_defaults),
     )
 
 

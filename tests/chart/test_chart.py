@@ -163,8 +163,22 @@ def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():
         "cloud": "aws,gcp",
         "aws": {"region": "us-east-1", "interruptionQueue": "https://sqs/q", "endpoint": "http://x"},
         "gcp": {"project": "p", "region": "us-central1", "endpoint": "http://y"},
+        "defaultNodePools": {"cpu": ["cpu-default-aws"], "gpu": ["t4-best-effort-aws"]},
     }
     (container,) = one(render(**values), "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["args"][0] == "run"
     flags = [a.split("=", 1)[0] for a in container["args"][1:]]
     assert set(flags) <= known, set(flags) - known
+
+
+def test_the_default_pools_reach_the_controller_in_order():
+    from provisioner.scheduling.pool_order import ClusterDefaults
+
+    values = {"defaultNodePools": {"cpu": ["cpu-default-aws", "cpu-default-gcp"], "gpu": ["a100-standard-aws"]}}
+    (container,) = one(render(**values), "Deployment")["spec"]["template"]["spec"]["containers"]
+    given = dict(a.split("=", 1) for a in container["args"] if a.startswith("--default-"))
+    assert ClusterDefaults.of(cpu=given["--default-cpu-pools"], gpu=given["--default-gpu-pools"]) == (
+        ClusterDefaults(cpu=("cpu-default-aws", "cpu-default-gcp"), gpu=("a100-standard-aws",))
+    )
+    (plain,) = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in plain["args"] if a.startswith("--default-")]

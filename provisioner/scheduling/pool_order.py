@@ -1,0 +1,111 @@
+"""Which pools a pod may use, in which order: the pod's own list, else its team's, else the cluster's
+default CPU or GPU pools, else the pool named `default`, else every pool by weight. Pure.
+
+Owns the resolution and the refusal of a pod its default list can never serve (GPUs asked of pools that
+launch no GPU node). Trying the pools in that order, and the reasons per pool, stay with the solver;
+where the defaults are set (`provisioner run --default-cpu-pools`, the chart's `defaultNodePools`, a
+scenario's `spec.defaultNodePools`) is the callers' business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from provisioner.api import labels as wk
+from provisioner.state.objects import Pod
+
+DEFAULT_POOL = "default"
+"""With no list set anywhere, a pool of this name takes every pod (Run:ai's Default pool)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDefaults:
+    """The cluster's default pool lists, set once for the cluster (Determined's default CPU and GPU
+    pools). Empty: not set, so the next rule applies."""
+
+    cpu: tuple[str, ...] = ()
+    """Pools, in order, for a pod that asks for no GPU and names no list."""
+    gpu: tuple[str, ...] = ()
+    """Pools, in order, for a pod that asks for GPUs (`nvidia.com/gpu` or `amd.com/gpu`) and names none."""
+
+    @classmethod
+    def of(cls, *, cpu: Sequence[str] = (), gpu: Sequence[str] = ()) -> ClusterDefaults:
+        """From lists or comma-separated text (`"cpu-default-aws, cpu-default-gcp"`), blanks dropped."""
+        return cls(cpu=_names(cpu), gpu=_names(gpu))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOrder:
+    """A pod's pools in the order tried, and where that order comes from (for the reasons)."""
+
+    pools: tuple[str, ...] | None
+    """Pool names in order (unknown names included: they get a reason); None: every pool by weight."""
+    origin: str
+    """`annotation`, `team`, `cluster-cpu`, `cluster-gpu`, `default-pool` or `weight`."""
+
+    @property
+    def described(self) -> str:
+        """Where the list comes from, in words a tenant can act on."""
+        return _ORIGINS[self.origin]
+
+
+_ORIGINS = {
+    "annotation": f"its {wk.NODEPOOLS} annotation",
+    "team": "its team's defaultNodePools",
+    "cluster-cpu": "the cluster's default CPU pools",
+    "cluster-gpu": "the cluster's default GPU pools",
+    "default-pool": f"the pool named {DEFAULT_POOL!r}",
+    "weight": "every pool by weight",
+}
+
+
+def asks_for_gpus(pod: Pod) -> int:
+    """How many GPUs (of any maker) the pod requests."""
+    return pod.requests.get(wk.GPU_RESOURCE, 0) + pod.requests.get(wk.AMD_GPU_RESOURCE, 0)
+
+
+def resolve(
+    pod: Pod,
+    *,
+    team_default: Sequence[str] = (),
+    defaults: ClusterDefaults,
+    pool_names: Collection[str],
+) -> PoolOrder:
+    """The pod's pool order, first rule that applies: its `provisioner.sh/nodepools` annotation; its
+    team's default list; the cluster's default GPU pools (a pod asking for GPUs) or CPU pools (any
+    other); the pool named `default` when `pool_names` holds one; else every pool by weight (None)."""
+    if pod.nodepools:
+        return PoolOrder(pod.nodepools, "annotation")
+    team = _names(team_default)
+    if team:
+        return PoolOrder(team, "team")
+    if asks_for_gpus(pod):
+        if defaults.gpu:
+            return PoolOrder(defaults.gpu, "cluster-gpu")
+    elif defaults.cpu:
+        return PoolOrder(defaults.cpu, "cluster-cpu")
+    if DEFAULT_POOL in pool_names:
+        return PoolOrder((DEFAULT_POOL,), "default-pool")
+    return PoolOrder(None, "weight")
+
+
+def refusal(pod: Pod, order: PoolOrder, *, gpu_pools: Collection[str]) -> str | None:
+    """Why the pod can never run on the pools a default gave it, or None. A pod asking for GPUs whose
+    default list holds no pool that launches GPU nodes (`gpu_pools`) is refused at once, instead of
+    waiting for capacity that will never come. A pod's own annotation is left to the per-pool reasons."""
+    if order.pools is None or order.origin == "annotation":
+        return None
+    gpus = asks_for_gpus(pod)
+    if not gpus or any(name in gpu_pools for name in order.pools):
+        return None
+    return (
+        f"asks for {gpus} GPU{'s' if gpus != 1 else ''}, but its pools come from {order.described} "
+        f"({', '.join(order.pools)}) and none of them launches GPU nodes; name GPU pools in the pod's "
+        f"{wk.NODEPOOLS} annotation, or fix that default list"
+    )
+
+
+def _names(value: Sequence[str] | str) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else [n for part in value for n in part.split(",")]
+    return tuple(dict.fromkeys(n.strip() for n in items if n.strip()))
