@@ -133,6 +133,9 @@ class ScenarioSpec(Model):
     (`[{name: aws, region: us-east-1}, {name: gcp, region: us-central1}]`). Not with `catalog`."""
     unavailable: list[Unavailable] = Field(default_factory=list)
     """Stockouts: offerings with no capacity (`{instanceType, zone, capacityType}`, each optional)."""
+    include: list[str] = Field(default_factory=list)
+    """Files and folders read with this scenario, relative to its file (`[../nodepool_templates]`): the
+    pools a scenario runs against, kept in one place. Default none."""
     default_node_pools: DefaultNodePools = Field(default_factory=DefaultNodePools)
     """The cluster's default CPU and GPU pool lists (`{cpu: [...], gpu: [...]}`); default none."""
     duration: str | None = None
@@ -366,8 +369,8 @@ class _Collector:
 
 def load(*paths: str | Path) -> LoadedScenario:
     """Read and check a scenario: one file, or several files and folders (every *.yaml / *.yml below a
-    folder, in name order) read as one set, such as `nodepool_templates/` beside a file of pods. Raises
-    `ScenarioError` with every problem found."""
+    folder, in name order) read as one set, such as `nodepool_templates/` beside a file of pods, plus what
+    a Scenario document's `spec.include` names. Raises `ScenarioError` with every problem found."""
     docs: list[YamlDocument] = []
     problems: list[Problem] = []
     for path in paths:
@@ -376,17 +379,54 @@ def load(*paths: str | Path) -> LoadedScenario:
             missing = not Path(path).exists()
             problems.append(Problem(str(path), 1, "no such file or folder" if missing else "no YAML files"))
         for file in files:
-            try:
-                found = documents.read_yaml_file(file)
-            except documents.DocumentError as err:
-                problems.append(err.problem)
-                continue
-            if not found:
-                problems.append(Problem(str(file), 1, "file holds no YAML documents"))
+            found = _read(file, problems)
             docs.extend(found)
+            for doc, target, where in _includes(file, found):
+                included = documents.expand_paths([target])
+                if not included:
+                    problems.append(
+                        Problem(
+                            doc.source,
+                            doc.line_of(where),
+                            f"includes {target}, which is no file or folder holding YAML",
+                            kind="Scenario",
+                            path=documents.format_path(where),
+                        )
+                    )
+                for extra in included:
+                    docs.extend(_read(extra, problems))
     if problems:
         raise ScenarioError(problems)
     return load_documents(docs, source=" ".join(str(p) for p in paths))
+
+
+def _read(file: Path, problems: list[Problem]) -> list[YamlDocument]:
+    try:
+        found = documents.read_yaml_file(file)
+    except documents.DocumentError as err:
+        problems.append(err.problem)
+        return []
+    if not found:
+        problems.append(Problem(str(file), 1, "file holds no YAML documents"))
+    return found
+
+
+def _includes(
+    file: Path, found: Sequence[YamlDocument]
+) -> list[tuple[YamlDocument, Path, tuple[str | int, ...]]]:
+    """(Scenario document, path, field path) for each `spec.include` entry of the file, resolved against
+    the file's folder. Malformed entries are left to the model's check."""
+    out = []
+    for doc in found:
+        data = doc.data
+        if not isinstance(data, dict) or data.get("kind") != "Scenario":
+            continue
+        spec = data.get("spec")
+        entries = spec.get("include") if isinstance(spec, dict) else None
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            if isinstance(entry, str):
+                out.append((doc, file.parent / entry, ("spec", "include", i)))
+    return out
 
 
 def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenario:

@@ -1,0 +1,103 @@
+"""A pod's pool order (`scheduling.pool_order`) and what the solver does with it: the pod's own list, its
+team's, the cluster's default CPU or GPU pools, the pool named `default`, every pool by weight; and a pod
+its default list can never serve, refused at once with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.api import labels as wk
+from provisioner.scheduling import explain
+from provisioner.scheduling.pool_order import ClusterDefaults, PoolOrder, refusal, resolve
+from provisioner.scheduling.solver import SolveOptions
+from provisioner.state.cluster import Snapshot
+from tests.unit.scheduling.builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, run
+
+POOLS = ("cpu-a", "cpu-b", "gpu-a", "gpu-b", "default")
+DEFAULTS = ClusterDefaults(cpu=("cpu-b", "cpu-a"), gpu=("gpu-b",))
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "team", "defaults", "names", "expected"),
+    [
+        (pod(pools=["gpu-a", "cpu-a"]), ("cpu-b",), DEFAULTS, POOLS, PoolOrder(("gpu-a", "cpu-a"), "annotation")),
+        (pod(), ("cpu-b",), DEFAULTS, POOLS, PoolOrder(("cpu-b",), "team")),
+        (pod(), (), DEFAULTS, POOLS, PoolOrder(("cpu-b", "cpu-a"), "cluster-cpu")),
+        (gpu_pod(gpus=1), (), DEFAULTS, POOLS, PoolOrder(("gpu-b",), "cluster-gpu")),
+        (gpu_pod(gpus=1), (), ClusterDefaults(cpu=("cpu-a",)), POOLS, PoolOrder(("default",), "default-pool")),
+        (pod(), (), ClusterDefaults(), POOLS, PoolOrder(("default",), "default-pool")),
+        (pod(), (), ClusterDefaults(), POOLS[:-1], PoolOrder(None, "weight")),
+    ],
+    ids=[
+        "annotation-first",
+        "team-before-cluster",
+        "cpu-pod-cluster-cpu-list",
+        "gpu-pod-cluster-gpu-list",
+        "gpu-list-unset-pool-named-default",
+        "nothing-set-pool-named-default",
+        "nothing-at-all-every-pool-by-weight",
+    ],
+)
+def test_a_pods_pool_order_comes_from_the_first_rule_that_applies(the_pod, team, defaults, names, expected):
+    assert resolve(the_pod, team_default=team, defaults=defaults, pool_names=names) == expected
+
+
+def test_lists_given_as_text_keep_their_order_and_drop_blanks_and_repeats():
+    assert ClusterDefaults.of(cpu="b, a,,b", gpu=["g1,g2", "g1"]) == ClusterDefaults(cpu=("b", "a"), gpu=("g1", "g2"))
+
+
+def test_a_gpu_pod_whose_default_list_launches_no_gpu_is_refused_with_where_the_list_came_from():
+    order = resolve(gpu_pod(gpus=2), team_default=("cpu-a",), defaults=DEFAULTS, pool_names=POOLS)
+    why = refusal(gpu_pod(gpus=2), order, gpu_pools={"gpu-a", "gpu-b"})
+    assert why is not None
+    assert "asks for 2 GPUs" in why and "its team's defaultNodePools (cpu-a)" in why
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "order"),
+    [
+        (gpu_pod(gpus=1), PoolOrder(("cpu-a", "gpu-a"), "cluster-gpu")),
+        (pod(), PoolOrder(("cpu-a",), "cluster-cpu")),
+        (gpu_pod(gpus=1, pools=["cpu-a"]), PoolOrder(("cpu-a",), "annotation")),
+        (gpu_pod(gpus=1), PoolOrder(None, "weight")),
+    ],
+    ids=["one-gpu-pool-in-the-list", "cpu-pod", "own-annotation-left-to-per-pool-reasons", "every-pool"],
+)
+def test_no_refusal_while_the_list_can_serve_the_pod(the_pod, order):
+    assert refusal(the_pod, order, gpu_pools={"gpu-a"}) is None
+
+
+def _pools():
+    no_gpu = [req(wk.GPU_COUNT, "DoesNotExist")]
+    gpu_taint = [{"key": wk.GPU_RESOURCE, "effect": "NoSchedule"}]
+    return [
+        node_pool("cpu-a", weight=100, requirements=no_gpu),
+        node_pool("cpu-b", weight=1, requirements=no_gpu),
+        node_pool("gpu-a", weight=100, requirements=[req(wk.GPU_NAME, "In", "h100")], taints=gpu_taint),
+        node_pool("gpu-b", weight=1, requirements=[req(wk.GPU_NAME, "In", "l4")], taints=gpu_taint),
+    ]
+
+
+TYPES = {name: cpu_types() + gpu_types() for name in ("cpu-a", "cpu-b", "gpu-a", "gpu-b")}
+
+
+def test_the_solver_sends_pods_naming_no_list_to_the_cluster_defaults_against_the_weights():
+    options = SolveOptions(pool_defaults=ClusterDefaults(cpu=("cpu-b",), gpu=("gpu-b",)))
+    results = run([pod("web"), gpu_pod("infer", gpus=1, gpu_name=None)], _pools(), TYPES, options=options)
+    assert {c.pods[0].name: c.nodepool.name for c in results.new_claims} == {"web": "cpu-b", "infer": "gpu-b"}
+    plain = run([pod("web"), gpu_pod("infer", gpus=1, gpu_name=None)], _pools(), TYPES)
+    assert {c.pods[0].name: c.nodepool.name for c in plain.new_claims} == {"web": "cpu-a", "infer": "gpu-a"}
+
+
+def test_the_solver_refuses_a_gpu_pod_its_default_list_cannot_serve_and_explain_says_the_same():
+    options = SolveOptions(pool_defaults=ClusterDefaults(gpu=("cpu-a", "cpu-b")))
+    the_pod = gpu_pod("train", gpus=1, gpu_name=None)
+    results = run([the_pod], _pools(), TYPES, options=options)
+    assert not results.new_claims
+    (refused,) = results.unschedulable
+    assert [r.nodepool for r in refused.reasons] == ["cpu-a", "cpu-b"]
+    assert all("cluster's default GPU pools" in r.reason for r in refused.reasons)
+    verdicts = explain(the_pod, Snapshot(), _pools(), TYPES, options=options)
+    assert [(v.nodepool, v.fits, v.reason) for v in verdicts] == [
+        (r.nodepool, False, r.reason) for r in refused.reasons
+    ]
