@@ -206,7 +206,9 @@ def explain(
     target = loaded.find_pod(pod)
     if target is None:
         known = ", ".join(sorted(p.key for p in loaded.pods)[:10])
-        typer.echo(f"{' '.join(map(str, scenario))}: no pending pod {pod!r} in the scenario; pods: {known}", err=True)
+        typer.echo(
+            f"{' '.join(map(str, scenario))}: no pending pod {pod!r} in the scenario; pods: {known}", err=True
+        )
         raise typer.Exit(1)
     verdicts = static.explain_pod(loaded, target)
     console = Console(width=max(Console().width, 160))

@@ -41,7 +41,7 @@ class Settings:
     """...up to this."""
     max_launch_attempts: int = 10
     """Capacity errors tolerated per claim before giving up on all its options at once."""
-    pool_defaults: ClusterDefaults = ClusterDefaults()
+    pool_defaults: ClusterDefaults = field(default_factory=ClusterDefaults)
     """The cluster's default pool lists: CPU pools and GPU pools, in order, for pods that name no
     `provisioner.sh/nodepools` list (`--default-cpu-pools`, `--default-gpu-pools`). Empty: the pool named
     `default`, else every pool by weight."""

@@ -14,8 +14,8 @@ from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Resu
 from provisioner.scheduling.solver import MAX_OPTIONS, SolveOptions, solve
 
 __all__ = [
-    "ClusterDefaults",
     "MAX_OPTIONS",
+    "ClusterDefaults",
     "NewClaim",
     "Placement",
     "PoolReason",

@@ -276,8 +276,8 @@ def _catalog_uses(
     elif spec.catalog is not None:
         refs = [(CatalogRef(name=spec.catalog, region=spec.region), ("spec",))]
     else:
-        kinds = sorted({p.spec.template.spec.node_class_ref.kind for p, _ in nodepools}) or ["AWSNodeClass"]
-        names = [c for c, k in _CATALOG_NODECLASS_KIND.items() if k in kinds]
+        used = {p.spec.template.spec.node_class_ref.kind for p, _ in nodepools} or {"AWSNodeClass"}
+        names = [c for c, k in _CATALOG_NODECLASS_KIND.items() if k in used]
         if spec.region is not None and len(names) > 1:
             add(
                 f"spec.region applies to one catalog, but the pools need {' and '.join(names)}: "
@@ -296,7 +296,9 @@ def _catalog_uses(
         )
         clash = next((k for k in kinds if k in served), None)
         if clash is not None:
-            add(f"{clash} pools are already served by the {served[clash]} catalog; one catalog per kind", path)
+            add(
+                f"{clash} pools are already served by the {served[clash]} catalog; one catalog per kind", path
+            )
             continue
         served.update(dict.fromkeys(kinds, ref.name))
         region = ref.region or _nodeclass_region(ref.name, nodeclasses) or catalog.default_region(ref.name)
@@ -340,11 +342,17 @@ def unavailable_problems(
     for i, sel in enumerate(selectors):
         if sel.instance_type is not None and sel.instance_type not in known:
             found.append(
-                (f"instance type {sel.instance_type!r} is not in the {names} catalog", (*base, i, "instanceType"))
+                (
+                    f"instance type {sel.instance_type!r} is not in the {names} catalog",
+                    (*base, i, "instanceType"),
+                )
             )
         if sel.zone is not None and sel.zone not in zones:
             found.append(
-                (f"zone {sel.zone!r} is not in region {regions}; allowed: {', '.join(zones)}", (*base, i, "zone"))
+                (
+                    f"zone {sel.zone!r} is not in region {regions}; allowed: {', '.join(zones)}",
+                    (*base, i, "zone"),
+                )
             )
     return found
 
@@ -416,7 +424,7 @@ def _includes(
 ) -> list[tuple[YamlDocument, Path, tuple[str | int, ...]]]:
     """(Scenario document, path, field path) for each `spec.include` entry of the file, resolved against
     the file's folder. Malformed entries are left to the model's check."""
-    out = []
+    out: list[tuple[YamlDocument, Path, tuple[str | int, ...]]] = []
     for doc in found:
         data = doc.data
         if not isinstance(data, dict) or data.get("kind") != "Scenario":
@@ -522,24 +530,24 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 for t in use.types
             ]
 
-    names = sorted(p.name for p, _ in nodepools)
+    pool_names = sorted(p.name for p, _ in nodepools)
     for group in ("cpu", "gpu"):
         for i, name in enumerate(getattr(spec.default_node_pools, group)):
-            if name not in names and scenario_doc is not None:
+            if name not in pool_names and scenario_doc is not None:
                 out.add(
                     scenario_doc,
-                    f"NodePool {name!r} is not in the scenario; allowed: {', '.join(names)}",
+                    f"NodePool {name!r} is not in the scenario; allowed: {', '.join(pool_names)}",
                     ("spec", "defaultNodePools", group, i),
                 )
     by_kind = {kind: use for use in uses for kind in use.kinds}
     for pool, doc in nodepools:
         ref = pool.spec.template.spec.node_class_ref
         if ref.kind not in by_kind:
-            names = " + ".join(u.name for u in uses)
+            served_by = " + ".join(u.name for u in uses)
             wanted = next(c for c, k in _CATALOG_NODECLASS_KIND.items() if k == ref.kind)
             out.add(
                 doc,
-                f"kind {ref.kind!r} cannot launch from the {names} catalog; use "
+                f"kind {ref.kind!r} cannot launch from the {served_by} catalog; use "
                 f"{' or '.join(sorted(by_kind))}, or add {{name: {wanted}}} to spec.catalogs of the Scenario",
                 ("spec", "template", "spec", "nodeClassRef", "kind"),
             )

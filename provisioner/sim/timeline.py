@@ -168,7 +168,9 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             interrupt=list(raw.interrupt),
         )
         for word in ("unavailable", "available"):
-            for message, path in scenario_.unavailable_problems(getattr(raw, word), loaded.catalogs, (*base, word)):
+            for message, path in scenario_.unavailable_problems(
+                getattr(raw, word), loaded.catalogs, (*base, word)
+            ):
                 add(message, path)
         for j, sel in enumerate(raw.interrupt):
             if sel.node_pool is not None and sel.node_pool not in pools:

@@ -174,7 +174,9 @@ def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():
 def test_the_default_pools_reach_the_controller_in_order():
     from provisioner.scheduling.pool_order import ClusterDefaults
 
-    values = {"defaultNodePools": {"cpu": ["cpu-default-aws", "cpu-default-gcp"], "gpu": ["a100-standard-aws"]}}
+    values = {
+        "defaultNodePools": {"cpu": ["cpu-default-aws", "cpu-default-gcp"], "gpu": ["a100-standard-aws"]}
+    }
     (container,) = one(render(**values), "Deployment")["spec"]["template"]["spec"]["containers"]
     given = dict(a.split("=", 1) for a in container["args"] if a.startswith("--default-"))
     assert ClusterDefaults.of(cpu=given["--default-cpu-pools"], gpu=given["--default-gpu-pools"]) == (

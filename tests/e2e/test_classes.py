@@ -169,7 +169,9 @@ spec:
     pods.write_text("---\n".join(docs))
     doc = simulate(TEMPLATES, pods)
     assert not doc["unschedulable"], reasons_of(doc)
-    assert {c["nodePool"] for c in doc["nodeClaims"]} == {f"{p.stem}-{c}" for p in TEMPLATES.glob("*.yaml") for c in ("aws", "gcp")}
+    assert {c["nodePool"] for c in doc["nodeClaims"]} == {
+        f"{p.stem}-{c}" for p in TEMPLATES.glob("*.yaml") for c in ("aws", "gcp")
+    }
 
 
 def test_cluster_default_pools_route_pods_naming_no_list_and_refuse_what_they_cannot_serve(tmp_path):
@@ -203,23 +205,40 @@ spec:
     assert claims["default/web"]["nodePool"] == "cpu-default-gcp"
     assert claims["default/train"]["nodePool"] == "a100-standard-gcp"
 
-    misrouted = scenario.read_text().replace("gpu: [a100-standard-gcp, t4-best-effort-gcp]", "gpu: [spot-only-gcp]")
+    misrouted = scenario.read_text().replace(
+        "gpu: [a100-standard-gcp, t4-best-effort-gcp]", "gpu: [spot-only-gcp]"
+    )
     scenario.write_text(misrouted)
     reasons = reasons_of(simulate(scenario))["default/train"]
     assert list(reasons) == ["spot-only-gcp"]
-    assert "the cluster's default GPU pools (spot-only-gcp) and none of them launches GPU nodes" in reasons["spot-only-gcp"]
+    assert (
+        "the cluster's default GPU pools (spot-only-gcp) and none of them launches GPU nodes"
+        in reasons["spot-only-gcp"]
+    )
 
 
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ("  defaultNodePools: {cpu: [nope]}\n", "spec.defaultNodePools.cpu[0]: NodePool 'nope' is not in the scenario"),
+        (
+            "  defaultNodePools: {cpu: [nope]}\n",
+            "spec.defaultNodePools.cpu[0]: NodePool 'nope' is not in the scenario",
+        ),
         ("  include: [missing-folder]\n", "spec.include[0]: includes"),
-        ("  catalogs: [{name: aws}, {name: aws, region: us-west-2}]\n", "AWSNodeClass pools are already served"),
+        (
+            "  catalogs: [{name: aws}, {name: aws, region: us-west-2}]\n",
+            "AWSNodeClass pools are already served",
+        ),
         ("  catalog: aws\n  catalogs: [{name: gcp}]\n", "give either spec.catalog"),
         ("  catalogs: [{name: gcp, region: mars-1}]\n", "region 'mars-1' is not in the gcp catalog"),
     ],
-    ids=["default-pool-unknown", "include-missing", "one-catalog-per-kind", "catalog-and-catalogs", "bad-region"],
+    ids=[
+        "default-pool-unknown",
+        "include-missing",
+        "one-catalog-per-kind",
+        "catalog-and-catalogs",
+        "bad-region",
+    ],
 )
 def test_bad_scenario_settings_are_located_errors(tmp_path, spec, expected):
     scenario = tmp_path / "bad.yaml"

@@ -20,11 +20,23 @@ DEFAULTS = ClusterDefaults(cpu=("cpu-b", "cpu-a"), gpu=("gpu-b",))
 @pytest.mark.parametrize(
     ("the_pod", "team", "defaults", "names", "expected"),
     [
-        (pod(pools=["gpu-a", "cpu-a"]), ("cpu-b",), DEFAULTS, POOLS, PoolOrder(("gpu-a", "cpu-a"), "annotation")),
+        (
+            pod(pools=["gpu-a", "cpu-a"]),
+            ("cpu-b",),
+            DEFAULTS,
+            POOLS,
+            PoolOrder(("gpu-a", "cpu-a"), "annotation"),
+        ),
         (pod(), ("cpu-b",), DEFAULTS, POOLS, PoolOrder(("cpu-b",), "team")),
         (pod(), (), DEFAULTS, POOLS, PoolOrder(("cpu-b", "cpu-a"), "cluster-cpu")),
         (gpu_pod(gpus=1), (), DEFAULTS, POOLS, PoolOrder(("gpu-b",), "cluster-gpu")),
-        (gpu_pod(gpus=1), (), ClusterDefaults(cpu=("cpu-a",)), POOLS, PoolOrder(("default",), "default-pool")),
+        (
+            gpu_pod(gpus=1),
+            (),
+            ClusterDefaults(cpu=("cpu-a",)),
+            POOLS,
+            PoolOrder(("default",), "default-pool"),
+        ),
         (pod(), (), ClusterDefaults(), POOLS, PoolOrder(("default",), "default-pool")),
         (pod(), (), ClusterDefaults(), POOLS[:-1], PoolOrder(None, "weight")),
     ],
@@ -43,7 +55,9 @@ def test_a_pods_pool_order_comes_from_the_first_rule_that_applies(the_pod, team,
 
 
 def test_lists_given_as_text_keep_their_order_and_drop_blanks_and_repeats():
-    assert ClusterDefaults.of(cpu="b, a,,b", gpu=["g1,g2", "g1"]) == ClusterDefaults(cpu=("b", "a"), gpu=("g1", "g2"))
+    assert ClusterDefaults.of(cpu="b, a,,b", gpu=["g1,g2", "g1"]) == ClusterDefaults(
+        cpu=("b", "a"), gpu=("g1", "g2")
+    )
 
 
 def test_a_gpu_pod_whose_default_list_launches_no_gpu_is_refused_with_where_the_list_came_from():
