@@ -19,7 +19,7 @@ from rich.table import Table
 
 from provisioner.api import quantities
 from provisioner.cli.app import app
-from provisioner.scheduling import NewClaim, Results
+from provisioner.scheduling import NewClaim, Results, pool_order
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import static
 
@@ -216,7 +216,12 @@ def explain(
         f"{k} {quantities.format_quantity(k, v)}" for k, v in sorted(target.requests.items()) if k != "pods"
     )
     console.print(f"[bold]{target.key}[/bold] requests {req}")
-    table = Table(title="NodePools in the order tried", title_justify="left", show_lines=True)
+    order = pool_order.resolve(
+        target, defaults=loaded.pool_defaults, pool_names={p.name for p in loaded.nodepools}
+    )
+    table = Table(
+        title=f"NodePools in the order tried (from {order.described})", title_justify="left", show_lines=True
+    )
     table.add_column("#", justify="right")
     table.add_column("NodePool")
     table.add_column("Fits")

@@ -251,3 +251,17 @@ def test_bad_scenario_settings_are_located_errors(tmp_path, spec, expected):
     assert "Traceback" not in result.stderr
     assert f"{scenario}:" in result.stderr
     assert expected in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("pod", "origin"),
+    [
+        ("research/finetune", "from its provisioner.sh/nodepools annotation"),
+        ("research/notebook", "from every pool by weight"),
+    ],
+    ids=["own-list", "no-list"],
+)
+def test_explain_says_where_a_pods_pool_order_comes_from(pod, origin):
+    result = cli("explain", CLASSES, "--pod", pod)
+    assert result.returncode == 0, result.stderr
+    assert f"NodePools in the order tried ({origin})" in result.stdout
