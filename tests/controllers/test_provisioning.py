@@ -102,3 +102,23 @@ def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step():
     creates = [c for c in w.fake.calls if c[0] == "create"]
     # 5 + 10 + 20 + 40 + 40 ... seconds apart: a handful of calls in two minutes, not one per second.
     assert 3 <= len(creates) <= 7, len(creates)
+
+
+def test_the_cluster_default_pools_in_the_settings_route_launches_and_refuse_what_they_cannot_serve():
+    from provisioner.scheduling.pool_order import ClusterDefaults
+
+    heavy = node_pool("gpu-heavy", gpu_names=("a10g",), weight=100)
+    light = node_pool("gpu-light", gpu_names=("a10g",), weight=1)
+    w = _world(pool_defaults=ClusterDefaults(gpu=("gpu-light",)))
+    w.apply(node_class(), heavy, light, gpu_pod("a"))
+    w.run_until(lambda: bool(w.claims()))
+    assert [c.nodepool for c in w.claims()] == ["gpu-light"], "the default list, against the weights"
+
+    refusing = _world(pool_defaults=ClusterDefaults(gpu=("cpu",)))
+    refusing.apply(
+        node_class(), heavy, node_pool("cpu", gpu_names=None, instance_types=["m5.large"]), gpu_pod("b")
+    )
+    refusing.run_until(lambda: bool(refusing.events("FailedProvisioning")), max_ticks=10)
+    assert not refusing.claims()
+    (event,) = refusing.events("FailedProvisioning")
+    assert "the cluster's default GPU pools (cpu) and none of them launches GPU nodes" in event["message"]
