@@ -11,7 +11,18 @@ from provisioner.scheduling import explain
 from provisioner.scheduling.pool_order import ClusterDefaults, PoolOrder, refusal, resolve
 from provisioner.scheduling.solver import SolveOptions
 from provisioner.state.cluster import Snapshot
-from tests.unit.scheduling.builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, run
+from tests.unit.scheduling.builders import (
+    cpu_types,
+    gpu_pod,
+    gpu_types,
+    instance_type,
+    node,
+    node_pool,
+    pod,
+    req,
+    run,
+    snapshot,
+)
 
 POOLS = ("cpu-a", "cpu-b", "gpu-a", "gpu-b", "default")
 DEFAULTS = ClusterDefaults(cpu=("cpu-b", "cpu-a"), gpu=("gpu-b",))
@@ -115,3 +126,72 @@ def test_the_solver_refuses_a_gpu_pod_its_default_list_cannot_serve_and_explain_
     assert [(v.nodepool, v.fits, v.reason) for v in verdicts] == [
         (r.nodepool, False, r.reason) for r in refused.reasons
     ]
+
+
+# --- a pool list against capacity that exists ---------------------------------------------------------
+
+LISTED = ("first", "second", "third")
+
+
+def _three(*, first_limit: str | None = None) -> list:
+    return [
+        node_pool("first", weight=1, limits={"cpu": first_limit} if first_limit else None),
+        node_pool("second", weight=1),
+        node_pool("third", weight=100),
+    ]
+
+
+def _free_node_in(pool: str):
+    return snapshot([(node(f"{pool}-node", cpu=8, memory_gib=32, pool=pool), [])])
+
+
+def test_a_pod_with_a_list_launches_in_its_first_pool_rather_than_take_a_free_node_of_its_third():
+    results = run([pod("p", pools=LISTED)], _three(), snap=_free_node_in("third"))
+    assert not results.placements
+    assert [c.nodepool.name for c in results.new_claims] == ["first"]
+
+
+def test_a_pod_with_a_list_takes_the_free_node_of_its_third_pool_when_the_first_two_cannot_launch():
+    pools = _three(first_limit="0")
+    types = {"first": cpu_types(), "second": [], "third": cpu_types()}
+    results = run([pod("p", pools=LISTED)], pools, types, snap=_free_node_in("third"))
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "third-node")]
+    assert not results.new_claims
+
+
+def test_a_pod_with_a_list_takes_a_free_node_of_its_first_pool_before_launching():
+    results = run([pod("p", pools=LISTED)], _three(), snap=_free_node_in("first"))
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "first-node")]
+
+
+def test_a_pod_without_a_list_takes_free_capacity_anywhere_first_as_karpenter_does():
+    results = run([pod("p")], _three(), snap=_free_node_in("second"))
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "second-node")]
+
+
+def test_a_node_opened_in_this_solve_in_a_lower_pool_does_not_pull_a_pod_from_its_first_pool():
+    big = pod("big", cpu="1", pools=["third"])
+    small = pod("small", cpu="500m", pools=LISTED)
+    results = run([big, small], _three())
+    assert {c.nodepool.name: [p.name for p in c.pods] for c in results.new_claims} == {
+        "third": ["big"],
+        "first": ["small"],
+    }
+
+
+def test_an_untyped_gpu_pod_does_not_grow_an_open_a100_node_when_a_t4_node_of_its_own_is_cheaper():
+    gpu_taint = [{"key": wk.GPU_RESOURCE, "effect": "NoSchedule"}]
+    pools = [
+        node_pool("t4", weight=60, requirements=[req(wk.GPU_NAME, "In", "t4")], taints=gpu_taint),
+        node_pool("a100", weight=50, requirements=[req(wk.GPU_NAME, "In", "a100")], taints=gpu_taint),
+    ]
+    types = [
+        instance_type("g.t4x1", cpu=4, memory_gib=16, gpus=1, gpu_name="t4", price=0.5),
+        instance_type("p.a100x1", cpu=12, memory_gib=85, gpus=1, gpu_name="a100", price=3.0),
+        instance_type("p.a100x2", cpu=24, memory_gib=170, gpus=2, gpu_name="a100", price=6.0),
+    ]
+    a100_job = gpu_pod("finetune", gpus=1, gpu_name="a100", cpu="8", memory="32Gi")
+    notebook = gpu_pod("notebook", gpus=1, gpu_name=None, cpu="1", memory="4Gi")
+    results = run([a100_job, notebook], pools, types)
+    placed = {p.name: (c.nodepool.name, c.instance_type.name) for c in results.new_claims for p in c.pods}
+    assert placed == {"finetune": ("a100", "p.a100x1"), "notebook": ("t4", "g.t4x1")}
