@@ -99,11 +99,19 @@ def refusal(pod: Pod, order: PoolOrder, *, gpu_pools: Collection[str]) -> str | 
     gpus = asks_for_gpus(pod)
     if not gpus or any(name in gpu_pools for name in order.pools):
         return None
+    fix = _FIXES.get(order.origin, "fix that list")
     return (
         f"asks for {gpus} GPU{'s' if gpus != 1 else ''}, but its pools come from {order.described} "
         f"({', '.join(order.pools)}) and none of them launches GPU nodes; name GPU pools in the pod's "
-        f"{wk.NODEPOOLS} annotation, or fix that default list"
+        f"{wk.NODEPOOLS} annotation, or {fix}"
     )
+
+
+_FIXES = {
+    "team": "in its team's defaultNodePools",
+    "cluster-gpu": "fix the cluster's default GPU pools (--default-gpu-pools, the chart's defaultNodePools.gpu)",
+    "default-pool": "set the cluster's default GPU pools (--default-gpu-pools, the chart's defaultNodePools.gpu)",
+}
 
 
 def _names(value: Sequence[str] | str) -> tuple[str, ...]:
