@@ -265,3 +265,42 @@ def test_explain_says_where_a_pods_pool_order_comes_from(pod, origin):
     result = cli("explain", CLASSES, "--pod", pod)
     assert result.returncode == 0, result.stderr
     assert f"NodePools in the order tried ({origin})" in result.stdout
+
+
+def test_with_time_the_controllers_launch_on_both_clouds_and_follow_the_default_pools(tmp_path):
+    scenario = tmp_path / "day.yaml"
+    scenario.write_text(
+        f"""\
+apiVersion: provisioner.sh/v1alpha1
+kind: Scenario
+metadata: {{name: both-clouds}}
+spec:
+  include: [{TEMPLATES}]
+  duration: 30m
+  defaultNodePools:
+    gpu: [a100-standard-gcp]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: train}}
+spec:
+  tolerations: [{{key: nvidia.com/gpu, operator: Exists}}]
+  containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web}}
+spec:
+  containers: [{{name: c, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+"""
+    )
+    doc = simulate(scenario)
+    launched = {c["nodePool"]: c for c in doc["nodeClaims"]}
+    assert set(launched) == {"a100-standard-gcp", "cpu-default-aws"}
+    assert launched["a100-standard-gcp"]["zone"].startswith("us-central1")
+    assert launched["cpu-default-aws"]["zone"].startswith("us-east-1")
+    assert not doc["unschedulable"]
+    assert {p["pod"]: p["node"].rsplit("-", 1)[0] for p in doc["placements"]} == {
+        "default/train": "a100-standard-gcp",
+        "default/web": "cpu-default-aws",
+    }
