@@ -1,13 +1,18 @@
 """Scenario files: loading and checking, not running.
 
-A scenario is multi-document YAML: our NodePool and NodeClass documents, Kubernetes Pods, Deployments,
-ReplicaSets, StatefulSets and Jobs (expanded to their pods), optional Nodes, DaemonSets and Namespaces,
-and one `provisioner.sh/v1alpha1` `Scenario` document naming the catalog, the region and the stockouts.
+A scenario is multi-document YAML, in one file or several files and folders read as one: our NodePool
+and NodeClass documents, Kubernetes Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to
+their pods), optional Nodes, DaemonSets and Namespaces, and at most one `provisioner.sh/v1alpha1`
+`Scenario` document (catalogs and regions, stockouts, the cluster's default pools, files to include).
+Which catalogs serve which NodeClass kinds is `provisioner.sim.catalogs`'.
 
-`load(path)` returns a `LoadedScenario` (the objects, the catalog's instance types per pool with the
+`load(*paths)` returns a `LoadedScenario` (the objects, the catalogs' instance types per pool with the
 stockouts applied, a Snapshot) or raises `ScenarioError` holding every problem found, each located as
 `FILE:LINE: Kind/name: field: message`. Running it (`provisioner.sim.static`) is someone else's job, so a
 later timeline (`spec.duration`, `spec.timeline`) only extends the `ScenarioSpec` model here.
+
+Longer than most modules: the checks of each workload kind's fields sit beside the loader that locates
+their problems, so a new kind is one function here.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from provisioner.api import labels as wk
 from provisioner.api.common import Model, ObjectMeta
 from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
-from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.scheduling.pool_order import ClusterDefaults
+from provisioner.sim import catalogs
+from provisioner.sim.catalogs import CatalogUse
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
 
@@ -162,18 +168,6 @@ class ScenarioError(Exception):
 
 
 @dataclass
-class CatalogUse:
-    """One catalog a scenario launches from, read in its region, with the stockouts applied."""
-
-    name: str
-    region: str
-    kinds: tuple[str, ...]
-    """NodeClass kinds it serves: `AWSNodeClass` (aws), `GCPNodeClass` (gcp), both (karpenter-benchmark)."""
-    zones: list[str]
-    types: list[InstanceType]
-
-
-@dataclass
 class LoadedScenario:
     """Everything a run needs, checked."""
 
@@ -245,116 +239,6 @@ class LoadedScenario:
         namespace, _, name = key.rpartition("/")
         namespace = namespace or "default"
         return next((p for p in self.pods if p.namespace == namespace and p.name == name), None)
-
-
-_CATALOG_NODECLASS_KIND = {"aws": "AWSNodeClass", "gcp": "GCPNodeClass"}
-"""The NodeClass kind a cloud catalog launches with (karpenter-benchmark takes either)."""
-
-
-def _catalog_uses(
-    spec: ScenarioSpec,
-    doc: YamlDocument | None,
-    nodepools: Sequence[tuple[NodePool, YamlDocument]],
-    nodeclasses: Mapping[tuple[str, str], NodeClass],
-    out: _Collector,
-) -> list[CatalogUse]:
-    """The catalogs to read: `spec.catalogs`, else `spec.catalog`, else one per NodeClass kind the pools
-    name. Problems (a catalog given twice over, a region the catalog does not price) go to `out`."""
-
-    def add(message: str, path: tuple[str | int, ...]) -> None:
-        if doc is not None:
-            out.add(doc, message, path)
-        else:
-            out.problems.append(Problem("<scenario>", 1, message))
-
-    refs: list[tuple[CatalogRef, tuple[str | int, ...]]]
-    if spec.catalogs:
-        if spec.catalog is not None or spec.region is not None:
-            add("give either spec.catalog (and spec.region) or spec.catalogs, not both", ("spec", "catalogs"))
-            return []
-        refs = [(ref, ("spec", "catalogs", i)) for i, ref in enumerate(spec.catalogs)]
-    elif spec.catalog is not None:
-        refs = [(CatalogRef(name=spec.catalog, region=spec.region), ("spec",))]
-    else:
-        used = {p.spec.template.spec.node_class_ref.kind for p, _ in nodepools} or {"AWSNodeClass"}
-        names = [c for c, k in _CATALOG_NODECLASS_KIND.items() if k in used]
-        if spec.region is not None and len(names) > 1:
-            add(
-                f"spec.region applies to one catalog, but the pools need {' and '.join(names)}: "
-                "give spec.catalogs with a region each",
-                ("spec", "region"),
-            )
-            return []
-        refs = [(CatalogRef(name=n, region=spec.region), ("spec",)) for n in names]  # type: ignore[arg-type]
-    uses: list[CatalogUse] = []
-    served: dict[str, str] = {}
-    for ref, path in refs:
-        kinds = (
-            tuple(_CATALOG_NODECLASS_KIND.values())
-            if ref.name == catalog.BENCHMARK
-            else (_CATALOG_NODECLASS_KIND[ref.name],)
-        )
-        clash = next((k for k in kinds if k in served), None)
-        if clash is not None:
-            add(
-                f"{clash} pools are already served by the {served[clash]} catalog; one catalog per kind", path
-            )
-            continue
-        served.update(dict.fromkeys(kinds, ref.name))
-        region = ref.region or _nodeclass_region(ref.name, nodeclasses) or catalog.default_region(ref.name)
-        allowed = catalog.regions(ref.name)
-        if region not in allowed:
-            add(
-                f"region {region!r} is not in the {ref.name} catalog; allowed: {', '.join(allowed)}",
-                (*path, "region"),
-            )
-            continue
-        uses.append(
-            CatalogUse(
-                name=ref.name,
-                region=region,
-                kinds=kinds,
-                zones=catalog.zones(ref.name, region),
-                types=catalog.load(ref.name, region),
-            )
-        )
-    return uses
-
-
-def _nodeclass_region(name: str, nodeclasses: Mapping[tuple[str, str], NodeClass]) -> str | None:
-    """The region the scenario's GCPNodeClasses all name, for the gcp catalog; None when they name none
-    or differ (then the catalog's default region, or spec.catalogs, decides)."""
-    if name != "gcp":
-        return None
-    found = {nc.spec.region for nc in nodeclasses.values() if isinstance(nc, GCPNodeClass) and nc.spec.region}
-    return found.pop() if len(found) == 1 else None
-
-
-def unavailable_problems(
-    selectors: Sequence[Unavailable], uses: Sequence[CatalogUse], base: tuple[str | int, ...]
-) -> list[tuple[str, tuple[str | int, ...]]]:
-    """(message, field path) for each stockout naming a type or a zone no catalog of the scenario has."""
-    known = {t.name for use in uses for t in use.types}
-    zones = [z for use in uses for z in use.zones]
-    names = " + ".join(use.name for use in uses)
-    regions = ", ".join(use.region for use in uses)
-    found: list[tuple[str, tuple[str | int, ...]]] = []
-    for i, sel in enumerate(selectors):
-        if sel.instance_type is not None and sel.instance_type not in known:
-            found.append(
-                (
-                    f"instance type {sel.instance_type!r} is not in the {names} catalog",
-                    (*base, i, "instanceType"),
-                )
-            )
-        if sel.zone is not None and sel.zone not in zones:
-            found.append(
-                (
-                    f"zone {sel.zone!r} is not in region {regions}; allowed: {', '.join(zones)}",
-                    (*base, i, "zone"),
-                )
-            )
-    return found
 
 
 class _Collector:
@@ -507,12 +391,23 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     scenario = scenarios[0][0] if scenarios else Scenario()
     spec = scenario.spec
     scenario_doc = scenarios[0][1] if scenarios else None
-    uses = _catalog_uses(spec, scenario_doc, nodepools, nodeclasses, out)
+    uses, found = catalogs.choose(
+        single=spec.catalog,
+        region=spec.region,
+        listed=[(ref.name, ref.region) for ref in spec.catalogs],
+        pool_kinds={p.spec.template.spec.node_class_ref.kind for p, _ in nodepools},
+        nodeclasses=nodeclasses,
+    )
+    for message, path in found:
+        if scenario_doc is not None:
+            out.add(scenario_doc, message, path)
+        else:
+            out.problems.append(Problem(source, 1, message))
     if out.problems:
         raise ScenarioError(out.problems)
 
     if scenario_doc is not None:
-        for message, path in unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
+        for message, path in catalogs.unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
             out.add(scenario_doc, message, path)
     if out.problems:
         raise ScenarioError(out.problems)
@@ -544,7 +439,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         ref = pool.spec.template.spec.node_class_ref
         if ref.kind not in by_kind:
             served_by = " + ".join(u.name for u in uses)
-            wanted = next(c for c, k in _CATALOG_NODECLASS_KIND.items() if k == ref.kind)
+            wanted = next(c for c, k in catalogs.NODECLASS_KIND.items() if k == ref.kind)
             out.add(
                 doc,
                 f"kind {ref.kind!r} cannot launch from the {served_by} catalog; use "

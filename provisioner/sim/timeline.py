@@ -16,6 +16,7 @@ from typing import Any
 
 from provisioner.api import durations
 from provisioner.api.documents import Problem, YamlDocument
+from provisioner.sim import catalogs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.scenario import (
     TIMELINE_WORKLOAD_KINDS,
@@ -168,7 +169,7 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             interrupt=list(raw.interrupt),
         )
         for word in ("unavailable", "available"):
-            for message, path in scenario_.unavailable_problems(
+            for message, path in catalogs.unavailable_problems(
                 getattr(raw, word), loaded.catalogs, (*base, word)
             ):
                 add(message, path)

@@ -1,0 +1,151 @@
+"""Which built-in catalogs a scenario launches from: one per NodeClass kind (aws for AWSNodeClass pools,
+gcp for GCPNodeClass pools, karpenter-benchmark for either), each read in its own region, so AWS and GCP
+pools run together in one scenario as they do under one controller (`--cloud aws,gcp`).
+
+Owns the choice (`spec.catalogs`, else `spec.catalog`, else one per kind the pools use) and the checks of
+stockout selectors against the chosen catalogs. Reading the scenario file is `scenario`'s job; problems
+are returned as (message, field path) for it to locate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from provisioner.api import GCPNodeClass
+from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider import catalog
+from provisioner.cloudprovider.types import InstanceType
+
+if TYPE_CHECKING:
+    from provisioner.sim.scenario import Unavailable
+
+FieldPath = tuple[str | int, ...]
+Found = list[tuple[str, FieldPath]]
+
+NODECLASS_KIND = {"aws": "AWSNodeClass", "gcp": "GCPNodeClass"}
+"""The NodeClass kind a cloud catalog launches with (karpenter-benchmark takes either)."""
+
+
+@dataclass
+class CatalogUse:
+    """One catalog a scenario launches from, read in its region, with the stockouts applied."""
+
+    name: str
+    region: str
+    kinds: tuple[str, ...]
+    """NodeClass kinds it serves: `AWSNodeClass` (aws), `GCPNodeClass` (gcp), both (karpenter-benchmark)."""
+    zones: list[str]
+    types: list[InstanceType]
+
+
+def choose(
+    *,
+    single: str | None,
+    region: str | None,
+    listed: Sequence[tuple[str, str | None]],
+    pool_kinds: Collection[str],
+    nodeclasses: Mapping[tuple[str, str], NodeClass],
+) -> tuple[list[CatalogUse], Found]:
+    """The catalogs to read, and the problems: `listed` (`spec.catalogs` as (name, region)), else
+    `single` (`spec.catalog`) in `region`, else one per NodeClass kind in `pool_kinds` (aws when none)."""
+    refs: list[tuple[str, str | None, FieldPath]]
+    if listed:
+        if single is not None or region is not None:
+            return [], [
+                (
+                    "give either spec.catalog (and spec.region) or spec.catalogs, not both",
+                    ("spec", "catalogs"),
+                )
+            ]
+        refs = [(name, reg, ("spec", "catalogs", i)) for i, (name, reg) in enumerate(listed)]
+    elif single is not None:
+        refs = [(single, region, ("spec",))]
+    else:
+        kinds = set(pool_kinds) or {"AWSNodeClass"}
+        names = [c for c, k in NODECLASS_KIND.items() if k in kinds]
+        if region is not None and len(names) > 1:
+            message = (
+                f"spec.region applies to one catalog, but the pools need {' and '.join(names)}: "
+                "give spec.catalogs with a region each"
+            )
+            return [], [(message, ("spec", "region"))]
+        refs = [(name, region, ("spec",)) for name in names]
+    return _read(refs, nodeclasses)
+
+
+def _read(
+    refs: Sequence[tuple[str, str | None, FieldPath]], nodeclasses: Mapping[tuple[str, str], NodeClass]
+) -> tuple[list[CatalogUse], Found]:
+    uses: list[CatalogUse] = []
+    found: Found = []
+    served: dict[str, str] = {}
+    for name, given, path in refs:
+        kinds = tuple(NODECLASS_KIND.values()) if name == catalog.BENCHMARK else (NODECLASS_KIND[name],)
+        clash = next((k for k in kinds if k in served), None)
+        if clash is not None:
+            found.append(
+                (
+                    f"{clash} pools are already served by the {served[clash]} catalog; one catalog per kind",
+                    path,
+                )
+            )
+            continue
+        served.update(dict.fromkeys(kinds, name))
+        region = given or _nodeclass_region(name, nodeclasses) or catalog.default_region(name)
+        allowed = catalog.regions(name)
+        if region not in allowed:
+            found.append(
+                (
+                    f"region {region!r} is not in the {name} catalog; allowed: {', '.join(allowed)}",
+                    (*path, "region"),
+                )
+            )
+            continue
+        uses.append(
+            CatalogUse(
+                name=name,
+                region=region,
+                kinds=kinds,
+                zones=catalog.zones(name, region),
+                types=catalog.load(name, region),
+            )
+        )
+    return uses, found
+
+
+def _nodeclass_region(name: str, nodeclasses: Mapping[tuple[str, str], NodeClass]) -> str | None:
+    """The region the scenario's GCPNodeClasses all name, for the gcp catalog; None when they name none
+    or differ (then the catalog's default region, or spec.catalogs, decides)."""
+    if name != "gcp":
+        return None
+    found = {nc.spec.region for nc in nodeclasses.values() if isinstance(nc, GCPNodeClass) and nc.spec.region}
+    return found.pop() if len(found) == 1 else None
+
+
+def unavailable_problems(
+    selectors: Sequence[Unavailable], uses: Sequence[CatalogUse], base: FieldPath
+) -> Found:
+    """(message, field path) for each stockout naming a type or a zone no catalog of the scenario has."""
+    known = {t.name for use in uses for t in use.types}
+    zones = [z for use in uses for z in use.zones]
+    names = " + ".join(use.name for use in uses)
+    regions = ", ".join(use.region for use in uses)
+    found: Found = []
+    for i, sel in enumerate(selectors):
+        if sel.instance_type is not None and sel.instance_type not in known:
+            found.append(
+                (
+                    f"instance type {sel.instance_type!r} is not in the {names} catalog",
+                    (*base, i, "instanceType"),
+                )
+            )
+        if sel.zone is not None and sel.zone not in zones:
+            found.append(
+                (
+                    f"zone {sel.zone!r} is not in region {regions}; allowed: {', '.join(zones)}",
+                    (*base, i, "zone"),
+                )
+            )
+    return found
