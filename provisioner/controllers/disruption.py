@@ -25,15 +25,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from provisioner import scheduling
+from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
+from provisioner.cloudprovider.types import InstanceType
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.conditions import set_condition
@@ -45,6 +47,7 @@ from provisioner.disruption import Settings as PlannerSettings
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow, action_rows, plan_rows, usage_rows
 from provisioner.state import Snapshot
 from provisioner.state.cluster import team_of
+from provisioner.state.objects import DaemonSet, Pod
 
 if TYPE_CHECKING:
     from provisioner.finops.ledger import Ledger
@@ -173,14 +176,25 @@ class DisruptionController(Reconciler):
 
     # ---- planning ----------------------------------------------------------------------------------
 
-    def _default_solve(self) -> Any:
+    def _solve_with_defaults(
+        self,
+        pods: Sequence[Pod],
+        snapshot: Snapshot,
+        /,
+        *,
+        pools: Sequence[NodePool],
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        daemonsets: Sequence[DaemonSet] | None = None,
+    ) -> scheduling.Results:
         """The scheduler with the cluster's default pools, so a plan moves pods only where they may go."""
-        import functools
-
-        from provisioner import scheduling
-
-        options = scheduling.SolveOptions(pool_defaults=self.settings.pool_defaults)
-        return functools.partial(scheduling.solve, options=options)
+        return self.solve(
+            pods,
+            snapshot,
+            pools=pools,
+            instance_types=instance_types,
+            daemonsets=daemonsets,
+            options=scheduling.SolveOptions(pool_defaults=self.settings.pool_defaults),
+        )
 
     def _plan(self, snap: Snapshot, now: datetime) -> Plan:
         in_flight = {name for a in self.active.values() for name in a.replacements}
@@ -196,7 +210,7 @@ class DisruptionController(Reconciler):
             instance_types=pool_instance_types(self.providers, snap, pools),
             now=now,
             settings=self.disruption.planner,
-            solve=self.solve or self._default_solve(),
+            solve=self._solve_with_defaults,
         )
         self.last_plan = result
         self._evaluations += 1
