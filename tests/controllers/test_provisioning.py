@@ -122,3 +122,25 @@ def test_the_cluster_default_pools_in_the_settings_route_launches_and_refuse_wha
     assert not refusing.claims()
     (event,) = refusing.events("FailedProvisioning")
     assert "the cluster's default GPU pools (cpu) and none of them launches GPU nodes" in event["message"]
+
+
+def test_the_disruption_planner_solves_with_the_cluster_default_pools():
+    """Consolidation re-solves pods to prove they fit elsewhere: with the defaults, as provisioning does."""
+    from provisioner.scheduling.pool_order import ClusterDefaults
+
+    defaults = ClusterDefaults(cpu=("cpu",), gpu=("gpu-light",))
+    w = _world(pool_defaults=defaults)
+    w.apply(node_class(), node_pool("gpu-light"), node_pool("gpu-heavy", weight=100), gpu_pod("a"))
+    w.manager = w.new_manager(disruption=True)
+    seen = []
+
+    def recording_solve(pods, snapshot, /, **kw):
+        seen.append(kw["options"].pool_defaults)
+        from provisioner import scheduling
+
+        return scheduling.solve(pods, snapshot, **kw)
+
+    w.manager.disruption.solve = recording_solve
+    w.run_until(lambda: w.all_bound() and bool(seen), max_ticks=40, seconds=5)
+    assert seen and set(seen) == {defaults}
+    assert [c.nodepool for c in w.claims()] == ["gpu-light"]
