@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from provisioner import scheduling
@@ -145,7 +145,7 @@ class ProvisioningController(Reconciler):
     def _options(self) -> SolveOptions:
         """The solve's options, with the cluster's default pools from the settings."""
         base = self.solve_options if self.solve_options is not None else SolveOptions()
-        return dataclasses.replace(base, pool_defaults=self.settings.pool_defaults)
+        return replace(base, pool_defaults=self.settings.pool_defaults)
 
     def _create_claim(self, new: NewClaim, snap: Snapshot) -> None:
         claim = build_nodeclaim(new, snap, suffix=self.settings.name_suffix())

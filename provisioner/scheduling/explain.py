@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType, Offering
-from provisioner.scheduling import existing
+from provisioner.scheduling import existing, pool_order
 from provisioner.scheduling.fit import pool_fit
 from provisioner.scheduling.offerings import OptionCache
 from provisioner.scheduling.pools import compile_pools, first_fit, limit_reason, limit_room
@@ -48,9 +48,11 @@ def explain(
     pools: Sequence[NodePool],
     instance_types: Mapping[str, Sequence[InstanceType]],
     daemonsets: Sequence[DaemonSet] | None = None,
+    defaults: pool_order.ClusterDefaults = pool_order.NO_DEFAULTS,
 ) -> list[PoolVerdict]:
     """For one pod, each pool it may use, in the order the scheduler tries them: fits or not, why not,
-    and the cheapest node that would hold it alone. Limits are counted over the snapshot's nodes."""
+    and the cheapest node that would hold it alone. Limits are counted over the snapshot's nodes, and
+    `defaults` are the cluster's default pools (for a pod that names no list)."""
     ds = snapshot.daemonsets if daemonsets is None else daemonsets
     dims = Dims.of([pod], daemonsets=ds, pools=pools)
     compiled = compile_pools(pools, instance_types, dims=dims, daemonsets=ds)
@@ -58,7 +60,9 @@ def explain(
     nodes = existing.capacity(snapshot, {p.name: p for p in compiled}, dims=dims, daemonsets=ds)
     cache = OptionCache(len(dims))
     topology = Topology(snapshot, existing=nodes, cache=cache, dims=dims)
-    shape = Compiler(pools=compiled, dims=dims, topology=topology).compile(pod)
+    shape = Compiler(pools=compiled, dims=dims, topology=topology, defaults=defaults).compile(pod)
+    if shape.refused is not None:
+        return [PoolVerdict(r.nodepool, False, r.reason) for r in shape.refused]
     first = shape.variants[0]
     verdicts = {
         name: PoolVerdict(name, False, f"NodePool {name} does not exist") for name in first.missing_pools

@@ -35,6 +35,10 @@ class ClusterDefaults:
         return cls(cpu=_names(cpu), gpu=_names(gpu))
 
 
+NO_DEFAULTS = ClusterDefaults()
+"""No cluster default lists set."""
+
+
 @dataclass(frozen=True, slots=True)
 class PoolOrder:
     """A pod's pools in the order tried, and where that order comes from (for the reasons)."""

@@ -1,8 +1,9 @@
 """Compiling pods into shapes: pods with equal constraints and requests share one `Shape`, and each
 shape reads its constraints one or more ways (`Variant`s): preferences (preferred node affinity, then
 preferred pod affinity and ScheduleAnyway spreads) as requirements first, relaxed one step at a time.
-A variant knows the pools it may use in the order they are tried, its request vector, and the
-topology groups it is constrained by, counted in and blocked by.
+A variant knows the pools it may use in the order they are tried (`pool_order`: the pod's list, a
+default list, or every pool by weight), its request vector, and the topology groups it is constrained
+by, counted in and blocked by. A pod its default list can never serve gets a refused shape.
 
 Per-pool verdicts and domain universes are cached on the variant by `fit` and `topology`."""
 
@@ -13,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.api import labels as wk
+from provisioner.scheduling import pool_order
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import PoolFit
 from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec
+from provisioner.scheduling.results import PoolReason
 from provisioner.scheduling.topology import Group, Spread, Topology
 from provisioner.state.objects import LabelSelector, Pod, Toleration, TopologySpread
 
@@ -45,8 +48,12 @@ class Variant:
     monotone: bool = True
     """Once a node refuses this variant it refuses it for the rest of the solve (no spread over a key
     other than hostname, no required affinity), so scans may resume where the last one stopped."""
-    hint_existing: int = 0
-    hint_new: int = 0
+    hint_existing: dict[str | None, int] = field(default_factory=dict)
+    """Per pool scanned (None: every pool), the first existing node that may still take this variant."""
+    hint_new: dict[str | None, int] = field(default_factory=dict)
+    """The same for the nodes this solve opened (cost-aware scans only)."""
+    alone: float | None = None
+    """What a node of its own costs in the first pool of its order that fits it (the solver's cache)."""
     pool_fit: dict[int, PoolFit | str] = field(default_factory=dict)
     universe: dict[str, frozenset[str]] = field(default_factory=dict)
     host_blockers: list[tuple[Group, int]] = field(default_factory=list)
@@ -59,6 +66,8 @@ class Shape:
     labels: Mapping[str, str]
     namespace: str
     variants: list[Variant]
+    refused: list[PoolReason] | None = None
+    """Set when the pod's default pool list can never serve it: its reasons, and no pool is tried."""
 
 
 def shape_key(pod: Pod) -> ShapeKey:
@@ -89,16 +98,23 @@ class Compiler:
         pools: Sequence[Pool],
         dims: Dims,
         topology: Topology,
+        defaults: pool_order.ClusterDefaults = pool_order.NO_DEFAULTS,
     ) -> None:
         self.pools = list(pools)
         self.pool_by_name = {p.name: p for p in pools}
         self.dims = dims
         self.topology = topology
+        self.defaults = defaults
+        self.gpu_pools = frozenset(
+            p.name for p in pools if any(t.it.gpu is not None and t.it.gpu.count for t in p.types)
+        )
+        """Pools with a GPU type: a GPU pod whose default list names none of them is refused."""
         self.variant_count = 0
 
     def compile(self, pod: Pod) -> Shape:
         alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
-        requested = pod.nodepools
+        chosen = pool_order.resolve(pod, defaults=self.defaults, pool_names=self.pool_by_name)
+        requested = chosen.pools or ()
         names: frozenset[str] | None
         if requested:
             pools = tuple(self.pool_by_name[n] for n in requested if n in self.pool_by_name)
@@ -159,7 +175,13 @@ class Compiler:
             self.variant_count += 1
             v.monotone = not affinity and all(s.group.key == wk.HOSTNAME for s in spreads)
             variants.append(v)
-        return Shape(labels=pod.labels, namespace=pod.namespace, variants=variants)
+        refused = pool_order.refusal(pod, chosen, gpu_pools=self.gpu_pools)
+        return Shape(
+            labels=pod.labels,
+            namespace=pod.namespace,
+            variants=variants,
+            refused=None if refused is None else [PoolReason(name, refused) for name in requested],
+        )
 
     def link(self, shape: Shape, pod: Pod) -> None:
         """After every group exists: which groups count this shape, which anti-affinity owners block it."""

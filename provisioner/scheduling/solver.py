@@ -3,13 +3,18 @@ reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This 
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
 `topology`).
 
-How it decides, in order for each pod (largest first: GPUs, then cpu, then memory):
-1. existing nodes with room, then claims in flight, then the nodes this solve already opened;
-2. else a new node from the first pool (annotation `provisioner.sh/nodepools`, else weight desc, name)
-   that tolerates it, whose requirements meet the pod's, with a type big enough, an available offering,
-   room under its limits and a domain its topology constraints accept.
+How it decides, in order for each pod (largest first: GPUs, then cpu, then memory). Its pools and their
+order come from `pool_order`: its `provisioner.sh/nodepools` list, else a default list, else every pool
+by weight (desc, then name).
+1. A pod without a list: existing nodes with room, then claims in flight, then the nodes this solve
+   already opened, in any pool; else a new node from the first pool that takes it.
+2. A pod with a list: pool by pool from the top, each pool's nodes, claims in flight, opened nodes and
+   then a new node, so it never takes a free node of its third pool while its first can launch one.
+A pool takes a new node when it tolerates the pod, its requirements meet the pod's, a type is big enough,
+an offering is available, its limits leave room and its domains suit the pod's topology constraints.
 A new node keeps every instance type that can still hold its pods; the cheapest one wins at the end
-(first fit, like Karpenter), but a pod joins a node only when that costs no more than a node of its own.
+(first fit, like Karpenter), but a pod joins a node only when that costs no more than a node of its own
+(in that pool, or in the first pool of its order).
 Preferences (preferred node/pod affinity, ScheduleAnyway spreads) are tried as requirements first and
 relaxed one step at a time when they cannot be met.
 
@@ -27,6 +32,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
+from provisioner.scheduling import pool_order
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
@@ -59,6 +65,8 @@ class SolveOptions:
     """A pod joins an open new node only if that costs no more than a node of its own."""
     claim_name_prefix: str = ""
     """Prefix of the placeholder names of new claims (`<prefix><pool>-<n>`)."""
+    pool_defaults: pool_order.ClusterDefaults = pool_order.NO_DEFAULTS
+    """The cluster's default CPU and GPU pool lists, for pods that name no list (`pool_order`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -111,21 +119,29 @@ class _Solver:
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
         self.topology = Topology(snapshot, existing=self.existing, cache=self.cache, dims=self.dims)
-        self.compiler = Compiler(pools=self.pools, dims=self.dims, topology=self.topology)
+        self.compiler = Compiler(
+            pools=self.pools, dims=self.dims, topology=self.topology, defaults=options.pool_defaults
+        )
         self.new: list[_New] = []
         self.new_count: dict[str, int] = {}
 
     # ---- placing
 
-    def _try_existing(self, v: Variant) -> ex.Existing | None:
+    def _try_existing(self, v: Variant, *, pool: str | None = None) -> ex.Existing | None:
+        """The first node with room that takes the variant (ready nodes, then claims in flight); only the
+        pool's nodes when `pool` is given."""
         req = v.req
         nodes = self.existing
-        start = v.hint_existing if v.monotone else 0
+        # The hint skips nodes that refused this variant before; a scan of one pool keeps its own, as it
+        # skips the other pools' nodes without their refusing.
+        start = v.hint_existing.get(pool, 0) if v.monotone else 0
         for i in range(start, len(nodes)):
             n = nodes[i]
             if not all(map(le, req, n.avail)):
                 continue
             if v.pool_names is not None and n.pool not in v.pool_names:
+                continue
+            if pool is not None and n.pool != pool:
                 continue
             ok = n.taint_ok.get(v.id)
             if ok is None:
@@ -140,12 +156,12 @@ class _Solver:
             if v.has_topology and not self.topology.existing_ok(v, n):
                 continue
             if v.monotone:
-                v.hint_existing = i
+                v.hint_existing[pool] = i
             n.avail = tuple(map(sub, n.avail, req))
             record(v, n.domain)
             return n
         if v.monotone:
-            v.hint_existing = len(nodes)
+            v.hint_existing[pool] = len(nodes)
         return None
 
     def _narrow(self, v: Variant, n: _New) -> tuple[rq.Reqs, list[Option]] | None:
@@ -169,10 +185,25 @@ class _Solver:
         n.absorbed[v.id] = result
         return result
 
-    def _try_new_nodes(self, v: Variant, pod: Pod, *, cost_aware: bool = True) -> _New | None:
+    def _alone(self, v: Variant) -> float:
+        """What the pod would pay for a node of its own: the standalone price in the first pool of its
+        order that fits it (INF when none does)."""
+        if v.alone is None:
+            fits = (pool_fit(v, p, cache=self.cache, dims=self.dims) for p in v.pools)
+            v.alone = next((f.standalone for f in fits if not isinstance(f, str)), float("inf"))
+        return v.alone
+
+    def _try_new_nodes(
+        self, v: Variant, pod: Pod, *, cost_aware: bool = True, pool_name: str | None = None
+    ) -> _New | None:
+        """An open new node the pod joins (only the pool's when `pool_name` is given). With cost-aware
+        packing it joins only when that adds no more than a node of its own would cost, in this pool or
+        in the first pool of its order: an untyped GPU pod does not grow an A100 node when a T4 node of
+        its own is cheaper."""
         nodes = self.new
         cost_aware = cost_aware and self.options.cost_aware_packing
-        start = v.hint_new if v.monotone and cost_aware else 0
+        hinted = v.monotone and cost_aware
+        start = v.hint_new.get(pool_name, 0) if hinted else 0
         for g, threshold in v.host_blockers:
             # Nodes are opened in order, and a hostname group blocks a node for good once it holds
             # `threshold` counted pods: skip the prefix every such group already blocks.
@@ -188,6 +219,8 @@ class _Solver:
             n = nodes[i]
             pool = n.pool
             if pool_names is not None and pool.name not in pool_names:
+                continue
+            if pool_name is not None and pool.name != pool_name:
                 continue
             total = tuple(map(add, n.total, req))
             if not all(map(le, total, n.maxvec)):
@@ -212,14 +245,16 @@ class _Solver:
             if idx < 0:
                 continue
             price = options[idx][0]
-            if cost_aware and price - n.price > fit.standalone + 1e-9:
-                continue
+            if cost_aware:
+                own = fit.standalone if pool_name is not None else min(fit.standalone, self._alone(v))
+                if price - n.price > own + 1e-9:
+                    continue
             if pool.min_values and short_of_min_values(
                 pool.min_values, [o for o in options[idx:] if all(map(le, total, o[1].alloc))]
             ):
                 continue
-            if v.monotone and cost_aware:
-                v.hint_new = i
+            if hinted:
+                v.hint_new[pool_name] = i
             t = options[idx][1]
             if pool.limits:
                 reserve(pool, n.reserved, t.capacity)
@@ -233,8 +268,8 @@ class _Solver:
             n.pods.append(pod)
             record(v, n.domain)
             return n
-        if v.monotone and cost_aware:
-            v.hint_new = len(nodes)
+        if hinted:
+            v.hint_new[pool_name] = len(nodes)
         return None
 
     def _open(self, v: Variant, pool: Pool, pod: Pod) -> _New | str:
@@ -281,16 +316,31 @@ class _Solver:
         return f"{self.options.claim_name_prefix}{pool.name}-{k}"
 
     def _place(self, pod: Pod, shape: Shape) -> _Outcome:
+        if shape.refused is not None:
+            return list(shape.refused)
         reasons: list[PoolReason] = []
         for v in shape.variants:
-            existing = self._try_existing(v)
-            if existing is not None:
-                return existing
-            node = self._try_new_nodes(v, pod)
-            if node is not None:
-                return node
+            # A pod with a pool list (its own, or a default one) tries its pools from the top, each with
+            # its nodes, its claims in flight, the nodes this solve opened there and then a new node: it
+            # does not take a free node of its third pool while its first pool can launch one. A pod
+            # without a list takes free capacity anywhere first, as Karpenter does.
+            listed = v.pool_names is not None
+            if not listed:
+                existing = self._try_existing(v)
+                if existing is not None:
+                    return existing
+                node = self._try_new_nodes(v, pod)
+                if node is not None:
+                    return node
             why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
             for pool in v.pools:
+                if listed:
+                    existing = self._try_existing(v, pool=pool.name)
+                    if existing is not None:
+                        return existing
+                    node = self._try_new_nodes(v, pod, pool_name=pool.name)
+                    if node is not None:
+                        return node
                 opened = self._open(v, pool, pod)
                 if isinstance(opened, str):
                     why[pool.name] = opened

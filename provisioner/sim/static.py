@@ -34,7 +34,7 @@ def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
         pools=loaded.nodepools,
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
-        options=SolveOptions(pool_defaults=loaded.pool_defaults),
+        defaults=loaded.pool_defaults,
     )
 
 

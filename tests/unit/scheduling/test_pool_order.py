@@ -122,7 +122,9 @@ def test_the_solver_refuses_a_gpu_pod_its_default_list_cannot_serve_and_explain_
     (refused,) = results.unschedulable
     assert [r.nodepool for r in refused.reasons] == ["cpu-a", "cpu-b"]
     assert all("cluster's default GPU pools" in r.reason for r in refused.reasons)
-    verdicts = explain(the_pod, Snapshot(), _pools(), TYPES, options=options)
+    verdicts = explain(
+        the_pod, Snapshot(), pools=_pools(), instance_types=TYPES, defaults=options.pool_defaults
+    )
     assert [(v.nodepool, v.fits, v.reason) for v in verdicts] == [
         (r.nodepool, False, r.reason) for r in refused.reasons
     ]
