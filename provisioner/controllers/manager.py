@@ -2,8 +2,12 @@
 runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
-then provisioning, lifecycle, disruption (when enabled), termination, garbage collection, pool status.
-`provisioner run` calls `run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
+then provisioning, lifecycle, usage metering (with a ledger), disruption (when enabled), termination,
+garbage collection, pool status. `provisioner run` calls `run()`; `provisioner simulate` and the tests
+call `step()` with a virtual clock.
+
+With a ledger recorder, disruption hands it its actions and blockers and the usage controller its
+samples. Only the leader steps, so only the leader writes.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TypedDict
 from provisioner import scheduling
 from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI, NotLeader
-from provisioner.controllers.disruption import DisruptionController
+from provisioner.controllers.disruption import DisruptionController, DisruptionSettings
 from provisioner.controllers.gc import GarbageCollector
 from provisioner.controllers.interruption import InterruptionController
 from provisioner.controllers.lifecycle import LifecycleController
@@ -28,6 +32,8 @@ from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.controllers.reconciler import Reconciler, Solve
 from provisioner.controllers.settings import Settings
 from provisioner.controllers.termination import TerminationController
+from provisioner.controllers.usage import UsageController
+from provisioner.finops.recorder import LedgerRecorder
 from provisioner.scheduling import SolveOptions
 from provisioner.state import ClusterState
 
@@ -48,6 +54,8 @@ class Manager:
         solve_options: SolveOptions | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         disruption: bool = False,
+        disruption_settings: DisruptionSettings | None = None,
+        recorder: LedgerRecorder | None = None,
     ) -> None:
         self.state = state
         self.cluster = cluster
@@ -78,11 +86,24 @@ class Manager:
             ("gc", self.gc),
             ("nodepool", self.nodepools),
         ]
+        self.recorder = recorder
+        self.usage: UsageController | None = None
+        if recorder is not None:
+            # After lifecycle, before termination: each node billed from launch to deletion.
+            self.usage = UsageController(**shape, recorder=recorder)
+            self.controllers.insert(3, ("usage", self.usage))
         self.disruption: DisruptionController | None = None
         if disruption:
             # Consolidation, drift, expiry: its deletions go through termination in the same step.
-            self.disruption = DisruptionController(**shape, solve=solve)
-            self.controllers.insert(3, ("disruption", self.disruption))
+            self.disruption = DisruptionController(
+                **shape,
+                solve=solve,
+                recorder=recorder,
+                disruption=disruption_settings or DisruptionSettings(),
+            )
+            self.controllers.insert(
+                self.controllers.index(("termination", self.termination)), ("disruption", self.disruption)
+            )
 
     def step(self, now: datetime | None = None) -> bool:
         """One pass of every controller. Returns False (and does nothing) when not the leader."""
@@ -106,9 +127,16 @@ class Manager:
 
     def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:
         """Step every `interval` seconds of the real clock until `stop` is set."""
+        led = False
         while not stop.is_set():
-            self.step()
+            led = self.step()
+            if self.recorder is not None:
+                self.metrics.ledger_rows_pending.set(self.recorder.pending)
             stop.wait(interval)
+        if self.usage is not None and led:
+            # The hours since the last sample, so a restart loses none of them. (Led in the last pass:
+            # the lease may already be going as the process stops.)
+            self.usage.flush(self.clock.now())
 
 
 class _Shape(TypedDict):

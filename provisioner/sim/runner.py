@@ -32,6 +32,7 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
+from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.cluster import (
@@ -113,16 +114,6 @@ class RunResult:
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
 
 
-def _disruption(manager: Manager, *, ledger: Ledger) -> Any:
-    """The manager's disruption controller, writing to the run's ledger."""
-    controller = getattr(manager, "disruption", None)
-    if controller is None:
-        log.warning("no disruption controller in this build: nodes are never consolidated")
-        return None
-    controller.ledger = ledger
-    return controller
-
-
 class Runner:
     def __init__(
         self,
@@ -187,8 +178,11 @@ class Runner:
             ),
             metrics=Metrics(CollectorRegistry()),
             disruption=True,
+            # Written at once, in this thread: the run stays deterministic.
+            recorder=LedgerRecorder(self.ledger, background=False),
         )
-        self.disruption = _disruption(self.manager, ledger=self.ledger)
+        assert self.manager.disruption is not None
+        self.disruption = self.manager.disruption
         self.binder = Binder(self.cluster)
         self.workloads = Workloads(self.cluster)
         self.daemonsets = DaemonSets(self.cluster)
@@ -246,7 +240,9 @@ class Runner:
             if finish is not None and finish > now:
                 limit = min(limit, finish - now)
             self.clock.advance(max(min(delta, limit), timedelta(0)) or self.tick)
-        actions = list(getattr(self.disruption, "actions", []))
+        assert self.manager.usage is not None
+        self.manager.usage.flush(self.clock.now())
+        actions = list(self.disruption.actions)
         return RunResult(
             start=START,
             end=self.clock.now(),
