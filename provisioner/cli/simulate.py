@@ -140,9 +140,9 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
                 table.add_row(escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"]))
         console.print(table)
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
-    claims = len(doc["nodeClaims"])
+    new_nodes = len(doc["nodeClaims"])
     console.print(
-        f"[bold]{claims} new node{'s' if claims != 1 else ''}[/bold] ({gpus} GPUs), "
+        f"[bold]{new_nodes} new node{'s' if new_nodes != 1 else ''}[/bold] ({gpus} GPUs), "
         f"[bold]${doc['costPerHour']:.2f}/h[/bold]; {len(doc['placements'])} pods on existing capacity, "
         f"{len(doc['unschedulable'])} unschedulable"
     )

@@ -9,6 +9,7 @@ deterministically: the same scenario gives the same names, bindings and order ev
 
 from __future__ import annotations
 
+import builtins
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
@@ -19,10 +20,11 @@ from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
-from provisioner.api.nodeclaim import DISRUPTING
-from provisioner.api.nodepool import DisruptionReason
+from provisioner.api.nodeclaim import DISRUPTING, NodeClaim
+from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodepool import DisruptionReason, NodePool
 from provisioner.clock import isoformat
-from provisioner.cloudprovider import Instance, InstanceType
+from provisioner.cloudprovider import CloudProvider, Instance, InstanceType, InterruptionEvent
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
 from provisioner.sim.scenario import RUNS_FOR
 from provisioner.state.objects import Node, Pod, tolerates_all
@@ -103,8 +105,8 @@ class Kubelets:
                 continue
             if inst.launched_at is not None and now - inst.launched_at < self.boot:
                 continue
-            node = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
-            self.cluster.create("Node", node)
+            manifest = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
+            self.cluster.create("Node", manifest)
             self.registered.add(pid)
         for inst in self.deleted:
             name = node_name_for(inst)
@@ -361,12 +363,12 @@ OFFERING_KEYS = frozenset({wk.ZONE, wk.CAPACITY_TYPE})
 """Requirements on these keys choose offerings, not instance types."""
 
 
-def pool_class(pool: Any) -> tuple[str, str]:
+def pool_class(pool: NodePool) -> tuple[str, str]:
     ref = pool.spec.template.spec.node_class_ref
     return ref.kind, ref.name
 
 
-def admits(pool: Any, it: InstanceType) -> bool:
+def admits(pool: NodePool, it: InstanceType) -> bool:
     """Whether the pool's requirements on instance labels (family, type, GPU...) allow the type."""
     from provisioner.state.objects import SelectorRequirement
 
@@ -391,10 +393,10 @@ class PoolScopedTypes:
 
     def __init__(
         self,
-        provider: Any,
-        pools: Sequence[Any],
+        provider: CloudProvider,
+        pools: Sequence[NodePool],
         *,
-        zones_for: Callable[[Any], Sequence[str]] | None = None,
+        zones_for: Callable[[NodeClass], Sequence[str]] | None = None,
     ) -> None:
         self.provider = provider
         self.name = provider.name
@@ -412,7 +414,7 @@ class PoolScopedTypes:
         """Forget the answers kept: the cloud's stockouts changed."""
         self._cache.clear()
 
-    def instance_types(self, node_class: Any) -> list[InstanceType]:
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
         # Kept until `invalidate`: the simulated cloud's types change only when a step changes stockouts.
         key = (node_class.kind, node_class.name)
         if key not in self._cache:
@@ -429,7 +431,7 @@ class PoolScopedTypes:
             self._cache[key] = types
         return list(self._cache[key])
 
-    def create(self, claim: Any, instance_types: list[InstanceType], node_class: Any) -> Instance:
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         return self.provider.create(claim, instance_types, node_class)
 
     def delete(self, provider_id: str) -> None:
@@ -438,13 +440,13 @@ class PoolScopedTypes:
     def get(self, provider_id: str) -> Instance:
         return self.provider.get(provider_id)
 
-    def list(self) -> list[Instance]:
+    def list(self) -> builtins.list[Instance]:
         return self.provider.list()
 
-    def is_drifted(self, claim: Any, node_class: Any) -> str | None:
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
         return self.provider.is_drifted(claim, node_class)
 
-    def interruptions(self) -> list[Any]:
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
         return self.provider.interruptions()
 
 

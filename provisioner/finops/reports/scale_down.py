@@ -177,7 +177,7 @@ def build(
 ) -> ScaleDownReport:
     """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored."""
 
-    def keep(row: Any) -> bool:
+    def keep(row: ActionRow | BlockerRow | UsageRow) -> bool:
         return since <= row.time < now and (pool is None or row.nodepool == pool)
 
     actions = [a for a in actions if keep(a)]
