@@ -42,11 +42,12 @@ from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
-from provisioner.controllers.reconciler import Reconciler, Solve
+from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
+from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.cluster import team_of
 from provisioner.state.objects import DaemonSet, Pod
@@ -97,7 +98,7 @@ class DisruptionController(Reconciler):
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
     recorder: LedgerRecorder | None = None
     """Where ledger rows go; None keeps no ledger."""
-    solve: Solve = scheduling.solve
+    solve: SolveFn = scheduling.solve
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: Plan | None = field(default=None, init=False)

@@ -29,12 +29,12 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.provisioning import ProvisioningController
-from provisioner.controllers.reconciler import Reconciler, Solve
+from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.settings import Settings
 from provisioner.controllers.termination import TerminationController
 from provisioner.controllers.usage import UsageController
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.scheduling import SolveOptions
+from provisioner.scheduling import SolveFn, SolveOptions
 from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Manager:
         clock: Clock,
         settings: Settings | None = None,
         metrics: Metrics | None = None,
-        solve: Solve = scheduling.solve,
+        solve: SolveFn = scheduling.solve,
         solve_options: SolveOptions | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         disruption: bool = False,
