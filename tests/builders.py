@@ -1,22 +1,32 @@
-"""Builders for scheduling tests: pods, pools, instance types and nodes with overrides, so each test
-states only what it is about (`node_pool(weight=10)`, `gpu_pod(gpus=8, gpu_name="h100")`)."""
+"""The test builders every test folder uses: instance types and offerings, NodePools, pods, nodes, nodes
+with their claims, PDBs, DaemonSets, snapshots, NodeClaims, and the manifests the controller tests apply
+to a cluster. Each takes keyword overrides so a test states only what it is about (`node_pool(weight=10)`,
+`gpu_pod(gpus=8, gpu_name="h100")`); a folder whose tests share other defaults wraps these with them
+(tests/unit/disruption/builders.py, tests/controllers/world.py) rather than writing its own."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provisioner.api import NodePool
+from provisioner.api import NodeClaim, NodePool
 from provisioner.api import labels as wk
+from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
+from provisioner.api.nodeclaim import NodeClaimSpec
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
-from provisioner.scheduling import Results, SolveOptions, solve
+from provisioner.scheduling import NewClaim, Results, SolveOptions, solve
 from provisioner.state.cluster import Snapshot, StateNode
-from provisioner.state.objects import DaemonSet, Node, Pod
+from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget
 
 GIB = 2**30
 MIB = 2**20
 ZONES = ("zone-a", "zone-b", "zone-c")
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+"""The `now` of the pure tests (planner, ledger rows)."""
+LONG_AGO = NOW - timedelta(days=2)
 _names = itertools.count(1)
 
 
@@ -106,6 +116,8 @@ def node_pool(
     startup_taints: Sequence[Mapping[str, Any]] = (),
     limits: Mapping[str, str | int] | None = None,
     labels: Mapping[str, str] | None = None,
+    expire_after: str | None = None,
+    disruption: Mapping[str, Any] | None = None,
 ) -> NodePool:
     spec: dict[str, Any] = {
         "template": {
@@ -118,6 +130,10 @@ def node_pool(
             },
         },
     }
+    if expire_after is not None:
+        spec["template"]["spec"]["expireAfter"] = expire_after
+    if disruption is not None:
+        spec["disruption"] = dict(disruption)
     if limits:
         spec["limits"] = dict(limits)
     if weight is not None:
@@ -132,13 +148,14 @@ def req(key: str, operator: str, *values: Any) -> dict[str, Any]:
     return out
 
 
-def pod(
+def pod_manifest(
     name: str | None = None,
     *,
     namespace: str = "default",
     cpu: str = "1",
     memory: str = "1Gi",
     gpus: int = 0,
+    gpu_name: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     node_selector: Mapping[str, str] | None = None,
@@ -155,21 +172,37 @@ def pod(
     pools: Sequence[str] = (),
     extra_requests: Mapping[str, str] | None = None,
     node_name: str | None = None,
-) -> Pod:
+    owner: str | None = None,
+    owner_name: str | None = None,
+    priority: int | None = None,
+) -> dict[str, Any]:
+    """A Pod as the API holds it: one container asking for cpu, memory and `gpus` (requests = limits for
+    GPUs), Running when `node_name` binds it, else Pending. `gpu_name` adds the gpu-name node selector;
+    `owner` a controller ownerReference (named `owner_name`, default `<name>-owner`)."""
+    name = name or f"pod-{next(_names)}"
     requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {}
     if gpus:
         requests[wk.GPU_RESOURCE] = str(gpus)
+        limits[wk.GPU_RESOURCE] = str(gpus)
     requests.update(extra_requests or {})
     ann = dict(annotations or {})
     if pools:
         ann[wk.NODEPOOLS] = ",".join(pools)
+    selector = dict(node_selector or {})
+    if gpu_name:
+        selector[wk.GPU_NAME] = gpu_name
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "resources": {"requests": requests}}],
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": limits}}
+        ],
         "initContainers": [dict(c) for c in init_containers],
         "tolerations": [dict(t) for t in tolerations],
         "topologySpreadConstraints": [dict(s) for s in spread],
-        "nodeSelector": dict(node_selector or {}),
+        "nodeSelector": selector,
     }
+    if priority is not None:
+        spec["priority"] = priority
     if overhead:
         spec["overhead"] = dict(overhead)
     if node_name:
@@ -203,17 +236,34 @@ def pod(
         }
     if affinity_doc:
         spec["affinity"] = affinity_doc
-    return Pod.from_dict(
-        {
-            "metadata": {
-                "name": name or f"pod-{next(_names)}",
-                "namespace": namespace,
-                "labels": dict(labels or {}),
-                "annotations": ann,
-            },
-            "spec": spec,
-        }
-    )
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels or {}),
+        "annotations": ann,
+    }
+    if owner:
+        meta["ownerReferences"] = [
+            {
+                "kind": owner,
+                "name": owner_name or f"{name}-owner",
+                "controller": True,
+                "apiVersion": "apps/v1",
+                "uid": "x",
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def pod(name: str | None = None, **kw: Any) -> Pod:
+    """`pod_manifest` read as the state holds it."""
+    return Pod.from_dict(pod_manifest(name, **kw))
 
 
 def gpu_pod(name: str | None = None, *, gpus: int = 8, gpu_name: str | None = "h100", **kw: Any) -> Pod:
@@ -324,7 +374,7 @@ def run(
     )
 
 
-def claim_of(results: Results, pod_name: str):
+def claim_of(results: Results, pod_name: str) -> NewClaim | None:
     """The new claim holding the pod, or None."""
     return next((c for c in results.new_claims if any(p.name == pod_name for p in c.pods)), None)
 
@@ -333,3 +383,191 @@ def reasons_of(results: Results, pod_name: str) -> dict[str, str]:
     u = next((u for u in results.unschedulable if u.pod.name == pod_name), None)
     assert u is not None, f"{pod_name} is not unschedulable"
     return {r.nodepool: r.reason for r in u.reasons}
+
+
+def state_node(
+    name: str,
+    *,
+    pool: str = "default",
+    it: InstanceType | None = None,
+    capacity_type: str = "on-demand",
+    pods: Sequence[Pod] = (),
+    created: datetime = LONG_AGO,
+    initialized: bool = True,
+    price: float | None = None,
+    node_annotations: dict[str, str] | None = None,
+    claim_annotations: dict[str, str] | None = None,
+    last_pod_event: datetime | None = None,
+    expire_after: str = "720h",
+    deleting: bool = False,
+    conditions: Sequence[dict[str, Any]] = (),
+) -> StateNode:
+    """A Ready node of `it` (default `instance_type()`) with its Launched and Registered (and Initialized)
+    claim, priced by its offering of `capacity_type`, and `pods` bound to it."""
+    it = it or instance_type()
+    offering = next((o for o in it.offerings if o.capacity_type == capacity_type), it.offerings[0])
+    the_price = offering.price if price is None else price
+    node_labels = {
+        **it.labels,
+        wk.NODEPOOL: pool,
+        wk.CAPACITY_TYPE: capacity_type,
+        wk.ZONE: offering.zone,
+        wk.HOSTNAME: name,
+    }
+    alloc = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in it.allocatable.items()}
+    pid = f"fake:///{offering.zone}/{name}"
+    node_doc: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "labels": node_labels,
+            "annotations": node_annotations or {},
+            "creationTimestamp": created.isoformat(),
+        },
+        "spec": {"providerID": pid},
+        "status": {
+            "capacity": alloc,
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    if deleting:
+        node_doc["metadata"]["deletionTimestamp"] = created.isoformat()
+    conds = [
+        {"type": "Launched", "status": "True", "lastTransitionTime": created.isoformat()},
+        {"type": "Registered", "status": "True", "lastTransitionTime": created.isoformat()},
+    ]
+    if initialized:
+        conds.append({"type": "Initialized", "status": "True", "lastTransitionTime": created.isoformat()})
+    conds.extend(conditions)
+    claim = NodeClaim.model_validate(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {wk.NODEPOOL: pool},
+                "annotations": claim_annotations or {},
+                "creationTimestamp": created.isoformat(),
+            },
+            "spec": {
+                "nodeClassRef": {"kind": "AWSNodeClass", "name": "default"},
+                "expireAfter": expire_after,
+            },
+            "status": {
+                "providerID": pid,
+                "nodeName": name,
+                "instanceType": it.name,
+                "zone": offering.zone,
+                "capacityType": capacity_type,
+                "pricePerHour": the_price,
+                "allocatable": alloc,
+                "conditions": conds,
+                "lastPodEventTime": (last_pod_event or created).isoformat(),
+            },
+        }
+    )
+    bound = tuple(_bind(p, name) for p in pods)
+    return StateNode(name=name, node=Node.from_dict(node_doc), claim=claim, pods=bound)
+
+
+def _bind(p: Pod, node: str) -> Pod:
+    raw = dict(p.raw)
+    raw["spec"] = {**raw["spec"], "nodeName": node}
+    raw["status"] = {"phase": "Running"}
+    return Pod.from_dict(raw)
+
+
+def pdb(
+    name: str,
+    *,
+    match: Mapping[str, str],
+    namespace: str = "default",
+    min_available: str | int | None = None,
+    max_unavailable: str | int | None = None,
+    disruptions_allowed: int | None = None,
+) -> PodDisruptionBudget:
+    return PodDisruptionBudget.from_dict(
+        pdb_manifest(
+            name,
+            match=match,
+            namespace=namespace,
+            min_available=min_available,
+            max_unavailable=max_unavailable,
+            disruptions_allowed=disruptions_allowed,
+        )
+    )
+
+
+def pdb_manifest(
+    name: str,
+    *,
+    match: Mapping[str, str],
+    namespace: str = "default",
+    min_available: str | int | None = None,
+    max_unavailable: str | int | None = None,
+    disruptions_allowed: int | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(match)}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    doc: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    if disruptions_allowed is not None:
+        doc["status"] = {"disruptionsAllowed": disruptions_allowed}
+    return doc
+
+
+def state_snapshot(
+    nodes: Sequence[StateNode],
+    *,
+    pools: Sequence[NodePool] = (),
+    pdbs: Sequence[PodDisruptionBudget] = (),
+    namespaces: dict[str, dict[str, str]] | None = None,
+) -> Snapshot:
+    """A snapshot of nodes with claims (`state_node`), as the planner reads it; `snapshot` is the
+    scheduler's (bare nodes and their pods)."""
+    return Snapshot(
+        nodes=tuple(nodes),
+        pdbs=tuple(pdbs),
+        nodepools=tuple(pools),
+        namespaces=namespaces or {},
+    )
+
+
+def node_claim(
+    name: str = "c",
+    options: Sequence[str] | None = None,
+    *,
+    node_class: NodeClass | None = None,
+    capacity_types: Sequence[str] | None = (wk.CAPACITY_TYPE_ON_DEMAND,),
+    zones: Sequence[str] | None = None,
+    not_zones: Sequence[str] | None = None,
+    nodepool: str | None = "default",
+) -> NodeClaim:
+    """A NodeClaim as the provisioning controller writes it: options cheapest first, capacity types and
+    zones as requirements (None: no requirement, any value); `node_class` None refers to AWSNodeClass
+    `default`."""
+    requirements = []
+    if options is not None:
+        requirements.append(Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=list(options)))
+    if capacity_types is not None:
+        requirements.append(
+            Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=list(capacity_types))
+        )
+    if zones:
+        requirements.append(Requirement(key=wk.ZONE, operator=Operator.IN, values=list(zones)))
+    if not_zones is not None:
+        requirements.append(Requirement(key=wk.ZONE, operator=Operator.NOT_IN, values=list(not_zones)))
+    ref = (
+        NodeClassReference(kind=node_class.kind, name=node_class.name)
+        if node_class is not None
+        else NodeClassReference(kind="AWSNodeClass", name="default")
+    )
+    return NodeClaim(
+        metadata=ObjectMeta(name=name, labels={wk.NODEPOOL: nodepool} if nodepool else {}),
+        spec=NodeClaimSpec(node_class_ref=ref, requirements=requirements),
+    )
