@@ -11,12 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provisioner.api import NodeClaim, NodePool
+from provisioner.api import AWSNodeClass, NodeClaim, NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
 from provisioner.api.nodeclaim import NodeClaimSpec
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
+from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
 from provisioner.scheduling import NewClaim, Results, SolveOptions, solve
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget
@@ -107,7 +108,7 @@ def gpu_types() -> list[InstanceType]:
     ]
 
 
-def node_pool(
+def node_pool_manifest(
     name: str = "default",
     *,
     weight: int | None = None,
@@ -117,28 +118,56 @@ def node_pool(
     limits: Mapping[str, str | int] | None = None,
     labels: Mapping[str, str] | None = None,
     expire_after: str | None = None,
+    termination_grace_period: str | None = None,
     disruption: Mapping[str, Any] | None = None,
-) -> NodePool:
-    spec: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": dict(labels or {})},
-            "spec": {
-                "nodeClassRef": {"kind": "AWSNodeClass", "name": "default"},
-                "requirements": [dict(r) for r in requirements],
-                "taints": [dict(t) for t in taints],
-                "startupTaints": [dict(t) for t in startup_taints],
-            },
-        },
+    node_class_ref: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A NodePool as the API holds it; `node_class_ref` default: AWSNodeClass `default`."""
+    template_spec: dict[str, Any] = {
+        "nodeClassRef": dict(node_class_ref or {"kind": "AWSNodeClass", "name": "default"}),
+        "requirements": [dict(r) for r in requirements],
+        "taints": [dict(t) for t in taints],
+        "startupTaints": [dict(t) for t in startup_taints],
     }
     if expire_after is not None:
-        spec["template"]["spec"]["expireAfter"] = expire_after
+        template_spec["expireAfter"] = expire_after
+    if termination_grace_period is not None:
+        template_spec["terminationGracePeriod"] = termination_grace_period
+    spec: dict[str, Any] = {"template": {"metadata": {"labels": dict(labels or {})}, "spec": template_spec}}
     if disruption is not None:
         spec["disruption"] = dict(disruption)
     if limits:
         spec["limits"] = dict(limits)
     if weight is not None:
         spec["weight"] = weight
-    return NodePool.model_validate({"metadata": {"name": name}, "spec": spec})
+    return {"apiVersion": "provisioner.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def node_pool(name: str = "default", **kw: Any) -> NodePool:
+    """`node_pool_manifest` as the model."""
+    return NodePool.model_validate(node_pool_manifest(name, **kw))
+
+
+def aws_node_class_manifest(name: str = "default", **spec: Any) -> dict[str, Any]:
+    """An AWSNodeClass selecting subnets and security groups by a discovery tag; `spec` overrides spec
+    fields (camelCase). Any NodeClass will do for the fake cloud, which serves the AWS catalog."""
+    fields: dict[str, Any] = {
+        "subnetSelectorTerms": [{"tags": {"provisioner.sh/discovery": "sim"}}],
+        "securityGroupSelectorTerms": [{"tags": {"provisioner.sh/discovery": "sim"}}],
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "role": "provisioner-node",
+    }
+    fields.update(spec)
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "AWSNodeClass",
+        "metadata": {"name": name},
+        "spec": fields,
+    }
+
+
+def aws_node_class(name: str = "default", **spec: Any) -> AWSNodeClass:
+    return AWSNodeClass.model_validate(aws_node_class_manifest(name, **spec))
 
 
 def req(key: str, operator: str, *values: Any) -> dict[str, Any]:
@@ -571,3 +600,76 @@ def node_claim(
         metadata=ObjectMeta(name=name, labels={wk.NODEPOOL: nodepool} if nodepool else {}),
         spec=NodeClaimSpec(node_class_ref=ref, requirements=requirements),
     )
+
+
+def action_row(
+    node: str = "n1",
+    *,
+    command_id: str = "c1",
+    time: datetime = NOW,
+    pool: str = "gpu",
+    savings: float = 1.5,
+    price: float = 2.0,
+    **overrides: Any,
+) -> ActionRow:
+    """A ledger row of a p4d node replaced by a cheaper spot g5 (savings = price - replacement price)."""
+    values: dict[str, Any] = dict(
+        time=time,
+        command_id=command_id,
+        action="replace",
+        nodepool=pool,
+        teams=("research", "vision"),
+        node=node,
+        instance_type="p4d.24xlarge",
+        capacity_type="on-demand",
+        zone="us-east-1a",
+        reason="Underutilized",
+        method="single-node",
+        price_per_hour=price,
+        replacement_type="g5.xlarge",
+        replacement_capacity_type="spot",
+        replacement_price_per_hour=price - savings,
+        savings_per_hour=savings,
+        pods_moved=2,
+        pods=("ml/a", "ml/b"),
+        detail="",
+    )
+    values.update(overrides)
+    return ActionRow(**values)
+
+
+def blocker_row(node: str = "z", *, time: datetime = NOW, **overrides: Any) -> BlockerRow:
+    """A ledger row of a node a PDB kept in one evaluation."""
+    values: dict[str, Any] = dict(
+        time=time,
+        evaluation_id="e",
+        node=node,
+        nodepool="gpu",
+        kind="PDB",
+        method="single-node",
+        detail="PDB ml/web",
+    )
+    values.update(overrides)
+    return BlockerRow(**values)
+
+
+def usage_row(node: str = "n1", *, time: datetime = NOW, **overrides: Any) -> UsageRow:
+    """An hour's usage sample of a p4d node with 2 of its 8 GPUs allocated."""
+    values: dict[str, Any] = dict(
+        time=time,
+        hours=1.0,
+        node=node,
+        nodepool="gpu",
+        instance_type="p4d.24xlarge",
+        capacity_type="on-demand",
+        price_per_hour=32.0,
+        cpu_capacity=96000,
+        cpu_allocated=8000,
+        memory_capacity=1152 * GIB,
+        memory_allocated=64 * GIB,
+        gpu_capacity=8,
+        gpu_allocated=2,
+        teams=("research",),
+    )
+    values.update(overrides)
+    return UsageRow(**values)

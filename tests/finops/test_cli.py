@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.finops.ledger import Ledger
-from provisioner.finops.rows import BlockerRow
-from tests.finops.test_ledger import T0, action, usage_row
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import blocker_row, usage_row
 
 runner = CliRunner()
 NOW = (T0 + timedelta(hours=2)).isoformat()
@@ -26,19 +27,7 @@ def ledger_file(ledger_url):
         ledger.record_actions(
             [action("a", command_id="1", savings=2.0), action("b", command_id="2", pool="cpu", savings=0.5)]
         )
-        ledger.record_blockers(
-            [
-                BlockerRow(
-                    time=T0,
-                    evaluation_id="e",
-                    node="z",
-                    nodepool="gpu",
-                    kind="PDB",
-                    method="single-node",
-                    detail="PDB ml/web",
-                )
-            ]
-        )
+        ledger.record_blockers([blocker_row()])
         ledger.record_usage([usage_row("a")])
     return path
 

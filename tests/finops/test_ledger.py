@@ -3,63 +3,17 @@ rows in and out, on SQLite and on a real PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from provisioner.finops.ledger import Ledger, LedgerError, head_revision, url_for
 from provisioner.finops.rows import ActionRow, BlockerRow, TeamAllocation, UsageRow
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import blocker_row, usage_row
 from tests.finops import shipped_ledger
-
-T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-
-
-def action(node="n1", *, command_id="c1", time=T0, pool="gpu", savings=1.5, price=2.0, **overrides):
-    values = dict(
-        time=time,
-        command_id=command_id,
-        action="replace",
-        nodepool=pool,
-        teams=("research", "vision"),
-        node=node,
-        instance_type="p4d.24xlarge",
-        capacity_type="on-demand",
-        zone="us-east-1a",
-        reason="Underutilized",
-        method="single-node",
-        price_per_hour=price,
-        replacement_type="g5.xlarge",
-        replacement_capacity_type="spot",
-        replacement_price_per_hour=price - savings,
-        savings_per_hour=savings,
-        pods_moved=2,
-        pods=("ml/a", "ml/b"),
-        detail="",
-    )
-    values.update(overrides)
-    return ActionRow(**values)
-
-
-def usage_row(node="n1", *, time=T0, **overrides):
-    values = dict(
-        time=time,
-        hours=1.0,
-        node=node,
-        nodepool="gpu",
-        instance_type="p4d.24xlarge",
-        capacity_type="on-demand",
-        price_per_hour=32.0,
-        cpu_capacity=96000,
-        cpu_allocated=8000,
-        memory_capacity=1152 * 2**30,
-        memory_allocated=64 * 2**30,
-        gpu_capacity=8,
-        gpu_allocated=2,
-        teams=("research",),
-    )
-    values.update(overrides)
-    return UsageRow(**values)
 
 
 def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
@@ -163,6 +117,7 @@ def test_actions_are_read_by_window_and_pool(ledger_url):
 
 
 def test_blockers_and_usage_round_trip(ledger_url):
+<<<<<<< HEAD
     blocker = BlockerRow(
         time=T0,
         evaluation_id="e1",
@@ -180,6 +135,10 @@ def test_blockers_and_usage_round_trip(ledger_url):
         workloads=("Job/ml/train",),
         allocations=(TeamAllocation("research", 8000, 64 * 2**30, 2),),
     )
+=======
+    blocker = blocker_row("n9", evaluation_id="e1")
+    sample = usage_row()
+>>>>>>> eccbc6f (tests: controller, finops and state-thread tests build through tests/builders.py (manifests, ledger rows, fake NodeClass); api/documents.py divided by what it owns: yamldoc (YAML with lines, Problem), located (pydantic errors at their line), documents (validation; re-exports the others))
     with Ledger(ledger_url) as ledger:
         ledger.record_blockers([blocker])
         ledger.record_usage([sample])

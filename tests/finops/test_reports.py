@@ -14,10 +14,11 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.finops.reports import nodes as node_report
 from provisioner.finops.reports import scale_down
-from provisioner.finops.rows import BlockerRow
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Node
-from tests.finops.test_ledger import T0, action, usage_row
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import blocker_row, usage_row
 
 NOW = T0 + timedelta(hours=10)
 SINCE = T0 - timedelta(days=7)
@@ -99,15 +100,7 @@ def test_a_replacement_disrupted_again_within_an_hour_counts_as_churn():
 
 def test_top_blockers_rank_the_most_frequent_first():
     def blocker(node, evaluation, kind, detail):
-        return BlockerRow(
-            time=T0,
-            evaluation_id=evaluation,
-            node=node,
-            nodepool="gpu",
-            kind=kind,
-            method="single-node",
-            detail=detail,
-        )
+        return blocker_row(node, evaluation_id=evaluation, kind=kind, detail=detail)
 
     rows = [blocker("n1", e, "PDB", "PDB ml/web allows 0") for e in ("e1", "e2", "e3")]
     rows += [blocker("n2", "e1", "DoNotDisruptPod", "pod ml/x")]
@@ -124,17 +117,7 @@ def sample_report():
         action("b", command_id="2", reason="Underutilized"),
     ]
     usage = [usage_row("a", time=T0 + timedelta(hours=h)) for h in range(5)]
-    blockers = [
-        BlockerRow(
-            time=T0,
-            evaluation_id="e",
-            node="z",
-            nodepool="gpu",
-            kind="Budget",
-            method="emptiness",
-            detail="budget #0",
-        )
-    ]
+    blockers = [blocker_row(kind="Budget", method="emptiness", detail="budget #0")]
     return build(rows, blockers, usage)
 
 
