@@ -504,25 +504,9 @@ def _bind(p: Pod, node: str) -> Pod:
     return Pod.from_dict(raw)
 
 
-def pdb(
-    name: str,
-    *,
-    match: Mapping[str, str],
-    namespace: str = "default",
-    min_available: str | int | None = None,
-    max_unavailable: str | int | None = None,
-    disruptions_allowed: int | None = None,
-) -> PodDisruptionBudget:
-    return PodDisruptionBudget.from_dict(
-        pdb_manifest(
-            name,
-            match=match,
-            namespace=namespace,
-            min_available=min_available,
-            max_unavailable=max_unavailable,
-            disruptions_allowed=disruptions_allowed,
-        )
-    )
+def pdb(name: str, **kw: Any) -> PodDisruptionBudget:
+    """`pdb_manifest` as the state holds it."""
+    return PodDisruptionBudget.from_dict(pdb_manifest(name, **kw))
 
 
 def pdb_manifest(
