@@ -175,6 +175,7 @@ class DisruptionController(Reconciler):
         pools: Sequence[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
         daemonsets: Sequence[DaemonSet] | None = None,
+        options: scheduling.SolveOptions | None = None,
     ) -> scheduling.Results:
         """The scheduler with the cluster's default pools, so a plan moves pods only where they may go."""
         return self.solve(
@@ -183,7 +184,9 @@ class DisruptionController(Reconciler):
             pools=pools,
             instance_types=instance_types,
             daemonsets=daemonsets,
-            options=scheduling.SolveOptions(pool_defaults=self.settings.pool_defaults),
+            options=dataclasses.replace(
+                options or scheduling.SolveOptions(), pool_defaults=self.settings.pool_defaults
+            ),
         )
 
     def _plan(self, snap: Snapshot, now: datetime) -> Plan:
