@@ -77,6 +77,17 @@ def node_pool(
     )
 
 
+def pod(
+    name: str | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    owner: str | None = "ReplicaSet",
+    **kw: Any,
+) -> dict[str, Any]:
+    """A training pod (`app: train`, owned by a ReplicaSet), as the controller tests apply it."""
+    return pod_manifest(name, labels=labels or {"app": "train"}, owner=owner, owner_name="owner", **kw)
+
+
 def gpu_pod(
     name: str | None = None,
     *,
@@ -84,22 +95,10 @@ def gpu_pod(
     gpu_name: str | None = "a10g",
     cpu: str = "2",
     memory: str = "8Gi",
-    labels: Mapping[str, str] | None = None,
-    owner: str | None = "ReplicaSet",
     **kw: Any,
 ) -> dict[str, Any]:
-    """A training pod (`app: train`, owned by a ReplicaSet) asking for one a10g, as the tests apply it."""
-    return pod_manifest(
-        name,
-        gpus=gpus,
-        gpu_name=gpu_name,
-        cpu=cpu,
-        memory=memory,
-        labels=labels or {"app": "train"},
-        owner=owner,
-        owner_name="owner",
-        **kw,
-    )
+    """A training pod asking for one a10g."""
+    return pod(name, gpus=gpus, gpu_name=gpu_name, cpu=cpu, memory=memory, **kw)
 
 
 def pdb(name: str, *, match_labels: Mapping[str, str], max_unavailable: int = 0) -> dict[str, Any]:
