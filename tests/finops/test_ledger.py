@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from provisioner.finops.ledger import Ledger, LedgerError, head_revision, url_for
-from provisioner.finops.rows import ActionRow, BlockerRow, TeamAllocation, UsageRow
+from provisioner.finops.rows import BlockerRow, TeamAllocation
 from tests.builders import NOW as T0
 from tests.builders import action_row as action
-from tests.builders import blocker_row, usage_row
+from tests.builders import usage_row
 from tests.finops import shipped_ledger
 
 
@@ -117,7 +117,6 @@ def test_actions_are_read_by_window_and_pool(ledger_url):
 
 
 def test_blockers_and_usage_round_trip(ledger_url):
-<<<<<<< HEAD
     blocker = BlockerRow(
         time=T0,
         evaluation_id="e1",
@@ -135,10 +134,6 @@ def test_blockers_and_usage_round_trip(ledger_url):
         workloads=("Job/ml/train",),
         allocations=(TeamAllocation("research", 8000, 64 * 2**30, 2),),
     )
-=======
-    blocker = blocker_row("n9", evaluation_id="e1")
-    sample = usage_row()
->>>>>>> eccbc6f (tests: controller, finops and state-thread tests build through tests/builders.py (manifests, ledger rows, fake NodeClass); api/documents.py divided by what it owns: yamldoc (YAML with lines, Problem), located (pydantic errors at their line), documents (validation; re-exports the others))
     with Ledger(ledger_url) as ledger:
         ledger.record_blockers([blocker])
         ledger.record_usage([sample])
