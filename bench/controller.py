@@ -177,7 +177,7 @@ def run_once(n: int, *, batch_idle: float, timeout: float) -> dict[str, Any]:
         "--log-format",
         "json",
     ]
-    log = open(os.devnull, "w")  # noqa: SIM115  # the child's log, closed below
+    log = open(os.environ.get("BENCH_CONTROLLER_LOG", os.devnull), "w")  # noqa: SIM115  # closed below
     proc = subprocess.Popen(cmd, stderr=log, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         # The controller is up once it holds the lease.
