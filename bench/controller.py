@@ -193,8 +193,8 @@ def run_once(n: int, *, batch_idle: float, timeout: float) -> dict[str, Any]:
         time.sleep(1)  # its informers' first lists are done
         cpu_before, _ = _proc_stats(proc.pid)
         pod_resource = _resource(pods[0])
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda doc: client.create(pod_resource, doc), pods))
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda doc: client.create(pod_resource, doc, namespace="default"), pods))
         last_pod = max(t for t, _ in ARRIVALS["pods"])
         close = last_pod + batch_idle
         # Every pod nominated: one Event per pod (written after its claim).
