@@ -48,6 +48,7 @@ from provisioner.sim.cluster import (
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Step, Timeline, matches_workload
 from provisioner.state import ClusterState
+from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
 
@@ -320,18 +321,25 @@ class Runner:
 
     def _apply(self, step: Step) -> None:
         log.info("step at %s: %s", step.at, step.describe())
+        # The manifests to create again, parsed once for the step rather than once per workload deleted
+        # (removing a pod twice is harmless, so the lists can be read before the removals).
+        desired = (
+            {key: Pod.from_dict(doc) for key, doc in self.workloads.desired.items()} if step.delete else {}
+        )
+        pods = sorted(self.state.pods.items()) if step.delete else []
         for ref in step.delete:
             doomed = [
                 key
-                for key, pod in sorted(self.state.pods.items())
+                for key, pod in pods
                 if pod.namespace == ref.namespace and matches_workload(pod, ref.kind, ref.name)
             ]
+            gone = set(doomed)
             doomed += [
                 key
-                for key in sorted(self.workloads.desired)
-                if key not in doomed
+                for key in sorted(desired)
+                if key not in gone
                 and key.startswith(f"{ref.namespace}/")
-                and _desired_matches(self.workloads.desired[key], ref.kind, ref.name)
+                and matches_workload(desired[key], ref.kind, ref.name)
             ]
             self.workloads.remove(doomed)
         if step.pods:
@@ -384,12 +392,6 @@ def _available_again(it: Any) -> Any:
     from dataclasses import replace
 
     return it.with_offerings(tuple(replace(o, available=True) for o in it.offerings))
-
-
-def _desired_matches(manifest: dict[str, Any], kind: str, name: str) -> bool:
-    from provisioner.state.objects import Pod
-
-    return matches_workload(Pod.from_dict(manifest), kind, name)
 
 
 def _node_doc(node: Any) -> dict[str, Any]:
