@@ -201,7 +201,7 @@ class FakeProvider:
                 t.with_offerings(
                     tuple(
                         replace(o, available=False)
-                        if self._exhausted(OfferingKey(t.name, o.zone, o.capacity_type))
+                        if self._exhausted(o.offering_key(t.name))
                         else o
                         for o in t.offerings
                     )
@@ -292,7 +292,7 @@ class FakeProvider:
                 f"unknown instance type {selector.instance_type!r} in the fake provider's catalog"
             )
         keys = [
-            OfferingKey(t.name, o.zone, o.capacity_type)
+            o.offering_key(t.name)
             for t in self._types.values()
             for o in t.offerings
             if selector.instance_type is None or selector.instance_type == t.name
@@ -311,7 +311,7 @@ class FakeProvider:
         *,
         skipped: tuple[OfferingKey, ...],
     ) -> Instance:
-        key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
+        key = offering.offering_key(instance_type.name)
         if key in self._capacity:
             self._capacity[key] -= 1
         provider_id = f"fake://{offering.zone}/{claim.name}"
