@@ -200,9 +200,7 @@ class FakeProvider:
             return [
                 t.with_offerings(
                     tuple(
-                        replace(o, available=False)
-                        if self._exhausted(o.offering_key(t.name))
-                        else o
+                        replace(o, available=False) if self._exhausted(o.offering_key(t.name)) else o
                         for o in t.offerings
                     )
                 )

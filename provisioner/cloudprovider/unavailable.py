@@ -113,9 +113,7 @@ class UnavailableOfferings:
             out.append(
                 t.with_offerings(
                     tuple(
-                        replace(o, available=False)
-                        if o.available and o.offering_key(t.name) in live
-                        else o
+                        replace(o, available=False) if o.available and o.offering_key(t.name) in live else o
                         for o in t.offerings
                     )
                 )

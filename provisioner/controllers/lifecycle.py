@@ -47,10 +47,7 @@ log = logging.getLogger(__name__)
 def _flag_unavailable(types: list[InstanceType], gone: set[OfferingKey]) -> list[InstanceType]:
     return [
         t.with_offerings(
-            tuple(
-                replace(o, available=False) if o.offering_key(t.name) in gone else o
-                for o in t.offerings
-            )
+            tuple(replace(o, available=False) if o.offering_key(t.name) in gone else o for o in t.offerings)
         )
         for t in types
     ]
