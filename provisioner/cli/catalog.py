@@ -114,7 +114,8 @@ def instance_type_json(t: InstanceType) -> dict[str, Any]:
                 **({"reservation": _reservation_json(o.reservation)} if o.reservation else {}),
             }
             for o in sorted(
-                t.offerings, key=lambda o: (o.capacity_type, o.zone, o.reservation.id if o.reservation else "")
+                t.offerings,
+                key=lambda o: (o.capacity_type, o.zone, o.reservation.id if o.reservation else ""),
             )
         ],
     }
@@ -142,9 +143,19 @@ def _price(t: InstanceType, capacity_type: str) -> str:
 
 
 def table(types: list[InstanceType]) -> str:
-    """A fixed-width table: one line per type, the cheapest available spot and on-demand price, and the
-    instances free/held in its reservations."""
-    header = ("INSTANCE TYPE", "VCPU", "MEMORY GiB", "GPU", "ZONES", "SPOT $/h", "ON-DEMAND $/h", "RESERVED")
+    """A fixed-width table: one line per type, the cheapest available spot and on-demand price, and
+    (when the account has any) the instances free/held in its reservations."""
+    held = any(o.reservation is not None for t in types for o in t.offerings)
+    header: tuple[str, ...] = (
+        "INSTANCE TYPE",
+        "VCPU",
+        "MEMORY GiB",
+        "GPU",
+        "ZONES",
+        "SPOT $/h",
+        "ON-DEMAND $/h",
+    )
+    header += ("RESERVED",) if held else ()
     rows = [header]
     for t in types:
         gpu = f"{t.gpu.count}x {t.gpu.name} {t.gpu.memory_mib // 1024}GiB" if t.gpu else "-"
@@ -158,7 +169,7 @@ def table(types: list[InstanceType]) -> str:
                 str(len(zones)),
                 _price(t, "spot"),
                 _price(t, "on-demand"),
-                _reserved(t),
+                *((_reserved(t),) if held else ()),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -18,6 +18,12 @@ A new node keeps every instance type that can still hold its pods; the cheapest 
 Preferences (preferred node/pod affinity, ScheduleAnyway spreads) are tried as requirements first and
 relaxed one step at a time when they cannot be met.
 
+Reservations: a reserved offering is priced zero (it is paid for either way), so within a pool it is
+every type's first option. Across pools, before step 2 opens a node in pool order, every pool that can
+open the pod's node inside a reservation is asked first, whatever the weights: reserved capacity is
+never left idle while a heavier pool buys on-demand. Each reservation takes at most its free count of
+this solve's new nodes; once used up its offerings drop out and the usual ladder follows, in this solve.
+
 Speed comes from doing per shape what does not depend on the pod's name: pods with equal constraints
 and requests share one compiled `Variant`, whose per-pool verdicts are cached, and resources are tuples
 of integers over a per-solve index.
@@ -124,6 +130,17 @@ class _Solver:
         )
         self.new: list[_New] = []
         self.new_count: dict[str, int] = {}
+        self.shapes: list[Shape] = []
+        self.free: dict[str, int] = {}
+        """Reservation id -> instances it can still take, as the providers said; what this solve's new
+        nodes hold of it is `held`."""
+        for pool in self.pools:
+            for t in pool.types:
+                for o in t.it.offerings:
+                    if o.reservation is not None and o.available:
+                        rid = o.reservation.id
+                        self.free[rid] = max(self.free.get(rid, 0), o.reservation.free)
+        self.held: dict[str, int] = {}
 
     # ---- placing
 
@@ -253,6 +270,13 @@ class _Solver:
                 pool.min_values, [o for o in options[idx:] if all(map(le, total, o[1].alloc))]
             ):
                 continue
+            if self.free:
+                old, new = _reservation(n.options[n.cursor]), _reservation(options[idx])
+                if new != old and new is not None and new in self.cache.exhausted:
+                    continue  # the node's grown type would take a reservation this solve already filled
+                if new != old:
+                    self._release(old)
+                    self._hold(new)
             if hinted:
                 v.hint_new[pool_name] = i
             t = options[idx][1]
@@ -272,7 +296,29 @@ class _Solver:
             v.hint_new[pool_name] = len(nodes)
         return None
 
-    def _open(self, v: Variant, pool: Pool, pod: Pod) -> _New | str:
+    def _hold(self, reservation_id: str | None) -> None:
+        if reservation_id is None:
+            return
+        self.held[reservation_id] = self.held.get(reservation_id, 0) + 1
+        if self.held[reservation_id] >= self.free.get(reservation_id, 0):
+            # Full for the rest of the solve: rebuilt option lists and pool verdicts leave it out.
+            self.cache.exhaust(reservation_id)
+            for shape in self.shapes:
+                for variant in shape.variants:
+                    variant.pool_fit.clear()
+            for node in self.new:
+                node.absorbed = {}
+
+    def _release(self, reservation_id: str | None) -> None:
+        # A node that moved off a reservation gives its slot back; the reservation stays out of this
+        # solve's new lists (conservative: a later node launches on the ladder instead).
+        if reservation_id is not None:
+            self.held[reservation_id] -= 1
+
+    def _reservations_left(self) -> bool:
+        return any(self.held.get(rid, 0) < free for rid, free in self.free.items())
+
+    def _open(self, v: Variant, pool: Pool, pod: Pod, *, reserved_only: bool = False) -> _New | str:
         fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
         if isinstance(fit, str):
             return fit
@@ -289,6 +335,9 @@ class _Solver:
             if room is not None:
                 return limit_reason(pool, options, v.req, dims=self.dims)
             return "no instance type fits"  # unreachable: pool_fit found one
+        reservation = _reservation(options[idx])
+        if reserved_only and reservation is None:
+            return "no reservation of the pool holds it"
         t = options[idx][1]
         if pool.limits:
             reserve(pool, (), t.capacity)
@@ -306,6 +355,7 @@ class _Solver:
             reserved=t.capacity,
         )
         self.new.append(n)
+        self._hold(reservation)
         record(v, n.domain)
         return n
 
@@ -333,6 +383,20 @@ class _Solver:
                 if node is not None:
                     return node
             why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
+            if self.free and self._reservations_left():
+                # Reservations before any pool launches spot or on-demand (a listed pod still takes
+                # free room on a pool's nodes before a reservation of a later pool in its list).
+                for pool in v.pools:
+                    if listed:
+                        existing = self._try_existing(v, pool=pool.name)
+                        if existing is not None:
+                            return existing
+                        node = self._try_new_nodes(v, pod, pool_name=pool.name)
+                        if node is not None:
+                            return node
+                    opened = self._open(v, pool, pod, reserved_only=True)
+                    if not isinstance(opened, str):
+                        return opened
             for pool in v.pools:
                 if listed:
                     existing = self._try_existing(v, pool=pool.name)
@@ -368,6 +432,7 @@ class _Solver:
             if shape is None:
                 shape = by_key[key] = self.compiler.compile(pod)
                 firsts.append((shape, pod))
+                self.shapes.append(shape)
             pod_shapes.append((pod, shape))
         self.topology.add_running_owners()
         for shape, pod in firsts:
@@ -433,6 +498,11 @@ class _Solver:
             pods=list(n.pods),
             requests=requests,
         )
+
+
+def _reservation(option: Option) -> str | None:
+    reservation = option[2].reservation
+    return reservation.id if reservation is not None else None
 
 
 def solve(
