@@ -1,6 +1,7 @@
-"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter`, or drifted from
-its pool's template, its NodeClass or the requirements its labels must meet, is replaced whatever the
-price, as long as budgets and PDBs allow it and its pods can reschedule.
+"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter`, drifted from
+its pool's template, its NodeClass or the requirements its labels must meet, or in a Capacity Block
+that ends within `CAPACITY_BLOCK_LEAD`, is replaced whatever the price, as long as budgets and PDBs
+allow it and its pods can reschedule (a block's replacements never go back into a block that ends soon).
 
 Owns when a node has expired or drifted (and the detail saying so); the budget and PDB gate, the re-solve
 and accepting the command are the context's.
@@ -8,12 +9,17 @@ and accepting the command are the context's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
 from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
+from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
@@ -21,14 +27,25 @@ from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import SelectorRequirement
 
+CAPACITY_BLOCK_LEAD = timedelta(hours=1)
+"""How long before a Capacity Block ends its nodes are replaced. EC2 starts terminating a block's
+instances 30 minutes before its end; an hour leaves the replacements time to launch and the pods time
+to drain gracefully."""
+
 
 def _replace_forcefully(
-    ctx: Context, node: StateNode, reason: DisruptionReason, *, method: str, detail: str
+    ctx: Context,
+    node: StateNode,
+    reason: DisruptionReason,
+    *,
+    method: str,
+    detail: str,
+    instance_types: Mapping[str, Sequence[InstanceType]] | None = None,
 ) -> None:
     """Expired and drifted nodes go whatever the price; their pods must still have somewhere to go."""
     if not ctx.gate([node], reason, method=method):
         return
-    results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
+    results = ctx.simulate([node], instance_types=instance_types) if cand.reschedulable(node) else Results()
     if results.unschedulable:
         first = results.unschedulable[0]
         why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
@@ -105,3 +122,56 @@ def drift(ctx: Context) -> None:
         why = drift_reason(ctx, node, hashes)
         if why is not None:
             _replace_forcefully(ctx, node, DisruptionReason.DRIFTED, method="drift", detail=why)
+
+
+def _block_ends(instance_types: Mapping[str, Sequence[InstanceType]]) -> dict[str, datetime]:
+    """Reservation id -> its end, for every reservation the pools' offerings carry an end for."""
+    return {
+        o.reservation.id: o.reservation.ends_at
+        for types in instance_types.values()
+        for t in types
+        for o in t.offerings
+        if o.reservation is not None and o.reservation.ends_at is not None
+    }
+
+
+def _without_ending(
+    instance_types: Mapping[str, Sequence[InstanceType]], ending: set[str]
+) -> dict[str, list[InstanceType]]:
+    return {
+        pool: [
+            t.with_offerings(
+                tuple(
+                    replace(o, available=False) if o.reservation and o.reservation.id in ending else o
+                    for o in t.offerings
+                )
+            )
+            for t in types
+        ]
+        for pool, types in instance_types.items()
+    }
+
+
+def reservation_ending(ctx: Context) -> None:
+    """Replace every candidate in a Capacity Block that ends within CAPACITY_BLOCK_LEAD, its pods
+    re-provisioned ahead of the end on capacity that outlives it."""
+    ends = _block_ends(ctx.instance_types)
+    ending = {rid for rid, end in ends.items() if end - ctx.now <= CAPACITY_BLOCK_LEAD}
+    if not ending:
+        return
+    types = _without_ending(ctx.instance_types, ending)
+    for node in ctx.candidates:
+        if ctx.done() or not ctx.free(node):
+            continue
+        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
+        if rid not in ending:
+            continue
+        detail = f"capacity block {rid} ends at {ends[rid].isoformat()}; moving its pods off ahead of the end"
+        _replace_forcefully(
+            ctx,
+            node,
+            DisruptionReason.EXPIRED,
+            method="capacity-block-ending",
+            detail=detail,
+            instance_types=types,
+        )

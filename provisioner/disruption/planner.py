@@ -29,6 +29,7 @@ from provisioner.disruption.model import Plan
 from provisioner.state.cluster import Snapshot
 
 METHODS: tuple[Callable[[Context], None], ...] = (
+    expiration_drift.reservation_ending,
     expiration_drift.expiration,
     expiration_drift.drift,
     emptiness.run,

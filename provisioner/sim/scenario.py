@@ -65,6 +65,23 @@ class Unavailable(Model):
         )
 
 
+class ReservationSpec(Model):
+    """Capacity already paid for (an AWS capacity reservation or Capacity Block, a GCP reservation):
+    `count` instances of one type in one zone, used before any spot or on-demand."""
+
+    id: str = Field(min_length=1)
+    """The reservation's id (`cr-h100-prod`); the label `provisioner.sh/capacity-reservation-id` of its nodes."""
+    instance_type: str
+    """Instance type it holds (`p5.48xlarge`)."""
+    zone: str
+    """Zone it is in (`us-east-1a`)."""
+    count: int = Field(ge=0)
+    """Instances it holds."""
+    ends_at: str | None = None
+    """When it ends, after the start of the run (`20h`): a Capacity Block. Its nodes are drained before
+    that time. Default: open-ended."""
+
+
 TIMELINE_WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
 
 
@@ -103,6 +120,10 @@ class TimelineStep(Model):
     """Offerings whose capacity comes back (same selectors)."""
     interrupt: list[InterruptSelector] = Field(default_factory=list)
     """Nodes the cloud interrupts (`{nodePool, capacityType}`, each optional)."""
+    reservations: list[ReservationSpec] = Field(default_factory=list)
+    """Reservations that start now (or change: same id) (`{id, instanceType, zone, count, endsAt}`)."""
+    end_reservations: list[str] = Field(default_factory=list)
+    """Ids of reservations that end now: they take no new instance."""
 
 
 class CatalogRef(Model):
@@ -144,6 +165,9 @@ class ScenarioSpec(Model):
     pools a scenario runs against, kept in one place. Default none."""
     default_node_pools: DefaultNodePools = Field(default_factory=DefaultNodePools)
     """The cluster's default CPU and GPU pool lists (`{cpu: [...], gpu: [...]}`); default none."""
+    reservations: list[ReservationSpec] = Field(default_factory=list)
+    """Reservations held from the start (`{id, instanceType, zone, count, endsAt}`); their nodes are
+    `capacityType: reserved`. Default: none."""
     duration: str | None = None
     """How long a timeline runs (`24h`); default one hour after its last step. Only with `timeline`."""
     timeline: list[TimelineStep] = Field(default_factory=list)

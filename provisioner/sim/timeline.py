@@ -23,12 +23,13 @@ from provisioner.sim.scenario import (
     DeleteRef,
     InterruptSelector,
     LoadedScenario,
+    ReservationSpec,
     ScenarioError,
     Unavailable,
 )
 from provisioner.state.objects import Pod
 
-STEP_ACTIONS = ("apply", "delete", "unavailable", "available", "interrupt")
+STEP_ACTIONS = ("apply", "delete", "unavailable", "available", "interrupt", "reservations", "end_reservations")
 DEFAULT_TAIL = timedelta(hours=1)
 """How long a timeline without `spec.duration` runs after its last step."""
 OWNER_KIND = {"Deployment": "ReplicaSet"}
@@ -52,6 +53,8 @@ class Step:
     unavailable: list[Unavailable] = field(default_factory=list)
     available: list[Unavailable] = field(default_factory=list)
     interrupt: list[InterruptSelector] = field(default_factory=list)
+    reservations: list[ReservationSpec] = field(default_factory=list)
+    end_reservations: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         parts = []
@@ -70,6 +73,13 @@ class Step:
                     for s in self.interrupt
                 )
             )
+        if self.reservations:
+            parts.append(
+                "reserve "
+                + ", ".join(f"{r.id} ({r.count}x {r.instance_type} in {r.zone})" for r in self.reservations)
+            )
+        if self.end_reservations:
+            parts.append("end reservation " + ", ".join(self.end_reservations))
         return "; ".join(parts)
 
 
@@ -167,6 +177,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             unavailable=list(raw.unavailable),
             available=list(raw.available),
             interrupt=list(raw.interrupt),
+            reservations=list(raw.reservations),
+            end_reservations=list(raw.end_reservations),
         )
         for word in ("unavailable", "available"):
             for message, path in catalogs.unavailable_problems(
