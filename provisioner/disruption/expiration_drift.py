@@ -34,18 +34,12 @@ to drain gracefully."""
 
 
 def _replace_forcefully(
-    ctx: Context,
-    node: StateNode,
-    reason: DisruptionReason,
-    *,
-    method: str,
-    detail: str,
-    instance_types: Mapping[str, Sequence[InstanceType]] | None = None,
+    ctx: Context, node: StateNode, reason: DisruptionReason, *, method: str, detail: str
 ) -> None:
     """Expired and drifted nodes go whatever the price; their pods must still have somewhere to go."""
     if not ctx.gate([node], reason, method=method):
         return
-    results = ctx.simulate([node], instance_types=instance_types) if cand.reschedulable(node) else Results()
+    results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
     if results.unschedulable:
         first = results.unschedulable[0]
         why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
@@ -135,9 +129,19 @@ def _block_ends(instance_types: Mapping[str, Sequence[InstanceType]]) -> dict[st
     }
 
 
-def _without_ending(
-    instance_types: Mapping[str, Sequence[InstanceType]], ending: set[str]
-) -> dict[str, list[InstanceType]]:
+def _ending(instance_types: Mapping[str, Sequence[InstanceType]], now: datetime) -> dict[str, datetime]:
+    """The Capacity Blocks that end within CAPACITY_BLOCK_LEAD of `now`, with their ends."""
+    return {rid: end for rid, end in _block_ends(instance_types).items() if end - now <= CAPACITY_BLOCK_LEAD}
+
+
+def without_ending_blocks(
+    instance_types: Mapping[str, Sequence[InstanceType]], *, now: datetime
+) -> Mapping[str, Sequence[InstanceType]]:
+    """The types with the offerings of Capacity Blocks ending soon flagged unavailable (kept, so their
+    ends stay readable); the mapping as given when none ends soon."""
+    ending = set(_ending(instance_types, now))
+    if not ending:
+        return instance_types
     return {
         pool: [
             t.with_offerings(
@@ -155,23 +159,14 @@ def _without_ending(
 def reservation_ending(ctx: Context) -> None:
     """Replace every candidate in a Capacity Block that ends within CAPACITY_BLOCK_LEAD, its pods
     re-provisioned ahead of the end on capacity that outlives it."""
-    ends = _block_ends(ctx.instance_types)
-    ending = {rid for rid, end in ends.items() if end - ctx.now <= CAPACITY_BLOCK_LEAD}
-    if not ending:
-        return
-    types = _without_ending(ctx.instance_types, ending)
+    ends = _ending(ctx.instance_types, ctx.now)
     for node in ctx.candidates:
         if ctx.done() or not ctx.free(node):
             continue
         rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
-        if rid not in ending:
+        if rid not in ends:
             continue
         detail = f"capacity block {rid} ends at {ends[rid].isoformat()}; moving its pods off ahead of the end"
         _replace_forcefully(
-            ctx,
-            node,
-            DisruptionReason.EXPIRED,
-            method="capacity-block-ending",
-            detail=detail,
-            instance_types=types,
+            ctx, node, DisruptionReason.EXPIRED, method="capacity-block-ending", detail=detail
         )

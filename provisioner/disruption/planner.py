@@ -83,7 +83,8 @@ def plan(
     ctx = Context(
         snapshot,
         pools=pool_list,
-        instance_types=instance_types,
+        # No method may move pods into a Capacity Block about to end (they would be moved out again).
+        instance_types=expiration_drift.without_ending_blocks(instance_types, now=moment),
         now=moment,
         settings=settings,
         solve=solve or _default_solve(),

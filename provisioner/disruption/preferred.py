@@ -44,23 +44,32 @@ def allows_spot(pool: NodePool) -> bool:
     return allows(pool, wk.CAPACITY_TYPE_SPOT)
 
 
-def _only(ctx: Context, pool: str, capacity_type: str) -> dict[str, Sequence[InstanceType]]:
-    """The instance types with the pool's other offerings hidden, so the re-solve must find this
+def _only(ctx: Context, pools: Sequence[str], capacity_type: str) -> dict[str, Sequence[InstanceType]]:
+    """The instance types with the pools' other offerings hidden, so the re-solve must find this
     capacity type."""
     out = dict(ctx.instance_types)
-    out[pool] = [
-        it.with_offerings(tuple(o for o in it.offerings if o.capacity_type == capacity_type and o.available))
-        for it in ctx.instance_types.get(pool, ())
-    ]
+    for pool in pools:
+        out[pool] = [
+            it.with_offerings(
+                tuple(o for o in it.offerings if o.capacity_type == capacity_type and o.available)
+            )
+            for it in ctx.instance_types.get(pool, ())
+        ]
     return out
 
 
-def _reservation_room(ctx: Context, pool: str) -> bool:
-    return any(
-        o.capacity_type == wk.CAPACITY_TYPE_RESERVED and o.available
-        for it in ctx.instance_types.get(pool, ())
-        for o in it.offerings
-    )
+def _with_reservation_room(ctx: Context) -> list[str]:
+    """The pools that allow reserved capacity and have a reservation with room now."""
+    return [
+        name
+        for name, pool in ctx.pools.items()
+        if allows(pool, wk.CAPACITY_TYPE_RESERVED)
+        and any(
+            o.capacity_type == wk.CAPACITY_TYPE_RESERVED and o.available
+            for it in ctx.instance_types.get(name, ())
+            for o in it.offerings
+        )
+    ]
 
 
 def _lands_on_preferred(
@@ -97,6 +106,7 @@ def run(ctx: Context) -> None:
     """Move every settled candidate on fallback capacity back to its preferred tier, when it can go."""
     if not ctx.settings.return_to_preferred:
         return
+    reserving = _with_reservation_room(ctx)
     for node in ctx.candidates:
         if ctx.done():
             return
@@ -105,11 +115,9 @@ def run(ctx: Context) -> None:
         pods = cand.reschedulable(node)
         pool = ctx.pool(node)
         current = cand.capacity_type(node)
-        to_reserved = (
-            current != wk.CAPACITY_TYPE_RESERVED
-            and allows(pool, wk.CAPACITY_TYPE_RESERVED)
-            and _reservation_room(ctx, pool.name)
-        )
+        # Any pool's reservation will do (the node may have overflowed into another pool while it was
+        # full): the re-solve shows those pools' reserved offerings only, and every pod must land there.
+        to_reserved = current != wk.CAPACITY_TYPE_RESERVED and bool(reserving)
         on_fallback_capacity = to_reserved or (current == wk.CAPACITY_TYPE_ON_DEMAND and allows_spot(pool))
         # Pods whose list names a more preferred pool than the one they run in.
         demoted = [
@@ -125,7 +133,12 @@ def run(ctx: Context) -> None:
         if on_fallback_capacity and not demoted:
             target = wk.CAPACITY_TYPE_RESERVED if to_reserved else wk.CAPACITY_TYPE_SPOT
         to_spot = target == wk.CAPACITY_TYPE_SPOT
-        types = _only(ctx, pool.name, target) if target else None
+        if target == wk.CAPACITY_TYPE_RESERVED:
+            types = _only(ctx, list(ctx.pools), target)
+        elif target:
+            types = _only(ctx, [pool.name], target)
+        else:
+            types = None
         results = ctx.simulate([node], instance_types=types)
         if results.unschedulable:
             continue

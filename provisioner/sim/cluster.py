@@ -430,10 +430,15 @@ class PoolScopedTypes:
         return list(self._cache[key])
 
     def create(self, claim: Any, instance_types: list[InstanceType], node_class: Any) -> Instance:
-        return self.provider.create(claim, instance_types, node_class)
+        instance: Instance = self.provider.create(claim, instance_types, node_class)
+        if instance.reservation_id:
+            self.invalidate()  # the reservation's free count moved
+        return instance
 
     def delete(self, provider_id: str) -> None:
         self.provider.delete(provider_id)
+        if getattr(self.provider, "reservations", None) and self.provider.reservations():
+            self.invalidate()  # the instance may have given a reservation its slot back
 
     def get(self, provider_id: str) -> Instance:
         return self.provider.get(provider_id)

@@ -29,7 +29,15 @@ from provisioner.sim.scenario import (
 )
 from provisioner.state.objects import Pod
 
-STEP_ACTIONS = ("apply", "delete", "unavailable", "available", "interrupt", "reservations", "end_reservations")
+STEP_ACTIONS = (
+    "apply",
+    "delete",
+    "unavailable",
+    "available",
+    "interrupt",
+    "reservations",
+    "end_reservations",
+)
 DEFAULT_TAIL = timedelta(hours=1)
 """How long a timeline without `spec.duration` runs after its last step."""
 OWNER_KIND = {"Deployment": "ReplicaSet"}
