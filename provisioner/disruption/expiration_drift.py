@@ -27,6 +27,8 @@ from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import SelectorRequirement
 
+CAPACITY_BLOCK_ENDING = "capacity-block-ending"
+"""The method name of a replacement forced by a block's end (ledger rows, Events)."""
 CAPACITY_BLOCK_LEAD = timedelta(hours=1)
 """How long before a Capacity Block ends its nodes are replaced. EC2 starts terminating a block's
 instances 30 minutes before its end; an hour leaves the replacements time to launch and the pods time
@@ -167,6 +169,4 @@ def reservation_ending(ctx: Context) -> None:
         if rid not in ends:
             continue
         detail = f"capacity block {rid} ends at {ends[rid].isoformat()}; moving its pods off ahead of the end"
-        _replace_forcefully(
-            ctx, node, DisruptionReason.EXPIRED, method="capacity-block-ending", detail=detail
-        )
+        _replace_forcefully(ctx, node, DisruptionReason.EXPIRED, method=CAPACITY_BLOCK_ENDING, detail=detail)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from provisioner.api import AWSNodeClass, GCPNodeClass, NodePool, documents, quantities
+from provisioner.api import AWSNodeClass, GCPNodeClass, NodePool, documents, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import Model, ObjectMeta
 from provisioner.api.documents import Problem, YamlDocument
@@ -265,6 +265,27 @@ class LoadedScenario:
         return next((p for p in self.pods if p.namespace == namespace and p.name == name), None)
 
 
+def _check_reservation(
+    out: _Collector,
+    doc: YamlDocument,
+    r: ReservationSpec,
+    path: tuple[str | int, ...],
+    *,
+    known: set[str],
+    zones: Sequence[str],
+) -> None:
+    """A reservation names a type of the catalog, a zone of the region and a duration as its end."""
+    if r.instance_type not in known:
+        out.add(doc, f"instance type {r.instance_type!r} is not in the catalog", (*path, "instanceType"))
+    if r.zone not in zones:
+        out.add(doc, f"zone {r.zone!r} is not in the region; allowed: {', '.join(zones)}", (*path, "zone"))
+    if r.ends_at is not None:
+        try:
+            durations.parse_duration(r.ends_at)
+        except durations.DurationError as err:
+            out.add(doc, f"endsAt: {err} (a duration after the start, such as 20h)", (*path, "endsAt"))
+
+
 class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
@@ -433,6 +454,10 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     if scenario_doc is not None:
         for message, path in catalogs.unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
             out.add(scenario_doc, message, path)
+        known = {t.name for use in uses for t in use.types}
+        zones = [z for use in uses for z in use.zones]
+        for i, r in enumerate(spec.reservations):
+            _check_reservation(out, scenario_doc, r, ("spec", "reservations", i), known=known, zones=zones)
     if out.problems:
         raise ScenarioError(out.problems)
     if spec.unavailable:
