@@ -12,6 +12,9 @@ providers.aws.interruption; node bootstrap user data in providers.aws.bootstrap.
 Credentials come from boto3's default chain (environment, IRSA web identity token, instance profile)
 unless a session is given; they are never logged, and error messages carry AWS's code and message only.
 The endpoint is the `endpoint_url` argument, else `AWS_ENDPOINT_URL`, else AWS's own.
+
+Over 500 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
+instances) in one place; what each decides lives in the modules above.
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ class AWSProvider:
         reserved = self._reserved_offerings(terms, zones) if terms else {}
         return [
             it
-            for it in self._with_reserved(self._priced_types(zones), reserved)
+            for it in reservations.with_reserved(self._priced_types(zones), reserved)
             if launch.image_key(it, set(resolved.images)) is not None and it.offerings
         ]
 
@@ -155,7 +158,7 @@ class AWSProvider:
             # ec2:DescribeCapacityReservations still lists every type, without reserved offerings.
             log.warning("capacity reservations not listed: %s", err)
             reserved = {}
-        return [it for it in self._with_reserved(self._priced_types(None), reserved) if it.offerings]
+        return [it for it in reservations.with_reserved(self._priced_types(None), reserved) if it.offerings]
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         """Launch the first offering with capacity in the launch order of the claim's options: one
@@ -187,7 +190,11 @@ class AWSProvider:
         others: list[str] = []
         for attempt in plan.attempts:
             if attempt.capacity_type == launch.RESERVED:
-                reserved = self._launch_reserved(claim, attempt, templates=templates, tags=tags)
+                reserved = reservations.launch_into(
+                    self._sdk.ec2, claim, attempt, templates=templates, tags=tags, provider_id=provider_id_of
+                )
+                # The free counts moved (or a reservation is gone): read them again next time.
+                self._cache.forget(lambda key: isinstance(key, tuple) and key[:1] == ("reservations",))
                 if isinstance(reserved, Instance):
                     self._recent[claim.name] = (reserved, self._clock())
                     return reserved
@@ -260,66 +267,6 @@ class AWSProvider:
             + ", ".join(str(k) for k in failed),
             kind=kind,
         )
-
-    def _launch_reserved(
-        self,
-        claim: NodeClaim,
-        attempt: launch.Attempt,
-        *,
-        templates: dict[str, str],
-        tags: dict[str, str],
-    ) -> Instance | builtins.list[OfferingKey]:
-        """Launch into the attempt's reservations one at a time (RunInstances aimed at each): the
-        instance, or the reservations that could not take it (full, expired: those only)."""
-        failed: builtins.list[OfferingKey] = []
-        for c in attempt.candidates:
-            request = launch.reserved_request(
-                c, launch_templates=templates, tags=tags, client_token=f"{claim.name}-{c.reservation_id}"[:64]
-            )
-            try:
-                answer = self._sdk.ec2.run_instances(**request)
-            except Exception as err:
-                code = errors.error_code(err)
-                if code in reservations.REPLACED_CODES or errors.is_capacity_code(code):
-                    log.info(
-                        "nodeclaim %s: reservation %s cannot take %s now (%s); trying the next option",
-                        claim.name,
-                        c.reservation_id,
-                        c.instance_type,
-                        code,
-                    )
-                    failed.append(c.key)
-                    continue
-                raise errors.translate(err, operation="RunInstances", default=CreateError) from err
-            finally:
-                # The free counts moved (or the reservation is gone): read them again next time.
-                self._cache.forget(lambda key: isinstance(key, tuple) and key[:1] == ("reservations",))
-            instance_id = answer["Instances"][0]["InstanceId"]
-            log.info(
-                "launched %s (%s in %s, reservation %s %s) for nodeclaim %s",
-                instance_id,
-                c.instance_type,
-                c.zone,
-                c.reservation_type,
-                c.reservation_id,
-                claim.name,
-            )
-            return Instance(
-                provider_id=provider_id_of(c.zone, instance_id),
-                instance_type=c.instance_type,
-                zone=c.zone,
-                capacity_type=c.capacity_type,
-                price=c.price,
-                state="pending",
-                nodeclaim=claim.name,
-                nodepool=claim.nodepool,
-                image_id=answer["Instances"][0].get("ImageId"),
-                tags=tags,
-                reservation_id=c.reservation_id,
-                reservation_type=c.reservation_type,
-                skipped=tuple(failed),
-            )
-        return failed
 
     def delete(self, provider_id: str) -> None:
         """Terminate. NotFound when the instance is unknown, terminated or already shutting down."""
@@ -490,17 +437,6 @@ class AWSProvider:
         )
         raw = self._cache.get(key, lambda: reservations.describe(self._sdk, terms), ttl=RESERVATIONS_TTL)
         return reservations.offerings(raw, zones=zones, hourly_price=self._on_demand_price)
-
-    @staticmethod
-    def _with_reserved(
-        types: builtins.list[InstanceType], reserved: dict[str, builtins.list[Offering]]
-    ) -> builtins.list[InstanceType]:
-        if not reserved:
-            return types
-        return [
-            it.with_offerings((*reserved[it.name], *it.offerings)) if it.name in reserved else it
-            for it in types
-        ]
 
     def _on_demand_price(self, instance_type: str) -> float | None:
         return self._price(instance_type, "", wk.CAPACITY_TYPE_ON_DEMAND)

@@ -1,7 +1,8 @@
-"""EC2 capacity reservations as `reserved` offerings: which reservations an AWSNodeClass selects, and
-what DescribeCapacityReservations says of them (type, zone, free count, end of a Capacity Block).
+"""EC2 capacity reservations as `reserved` offerings: which reservations an AWSNodeClass selects, what
+DescribeCapacityReservations says of them (type, zone, free count, end of a Capacity Block), and
+launching into them.
 
-Pure except `describe`, which takes the SDK: selection terms become DescribeCapacityReservations
+Pure except `describe` and `launch_into`, which call EC2: selection terms become DescribeCapacityReservations
 filters, and each active reservation with a free instance becomes one offering of its type and zone,
 priced zero (the money is spent whether the reservation is used or not; its hourly price goes on the
 Reservation for the idle-cost reports). A reservation that is full, pending, expired or cancelled gives
@@ -10,14 +11,19 @@ no available offering, so only that reservation is passed over.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from providers.aws import errors, launch
 from providers.aws.sdk import SDK, tag_filters
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import CapacityReservationSelectorTerm
-from provisioner.cloudprovider import Offering, Reservation
+from provisioner.cloudprovider import CreateError, Instance, InstanceType, Offering, OfferingKey, Reservation
+
+log = logging.getLogger("providers.aws")
 
 ACTIVE = "active"
 
@@ -102,3 +108,71 @@ def offerings(
             )
         )
     return out
+
+
+def with_reserved(types: list[InstanceType], reserved: dict[str, list[Offering]]) -> list[InstanceType]:
+    """The types with their reserved offerings first."""
+    if not reserved:
+        return types
+    return [
+        it.with_offerings((*reserved[it.name], *it.offerings)) if it.name in reserved else it for it in types
+    ]
+
+
+def launch_into(
+    ec2: Any,
+    claim: NodeClaim,
+    attempt: launch.Attempt,
+    *,
+    templates: dict[str, str],
+    tags: dict[str, str],
+    provider_id: Callable[[str, str], str],
+) -> Instance | list[OfferingKey]:
+    """Launch into the attempt's reservations one at a time (RunInstances aimed at each): the
+    instance, or the reservations that could not take it (full, expired: those only)."""
+    failed: list[OfferingKey] = []
+    for c in attempt.candidates:
+        request = launch.reserved_request(
+            c, launch_templates=templates, tags=tags, client_token=f"{claim.name}-{c.reservation_id}"[:64]
+        )
+        try:
+            answer = ec2.run_instances(**request)
+        except Exception as err:
+            code = errors.error_code(err)
+            if code in REPLACED_CODES or errors.is_capacity_code(code):
+                log.info(
+                    "nodeclaim %s: reservation %s cannot take %s now (%s); trying the next option",
+                    claim.name,
+                    c.reservation_id,
+                    c.instance_type,
+                    code,
+                )
+                failed.append(c.key)
+                continue
+            raise errors.translate(err, operation="RunInstances", default=CreateError) from err
+        raw = answer["Instances"][0]
+        log.info(
+            "launched %s (%s in %s, reservation %s %s) for nodeclaim %s",
+            raw["InstanceId"],
+            c.instance_type,
+            c.zone,
+            c.reservation_type,
+            c.reservation_id,
+            claim.name,
+        )
+        return Instance(
+            provider_id=provider_id(c.zone, raw["InstanceId"]),
+            instance_type=c.instance_type,
+            zone=c.zone,
+            capacity_type=c.capacity_type,
+            price=c.price,
+            state="pending",
+            nodeclaim=claim.name,
+            nodepool=claim.nodepool,
+            image_id=raw.get("ImageId"),
+            tags=tags,
+            reservation_id=c.reservation_id,
+            reservation_type=c.reservation_type,
+            skipped=tuple(failed),
+        )
+    return failed
