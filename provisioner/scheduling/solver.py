@@ -38,7 +38,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
-from provisioner.scheduling import pool_order
+from provisioner.scheduling import pool_order, reservations
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
@@ -131,16 +131,7 @@ class _Solver:
         self.new: list[_New] = []
         self.new_count: dict[str, int] = {}
         self.shapes: list[Shape] = []
-        self.free: dict[str, int] = {}
-        """Reservation id -> instances it can still take, as the providers said; what this solve's new
-        nodes hold of it is `held`."""
-        for pool in self.pools:
-            for t in pool.types:
-                for o in t.it.offerings:
-                    if o.reservation is not None and o.available:
-                        rid = o.reservation.id
-                        self.free[rid] = max(self.free.get(rid, 0), o.reservation.free)
-        self.held: dict[str, int] = {}
+        self.reservations = reservations.Ledger(self.pools)
 
     # ---- placing
 
@@ -270,12 +261,13 @@ class _Solver:
                 pool.min_values, [o for o in options[idx:] if all(map(le, total, o[1].alloc))]
             ):
                 continue
-            if self.free:
-                old, new = _reservation(n.options[n.cursor]), _reservation(options[idx])
+            if self.reservations:
+                old = reservations.reservation_of(n.options[n.cursor])
+                new = reservations.reservation_of(options[idx])
                 if new != old and new is not None and new in self.cache.exhausted:
                     continue  # the node's grown type would take a reservation this solve already filled
                 if new != old:
-                    self._release(old)
+                    self.reservations.release(old)
                     self._hold(new)
             if hinted:
                 v.hint_new[pool_name] = i
@@ -297,10 +289,7 @@ class _Solver:
         return None
 
     def _hold(self, reservation_id: str | None) -> None:
-        if reservation_id is None:
-            return
-        self.held[reservation_id] = self.held.get(reservation_id, 0) + 1
-        if self.held[reservation_id] >= self.free.get(reservation_id, 0):
+        if reservation_id is not None and self.reservations.hold(reservation_id):
             # Full for the rest of the solve: rebuilt option lists and pool verdicts leave it out.
             self.cache.exhaust(reservation_id)
             for shape in self.shapes:
@@ -308,15 +297,6 @@ class _Solver:
                     variant.pool_fit.clear()
             for node in self.new:
                 node.absorbed = {}
-
-    def _release(self, reservation_id: str | None) -> None:
-        # A node that moved off a reservation gives its slot back; the reservation stays out of this
-        # solve's new lists (conservative: a later node launches on the ladder instead).
-        if reservation_id is not None:
-            self.held[reservation_id] -= 1
-
-    def _reservations_left(self) -> bool:
-        return any(self.held.get(rid, 0) < free for rid, free in self.free.items())
 
     def _open(self, v: Variant, pool: Pool, pod: Pod, *, reserved_only: bool = False) -> _New | str:
         fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
@@ -335,7 +315,7 @@ class _Solver:
             if room is not None:
                 return limit_reason(pool, options, v.req, dims=self.dims)
             return "no instance type fits"  # unreachable: pool_fit found one
-        reservation = _reservation(options[idx])
+        reservation = reservations.reservation_of(options[idx])
         if reserved_only and reservation is None:
             return "no reservation of the pool holds it"
         t = options[idx][1]
@@ -383,7 +363,7 @@ class _Solver:
                 if node is not None:
                     return node
             why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
-            if self.free and self._reservations_left():
+            if self.reservations and self.reservations.left():
                 # Reservations before any pool launches spot or on-demand (a listed pod still takes
                 # free room on a pool's nodes before a reservation of a later pool in its list).
                 for pool in v.pools:
@@ -498,11 +478,6 @@ class _Solver:
             pods=list(n.pods),
             requests=requests,
         )
-
-
-def _reservation(option: Option) -> str | None:
-    reservation = option[2].reservation
-    return reservation.id if reservation is not None else None
 
 
 def solve(
