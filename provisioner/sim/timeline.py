@@ -25,6 +25,7 @@ from provisioner.sim.scenario import (
     LoadedScenario,
     ReservationSpec,
     ScenarioError,
+    TimelineStep,
     Unavailable,
 )
 from provisioner.state.objects import Pod
@@ -175,7 +176,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
                 (*base, "at"),
             )
         if not any(getattr(raw, a) for a in STEP_ACTIONS):
-            add(f"a step needs at least one of {', '.join(STEP_ACTIONS)}", base)
+            names = (TimelineStep.model_fields[a].alias or a for a in STEP_ACTIONS)
+            add(f"a step needs at least one of {', '.join(names)}", base)
             continue
         step = Step(
             index=i,
