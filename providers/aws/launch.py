@@ -34,9 +34,11 @@ GIB = 2**30
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
+RESERVED = wk.CAPACITY_TYPE_RESERVED
 
-LAUNCHABLE = frozenset({SPOT, ON_DEMAND})
-"""What a fleet request can buy today; reserved offerings need a capacity reservation target first."""
+LAUNCHABLE = frozenset({SPOT, ON_DEMAND, RESERVED})
+"""What `create` can buy: spot and on-demand through CreateFleet, reserved through RunInstances aimed at
+one capacity reservation (see `reserved_request`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +59,14 @@ class Candidate:
     price: float
     subnet_id: str
     image_key: str
+    reservation_id: str = ""
+    """For a reserved candidate: the capacity reservation it launches into."""
+    reservation_type: str = ""
+    """`default` or `capacity-block`, with `reservation_id`."""
 
     @property
     def key(self) -> OfferingKey:
-        return OfferingKey(self.instance_type, self.zone, self.capacity_type)
+        return OfferingKey(self.instance_type, self.zone, self.capacity_type, self.reservation_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +155,8 @@ def plan(
                     price=a.price,
                     subnet_id=zone_subnets[a.zone].id,
                     image_key=keys[a.instance_type.name] or "",
+                    reservation_id=a.offering.reservation.id if a.offering.reservation else "",
+                    reservation_type=a.offering.reservation.kind if a.offering.reservation else "",
                 )
                 for a in run[:MAX_OVERRIDES]
             ),
@@ -192,6 +200,41 @@ def fleet_request(
         request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
     else:
         request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    return request
+
+
+def reserved_request(
+    candidate: Candidate,
+    *,
+    launch_templates: dict[str, str],
+    tags: dict[str, str],
+    client_token: str,
+) -> dict[str, Any]:
+    """RunInstances' parameters for one reserved candidate: aimed at its capacity reservation (a
+    Capacity Block also needs the `capacity-block` market type), tagged with the reservation so a node
+    read back from DescribeInstances still says where it runs. One instance, one reservation: a full
+    reservation fails this call only."""
+    reservation_tags = {
+        wk.CAPACITY_RESERVATION_ID: candidate.reservation_id,
+        wk.CAPACITY_RESERVATION_TYPE: candidate.reservation_type or wk.RESERVATION_TYPE_DEFAULT,
+    }
+    request: dict[str, Any] = {
+        "LaunchTemplate": {
+            "LaunchTemplateName": launch_templates[candidate.image_key],
+            "Version": "$Latest",
+        },
+        "InstanceType": candidate.instance_type,
+        "SubnetId": candidate.subnet_id,
+        "MinCount": 1,
+        "MaxCount": 1,
+        "ClientToken": client_token,
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": candidate.reservation_id}
+        },
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list({**tags, **reservation_tags})}],
+    }
+    if candidate.reservation_type == wk.RESERVATION_TYPE_CAPACITY_BLOCK:
+        request["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
     return request
 
 

@@ -12,6 +12,9 @@ providers.aws.interruption; node bootstrap user data in providers.aws.bootstrap.
 Credentials come from boto3's default chain (environment, IRSA web identity token, instance profile)
 unless a session is given; they are never logged, and error messages carry AWS's code and message only.
 The endpoint is the `endpoint_url` argument, else `AWS_ENDPOINT_URL`, else AWS's own.
+
+Over 500 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
+instances) in one place; what each decides lives in the modules above.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from providers.aws import bootstrap, errors, instancetypes, interruption, launch, pricing
+from providers.aws import bootstrap, errors, instancetypes, interruption, launch, pricing, reservations
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
 from provisioner.api import NodeClaim
@@ -49,6 +52,10 @@ log = logging.getLogger("providers.aws")
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 """Instance states that still cost money or may come back (terminated ones are gone)."""
+
+RESERVATIONS_TTL = 30.0
+"""Seconds a DescribeCapacityReservations answer is used: free counts move with every launch anywhere
+in the account (our own launches drop the cached answer at once)."""
 
 RECENT_LAUNCH_WINDOW = 300.0
 """Seconds a launch is remembered in memory, covering DescribeInstances' eventual consistency."""
@@ -133,15 +140,25 @@ class AWSProvider:
         nc = aws_node_class(node_class)
         resolved = self._nodeclasses.resolve(nc)
         zones = {s.zone for s in resolved.subnets}
+        terms = nc.spec.capacity_reservation_selector_terms
+        reserved = self._reserved_offerings(terms, zones) if terms else {}
         return [
             it
-            for it in self._priced_types(zones)
+            for it in reservations.with_reserved(self._priced_types(zones), reserved)
             if launch.image_key(it, set(resolved.images)) is not None and it.offerings
         ]
 
     def region_instance_types(self) -> list[InstanceType]:
-        """Every type offered in the region, in every zone, priced (no NodeClass needed)."""
-        return [it for it in self._priced_types(None) if it.offerings]
+        """Every type offered in the region, in every zone, priced (no NodeClass needed), with a
+        `reserved` offering for every active capacity reservation of the account."""
+        try:
+            reserved = self._reserved_offerings(None, None)
+        except CloudProviderError as err:
+            # A listing: an endpoint without the API (moto) or a role without
+            # ec2:DescribeCapacityReservations still lists every type, without reserved offerings.
+            log.warning("capacity reservations not listed: %s", err)
+            reserved = {}
+        return [it for it in reservations.with_reserved(self._priced_types(None), reserved) if it.offerings]
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         """Launch the first offering with capacity in the launch order of the claim's options: one
@@ -172,6 +189,18 @@ class AWSProvider:
         kinds: set[str] = set()
         others: list[str] = []
         for attempt in plan.attempts:
+            if attempt.capacity_type == launch.RESERVED:
+                reserved = reservations.launch_into(
+                    self._sdk.ec2, claim, attempt, templates=templates, tags=tags, provider_id=provider_id_of
+                )
+                # The free counts moved (or a reservation is gone): read them again next time.
+                self._cache.forget(lambda key: isinstance(key, tuple) and key[:1] == ("reservations",))
+                if isinstance(reserved, Instance):
+                    self._recent[claim.name] = (reserved, self._clock())
+                    return reserved
+                failed.extend(k for k in reserved if k not in failed)
+                kinds.add("capacity")
+                continue
             request = launch.fleet_request(attempt, launch_templates=templates, tags=tags)
             try:
                 answer = self._sdk.ec2.create_fleet(**request)
@@ -398,6 +427,20 @@ class AWSProvider:
         price = self._on_demand_prices().get(instance_type)
         return price if price is not None else pricing.fallback_on_demand(instance_type, self.region)
 
+    def _reserved_offerings(
+        self, terms: builtins.list[Any] | None, zones: set[str] | None
+    ) -> dict[str, builtins.list[Offering]]:
+        """Type -> reserved offerings of the reservations `terms` select (None: all the account's)."""
+        key = (
+            "reservations",
+            None if terms is None else tuple(t.model_dump_json() for t in terms),
+        )
+        raw = self._cache.get(key, lambda: reservations.describe(self._sdk, terms), ttl=RESERVATIONS_TTL)
+        return reservations.offerings(raw, zones=zones, hourly_price=self._on_demand_price)
+
+    def _on_demand_price(self, instance_type: str) -> float | None:
+        return self._price(instance_type, "", wk.CAPACITY_TYPE_ON_DEMAND)
+
     def _priced_types(self, zones: set[str] | None) -> builtins.list[InstanceType]:
         key = ("priced", frozenset(zones) if zones is not None else None)
         return self._cache.get(key, lambda: self._price_types(zones))
@@ -454,10 +497,14 @@ class AWSProvider:
     def _instance(self, raw: dict[str, Any]) -> Instance:
         zone = raw.get("Placement", {}).get("AvailabilityZone", "")
         type_name = raw.get("InstanceType", "")
-        capacity_type = (
-            wk.CAPACITY_TYPE_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND
-        )
         tags = launch.tag_dict(raw.get("Tags"))
+        reservation_id = raw.get("CapacityReservationId") or tags.get(wk.CAPACITY_RESERVATION_ID)
+        if reservation_id:
+            capacity_type = wk.CAPACITY_TYPE_RESERVED
+        elif raw.get("InstanceLifecycle") == "spot":
+            capacity_type = wk.CAPACITY_TYPE_SPOT
+        else:
+            capacity_type = wk.CAPACITY_TYPE_ON_DEMAND
         return Instance(
             provider_id=provider_id_of(zone, raw["InstanceId"]),
             instance_type=type_name,
@@ -470,9 +517,17 @@ class AWSProvider:
             launched_at=raw.get("LaunchTime"),
             image_id=raw.get("ImageId"),
             tags=tags,
+            reservation_id=reservation_id or None,
+            reservation_type=(
+                tags.get(wk.CAPACITY_RESERVATION_TYPE, wk.RESERVATION_TYPE_DEFAULT)
+                if reservation_id
+                else None
+            ),
         )
 
     def _instance_price(self, instance_type: str, zone: str, capacity_type: str) -> float:
+        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+            return 0.0  # paid for whether used or not: running in it costs nothing more
         try:
             return self._price(instance_type, zone, capacity_type) or 0.0
         except CloudProviderError:

@@ -51,6 +51,11 @@ class TTLCache:
         self._entries[key] = _Entry(value, now + (self._ttl if ttl is None else ttl))
         return value
 
+    def forget(self, match: Callable[[Any], bool]) -> None:
+        """Drop the entries whose key `match`es (what a launch just changed, such as free counts)."""
+        for key in [k for k in self._entries if match(k)]:
+            del self._entries[key]
+
 
 class SDK:
     """boto3 clients for one region, made on first use, and translated calls through them."""

@@ -7,6 +7,9 @@ raised when none is left.
 
 Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
 a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).
+Reservations (`add_reservation`) are published with their free count, as DescribeCapacityReservations
+does: each is one `reserved` offering of its type and zone, priced zero, taking at most its count of
+instances; deleting an instance gives its slot back, and an ended reservation offers nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from provisioner.cloudprovider.errors import (
 )
 from provisioner.cloudprovider.launch_order import launch_order
 from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
-from provisioner.cloudprovider.types import InstanceType, Offering
+from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 
 LaunchHook = Callable[[Instance, InstanceType], None]
 DeleteHook = Callable[[Instance], None]
@@ -91,6 +94,10 @@ class FakeProvider:
         self._failures: list[CloudProviderError] = []
         self._interruptions: list[InterruptionEvent] = []
         self._drift: dict[str, str] = {}
+        self._reservations: dict[str, tuple[str, Reservation]] = {}
+        self._type_of: dict[str, str] = {}
+        """Reservation id -> (zone, the reservation with its total); free counts come from `_held`."""
+        self._held: dict[str, int] = {}
 
     # --- knobs for tests and the simulator ---------------------------------------------------------------
 
@@ -134,6 +141,49 @@ class FakeProvider:
         """End a stockout for the matching offerings."""
         with self._lock:
             self._unavailable.difference_update(self._matching(Selector(instance_type, zone, capacity_type)))
+
+    def add_reservation(
+        self,
+        reservation_id: str,
+        *,
+        instance_type: str,
+        zone: str,
+        count: int,
+        kind: str = labels.RESERVATION_TYPE_DEFAULT,
+        ends_at: datetime | None = None,
+    ) -> None:
+        """A reservation of `count` instances of the type in the zone (paid for: its hourly price is
+        the type's on-demand price there). Adding an id again changes it (count, end)."""
+        if instance_type not in self._types:
+            raise ValueError(f"unknown instance type {instance_type!r} in the fake provider's catalog")
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        it = self._types[instance_type]
+        on_demand = it.cheapest(zones={zone}, capacity_types={labels.CAPACITY_TYPE_ON_DEMAND})
+        with self._lock:
+            self._reservations[reservation_id] = (
+                zone,
+                Reservation(
+                    id=reservation_id,
+                    kind=kind,
+                    total=count,
+                    ends_at=ends_at,
+                    hourly_price=on_demand.price if on_demand else 0.0,
+                ),
+            )
+            self._held.setdefault(reservation_id, 0)
+            self._type_of[reservation_id] = instance_type
+
+    def end_reservation(self, reservation_id: str) -> None:
+        """The reservation ends: it offers nothing more (instances in it keep running, as on-demand
+        would after an ODCR is cancelled; a Capacity Block's are taken back by the caller)."""
+        with self._lock:
+            self._reservations.pop(reservation_id, None)
+
+    def reservations(self) -> builtins.list[Reservation]:
+        """The live reservations with their free counts now."""
+        with self._lock:
+            return [self._reservation(rid) for rid in sorted(self._reservations)]
 
     def fail_next_create(self, error: CloudProviderError, *, times: int = 1) -> None:
         """The next `times` creates raise `error` (before any capacity is used)."""
@@ -188,7 +238,7 @@ class FakeProvider:
         """Every type of the region without a NodeClass (what `provisioner catalog --cloud fake` prints)."""
         with self._lock:
             self.calls.append(("region_instance_types",))
-            return list(self._types.values())
+            return self._with_reservations(list(self._types.values()))
 
     # --- the CloudProvider protocol ----------------------------------------------------------------------
 
@@ -196,18 +246,18 @@ class FakeProvider:
         with self._lock:
             self.calls.append(("instance_types", node_class.name))
             if not self.reveal_stockouts:
-                return list(self._types.values())
-            return [
-                t.with_offerings(
-                    tuple(
-                        replace(o, available=False)
-                        if self._exhausted(OfferingKey(t.name, o.zone, o.capacity_type))
-                        else o
-                        for o in t.offerings
+                return self._with_reservations(list(self._types.values()))
+            return self._with_reservations(
+                [
+                    t.with_offerings(
+                        tuple(
+                            replace(o, available=False) if self._exhausted(o.offering_key(t.name)) else o
+                            for o in t.offerings
+                        )
                     )
-                )
-                for t in self._types.values()
-            ]
+                    for t in self._types.values()
+                ]
+            )
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         launched: tuple[Instance, InstanceType] | None = None
@@ -251,9 +301,13 @@ class FakeProvider:
             instance = self._instances.pop(provider_id, None)
             if instance is None:
                 raise NotFound(f"instance {provider_id} not found")
-            key = OfferingKey(instance.instance_type, instance.zone, instance.capacity_type)
+            key = OfferingKey(
+                instance.instance_type, instance.zone, instance.capacity_type, instance.reservation_id or ""
+            )
             if key in self._capacity:
                 self._capacity[key] += 1
+            if instance.reservation_id in self._held:
+                self._held[instance.reservation_id] -= 1
             self._drift.pop(provider_id, None)
             hook = self.on_delete
         if hook is not None:
@@ -292,7 +346,7 @@ class FakeProvider:
                 f"unknown instance type {selector.instance_type!r} in the fake provider's catalog"
             )
         keys = [
-            OfferingKey(t.name, o.zone, o.capacity_type)
+            o.offering_key(t.name)
             for t in self._types.values()
             for o in t.offerings
             if selector.instance_type is None or selector.instance_type == t.name
@@ -300,7 +354,25 @@ class FakeProvider:
         return [k for k in keys if selector.matches(k)]
 
     def _exhausted(self, key: OfferingKey) -> bool:
+        if key.reservation_id:
+            live = key.reservation_id in self._reservations
+            if not live or self._reservation(key.reservation_id).free <= 0:
+                return True
         return key in self._unavailable or self._capacity.get(key, 1) <= 0
+
+    def _reservation(self, reservation_id: str) -> Reservation:
+        _, r = self._reservations[reservation_id]
+        return replace(r, free=max(0, r.total - self._held.get(reservation_id, 0)))
+
+    def _with_reservations(self, types: builtins.list[InstanceType]) -> builtins.list[InstanceType]:
+        """The types with one reserved offering per live reservation (free count as of now)."""
+        by_type: dict[str, builtins.list[Offering]] = {}
+        for rid, (zone, _r) in sorted(self._reservations.items()):
+            live = self._reservation(rid)
+            by_type.setdefault(self._type_of[rid], []).append(
+                Offering(zone, labels.CAPACITY_TYPE_RESERVED, 0.0, live.free > 0, reservation=live)
+            )
+        return [t.with_offerings((*by_type[t.name], *t.offerings)) if t.name in by_type else t for t in types]
 
     def _launch(
         self,
@@ -311,9 +383,11 @@ class FakeProvider:
         *,
         skipped: tuple[OfferingKey, ...],
     ) -> Instance:
-        key = OfferingKey(instance_type.name, offering.zone, offering.capacity_type)
+        key = offering.offering_key(instance_type.name)
         if key in self._capacity:
             self._capacity[key] -= 1
+        if offering.reservation is not None:
+            self._held[offering.reservation.id] = self._held.get(offering.reservation.id, 0) + 1
         provider_id = f"fake://{offering.zone}/{claim.name}"
         tags = {labels.CLUSTER: self.cluster_name, labels.NODECLAIM: claim.name}
         if claim.nodepool:
@@ -330,6 +404,8 @@ class FakeProvider:
             launched_at=self._clock(),
             image_id=f"fake-image-{node_class.name}",
             tags=tags,
+            reservation_id=offering.reservation.id if offering.reservation else None,
+            reservation_type=offering.reservation.kind if offering.reservation else None,
             skipped=skipped,
         )
         self._instances[provider_id] = instance

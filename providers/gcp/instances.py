@@ -44,7 +44,11 @@ def to_instance(inst: compute_v1.Instance, *, project: str, zone: str) -> Instan
             machine, naming.last(acc.accelerator_type), acc.accelerator_count
         )
     spot = inst.scheduling.provisioning_model == "SPOT" or bool(inst.scheduling.preemptible)
-    capacity_type = wk.CAPACITY_TYPE_SPOT if spot else wk.CAPACITY_TYPE_ON_DEMAND
+    reservation = labels.get(naming.LABEL_RESERVATION)
+    if reservation:
+        capacity_type = wk.CAPACITY_TYPE_RESERVED
+    else:
+        capacity_type = wk.CAPACITY_TYPE_SPOT if spot else wk.CAPACITY_TYPE_ON_DEMAND
     region = naming.region_of(zone)
     price = (
         catalog.spot_price("gcp", type_name, region)
@@ -56,13 +60,15 @@ def to_instance(inst: compute_v1.Instance, *, project: str, zone: str) -> Instan
         instance_type=type_name,
         zone=zone,
         capacity_type=capacity_type,
-        price=price or 0.0,
+        price=0.0 if reservation else price or 0.0,
         state=STATES.get(inst.status, inst.status.lower() if inst.status else "unknown"),
         nodeclaim=meta.get(naming.META_NODECLAIM) or labels.get(naming.LABEL_NODECLAIM),
         nodepool=meta.get(naming.META_NODEPOOL) or labels.get(naming.LABEL_NODEPOOL),
         launched_at=parse_time(inst.creation_timestamp),
         image_id=meta.get(naming.META_IMAGE),
         tags=labels,
+        reservation_id=reservation or None,
+        reservation_type=wk.RESERVATION_TYPE_DEFAULT if reservation else None,
     )
 
 

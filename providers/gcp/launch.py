@@ -23,7 +23,7 @@ from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.launch_order import Attempt, LaunchOrder, launch_order
 from provisioner.cloudprovider.types import InstanceType
 
-LAUNCHABLE = frozenset({wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND})
+LAUNCHABLE = frozenset({wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_RESERVED})
 """What an insert can buy today; reserved offerings need the instance's reservation affinity first."""
 
 
@@ -81,6 +81,9 @@ def instance_body(
             naming.LABEL_CAPACITY_TYPE: attempt.capacity_type,
         }
     )
+    reservation = attempt.offering.reservation
+    if reservation is not None:
+        gce_labels[naming.LABEL_RESERVATION] = naming.label_value(reservation.id)
     metadata = dict(spec.metadata)
     metadata.update(
         {
@@ -138,6 +141,17 @@ def instance_body(
         scheduling=scheduling,
         description=f"provisioner {cluster_name} nodeclaim {claim.name}",
     )
+    if reservation is not None:
+        # Into this reservation only: a full one fails the insert, and the next offering is tried.
+        body.reservation_affinity = compute_v1.ReservationAffinity(
+            consume_reservation_type="SPECIFIC_RESERVATION",
+            key="compute.googleapis.com/reservation-name",
+            values=[reservation.id],
+        )
+    elif spec.reservations is not None and attempt.capacity_type == wk.CAPACITY_TYPE_ON_DEMAND:
+        # The node class manages its reservations: an on-demand launch must not silently use one
+        # (Compute Engine's default), or a reservation counted free would be taken behind our back.
+        body.reservation_affinity = compute_v1.ReservationAffinity(consume_reservation_type="NO_RESERVATION")
     if spec.network_tags:
         body.tags = compute_v1.Tags(items=list(spec.network_tags))
     if spec.service_account is not None:

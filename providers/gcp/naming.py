@@ -18,6 +18,8 @@ LABEL_CLUSTER = "provisioner-cluster"
 LABEL_NODEPOOL = "provisioner-nodepool"
 LABEL_NODECLAIM = "provisioner-nodeclaim"
 LABEL_CAPACITY_TYPE = "provisioner-capacity-type"
+LABEL_RESERVATION = "provisioner-capacity-reservation"
+"""The reservation an instance launched into (its name: already a valid label value)."""
 # Metadata keeps the exact names (metadata values are free text; label values are not).
 META_NODECLAIM = "provisioner-nodeclaim"
 META_NODEPOOL = "provisioner-nodepool"

@@ -35,10 +35,11 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.gcp import errors, instances, launch, machines, naming
+from providers.gcp import errors, instances, launch, machines, naming, reservations
 from providers.gcp.sdk import SDK, failure
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import GCPNodeClass, NodeClass
+from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.errors import (
     CloudProviderError,
     CreateError,
@@ -217,7 +218,27 @@ class GCPProvider:
                 f"GCPNodeClass {nc.name!r}: spec.zones {zones} has no zone of region {self.region} with "
                 "machine types; list zones of that region"
             )
-        return types
+        if nc.spec.reservations is None:
+            return types
+        in_zones = sorted({o.zone for t in types for o in t.offerings})
+        found = [
+            r
+            for zone in in_zones
+            for r in self._sdk.listed(
+                f"list reservations in {zone}",
+                self._sdk.clients().reservations.list,
+                project=self.project,
+                zone=zone,
+            )
+        ]
+        reserved = reservations.offerings(
+            found,
+            wanted=nc.spec.reservations,
+            hourly_price=lambda name: catalog.on_demand_price("gcp", name, self.region),
+        )
+        return [
+            t.with_offerings((*reserved[t.name], *t.offerings)) if t.name in reserved else t for t in types
+        ]
 
     def _node_class(self, node_class: NodeClass) -> GCPNodeClass:
         if not isinstance(node_class, GCPNodeClass):

@@ -42,6 +42,7 @@ class Clients:
         self.machine_types = compute_v1.MachineTypesClient(**kwargs)
         self.accelerator_types = compute_v1.AcceleratorTypesClient(**kwargs)
         self.zones = compute_v1.ZonesClient(**kwargs)
+        self.reservations = compute_v1.ReservationsClient(**kwargs)
 
 
 class SDK:

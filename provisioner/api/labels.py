@@ -32,6 +32,12 @@ GPU_MANUFACTURER = f"{GROUP}/gpu-manufacturer"
 CLUSTER = f"{GROUP}/cluster"
 INITIALIZED = f"{GROUP}/initialized"
 REGISTERED = f"{GROUP}/registered"
+CAPACITY_RESERVATION_ID = f"{GROUP}/capacity-reservation-id"
+"""On a node (and, on AWS, a tag of its instance) in a reservation: the reservation's id or name."""
+CAPACITY_RESERVATION_TYPE = f"{GROUP}/capacity-reservation-type"
+"""On a node in a reservation: `default` or `capacity-block` (a block ends at a fixed time)."""
+RESERVATION_TYPE_DEFAULT = "default"
+RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
 
 # Annotations.
 DO_NOT_DISRUPT = f"{GROUP}/do-not-disrupt"

@@ -38,6 +38,26 @@ class SelectorTerm(Model):
         return self
 
 
+class CapacityReservationSelectorTerm(Model):
+    """Select EC2 capacity reservations (On-Demand Capacity Reservations and Capacity Blocks) by `id`,
+    or by `tags` and/or `ownerID`. Only active reservations are used."""
+
+    id: str | None = None
+    """The reservation's id (`cr-0abc`). Excludes `tags` and `ownerID`."""
+    tags: dict[str, str] | None = None
+    """Tags that must all be present; value `*` matches any value."""
+    owner_id: str | None = Field(default=None, alias="ownerID")
+    """The account that owns the reservation (a reservation shared with this account)."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> CapacityReservationSelectorTerm:
+        if not (self.id or self.tags or self.owner_id):
+            raise ValueError("a capacity reservation selector term needs id, tags or ownerID")
+        if self.id and (self.tags or self.owner_id):
+            raise ValueError("id selects one reservation: do not combine it with tags or ownerID")
+        return self
+
+
 class EBS(Model):
     """An EBS volume."""
 
@@ -110,6 +130,9 @@ class AWSNodeClassSpec(Model):
     """Give instances a public IP. Default: the subnet's setting."""
     detailed_monitoring: bool = False
     """CloudWatch detailed monitoring. Default false."""
+    capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] = Field(default_factory=list)
+    """Capacity reservations and Capacity Blocks to launch into, by id, tags or owner. Their free
+    instances become `reserved` offerings, used before any spot or on-demand. Default: none."""
 
     @model_validator(mode="after")
     def _one_identity(self) -> AWSNodeClassSpec:
@@ -199,6 +222,14 @@ class ServiceAccount(Model):
     """OAuth scopes. Default `cloud-platform`."""
 
 
+class GCPReservations(Model):
+    """Compute Engine reservations to launch into (reservation affinity)."""
+
+    names: list[str] = Field(default_factory=list)
+    """Specific reservations by name (`SPECIFIC_RESERVATION`); empty: any reservation of the project
+    whose machine type and zone match (`ANY_RESERVATION`)."""
+
+
 class GCPNodeClassSpec(Model):
     """How to launch a Compute Engine instance."""
 
@@ -226,6 +257,9 @@ class GCPNodeClassSpec(Model):
     """Instance metadata (startup-script, kube-env...)."""
     network_tags: list[str] = Field(default_factory=list)
     """Network tags for firewall rules."""
+    reservations: GCPReservations | None = None
+    """Reservations whose free instances become `reserved` offerings, used before spot or on-demand.
+    Default: none."""
 
     @model_validator(mode="after")
     def _no_reserved_labels(self) -> GCPNodeClassSpec:

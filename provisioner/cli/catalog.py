@@ -17,7 +17,9 @@ or in-process: `typer.testing.CliRunner().invoke(provisioner.cli.app, ["catalog"
 "--region", "us-east-1", "--gpu", "--output", "json"], env={"AWS_ENDPOINT_URL": url, ...})`.
 
 JSON: a list of {instanceType, vcpu, memoryMiB, gpu: {name, count, memoryMiB} | null,
-offerings: [{zone, capacityType, pricePerHour, available}]}, sorted by family, then size.
+offerings: [{zone, capacityType, pricePerHour, available}]}, sorted by family, then size. A `reserved`
+offering (an active capacity reservation or Capacity Block; priced zero: it is paid for either way) also
+carries `reservation: {id, type, free, total, endsAt, hourlyPrice}`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import typer
 
 from provisioner.api import labels
 from provisioner.cli.app import app
-from provisioner.cloudprovider import CloudProviderError, InstanceType
+from provisioner.cloudprovider import CloudProviderError, InstanceType, Reservation
 from provisioner.cloudprovider import catalog as catalog_
 
 ONLINE_CLOUDS = ("aws", "gcp", "fake")
@@ -109,10 +111,30 @@ def instance_type_json(t: InstanceType) -> dict[str, Any]:
                 "capacityType": o.capacity_type,
                 "pricePerHour": round(o.price, 6),
                 "available": o.available,
+                **({"reservation": _reservation_json(o.reservation)} if o.reservation else {}),
             }
-            for o in sorted(t.offerings, key=lambda o: (o.capacity_type, o.zone))
+            for o in sorted(
+                t.offerings,
+                key=lambda o: (o.capacity_type, o.zone, o.reservation.id if o.reservation else ""),
+            )
         ],
     }
+
+
+def _reservation_json(r: Reservation) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "type": r.kind,
+        "free": r.free,
+        "total": r.total,
+        "endsAt": r.ends_at.isoformat() if r.ends_at else None,
+        "hourlyPrice": round(r.hourly_price, 6),
+    }
+
+
+def _reserved(t: InstanceType) -> str:
+    held = [o.reservation for o in t.offerings if o.reservation is not None]
+    return f"{sum(r.free for r in held)}/{sum(r.total for r in held)}" if held else "-"
 
 
 def _price(t: InstanceType, capacity_type: str) -> str:
@@ -121,8 +143,19 @@ def _price(t: InstanceType, capacity_type: str) -> str:
 
 
 def table(types: list[InstanceType]) -> str:
-    """A fixed-width table: one line per type, the cheapest available spot and on-demand price."""
-    header = ("INSTANCE TYPE", "VCPU", "MEMORY GiB", "GPU", "ZONES", "SPOT $/h", "ON-DEMAND $/h")
+    """A fixed-width table: one line per type, the cheapest available spot and on-demand price, and
+    (when the account has any) the instances free/held in its reservations."""
+    held = any(o.reservation is not None for t in types for o in t.offerings)
+    header: tuple[str, ...] = (
+        "INSTANCE TYPE",
+        "VCPU",
+        "MEMORY GiB",
+        "GPU",
+        "ZONES",
+        "SPOT $/h",
+        "ON-DEMAND $/h",
+    )
+    header += ("RESERVED",) if held else ()
     rows = [header]
     for t in types:
         gpu = f"{t.gpu.count}x {t.gpu.name} {t.gpu.memory_mib // 1024}GiB" if t.gpu else "-"
@@ -136,10 +169,11 @@ def table(types: list[InstanceType]) -> str:
                 str(len(zones)),
                 _price(t, "spot"),
                 _price(t, "on-demand"),
+                *((_reserved(t),) if held else ()),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    right = {1, 2, 4, 5, 6}
+    right = {1, 2, 4, 5, 6, 7}
     lines = [
         "  ".join(
             cell.rjust(w) if i in right else cell.ljust(w)

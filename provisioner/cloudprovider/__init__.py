@@ -11,7 +11,7 @@ from provisioner.cloudprovider.errors import (
     TransientError,
 )
 from provisioner.cloudprovider.protocol import CloudProvider, Instance, InterruptionEvent
-from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
+from provisioner.cloudprovider.types import GPU, InstanceType, Offering, Reservation, instance_labels
 
 __all__ = [
     "GPU",
@@ -26,6 +26,7 @@ __all__ = [
     "NotFound",
     "Offering",
     "OfferingKey",
+    "Reservation",
     "TransientError",
     "instance_labels",
 ]

@@ -8,14 +8,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class OfferingKey:
-    """Which offering ran out: instance type, zone, capacity type."""
+    """Which offering ran out: instance type, zone, capacity type, and for a reserved offering the
+    reservation (a full reservation says nothing of another reservation of the same type and zone)."""
 
     instance_type: str
     zone: str
     capacity_type: str
+    reservation_id: str = ""
 
     def __str__(self) -> str:
-        return f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+        base = f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+        return f"{base}/{self.reservation_id}" if self.reservation_id else base
 
 
 class CloudProviderError(Exception):

@@ -61,7 +61,7 @@ class Attempt:
 
     @property
     def key(self) -> OfferingKey:
-        return OfferingKey(self.instance_type.name, self.offering.zone, self.offering.capacity_type)
+        return self.offering.offering_key(self.instance_type.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ def launch_order(
 
 
 def _ordered(attempts: Iterable[Attempt]) -> list[Attempt]:
-    def key(a: Attempt) -> tuple[bool, float, int, str, int, str]:
+    def key(a: Attempt) -> tuple[bool, float, int, str, int, str, str]:
         return (
             a.capacity_type != labels.CAPACITY_TYPE_RESERVED,
             a.price,
@@ -137,6 +137,7 @@ def _ordered(attempts: Iterable[Attempt]) -> list[Attempt]:
             a.zone,
             _AT_ONE_PRICE.get(a.capacity_type, 2),
             a.capacity_type,
+            a.key.reservation_id,
         )
 
     return sorted(attempts, key=key)

@@ -32,6 +32,10 @@ class Instance:
     launched_at: datetime | None = None
     image_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    reservation_id: str | None = None
+    """The reservation the instance runs in (capacity type `reserved`)."""
+    reservation_type: str | None = None
+    """`default` or `capacity-block`, with `reservation_id`."""
     skipped: tuple[OfferingKey, ...] = ()
     """Offerings the launch found out of capacity before this one succeeded (e.g. CreateFleet errors
     beside the instance it did launch); the caching wrapper marks them unavailable."""

@@ -7,10 +7,12 @@ them from their APIs or catalogs, and nothing here performs I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from provisioner.api import labels
 from provisioner.api.quantities import CPU, MEMORY, PODS, ResourceList
+from provisioner.cloudprovider.errors import OfferingKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +41,39 @@ class Offering:
     """$/h."""
     available: bool = True
     """False when the cloud (or the unavailable-offerings cache) says there is no capacity now."""
+    reservation: Reservation | None = None
+    """For a `reserved` offering: the reservation it launches into (one offering per reservation)."""
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.zone, self.capacity_type)
+
+    def offering_key(self, instance_type: str) -> OfferingKey:
+        """The key caches and capacity errors name this offering by (the reservation's id included)."""
+        return OfferingKey(
+            instance_type, self.zone, self.capacity_type, self.reservation.id if self.reservation else ""
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity already paid for: an AWS capacity reservation or Capacity Block, a GCP reservation.
+
+    Its offering's price is zero (the marginal cost of using it: the money is spent either way);
+    `hourly_price` is what it costs per instance-hour whether used or not, for the idle-cost reports.
+    """
+
+    id: str
+    kind: str = "default"
+    """`default` (an On-Demand Capacity Reservation, a GCP reservation) or `capacity-block`."""
+    free: int = 0
+    """Instances it can still take now."""
+    total: int = 0
+    """Instances it holds in all."""
+    ends_at: datetime | None = None
+    """When it ends (a Capacity Block's end; None: open-ended). Nodes in it are drained before."""
+    hourly_price: float = 0.0
+    """$/h per instance, paid whether used or not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +121,21 @@ class InstanceType:
                 continue
             if capacity_types is not None and o.capacity_type not in capacity_types:
                 continue
-            if best is None or (o.price, o.zone, o.capacity_type) < (
+            if best is None or (o.price, o.zone, o.capacity_type, _rid(o)) < (
                 best.price,
                 best.zone,
                 best.capacity_type,
+                _rid(best),
             ):
                 best = o
         return best
 
     def with_offerings(self, offerings: tuple[Offering, ...]) -> InstanceType:
         return replace(self, offerings=offerings)
+
+
+def _rid(o: Offering) -> str:
+    return o.reservation.id if o.reservation else ""
 
 
 def instance_labels(

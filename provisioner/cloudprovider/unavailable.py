@@ -107,15 +107,13 @@ class UnavailableOfferings:
             return list(instance_types)
         out = []
         for t in instance_types:
-            if not any(OfferingKey(t.name, o.zone, o.capacity_type) in live for o in t.offerings):
+            if not any(o.offering_key(t.name) in live for o in t.offerings):
                 out.append(t)
                 continue
             out.append(
                 t.with_offerings(
                     tuple(
-                        replace(o, available=False)
-                        if o.available and OfferingKey(t.name, o.zone, o.capacity_type) in live
-                        else o
+                        replace(o, available=False) if o.available and o.offering_key(t.name) in live else o
                         for o in t.offerings
                     )
                 )

@@ -45,6 +45,7 @@ from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
+from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
 from provisioner.scheduling import SolveFn
@@ -271,6 +272,12 @@ class DisruptionController(Reconciler):
                     + f", ${record.price_per_hour:.4f}/h -> ${record.replacement_price_per_hour:.4f}/h"
                 ),
             )
+            if command.method == CAPACITY_BLOCK_ENDING:
+                # Said apart from the routine Disrupting: the node goes because its block ends, not
+                # for a saving, and its pods move now rather than be killed at the end.
+                self.cluster.record_event(
+                    kind="NodeClaim", name=record.node, reason="CapacityBlockEnding", message=record.detail
+                )
         for new in command.replacements:
             claim = build_nodeclaim(new, snap, suffix=self.settings.name_suffix())
             name = claim.name

@@ -47,10 +47,7 @@ log = logging.getLogger(__name__)
 def _flag_unavailable(types: list[InstanceType], gone: set[OfferingKey]) -> list[InstanceType]:
     return [
         t.with_offerings(
-            tuple(
-                replace(o, available=False) if OfferingKey(t.name, o.zone, o.capacity_type) in gone else o
-                for o in t.offerings
-            )
+            tuple(replace(o, available=False) if o.offering_key(t.name) in gone else o for o in t.offerings)
         )
         for t in types
     ]
@@ -232,6 +229,9 @@ class LifecycleController(Reconciler):
                 wk.CAPACITY_TYPE: instance.capacity_type,
             }
         )
+        if instance.reservation_id:
+            labels[wk.CAPACITY_RESERVATION_ID] = instance.reservation_id
+            labels[wk.CAPACITY_RESERVATION_TYPE] = instance.reservation_type or wk.RESERVATION_TYPE_DEFAULT
         self.cluster.patch_nodeclaim(claim.name, {"metadata": {"labels": labels}})
         status: dict[str, Any] = {
             "providerID": instance.provider_id,

@@ -1,6 +1,7 @@
-"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter`, or drifted from
-its pool's template, its NodeClass or the requirements its labels must meet, is replaced whatever the
-price, as long as budgets and PDBs allow it and its pods can reschedule.
+"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter`, drifted from
+its pool's template, its NodeClass or the requirements its labels must meet, or in a Capacity Block
+that ends within `CAPACITY_BLOCK_LEAD`, is replaced whatever the price, as long as budgets and PDBs
+allow it and its pods can reschedule (a block's replacements never go back into a block that ends soon).
 
 Owns when a node has expired or drifted (and the detail saying so); the budget and PDB gate, the re-solve
 and accepting the command are the context's.
@@ -8,18 +9,30 @@ and accepting the command are the context's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
 from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
+from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import SelectorRequirement
+
+CAPACITY_BLOCK_ENDING = "capacity-block-ending"
+"""The method name of a replacement forced by a block's end (ledger rows, Events)."""
+CAPACITY_BLOCK_LEAD = timedelta(hours=1)
+"""How long before a Capacity Block ends its nodes are replaced. EC2 starts terminating a block's
+instances 30 minutes before its end; an hour leaves the replacements time to launch and the pods time
+to drain gracefully."""
 
 
 def _replace_forcefully(
@@ -105,3 +118,55 @@ def drift(ctx: Context) -> None:
         why = drift_reason(ctx, node, hashes)
         if why is not None:
             _replace_forcefully(ctx, node, DisruptionReason.DRIFTED, method="drift", detail=why)
+
+
+def _block_ends(instance_types: Mapping[str, Sequence[InstanceType]]) -> dict[str, datetime]:
+    """Reservation id -> its end, for every reservation the pools' offerings carry an end for."""
+    return {
+        o.reservation.id: o.reservation.ends_at
+        for types in instance_types.values()
+        for t in types
+        for o in t.offerings
+        if o.reservation is not None and o.reservation.ends_at is not None
+    }
+
+
+def _ending(instance_types: Mapping[str, Sequence[InstanceType]], now: datetime) -> dict[str, datetime]:
+    """The Capacity Blocks that end within CAPACITY_BLOCK_LEAD of `now`, with their ends."""
+    return {rid: end for rid, end in _block_ends(instance_types).items() if end - now <= CAPACITY_BLOCK_LEAD}
+
+
+def without_ending_blocks(
+    instance_types: Mapping[str, Sequence[InstanceType]], *, now: datetime
+) -> Mapping[str, Sequence[InstanceType]]:
+    """The types with the offerings of Capacity Blocks ending soon flagged unavailable (kept, so their
+    ends stay readable); the mapping as given when none ends soon."""
+    ending = set(_ending(instance_types, now))
+    if not ending:
+        return instance_types
+    return {
+        pool: [
+            t.with_offerings(
+                tuple(
+                    replace(o, available=False) if o.reservation and o.reservation.id in ending else o
+                    for o in t.offerings
+                )
+            )
+            for t in types
+        ]
+        for pool, types in instance_types.items()
+    }
+
+
+def reservation_ending(ctx: Context) -> None:
+    """Replace every candidate in a Capacity Block that ends within CAPACITY_BLOCK_LEAD, its pods
+    re-provisioned ahead of the end on capacity that outlives it."""
+    ends = _ending(ctx.instance_types, ctx.now)
+    for node in ctx.candidates:
+        if ctx.done() or not ctx.free(node):
+            continue
+        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
+        if rid not in ends:
+            continue
+        detail = f"capacity block {rid} ends at {ends[rid].isoformat()}; moving its pods off ahead of the end"
+        _replace_forcefully(ctx, node, DisruptionReason.EXPIRED, method=CAPACITY_BLOCK_ENDING, detail=detail)

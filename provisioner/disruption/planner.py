@@ -31,6 +31,7 @@ from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot
 
 METHODS: tuple[Callable[[Context], None], ...] = (
+    expiration_drift.reservation_ending,
     expiration_drift.expiration,
     expiration_drift.drift,
     emptiness.run,
@@ -75,7 +76,8 @@ def plan(
     ctx = Context(
         snapshot,
         pools=pool_list,
-        instance_types=instance_types,
+        # No method may move pods into a Capacity Block about to end (they would be moved out again).
+        instance_types=expiration_drift.without_ending_blocks(instance_types, now=moment),
         now=moment,
         settings=settings,
         solve=solve or scheduling.solve,

@@ -1,8 +1,10 @@
 """Return to the preferred tier: a node on fallback capacity is replaced once the preferred tier can take
-its pods again. Two kinds: an on-demand node of a pool that allows spot moves back to spot (the re-solve
-is shown the pool's spot offerings only, and the replacement is pinned to spot), and a node whose pods
-name a more preferred pool in their list moves them there. Either way every pod must land on a strictly
-better tier, whatever the price.
+its pods again. Three kinds: a spot or on-demand node of a pool that allows reserved moves into a
+reservation with room (launched outside it because it was full: the reservation is paid for either way,
+so the whole price of the node is saved); an on-demand node of a pool that allows spot moves back to
+spot (the re-solve is shown the pool's spot, or reserved, offerings only, and the replacement is pinned
+to that capacity type); and a node whose pods name a more preferred pool in their list moves them there.
+Either way every pod must land on a strictly better tier, whatever the price.
 
 Owns what "fallback" and "better tier" mean; budgets, PDBs and the re-solve are the context's.
 """
@@ -26,45 +28,66 @@ from provisioner.state.objects import Pod, SelectorRequirement
 METHOD = "return-to-preferred"
 
 
-def allows_spot(pool: NodePool) -> bool:
-    """The pool's capacity-type requirement admits spot (no requirement: on-demand only, as Karpenter)."""
+def allows(pool: NodePool, capacity_type: str) -> bool:
+    """The pool's capacity-type requirement admits the capacity type (no requirement: on-demand only, as
+    Karpenter)."""
     for req in pool.spec.template.spec.requirements:
         if req.key != wk.CAPACITY_TYPE:
             continue
         selector = SelectorRequirement(key=req.key, operator=req.operator.value, values=tuple(req.values))
-        return selector.matches({wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT})
+        return selector.matches({wk.CAPACITY_TYPE: capacity_type})
     return False
 
 
-def _spot_only(ctx: Context, pool: str) -> dict[str, Sequence[InstanceType]]:
-    """The instance types with the pool's on-demand offerings hidden, so the re-solve must find spot."""
+def allows_spot(pool: NodePool) -> bool:
+    """The pool's capacity-type requirement admits spot."""
+    return allows(pool, wk.CAPACITY_TYPE_SPOT)
+
+
+def _only(ctx: Context, pools: Sequence[str], capacity_type: str) -> dict[str, Sequence[InstanceType]]:
+    """The instance types with the pools' other offerings hidden, so the re-solve must find this
+    capacity type."""
     out = dict(ctx.instance_types)
-    out[pool] = [
-        it.with_offerings(
-            tuple(o for o in it.offerings if o.capacity_type == wk.CAPACITY_TYPE_SPOT and o.available)
-        )
-        for it in ctx.instance_types.get(pool, ())
-    ]
+    for pool in pools:
+        out[pool] = [
+            it.with_offerings(
+                tuple(o for o in it.offerings if o.capacity_type == capacity_type and o.available)
+            )
+            for it in ctx.instance_types.get(pool, ())
+        ]
     return out
 
 
+def _with_reservation_room(ctx: Context) -> list[str]:
+    """The pools that allow reserved capacity and have a reservation with room now."""
+    return [
+        name
+        for name, pool in ctx.pools.items()
+        if allows(pool, wk.CAPACITY_TYPE_RESERVED)
+        and any(
+            o.capacity_type == wk.CAPACITY_TYPE_RESERVED and o.available
+            for it in ctx.instance_types.get(name, ())
+            for o in it.offerings
+        )
+    ]
+
+
 def _lands_on_preferred(
-    ctx: Context, node: StateNode, pods: list[Pod], results: Results, *, spot: bool
+    ctx: Context, node: StateNode, pods: list[Pod], results: Results, *, spot: str | None
 ) -> bool:
-    """Every pod of the node goes to a strictly better tier than the one it is on."""
+    """Every pod of the node goes to a strictly better tier than the one it is on (`spot`: onto that
+    capacity type, spot or reserved)."""
     current = node.nodepool or ""
     pool_of: dict[str, str] = {}
     spot_of: dict[str, bool] = {}
     for placement in results.placements:
         receiver = ctx.nodes.get(placement.node)
         pool_of[placement.pod.key] = (receiver.nodepool or "") if receiver else ""
-        spot_of[placement.pod.key] = (
-            receiver is not None and cand.capacity_type(receiver) == wk.CAPACITY_TYPE_SPOT
-        )
+        spot_of[placement.pod.key] = receiver is not None and cand.capacity_type(receiver) == spot
     for claim in results.new_claims:
         for pod in claim.pods:
             pool_of[pod.key] = claim.nodepool.name
-            spot_of[pod.key] = claim.offering.capacity_type == wk.CAPACITY_TYPE_SPOT
+            spot_of[pod.key] = claim.offering.capacity_type == spot
     if spot:
         return all(spot_of.get(p.key, False) for p in pods)
     for pod in pods:
@@ -83,6 +106,7 @@ def run(ctx: Context) -> None:
     """Move every settled candidate on fallback capacity back to its preferred tier, when it can go."""
     if not ctx.settings.return_to_preferred:
         return
+    reserving = _with_reservation_room(ctx)
     for node in ctx.candidates:
         if ctx.done():
             return
@@ -90,7 +114,11 @@ def run(ctx: Context) -> None:
             continue
         pods = cand.reschedulable(node)
         pool = ctx.pool(node)
-        on_fallback_capacity = cand.capacity_type(node) == wk.CAPACITY_TYPE_ON_DEMAND and allows_spot(pool)
+        current = cand.capacity_type(node)
+        # Any pool's reservation will do (the node may have overflowed into another pool while it was
+        # full): the re-solve shows those pools' reserved offerings only, and every pod must land there.
+        to_reserved = current != wk.CAPACITY_TYPE_RESERVED and bool(reserving)
+        on_fallback_capacity = to_reserved or (current == wk.CAPACITY_TYPE_ON_DEMAND and allows_spot(pool))
         # Pods whose list names a more preferred pool than the one they run in.
         demoted = [
             p for p in pods if p.nodepools and pool.name in p.nodepools and p.nodepools[0] != pool.name
@@ -101,29 +129,37 @@ def run(ctx: Context) -> None:
             continue
         if not ctx.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method=METHOD):
             continue
-        to_spot = on_fallback_capacity and not demoted
-        types = _spot_only(ctx, pool.name) if to_spot else None
+        target = None
+        if on_fallback_capacity and not demoted:
+            target = wk.CAPACITY_TYPE_RESERVED if to_reserved else wk.CAPACITY_TYPE_SPOT
+        to_spot = target == wk.CAPACITY_TYPE_SPOT
+        if target == wk.CAPACITY_TYPE_RESERVED:
+            types = _only(ctx, list(ctx.pools), target)
+        elif target:
+            types = _only(ctx, [pool.name], target)
+        else:
+            types = None
         results = ctx.simulate([node], instance_types=types)
         if results.unschedulable:
             continue
-        if not _lands_on_preferred(ctx, node, pods, results, spot=to_spot):
+        if not _lands_on_preferred(ctx, node, pods, results, spot=target):
             continue
-        if to_spot and sum(c.offering.price for c in results.new_claims) >= node.price - CENT:
+        if target and sum(c.offering.price for c in results.new_claims) >= node.price - CENT:
             # Spot is preferred for its price: a spot node dearer than the on-demand one it would
             # replace (the cheap spot types still out) is no return; wait for the cheap ones.
             continue
-        detail = (
-            "on-demand fallback returns to spot"
-            if to_spot
-            else "pods return to a more preferred pool of their list"
-        )
+        if target == wk.CAPACITY_TYPE_RESERVED:
+            detail = f"{current} node launched while the reservation was full returns into the reservation"
+        elif to_spot:
+            detail = "on-demand fallback returns to spot"
+        else:
+            detail = "pods return to a more preferred pool of their list"
         command = Command(
             reason=DisruptionReason.RETURN_TO_PREFERRED,
             method=METHOD,
             nodes=(node,),
             replacements=tuple(
-                pin(c, capacity_type=wk.CAPACITY_TYPE_SPOT, below=node.price) if to_spot else c
-                for c in results.new_claims
+                pin(c, capacity_type=target, below=node.price) if target else c for c in results.new_claims
             ),
             records=ctx.records([node], results, reason=DisruptionReason.RETURN_TO_PREFERRED, detail=detail),
         )

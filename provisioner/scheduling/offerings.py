@@ -54,9 +54,12 @@ def _allowed_values(req: rq.KeyReq) -> frozenset[str] | None:
     return req.allowed
 
 
-def cheapest_offering(it: InstanceType, reqs: rq.Reqs) -> Offering | None:
+def cheapest_offering(
+    it: InstanceType, reqs: rq.Reqs, exhausted: frozenset[str] | set[str] = frozenset()
+) -> Offering | None:
     """The cheapest available offering of the type that the zone and capacity-type requirements allow
-    (ties by zone, then capacity type), or None."""
+    (ties by zone, then capacity type), or None. Reserved offerings of the `exhausted` reservations
+    (taken by this solve's earlier nodes) are passed over."""
     zreq, creq = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
     zones, cts = _allowed_values(zreq), _allowed_values(creq)
     best: Offering | None = None
@@ -68,6 +71,8 @@ def cheapest_offering(it: InstanceType, reqs: rq.Reqs) -> Offering | None:
         if cts is not None and o.capacity_type not in cts:
             continue
         if not (zreq.matches(o.zone) and creq.matches(o.capacity_type)):
+            continue
+        if o.reservation is not None and o.reservation.id in exhausted:
             continue
         if best is None or (o.price, o.zone, o.capacity_type) < (best.price, best.zone, best.capacity_type):
             best = o
@@ -142,12 +147,20 @@ class OptionCache:
     share one list (its identity is what the solver compares to see whether a node's options changed),
     and the largest allocatable of each list, to reject a node without scanning its options."""
 
-    __slots__ = ("_dims", "_lists", "_maxvecs")
+    __slots__ = ("_dims", "_lists", "_maxvecs", "exhausted")
 
     def __init__(self, dims: int) -> None:
         self._dims = dims
         self._lists: dict[tuple[int, rq.Reqs], list[Option]] = {}
         self._maxvecs: dict[int, Vec] = {}
+        self.exhausted: set[str] = set()
+        """Reservations this solve has used up: their offerings are no option any more."""
+
+    def exhaust(self, reservation_id: str) -> None:
+        """The reservation is full for the rest of the solve: lists made from now on leave it out (lists
+        already handed out keep it; the solver checks before it moves a node onto it)."""
+        self.exhausted.add(reservation_id)
+        self._lists.clear()
 
     def options(self, pool_index: int, types: Sequence[PoolType], reqs: rq.Reqs) -> list[Option]:
         """The types meeting `reqs` with an available offering they allow, cheapest first."""
@@ -159,7 +172,7 @@ class OptionCache:
         for t in types:
             if not labels_ok(t.it, reqs):
                 continue
-            o = cheapest_offering(t.it, reqs)
+            o = cheapest_offering(t.it, reqs, self.exhausted)
             if o is not None:
                 out.append((o.price, t, o))
         out.sort(key=lambda x: (x[0], x[1].it.name))

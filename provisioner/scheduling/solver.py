@@ -18,6 +18,12 @@ A new node keeps every instance type that can still hold its pods; the cheapest 
 Preferences (preferred node/pod affinity, ScheduleAnyway spreads) are tried as requirements first and
 relaxed one step at a time when they cannot be met.
 
+Reservations: a reserved offering is priced zero (it is paid for either way), so within a pool it is
+every type's first option. Across pools, before step 2 opens a node in pool order, every pool that can
+open the pod's node inside a reservation is asked first, whatever the weights: reserved capacity is
+never left idle while a heavier pool buys on-demand. Each reservation takes at most its free count of
+this solve's new nodes; once used up its offerings drop out and the usual ladder follows, in this solve.
+
 Speed comes from doing per shape what does not depend on the pod's name: pods with equal constraints
 and requests share one compiled `Variant`, whose per-pool verdicts are cached, and resources are tuples
 of integers over a per-solve index.
@@ -33,7 +39,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
-from provisioner.scheduling import pool_order
+from provisioner.scheduling import pool_order, reservations
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
@@ -125,6 +131,8 @@ class _Solver:
         )
         self.new: list[_New] = []
         self.new_count: dict[str, int] = {}
+        self.shapes: list[Shape] = []
+        self.reservations = reservations.Ledger(self.pools)
 
     # ---- placing
 
@@ -254,6 +262,14 @@ class _Solver:
                 pool.min_values, [o for o in options[idx:] if all(map(le, total, o[1].alloc))]
             ):
                 continue
+            if self.reservations:
+                old = reservations.reservation_of(n.options[n.cursor])
+                new = reservations.reservation_of(options[idx])
+                if new != old and new is not None and new in self.cache.exhausted:
+                    continue  # the node's grown type would take a reservation this solve already filled
+                if new != old:
+                    self.reservations.release(old)
+                    self._hold(new)
             if hinted:
                 v.hint_new[pool_name] = i
             t = options[idx][1]
@@ -273,7 +289,17 @@ class _Solver:
             v.hint_new[pool_name] = len(nodes)
         return None
 
-    def _open(self, v: Variant, pool: Pool, pod: Pod) -> _New | str:
+    def _hold(self, reservation_id: str | None) -> None:
+        if reservation_id is not None and self.reservations.hold(reservation_id):
+            # Full for the rest of the solve: rebuilt option lists and pool verdicts leave it out.
+            self.cache.exhaust(reservation_id)
+            for shape in self.shapes:
+                for variant in shape.variants:
+                    variant.pool_fit.clear()
+            for node in self.new:
+                node.absorbed = {}
+
+    def _open(self, v: Variant, pool: Pool, pod: Pod, *, reserved_only: bool = False) -> _New | str:
         fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
         if isinstance(fit, str):
             return fit
@@ -290,6 +316,9 @@ class _Solver:
             if room is not None:
                 return limit_reason(pool, options, v.req, dims=self.dims)
             return "no instance type fits"  # unreachable: pool_fit found one
+        reservation = reservations.reservation_of(options[idx])
+        if reserved_only and reservation is None:
+            return "no reservation of the pool holds it"
         t = options[idx][1]
         if pool.limits:
             reserve(pool, (), t.capacity)
@@ -307,6 +336,7 @@ class _Solver:
             reserved=t.capacity,
         )
         self.new.append(n)
+        self._hold(reservation)
         record(v, n.domain)
         return n
 
@@ -334,6 +364,20 @@ class _Solver:
                 if node is not None:
                     return node
             why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
+            if self.reservations and self.reservations.left():
+                # Reservations before any pool launches spot or on-demand (a listed pod still takes
+                # free room on a pool's nodes before a reservation of a later pool in its list).
+                for pool in v.pools:
+                    if listed:
+                        existing = self._try_existing(v, pool=pool.name)
+                        if existing is not None:
+                            return existing
+                        node = self._try_new_nodes(v, pod, pool_name=pool.name)
+                        if node is not None:
+                            return node
+                    opened = self._open(v, pool, pod, reserved_only=True)
+                    if not isinstance(opened, str):
+                        return opened
             for pool in v.pools:
                 if listed:
                     existing = self._try_existing(v, pool=pool.name)
@@ -369,6 +413,7 @@ class _Solver:
             if shape is None:
                 shape = by_key[key] = self.compiler.compile(pod)
                 firsts.append((shape, pod))
+                self.shapes.append(shape)
             pod_shapes.append((pod, shape))
         self.topology.add_running_owners()
         for shape, pod in firsts:

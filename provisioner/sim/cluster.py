@@ -537,10 +537,16 @@ class PoolScopedTypes:
         return list(self._cache[key])
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
-        return self.provider.create(claim, instance_types, node_class)
+        instance = self.provider.create(claim, instance_types, node_class)
+        if instance.reservation_id:
+            self.invalidate()  # the reservation's free count moved
+        return instance
 
     def delete(self, provider_id: str) -> None:
         self.provider.delete(provider_id)
+        reservations = getattr(self.provider, "reservations", None)  # the fake's, not the protocol's
+        if reservations is not None and reservations():
+            self.invalidate()  # the instance may have given a reservation its slot back
 
     def get(self, provider_id: str) -> Instance:
         return self.provider.get(provider_id)

@@ -37,6 +37,7 @@ def _claim(result: RunResult, rec: ClaimRecord, pods: list[str]) -> dict[str, An
         "instanceType": rec.instance_type,
         "zone": rec.zone,
         "capacityType": rec.capacity_type,
+        **({"capacityReservationId": rec.reservation_id} if rec.reservation_id else {}),
         "pricePerHour": round(rec.price, 6),
         "gpu": _gpu(result, rec.instance_type),
         "pods": sorted(pods),

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from providers.fake import FakeProvider
 from provisioner.api import durations
+from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.clock import VirtualClock
@@ -77,6 +78,7 @@ class ClaimRecord:
     instance_type: str = ""
     zone: str = ""
     capacity_type: str = ""
+    reservation_id: str = ""
     price: float = 0.0
     options: list[str] = field(default_factory=list)
     launched: datetime | None = None
@@ -154,6 +156,9 @@ class Runner:
             reveal_stockouts=False,
         )
         self._mark(spec.unavailable, available=False)
+        self.block_ends: dict[str, datetime] = {}
+        for reservation in spec.reservations:
+            self._reserve(reservation)
         self.kubelets = Kubelets(self.cluster, {t.name: t for t in self.fake.catalog})
         self.fake.on_launch = self.kubelets.on_launch
         self.fake.on_delete = self.kubelets.on_delete
@@ -223,6 +228,7 @@ class Runner:
                 )
                 self._apply(step)
                 quiet = 0
+            self._end_blocks(now)
             self._tick(now)
             ticks += 1
             self.progress(now - START)
@@ -237,6 +243,9 @@ class Runner:
             limit = end - now
             if steps:
                 limit = min(limit, START + steps[0].at - now)
+            for moment in self._block_moments():
+                if moment > now:
+                    limit = min(limit, moment - now)
             finish = self.workloads.next_completion()
             if finish is not None and finish > now:
                 limit = min(limit, finish - now)
@@ -303,6 +312,7 @@ class Runner:
                 rec.instance_type = status.instance_type or ""
                 rec.zone = status.zone or ""
                 rec.capacity_type = status.capacity_type or ""
+                rec.reservation_id = claim.metadata.labels.get(wk.CAPACITY_RESERVATION_ID, "")
                 rec.price = status.price_per_hour or 0.0
         nodes_to_claim = {
             c.status.node_name: c.name for c in self.state.claims.values() if c.status.node_name
@@ -346,6 +356,10 @@ class Runner:
             self.workloads.add(step.pods)
         self._mark(step.unavailable, available=False)
         self._mark(step.available, available=True)
+        for reservation in step.reservations:
+            self._reserve(reservation)
+        for rid in step.end_reservations:
+            self._end_reservation(rid, reclaim=False)
         for sel in step.interrupt:
             for name in sorted(self.state.claims):
                 claim = self.state.claims[name]
@@ -358,6 +372,49 @@ class Runner:
                 self.fake.interrupt(
                     claim.status.provider_id, detail=f"timeline step at {durations.format_duration(step.at)}"
                 )
+
+    def _reserve(self, r: scenario_.ReservationSpec) -> None:
+        ends = durations.parse_duration(r.ends_at) if r.ends_at else None
+        kind = wk.RESERVATION_TYPE_CAPACITY_BLOCK if ends is not None else wk.RESERVATION_TYPE_DEFAULT
+        if r.instance_type not in {t.name for t in self.fake.catalog}:
+            return  # a type no pool can launch: nothing can run in it
+        self.fake.add_reservation(
+            r.id,
+            instance_type=r.instance_type,
+            zone=r.zone,
+            count=r.count,
+            kind=kind,
+            ends_at=START + ends if ends is not None else None,
+        )
+        if ends is not None:
+            self.block_ends[r.id] = START + ends
+        if hasattr(self, "scoped"):
+            self.scoped.invalidate()
+
+    def _end_reservation(self, reservation_id: str, *, reclaim: bool) -> None:
+        """The reservation ends; with `reclaim` (a Capacity Block's end) the cloud takes back the
+        instances still in it, as EC2 does."""
+        self.fake.end_reservation(reservation_id)
+        self.block_ends.pop(reservation_id, None)
+        if reclaim:
+            for claim in sorted(self.state.claims.values(), key=lambda c: c.name):
+                pid = claim.status.provider_id
+                if pid and claim.metadata.labels.get(wk.CAPACITY_RESERVATION_ID) == reservation_id:
+                    self.fake.interrupt(
+                        pid, "capacity-block-end", detail=f"block {reservation_id} ended", reclaim=True
+                    )
+        self.scoped.invalidate()
+
+    def _end_blocks(self, now: datetime) -> None:
+        for rid, end in sorted(self.block_ends.items()):
+            if end <= now:
+                self._end_reservation(rid, reclaim=True)
+
+    def _block_moments(self) -> list[datetime]:
+        """When something happens to a block: the planner's drain ahead of its end, and the end."""
+        from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_LEAD
+
+        return sorted(m for end in self.block_ends.values() for m in (end - CAPACITY_BLOCK_LEAD, end))
 
     def _mark(self, selectors: Any, *, available: bool) -> None:
         known = {t.name for t in self.fake.catalog}

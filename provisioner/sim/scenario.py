@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError
 
-from provisioner.api import AWSNodeClass, GCPNodeClass, NodePool, documents, quantities
+from provisioner.api import AWSNodeClass, GCPNodeClass, NodePool, documents, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import Model, ObjectMeta
 from provisioner.api.documents import Problem, YamlDocument
@@ -63,6 +63,23 @@ class Unavailable(Model):
             and (self.zone is None or self.zone == offering.zone)
             and (self.capacity_type is None or self.capacity_type == offering.capacity_type)
         )
+
+
+class ReservationSpec(Model):
+    """Capacity already paid for (an AWS capacity reservation or Capacity Block, a GCP reservation):
+    `count` instances of one type in one zone, used before any spot or on-demand."""
+
+    id: str = Field(min_length=1)
+    """The reservation's id (`cr-h100-prod`); the label `provisioner.sh/capacity-reservation-id` of its nodes."""
+    instance_type: str
+    """Instance type it holds (`p5.48xlarge`)."""
+    zone: str
+    """Zone it is in (`us-east-1a`)."""
+    count: int = Field(ge=0)
+    """Instances it holds."""
+    ends_at: str | None = None
+    """When it ends, after the start of the run (`20h`): a Capacity Block. Its nodes are drained before
+    that time. Default: open-ended."""
 
 
 TIMELINE_WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
@@ -103,6 +120,10 @@ class TimelineStep(Model):
     """Offerings whose capacity comes back (same selectors)."""
     interrupt: list[InterruptSelector] = Field(default_factory=list)
     """Nodes the cloud interrupts (`{nodePool, capacityType}`, each optional)."""
+    reservations: list[ReservationSpec] = Field(default_factory=list)
+    """Reservations that start now (or change: same id) (`{id, instanceType, zone, count, endsAt}`)."""
+    end_reservations: list[str] = Field(default_factory=list)
+    """Ids of reservations that end now: they take no new instance."""
 
 
 class CatalogRef(Model):
@@ -144,6 +165,9 @@ class ScenarioSpec(Model):
     pools a scenario runs against, kept in one place. Default none."""
     default_node_pools: DefaultNodePools = Field(default_factory=DefaultNodePools)
     """The cluster's default CPU and GPU pool lists (`{cpu: [...], gpu: [...]}`); default none."""
+    reservations: list[ReservationSpec] = Field(default_factory=list)
+    """Reservations held from the start (`{id, instanceType, zone, count, endsAt}`); their nodes are
+    `capacityType: reserved`. Default: none."""
     duration: str | None = None
     """How long a timeline runs (`24h`); default one hour after its last step. Only with `timeline`."""
     timeline: list[TimelineStep] = Field(default_factory=list)
@@ -239,6 +263,27 @@ class LoadedScenario:
         namespace, _, name = key.rpartition("/")
         namespace = namespace or "default"
         return next((p for p in self.pods if p.namespace == namespace and p.name == name), None)
+
+
+def _check_reservation(
+    out: _Collector,
+    doc: YamlDocument,
+    r: ReservationSpec,
+    path: tuple[str | int, ...],
+    *,
+    known: set[str],
+    zones: Sequence[str],
+) -> None:
+    """A reservation names a type of the catalog, a zone of the region and a duration as its end."""
+    if r.instance_type not in known:
+        out.add(doc, f"instance type {r.instance_type!r} is not in the catalog", (*path, "instanceType"))
+    if r.zone not in zones:
+        out.add(doc, f"zone {r.zone!r} is not in the region; allowed: {', '.join(zones)}", (*path, "zone"))
+    if r.ends_at is not None:
+        try:
+            durations.parse_duration(r.ends_at)
+        except durations.DurationError as err:
+            out.add(doc, f"endsAt: {err} (a duration after the start, such as 20h)", (*path, "endsAt"))
 
 
 class _Collector:
@@ -409,6 +454,10 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     if scenario_doc is not None:
         for message, path in catalogs.unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
             out.add(scenario_doc, message, path)
+        known = {t.name for use in uses for t in use.types}
+        zones = [z for use in uses for z in use.zones]
+        for i, r in enumerate(spec.reservations):
+            _check_reservation(out, scenario_doc, r, ("spec", "reservations", i), known=known, zones=zones)
     if out.problems:
         raise ScenarioError(out.problems)
     if spec.unavailable:

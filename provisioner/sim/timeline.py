@@ -23,12 +23,22 @@ from provisioner.sim.scenario import (
     DeleteRef,
     InterruptSelector,
     LoadedScenario,
+    ReservationSpec,
     ScenarioError,
+    TimelineStep,
     Unavailable,
 )
 from provisioner.state.objects import Pod
 
-STEP_ACTIONS = ("apply", "delete", "unavailable", "available", "interrupt")
+STEP_ACTIONS = (
+    "apply",
+    "delete",
+    "unavailable",
+    "available",
+    "interrupt",
+    "reservations",
+    "end_reservations",
+)
 DEFAULT_TAIL = timedelta(hours=1)
 """How long a timeline without `spec.duration` runs after its last step."""
 OWNER_KIND = {"Deployment": "ReplicaSet"}
@@ -52,6 +62,8 @@ class Step:
     unavailable: list[Unavailable] = field(default_factory=list)
     available: list[Unavailable] = field(default_factory=list)
     interrupt: list[InterruptSelector] = field(default_factory=list)
+    reservations: list[ReservationSpec] = field(default_factory=list)
+    end_reservations: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         parts = []
@@ -70,6 +82,13 @@ class Step:
                     for s in self.interrupt
                 )
             )
+        if self.reservations:
+            parts.append(
+                "reserve "
+                + ", ".join(f"{r.id} ({r.count}x {r.instance_type} in {r.zone})" for r in self.reservations)
+            )
+        if self.end_reservations:
+            parts.append("end reservation " + ", ".join(self.end_reservations))
         return "; ".join(parts)
 
 
@@ -157,7 +176,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
                 (*base, "at"),
             )
         if not any(getattr(raw, a) for a in STEP_ACTIONS):
-            add(f"a step needs at least one of {', '.join(STEP_ACTIONS)}", base)
+            names = (TimelineStep.model_fields[a].alias or a for a in STEP_ACTIONS)
+            add(f"a step needs at least one of {', '.join(names)}", base)
             continue
         step = Step(
             index=i,
@@ -167,6 +187,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             unavailable=list(raw.unavailable),
             available=list(raw.available),
             interrupt=list(raw.interrupt),
+            reservations=list(raw.reservations),
+            end_reservations=list(raw.end_reservations),
         )
         for word in ("unavailable", "available"):
             for message, path in catalogs.unavailable_problems(

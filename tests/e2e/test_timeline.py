@@ -511,7 +511,8 @@ def test_a_do_not_disrupt_pod_or_a_pdb_keeps_its_underused_node(
     [
         pytest.param(
             "    - at: 1h\n      scale: {name: chat}\n",
-            "spec.timeline[0].scale: unknown field 'scale'; allowed: apply, at, available, delete, interrupt",
+            "spec.timeline[0].scale: unknown field 'scale'; allowed: apply, at, available, delete, endReservations, "
+            "interrupt, reservations, unavailable",
             id="unknown-step-key",
         ),
         pytest.param(

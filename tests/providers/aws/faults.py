@@ -19,7 +19,11 @@ capacity, prices every spot pool at 0.00001, has no Pricing API and never thrott
   XML that moto takes seconds to render) and narrows them to the families tests use (`families`; None
   keeps all 1,395 types): the SDK takes seconds to parse the full list, once per provider, and the
   contract suite builds a provider per test;
-- counts the instances moto launched and logs each CreateFleet it saw (overrides, capacity type, result).
+- counts the instances moto launched and logs each CreateFleet it saw (overrides, capacity type, result);
+- holds capacity reservations and Capacity Blocks, which moto lacks: answers DescribeCapacityReservations
+  (ids, `state`, `owner-id`, tag filters) from them, and a RunInstances aimed at one is refused with
+  `ReservationCapacityExceeded` when it is full, `InvalidCapacityReservationId.NotFound` when unknown or
+  no longer active, else forwarded to moto without the reservation fields and counted against it.
 
 Why a proxy and not a botocore `before-send` hook: it needs no cooperation from the code under test (the
 provider builds its own clients; a subprocess such as `provisioner catalog` only needs AWS_ENDPOINT_URL),
@@ -50,6 +54,45 @@ DEFAULT_FAMILIES = frozenset({"t3", "m5", "m7g", "c5", "r5", "g4dn", "g5", "g6",
 _MEMOISED = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _REGION = re.compile(r"Credential=[^/]+/\d+/([a-z0-9-]+)/")
+
+
+@dataclass
+class CapacityReservation:
+    """A capacity reservation the proxy holds (see `FaultProxy.add_reservation`)."""
+
+    id: str
+    instance_type: str
+    zone: str
+    total: int
+    used: int = 0
+    kind: str = "default"
+    state: str = "active"
+    end: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    owner_id: str = "123456789012"
+    launched: list[str] = field(default_factory=list)
+    """Instance ids launched into it, in order."""
+
+    def xml(self) -> str:
+        tags = "".join(
+            f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+            for k, v in sorted(self.tags.items())
+        )
+        end = f"<endDate>{self.end.strftime('%Y-%m-%dT%H:%M:%S.000Z')}</endDate>" if self.end else ""
+        return (
+            f"<item><capacityReservationId>{self.id}</capacityReservationId><ownerId>{self.owner_id}</ownerId>"
+            f"<instanceType>{escape(self.instance_type)}</instanceType>"
+            f"<availabilityZone>{escape(self.zone)}</availabilityZone><instancePlatform>Linux/UNIX"
+            f"</instancePlatform><tenancy>default</tenancy><totalInstanceCount>{self.total}"
+            f"</totalInstanceCount><availableInstanceCount>{max(0, self.total - self.used)}"
+            f"</availableInstanceCount><state>{self.state}</state>{end}"
+            f"<endDateType>{'limited' if self.end else 'unlimited'}</endDateType>"
+            f"<instanceMatchCriteria>targeted</instanceMatchCriteria>"
+            f"<reservationType>{self.kind}</reservationType><tagSet>{tags}</tagSet></item>"
+        )
+
+
+_RESERVATION_TARGET = "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"
 
 
 @dataclass
@@ -106,6 +149,33 @@ class FaultProxy:
             self.launched = 0
             self.fleet_calls: list[FleetCall] = []
             self.actions: list[str] = []
+            self.reservations: dict[str, CapacityReservation] = {}
+
+    def add_reservation(
+        self,
+        *,
+        instance_type: str,
+        zone: str,
+        count: int,
+        kind: str = "default",
+        end: datetime | None = None,
+        tags: dict[str, str] | None = None,
+        owner_id: str = "123456789012",
+    ) -> CapacityReservation:
+        """An active capacity reservation (`kind` `capacity-block` for a Capacity Block for ML)."""
+        with self._lock:
+            reservation = CapacityReservation(
+                id=f"cr-{uuid.uuid4().hex[:17]}",
+                instance_type=instance_type,
+                zone=zone,
+                total=count,
+                kind=kind,
+                end=end,
+                tags=dict(tags or {}),
+                owner_id=owner_id,
+            )
+            self.reservations[reservation.id] = reservation
+            return reservation
 
     def stockout(
         self, *, instance_type: str, zone: str, capacity_type: str, code: str = "InsufficientInstanceCapacity"
@@ -189,6 +259,10 @@ class FaultProxy:
             return self._create_fleet(method, path, headers, params)
         if action == "DescribeSpotPriceHistory":
             return self._spot_price_history(params, headers)
+        if action == "DescribeCapacityReservations":
+            return self._describe_reservations(params)
+        if action == "RunInstances" and dict(params).get(_RESERVATION_TARGET):
+            return self._run_in_reservation(method, path, headers, params)
         answer = self._forward(method, path, headers, body)
         if action == "RunInstances" and answer[0] == 200:
             with self._lock:
@@ -277,6 +351,79 @@ class FaultProxy:
                 )
                 data = text.encode()
         return status, out_headers, data
+
+    def _describe_reservations(
+        self, params: list[tuple[str, str]]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        ids = {v for k, v in params if re.fullmatch(r"CapacityReservationId\.\d+", k)}
+        filters: dict[str, set[str]] = {}
+        for k, name in params:
+            m = re.fullmatch(r"Filter\.(\d+)\.Name", k)
+            if m:
+                filters[name] = {v for kk, v in params if kk.startswith(f"Filter.{m.group(1)}.Value.")}
+        with self._lock:
+            found = [r for _, r in sorted(self.reservations.items())]
+        if ids and not ids <= {r.id for r in found}:
+            missing = sorted(ids - {r.id for r in found})[0]
+            return _ec2_error(400, "InvalidCapacityReservationId.NotFound", f"{missing} does not exist")
+
+        def matches(r: CapacityReservation) -> bool:
+            for name, values in filters.items():
+                if name == "state" and r.state not in values:
+                    return False
+                if name == "owner-id" and r.owner_id not in values:
+                    return False
+                if name == "tag-key" and not values & set(r.tags):
+                    return False
+                if name.startswith("tag:") and r.tags.get(name[4:]) not in values:
+                    return False
+            return not ids or r.id in ids
+
+        items = "".join(r.xml() for r in found if matches(r))
+        xml = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeCapacityReservationsResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{items}</capacityReservationSet>"
+            "</DescribeCapacityReservationsResponse>"
+        )
+        return 200, [("Content-Type", "text/xml")], xml.encode()
+
+    def _run_in_reservation(
+        self, method: str, path: str, headers: dict[str, str], params: list[tuple[str, str]]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        rid = dict(params)[_RESERVATION_TARGET]
+        with self._lock:
+            r = self.reservations.get(rid)
+            if r is None or r.state != "active":
+                return _ec2_error(
+                    400, "InvalidCapacityReservationId.NotFound", f"The reservation ID '{rid}' does not exist"
+                )
+            if r.used >= r.total:
+                return _ec2_error(
+                    400,
+                    "ReservationCapacityExceeded",
+                    f"The requested reservation {rid} has no free capacity",
+                )
+            r.used += 1  # held while moto launches, so two concurrent launches cannot both take the last
+        kept = [
+            (k, v)
+            for k, v in params
+            if not k.startswith(("CapacityReservationSpecification.", "InstanceMarketOptions."))
+        ]
+        status, out_headers, data = self._forward(method, path, headers, urlencode(kept).encode())
+        ids = [i.decode() for i in re.findall(rb"<instanceId>(i-[0-9a-f]+)</instanceId>", data)]
+        with self._lock:
+            if status != 200:
+                r.used -= 1
+            else:
+                r.launched.extend(ids)
+                self.launched += len(ids)
+        return status, out_headers, data
+
+    def release(self, reservation_id: str, *, count: int = 1) -> None:
+        """Instances of the reservation ended (EC2 frees their slots when they terminate)."""
+        with self._lock:
+            r = self.reservations[reservation_id]
+            r.used = max(0, r.used - count)
 
     def _zones(self, region: str) -> list[str]:
         return [f"{region}{letter}" for letter in "abcdef"]

@@ -72,3 +72,21 @@ def test_catalog_straight_against_moto_lists_p5_48xlarge_with_8_h100_gpus(stack:
     assert rows["p5.48xlarge"]["gpu"] == {"name": "h100", "count": 8, "memoryMiB": 81920}
     assert rows["p4d.24xlarge"]["gpu"] == {"name": "a100", "count": 8, "memoryMiB": 40960}
     assert rows["p5.48xlarge"]["offerings"]
+
+
+def test_catalog_lists_the_reserved_offerings_of_the_accounts_capacity_reservations(stack: Stack) -> None:
+    block = stack.proxy.add_reservation(
+        instance_type="p5.48xlarge", zone="us-east-1b", count=2, kind="capacity-block"
+    )
+
+    result = run_catalog(stack, "--region", "us-east-1", "--gpu-name", "h100", "--output", "json")
+    table = run_catalog(stack, "--region", "us-east-1", "--gpu-name", "h100")
+
+    assert result.returncode == 0, result.stderr
+    (p5,) = [row for row in json.loads(result.stdout) if row["instanceType"] == "p5.48xlarge"]
+    (reserved,) = [o for o in p5["offerings"] if o["capacityType"] == "reserved"]
+    assert (reserved["zone"], reserved["pricePerHour"], reserved["available"]) == ("us-east-1b", 0.0, True)
+    assert reserved["reservation"]["id"] == block.id
+    assert (reserved["reservation"]["type"], reserved["reservation"]["free"]) == ("capacity-block", 2)
+    (line,) = [line for line in table.stdout.splitlines() if line.startswith("p5.48xlarge")]
+    assert line.endswith("2/2")

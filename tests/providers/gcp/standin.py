@@ -90,6 +90,8 @@ class State:
     stale_aggregated: bool = False
     max_page_size: int = 500
     launches: int = 0
+    reservations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """(zone, name) -> a reservation resource as reservations.list answers it."""
     calls: list[Call] = field(default_factory=list)
     ids: itertools.count = field(default_factory=lambda: itertools.count(1000))
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -131,6 +133,27 @@ class ComputeStandIn:
         self._server.server_close()
 
     # Hooks -------------------------------------------------------------------------------------------
+
+    def add_reservation(
+        self, name: str, *, zone: str, machine_type: str, count: int, specific: bool = True
+    ) -> dict[str, Any]:
+        """A READY reservation of `count` VMs of the machine type (`specific`: only instances naming it
+        may use it, as `specificReservationRequired`)."""
+        with self.state.lock:
+            resource = {
+                "kind": "compute#reservation",
+                "name": name,
+                "zone": f"{API}/projects/{self.state.catalog.project}/zones/{zone}",
+                "status": "READY",
+                "specificReservationRequired": specific,
+                "specificReservation": {
+                    "count": str(count),
+                    "inUseCount": "0",
+                    "instanceProperties": {"machineType": machine_type},
+                },
+            }
+            self.state.reservations[(zone, name)] = resource
+            return resource
 
     def stockout(
         self, *, machine_type: str, zone: str, provisioning_model: str = "STANDARD", synchronous: bool = False
@@ -330,6 +353,9 @@ def _route(st: State, verb: str, path: str, query: dict[str, str], body: dict[st
             return _page(st, "compute#acceleratorTypeList", _accelerator_types(st, zone), query)
         if collection == "instances":
             return _instances(st, verb, zone, tail, query, body)
+        if collection == "reservations" and verb == "GET" and not tail:
+            items = [r for (z, _), r in sorted(st.reservations.items()) if z == zone]
+            return _page(st, "compute#reservationList", items, query)
         if collection == "operations":
             return _operations(st, verb, zone, tail, query)
     raise ApiError(404, f"The resource '{path}' was not found", "notFound")
@@ -564,6 +590,22 @@ def _insert(st: State, zone: str, body: dict[str, Any]) -> dict[str, Any]:
             "error": ("QUOTA_EXCEEDED", f"Quota '{prefix}{metric}' exceeded. Limit: 0.0 in region.")
         }
         return op
+    affinity = body.get("reservationAffinity") or {}
+    if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
+        wanted = (affinity.get("values") or [""])[0]
+        reservation = st.reservations.get((zone, wanted))
+        if (
+            reservation is None
+            or reservation["specificReservation"]["instanceProperties"]["machineType"] != mt_name
+        ):
+            raise _invalid("resource.reservationAffinity", wanted, "No matching reservation in the zone.")
+        held = reservation["specificReservation"]
+        if int(held["inUseCount"]) >= int(held["count"]):
+            st.pending[(zone, op["name"])] = {
+                "error": ("ZONE_RESOURCE_POOL_EXHAUSTED", f"Reservation '{wanted}' has no free capacity.")
+            }
+            return op
+        held["inUseCount"] = str(int(held["inUseCount"]) + 1)
     st.instances[(zone, name)] = _instance_resource(st, zone, body, target["id"], machine.name)
     st.launches += 1
     st.pending[(zone, op["name"])] = {"start": (zone, name)}
@@ -613,6 +655,7 @@ def _instance_resource(st: State, zone: str, body: dict[str, Any], ident: str, m
         "labels": dict(body.get("labels") or {}),
         "labelFingerprint": "42WmSpB8rSM=",
         "scheduling": dict(body.get("scheduling") or {}),
+        "reservationAffinity": dict(body.get("reservationAffinity") or {}),
         "cpuPlatform": "Unknown CPU Platform",
         "fingerprint": "abc=",
     }
