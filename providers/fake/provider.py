@@ -7,11 +7,17 @@ raised when none is left.
 
 Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
 a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).
+
+With `state_path`, the instances (and how many launches each claim had) are kept in a JSON file, written
+after every launch and termination and read at construction: a restarted `provisioner run --cloud fake
+--fake-state PATH` sees the instances its killed predecessor launched, as it would on a real cloud.
 """
 
 from __future__ import annotations
 
 import builtins
+import json
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -68,6 +74,7 @@ class FakeProvider:
         reveal_stockouts: bool = False,
         on_launch: LaunchHook | None = None,
         on_delete: DeleteHook | None = None,
+        state_path: str | None = None,
     ) -> None:
         self.region = region or (catalog_.default_region(catalog) if instance_types is None else None)
         types = instance_types if instance_types is not None else catalog_.load(catalog, region)
@@ -91,6 +98,11 @@ class FakeProvider:
         self._failures: list[CloudProviderError] = []
         self._interruptions: list[InterruptionEvent] = []
         self._drift: dict[str, str] = {}
+        self.launches_by_claim: dict[str, int] = {}
+        """Instances launched per claim name, over every process that shared `state_path`."""
+        self.state_path = state_path
+        if state_path is not None and os.path.exists(state_path):
+            self._load(state_path)
 
     # --- knobs for tests and the simulator ---------------------------------------------------------------
 
@@ -255,6 +267,7 @@ class FakeProvider:
             if key in self._capacity:
                 self._capacity[key] += 1
             self._drift.pop(provider_id, None)
+            self._save()
             hook = self.on_delete
         if hook is not None:
             hook(replace(instance, state="terminated"))
@@ -335,4 +348,53 @@ class FakeProvider:
         self._instances[provider_id] = instance
         self._by_claim[claim.name] = provider_id
         self.launched_total += 1
+        self.launches_by_claim[claim.name] = self.launches_by_claim.get(claim.name, 0) + 1
+        self._save()
         return instance
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        doc = {
+            "instances": [
+                {
+                    **{f: getattr(i, f) for f in _SAVED_FIELDS},
+                    "launched_at": i.launched_at.isoformat() if i.launched_at else None,
+                }
+                for i in self._instances.values()
+            ],
+            "launchesByClaim": self.launches_by_claim,
+        }
+        # Write then rename: a process killed mid-write leaves the previous state, never half a file.
+        tmp = f"{self.state_path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, self.state_path)
+
+    def _load(self, path: str) -> None:
+        with open(path) as f:
+            doc = json.load(f)
+        for raw in doc.get("instances", []):
+            born = raw.get("launched_at")
+            instance = Instance(
+                **{f: raw[f] for f in _SAVED_FIELDS},
+                launched_at=datetime.fromisoformat(born) if born else None,
+            )
+            self._instances[instance.provider_id] = instance
+            if instance.nodeclaim:
+                self._by_claim[instance.nodeclaim] = instance.provider_id
+        self.launches_by_claim = {str(k): int(v) for k, v in doc.get("launchesByClaim", {}).items()}
+
+
+_SAVED_FIELDS = (
+    "provider_id",
+    "instance_type",
+    "zone",
+    "capacity_type",
+    "price",
+    "state",
+    "nodeclaim",
+    "nodepool",
+    "image_id",
+    "tags",
+)
