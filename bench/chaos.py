@@ -171,7 +171,9 @@ def run_one(seed: int, spec: str, *, logs: Path) -> RunResult:
     tmp = tempfile.mkdtemp(prefix="chaos-")
     ctl = Controller(server.url, os.path.join(tmp, "fake-cloud.json"), logs / f"seed{seed}-{spec}")
     pods = [gpu_pod(f"job-{i}", gpus=rng.choice((1, 1, 2))) for i in range(rng.randint(3, 5))]
-    limit = sum(int(p["spec"]["containers"][0]["resources"]["limits"][wk.GPU_RESOURCE]) for p in pods) + 1
+    # Room for every pod even on nodes bigger than needed (a 2-GPU pod takes a 4-GPU g5.12xlarge): a pod
+    # held back by the limit is no stranded pod. The limit is still checked at every poll.
+    limit = 4 * sum(int(p["spec"]["containers"][0]["resources"]["limits"][wk.GPU_RESOURCE]) for p in pods)
     pool = node_pool(POOL, limits={wk.GPU_RESOURCE: str(limit)})
     pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
     try:
