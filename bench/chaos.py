@@ -265,9 +265,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--logs", default=None, help="directory for the controllers' logs")
     args = parser.parse_args()
-    specs = (
-        [f"{p}:1" for p in POINTS] if args.quick else [f"{p}:{n}" for p, ns in COUNTS.items() for n in ns]
-    )
+    specs = [f"{p}:1" for p in POINTS] if args.quick else [f"{p}:{n}" for p, ns in COUNTS.items() for n in ns]
     seeds = 1 if args.quick else args.seeds
     logs = Path(args.logs or tempfile.mkdtemp(prefix="chaos-logs-"))
     logs.mkdir(parents=True, exist_ok=True)

@@ -152,6 +152,11 @@ class FakeProvider:
         with self._lock:
             self._failures.extend([error] * times)
 
+    def clear_failures(self) -> None:
+        """Forget the failures `fail_next_create` queued and not yet raised (the outage is over)."""
+        with self._lock:
+            self._failures.clear()
+
     def interrupt(
         self,
         provider_id: str,
