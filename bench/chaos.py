@@ -127,6 +127,8 @@ class Controller:
             # A killed leader's lease would hold its successor off for the lease duration; one process at a
             # time needs no election.
             "--no-leader-elect",
+            "--disruption-validation-delay",
+            "0.5",
         ]
         self.proc = subprocess.Popen(cmd, stderr=log, stdout=log, env=env)
         log.close()
@@ -209,25 +211,29 @@ def run_one(seed: int, spec: str, *, logs: Path) -> RunResult:
             )
 
         wait("pods bound on initialized nodes", settled)
-        # Some jobs end (their nodes empty out: consolidation) and a user deletes one busy node's claim
-        # (drain, terminate, finalizer).
+        # A user deletes one node's claim (drain, terminate, finalizer) and, when there is another node,
+        # its jobs end (it empties out: consolidation deletes its claim).
         by_node: dict[str, list[Any]] = {}
         for p in list(backend.state.pods.values()):
             if p.node_name:
                 by_node.setdefault(p.node_name, []).append(p)
         nodes = sorted(by_node)
         rng.shuffle(nodes)
-        for name in nodes[:1]:
-            for p in by_node[name]:
-                backend.delete("Pod", p.name, namespace=p.namespace)
-        if len(nodes) > 1:
-            node = backend.state.nodes.get(nodes[1])
-            claim = next(
-                (c for c in backend.state.claims.values() if node and c.status.node_name == node.name), None
-            )
-            if claim is not None:
+        gone: set[str] = set()
+        for i, name in enumerate(nodes[:2]):
+            claim = next((c for c in backend.state.claims.values() if c.status.node_name == name), None)
+            if claim is None:
+                continue
+            gone.add(claim.name)
+            if i == 0:
                 backend.delete("NodeClaim", claim.name)
-        wait("deleted claims terminated", lambda: _quiet(backend) and settled())
+            else:
+                for p in by_node[name]:
+                    backend.delete("Pod", p.name, namespace=p.namespace)
+        wait(
+            "the deleted and the emptied claims gone",
+            lambda: _quiet(backend) and settled() and not gone & set(backend.state.claims),
+        )
         # Garbage collection's grace period and one more pass, then the books are checked.
         wait("garbage collection", lambda: _books_balance(backend, ctl.fake_state))
         cloud = _fake_cloud(ctl.fake_state)
@@ -276,8 +282,8 @@ def main() -> None:
             r = run_one(seed, spec, logs=logs)
             results.append(r)
             bad = r.leaked or r.double_launches or r.stranded or r.limit_breaches or r.problems
-            if bad:
-                print(f"FAILED seed={seed} point={spec}: {r}", file=sys.stderr)
+            verdict = f"FAILED: {r}" if bad else ("crashed, recovered" if r.crashed else "not reached")
+            print(f"seed={seed} point={spec}: {verdict}", file=sys.stderr, flush=True)
     figures = {
         "crash_points": len(specs),
         "seeds": seeds,
