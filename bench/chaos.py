@@ -18,7 +18,7 @@ A crash point the workload never reached in a run (say the 3rd eviction when the
 run without a crash. A check that fails prints the run's seed and point, and its controller logs go to
 `--logs DIR`.
 
-    python bench/chaos.py            # every point x 10 seeds
+    python bench/chaos.py            # every point x 10 seeds (--jobs 4: four runs at once)
     python bench/chaos.py --quick    # one seed, each point once (what .ci/run runs)
 
 Prints one JSON line: {"crash_points", "seeds", "runs", "crashes", "leaked_instances",
@@ -28,7 +28,9 @@ Prints one JSON line: {"crash_points", "seeds", "runs", "crashes", "leaked_insta
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import random
 import signal
@@ -270,6 +272,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one seed, each point once")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--logs", default=None, help="directory for the controllers' logs")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (each its own API and process)")
     args = parser.parse_args()
     specs = [f"{p}:1" for p in POINTS] if args.quick else [f"{p}:{n}" for p, ns in COUNTS.items() for n in ns]
     seeds = 1 if args.quick else args.seeds
@@ -277,13 +280,17 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results: list[RunResult] = []
-    for seed in range(seeds):
-        for spec in specs:
-            r = run_one(seed, spec, logs=logs)
+    runs = [(seed, spec) for seed in range(seeds) for spec in specs]
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=max(1, args.jobs), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        futures = [pool.submit(run_one, seed, spec, logs=logs) for seed, spec in runs]
+        for future in concurrent.futures.as_completed(futures):
+            r = future.result()
             results.append(r)
             bad = r.leaked or r.double_launches or r.stranded or r.limit_breaches or r.problems
             verdict = f"FAILED: {r}" if bad else ("crashed, recovered" if r.crashed else "not reached")
-            print(f"seed={seed} point={spec}: {verdict}", file=sys.stderr, flush=True)
+            print(f"seed={r.seed} point={r.point}: {verdict}", file=sys.stderr, flush=True)
     figures = {
         "crash_points": len(specs),
         "seeds": seeds,
