@@ -7,74 +7,21 @@ from __future__ import annotations
 
 import copy
 import logging
+import traceback
+from pathlib import Path
 from typing import Any
 
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from provisioner.cli.main import app
 from provisioner.kube import client as kc
 from provisioner.kube.informers import StateFeeder
 from provisioner.state import ClusterState
 from tests.controllers.world import gpu_pod, node_class, node_pool
-
-QUANTITIES = [
-    "-1",
-    "-5Gi",
-    "1e999",
-    "99999999999999999999999999999Ei",
-    "NaN",
-    "Infinity",
-    "0x10",
-    "1.5.5",
-    "",
-    " ",
-    "1Qi",
-    "1e-999",
-    "١٢",  # Arabic-Indic digits: str.isdigit() says yes, int() says yes, Kubernetes says no
-]
-
-
-def _deep(depth: int) -> Any:
-    out: Any = "x"
-    for _ in range(depth):
-        out = {"a": out}
-    return out
-
-
-HOSTILE = st.one_of(
-    st.sampled_from(QUANTITIES),
-    st.integers(min_value=-(10**40), max_value=10**40),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.none(),
-    st.booleans(),
-    st.text(max_size=30),
-    # Built afresh per example: a mutation must not leak into the next one.
-    st.builds(lambda: _deep(300)),
-    st.builds(lambda: ["x"] * 5000),
-    st.builds(lambda: [{"key": "k"} for _ in range(2000)]),
-    st.dictionaries(st.text(max_size=8), st.integers(), max_size=3),
-    st.lists(st.integers(), max_size=3),
-)
-
-
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every place in a document a value could be replaced."""
-    out: list[tuple[Any, ...]] = []
-    if isinstance(doc, dict):
-        items: Any = doc.items()
-    elif isinstance(doc, list):
-        items = enumerate(doc)
-    else:
-        return out
-    for k, v in items:
-        if prefix == () and k in ("apiVersion", "kind", "metadata"):
-            out.extend(_paths(v, (*prefix, k)) if k == "metadata" else [])
-            continue
-        if prefix == ("metadata",) and k in ("name", "namespace"):
-            continue  # the API server guarantees these
-        out.append((*prefix, k))
-        out.extend(_paths(v, (*prefix, k)))
-    return out
+from tests.hostile import HOSTILE, paths
 
 
 def _node() -> dict[str, Any]:
@@ -125,8 +72,7 @@ def hostile_objects(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     kind = draw(st.sampled_from(sorted(BASES)))
     doc = BASES[kind][1]()
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        paths = _paths(doc)
-        path = draw(st.sampled_from(paths))
+        path = draw(st.sampled_from(paths(doc)))
         parent: Any = doc
         for step in path[:-1]:
             parent = parent[step]
@@ -169,3 +115,57 @@ def test_a_refused_object_is_named_with_its_field_in_the_warning(caplog) -> None
     message = record.getMessage()
     assert "NodePool gpu" in message
     assert "spec.weight" in message
+
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
+
+
+@st.composite
+def hostile_scenarios(draw: st.DrawFn) -> list[Any]:
+    docs = list(yaml.safe_load_all(SCENARIO.read_text()))
+    for _ in range(draw(st.integers(min_value=1, max_value=2))):
+        i = draw(st.integers(min_value=0, max_value=len(docs) - 1))
+        path = draw(st.sampled_from(paths(docs[i])))
+        parent: Any = docs[i]
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = draw(HOSTILE)
+    return docs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_scenarios())
+def test_a_hostile_scenario_file_is_refused_with_a_clear_error_or_simulated(tmp_path_factory, docs) -> None:
+    path = tmp_path_factory.mktemp("scenario") / "hostile.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    result = CliRunner().invoke(app, ["simulate", str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), "".join(
+        traceback.format_exception(result.exception)
+    )
+    assert result.exit_code in (0, 1)
+    if result.exit_code == 1:
+        assert f"{path}:" in result.output, "each problem names the file (and line)"
+    assert "Traceback" not in result.output
+
+
+def test_a_node_with_a_non_string_provider_id_is_refused_not_taken_to_break_every_snapshot() -> None:
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    bad = _node()
+    bad["spec"]["providerID"] = {"a": "b"}
+    feeder.replace_all(kc.NODE, [bad, _other("Node")])
+    assert set(state.keys_of("Node")) == {"the-good-one"}
+    assert len(state.snapshot().nodes) == 1
+
+
+def test_a_pod_with_a_list_for_a_node_selector_value_names_the_field() -> None:
+    bad = _pod()
+    bad["spec"]["nodeSelector"] = {"provisioner.sh/gpu-name": ["a10g"]}
+    state = ClusterState()
+    try:
+        state.upsert("Pod", bad)
+    except ValueError as err:
+        assert "Pod default/p1: spec.nodeSelector.provisioner.sh/gpu-name: expected a string" in str(err)
+    else:
+        raise AssertionError("taken")
+    assert not state.keys_of("Pod")
