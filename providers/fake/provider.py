@@ -10,11 +10,17 @@ a controller learns of them from create's InsufficientCapacity (and the unavaila
 Reservations (`add_reservation`) are published with their free count, as DescribeCapacityReservations
 does: each is one `reserved` offering of its type and zone, priced zero, taking at most its count of
 instances; deleting an instance gives its slot back, and an ended reservation offers nothing.
+
+With `state_path`, the instances (and how many launches each claim had) are kept in a JSON file, written
+after every launch and termination and read at construction: a restarted `provisioner run --cloud fake
+--fake-state PATH` sees the instances its killed predecessor launched, as it would on a real cloud.
 """
 
 from __future__ import annotations
 
 import builtins
+import json
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -71,6 +77,7 @@ class FakeProvider:
         reveal_stockouts: bool = False,
         on_launch: LaunchHook | None = None,
         on_delete: DeleteHook | None = None,
+        state_path: str | None = None,
     ) -> None:
         self.region = region or (catalog_.default_region(catalog) if instance_types is None else None)
         types = instance_types if instance_types is not None else catalog_.load(catalog, region)
@@ -98,6 +105,11 @@ class FakeProvider:
         self._type_of: dict[str, str] = {}
         """Reservation id -> (zone, the reservation with its total); free counts come from `_held`."""
         self._held: dict[str, int] = {}
+        self.launches_by_claim: dict[str, int] = {}
+        """Instances launched per claim name, over every process that shared `state_path`."""
+        self.state_path = state_path
+        if state_path is not None and os.path.exists(state_path):
+            self._load(state_path)
 
     # --- knobs for tests and the simulator ---------------------------------------------------------------
 
@@ -189,6 +201,11 @@ class FakeProvider:
         """The next `times` creates raise `error` (before any capacity is used)."""
         with self._lock:
             self._failures.extend([error] * times)
+
+    def clear_failures(self) -> None:
+        """Forget the failures `fail_next_create` queued and not yet raised (the outage is over)."""
+        with self._lock:
+            self._failures.clear()
 
     def interrupt(
         self,
@@ -309,6 +326,7 @@ class FakeProvider:
             if instance.reservation_id in self._held:
                 self._held[instance.reservation_id] -= 1
             self._drift.pop(provider_id, None)
+            self._save()
             hook = self.on_delete
         if hook is not None:
             hook(replace(instance, state="terminated"))
@@ -411,4 +429,55 @@ class FakeProvider:
         self._instances[provider_id] = instance
         self._by_claim[claim.name] = provider_id
         self.launched_total += 1
+        self.launches_by_claim[claim.name] = self.launches_by_claim.get(claim.name, 0) + 1
+        self._save()
         return instance
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        doc = {
+            "instances": [
+                {
+                    **{f: getattr(i, f) for f in _SAVED_FIELDS},
+                    "launched_at": i.launched_at.isoformat() if i.launched_at else None,
+                }
+                for i in self._instances.values()
+            ],
+            "launchesByClaim": self.launches_by_claim,
+        }
+        # Write then rename: a process killed mid-write leaves the previous state, never half a file.
+        tmp = f"{self.state_path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, self.state_path)
+
+    def _load(self, path: str) -> None:
+        with open(path) as f:
+            doc = json.load(f)
+        for raw in doc.get("instances", []):
+            born = raw.get("launched_at")
+            instance = Instance(
+                **{f: raw[f] for f in _SAVED_FIELDS if f in raw},
+                launched_at=datetime.fromisoformat(born) if born else None,
+            )
+            self._instances[instance.provider_id] = instance
+            if instance.nodeclaim:
+                self._by_claim[instance.nodeclaim] = instance.provider_id
+        self.launches_by_claim = {str(k): int(v) for k, v in doc.get("launchesByClaim", {}).items()}
+
+
+_SAVED_FIELDS = (
+    "provider_id",
+    "instance_type",
+    "zone",
+    "capacity_type",
+    "price",
+    "state",
+    "nodeclaim",
+    "nodepool",
+    "image_id",
+    "tags",
+    "reservation_id",
+    "reservation_type",
+)

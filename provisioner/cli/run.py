@@ -68,6 +68,7 @@ def build_providers(
     gcp_endpoint: str | None,
     fake_catalog: str,
     fake_region: str | None,
+    fake_state: str | None = None,
     clock: Any,
     registry: Any,
     register_node: Any,
@@ -88,6 +89,7 @@ def build_providers(
                 clock=clock.now,
                 on_launch=register_node,
                 on_delete=delete_node,
+                state_path=fake_state,
             )
             wrapped = wrappers.wrap(fake, clock=clock.now, registry=registry)
             by_kind.setdefault("AWSNodeClass", wrapped)
@@ -168,6 +170,11 @@ def run_command(
         "aws", "--fake-catalog", help="Catalog the fake cloud serves: aws, gcp..."
     ),
     fake_region: str | None = typer.Option(None, "--fake-region"),
+    fake_state: str | None = typer.Option(
+        None,
+        "--fake-state",
+        help="JSON file the fake cloud keeps its instances in, so they outlive a restart.",
+    ),
     batch_idle: float = typer.Option(1.0, "--batch-idle", envvar="PROVISIONER_BATCH_IDLE", help="Seconds."),
     batch_max: float = typer.Option(10.0, "--batch-max", envvar="PROVISIONER_BATCH_MAX", help="Seconds."),
     registration_timeout: float = typer.Option(900.0, "--registration-timeout", help="Seconds."),
@@ -175,6 +182,12 @@ def run_command(
         900.0, "--initialization-timeout", help="Seconds, GPU nodes."
     ),
     interval: float = typer.Option(1.0, "--interval", help="Seconds between reconcile passes."),
+    gc_grace: float = typer.Option(
+        30.0, "--gc-grace", help="Seconds an instance or Node of ours without a NodeClaim is left alone."
+    ),
+    gc_interval: float = typer.Option(
+        30.0, "--gc-interval", help="Seconds between garbage collection passes (each lists the cloud)."
+    ),
     metrics_port: int = typer.Option(
         8080, "--metrics-port", envvar="PROVISIONER_METRICS_PORT", help="0: off."
     ),
@@ -218,6 +231,15 @@ def run_command(
         raise _fail(f"--log-format {log_format!r} is not known; allowed: json, text")
     if batch_idle <= 0 or batch_max < batch_idle:
         raise _fail("--batch-idle must be > 0 and --batch-max >= --batch-idle")
+    if gc_grace < 0 or gc_interval <= 0:
+        raise _fail("--gc-grace must be >= 0 and --gc-interval > 0")
+    from provisioner import crashpoints
+
+    try:
+        # Read once here, never on a hot path: see provisioner.crashpoints.
+        crashpoints.arm(os.environ.get(crashpoints.ENV))
+    except ValueError as err:
+        raise _fail(str(err)) from None
     setup_logging(log_format, log_level)
 
     from prometheus_client import start_http_server
@@ -251,6 +273,8 @@ def run_command(
             client.create(kc.NODE, node_for_instance(instance, instance_type, now=clock.now()))
         except ClusterError as err:
             log.warning("could not register a Node for %s: %s", instance.provider_id, err)
+            return
+        crashpoints.reached("node-registered")
 
     def delete_node(instance: Any) -> None:
         with contextlib.suppress(ClusterError):
@@ -267,6 +291,7 @@ def run_command(
         gcp_endpoint=gcp_endpoint,
         fake_catalog=fake_catalog,
         fake_region=fake_region,
+        fake_state=fake_state,
         clock=clock,
         registry=metrics.registry,
         register_node=register_node,
@@ -287,6 +312,9 @@ def run_command(
         registration_timeout=timedelta(seconds=registration_timeout),
         initialization_timeout=timedelta(seconds=initialization_timeout),
         pool_defaults=ClusterDefaults.of(cpu=default_cpu_pools, gpu=default_gpu_pools),
+        gc_grace=timedelta(seconds=gc_grace),
+        node_gc_grace=timedelta(seconds=gc_grace),
+        gc_interval=timedelta(seconds=gc_interval),
     )
     recorder = None
     if ledger.lower() != "none":

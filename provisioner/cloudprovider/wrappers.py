@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import tenacity
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
+from provisioner import crashpoints
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.errors import (
@@ -230,10 +231,12 @@ class MetricsProvider(_Forwarding):
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         instance = self._call("create", self.provider.create, claim, instance_types, node_class)
         self.metrics.launches.labels(self.provider.name, instance.capacity_type, instance.instance_type).inc()
+        crashpoints.reached("launch-called")
         return instance
 
     def delete(self, provider_id: str) -> None:
         self._call("delete", self.provider.delete, provider_id)
+        crashpoints.reached("instance-deleted")
 
     def get(self, provider_id: str) -> Instance:
         return self._call("get", self.provider.get, provider_id)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from provisioner.api import NodeClaim, NodePool
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import CloudProvider, CloudProviderError, InstanceType
+from provisioner.cloudprovider.unavailable import UnavailableOfferings
 from provisioner.state import Snapshot
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,20 @@ class ProviderSet:
 
     def kinds_of(self, provider: CloudProvider) -> set[str]:
         return {k for k, p in self.by_kind.items() if p is provider}
+
+    def unavailable_offerings(self, now: datetime) -> frozenset[str]:
+        """Every offering a provider's unavailable-offerings cache holds back at `now`, as text. It
+        changes when a stockout or quota entry is added or runs out, which is when a solve of the same
+        pods can come out differently."""
+        out: set[str] = set()
+        for p in self.unique():
+            cache = getattr(p, "cache", None)
+            if isinstance(cache, UnavailableOfferings):
+                out.update(
+                    f"unavailable:{p.name}:{k.instance_type}/{k.zone}/{k.capacity_type}"
+                    for k in cache.entries(now=now)
+                )
+        return frozenset(out)
 
 
 def node_class_of(snap: Snapshot, kind: str, name: str) -> NodeClass | None:

@@ -66,11 +66,12 @@ class ProvisioningController(Reconciler):
         """Solve at the next reconcile, without waiting for the batch window (interruptions)."""
         self._forced = True
 
-    @staticmethod
-    def _signature(snap: Snapshot, pods: Sequence[Pod]) -> frozenset[str]:
-        # What a solve depends on that changes often: the pods, and the claims they may land on.
+    def _signature(self, snap: Snapshot, pods: Sequence[Pod], now: datetime) -> frozenset[str]:
+        # What a solve depends on that changes often: the pods, the claims they may land on, and the
+        # offerings held back by stockouts and quotas (when one runs out, pods left unschedulable by it
+        # must be solved again, even though no pod or claim moved).
         claims = {f"claim:{n.claim.name}" for n in snap.nodes if n.claim is not None and not n.deleting}
-        return frozenset({p.key for p in pods} | claims)
+        return frozenset({p.key for p in pods} | claims | self.providers.unavailable_offerings(now))
 
     def reconcile(self, now: datetime) -> Results | None:
         snap = self.state.snapshot()
@@ -81,7 +82,7 @@ class ProvisioningController(Reconciler):
             self._seen = None
             self._forget_pods(set())
             return None
-        sig = self._signature(snap, pods)
+        sig = self._signature(snap, pods, now)
         if sig != self._seen:
             self._seen = sig
             self._last_change = now
@@ -108,7 +109,7 @@ class ProvisioningController(Reconciler):
             self._solved = None
             self._seen = None
         else:
-            self._solved = self._signature(after, pods_needing_capacity(after))
+            self._solved = self._signature(after, pods_needing_capacity(after), now)
             self._seen = self._solved
         return results
 

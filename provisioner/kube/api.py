@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from provisioner import crashpoints
 from provisioner.api import NodeClaim
 from provisioner.clock import Clock, RealClock, isoformat
 from provisioner.clusterapi.port import ClusterError, NotFoundError, NotLeader
@@ -86,29 +87,36 @@ class KubeClusterAPI:
             # Some servers answer an empty body; read the object back so the state has it.
             doc = self.client.get(kc.NODECLAIM, claim.name)
         self._feed(kc.NODECLAIM, doc)
+        crashpoints.reached("claim-written")
         return NodeClaim.model_validate(doc)
 
     def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> None:
         self._fence(f"patch NodeClaim {name}")
         self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, patch))
+        if "finalizers" in (patch.get("metadata") or {}):
+            crashpoints.reached("finalizer-removed")
 
     def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
         self._fence(f"patch NodeClaim {name} status")
         self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, {"status": status}, sub="status"))
+        crashpoints.reached("status-written")
 
     def delete_nodeclaim(self, name: str) -> None:
         self._fence(f"delete NodeClaim {name}")
         self._feed_deleted(kc.NODECLAIM, self.client.delete(kc.NODECLAIM, name), name)
+        crashpoints.reached("claim-deleted")
 
     # Nodes and pods
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
         self._fence(f"patch Node {name}")
         self._feed(kc.NODE, self.client.patch(kc.NODE, name, patch))
+        crashpoints.reached("node-patched")
 
     def delete_node(self, name: str) -> None:
         self._fence(f"delete Node {name}")
         self._feed_deleted(kc.NODE, self.client.delete(kc.NODE, name), name)
+        crashpoints.reached("node-deleted")
 
     def evict_pod(self, namespace: str, name: str) -> None:
         self._fence(f"evict Pod {namespace}/{name}")
@@ -120,6 +128,7 @@ class KubeClusterAPI:
         self.client.request("POST", kc.POD.path(namespace=namespace, name=name, sub="eviction"), body=body)
         if self.feeder is not None:
             self.feeder.remove(kc.POD, {"metadata": {"name": name, "namespace": namespace}})
+        crashpoints.reached("drain-started")
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self._fence(f"delete Pod {namespace}/{name}")

@@ -226,7 +226,20 @@ class ClusterState:
         return self._lock
 
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
-        """Add or replace one object given as Kubernetes JSON."""
+        """Add or replace one object given as Kubernetes JSON. A malformed object (wrong types, missing
+        keys, bad quantities) raises ValueError naming its kind and name, and changes nothing: whoever
+        feeds the state skips it and keeps the others."""
+        try:
+            self._upsert(kind, obj)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError) as err:
+            meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+            name = meta.get("name") if isinstance(meta, Mapping) else None
+            what = f"missing field {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+            raise ValueError(f"malformed {kind} {name!r}: {what}") from err
+
+    def _upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
         with self._lock:
             self.generation += 1
             meta = obj.get("metadata") or {}

@@ -7,7 +7,7 @@ Only what scheduling, disruption and reporting read is kept; `raw` keeps the ori
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -307,7 +307,7 @@ class Pod:
             and c.get("reason") == "Unschedulable"
             for c in status.get("conditions") or ()
         )
-        return cls(
+        pod = cls(
             namespace=meta.get("namespace") or "default",
             name=meta["name"],
             uid=meta.get("uid") or "",
@@ -359,6 +359,53 @@ class Pod:
             created=_parse_time(meta.get("creationTimestamp")),
             raw=d,
         )
+        _require_text(
+            "Pod",
+            pod.key,
+            [
+                ("metadata.name", pod.name),
+                ("metadata.namespace", pod.namespace),
+                ("spec.nodeName", pod.node_name),
+                *_map_fields("metadata.labels", pod.labels),
+                *_map_fields("metadata.annotations", pod.annotations),
+                *_map_fields("spec.nodeSelector", pod.node_selector),
+                *(
+                    (f"spec.tolerations[{i}].{f}", v)
+                    for i, t in enumerate(pod.tolerations)
+                    for f, v in (
+                        ("key", t.key),
+                        ("operator", t.operator),
+                        ("value", t.value),
+                        ("effect", t.effect),
+                    )
+                ),
+                *(
+                    (f"spec.affinity.nodeAffinity...nodeSelectorTerms[{i}].matchExpressions[{j}].{f}", v)
+                    for i, term in enumerate(pod.required_node_terms)
+                    for j, r in enumerate(term)
+                    for f, v in (("key", r.key), ("operator", r.operator))
+                ),
+                *(
+                    (f"spec.topologySpreadConstraints[{i}].{f}", v)
+                    for i, t in enumerate(pod.topology_spread)
+                    for f, v in (("topologyKey", t.topology_key), ("whenUnsatisfiable", t.when_unsatisfiable))
+                ),
+            ],
+        )
+        return pod
+
+
+def _map_fields(path: str, mapping: Mapping[Any, Any]) -> list[tuple[str, object]]:
+    return [(f"{path}.{k}", v) for k, v in mapping.items()] + [(f"{path} key {k!r}", k) for k in mapping]
+
+
+def _require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]]) -> None:
+    """Fields the decision code matches, joins and hashes on must be strings (or absent). The API
+    server's schema guarantees it; a scenario file or a lax server may not, and one such object taken
+    as it is would break every solve and snapshot after it."""
+    for path, value in fields:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{kind} {ident}: {path}: expected a string, got {type(value).__name__}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -399,7 +446,7 @@ class Node:
         meta = d.get("metadata") or {}
         spec = d.get("spec") or {}
         status = d.get("status") or {}
-        return cls(
+        node = cls(
             name=meta["name"],
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
@@ -416,6 +463,22 @@ class Node:
             deleting=meta.get("deletionTimestamp") is not None,
             raw=d,
         )
+        _require_text(
+            "Node",
+            node.name,
+            [
+                ("metadata.name", node.name),
+                ("spec.providerID", node.provider_id),
+                *_map_fields("metadata.labels", node.labels),
+                *_map_fields("metadata.annotations", node.annotations),
+                *(
+                    (f"spec.taints[{i}].{f}", v)
+                    for i, t in enumerate(node.taints)
+                    for f, v in (("key", t.key), ("effect", t.effect), ("value", t.value))
+                ),
+            ],
+        )
+        return node
 
 
 @dataclass(frozen=True, slots=True)

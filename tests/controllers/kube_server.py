@@ -54,7 +54,11 @@ class FilledEmulator(kmock.KubernetesEmulator):
     compacted_below: int = 0
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
     fail_next: dict[str, int] = attrs.field(factory=dict)
-    """`"POST nodeclaims"` -> how many such requests answer 500 (chaos for the tests)."""
+    """`"POST nodeclaims"` -> how many such requests answer an error (chaos for the tests)..."""
+    fail_status: dict[str, int] = attrs.field(factory=dict)
+    """...with this status (default 500: 409, 429, 503... as a real server under load answers)."""
+    requests: dict[str, int] = attrs.field(factory=dict)
+    """`"PATCH nodeclaims"` -> how many such requests arrived (to bound a controller's call rate)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -82,9 +86,11 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if request.resource is None:
             return await super()._handle(request)
         chaos = f"{request.method.value.upper()} {request.resource.plural}"
+        self.requests[chaos] = self.requests.get(chaos, 0) + 1
         if self.fail_next.get(chaos):
             self.fail_next[chaos] -= 1
-            raise kmock.KubernetesError(status=500, reason="InternalError", message="injected failure")
+            status = self.fail_status.get(chaos, 500)
+            raise kmock.KubernetesError(status=status, reason="Injected", message=f"injected {status}")
         if request.subresource == "eviction" and request.method == enums.method.POST:
             return await self._evict(request)
         if request.subresource == "binding" and request.method == enums.method.POST:

@@ -209,3 +209,20 @@ def test_given_instance_types_replace_the_catalog() -> None:
 
     assert [t.name for t in fake.instance_types(NODE_CLASS)] == ["fake-it-0", "fake-it-1", "fake-it-2"]
     assert fake.zones == ["zone-1", "zone-2", "zone-3"]
+
+
+def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_path) -> None:
+    path = str(tmp_path / "cloud.json")
+    first = provider(state_path=path, cluster_name="c")
+    a = create(first, "claim-a")
+    create(first, "claim-b")
+    first.delete(a.provider_id)
+    # A new process on the same file: the instance launched before is found, not launched again.
+    second = provider(state_path=path, cluster_name="c")
+    (kept,) = second.list()
+    assert kept.nodeclaim == "claim-b"
+    assert kept.launched_at == T0
+    assert create(second, "claim-b").provider_id == kept.provider_id
+    assert second.launches_by_claim == {"claim-a": 1, "claim-b": 1}
+    create(second, "claim-a")
+    assert provider(state_path=path).launches_by_claim == {"claim-a": 2, "claim-b": 1}, "a relaunch counts"

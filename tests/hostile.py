@@ -1,0 +1,68 @@
+"""Hostile values for property-based tests of input (objects from the API, scenario files): malformed
+quantities, huge and negative numbers, wrong types, deep nesting, large lists; and `paths`, the places in
+a document one can be put."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+QUANTITIES = [
+    "-1",
+    "-5Gi",
+    "1e999",
+    "99999999999999999999999999999Ei",
+    "NaN",
+    "Infinity",
+    "0x10",
+    "1.5.5",
+    "",
+    " ",
+    "1Qi",
+    "1e-999",
+    "١٢",  # Arabic-Indic digits: str.isdigit() says yes, int() says yes, Kubernetes says no
+]
+
+
+def _deep(depth: int) -> Any:
+    out: Any = "x"
+    for _ in range(depth):
+        out = {"a": out}
+    return out
+
+
+HOSTILE = st.one_of(
+    st.sampled_from(QUANTITIES),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=30),
+    # Built afresh per example: a mutation must not leak into the next one.
+    st.builds(lambda: _deep(300)),
+    st.builds(lambda: ["x"] * 5000),
+    st.builds(lambda: [{"key": "k"} for _ in range(2000)]),
+    st.dictionaries(st.text(max_size=8), st.integers(), max_size=3),
+    st.lists(st.integers(), max_size=3),
+)
+
+
+def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a document a value could be replaced."""
+    out: list[tuple[Any, ...]] = []
+    if isinstance(doc, dict):
+        items: Any = doc.items()
+    elif isinstance(doc, list):
+        items = enumerate(doc)
+    else:
+        return out
+    for k, v in items:
+        if prefix == () and k in ("apiVersion", "kind", "metadata"):
+            out.extend(paths(v, (*prefix, k)) if k == "metadata" else [])
+            continue
+        if prefix == ("metadata",) and k in ("name", "namespace"):
+            continue  # the API server guarantees these
+        out.append((*prefix, k))
+        out.extend(paths(v, (*prefix, k)))
+    return out

@@ -1,0 +1,171 @@
+"""Hostile objects as they arrive from the API server (property-based): NodePools, NodeClasses, Pods and
+Nodes with huge, negative or malformed quantities, unknown fields, deep nesting, wrong types and large
+lists. Whatever arrives, the informers' feed into the cluster state never raises: the object is either
+taken or skipped with a warning naming its kind, name and field, and the objects beside it are kept."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import traceback
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from provisioner.cli.main import app
+from provisioner.kube import client as kc
+from provisioner.kube.informers import StateFeeder
+from provisioner.state import ClusterState
+from tests.controllers.world import gpu_pod, node_class, node_pool
+from tests.hostile import HOSTILE, paths
+
+
+def _node() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"provisioner.sh/nodepool": "gpu"}},
+        "spec": {"providerID": "fake://z/n1", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+            "capacity": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _pod() -> dict[str, Any]:
+    doc = gpu_pod("p1")
+    doc["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
+    doc["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]
+            }
+        }
+    }
+    doc["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "train"}},
+        }
+    ]
+    return doc
+
+
+BASES = {
+    "Pod": (kc.POD, _pod),
+    "Node": (kc.NODE, _node),
+    "NodePool": (kc.NODEPOOL, lambda: node_pool("gpu", limits={"nvidia.com/gpu": "8", "cpu": "100"})),
+    "AWSNodeClass": (kc.AWSNODECLASS, node_class),
+}
+
+
+@st.composite
+def hostile_objects(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    kind = draw(st.sampled_from(sorted(BASES)))
+    doc = BASES[kind][1]()
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        path = draw(st.sampled_from(paths(doc)))
+        parent: Any = doc
+        for step in path[:-1]:
+            parent = parent[step]
+        if draw(st.booleans()) and isinstance(parent, dict):
+            parent[draw(st.text(min_size=1, max_size=12))] = draw(HOSTILE)  # an unknown field
+        else:
+            parent[path[-1]] = draw(HOSTILE)
+    return kind, doc
+
+
+def _other(kind: str) -> dict[str, Any]:
+    doc = BASES[kind][1]()
+    doc["metadata"]["name"] = "the-good-one"
+    return doc
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_objects())
+def test_no_object_from_the_api_breaks_the_feed_or_its_neighbours(obj: tuple[str, dict[str, Any]]) -> None:
+    kind, doc = obj
+    res = BASES[kind][0]
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    good = _other(kind)
+    # As a relist (one bad item among good ones) and as a watch event.
+    feeder.replace_all(res, [copy.deepcopy(doc), good])
+    feeder.upsert(res, copy.deepcopy(doc))
+    assert "the-good-one" in {k.rsplit("/", 1)[-1] for k in state.keys_of(kind)}
+    snap = state.snapshot()  # the decision code's view builds from whatever was taken
+    assert snap is not None
+
+
+def test_a_refused_object_is_named_with_its_field_in_the_warning(caplog) -> None:
+    doc = node_pool("gpu", limits={"nvidia.com/gpu": "-5Gi"})
+    doc["spec"]["weight"] = "heavy"
+    feeder = StateFeeder(ClusterState())
+    with caplog.at_level(logging.WARNING):
+        feeder.upsert(kc.NODEPOOL, doc)
+    (record,) = [r for r in caplog.records if "ignoring invalid" in r.getMessage()]
+    message = record.getMessage()
+    assert "NodePool gpu" in message
+    assert "spec.weight" in message
+
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
+
+
+@st.composite
+def hostile_scenarios(draw: st.DrawFn) -> list[Any]:
+    docs = list(yaml.safe_load_all(SCENARIO.read_text()))
+    for _ in range(draw(st.integers(min_value=1, max_value=2))):
+        i = draw(st.integers(min_value=0, max_value=len(docs) - 1))
+        path = draw(st.sampled_from(paths(docs[i])))
+        parent: Any = docs[i]
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = draw(HOSTILE)
+    return docs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_scenarios())
+def test_a_hostile_scenario_file_is_refused_with_a_clear_error_or_simulated(tmp_path_factory, docs) -> None:
+    path = tmp_path_factory.mktemp("scenario") / "hostile.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    result = CliRunner().invoke(app, ["simulate", str(path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), "".join(
+        traceback.format_exception(result.exception)
+    )
+    assert result.exit_code in (0, 1)
+    if result.exit_code == 1:
+        assert f"{path}:" in result.output, "each problem names the file (and line)"
+    assert "Traceback" not in result.output
+
+
+def test_a_node_with_a_non_string_provider_id_is_refused_not_taken_to_break_every_snapshot() -> None:
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    bad = _node()
+    bad["spec"]["providerID"] = {"a": "b"}
+    feeder.replace_all(kc.NODE, [bad, _other("Node")])
+    assert set(state.keys_of("Node")) == {"the-good-one"}
+    assert len(state.snapshot().nodes) == 1
+
+
+def test_a_pod_with_a_list_for_a_node_selector_value_names_the_field() -> None:
+    bad = _pod()
+    bad["spec"]["nodeSelector"] = {"provisioner.sh/gpu-name": ["a10g"]}
+    state = ClusterState()
+    try:
+        state.upsert("Pod", bad)
+    except ValueError as err:
+        assert "Pod default/p1: spec.nodeSelector.provisioner.sh/gpu-name: expected a string" in str(err)
+    else:
+        raise AssertionError("taken")
+    assert not state.keys_of("Pod")
