@@ -155,6 +155,8 @@ def _load_file(path: Path):
         "DaemonSet",
         "PodDisruptionBudget",
         "Namespace",
+        "Team",
+        "Department",
     }
 
     def visit(obj: Any, line: int) -> None:
@@ -260,3 +262,23 @@ def nodepools(
         raise _fail(f"--format {fmt!r}: allowed are table, csv")
     snap = _snapshot(scenario, kubeconfig, context)
     _write(builder.render_nodepools(builder.nodepool_rows(snap), fmt=fmt), output)
+
+
+@report.command("teams")
+def teams(
+    scenario: Path | None = typer.Option(None, "--scenario", "-f", help=_SOURCE_HELP),
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
+    ),
+    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
+    fmt: str = typer.Option("table", "--format", help="table or csv."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+) -> None:
+    """Every Team and Department per pool and resource: quota, allocated (and the non-preemptible part),
+    over quota, pending."""
+    from provisioner.quota import report as builder
+
+    if fmt not in ("table", "csv"):
+        raise _fail(f"--format {fmt!r}: allowed are table, csv")
+    snap = _snapshot(scenario, kubeconfig, context)
+    _write(builder.render(builder.rows(snap), fmt=fmt), output)

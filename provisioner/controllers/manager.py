@@ -2,7 +2,8 @@
 runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
-then provisioning, lifecycle, disruption (when enabled), termination, garbage collection, pool status.
+then admission (team pods through their quota), provisioning, lifecycle, disruption (when enabled),
+termination, garbage collection, pool status.
 `provisioner run` calls `run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
 """
 
@@ -17,6 +18,7 @@ from typing import TypedDict
 from provisioner import scheduling
 from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI, NotLeader
+from provisioner.controllers.admission import AdmissionController
 from provisioner.controllers.disruption import DisruptionController
 from provisioner.controllers.gc import GarbageCollector
 from provisioner.controllers.interruption import InterruptionController
@@ -66,12 +68,14 @@ class Manager:
         )
         self.provisioning = ProvisioningController(**shape, solve=solve, solve_options=solve_options)
         self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
+        self.admission = AdmissionController(**shape)
         self.lifecycle = LifecycleController(**shape)
         self.termination = TerminationController(**shape)
         self.gc = GarbageCollector(**shape)
         self.nodepools = NodePoolStatusController(**shape)
         self.controllers: list[tuple[str, Reconciler]] = [
             ("interruption", self.interruption),
+            ("admission", self.admission),
             ("provisioning", self.provisioning),
             ("lifecycle", self.lifecycle),
             ("termination", self.termination),
@@ -82,7 +86,7 @@ class Manager:
         if disruption:
             # Consolidation, drift, expiry: its deletions go through termination in the same step.
             self.disruption = DisruptionController(**shape, solve=solve)
-            self.controllers.insert(3, ("disruption", self.disruption))
+            self.controllers.insert(4, ("disruption", self.disruption))
 
     def step(self, now: datetime | None = None) -> bool:
         """One pass of every controller. Returns False (and does nothing) when not the leader."""

@@ -61,18 +61,39 @@ class SimCluster(MemoryCluster):
         super().patch_nodepool_status(name, status)
         self.pool_status_writes += 1
 
+    def patch_quota_status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        super().patch_quota_status(kind, name, status)
+        self.pool_status_writes += 1
+
     # Helpers for the stand-ins below (not part of ClusterAPI).
 
     def create(self, kind: str, doc: Mapping[str, Any]) -> None:
         body = copy.deepcopy(dict(doc))
         body.setdefault("metadata", {}).setdefault("creationTimestamp", isoformat(self.clock.now()))
+        if kind == "Pod":
+            body = gated(body, self.state)
         self.state.upsert(kind, body)
 
-    def patch_pod(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+    def write_pod(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+        """Merge-patch spec and status at once, as kube-scheduler's binding and the kubelet do."""
         current = self.state.pods.get(pod.key)
         if current is None:
             raise NotFoundError(f"Pod {pod.key} not found")
         self.state.upsert("Pod", merge_patch(copy.deepcopy(dict(current.raw)), patch))
+
+
+def gated(doc: dict[str, Any], state: Any) -> dict[str, Any]:
+    """The admission webhook's part: a new pod of a team's namespace gets the admission gate."""
+    from provisioner.quota.book import QuotaBook
+    from provisioner.quota.gate import gate_patch
+
+    meta = doc.get("metadata") or {}
+    book = QuotaBook(teams=state.teams.values(), departments=(), nodepools=(), namespaces=state.namespaces)
+    if gate_patch(doc, book.team_of(meta.get("namespace") or "default")) is None:
+        return doc
+    gates = list((doc.get("spec") or {}).get("schedulingGates") or ())
+    doc.setdefault("spec", {})["schedulingGates"] = [*gates, {"name": wk.ADMISSION_GATE}]
+    return doc
 
 
 @dataclasses.dataclass
@@ -228,7 +249,8 @@ class Binder:
         nodes = [state.nodes[n] for n in sorted(state.nodes)]
         bound = 0
         for pod in sorted(state.pods.values(), key=lambda p: p.key):
-            if pod.node_name or pod.deleting or pod.is_terminal:
+            # A gated pod is not kube-scheduler's yet: neither bound nor marked Unschedulable.
+            if pod.node_name or pod.deleting or pod.is_terminal or pod.scheduling_gates:
                 continue
             topology = bool(pod.anti_affinity_required or pod.affinity_required or pod.topology_spread)
             eligible = [n for n in nodes if _node_allows(pod, n)] if topology else []
@@ -244,13 +266,13 @@ class Binder:
                     best = key
             if best is not None:
                 target = best[1]
-                self.cluster.patch_pod(
+                self.cluster.write_pod(
                     pod,
                     {
                         "spec": {"nodeName": target},
                         "status": {
                             "phase": "Running",
-                            "conditions": [{"type": "PodScheduled", "status": "True"}],
+                            "conditions": pod.conditions_with({"type": "PodScheduled", "status": "True"}),
                         },
                     },
                 )
@@ -258,18 +280,18 @@ class Binder:
                 placed.append((pod, state.nodes[target]))
                 bound += 1
             elif not pod.unschedulable:
-                self.cluster.patch_pod(
+                self.cluster.write_pod(
                     pod,
                     {
                         "status": {
-                            "conditions": [
+                            "conditions": pod.conditions_with(
                                 {
                                     "type": "PodScheduled",
                                     "status": "False",
                                     "reason": "Unschedulable",
                                     "message": f"0/{len(nodes)} nodes are available",
                                 }
-                            ]
+                            )
                         }
                     },
                 )

@@ -111,6 +111,8 @@ class RunResult:
     """Pods that finished their run time (`sim.provisioner.sh/runs-for`), in order."""
     max_disrupting: dict[str, int] = field(default_factory=dict)
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
+    held: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
 
 
 def _disruption(manager: Manager, *, ledger: Ledger) -> Any:
@@ -199,6 +201,9 @@ class Runner:
             self.state.upsert("NodePool", pool.to_dict())
         for ns, labels in sorted(loaded.namespaces.items()):
             self.state.upsert("Namespace", {"metadata": {"name": ns, "labels": dict(labels)}})
+        # Before any pod: the admission webhook's stand-in gates the pods of teams as they are created.
+        for quota_object in [*loaded.departments, *loaded.teams]:
+            self.state.upsert(quota_object.kind, quota_object.to_dict())
         for pdb in loaded.pdb_documents:
             self.state.upsert("PodDisruptionBudget", pdb)
         for ds in loaded.daemonsets:
@@ -263,6 +268,7 @@ class Runner:
             pods_completed=list(self.workloads.completed),
             events=list(self.cluster.events),
             max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
+            held={k: reasons for k, (_, reasons) in sorted(self.manager.admission.held.items())},
         )
 
     def _tick(self, now: datetime) -> None:
@@ -283,8 +289,10 @@ class Runner:
                 return True
         if getattr(self.disruption, "active", None) or getattr(self.disruption, "pending", None):
             return True
+        # A gated pod waits for quota, not for time: it moves only when something else does.
         return any(
-            not p.node_name and not p.unschedulable and not p.is_terminal for p in self.state.pods.values()
+            not p.node_name and not p.unschedulable and not p.is_terminal and not p.gated
+            for p in self.state.pods.values()
         )
 
     def _observe(self, now: datetime) -> None:
@@ -325,6 +333,9 @@ class Runner:
     def _apply(self, step: Step) -> None:
         log.info("step at %s: %s", step.at, step.describe())
         for ref in step.delete:
+            if ref.kind in ("Team", "Department"):
+                self.state.remove(ref.kind, ref.name)
+                continue
             doomed = [
                 key
                 for key, pod in sorted(self.state.pods.items())
@@ -338,6 +349,8 @@ class Runner:
                 and _desired_matches(self.workloads.desired[key], ref.kind, ref.name)
             ]
             self.workloads.remove(doomed)
+        for quota_object in step.quota_objects:
+            self.state.upsert(quota_object.kind, quota_object.to_dict())
         if step.pods:
             self.workloads.add(step.pods)
         self._mark(step.unavailable, available=False)
