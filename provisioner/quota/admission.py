@@ -221,6 +221,12 @@ class _Pass:
         team = self.book.team_of(pod.namespace)
         return (team.name, team.spec.department) if team is not None else (None, None)
 
+    def count_in(self, pod: Pod, pool: str, team: Team) -> None:
+        """A pod admitted in this pass holds its share from now on, and is never a victim of the same
+        pass (it would be evicted before it ran)."""
+        self.usage.add(pod, pool=pool, team=team.name, department=team.spec.department)
+        self.exclude.add(pod.key)
+
     def take_out(self, pod: Pod, pool: str) -> None:
         """A victim's use leaves the count (its capacity goes to the pod reclaiming it)."""
         team, department = self._owner(pod)
@@ -349,7 +355,7 @@ def _borrow(work: _Pass, borrowers: Sequence[Borrower], plan: Plan) -> list[Borr
                 break
             _, name, pool = best
             pod, team, _dept, _pools, _reasons, _ever = queues[name].popleft()
-            usage.add(pod, pool=pool, team=team.name, department=team.spec.department)
+            work.count_in(pod, pool, team)
             plan.admitted.append(Admit(pod=pod, pool=pool, team=team.name, over_quota=True))
         left = sorted(set_aside, key=lambda b: index[id(b)])
         fair = _fair_reclaim(work, left) if fair_reclaims < FAIR_RECLAIMS_PER_PASS else None
@@ -358,7 +364,7 @@ def _borrow(work: _Pass, borrowers: Sequence[Borrower], plan: Plan) -> list[Borr
         fair_reclaims += 1
         i, pool, taken = fair
         pod, team, _dept, _pools, _reasons, _ever = left.pop(i)
-        usage.add(pod, pool=pool, team=team.name, department=team.spec.department)
+        work.count_in(pod, pool, team)
         plan.admitted.append(Admit(pod=pod, pool=pool, team=team.name, over_quota=True, victims=taken))
     return left
 
@@ -470,7 +476,7 @@ def decide(
                     continue
                 victims = found
                 work.reclaims += 1
-            usage.add(pod, pool=pool, team=team.name, department=team.spec.department)
+            work.count_in(pod, pool, team)
             plan.admitted.append(Admit(pod=pod, pool=pool, team=team.name, victims=victims))
             admitted = True
             break
