@@ -13,13 +13,17 @@ catalogs (list prices, spot and on-demand, one tainted GPU pool and one CPU pool
 
 Any real packing is a feasible point, so the LP optimum can only be below it; ratio = ours / bound.
 
-    python bench/cost.py [--catalogs aws,gcp] [--integral-nodes]
+    python bench/cost.py [--catalogs aws,gcp] [--integral-nodes] [--exact-limit 120] [--copies 1]
 
 `--integral-nodes` adds a tighter bound where node counts are whole (pods may still split): it shows how
 much of the gap is only the LP's fractional nodes (three single-H100 pods need a whole p5.48xlarge).
 
-Prints one JSON line per catalog ({"catalog", "pods", "nodes", "costPerHour", "lowerBound", "ratio"})
-and a last line for the whole suite.
+The exact optimum (`--exact-limit` seconds, 0 to skip) is the cheapest real packing: a MILP with whole
+nodes and whole pods per node (see `exact_optimum`); it is reported where HiGHS proves it in time
+(`--copies N` runs the suite N times over, to find the sizes where it still does).
+
+Prints one JSON line per catalog ({"catalog", "pods", "nodes", "costPerHour", "lowerBound", "ratio",
+"exactOptimum", "ratioToExact"}) and a last line for the whole suite.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from scipy.optimize import LinearConstraint, linprog, milp
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 from scipy.sparse import lil_matrix
 
 from provisioner.api import NodePool
@@ -94,12 +98,12 @@ def _pod(name: str, *, cpu: str, memory: str, gpus: int = 0, selector=None, requ
     return Pod.from_dict({"metadata": {"name": name, "namespace": "bench"}, "spec": spec})
 
 
-def suite() -> list[Pod]:
+def suite(prefix: str = "") -> list[Pod]:
     """The workload: the same on both clouds (GPU models both offer: h100, a100, l4, t4)."""
     pods: list[Pod] = []
 
-    def add(prefix: str, count: int, **kw: Any) -> None:
-        pods.extend(_pod(f"{prefix}-{i}", **kw) for i in range(count))
+    def add(name: str, count: int, **kw: Any) -> None:
+        pods.extend(_pod(f"{prefix}{name}-{i}", **kw) for i in range(count))
 
     # Training jobs of 8, 4, 2 and 1 GPUs of named models.
     add("train-h100x8", 3, cpu="64", memory="512Gi", gpus=8, selector={wk.GPU_NAME: "h100"})
@@ -130,11 +134,11 @@ def _price(it: InstanceType, reqs: rq.Reqs) -> float | None:
     return min(prices) if prices else None
 
 
-def lower_bound(
-    pods: list[Pod], node_pools: list[NodePool], types: list[InstanceType], *, integral_nodes: bool = False
-) -> float:
-    """The LP optimum (fractional nodes and assignments). With `integral_nodes`, node counts must be whole
-    (pods may still split across nodes): a tighter bound, still below any real packing."""
+def _problem(
+    pods: list[Pod], node_pools: list[NodePool], types: list[InstanceType]
+) -> tuple[list[tuple[Pod, int]], list[tuple[NodePool, InstanceType, float]], list[tuple[int, int]]]:
+    """The shared input of the bounds: pod classes (a pod, how many alike), columns (pool, type, price)
+    and the (class, column) pairs where a pod of the class may run on a node of the column."""
     classes: dict[tuple, tuple[Pod, int]] = {}
     for p in pods:
         key = (
@@ -173,6 +177,15 @@ def lower_bound(
             alloc.setdefault(PODS, it.max_pods)
             if all(p.requests.get(r, 0) <= alloc.get(r, 0) for r in RESOURCES):
                 pairs.append((ci, ti))
+    return class_list, columns, pairs
+
+
+def lower_bound(
+    pods: list[Pod], node_pools: list[NodePool], types: list[InstanceType], *, integral_nodes: bool = False
+) -> float:
+    """The LP optimum (fractional nodes and assignments). With `integral_nodes`, node counts must be whole
+    (pods may still split across nodes): a tighter bound, still below any real packing."""
+    class_list, columns, pairs = _problem(pods, node_pools, types)
     n_x, n_z = len(columns), len(pairs)
     cost = np.concatenate([np.array([c[2] for c in columns]), np.zeros(n_z)])
     a_eq = lil_matrix((len(class_list), n_x + n_z))
@@ -222,9 +235,95 @@ def lower_bound(
     return float(result.fun)
 
 
-def run(name: str, *, integral: bool = False) -> dict[str, Any]:
+def _alloc(it: InstanceType) -> dict[str, int]:
+    alloc = dict(it.allocatable)
+    alloc.setdefault(PODS, it.max_pods)
+    return alloc
+
+
+def exact_optimum(
+    pods: list[Pod],
+    node_pools: list[NodePool],
+    types: list[InstanceType],
+    *,
+    ceiling: float,
+    time_limit: float,
+) -> tuple[float | None, str]:
+    """The cheapest real packing: whole nodes, whole pods, each node's resources respected (a MILP,
+    HiGHS). Returns (its $/h or None, HiGHS's status).
+
+    Per column, node slots y[t,k] (binary, used in order) and pods per class and slot z[c,t,k] (integer).
+    Exact reductions keep it small: a column another column dominates (no dearer, at least as large in
+    every resource, able to take every class it takes) is dropped, since swapping such a node never
+    costs more; and a column has at most min(pods it can take, ceiling / its price) slots, since an
+    optimum costs at most `ceiling` (our packing)."""
+    class_list, columns, pairs = _problem(pods, node_pools, types)
+    takes: dict[int, set[int]] = {}
+    for ci, ti in pairs:
+        takes.setdefault(ti, set()).add(ci)
+    allocs = {ti: _alloc(columns[ti][1]) for ti in takes}
+
+    def dominated(ti: int) -> bool:
+        for other in takes:
+            if other == ti or not takes[ti] <= takes[other] or columns[other][2] > columns[ti][2]:
+                continue
+            larger = all(allocs[other].get(r, 0) >= allocs[ti].get(r, 0) for r in RESOURCES)
+            # Equal columns: keep the first, drop the later ones.
+            strictly = (
+                columns[other][2] < columns[ti][2]
+                or other < ti
+                or any(allocs[other].get(r, 0) > allocs[ti].get(r, 0) for r in RESOURCES)
+            )
+            if larger and strictly:
+                return True
+        return False
+
+    kept = [ti for ti in sorted(takes) if not dominated(ti)]
+    slots: list[tuple[int, int]] = []  # (column, k)
+    for ti in kept:
+        eligible = sum(class_list[ci][1] for ci in takes[ti])
+        slots.extend((ti, k) for k in range(min(eligible, int(ceiling / columns[ti][2] + 1e-9))))
+    z_vars = [(ci, si) for si, (ti, _) in enumerate(slots) for ci in sorted(takes[ti])]
+    n_y, n_z = len(slots), len(z_vars)
+    cost = np.concatenate([np.array([columns[ti][2] for ti, _ in slots]), np.zeros(n_z)])
+    a_eq = lil_matrix((len(class_list), n_y + n_z))
+    for j, (ci, _) in enumerate(z_vars):
+        a_eq[ci, n_y + j] = 1.0
+    b_eq = np.array([float(n) for _, n in class_list])
+    a_ub = lil_matrix((n_y * len(RESOURCES) + n_y, n_y + n_z))
+    for si, (ti, k) in enumerate(slots):
+        alloc = allocs[ti]
+        for r_index, r in enumerate(RESOURCES):
+            a_ub[si * len(RESOURCES) + r_index, si] = -alloc.get(r, 0) / float(max(alloc.get(r, 0), 1))
+        if k > 0:  # slots of a column are used in order (symmetry)
+            a_ub[n_y * len(RESOURCES) + si, si] = 1.0
+            a_ub[n_y * len(RESOURCES) + si, si - 1] = -1.0
+    for j, (ci, si) in enumerate(z_vars):
+        pod = class_list[ci][0]
+        alloc = allocs[slots[si][0]]
+        for r_index, r in enumerate(RESOURCES):
+            amount = pod.requests.get(r, 0)
+            if amount:
+                a_ub[si * len(RESOURCES) + r_index, n_y + j] = amount / float(max(alloc.get(r, 0), 1))
+    upper = np.concatenate([np.ones(n_y), np.full(n_z, np.inf)])
+    found = milp(
+        cost,
+        constraints=[
+            LinearConstraint(a_ub.tocsr(), -np.inf, np.zeros(a_ub.shape[0])),
+            LinearConstraint(a_eq.tocsr(), b_eq, b_eq),
+        ],
+        integrality=np.ones(n_y + n_z),
+        bounds=Bounds(np.zeros(n_y + n_z), upper),
+        options={"time_limit": time_limit},
+    )
+    if found.status == 0 and found.x is not None:
+        return float(found.fun), "optimal"
+    return None, str(found.message)
+
+
+def run(name: str, *, integral: bool = False, exact_limit: float = 0.0, copies: int = 1) -> dict[str, Any]:
     types = catalog.load(name)
-    pods = suite()
+    pods = [p for i in range(copies) for p in suite(prefix=f"x{i}-" if i else "")]
     node_pools = pools()
     results = solve(pods, Snapshot(), pools=node_pools, instance_types={p.name: types for p in node_pools})
     if results.unschedulable:
@@ -242,6 +341,12 @@ def run(name: str, *, integral: bool = False) -> dict[str, Any]:
         "lowerBound": round(bound, 4),
         "ratio": round(ours / bound, 4),
     }
+    if exact_limit:
+        optimum, status = exact_optimum(pods, node_pools, types, ceiling=ours, time_limit=exact_limit)
+        line["exactOptimum"] = round(optimum, 4) if optimum is not None else None
+        line["ratioToExact"] = round(ours / optimum, 4) if optimum else None
+        if optimum is None:
+            line["exactStatus"] = status
     if integral:
         whole = lower_bound(pods, node_pools, types, integral_nodes=True)
         line["integralNodesBound"] = round(whole, 4)
@@ -259,10 +364,17 @@ def main() -> None:
         action="store_true",
         help="also report the bound with whole nodes (MILP, HiGHS, 60 s limit per catalog)",
     )
+    parser.add_argument(
+        "--exact-limit",
+        type=float,
+        default=120.0,
+        help="seconds for HiGHS to find the exact optimum with whole nodes per catalog (0: skip)",
+    )
+    parser.add_argument("--copies", type=int, default=1, help="the suite this many times over (the size)")
     args = parser.parse_args()
     total_ours = total_bound = 0.0
     for name in [c for c in args.catalogs.split(",") if c]:
-        line = run(name, integral=args.integral_nodes)
+        line = run(name, integral=args.integral_nodes, exact_limit=args.exact_limit, copies=args.copies)
         total_ours += line["costPerHour"]
         total_bound += line["lowerBound"]
         print(json.dumps(line), flush=True)

@@ -1,15 +1,17 @@
 """Reading API objects from YAML, and saying precisely what is wrong with them.
 
-Owns three things, each public and reusable (scenario files use the first two):
+Three rooms, each public and reusable (scenario files use the first two), re-exported here so callers
+import one module:
 
-- `parse_yaml_documents(text, source=...)` / `read_yaml_file(path)`: a multi-document YAML stream as a
-  list of `YamlDocument` (plain JSON-like data plus the line of every key and list item). A document
-  unpacks as `(data, line)`.
-- `located_problems(error, document, ...)`: a pydantic `ValidationError` turned into `Problem`s that print
-  as `FILE:LINE: Kind/name: field.path: message`, LINE being where the YAML gives that field and the path
-  spelled in camelCase as the user wrote it (`spec.template.spec.requirements[1].operator`).
-- `validate_documents` / `validate_paths`: each document into its model by apiVersion/kind, then the
-  checks that need the whole set (duplicate names, a nodeClassRef naming no NodeClass) and lint warnings.
+- `provisioner.api.yamldoc`: `parse_yaml_documents(text, source=...)` / `read_yaml_file(path)`, a
+  multi-document YAML stream as a list of `YamlDocument` (plain JSON-like data plus the line of every key
+  and list item; a document unpacks as `(data, line)`), and the `Problem` every check reports.
+- `provisioner.api.located`: `located_problems(error, document, ...)`, a pydantic `ValidationError`
+  turned into `Problem`s that print as `FILE:LINE: Kind/name: field.path: message`, LINE being where the
+  YAML gives that field and the path spelled in camelCase as the user wrote it.
+- here: `validate_documents` / `validate_paths`, each document into its model by apiVersion/kind, then
+  the checks that need the whole set (duplicate names, a nodeClassRef naming no NodeClass) and lint
+  warnings.
 
 Pure: reads only the files it is given, no clock, no environment. Printing is the CLI's business.
 """
@@ -18,422 +20,50 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
-from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from provisioner.api import KINDS, labels
-from provisioner.api.common import NODECLASS_KINDS, FieldError
+from provisioner.api.common import NODECLASS_KINDS
+from provisioner.api.located import allowed_fields, format_path, located_problems
 from provisioner.api.nodepool import NodePool
+from provisioner.api.yamldoc import (
+    YAML_SUFFIXES,
+    DocumentError,
+    FieldPath,
+    Problem,
+    Severity,
+    YamlDocument,
+    parse_yaml_documents,
+    read_yaml_file,
+)
 
-FieldPath = tuple[str | int, ...]
-"""A path into a document: mapping keys (camelCase, as written) and list indexes."""
-
-Severity = Literal["error", "warning"]
-
-YAML_SUFFIXES = (".yaml", ".yml")
-_MAX_NODES = 200_000
-"""Most data nodes one document may expand to: aliases can make a few lines into billions of nodes."""
-_MAX_DEPTH = 64
-"""Deepest nesting a document may have (Kubernetes objects need about 12); deeper is refused, not recursed."""
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_PLAIN_TAGS = {
-    "tag:yaml.org,2002:null",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-}
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong (or worth a warning) in an input file, located at a line."""
-
-    file: str
-    line: int
-    message: str
-    kind: str | None = None
-    """The document's kind (`NodePool`...), when it has one."""
-    name: str | None = None
-    """The document's `metadata.name`, when it has one."""
-    path: str = ""
-    """The field, camelCase and dotted: `spec.template.spec.requirements[1].operator`."""
-    severity: Severity = "error"
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity == "error"
-
-    def __str__(self) -> str:
-        parts = [f"{self.file}:{self.line}"]
-        if self.kind:
-            parts.append(f"{self.kind}/{self.name or '<unnamed>'}")
-        if self.path:
-            parts.append(self.path)
-        parts.append(self.message if self.is_error else f"warning: {self.message}")
-        return ": ".join(parts)
-
-
-@dataclass(frozen=True)
-class YamlDocument:
-    """One document of a YAML stream: its data (dicts, lists, str, int, float, bool, None) and lines.
-
-    Unpacks as `(data, line)`, `line` being the 1-based line where the document's content starts.
-    """
-
-    data: Any
-    line: int
-    source: str = "<string>"
-    """File name (as given) the document was read from."""
-    index: int = 0
-    """0-based position of the document in its stream."""
-    lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False)
-    """1-based line of every mapping key and list item, by path."""
-
-    def __iter__(self) -> Iterator[Any]:
-        yield self.data
-        yield self.line
-
-    def line_of(self, path: Sequence[str | int]) -> int:
-        """The line of the deepest part of `path` the document has (the document's line at worst)."""
-        path = tuple(path)
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return self.line
-
-
-class DocumentError(ValueError):
-    """A stream that could not be read as YAML (syntax, encoding, I/O), located at a line.
-
-    `documents` holds the documents parsed before the failure, so callers may still check them.
-    """
-
-    def __init__(self, problem: Problem, documents: Sequence[YamlDocument] = ()) -> None:
-        super().__init__(str(problem))
-        self.problem = problem
-        self.documents = list(documents)
-
-
-# ---------------------------------------------------------------------------------------------- parsing
-
-
-def parse_yaml_documents(text: str, *, source: str = "<string>") -> list[YamlDocument]:
-    """Every non-empty document of a YAML stream, with the line of each key and list item.
-
-    Data is plain JSON-like Python as Kubernetes reads YAML: timestamps and other tagged scalars stay
-    strings, mapping keys become strings. Raises `DocumentError` (with the line) on invalid YAML,
-    non-scalar keys, duplicate keys, recursive aliases or alias bombs; `DocumentError.documents` holds
-    the documents read before that point.
-    """
-    documents: list[YamlDocument] = []
-    loader = _SafeLoader(text)
-    index = 0
-    try:
-        while True:
-            try:
-                if not loader.check_node():
-                    break
-                node = loader.get_node()
-            except yaml.MarkedYAMLError as err:
-                mark = err.problem_mark or err.context_mark
-                line = mark.line + 1 if mark is not None else 1
-                what = err.problem or err.context or "invalid"
-                raise DocumentError(Problem(source, line, f"not valid YAML: {what}"), documents) from None
-            except yaml.YAMLError as err:
-                raise DocumentError(Problem(source, 1, f"not valid YAML: {err}"), documents) from None
-            except RecursionError:
-                raise DocumentError(
-                    Problem(source, 1, f"document {index + 1} nests too deep to read"), documents
-                ) from None
-            if node is None:
-                continue
-            builder = _Builder(loader, source)
-            try:
-                data = builder.build(node, ())
-            except DocumentError as err:
-                raise DocumentError(err.problem, documents) from None
-            if data is not None:
-                documents.append(
-                    YamlDocument(
-                        data=data,
-                        line=node.start_mark.line + 1,
-                        source=source,
-                        index=index,
-                        lines=builder.lines,
-                    )
-                )
-            index += 1
-    finally:
-        loader.dispose()
-    return documents
-
-
-def read_yaml_file(path: str | Path) -> list[YamlDocument]:
-    """`parse_yaml_documents` of a file; unreadable, binary or non-UTF-8 files raise `DocumentError`."""
-    source = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise DocumentError(Problem(source, 1, f"cannot read: {err.strerror or err}")) from None
-    if b"\x00" in raw:
-        raise DocumentError(Problem(source, 1, "not a text file (it holds NUL bytes); expected YAML"))
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise DocumentError(Problem(source, line, "not UTF-8 text; expected YAML")) from None
-    return parse_yaml_documents(text, source=source)
-
-
-class _Builder:
-    """Turns one composed YAML node tree into plain data, recording the line of every key and item."""
-
-    def __init__(self, loader: Any, source: str) -> None:
-        self.loader = loader
-        self.source = source
-        self.lines: dict[FieldPath, int] = {}
-        self.count = 0
-        self.active: set[int] = set()
-
-    def fail(self, node: yaml.Node, message: str) -> DocumentError:
-        return DocumentError(Problem(self.source, node.start_mark.line + 1, message))
-
-    def build(self, node: yaml.Node, path: FieldPath) -> Any:
-        self.count += 1
-        if self.count > _MAX_NODES:
-            raise self.fail(node, f"document expands to more than {_MAX_NODES} values (alias bomb?)")
-        if isinstance(node, yaml.ScalarNode):
-            return self.scalar(node)
-        if len(path) >= _MAX_DEPTH:
-            raise self.fail(node, f"nesting deeper than {_MAX_DEPTH} levels")
-        if id(node) in self.active:
-            raise self.fail(node, "recursive alias: a node contains itself")
-        self.active.add(id(node))
-        try:
-            if isinstance(node, yaml.SequenceNode):
-                items = []
-                for i, child in enumerate(node.value):
-                    self.lines[(*path, i)] = child.start_mark.line + 1
-                    items.append(self.build(child, (*path, i)))
-                return items
-            if isinstance(node, yaml.MappingNode):
-                return self.mapping(node, path)
-        finally:
-            self.active.discard(id(node))
-        raise self.fail(node, "unsupported YAML node")  # pragma: no cover - nodes are one of three kinds
-
-    def scalar(self, node: yaml.ScalarNode) -> Any:
-        if node.tag in _PLAIN_TAGS:
-            try:
-                value = self.loader.construct_object(node, deep=True)
-            except (yaml.YAMLError, ValueError) as err:
-                raise self.fail(node, f"bad scalar {node.value!r}: {err}") from None
-            # JSON has no NaN or infinity: keep the text, so validation says "not a number" clearly.
-            if isinstance(value, float) and not math.isfinite(value):
-                return node.value
-            return value
-        # Timestamps, binary and custom tags stay the text the user wrote, as Kubernetes reads them.
-        return str(node.value)
-
-    def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        merged: list[dict[str, Any]] = []
-        explicit: dict[FieldPath, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for source in sources:
-                    if not isinstance(source, yaml.MappingNode):
-                        raise self.fail(source, "a merge key (<<) takes a mapping or a list of mappings")
-                    merged.append(self.build(source, path))
-                continue
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise self.fail(key_node, "mapping keys must be strings, not lists or mappings")
-            key = str(key_node.value)
-            if key in out:
-                raise self.fail(key_node, f"duplicate key {key!r} (first at line {explicit[(*path, key)]})")
-            explicit[(*path, key)] = key_node.start_mark.line + 1
-            self.lines[(*path, key)] = key_node.start_mark.line + 1
-            out[key] = self.build(value_node, (*path, key))
-        # Keys given here win over merged ones, and so do their lines.
-        self.lines.update(explicit)
-        for extra in merged:
-            for key, value in extra.items():
-                out.setdefault(key, value)
-        return out
-
-
-# ------------------------------------------------------------------------------------ error conversion
-
-
-def format_path(path: Sequence[str | int]) -> str:
-    """`("spec", "limits", "nvidia.com/gpu")` -> `spec.limits["nvidia.com/gpu"]`; indexes as `[1]`."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part and all(c.isalnum() or c in "_-" for c in part):
-            out += f".{part}" if out else part
-        else:
-            out += f"[{json.dumps(part)}]"
-    return out
-
-
-def located_problems(
-    error: ValidationError,
-    document: YamlDocument,
-    *,
-    kind: str | None = None,
-    name: str | None = None,
-    base: FieldPath = (),
-    model: type[BaseModel] | None = None,
-) -> list[Problem]:
-    """The errors of `error` as `Problem`s located at their YAML line in `document`.
-
-    `base` is where the validated value sits in the document (empty when the whole document was
-    validated; `("nodePools", 2)` when a scenario validated one entry). `model` (the class validated)
-    lets an unknown field be answered with the fields that are allowed and a "did you mean".
-    Errors that differ only by union branch are merged into one.
-    """
-    merged: dict[tuple[int, str], tuple[list[str], str]] = {}
-    for err in error.errors():
-        loc: FieldPath = (*base, *err["loc"])
-        ctx_error = (err.get("ctx") or {}).get("error")
-        extra: FieldPath = ctx_error.path if isinstance(ctx_error, FieldError) else ()
-        real, shown = _resolve(document.data, loc, extra, missing=err["type"] == "missing")
-        line = document.line_of(real)
-        message, given = _message(err, shown, model=model, base=base)
-        key = (line, format_path(shown))
-        if key in merged:
-            if message not in merged[key][0]:
-                merged[key][0].append(message)
-        else:
-            merged[key] = ([message], given)
-    problems = []
-    for (line, path_text), (messages, given) in merged.items():
-        text = messages[0]
-        for more in messages[1:]:
-            text += " or " + more.removeprefix("Input should be ")
-        text += given
-        problems.append(
-            Problem(document.source, line, text, kind=kind, name=name, path=path_text, severity="error")
-        )
-    return problems
-
-
-def _resolve(data: Any, loc: FieldPath, extra: FieldPath, *, missing: bool) -> tuple[FieldPath, FieldPath]:
-    """(the part of the path the document has, the path to show): union tags and `[key]` dropped."""
-    real: list[str | int] = []
-    shown: list[str | int] = []
-    node = data
-    found = True
-    parts = [(p, "loc") for p in loc] + [(p, "extra") for p in extra]
-    for i, (part, origin) in enumerate(parts):
-        last_of_loc = origin == "loc" and (i + 1 == len(parts) or parts[i + 1][1] == "extra")
-        has, child = _child(node, part) if found else (False, None)
-        if has:
-            node = child
-            real.append(part)
-            shown.append(part)
-        elif origin == "extra" or (missing and last_of_loc):
-            # A field the document lacks: show it, keep the line of the nearest parent it has.
-            found = False
-            shown.append(part)
-        # Anything else is a pydantic union tag (`str`, `int`, `function-after[...]`) or `[key]`.
-    return tuple(real), tuple(shown)
-
-
-def _child(node: Any, part: str | int) -> tuple[bool, Any]:
-    if isinstance(node, dict) and isinstance(part, str) and part in node:
-        return True, node[part]
-    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-        return True, node[part]
-    return False, None
-
-
-def _message(
-    err: Any,
-    shown: FieldPath,
-    *,
-    model: type[BaseModel] | None,
-    base: FieldPath,
-) -> tuple[str, str]:
-    """The message for one pydantic error, and what was given (`, got ...`) when worth saying."""
-    kind = err["type"]
-    given = err.get("input")
-    if kind == "value_error":
-        ctx_error = (err.get("ctx") or {}).get("error")
-        return (str(ctx_error) if ctx_error is not None else err["msg"].removeprefix("Value error, ")), ""
-    if kind == "extra_forbidden":
-        unknown = str(shown[-1]) if shown else "?"
-        text = f"unknown field {unknown!r}"
-        if model is not None:
-            allowed = allowed_fields(model, tuple(p for p in shown[len(base) : -1]))
-            if allowed:
-                close = difflib.get_close_matches(unknown, allowed, n=1)
-                if close:
-                    text += f" (did you mean {close[0]!r}?)"
-                text += "; allowed: " + ", ".join(allowed)
-        return text, ""
-    if kind == "missing":
-        return f"required field {str(shown[-1]) if shown else ''!r} is missing", ""
-    message = str(err["msg"])
-    if kind == "string_type" and isinstance(given, bool | int | float):
-        return message, f'; got {json.dumps(given)}, write it quoted if a string is meant: "{given}"'
-    if isinstance(given, str | int | float | bool):
-        return message, f", got {json.dumps(given)}"
-    if isinstance(given, list | dict):
-        return message, f", got a {'list' if isinstance(given, list) else 'mapping'}"
-    return message, ""
-
-
-@cache
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(by_alias=True)
-
-
-def allowed_fields(model: type[BaseModel], path: FieldPath) -> list[str]:
-    """The field names (camelCase) the model allows at `path`; empty when unknown or free-form."""
-    root = _schema(model)
-    defs = root.get("$defs", {})
-
-    def deref(schema: dict[str, Any]) -> dict[str, Any]:
-        while True:
-            if "$ref" in schema:
-                schema = defs.get(schema["$ref"].rsplit("/", 1)[-1], {})
-            elif "allOf" in schema and len(schema["allOf"]) == 1:
-                schema = schema["allOf"][0]
-            elif "anyOf" in schema:
-                branches = [s for s in schema["anyOf"] if s.get("type") != "null"]
-                objects = [deref(b) for b in branches]
-                schema = next(
-                    (o for o in objects if "properties" in o or "items" in o), objects[0] if objects else {}
-                )
-            else:
-                return schema
-
-    node = deref(root)
-    for part in path:
-        if isinstance(part, int):
-            node = deref(node.get("items", {}))
-        elif part in node.get("properties", {}):
-            node = deref(node["properties"][part])
-        elif isinstance(node.get("additionalProperties"), dict):
-            node = deref(node["additionalProperties"])
-        else:
-            return []
-    return sorted(node.get("properties", {}))
-
-
-# ------------------------------------------------------------------------------------------- validation
+__all__ = [
+    "YAML_SUFFIXES",
+    "DocumentError",
+    "FieldPath",
+    "LoadedObject",
+    "Problem",
+    "Severity",
+    "ValidationReport",
+    "YamlDocument",
+    "allowed_fields",
+    "cross_check",
+    "expand_lists",
+    "expand_paths",
+    "format_path",
+    "identify",
+    "lint",
+    "located_problems",
+    "parse_yaml_documents",
+    "read_yaml_file",
+    "validate_document",
+    "validate_documents",
+    "validate_paths",
+]
 
 
 @dataclass(frozen=True)

@@ -241,10 +241,12 @@ class _Converter:
                     taint["key"] = labels.KARPENTER_LABEL_MAP[taint["key"]]
         return spec
 
-    def requirement(self, req: Any, path: FieldPath) -> dict[str, Any] | None:
-        if not isinstance(req, dict):
-            return req  # validation of the result reports it
-        req = self.copy(req, path, ("key", "operator", "values", "minValues"), why="not a requirement field")
+    def requirement(self, given: object, path: FieldPath) -> object | None:
+        if not isinstance(given, dict):
+            return given  # validation of the result reports it
+        req = self.copy(
+            given, path, ("key", "operator", "values", "minValues"), why="not a requirement field"
+        )
         key = req.get("key")
         if not isinstance(key, str):
             return req

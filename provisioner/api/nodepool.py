@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from croniter import croniter  # type: ignore[import-untyped]
+from croniter import croniter
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from provisioner.api import durations, labels, quantities
@@ -250,5 +251,5 @@ class NodePool(Model):
     def min_savings_per_pod_hour(self) -> Decimal:
         return Decimal(self.spec.disruption.min_savings_per_pod_hour)
 
-    def expire_after(self):  # -> timedelta | None
+    def expire_after(self) -> timedelta | None:
         return durations.parse_duration(self.spec.template.spec.expire_after)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from provisioner.cli import output as out
 from provisioner.cli.app import app
 
 report = typer.Typer(
@@ -29,9 +31,7 @@ _SINCE = re.compile(r"^(\d+(?:\.\d+)?)(w|d|h|m|s)$")
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+_fail = out.fail
 
 
 def parse_since(text: str, *, now: datetime) -> datetime:
@@ -57,68 +57,130 @@ def parse_since(text: str, *, now: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise _fail(f"cannot write {output}: {err.strerror or err}") from None
-    typer.echo(f"wrote {output}", err=True)
-
-
-def _ledger_target(db: str | None) -> str:
+def _ledger_target(target: str | None) -> str:
     from provisioner.finops.ledger import DEFAULT_PATH, url_for
 
-    target = db or os.environ.get(LEDGER_ENV)
-    url = url_for(target)
+    url = url_for(target or os.environ.get(LEDGER_ENV))
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///") :])
         if not path.exists():
             raise _fail(
-                f"no ledger at {path} (the default is ./{DEFAULT_PATH}); pass --db FILE or a URL "
+                f"no ledger at {path} (the default is ./{DEFAULT_PATH}); pass --ledger FILE or a URL "
                 f"such as postgresql://user@host/db, or set ${LEDGER_ENV}"
             )
     return url
 
 
-@report.command("scale-down")
-def scale_down(
-    since: str = typer.Option("7d", "--since", help="Window start: 7d, 36h, 2w, or an ISO time."),
-    pool: str | None = typer.Option(None, "--pool", help="Only this NodePool."),
-    fmt: str = typer.Option("table", "--format", help="table, csv, json or html."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
-    db: str | None = typer.Option(
-        None,
-        "--db",
-        help=f"Ledger: a SQLite file or a database URL (default ${LEDGER_ENV} or the local file).",
-    ),
-    now_text: str | None = typer.Option(None, "--now", help="Report as of this ISO time (default: now)."),
-) -> None:
-    """What disruption removed and saved, idle cost and GPU-idle hours, churn, and the top blockers."""
-    from provisioner.finops.reports import scale_down as builder
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    actions: list[Any]
+    blockers: list[Any]
+    usage: list[Any]
+    since: datetime
+    now: datetime
 
-    if fmt not in builder.RENDERERS:
-        raise _fail(f"--format {fmt!r}: allowed are {', '.join(builder.RENDERERS)}")
-    now = datetime.now(UTC) if now_text is None else parse_since(now_text, now=datetime.now(UTC))
-    start = parse_since(since, now=now)
-    url = _ledger_target(db)
+
+def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: str | None) -> _Rows:
+    """The ledger's rows over the window. `now` defaults to the end of the last usage sample (the last
+    time the fleet was observed): realized savings run to there, and a simulated run's ledger reports as
+    it ended. A pool the ledger never saw is an error that names the pools it knows."""
     from provisioner.finops.ledger import Ledger, LedgerError
 
+    url = _ledger_target(ledger_target)
     try:
         with Ledger(url) as ledger:
-            actions = ledger.actions(since=start, until=now, pool=pool)
-            blockers = ledger.blockers(since=start, until=now, pool=pool)
-            usage = ledger.usage(since=start, until=now, pool=pool)
+            known = ledger.pools()
+            if pool is not None and pool not in known:
+                raise _fail(
+                    f"--pool {pool!r}: no such pool in the ledger; pools: {', '.join(sorted(known)) or 'none yet'}"
+                )
+            if now_text is not None:
+                now = parse_since(now_text, now=datetime.now(UTC))
+            else:
+                samples = ledger.usage(since=datetime.now(UTC) - timedelta(days=3650))
+                ends = [u.time + timedelta(hours=u.hours) for u in samples]
+                now = max(ends, default=datetime.now(UTC))
+            start = parse_since(since, now=now)
+            # A sample that starts exactly at `now` has no hours before it: read up to just past it.
+            until = now + timedelta(microseconds=1)
+            return _Rows(
+                actions=ledger.actions(since=start, until=until, pool=pool),
+                blockers=ledger.blockers(since=start, until=until, pool=pool),
+                usage=ledger.usage(since=start, until=until, pool=pool),
+                since=start,
+                now=now,
+            )
     except LedgerError as err:
         raise _fail(str(err)) from None
+    except typer.Exit:
+        raise
     except Exception as err:  # a database that cannot be reached: one line, not a traceback
         if type(err).__module__.startswith("sqlalchemy"):
             raise _fail(f"ledger {url}: {getattr(err, 'orig', None) or err}") from None
         raise
-    built = builder.build(actions, blockers, usage, since=start, now=now, pool=pool)
-    _write(builder.RENDERERS[fmt](built), output)
+
+
+_LEDGER_HELP = (
+    f"Ledger: a SQLite file or a database URL (default ${LEDGER_ENV}, else ./provisioner-ledger.sqlite)."
+)
+_SINCE_HELP = "Window start: 7d, 36h, 2w, or an ISO time (counted back from --now)."
+_NOW_HELP = "Report as of this ISO time (default: the end of the last usage sample in the ledger)."
+
+
+@report.command("scale-down")
+def scale_down(
+    since: str = typer.Option("7d", "--since", help=_SINCE_HELP),
+    pool: str | None = typer.Option(None, "--pool", help="Only this NodePool."),
+    output: str | None = typer.Option(None, "-o", "--output", help="Format: table, json, csv or html."),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+    ledger: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
+    now_text: str | None = typer.Option(None, "--now", help=_NOW_HELP),
+) -> None:
+    """What disruption removed and really saved, what the fleet paid, idle cost, churn, top blockers."""
+    from provisioner.finops.reports import scale_down as builder
+
+    fmt = out.resolve(output, write, allowed=tuple(builder.RENDERERS))
+    rows = _read(ledger, since=since, now_text=now_text, pool=pool)
+    built = builder.build(rows.actions, rows.blockers, rows.usage, since=rows.since, now=rows.now, pool=pool)
+    if fmt == "table":
+        text = builder.to_table(built, width=None if write else out.terminal_width())
+    else:
+        text = builder.RENDERERS[fmt](built)
+    out.emit(text, write)
+
+
+COST_FORMATS = ("table", "json", "csv", "focus-csv")
+
+
+@report.command("costs")
+def costs(
+    since: str = typer.Option("7d", "--since", help=_SINCE_HELP),
+    pool: str | None = typer.Option(None, "--pool", help="Only this NodePool."),
+    output: str | None = typer.Option(
+        None, "-o", "--output", help="Format: table, json, csv (per hour), or focus-csv (FOCUS 1.0 columns)."
+    ),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+    ledger: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
+    now_text: str | None = typer.Option(None, "--now", help=_NOW_HELP),
+    cluster: str = typer.Option("", "--cluster-name", help="BillingAccountId of the FOCUS rows."),
+) -> None:
+    """Cost by team, pool and hour (showback). Idle capacity goes to the pool's owner team (the NodePool
+    label provisioner.sh/team), else to "unallocated"."""
+    from provisioner.finops.reports import costs as builder
+
+    fmt = out.resolve(output, write, allowed=COST_FORMATS)
+    rows = _read(ledger, since=since, now_text=now_text, pool=pool)
+    if fmt == "table":
+        text = builder.to_table(
+            rows.usage, since=rows.since, now=rows.now, width=None if write else out.terminal_width()
+        )
+    elif fmt == "json":
+        text = builder.to_json(rows.usage, since=rows.since, now=rows.now)
+    elif fmt == "csv":
+        text = builder.to_csv(rows.usage)
+    else:
+        text = builder.to_focus_csv(rows.usage, cluster=cluster)
+    out.emit(text, write)
 
 
 # ---- cluster tables ------------------------------------------------------------------------------------
@@ -233,16 +295,22 @@ def nodes(
     ),
     context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
     pool: str | None = typer.Option(None, "--pool", help="Only nodes of this NodePool."),
-    fmt: str = typer.Option("table", "--format", help="table or csv."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
 ) -> None:
     """Every node with its status (Ready / Not ready) and the reasons, capacity and allocation."""
     from provisioner.finops.reports import nodes as builder
 
-    if fmt not in ("table", "csv"):
-        raise _fail(f"--format {fmt!r}: allowed are table, csv")
+    fmt = out.resolve(output, write, allowed=("table", "csv"))
     snap = _snapshot(scenario, kubeconfig, context)
-    _write(builder.render_nodes(builder.node_rows(snap, pool=pool), fmt=fmt), output)
+    if pool is not None and pool not in {p.metadata.name for p in snap.nodepools} | {
+        n.nodepool for n in snap.nodes if n.nodepool
+    }:
+        raise _fail(
+            f"--pool {pool!r}: no such NodePool; pools: {', '.join(sorted(p.metadata.name for p in snap.nodepools)) or 'none'}"
+        )
+    width = None if write else out.terminal_width()
+    out.emit(builder.render_nodes(builder.node_rows(snap, pool=pool), fmt=fmt, width=width), write)
 
 
 @report.command("nodepools")
@@ -252,16 +320,16 @@ def nodepools(
         None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
     ),
     context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
-    fmt: str = typer.Option("table", "--format", help="table or csv."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
 ) -> None:
     """Every NodePool with its status and reasons, node counts, GPUs, CPU, memory and $/h."""
     from provisioner.finops.reports import nodes as builder
 
-    if fmt not in ("table", "csv"):
-        raise _fail(f"--format {fmt!r}: allowed are table, csv")
+    fmt = out.resolve(output, write, allowed=("table", "csv"))
     snap = _snapshot(scenario, kubeconfig, context)
-    _write(builder.render_nodepools(builder.nodepool_rows(snap), fmt=fmt), output)
+    width = None if write else out.terminal_width()
+    out.emit(builder.render_nodepools(builder.nodepool_rows(snap), fmt=fmt, width=width), write)
 
 
 @report.command("teams")
@@ -271,14 +339,13 @@ def teams(
         None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
     ),
     context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
-    fmt: str = typer.Option("table", "--format", help="table or csv."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
 ) -> None:
     """Every Team and Department per pool and resource: quota, allocated (and the non-preemptible part),
     over quota, pending."""
     from provisioner.quota import report as builder
 
-    if fmt not in ("table", "csv"):
-        raise _fail(f"--format {fmt!r}: allowed are table, csv")
+    fmt = out.resolve(output, write, allowed=("table", "csv"))
     snap = _snapshot(scenario, kubeconfig, context)
-    _write(builder.render(builder.rows(snap), fmt=fmt), output)
+    out.emit(builder.render(builder.rows(snap), fmt=fmt), write)

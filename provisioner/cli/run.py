@@ -120,6 +120,18 @@ def build_providers(
     return ProviderSet(by_kind)
 
 
+def _safe_url(target: str) -> str:
+    """The ledger URL without its password, for the log."""
+    if "://" not in target:
+        return target
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(target).render_as_string(hide_password=True)
+    except Exception:
+        return "(unparsable URL)"
+
+
 @app.command("run")
 def run_command(
     cloud: str = typer.Option(
@@ -174,6 +186,11 @@ def run_command(
     disruption: bool = typer.Option(
         True, "--disruption/--no-disruption", help="Consolidate, replace drifted and expired nodes."
     ),
+    validation_delay: float = typer.Option(
+        15.0,
+        "--disruption-validation-delay",
+        help="Seconds a disruption plan waits before it is checked again.",
+    ),
     lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
     lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
     default_cpu_pools: str = typer.Option(
@@ -201,6 +218,12 @@ def run_command(
     webhook_key: str = typer.Option(
         "/etc/provisioner/webhook/tls.key", "--webhook-key", envvar="PROVISIONER_WEBHOOK_KEY"
     ),
+    ledger: str = typer.Option(
+        "provisioner-ledger.sqlite",
+        "--ledger",
+        envvar="PROVISIONER_LEDGER",
+        help="FinOps ledger: a SQLAlchemy URL (postgresql://user@host/db) or a SQLite file; none: no ledger.",
+    ),
 ) -> None:
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
@@ -214,6 +237,7 @@ def run_command(
     from providers.fake.kwok import node_for_instance, node_name_for
     from provisioner.clock import RealClock
     from provisioner.clusterapi import ClusterError
+    from provisioner.controllers.disruption import DisruptionSettings
     from provisioner.controllers.manager import Manager
     from provisioner.controllers.metrics import Metrics
     from provisioner.controllers.settings import Settings
@@ -276,6 +300,17 @@ def run_command(
         initialization_timeout=timedelta(seconds=initialization_timeout),
         pool_defaults=ClusterDefaults.of(cpu=default_cpu_pools, gpu=default_gpu_pools),
     )
+    recorder = None
+    if ledger.lower() != "none":
+        from provisioner.finops.recorder import LedgerRecorder
+
+        # Opened by the recorder's own thread: a database down at start-up delays the ledger, not the
+        # controller. Only the leader's controllers hand it rows.
+        recorder = LedgerRecorder(
+            ledger,
+            on_failure=lambda table: metrics.ledger_write_failures.labels(table=table).inc(),
+            on_dropped=lambda table, n: metrics.ledger_rows_dropped.labels(table=table).inc(n),
+        )
     manager = Manager(
         state=state,
         cluster=cluster,
@@ -285,6 +320,11 @@ def run_command(
         metrics=metrics,
         is_leader=is_leader,
         disruption=disruption,
+        disruption_settings=DisruptionSettings(
+            validation_delay=timedelta(seconds=validation_delay),
+            evaluation_interval=timedelta(seconds=min(10.0, max(validation_delay, interval))),
+        ),
+        recorder=recorder,
     )
     stop = threading.Event()
 
@@ -316,20 +356,25 @@ def run_command(
             target=manager.run, args=(stop,), kwargs={"interval": interval}, name="manager", daemon=True
         )
     )
+    if recorder is not None:
+        recorder.start()
     for t in threads:
         t.start()
     log.info(
-        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s webhook=%s",
+        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s webhook=%s ledger=%s",
         cloud,
         cluster_name,
         identity,
         metrics_port or "off",
         webhook_port or "off",
+        _safe_url(ledger),
     )
     while not stop.is_set():
         stop.wait(0.5)
     for t in threads:
         t.join(timeout=30)
+    if recorder is not None:
+        recorder.stop()
     if elector is not None:
         elector.release()
     if webhook is not None:

@@ -74,7 +74,7 @@ def _fallback_note(claim: NewClaim) -> str:
 
 
 def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
-    console = Console(width=max(Console().width, 160))
+    console = _console()
     doc = static.to_json(results)
     pending = len(loaded.pods)
     console.print(
@@ -140,12 +140,18 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
                 table.add_row(escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"]))
         console.print(table)
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
-    claims = len(doc["nodeClaims"])
+    new_nodes = len(doc["nodeClaims"])
     console.print(
-        f"[bold]{claims} new node{'s' if claims != 1 else ''}[/bold] ({gpus} GPUs), "
+        f"[bold]{new_nodes} new node{'s' if new_nodes != 1 else ''}[/bold] ({gpus} GPUs), "
         f"[bold]${doc['costPerHour']:.2f}/h[/bold]; {len(doc['placements'])} pods on existing capacity, "
         f"{len(doc['unschedulable'])} unschedulable"
     )
+
+
+def _console() -> Console:
+    """Rich tables fit the terminal they print to; piped output is not cut."""
+    probe = Console()
+    return probe if probe.is_terminal else Console(width=200)
 
 
 @app.command("simulate")
@@ -159,7 +165,12 @@ def simulate(
     report: Path | None = typer.Option(
         None,
         "--report",
-        help="With a timeline: write the FinOps scale-down report of the run to this HTML file.",
+        help="With a timeline: write the run's scale-down report to this file; .html, .csv or .json.",
+    ),
+    ledger: Path | None = typer.Option(
+        None,
+        "--ledger",
+        help="With a timeline: write the run's ledger to this SQLite file, for `provisioner report ... --ledger`.",
     ),
 ) -> None:
     """Decide which nodes to launch for a scenario's pending pods, and say why for the rest.
@@ -178,16 +189,29 @@ def simulate(
     except scenario_.ScenarioError as err:
         _fail(scenario, err)
     if timeline is not None:
+        from provisioner.cli import output as out
         from provisioner.sim import console
 
-        console.run(loaded, timeline, as_json=output == Output.JSON, report=report)
-        return
-    if report is not None:
-        typer.echo(
-            f"{' '.join(map(str, scenario))}: --report needs a run with time (spec.timeline or spec.duration) to report on",
-            err=True,
+        report_format = (
+            out.format_of(report, allowed=("html", "csv", "json"), flag="--report") if report else None
         )
-        raise typer.Exit(1)
+        console.run(
+            loaded,
+            timeline,
+            as_json=output == Output.JSON,
+            report=report,
+            report_format=report_format,
+            ledger_path=ledger,
+        )
+        return
+    for flag, given in (("--report", report), ("--ledger", ledger)):
+        if given is not None:
+            typer.echo(
+                f"{' '.join(map(str, scenario))}: {flag} needs a run with time (spec.timeline or "
+                "spec.duration) to report on",
+                err=True,
+            )
+            raise typer.Exit(1)
     results = static.run(loaded)
     if output == Output.JSON:
         typer.echo(json.dumps(static.to_json(results), indent=2))
@@ -211,7 +235,7 @@ def explain(
         )
         raise typer.Exit(1)
     verdicts = static.explain_pod(loaded, target)
-    console = Console(width=max(Console().width, 160))
+    console = _console()
     req = ", ".join(
         f"{k} {quantities.format_quantity(k, v)}" for k, v in sorted(target.requests.items()) if k != "pods"
     )

@@ -65,7 +65,7 @@ def import_karpenter(
         ..., help="Karpenter YAML files (karpenter.sh/v1, karpenter.k8s.aws/v1)."
     ),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Write one converted file per input into this folder instead of stdout."
+        None, "--write", help="Write one converted file per input into this folder instead of stdout."
     ),
 ) -> None:
     """Convert Karpenter NodePools and EC2NodeClasses into provisioner.sh/v1 NodePools and AWSNodeClasses.

@@ -11,11 +11,13 @@ meantime drops them. Carrying out a command:
    longer than registration + initialization timeouts, the command is abandoned and its nodes unmarked;
 3. delete the old NodeClaims: the termination controller (its finalizer) drains them through the eviction
    API, honouring PDBs and do-not-disrupt, and deletes the instances;
-4. write one ledger row per node removed or replaced, naming the replacement nodes.
+4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
+   really launched (`provisioner.finops.rows.action_rows` holds the money rules).
 
 Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
-replacements in flight are hidden from later plans so no two commands count on the same room. Blockers are
-written to the ledger once per evaluation, and node usage (capacity and allocation) once per interval.
+replacements in flight are hidden from later plans so no two commands count on the same room. Blockers go
+to the recorder once per evaluation. The recorder (`provisioner.finops.recorder`) owns writing: a
+database that is down never holds up or undoes a command. Node usage is the usage controller's.
 Each pass first brings the claims' pod-event times up to date (`pod_events.PodEvents`): `consolidateAfter`
 counts from them.
 """
@@ -25,10 +27,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from provisioner import scheduling
 from provisioner.api import NodePool
@@ -41,16 +42,15 @@ from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
-from provisioner.controllers.reconciler import Reconciler, Solve
+from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
-from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow, action_rows, plan_rows, usage_rows
+from provisioner.finops.recorder import LedgerRecorder
+from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
+from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.cluster import team_of
 from provisioner.state.objects import DaemonSet, Pod
-
-if TYPE_CHECKING:
-    from provisioner.finops.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,7 @@ class DisruptionSettings:
     """After a command is abandoned (its replacement could not launch), its nodes are left alone this
     long, doubling at each new failure up to `max_retry_backoff`."""
     max_retry_backoff: timedelta = timedelta(hours=1)
-    usage_interval: timedelta = timedelta(minutes=5)
-    """How often node usage (capacity and allocation) is written to the ledger."""
     planner: PlannerSettings = field(default_factory=PlannerSettings)
-    keep_rows: bool = False
-    """Also keep every blocker and usage row in memory (`blockers`, `usage`), as the simulator does to
-    report a run without a database. Action rows are always kept (`actions`): they are few."""
 
 
 @dataclass(slots=True)
@@ -101,22 +96,18 @@ def _key(command: Command) -> tuple[str, tuple[str, ...]]:
 @dataclass(kw_only=True, eq=False)
 class DisruptionController(Reconciler):
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
-    ledger: Ledger | None = None
-    """Where rows are written, or None to keep no ledger."""
-    solve: Solve = scheduling.solve
+    recorder: LedgerRecorder | None = None
+    """Where ledger rows go; None keeps no ledger."""
+    solve: SolveFn = scheduling.solve
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: Plan | None = field(default=None, init=False)
     done: list[_Active] = field(default_factory=list, init=False)
     """Commands carried out, oldest first (the simulator reports them)."""
     actions: list[ActionRow] = field(default_factory=list, init=False)
-    """Every ledger action row written, also kept in memory (the simulator's JSON output)."""
-    blockers: list[BlockerRow] = field(default_factory=list, init=False)
-    usage: list[UsageRow] = field(default_factory=list, init=False)
-    """Blocker and usage rows, kept only with `DisruptionSettings.keep_rows`."""
+    """Every action row made, also kept in memory (the simulator's JSON output)."""
     _pod_events: PodEvents = field(init=False)
     _last_evaluation: datetime | None = field(default=None, init=False)
-    _last_usage: datetime | None = field(default=None, init=False)
     _evaluations: int = field(default=0, init=False)
     _last_teams: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
     """Node -> the teams of the pods it last ran: an empty node's row still says whose it was."""
@@ -134,7 +125,6 @@ class DisruptionController(Reconciler):
         snap = self.state.snapshot()
         self._pod_events.observe(snap, now)
         self._remember_teams(snap)
-        self._record_usage(snap, now)
         self._progress(snap, now)
         try:
             self._decide(snap, now, changed=changed)
@@ -185,6 +175,7 @@ class DisruptionController(Reconciler):
         pools: Sequence[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
         daemonsets: Sequence[DaemonSet] | None = None,
+        options: scheduling.SolveOptions | None = None,
     ) -> scheduling.Results:
         """The scheduler with the cluster's default pools, so a plan moves pods only where they may go."""
         return self.solve(
@@ -193,7 +184,9 @@ class DisruptionController(Reconciler):
             pools=pools,
             instance_types=instance_types,
             daemonsets=daemonsets,
-            options=scheduling.SolveOptions(pool_defaults=self.settings.pool_defaults),
+            options=dataclasses.replace(
+                options or scheduling.SolveOptions(), pool_defaults=self.settings.pool_defaults
+            ),
         )
 
     def _plan(self, snap: Snapshot, now: datetime) -> Plan:
@@ -214,12 +207,9 @@ class DisruptionController(Reconciler):
         )
         self.last_plan = result
         self._evaluations += 1
-        if self.ledger is not None or self.disruption.keep_rows:
-            _, blockers = plan_rows(result, evaluation_id=f"eval-{now:%Y%m%dT%H%M%S}-{self._evaluations}")
-            if self.disruption.keep_rows:
-                self.blockers.extend(blockers)
-            if (ledger := self.ledger) is not None:
-                self._write(lambda: ledger.record_blockers(blockers))
+        if self.recorder is not None:
+            evaluation = f"eval-{now:%Y%m%dT%H%M%S}-{self._evaluations}"
+            self.recorder.blockers(blocker_rows(result, evaluation_id=evaluation))
         return result
 
     # ---- acting ------------------------------------------------------------------------------------
@@ -336,22 +326,35 @@ class DisruptionController(Reconciler):
                 continue
             except ClusterError as err:
                 log.warning("disruption %s: cannot delete NodeClaim %s: %s", active.id, name, err)
-        replacement_nodes = tuple(
-            (c.status.node_name or c.name) if (c := self.state.claims.get(n)) is not None else n
-            for n in active.replacements
-        )
         rows = [
-            dataclasses.replace(
-                r, replacement_nodes=replacement_nodes, teams=r.teams or self._last_teams.pop(r.node, ())
-            )
+            dataclasses.replace(r, teams=r.teams or self._last_teams.pop(r.node, ()))
             for r in action_rows(
-                active.command.records, time=now, command_id=active.id, method=active.command.method
+                active.command, time=now, command_id=active.id, launched=self._launched(active)
             )
         ]
         self.actions.extend(rows)
         self.done.append(active)
-        if (ledger := self.ledger) is not None:
-            self._write(lambda: ledger.record_actions(rows))
+        if self.recorder is not None:
+            self.recorder.actions(rows)
+
+    def _launched(self, active: _Active) -> list[Launched]:
+        """The replacements as the cloud launched them: type, capacity type and price from the claims'
+        status, which may differ from the plan's (a fallback to on-demand costs more)."""
+        out = []
+        for name in active.replacements:
+            claim = self.state.claims.get(name)
+            if claim is None:
+                continue
+            status = claim.status
+            out.append(
+                Launched(
+                    node=status.node_name or name,
+                    instance_type=status.instance_type or "",
+                    capacity_type=status.capacity_type or "",
+                    price_per_hour=status.price_per_hour or 0.0,
+                )
+            )
+        return out
 
     def _abandon(self, active: _Active, now: datetime, *, why: str) -> None:
         self.active.pop(active.id, None)
@@ -374,7 +377,7 @@ class DisruptionController(Reconciler):
                 kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
             )
 
-    # ---- the ledger --------------------------------------------------------------------------------
+    # ---- teams ---------------------------------------------------------------------------------------
 
     def _remember_teams(self, snap: Snapshot) -> None:
         """Note each node's workload teams while it has pods, for the row of a node removed once empty."""
@@ -387,24 +390,3 @@ class DisruptionController(Reconciler):
                 self._last_teams[sn.name] = tuple(
                     sorted({t for p in workload if (t := team_of(p, snap.namespaces))})
                 )
-
-    def _record_usage(self, snap: Snapshot, now: datetime) -> None:
-        if self._last_usage is None:
-            self._last_usage = now
-            return
-        elapsed = now - self._last_usage
-        if elapsed < self.disruption.usage_interval:
-            return
-        rows = usage_rows(snap, time=self._last_usage, hours=elapsed.total_seconds() / 3600)
-        self._last_usage = now
-        if self.disruption.keep_rows:
-            self.usage.extend(rows)
-        if (ledger := self.ledger) is not None:
-            self._write(lambda: ledger.record_usage(rows))
-
-    def _write(self, action: Callable[[], object]) -> None:
-        # The ledger is a record, not a gate: a database outage must not stop disruption.
-        try:
-            action()
-        except Exception as err:
-            log.warning("ledger write failed: %s", err)

@@ -14,6 +14,7 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, InterruptionEvent
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.state.cluster import StateNode
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +33,25 @@ class InterruptionController(Reconciler):
                 pending.extend(provider.interruptions())
             except CloudProviderError as err:
                 log.warning("cannot read %s interruptions: %s", provider.name, err)
+        # One snapshot for the pass (a fleet-wide interruption is one event per node), indexed by provider
+        # id; taken again only when an instance comes up twice, so the second sees what the first did.
+        by_provider: dict[str, StateNode] | None = None
+        handled: set[str] = set()
         for event in pending:
-            if not self._handle(event.provider_id, event.kind, event.detail):
+            if by_provider is None or event.provider_id in handled:
+                by_provider = {}
+                for n in self.state.snapshot().nodes:
+                    if n.claim is not None and n.claim.status.provider_id:
+                        by_provider.setdefault(n.claim.status.provider_id, n)
+            handled.add(event.provider_id)
+            if not self._handle(
+                by_provider.get(event.provider_id), event.provider_id, event.kind, event.detail
+            ):
                 self._retry.append(event)
 
-    def _handle(self, provider_id: str, kind: str, detail: str) -> bool:
-        """Act on one event; False when it must be tried again."""
-        snap = self.state.snapshot()
-        sn = next(
-            (n for n in snap.nodes if n.claim is not None and n.claim.status.provider_id == provider_id), None
-        )
+    def _handle(self, sn: StateNode | None, provider_id: str, kind: str, detail: str) -> bool:
+        """Act on one event (`sn`: the instance's node and claim, if ours); False when it must be tried
+        again."""
         if sn is None or sn.claim is None:
             log.info("interruption %s for %s: no NodeClaim of ours", kind, provider_id)
             return True

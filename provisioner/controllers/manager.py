@@ -2,9 +2,12 @@
 runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
-then admission (team pods through their quota), provisioning, lifecycle, disruption (when enabled),
-termination, garbage collection, pool status.
-`provisioner run` calls `run()`; `provisioner simulate` and the tests call `step()` with a virtual clock.
+then admission (team pods through their quota), provisioning, lifecycle, usage metering (with a ledger),
+disruption (when enabled), termination, garbage collection, pool status. `provisioner run` calls `run()`;
+`provisioner simulate` and the tests call `step()` with a virtual clock.
+
+With a ledger recorder, disruption hands it its actions and blockers and the usage controller its
+samples. Only the leader steps, so only the leader writes.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from provisioner import scheduling
 from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI, NotLeader
 from provisioner.controllers.admission import AdmissionController
-from provisioner.controllers.disruption import DisruptionController
+from provisioner.controllers.disruption import DisruptionController, DisruptionSettings
 from provisioner.controllers.gc import GarbageCollector
 from provisioner.controllers.interruption import InterruptionController
 from provisioner.controllers.lifecycle import LifecycleController
@@ -27,10 +30,12 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.provisioning import ProvisioningController
-from provisioner.controllers.reconciler import Reconciler, Solve
+from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.settings import Settings
 from provisioner.controllers.termination import TerminationController
-from provisioner.scheduling import SolveOptions
+from provisioner.controllers.usage import UsageController
+from provisioner.finops.recorder import LedgerRecorder
+from provisioner.scheduling import SolveFn, SolveOptions
 from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -46,10 +51,12 @@ class Manager:
         clock: Clock,
         settings: Settings | None = None,
         metrics: Metrics | None = None,
-        solve: Solve = scheduling.solve,
+        solve: SolveFn = scheduling.solve,
         solve_options: SolveOptions | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         disruption: bool = False,
+        disruption_settings: DisruptionSettings | None = None,
+        recorder: LedgerRecorder | None = None,
     ) -> None:
         self.state = state
         self.cluster = cluster
@@ -82,11 +89,26 @@ class Manager:
             ("gc", self.gc),
             ("nodepool", self.nodepools),
         ]
+        self.recorder = recorder
+        self.usage: UsageController | None = None
+        if recorder is not None:
+            # After lifecycle, before termination: each node billed from launch to deletion.
+            self.usage = UsageController(**shape, recorder=recorder)
+            self.controllers.insert(
+                self.controllers.index(("lifecycle", self.lifecycle)) + 1, ("usage", self.usage)
+            )
         self.disruption: DisruptionController | None = None
         if disruption:
             # Consolidation, drift, expiry: its deletions go through termination in the same step.
-            self.disruption = DisruptionController(**shape, solve=solve)
-            self.controllers.insert(4, ("disruption", self.disruption))
+            self.disruption = DisruptionController(
+                **shape,
+                solve=solve,
+                recorder=recorder,
+                disruption=disruption_settings or DisruptionSettings(),
+            )
+            self.controllers.insert(
+                self.controllers.index(("termination", self.termination)), ("disruption", self.disruption)
+            )
 
     def step(self, now: datetime | None = None) -> bool:
         """One pass of every controller. Returns False (and does nothing) when not the leader."""
@@ -110,9 +132,16 @@ class Manager:
 
     def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:
         """Step every `interval` seconds of the real clock until `stop` is set."""
+        led = False
         while not stop.is_set():
-            self.step()
+            led = self.step()
+            if self.recorder is not None:
+                self.metrics.ledger_rows_pending.set(self.recorder.pending)
             stop.wait(interval)
+        if self.usage is not None and led:
+            # The hours since the last sample, so a restart loses none of them. (Led in the last pass:
+            # the lease may already be going as the process stops.)
+            self.usage.flush(self.clock.now())
 
 
 class _Shape(TypedDict):

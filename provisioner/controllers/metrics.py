@@ -85,3 +85,18 @@ class Metrics:
         self.reconcile_errors = Counter(
             "provisioner_reconcile_errors", "Reconcile steps that raised", ["controller"], registry=r
         )
+        self.ledger_write_failures = Counter(
+            "provisioner_ledger_write_failures",
+            "Ledger writes that failed after their retries (the rows are kept and tried again)",
+            ["table"],
+            registry=r,
+        )
+        self.ledger_rows_dropped = Counter(
+            "provisioner_ledger_rows_dropped",
+            "Ledger rows dropped because too many were waiting for the database",
+            ["table"],
+            registry=r,
+        )
+        self.ledger_rows_pending = Gauge(
+            "provisioner_ledger_rows_pending", "Ledger rows waiting to be written", registry=r
+        )

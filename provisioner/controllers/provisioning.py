@@ -24,8 +24,8 @@ from provisioner.api import quantities
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.provider_set import pool_instance_types
-from provisioner.controllers.reconciler import Reconciler, Solve
-from provisioner.scheduling import NewClaim, Results, SolveOptions, Unschedulable
+from provisioner.controllers.reconciler import Reconciler
+from provisioner.scheduling import NewClaim, Results, SolveFn, SolveOptions, Unschedulable
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
@@ -50,7 +50,7 @@ def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
 
 @dataclass(kw_only=True, eq=False)
 class ProvisioningController(Reconciler):
-    solve: Solve = scheduling.solve
+    solve: SolveFn = scheduling.solve
     solve_options: SolveOptions | None = None
     batches: int = field(default=0, init=False)
     last_results: Results | None = field(default=None, init=False)

@@ -2,43 +2,21 @@
 
 A controller is a `Reconciler`: it reads the ClusterState (through snapshots), writes through the
 ClusterAPI, launches through the ProviderSet, and takes its settings, metrics and clock from the Manager
-that builds it. `reconcile(now)` is one level-triggered pass. `Solve` is the type of
-`provisioner.scheduling.solve`, so a test or a benchmark can hand the controllers a stand-in.
+that builds it. `reconcile(now)` is one level-triggered pass. The solver they are handed is typed by
+`provisioner.scheduling.SolveFn`, so a test or a benchmark can hand them a stand-in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
-from provisioner.api import NodePool
 from provisioner.clock import Clock
-from provisioner.cloudprovider import InstanceType
 from provisioner.clusterapi import ClusterAPI
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
-from provisioner.scheduling import Results, SolveOptions
-from provisioner.state import ClusterState, DaemonSet, Pod, Snapshot
-
-
-class Solve(Protocol):
-    """`provisioner.scheduling.solve`: pods -> placements, new claims and reasons, over a snapshot. (The
-    disruption planner's `SolveFn` is the same function without `options`.)"""
-
-    def __call__(
-        self,
-        pods: Sequence[Pod],
-        snapshot: Snapshot,
-        /,
-        *,
-        pools: Sequence[NodePool],
-        instance_types: Mapping[str, Sequence[InstanceType]],
-        daemonsets: Sequence[DaemonSet] | None = None,
-        options: SolveOptions | None = None,
-    ) -> Results: ...
+from provisioner.state import ClusterState
 
 
 @dataclass(kw_only=True, eq=False)

@@ -6,7 +6,7 @@ controller re-plans after a validation delay and acts; the FinOps ledger stores 
 """
 
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
-from provisioner.disruption.context import Settings, SolveFn
+from provisioner.disruption.context import Settings
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.planner import plan
 
@@ -18,7 +18,6 @@ __all__ = [
     "Plan",
     "PodMove",
     "Settings",
-    "SolveFn",
     "nodeclass_hash",
     "nodepool_hash",
     "plan",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from croniter import croniter  # type: ignore[import-untyped,unused-ignore]
+from croniter import croniter
 
 from provisioner.api import NodePool, durations
 from provisioner.api.nodepool import Budget, DisruptionReason

@@ -14,7 +14,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from provisioner.api import NodePool
 from provisioner.api.nodepool import DisruptionReason
@@ -26,23 +25,8 @@ from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeReco
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.view import SolverView
 from provisioner.scheduling.results import Results
+from provisioner.scheduling.solver import SolveFn
 from provisioner.state.cluster import Snapshot, StateNode
-from provisioner.state.objects import DaemonSet, Pod
-
-
-class SolveFn(Protocol):
-    """The scheduler the planner re-solves with (`provisioner.scheduling.solve`)."""
-
-    def __call__(
-        self,
-        pods: Sequence[Pod],
-        snapshot: Snapshot,
-        /,
-        *,
-        pools: Sequence[NodePool],
-        instance_types: Mapping[str, Sequence[InstanceType]],
-        daemonsets: Sequence[DaemonSet] | None = None,
-    ) -> Results: ...
 
 
 @dataclass(frozen=True, slots=True)

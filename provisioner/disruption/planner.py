@@ -19,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+from provisioner import scheduling
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption import emptiness, expiration_drift, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
-from provisioner.disruption.context import Context, Settings, SolveFn
+from provisioner.disruption.context import Context, Settings
 from provisioner.disruption.model import Plan
+from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot
 
 METHODS: tuple[Callable[[Context], None], ...] = (
@@ -37,15 +39,6 @@ METHODS: tuple[Callable[[Context], None], ...] = (
     preferred.run,
 )
 """Karpenter's order: forceful methods first, then the cheapest proofs (no re-solve) before the dearest."""
-
-
-def _default_solve() -> SolveFn:
-    from provisioner import scheduling
-
-    solve: SolveFn | None = getattr(scheduling, "solve", None)
-    if solve is None:
-        raise RuntimeError("provisioner.scheduling.solve is not available; pass solve= to plan()")
-    return solve
 
 
 def _budgets(
@@ -85,7 +78,7 @@ def plan(
         instance_types=instance_types,
         now=moment,
         settings=settings,
-        solve=solve or _default_solve(),
+        solve=solve or scheduling.solve,
         budgets=budgets,
         removed=disrupting,
     )

@@ -86,9 +86,14 @@ class SolverView:
             for n in snapshot.nodes
             if n.nodepool in limited or any(p.anti_affinity_required for p in n.pods)
         }
+        self._order = {name: index for index, name in enumerate(nodes)}
+        """The plan's node order (its names never change, only what they hold), so a re-solve's nodes are
+        listed in it without a walk over the whole cluster."""
         self._targets: list[Target] | None = None
         self._target_by_name: dict[str, Target] = {}
         self._target_keys: list[int] = []
+        self._moved: dict[str, int] = {}
+        """Targets that received pods since the last `drop` -> their sort key before."""
 
     def _whole(self, gone: set[str]) -> Snapshot:
         """The cluster without the `gone` nodes and without pending pods."""
@@ -122,9 +127,10 @@ class SolverView:
                 found += 1
                 if found >= self._per_pod:
                     break
+        order = self._order
         return dataclasses.replace(
             self._snapshot,
-            nodes=tuple(n for name, n in self._nodes.items() if name in keep),
+            nodes=tuple(self._nodes[name] for name in sorted(keep, key=order.__getitem__)),
             pending_pods=(),
         )
 
@@ -153,17 +159,47 @@ class SolverView:
         """A pod of the plan lands on `node`: its free capacity shrinks."""
         target = self._target_by_name.get(node)
         if target is not None:
+            self._moved.setdefault(node, -target.available.get(quantities.CPU, 0))
             target.available = quantities.subtract(target.available, pod.requests)
 
     def drop(self, removed: Iterable[str]) -> None:
-        """Forget the removed nodes and re-sort after pods moved."""
+        """Forget the removed nodes and re-sort after pods moved.
+
+        In place, in proportion to what changed: the order is the one a stable sort by free CPU of the
+        previous order gives. Free CPU only shrinks, so a target that moved comes before every target
+        that already had its new free CPU (they stayed behind it), and targets that moved to the same
+        free CPU keep their previous order."""
         if self._targets is None:
             return
+        targets, keys = self._targets, self._target_keys
+        moved, self._moved = self._moved, {}
         gone = set(removed)
-        self._targets = [t for t in self._targets if t.name not in gone]
-        # Nearly sorted already: only the destinations moved down.
-        self._targets.sort(key=lambda t: -t.available.get(quantities.CPU, 0))
-        self._target_keys = [-t.available.get(quantities.CPU, 0) for t in self._targets]
+        taken: list[tuple[int, Target]] = []
+        for name in gone | set(moved):
+            target = self._target_by_name.get(name)
+            if target is None:
+                continue
+            key = moved.get(name, -target.available.get(quantities.CPU, 0))
+            new_key = -target.available.get(quantities.CPU, 0)
+            if name not in gone and new_key == key:
+                continue  # moved, but no CPU: stays where it is
+            index = bisect.bisect_left(keys, key)
+            while targets[index] is not target:
+                index += 1
+            taken.append((index, target))
+            if name in gone:
+                del self._target_by_name[name]
+        # Take out from the back so the indexes found stay valid; put back in the previous order.
+        taken.sort(key=lambda pair: pair[0])
+        for index, _target in reversed(taken):
+            del targets[index]
+            del keys[index]
+        for _index, target in reversed(taken):
+            if target.name in self._target_by_name:
+                new_key = -target.available.get(quantities.CPU, 0)
+                at = bisect.bisect_left(keys, new_key)
+                targets.insert(at, target)
+                keys.insert(at, new_key)
 
     def pods_fit_elsewhere(self, node: StateNode, *, removed: set[str]) -> bool:
         """First-fit screen of the node's pods on the other nodes' free capacity (optimistic about

@@ -1,8 +1,11 @@
 """The FinOps ledger: every node removed or replaced, every blocker, every node-hour, in SQL.
 
 SQLite in a local file by default, PostgreSQL (or anything SQLAlchemy speaks) by URL. The schema is
-versioned: `schema_version` holds the steps applied, `MIGRATIONS` lists them in order, and opening a
-ledger applies the missing ones, so an old file or database upgrades in place.
+Alembic's: `provisioner/finops/migrations` holds the revisions, and opening a ledger upgrades it to the
+newest (`alembic upgrade head` through Alembic's command API), so an old file or database upgrades in
+place. A ledger written before Alembic (its own `schema_version` table, steps 1 to 3) is stamped with the
+matching revision first, then upgraded; that table is kept, with a row that makes those older programs
+refuse the upgraded ledger instead of writing to it.
 
 Rows go in and come out as the values of `provisioner.finops.rows`; nothing else in the project touches
 these tables. Times are stored in UTC.
@@ -11,9 +14,10 @@ these tables. Times are stored in UTC.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -22,33 +26,36 @@ from sqlalchemy import (
     Float,
     Integer,
     MetaData,
+    Select,
     String,
     Table,
     Text,
     UniqueConstraint,
     create_engine,
     insert,
+    inspect,
     select,
     text,
 )
 from sqlalchemy.engine import Connection, Engine
 
-from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+from provisioner.finops.rows import ActionRow, BlockerRow, TeamAllocation, UsageRow
 
 DEFAULT_PATH = "provisioner-ledger.sqlite"
+MIGRATIONS = Path(__file__).with_name("migrations")
+"""Alembic's script directory (env.py and versions/)."""
+
+LEGACY_REVISIONS = {1: "0001", 2: "0002", 3: "0003"}
+"""The pre-Alembic `schema_version` steps and the revision each one equals."""
+
+LOCK_KEY = 0x70726F76
+"""PostgreSQL advisory lock held while migrating, so two replicas starting at once upgrade one at a time."""
 
 _BIG = Integer().with_variant(BigInteger(), "postgresql")
 """Bytes of memory overflow 32-bit INTEGER on PostgreSQL; SQLite's INTEGER is 64-bit already."""
 
 metadata = MetaData()
-
-schema_version = Table(
-    "schema_version",
-    metadata,
-    Column("version", Integer, primary_key=True),
-    Column("description", String(200), nullable=False),
-    Column("applied_at", DateTime(timezone=True), nullable=False),
-)
+"""The tables as the newest revision leaves them (reading and writing use these; migrations do not)."""
 
 actions = Table(
     "disruption_actions",
@@ -75,6 +82,9 @@ actions = Table(
     Column("pods", Text, nullable=False, default="[]"),
     Column("detail", Text, nullable=False, default=""),
     Column("replacement_nodes", String(2000), nullable=False, default=""),
+    Column("evicted_pods", Text, nullable=False, default="[]"),
+    Column("evicted_per_hour", Float, nullable=False, default=0.0),
+    Column("workloads", Text, nullable=False, default="[]"),
     UniqueConstraint("command_id", "node", name="uq_action_command_node"),
 )
 
@@ -109,66 +119,26 @@ usage = Table(
     Column("memory_allocated", _BIG, nullable=False),
     Column("gpu_capacity", Integer, nullable=False, default=0),
     Column("gpu_allocated", Integer, nullable=False, default=0),
+    Column("provider_id", String(512), nullable=False, default=""),
+    Column("zone", String(128), nullable=False, default=""),
+    Column("region", String(128), nullable=False, default=""),
+    Column("pool_owner", String(253), nullable=False, default=""),
+    Column("workloads", Text, nullable=False, default="[]"),
+    Column("allocations", Text, nullable=False, default="[]"),
 )
-
-
-def _v1(conn: Connection) -> None:
-    # The tables as version 1 shipped them: later steps add to them, so step 1 must not use the
-    # current Table objects (they already have the later columns).
-    v1 = MetaData()
-    Table(
-        "disruption_actions",
-        v1,
-        *(c._copy() for c in actions.columns if c.name not in _ADDED_LATER["disruption_actions"]),
-        UniqueConstraint("command_id", "node", name="uq_action_command_node"),
-    )
-    Table("disruption_blockers", v1, *(c._copy() for c in blockers.columns))
-    Table("node_usage", v1, *(c._copy() for c in usage.columns))
-    v1.create_all(conn, checkfirst=True)
-
-
-def _v2(conn: Connection) -> None:
-    # Reports read by time window and pool. Plain DDL (both SQLite and PostgreSQL know IF NOT EXISTS):
-    # an `Index` object would attach itself to the Table and be created again by step 1 on a new ledger.
-    for name, table, column in (
-        ("ix_actions_time", "disruption_actions", "time"),
-        ("ix_actions_pool", "disruption_actions", "nodepool"),
-        ("ix_blockers_time", "disruption_blockers", "time"),
-        ("ix_usage_time", "node_usage", "time"),
-    ):
-        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})"))
-
-
-def _v3(conn: Connection) -> None:
-    conn.execute(
-        text("ALTER TABLE disruption_actions ADD COLUMN replacement_nodes VARCHAR(2000) NOT NULL DEFAULT ''")
-    )
-
-
-_ADDED_LATER = {"disruption_actions": {"replacement_nodes"}}
-"""Columns added by steps after 1, per table."""
-
-MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
-    (1, "actions, blockers and node usage", _v1),
-    (2, "indexes on time and pool", _v2),
-    (3, "replacement node names on actions", _v3),
-]
-"""Schema steps in order. Append; never edit a step that has shipped."""
-
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
 def url_for(target: str | Path | None) -> str:
     """A SQLAlchemy URL from a URL, a file path, or None (the default SQLite file)."""
     if target is None:
         return f"sqlite:///{DEFAULT_PATH}"
-    text = str(target)
-    if "://" in text:
-        if text.startswith("postgresql://"):
+    value = str(target)
+    if "://" in value:
+        if value.startswith("postgresql://"):
             # psycopg 3 is the driver we ship; SQLAlchemy's bare postgresql:// means psycopg2.
-            return "postgresql+psycopg://" + text[len("postgresql://") :]
-        return text
-    return f"sqlite:///{text}"
+            return "postgresql+psycopg://" + value[len("postgresql://") :]
+        return value
+    return f"sqlite:///{value}"
 
 
 def _utc(moment: datetime) -> datetime:
@@ -178,19 +148,54 @@ def _utc(moment: datetime) -> datetime:
 
 
 class LedgerError(RuntimeError):
-    """The ledger cannot be opened or is newer than this program."""
+    """The ledger cannot be opened, or is newer than this program."""
+
+
+def _alembic_config(conn: Connection) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = conn
+    return config
+
+
+def _bridge_legacy(conn: Connection) -> None:
+    """Stamp a pre-Alembic ledger with the revision its `schema_version` says it reached."""
+    tables = set(inspect(conn).get_table_names())
+    if "alembic_version" in tables or "schema_version" not in tables:
+        return
+    version = conn.execute(text("SELECT MAX(version) FROM schema_version")).scalar() or 0
+    if version not in LEGACY_REVISIONS:
+        raise LedgerError(f"ledger schema_version {version} is not one this program knows (1 to 3)")
+    from alembic import command
+
+    command.stamp(_alembic_config(conn), LEGACY_REVISIONS[version])
+
+
+def head_revision() -> str:
+    """The newest revision this program ships."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head
 
 
 class Ledger:
-    """A ledger on one database. `Ledger(url)` opens it and applies missing schema steps."""
+    """A ledger on one database. `Ledger(url)` opens it and upgrades its schema to the newest."""
 
-    def __init__(self, target: str | Path | None = None, *, now: datetime | None = None) -> None:
+    def __init__(self, target: str | Path | None = None, *, migrate: bool = True) -> None:
         self.url = url_for(target)
         try:
-            self.engine: Engine = create_engine(self.url, future=True)
+            self.engine: Engine = create_engine(self.url)
         except Exception as err:  # bad URL or missing driver: say which
             raise LedgerError(f"cannot open ledger {self.url!r}: {err}") from err
-        self.migrate(now=now)
+        if migrate:
+            self.migrate()
 
     def close(self) -> None:
         self.engine.dispose()
@@ -203,39 +208,37 @@ class Ledger:
 
     # ---- schema ------------------------------------------------------------------------------------
 
-    def schema_version(self) -> int:
-        with self.engine.connect() as conn:
-            schema_version.create(conn, checkfirst=True)
-            conn.commit()
-            rows: list[int] = list(conn.execute(select(schema_version.c.version)).scalars().all())
-        return max(rows, default=0)
+    def revision(self) -> str | None:
+        """The Alembic revision the database is at (None: not created yet)."""
+        from alembic.runtime.migration import MigrationContext
 
-    def migrate(self, *, now: datetime | None = None) -> list[int]:
-        """Apply the schema steps not yet applied; return their numbers."""
-        current = self.schema_version()
-        if current > SCHEMA_VERSION:
-            raise LedgerError(
-                f"ledger {self.url} has schema version {current}, newer than this program's "
-                f"{SCHEMA_VERSION}; upgrade the provisioner"
-            )
-        applied = []
-        for version, description, step in MIGRATIONS:
-            if version <= current:
-                continue
-            with self.engine.begin() as conn:
-                step(conn)
-                conn.execute(
-                    insert(schema_version).values(
-                        version=version, description=description, applied_at=_utc(now or datetime.now(UTC))
-                    )
-                )
-            applied.append(version)
-        return applied
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def migrate(self) -> None:
+        """Upgrade the schema to the newest revision (a new database gets every table)."""
+        from alembic import command
+        from alembic.util import CommandError
+
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCK_KEY})
+            _bridge_legacy(conn)
+            try:
+                command.upgrade(_alembic_config(conn), "head")
+            except CommandError as err:
+                # Alembic cannot find the database's revision among ours: a newer program wrote it.
+                raise LedgerError(
+                    f"ledger {self.engine.url.render_as_string(hide_password=True)} is at a schema "
+                    f"revision this program does not know ({err}); it is newer than this program: "
+                    "upgrade the provisioner"
+                ) from None
 
     # ---- writing -----------------------------------------------------------------------------------
 
     def record_actions(self, rows: Iterable[ActionRow]) -> int:
-        """Store action rows; a row already stored (same command and node) is not stored twice."""
+        """Store action rows; a row already stored (same command and node) is not stored twice, so a
+        retried write is harmless."""
         rows = list(rows)
         if not rows:
             return 0
@@ -249,35 +252,7 @@ class Ledger:
             }
             fresh = [r for r in rows if (r.command_id, r.node) not in seen]
             if fresh:
-                conn.execute(
-                    insert(actions),
-                    [
-                        {
-                            "time": _utc(r.time),
-                            "command_id": r.command_id,
-                            "action": r.action,
-                            "nodepool": r.nodepool,
-                            "teams": ",".join(r.teams),
-                            "node": r.node,
-                            "instance_type": r.instance_type,
-                            "capacity_type": r.capacity_type,
-                            "zone": r.zone,
-                            "reason": r.reason,
-                            "method": r.method,
-                            "price_per_hour": r.price_per_hour,
-                            "replacement_type": r.replacement_type,
-                            "replacement_capacity_type": r.replacement_capacity_type,
-                            "replacement_price_per_hour": r.replacement_price_per_hour,
-                            "savings_per_hour": r.savings_per_hour,
-                            "estimated_monthly_savings": r.estimated_monthly_savings,
-                            "pods_moved": r.pods_moved,
-                            "pods": json.dumps(list(r.pods)),
-                            "detail": r.detail,
-                            "replacement_nodes": ",".join(r.replacement_nodes),
-                        }
-                        for r in fresh
-                    ],
-                )
+                conn.execute(insert(actions), [_action_values(r) for r in fresh])
         return len(fresh)
 
     def record_blockers(self, rows: Iterable[BlockerRow]) -> int:
@@ -305,34 +280,13 @@ class Ledger:
         rows = list(rows)
         if rows:
             with self.engine.begin() as conn:
-                conn.execute(
-                    insert(usage),
-                    [
-                        {
-                            "time": _utc(r.time),
-                            "hours": r.hours,
-                            "node": r.node,
-                            "nodepool": r.nodepool,
-                            "teams": ",".join(r.teams),
-                            "instance_type": r.instance_type,
-                            "capacity_type": r.capacity_type,
-                            "price_per_hour": r.price_per_hour,
-                            "cpu_capacity": r.cpu_capacity,
-                            "cpu_allocated": r.cpu_allocated,
-                            "memory_capacity": r.memory_capacity,
-                            "memory_allocated": r.memory_allocated,
-                            "gpu_capacity": r.gpu_capacity,
-                            "gpu_allocated": r.gpu_allocated,
-                        }
-                        for r in rows
-                    ],
-                )
+                conn.execute(insert(usage), [_usage_values(r) for r in rows])
         return len(rows)
 
     # ---- reading -----------------------------------------------------------------------------------
 
     @staticmethod
-    def _window(table: Table, since: datetime | None, until: datetime | None, pool: str | None):
+    def _window(table: Table, since: datetime | None, until: datetime | None, pool: str | None) -> Select:
         query = select(table).order_by(table.c.time, table.c.id)
         if since is not None:
             query = query.where(table.c.time >= _utc(since))
@@ -341,6 +295,15 @@ class Ledger:
         if pool is not None:
             query = query.where(table.c.nodepool == pool)
         return query
+
+    def pools(self) -> set[str]:
+        """Every pool named by a row of any table (to tell a pool without rows from a pool never seen)."""
+        with self.engine.connect() as conn:
+            names: set[str] = set()
+            for table in (actions, blockers, usage):
+                found: list[str] = list(conn.execute(select(table.c.nodepool).distinct()).scalars())
+                names.update(found)
+        return names
 
     def actions(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
@@ -369,6 +332,9 @@ class Ledger:
                 pods=tuple(json.loads(m["pods"] or "[]")),
                 detail=m["detail"],
                 replacement_nodes=_split(m["replacement_nodes"]),
+                evicted_pods=tuple(json.loads(m["evicted_pods"] or "[]")),
+                evicted_per_hour=m["evicted_per_hour"],
+                workloads=tuple(json.loads(m["workloads"] or "[]")),
             )
             for m in result
         ]
@@ -412,21 +378,73 @@ class Ledger:
                 memory_allocated=m["memory_allocated"],
                 gpu_capacity=m["gpu_capacity"],
                 gpu_allocated=m["gpu_allocated"],
+                provider_id=m["provider_id"],
+                zone=m["zone"],
+                region=m["region"],
+                pool_owner=m["pool_owner"],
+                workloads=tuple(json.loads(m["workloads"] or "[]")),
+                allocations=tuple(TeamAllocation(*a) for a in json.loads(m["allocations"] or "[]")),
             )
             for m in result
         ]
 
 
-def _split(text: str | None) -> tuple[str, ...]:
-    return tuple(t for t in (text or "").split(",") if t)
+def _action_values(r: ActionRow) -> dict[str, Any]:
+    return {
+        "time": _utc(r.time),
+        "command_id": r.command_id,
+        "action": r.action,
+        "nodepool": r.nodepool,
+        "teams": ",".join(r.teams),
+        "node": r.node,
+        "instance_type": r.instance_type,
+        "capacity_type": r.capacity_type,
+        "zone": r.zone,
+        "reason": r.reason,
+        "method": r.method,
+        "price_per_hour": r.price_per_hour,
+        "replacement_type": r.replacement_type,
+        "replacement_capacity_type": r.replacement_capacity_type,
+        "replacement_price_per_hour": r.replacement_price_per_hour,
+        "savings_per_hour": r.savings_per_hour,
+        "estimated_monthly_savings": r.estimated_monthly_savings,
+        "pods_moved": r.pods_moved,
+        "pods": json.dumps(list(r.pods)),
+        "detail": r.detail,
+        "replacement_nodes": ",".join(r.replacement_nodes),
+        "evicted_pods": json.dumps(list(r.evicted_pods)),
+        "evicted_per_hour": r.evicted_per_hour,
+        "workloads": json.dumps(list(r.workloads)),
+    }
 
 
-def record_plan(ledger: Ledger, plan, *, evaluation_id: str) -> tuple[int, int]:
-    """Store a plan's action and blocker rows; returns how many of each were stored."""
-    from provisioner.finops.rows import plan_rows
+def _usage_values(r: UsageRow) -> dict[str, Any]:
+    return {
+        "time": _utc(r.time),
+        "hours": r.hours,
+        "node": r.node,
+        "nodepool": r.nodepool,
+        "teams": ",".join(r.teams),
+        "instance_type": r.instance_type,
+        "capacity_type": r.capacity_type,
+        "price_per_hour": r.price_per_hour,
+        "cpu_capacity": r.cpu_capacity,
+        "cpu_allocated": r.cpu_allocated,
+        "memory_capacity": r.memory_capacity,
+        "memory_allocated": r.memory_allocated,
+        "gpu_capacity": r.gpu_capacity,
+        "gpu_allocated": r.gpu_allocated,
+        "provider_id": r.provider_id,
+        "zone": r.zone,
+        "region": r.region,
+        "pool_owner": r.pool_owner,
+        "workloads": json.dumps(list(r.workloads)),
+        "allocations": json.dumps([list(a) for a in r.allocations]),
+    }
 
-    action_list, blocker_list = plan_rows(plan, evaluation_id=evaluation_id)
-    return ledger.record_actions(action_list), ledger.record_blockers(blocker_list)
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(t for t in (value or "").split(",") if t)
 
 
-__all__: Sequence[str] = ("MIGRATIONS", "SCHEMA_VERSION", "Ledger", "LedgerError", "record_plan", "url_for")
+__all__: Sequence[str] = ("DEFAULT_PATH", "Ledger", "LedgerError", "head_revision", "url_for")

@@ -1,18 +1,32 @@
 """The values the ledger stores and the reports read: one action per node removed or replaced, one
 blocker per node kept per evaluation, one usage sample per node per interval.
 
-Pure: built from the planner's records and a snapshot; `now` comes in. The ledger maps them to tables;
-the reports take them as plain values, so reports are testable without a database.
+Pure: built from the planner's records, the replacements really launched and snapshots; `now` comes in.
+The ledger maps them to tables; the reports take them as plain values, so reports are testable without a
+database.
+
+The money rules that belong to one action live here, where its row is made:
+- its `savings_per_hour` is the $/h of the node removed minus its share of the replacements *really
+  launched* (their prices from the claims' status, not the plan's), minus `evicted_per_hour`;
+- pods nothing recreates (no controller owner: bare pods) are evicted for good, so their share of the
+  node's $/h is `evicted_per_hour` ("workload evicted"), never a saving.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
+from provisioner.state.cluster import team_of
+
+if TYPE_CHECKING:
+    from provisioner.disruption.model import Command, Plan
+    from provisioner.state.cluster import Snapshot, StateNode
+    from provisioner.state.objects import Pod
 
 HOURS_PER_MONTH = 730
 """The FinOps month (8,760 h / 12), for estimated monthly savings."""
@@ -44,6 +58,13 @@ class ActionRow:
     detail: str = ""
     replacement_nodes: tuple[str, ...] = ()
     """Names of the replacement nodes once launched (the controller fills them; churn reads them)."""
+    evicted_pods: tuple[str, ...] = ()
+    """Pods nothing recreates (bare pods), evicted for good: workload evicted, not a saving."""
+    evicted_per_hour: float = 0.0
+    """The evicted bare pods' share of the node's $/h (left out of `savings_per_hour`)."""
+    workloads: tuple[str, ...] = ()
+    """`Kind/namespace/name` of the owners of the pods moved: capacity launched for them soon after is
+    churn, charged back against this action."""
 
     @property
     def estimated_monthly_savings(self) -> float:
@@ -61,6 +82,17 @@ class BlockerRow:
     kind: str
     method: str
     detail: str
+
+
+class TeamAllocation(NamedTuple):
+    """What one team's pods requested on a node (team "" = pods of no team)."""
+
+    team: str
+    cpu: int
+    """Millicores."""
+    memory: int
+    """Bytes."""
+    gpu: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +115,15 @@ class UsageRow:
     gpu_capacity: int = 0
     gpu_allocated: int = 0
     teams: tuple[str, ...] = field(default_factory=tuple)
+    provider_id: str = ""
+    zone: str = ""
+    region: str = ""
+    pool_owner: str = ""
+    """The pool's owner team (its `provisioner.sh/team` label), who pays for its idle capacity."""
+    workloads: tuple[str, ...] = ()
+    """`Kind/namespace/name` of the owners of the pods on the node."""
+    allocations: tuple[TeamAllocation, ...] = ()
+    """Requests per team (DaemonSet pods are the node's overhead and belong to no team)."""
 
     @property
     def cost(self) -> float:
@@ -91,17 +132,11 @@ class UsageRow:
     @property
     def used_fraction(self) -> float:
         """GPU nodes are paid for their GPUs; other nodes for the busier of CPU and memory."""
-        if self.gpu_capacity > 0:
-            return min(1.0, self.gpu_allocated / self.gpu_capacity)
-        fractions = [
-            used / cap
-            for used, cap in (
-                (self.cpu_allocated, self.cpu_capacity),
-                (self.memory_allocated, self.memory_capacity),
-            )
-            if cap > 0
-        ]
-        return min(1.0, max(fractions, default=0.0))
+        return _fraction(self, self.cpu_allocated, self.memory_allocated, self.gpu_allocated)
+
+    def team_fraction(self, alloc: TeamAllocation) -> float:
+        """One team's share of the node, measured as `used_fraction` measures the whole."""
+        return _fraction(self, alloc.cpu, alloc.memory, alloc.gpu)
 
     @property
     def idle_cost(self) -> float:
@@ -112,91 +147,175 @@ class UsageRow:
         return max(0, self.gpu_capacity - self.gpu_allocated) * self.hours
 
 
+def _fraction(row: UsageRow, cpu: int, memory: int, gpu: int) -> float:
+    if row.gpu_capacity > 0:
+        return min(1.0, gpu / row.gpu_capacity)
+    fractions = [
+        used / cap for used, cap in ((cpu, row.cpu_capacity), (memory, row.memory_capacity)) if cap > 0
+    ]
+    return min(1.0, max(fractions, default=0.0))
+
+
+def workload_of(pod: Pod) -> str | None:
+    """`Kind/namespace/name` of what recreates the pod, or None for a bare pod (nothing recreates it)."""
+    if pod.owner_kind is None or pod.owner_name is None:
+        return None
+    return f"{pod.owner_kind}/{pod.namespace}/{pod.owner_name}"
+
+
+def _paid_share(node: StateNode, pods: Sequence[Pod]) -> float:
+    """The pods' share of what the node is paid for, measured as `UsageRow.used_fraction` measures it."""
+    alloc = node.allocatable
+    total: dict[str, int] = {}
+    for pod in pods:
+        total = quantities.add(total, pod.requests)
+    if alloc.get(wk.GPU_RESOURCE, 0) > 0:
+        return min(1.0, total.get(wk.GPU_RESOURCE, 0) / alloc[wk.GPU_RESOURCE])
+    fractions = [total.get(k, 0) / alloc[k] for k in (quantities.CPU, quantities.MEMORY) if alloc.get(k, 0)]
+    return min(1.0, max(fractions, default=0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    """A replacement as the cloud really launched it."""
+
+    node: str
+    instance_type: str
+    capacity_type: str
+    price_per_hour: float
+
+
 def action_rows(
-    records: Iterable,
+    command: Command,
     *,
     time: datetime,
     command_id: str,
-    method: str,
+    launched: Sequence[Launched] | None = None,
 ) -> list[ActionRow]:
-    """Ledger rows from the planner's `NodeRecord`s of one command."""
+    """Ledger rows of one command, one per node it removes.
+
+    `launched` are its replacements as really launched; None means "as planned" (a plan not carried out).
+    The replacements' $/h is shared among the removed nodes in proportion to their prices, so a command's
+    rows add up to its whole change in $/h.
+    """
+    by_name = {n.name: n for n in command.nodes}
+    removed = sum(r.price_per_hour for r in command.records) or 1.0
+    if launched is not None:
+        after = sum(x.price_per_hour for x in launched)
+        launched_type = ",".join(sorted({x.instance_type for x in launched})) or None
+        launched_capacity = ",".join(sorted({x.capacity_type for x in launched})) or None
     out = []
-    for r in records:
+    for r in command.records:
+        node = by_name.get(r.node)
+        workload = [p for p in node.pods if not p.is_daemonset_pod and not p.is_terminal] if node else []
+        bare = {p.key: p for p in workload if workload_of(p) is None}
+        evicted = r.price_per_hour * _paid_share(node, list(bare.values())) if node and bare else 0.0
+        if launched is None:
+            replacement = r.replacement_price_per_hour
+            rtype, rcapacity = r.replacement_type, r.replacement_capacity_type
+        else:
+            replacement = after * r.price_per_hour / removed
+            rtype, rcapacity = launched_type, launched_capacity
+        moved = tuple(m.pod for m in r.pods if m.pod not in bare)
         out.append(
             ActionRow(
                 time=time,
                 command_id=command_id,
-                action=r.action,
+                action="replace" if rtype else "delete",
                 nodepool=r.nodepool,
                 teams=tuple(r.teams),
                 node=r.node,
                 instance_type=r.instance_type,
                 capacity_type=r.capacity_type,
                 zone=r.zone,
-                reason=str(r.reason.value if hasattr(r.reason, "value") else r.reason),
-                method=method,
+                reason=str(r.reason.value),
+                method=command.method,
                 price_per_hour=r.price_per_hour,
-                replacement_type=r.replacement_type,
-                replacement_capacity_type=r.replacement_capacity_type,
-                replacement_price_per_hour=r.replacement_price_per_hour,
-                savings_per_hour=r.savings_per_hour,
-                pods_moved=len(r.pods),
-                pods=tuple(m.pod for m in r.pods),
+                replacement_type=rtype,
+                replacement_capacity_type=rcapacity,
+                replacement_price_per_hour=replacement,
+                savings_per_hour=r.price_per_hour - replacement - evicted,
+                pods_moved=len(moved),
+                pods=moved,
                 detail=r.detail,
+                replacement_nodes=tuple(x.node for x in launched or ()),
+                evicted_pods=tuple(sorted(bare)),
+                evicted_per_hour=evicted,
+                workloads=tuple(sorted({w for p in workload if (w := workload_of(p))})),
             )
         )
     return out
 
 
-def plan_rows(plan, *, evaluation_id: str) -> tuple[list[ActionRow], list[BlockerRow]]:
-    """Every action and blocker row of a planner `Plan` (time = the plan's `now`)."""
-    actions: list[ActionRow] = []
-    for index, command in enumerate(plan.commands):
-        actions += action_rows(
-            command.records, time=plan.now, command_id=f"{evaluation_id}-{index}", method=command.method
-        )
-    blockers = [
+def blocker_rows(plan: Plan, *, evaluation_id: str) -> list[BlockerRow]:
+    """Every blocker of a planner `Plan` (time = the plan's `now`)."""
+    return [
         BlockerRow(
             time=plan.now,
             evaluation_id=evaluation_id,
             node=b.node,
             nodepool=b.nodepool,
-            kind=str(b.kind.value if hasattr(b.kind, "value") else b.kind),
+            kind=str(b.kind.value),
             method=b.method,
             detail=b.detail,
         )
         for b in plan.blockers
     ]
-    return actions, blockers
 
 
-def usage_rows(snapshot, *, time: datetime, hours: float) -> list[UsageRow]:
-    """One usage sample per node we own in the snapshot, over the `hours` that start at `time`."""
-    from provisioner.state.cluster import team_of
-
-    out = []
-    for node in snapshot.nodes:
-        if node.claim is None or node.node is None:
+def usage_row(
+    node: StateNode,
+    *,
+    time: datetime,
+    hours: float,
+    namespaces: Mapping[str, Mapping[str, str]],
+    pool_owner: str = "",
+) -> UsageRow:
+    """One usage sample of a node we own over the `hours` that start at `time`."""
+    assert node.claim is not None
+    alloc = node.allocatable
+    used = node.requested
+    per_team: dict[str, dict[str, int]] = {}
+    for pod in node.pods:
+        if pod.is_terminal or pod.is_daemonset_pod:
             continue
-        alloc = node.allocatable
-        used = node.requested
-        teams = sorted({t for p in node.pods if (t := team_of(p, snapshot.namespaces))})
-        out.append(
-            UsageRow(
-                time=time,
-                hours=hours,
-                node=node.name,
-                nodepool=node.nodepool or "",
-                instance_type=node.claim.status.instance_type or node.labels.get(wk.INSTANCE_TYPE, ""),
-                capacity_type=node.claim.status.capacity_type or node.labels.get(wk.CAPACITY_TYPE, ""),
-                price_per_hour=node.price,
-                cpu_capacity=alloc.get(quantities.CPU, 0),
-                cpu_allocated=used.get(quantities.CPU, 0),
-                memory_capacity=alloc.get(quantities.MEMORY, 0),
-                memory_allocated=used.get(quantities.MEMORY, 0),
-                gpu_capacity=alloc.get(wk.GPU_RESOURCE, 0),
-                gpu_allocated=used.get(wk.GPU_RESOURCE, 0),
-                teams=tuple(teams),
+        team = team_of(pod, namespaces) or ""
+        per_team[team] = quantities.add(per_team.get(team, {}), pod.requests)
+    labels = node.labels
+    status = node.claim.status
+    return UsageRow(
+        time=time,
+        hours=hours,
+        node=node.name,
+        nodepool=node.nodepool or "",
+        instance_type=status.instance_type or labels.get(wk.INSTANCE_TYPE, ""),
+        capacity_type=status.capacity_type or labels.get(wk.CAPACITY_TYPE, ""),
+        price_per_hour=node.price,
+        cpu_capacity=alloc.get(quantities.CPU, 0),
+        cpu_allocated=used.get(quantities.CPU, 0),
+        memory_capacity=alloc.get(quantities.MEMORY, 0),
+        memory_allocated=used.get(quantities.MEMORY, 0),
+        gpu_capacity=alloc.get(wk.GPU_RESOURCE, 0),
+        gpu_allocated=used.get(wk.GPU_RESOURCE, 0),
+        teams=tuple(sorted(t for t in per_team if t)),
+        provider_id=status.provider_id or "",
+        zone=status.zone or labels.get(wk.ZONE, ""),
+        region=labels.get(wk.REGION, ""),
+        pool_owner=pool_owner,
+        workloads=tuple(sorted({w for p in node.pods if not p.is_daemonset_pod and (w := workload_of(p))})),
+        allocations=tuple(
+            TeamAllocation(
+                team, r.get(quantities.CPU, 0), r.get(quantities.MEMORY, 0), r.get(wk.GPU_RESOURCE, 0)
             )
-        )
-    return out
+            for team, r in sorted(per_team.items())
+        ),
+    )
+
+
+def pool_owners(snapshot: Snapshot) -> dict[str, str]:
+    """Pool -> its owner team (the NodePool's `provisioner.sh/team` label), for pools that name one."""
+    return {
+        p.metadata.name: team
+        for p in snapshot.nodepools
+        if p.metadata.name and (team := (p.metadata.labels or {}).get(wk.TEAM))
+    }

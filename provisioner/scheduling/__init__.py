@@ -11,7 +11,7 @@ into shapes and variants), `solver` (the orchestration), `explain` (one pod agai
 from provisioner.scheduling.explain import PoolVerdict, explain
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.solver import MAX_OPTIONS, SolveOptions, solve
+from provisioner.scheduling.solver import MAX_OPTIONS, SolveFn, SolveOptions, solve
 
 __all__ = [
     "MAX_OPTIONS",
@@ -21,6 +21,7 @@ __all__ = [
     "PoolReason",
     "PoolVerdict",
     "Results",
+    "SolveFn",
     "SolveOptions",
     "Unschedulable",
     "explain",

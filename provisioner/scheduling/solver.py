@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
@@ -433,6 +434,23 @@ class _Solver:
             pods=list(n.pods),
             requests=requests,
         )
+
+
+class SolveFn(Protocol):
+    """The type of `solve`, for those handed it (the controllers, the disruption planner) so a test or a
+    benchmark can pass a stand-in."""
+
+    def __call__(
+        self,
+        pods: Sequence[Pod],
+        snapshot: Snapshot,
+        /,
+        *,
+        pools: Sequence[NodePool],
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        daemonsets: Sequence[DaemonSet] | None = None,
+        options: SolveOptions | None = None,
+    ) -> Results: ...
 
 
 def solve(

@@ -5,24 +5,32 @@ they fit, and the workload controllers that recreate evicted pods.
 
 None of it decides anything the provisioner decides; it only makes the world answer as a cluster would,
 deterministically: the same scenario gives the same names, bindings and order every run.
+
+About 500 lines because it holds one small stand-in per cluster component, each a class or two
+functions; the one that grows past that moves to its own module (`PoolScopedTypes`, a provider wrapper
+rather than a cluster part, is the first candidate).
 """
 
 from __future__ import annotations
 
+import builtins
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
-from provisioner.api.nodeclaim import DISRUPTING
-from provisioner.api.nodepool import DisruptionReason
+from provisioner.api.nodeclaim import DISRUPTING, NodeClaim
+from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodepool import DisruptionReason, NodePool
 from provisioner.clock import isoformat
-from provisioner.cloudprovider import Instance, InstanceType
+from provisioner.cloudprovider import CloudProvider, Instance, InstanceType, InterruptionEvent
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
 from provisioner.sim.scenario import RUNS_FOR
 from provisioner.state.objects import Node, Pod, tolerates_all
@@ -42,18 +50,32 @@ class SimCluster(MemoryCluster):
         self.max_disrupting: dict[str, int] = {}
         """Pool -> the most of its nodes under a voluntary disruption at once (marked Disrupting, or
         deleted with a voluntary reason), checked at every NodeClaim write so none is missed."""
+        self._disrupting: dict[str, str] = {}
+        """Claim -> pool, for the claims under a voluntary disruption now: kept at each write of the
+        claim, so a write costs the disrupted few, not the fleet."""
 
     def _store_claim(self, doc: dict[str, Any]) -> None:
         super()._store_claim(doc)
+        name = (doc.get("metadata") or {}).get("name", "")
+        claim = self.state.claims.get(name)
+        # Only the disruption controller's reasons: a failed launch or an interruption is not a decision
+        # the budgets bound.
+        if (
+            claim is not None
+            and claim.metadata.annotations.get(wk.DISRUPTION_REASON) in VOLUNTARY
+            and (
+                claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING)
+            )
+        ):
+            self._disrupting[name] = claim.nodepool or ""
+        else:
+            self._disrupting.pop(name, None)
         busy: dict[str, int] = {}
-        for claim in self.state.claims.values():
-            # Only the disruption controller's reasons: a failed launch or an interruption is not a
-            # decision the budgets bound.
-            if claim.metadata.annotations.get(wk.DISRUPTION_REASON) not in VOLUNTARY:
+        for claim_name, pool in list(self._disrupting.items()):
+            if claim_name not in self.state.claims:
+                del self._disrupting[claim_name]
                 continue
-            if claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING):
-                pool = claim.nodepool or ""
-                busy[pool] = busy.get(pool, 0) + 1
+            busy[pool] = busy.get(pool, 0) + 1
         for pool, count in busy.items():
             self.max_disrupting[pool] = max(self.max_disrupting.get(pool, 0), count)
 
@@ -124,8 +146,8 @@ class Kubelets:
                 continue
             if inst.launched_at is not None and now - inst.launched_at < self.boot:
                 continue
-            node = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
-            self.cluster.create("Node", node)
+            manifest = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
+            self.cluster.create("Node", manifest)
             self.registered.add(pid)
         for inst in self.deleted:
             name = node_name_for(inst)
@@ -149,6 +171,11 @@ class Kubelets:
 def fits(pod: Pod, node: Node, used: Mapping[str, int]) -> bool:
     """Whether kube-scheduler would bind the pod to the node: Ready and schedulable, taints tolerated,
     node selector, required node affinity and pool list met, requests within what is left."""
+    return allows(pod, node) and quantities.fits(pod.requests, quantities.subtract(node.allocatable, used))
+
+
+def allows(pod: Pod, node: Node) -> bool:
+    """`fits` without the room: what the binder can check once per kind of pod and node."""
     if not node.ready or node.unschedulable or node.deleting:
         return False
     hard = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
@@ -162,9 +189,7 @@ def fits(pod: Pod, node: Node, used: Mapping[str, int]) -> bool:
         return False
     # A pod's pool list (`provisioner.sh/nodepools`) binds it to those pools' nodes, as the scheduler and
     # the disruption planner assume.
-    if pod.nodepools and node.labels.get(wk.NODEPOOL) not in pod.nodepools:
-        return False
-    return quantities.fits(pod.requests, quantities.subtract(node.allocatable, used))
+    return not (pod.nodepools and node.labels.get(wk.NODEPOOL) not in pod.nodepools)
 
 
 def _term_namespaces(pod: Pod, namespaces: tuple[str, ...]) -> set[str]:
@@ -228,44 +253,82 @@ def _node_allows(pod: Pod, node: Node) -> bool:
     )
 
 
+def _room_key(node_name: str, allocatable: Mapping[str, int], used: Mapping[str, int]) -> tuple[int, str]:
+    """MostAllocated scoring: the node with the least room left (GPUs first, then CPU) wins; ties by name."""
+    gpus = allocatable.get(wk.GPU_RESOURCE, 0) - used.get(wk.GPU_RESOURCE, 0)
+    cpu = allocatable.get(quantities.CPU, 0) - used.get(quantities.CPU, 0)
+    return (gpus * 10**9 + cpu, node_name)
+
+
+def _placement_class(pod: Pod) -> tuple[Any, ...]:
+    """What decides which nodes a pod may go to apart from room: pods alike here are alike to the binder."""
+    return (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.required_node_terms, pod.nodepools)
+
+
 @dataclasses.dataclass
 class Binder:
     """kube-scheduler, simply: each pending pod (in name order) goes to the fitting node with the least
     room left (kube-scheduler's MostAllocated scoring, which keeps nodes packed and the rest emptying),
     within its required pod (anti-)affinity and DoNotSchedule spread; a pod that fits nowhere is marked
-    PodScheduled=False/Unschedulable, which is what the provisioner watches for."""
+    PodScheduled=False/Unschedulable, which is what the provisioner watches for.
+
+    The work is in proportion to the pending pods, not pods x nodes: schedulable nodes are kept ordered by
+    room left, so a pod without pod (anti-)affinity or spread takes the first node from the least room
+    that could hold its requests and passes its checks (which nodes pass them is computed once per kind
+    of pod: tolerations, selector, affinity, pool list); and a kind of pod with given requests that fitted
+    nowhere is not tried again in the same pass (room only shrinks within a pass). Pods with pod
+    (anti-)affinity or spread are checked against every node, as before."""
 
     cluster: SimCluster
 
     def sync(self) -> int:
         state = self.cluster.state
+        pending = sorted(
+            # A gated pod is not kube-scheduler's yet: neither bound nor marked Unschedulable.
+            (
+                p
+                for p in state.pods.values()
+                if not p.node_name and not p.deleting and not p.is_terminal and not p.scheduling_gates
+            ),
+            key=lambda p: p.key,
+        )
+        if not pending:
+            return 0
         used: dict[str, dict[str, int]] = {}
-        placed: list[tuple[Pod, Node]] = []
         for p in state.pods.values():
             if p.node_name and not p.is_terminal:
-                used[p.node_name] = quantities.add(used.get(p.node_name, {}), p.requests)
-                if p.node_name in state.nodes:
-                    placed.append((p, state.nodes[p.node_name]))
+                room = used.setdefault(p.node_name, {})
+                for name, amount in p.requests.items():
+                    room[name] = room.get(name, 0) + amount
         nodes = [state.nodes[n] for n in sorted(state.nodes)]
+        by_room = SortedList(
+            _room_key(n.name, n.allocatable, used.get(n.name, {}))
+            for n in nodes
+            if n.ready and not n.unschedulable and not n.deleting
+        )
+        placed: list[tuple[Pod, Node]] | None = None
+        allowed: dict[tuple[Any, ...], dict[str, bool]] = {}
+        fitted_nowhere: set[tuple[Any, ...]] = set()
         bound = 0
-        for pod in sorted(state.pods.values(), key=lambda p: p.key):
-            # A gated pod is not kube-scheduler's yet: neither bound nor marked Unschedulable.
-            if pod.node_name or pod.deleting or pod.is_terminal or pod.scheduling_gates:
-                continue
+        for pod in pending:
             topology = bool(pod.anti_affinity_required or pod.affinity_required or pod.topology_spread)
-            eligible = [n for n in nodes if _node_allows(pod, n)] if topology else []
-            best: tuple[int, str] | None = None
-            for node in nodes:
-                if not fits(pod, node, used.get(node.name, {})):
-                    continue
-                if topology and not topology_ok(pod, node, placed, eligible):
-                    continue
-                left = quantities.subtract(node.allocatable, used.get(node.name, {}))
-                key = (left.get(wk.GPU_RESOURCE, 0) * 10**9 + left.get(quantities.CPU, 0), node.name)
-                if best is None or key < best:
-                    best = key
-            if best is not None:
-                target = best[1]
+            target: str | None = None
+            if topology:
+                if placed is None:
+                    placed = [
+                        (p, state.nodes[p.node_name])
+                        for p in state.pods.values()
+                        if p.node_name and not p.is_terminal and p.node_name in state.nodes
+                    ]
+                target = self._with_topology(pod, nodes, used, placed)
+            else:
+                kind = _placement_class(pod)
+                tried = (kind, tuple(sorted(pod.requests.items())))
+                if tried not in fitted_nowhere:
+                    target = self._least_room(pod, by_room, used, allowed.setdefault(kind, {}))
+                    if target is None:
+                        fitted_nowhere.add(tried)
+            if target is not None:
                 self.cluster.write_pod(
                     pod,
                     {
@@ -276,8 +339,16 @@ class Binder:
                         },
                     },
                 )
-                used[target] = quantities.add(used.get(target, {}), pod.requests)
-                placed.append((pod, state.nodes[target]))
+                node = state.nodes[target]
+                room = used.setdefault(target, {})
+                before = _room_key(target, node.allocatable, room)
+                for name, amount in pod.requests.items():
+                    room[name] = room.get(name, 0) + amount
+                if before in by_room:
+                    by_room.remove(before)
+                    by_room.add(_room_key(target, node.allocatable, room))
+                if placed is not None:
+                    placed.append((pod, node))
                 bound += 1
             elif not pod.unschedulable:
                 self.cluster.write_pod(
@@ -296,6 +367,46 @@ class Binder:
                     },
                 )
         return bound
+
+    def _least_room(
+        self,
+        pod: Pod,
+        by_room: SortedList,
+        used: Mapping[str, Mapping[str, int]],
+        allowed: dict[str, bool],
+    ) -> str | None:
+        """The fitting node with the least room left: every node that can hold the pod's GPUs and CPU
+        scores at least (its GPUs, its CPU), so the walk starts there."""
+        nodes = self.cluster.state.nodes
+        floor = (pod.requests.get(wk.GPU_RESOURCE, 0) * 10**9 + pod.requests.get(quantities.CPU, 0), "")
+        for _score, name in by_room.islice(by_room.bisect_left(floor)):
+            node = nodes[name]
+            ok = allowed.get(name)
+            if ok is None:
+                ok = allowed[name] = allows(pod, node)
+            if ok and quantities.fits(
+                pod.requests, quantities.subtract(node.allocatable, used.get(name, {}))
+            ):
+                return name
+        return None
+
+    @staticmethod
+    def _with_topology(
+        pod: Pod,
+        nodes: Sequence[Node],
+        used: Mapping[str, Mapping[str, int]],
+        placed: Sequence[tuple[Pod, Node]],
+    ) -> str | None:
+        eligible = [n for n in nodes if _node_allows(pod, n)]
+        best: tuple[int, str] | None = None
+        for node in nodes:
+            room = used.get(node.name, {})
+            if not fits(pod, node, room) or not topology_ok(pod, node, placed, eligible):
+                continue
+            key = _room_key(node.name, node.allocatable, room)
+            if best is None or key < best:
+                best = key
+        return best[1] if best is not None else None
 
 
 @dataclasses.dataclass
@@ -383,12 +494,12 @@ OFFERING_KEYS = frozenset({wk.ZONE, wk.CAPACITY_TYPE})
 """Requirements on these keys choose offerings, not instance types."""
 
 
-def pool_class(pool: Any) -> tuple[str, str]:
+def pool_class(pool: NodePool) -> tuple[str, str]:
     ref = pool.spec.template.spec.node_class_ref
     return ref.kind, ref.name
 
 
-def admits(pool: Any, it: InstanceType) -> bool:
+def admits(pool: NodePool, it: InstanceType) -> bool:
     """Whether the pool's requirements on instance labels (family, type, GPU...) allow the type."""
     from provisioner.state.objects import SelectorRequirement
 
@@ -413,10 +524,10 @@ class PoolScopedTypes:
 
     def __init__(
         self,
-        provider: Any,
-        pools: Sequence[Any],
+        provider: CloudProvider,
+        pools: Sequence[NodePool],
         *,
-        zones_for: Callable[[Any], Sequence[str]] | None = None,
+        zones_for: Callable[[NodeClass], Sequence[str]] | None = None,
     ) -> None:
         self.provider = provider
         self.name = provider.name
@@ -434,7 +545,7 @@ class PoolScopedTypes:
         """Forget the answers kept: the cloud's stockouts changed."""
         self._cache.clear()
 
-    def instance_types(self, node_class: Any) -> list[InstanceType]:
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
         # Kept until `invalidate`: the simulated cloud's types change only when a step changes stockouts.
         key = (node_class.kind, node_class.name)
         if key not in self._cache:
@@ -451,7 +562,7 @@ class PoolScopedTypes:
             self._cache[key] = types
         return list(self._cache[key])
 
-    def create(self, claim: Any, instance_types: list[InstanceType], node_class: Any) -> Instance:
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         return self.provider.create(claim, instance_types, node_class)
 
     def delete(self, provider_id: str) -> None:
@@ -460,13 +571,13 @@ class PoolScopedTypes:
     def get(self, provider_id: str) -> Instance:
         return self.provider.get(provider_id)
 
-    def list(self) -> list[Instance]:
+    def list(self) -> builtins.list[Instance]:
         return self.provider.list()
 
-    def is_drifted(self, claim: Any, node_class: Any) -> str | None:
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
         return self.provider.is_drifted(claim, node_class)
 
-    def interruptions(self) -> list[Any]:
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
         return self.provider.interruptions()
 
 

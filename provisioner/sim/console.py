@@ -26,12 +26,24 @@ from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Timeline
 
 
-def run(loaded: LoadedScenario, timeline: Timeline, *, as_json: bool, report: Path | None) -> None:
-    """Run the timeline and print; exit 2 when the report cannot be written."""
+def run(
+    loaded: LoadedScenario,
+    timeline: Timeline,
+    *,
+    as_json: bool,
+    report: Path | None,
+    report_format: str | None = None,
+    ledger_path: Path | None = None,
+) -> None:
+    """Run the timeline and print; exit 2 when the report or the ledger cannot be written."""
     err = Console(stderr=True)
-    if report is not None and not report.parent.is_dir():
-        # Say so before the run, not after it.
-        typer.echo(f"error: cannot write the report {report}: no directory {report.parent}", err=True)
+    for what, path in (("the report", report), ("the ledger", ledger_path)):
+        if path is not None and not path.parent.is_dir():
+            # Say so before the run, not after it.
+            typer.echo(f"error: cannot write {what} {path}: no directory {path.parent}", err=True)
+            raise typer.Exit(2)
+    if ledger_path is not None and ledger_path.exists():
+        typer.echo(f"error: {ledger_path} exists; a run's ledger goes to a new file", err=True)
         raise typer.Exit(2)
     # The controllers log what they do (an interruption is a warning in production); the run's tables say
     # it here, so their log lines would only break the progress bar.
@@ -39,16 +51,20 @@ def run(loaded: LoadedScenario, timeline: Timeline, *, as_json: bool, report: Pa
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        result = _run(loaded, timeline, err=err)
+        result = _run(loaded, timeline, err=err, ledger_path=ledger_path)
     finally:
         quiet.setLevel(level)
-    _finish(loaded, result, err=err, as_json=as_json, report=report)
+    _finish(loaded, result, err=err, as_json=as_json, report=report, report_format=report_format or "html")
+    if ledger_path is not None:
+        err.print(
+            f"wrote the run's ledger to {ledger_path} (provisioner report scale-down --ledger {ledger_path})"
+        )
 
 
-def _run(loaded: LoadedScenario, timeline: Timeline, *, err: Console) -> RunResult:
+def _run(loaded: LoadedScenario, timeline: Timeline, *, err: Console, ledger_path: Path | None) -> RunResult:
     total = timeline.duration.total_seconds()
-    # The run's own ledger, in memory and gone afterwards: the report and the JSON are read from it. (A
-    # file would cost a disk sync per evaluation, and a day is hundreds of evaluations.)
+    # The run's own ledger: in memory unless --ledger names a file. The report and the JSON are read from
+    # it. (In memory, a day's hundreds of evaluations cost no disk sync; a file is copied out at the end.)
     ledger = Ledger("sqlite://")
     try:
         with Progress(
@@ -74,17 +90,41 @@ def _run(loaded: LoadedScenario, timeline: Timeline, *, err: Console) -> RunResu
                     at=durations.format_duration(elapsed),
                 )
 
-            return Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+            result = Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+        if ledger_path is not None:
+            _save(ledger, ledger_path)
+        return result
     finally:
         ledger.close()
 
 
+def _save(ledger: Ledger, path: Path) -> None:
+    """Copy the in-memory ledger to a SQLite file (SQLite's own backup: every table, the schema revision)."""
+    raw = ledger.engine.raw_connection()
+    try:
+        import sqlite3
+
+        target = sqlite3.connect(path)
+        try:
+            raw.driver_connection.backup(target)  # type: ignore[union-attr]
+        finally:
+            target.close()
+    finally:
+        raw.close()
+
+
 def _finish(
-    loaded: LoadedScenario, result: RunResult, *, err: Console, as_json: bool, report: Path | None
+    loaded: LoadedScenario,
+    result: RunResult,
+    *,
+    err: Console,
+    as_json: bool,
+    report: Path | None,
+    report_format: str,
 ) -> None:
     if report is not None:
         try:
-            report.write_text(output_.html_report(result), encoding="utf-8")
+            report.write_text(output_.report(result, fmt=report_format), encoding="utf-8")
         except OSError as e:
             typer.echo(f"error: cannot write the report {report}: {e.strerror or e}", err=True)
             raise typer.Exit(2) from None
@@ -94,7 +134,7 @@ def _finish(
     else:
         _print(loaded, result, doc)
     if report is not None:
-        err.print(f"wrote the scale-down report to {report}")
+        err.print(f"wrote the scale-down report ({report_format}) to {report}")
 
 
 def _money(value: float) -> str:
@@ -102,7 +142,8 @@ def _money(value: float) -> str:
 
 
 def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
-    console = Console(width=max(Console().width, 160))
+    probe = Console()
+    console = probe if probe.is_terminal else Console(width=200)
     console.print(
         f"[bold]{loaded.source}[/bold]: catalog {loaded.where}, "
         f"{doc['duration']} of virtual time in {result.ticks} controller steps, "
@@ -202,11 +243,12 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
         console.print(f"Pods that finished their run time: {escape(', '.join(doc['completedPods']))}")
     if doc["unschedulable"]:
         console.print(f"Pending at the end: {escape(', '.join(u['pod'] for u in doc['unschedulable']))}")
-    saved = sum(a["savingsPerHour"] for a in doc["actions"])
+    money = doc["finops"]
     console.print(
         f"[bold]{len(doc['nodes'])} nodes[/bold] at the end, [bold]{_money(doc['costPerHour'])}[/bold]; "
-        f"the run's nodes cost [bold]${doc['cost']:,.2f}[/bold] over {doc['duration']}; "
-        f"disruption saved {_money(saved)} in {len(doc['actions'])} actions; "
+        f"paid [bold]${doc['cost']:,.2f}[/bold] over {doc['duration']}; "
+        f"disruption saved {_money(money['savingsPerHour'])} in {len(doc['actions'])} actions, "
+        f"realized [bold]${money['realizedSavings']:,.2f}[/bold]; "
         f"{len(doc['unschedulable'])} pods pending at the end"
     )
 

@@ -3,8 +3,9 @@ timeline scenario, and the scale-down HTML report of the run.
 
 The JSON keeps the static contract's keys (`nodeClaims`, `placements`, `unschedulable`, `costPerHour`),
 read over the whole run: every NodeClaim launched, where each pod is at the end, the pods still pending
-at the end, the $/h of the nodes alive at the end. It adds `cost` (the $ the run's nodes cost, launch
-to deletion), `actions` (the ledger rows, one per node
+at the end, the $/h of the nodes alive at the end. It adds `cost` (the $ the run paid, from the ledger's
+usage samples: the figure `provisioner report` gives for the run), `finops` (claimed and realized
+savings, idle cost, evicted workload, churn), `actions` (the ledger rows, one per node
 removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`), `timeline` (each step
 with the $/h just before it) and `events` (what the controllers said: fallbacks, interruptions, failed
 launches, abandoned disruptions). Lists are in a fixed order, so equal runs print equal documents.
@@ -49,8 +50,14 @@ def _offset(result: RunResult, when: datetime) -> str:
     return durations.format_duration(when - result.start)
 
 
+def scale_down_report(result: RunResult) -> scale_down.ScaleDownReport:
+    """The scale-down report of the whole run, from its ledger's rows."""
+    return scale_down.build(result.actions, result.blockers, result.usage, since=result.start, now=result.end)
+
+
 def to_json(result: RunResult) -> dict[str, Any]:
     state = result.state
+    built = scale_down_report(result)
     launched = sorted(
         (r for r in result.claims.values() if r.launched is not None), key=lambda r: (r.launched, r.name)
     )
@@ -86,14 +93,15 @@ def to_json(result: RunResult) -> dict[str, Any]:
         ),
         "unschedulable": [{"pod": key, "reasons": unschedulable_reasons.get(key, [])} for key in pending],
         "costPerHour": round(sum(n["pricePerHour"] for n in alive), 6),
-        "cost": round(
-            sum(
-                r.price * ((r.deleted or result.end) - r.launched).total_seconds() / 3600
-                for r in launched
-                if r.launched is not None
-            ),
-            2,
-        ),
+        # What the run paid, from the ledger's usage samples: the figure `provisioner report` gives.
+        "cost": round(built.total.cost, 2),
+        "finops": {
+            "savingsPerHour": round(built.total.savings_per_hour, 6),
+            "realizedSavings": round(built.total.realized_savings, 4),
+            "idleCost": round(built.total.idle_cost, 4),
+            "evictedPerHour": round(built.total.evicted_per_hour, 6),
+            "churnCost": round(built.churn.cost, 4),
+        },
         "actions": [
             {
                 "time": isoformat(a.time),
@@ -167,9 +175,6 @@ def teams_json(teams: Any) -> dict[str, Any]:
     return out
 
 
-def html_report(result: RunResult) -> str:
-    """The FinOps scale-down report over the whole run (self-contained HTML with SVG charts)."""
-    built = scale_down.build(
-        result.actions, result.blockers, result.usage, since=result.start, now=result.end
-    )
-    return scale_down.to_html(built)
+def report(result: RunResult, *, fmt: str) -> str:
+    """The FinOps scale-down report over the whole run, as html, csv or json."""
+    return scale_down.RENDERERS[fmt](scale_down_report(result))

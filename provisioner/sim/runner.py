@@ -25,6 +25,7 @@ from providers.fake import FakeProvider
 from provisioner.api import durations
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
+from provisioner.api.team import Department, Team
 from provisioner.clock import VirtualClock
 from provisioner.cloudprovider import wrappers
 from provisioner.controllers.manager import Manager
@@ -32,6 +33,7 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
+from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.cluster import (
@@ -47,6 +49,7 @@ from provisioner.sim.cluster import (
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Step, Timeline, matches_workload
 from provisioner.state import ClusterState
+from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
 
@@ -115,16 +118,6 @@ class RunResult:
     """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
 
 
-def _disruption(manager: Manager, *, ledger: Ledger) -> Any:
-    """The manager's disruption controller, writing to the run's ledger."""
-    controller = getattr(manager, "disruption", None)
-    if controller is None:
-        log.warning("no disruption controller in this build: nodes are never consolidated")
-        return None
-    controller.ledger = ledger
-    return controller
-
-
 class Runner:
     def __init__(
         self,
@@ -189,8 +182,11 @@ class Runner:
             ),
             metrics=Metrics(CollectorRegistry()),
             disruption=True,
+            # Written at once, in this thread: the run stays deterministic.
+            recorder=LedgerRecorder(self.ledger, background=False),
         )
-        self.disruption = _disruption(self.manager, ledger=self.ledger)
+        assert self.manager.disruption is not None
+        self.disruption = self.manager.disruption
         self.binder = Binder(self.cluster)
         self.workloads = Workloads(self.cluster)
         self.daemonsets = DaemonSets(self.cluster)
@@ -202,7 +198,8 @@ class Runner:
         for ns, labels in sorted(loaded.namespaces.items()):
             self.state.upsert("Namespace", {"metadata": {"name": ns, "labels": dict(labels)}})
         # Before any pod: the admission webhook's stand-in gates the pods of teams as they are created.
-        for quota_object in [*loaded.departments, *loaded.teams]:
+        quota_objects: list[Department | Team] = [*loaded.departments, *loaded.teams]
+        for quota_object in quota_objects:
             self.state.upsert(quota_object.kind, quota_object.to_dict())
         for pdb in loaded.pdb_documents:
             self.state.upsert("PodDisruptionBudget", pdb)
@@ -251,7 +248,9 @@ class Runner:
             if finish is not None and finish > now:
                 limit = min(limit, finish - now)
             self.clock.advance(max(min(delta, limit), timedelta(0)) or self.tick)
-        actions = list(getattr(self.disruption, "actions", []))
+        assert self.manager.usage is not None
+        self.manager.usage.flush(self.clock.now())
+        actions = list(self.disruption.actions)
         return RunResult(
             start=START,
             end=self.clock.now(),
@@ -332,21 +331,28 @@ class Runner:
 
     def _apply(self, step: Step) -> None:
         log.info("step at %s: %s", step.at, step.describe())
+        # The manifests to create again, parsed once for the step rather than once per workload deleted
+        # (removing a pod twice is harmless, so the lists can be read before the removals).
+        desired = (
+            {key: Pod.from_dict(doc) for key, doc in self.workloads.desired.items()} if step.delete else {}
+        )
+        pods = sorted(self.state.pods.items()) if step.delete else []
         for ref in step.delete:
             if ref.kind in ("Team", "Department"):
                 self.state.remove(ref.kind, ref.name)
                 continue
             doomed = [
                 key
-                for key, pod in sorted(self.state.pods.items())
+                for key, pod in pods
                 if pod.namespace == ref.namespace and matches_workload(pod, ref.kind, ref.name)
             ]
+            gone = set(doomed)
             doomed += [
                 key
-                for key in sorted(self.workloads.desired)
-                if key not in doomed
+                for key in sorted(desired)
+                if key not in gone
                 and key.startswith(f"{ref.namespace}/")
-                and _desired_matches(self.workloads.desired[key], ref.kind, ref.name)
+                and matches_workload(desired[key], ref.kind, ref.name)
             ]
             self.workloads.remove(doomed)
         for quota_object in step.quota_objects:
@@ -401,12 +407,6 @@ def _available_again(it: Any) -> Any:
     from dataclasses import replace
 
     return it.with_offerings(tuple(replace(o, available=True) for o in it.offerings))
-
-
-def _desired_matches(manifest: dict[str, Any], kind: str, name: str) -> bool:
-    from provisioner.state.objects import Pod
-
-    return matches_workload(Pod.from_dict(manifest), kind, name)
 
 
 def _node_doc(node: Any) -> dict[str, Any]:

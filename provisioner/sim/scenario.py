@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError
 
@@ -38,7 +38,7 @@ from provisioner.sim.catalogs import CatalogUse
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
 
-SCENARIO_API_VERSION = "provisioner.sh/v1alpha1"
+SCENARIO_API_VERSION: Final = "provisioner.sh/v1alpha1"
 CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
 OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget")
@@ -363,7 +363,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         if kind != "Scenario":
             meta = data.get("metadata")
             name = meta.get("name") if isinstance(meta, dict) else None
-            if not isinstance(name, str) or not name:
+            if not isinstance(meta, dict) or not isinstance(name, str) or not name:
                 out.add(doc, "metadata.name is required", ("metadata", "name"))
                 continue
             ns = meta.get("namespace") or "default" if kind not in ("Node", "Namespace", *OUR_KINDS) else ""

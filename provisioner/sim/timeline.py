@@ -144,8 +144,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
     for pod in [*loaded.pods, *(p for pods in loaded.bound.values() for p in pods)]:
         workloads.add(("Pod", pod.namespace, pod.name))
         if pod.owner_kind is not None:
-            kind = next((k for k, v in OWNER_KIND.items() if v == pod.owner_kind), pod.owner_kind)
-            workloads.add((kind, pod.namespace, pod.owner_name or ""))
+            owner = next((k for k, v in OWNER_KIND.items() if v == pod.owner_kind), pod.owner_kind)
+            workloads.add((owner, pod.namespace, pod.owner_name or ""))
             if pod.owner_kind == "ReplicaSet":
                 workloads.add(("ReplicaSet", pod.namespace, pod.owner_name or ""))
 
@@ -206,7 +206,7 @@ def load(loaded: LoadedScenario) -> Timeline | None:
                 if isinstance(obj, Team | Department):
                     step.quota_objects.append(obj)
                 continue
-            if kind not in TIMELINE_WORKLOAD_KINDS:
+            if not isinstance(kind, str) or kind not in TIMELINE_WORKLOAD_KINDS:
                 add(
                     f"kind {json.dumps(kind)} cannot be applied in a timeline; allowed: "
                     f"{', '.join((*TIMELINE_WORKLOAD_KINDS, *TIMELINE_QUOTA_KINDS))}",
@@ -246,7 +246,8 @@ def load(loaded: LoadedScenario) -> Timeline | None:
     # An apply must not name a workload that exists then (its pods would replace the running ones):
     # deletes of a step run before its applies, so delete-then-apply in one step replaces it.
     steps.sort(key=lambda s: (s.at, s.index))
-    workloads |= {(o.kind, "", o.name) for o in [*loaded.teams, *loaded.departments]}
+    quota_objects: list[Team | Department] = [*loaded.teams, *loaded.departments]
+    workloads |= {(o.kind, "", o.name) for o in quota_objects}
     seen = set(workloads)
     alive = {w for w in workloads if w[0] != "Pod"}
     for step in steps:
@@ -261,14 +262,14 @@ def load(loaded: LoadedScenario) -> Timeline | None:
                     ("spec", "timeline", step.index, "delete", j),
                 )
             alive.discard(key)
-        for j, key in enumerate(step.workloads):
-            if key[0] != "Pod" and key in alive:
+        for j, workload in enumerate(step.workloads):
+            if workload[0] != "Pod" and workload in alive:
                 add(
-                    f"{key[0]} {key[1]}/{key[2]} already exists at {durations.format_duration(step.at)}; "
+                    f"{workload[0]} {workload[1]}/{workload[2]} already exists at {durations.format_duration(step.at)}; "
                     "delete it in this step or an earlier one to replace it",
                     ("spec", "timeline", step.index, "apply", j, "metadata", "name"),
                 )
-            alive.add(key)
+            alive.add(workload)
         seen.update(step.workloads)
     if problems:
         raise ScenarioError(problems)

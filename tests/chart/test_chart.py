@@ -243,3 +243,48 @@ def test_rbac_lets_admission_read_teams_patch_pods_and_write_team_status():
         ("", "pods", "patch"),
         ("", "pods/status", "patch"),
     } <= granted
+
+
+def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_by_default_the_controller_keeps_no_ledger():
+    docs = render()
+    assert "--ledger=none" in _container(docs)["args"]
+    assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+
+
+def test_the_postgresql_ledger_url_comes_from_a_secret_through_the_environment():
+    docs = render(replicas=3, ledger={"type": "postgresql", "postgresql": {"secretName": "finops-db"}})
+    container = _container(docs)
+    (env,) = [e for e in container["env"] if e["name"] == "PROVISIONER_LEDGER"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "finops-db", "key": "url"}
+    assert not any(a.startswith("--ledger") for a in container["args"]), "the env var carries it"
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+
+
+def test_a_postgresql_ledger_needs_its_secret():
+    with pytest.raises(helm.HelmError, match="secretName"):
+        render(ledger={"type": "postgresql"})
+
+
+def test_the_sqlite_ledger_lives_on_a_volume_claim_for_one_replica():
+    docs = render(replicas=1, ledger={"type": "sqlite", "sqlite": {"size": "5Gi"}})
+    deploy = one(docs, "Deployment")
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    container = _container(docs)
+    assert "--ledger=/var/lib/provisioner/ledger.sqlite" in container["args"]
+    assert {"name": "ledger", "mountPath": "/var/lib/provisioner"} in container["volumeMounts"]
+    claim = one(docs, "PersistentVolumeClaim")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    (volume,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "ledger"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+
+
+def test_the_schema_refuses_a_sqlite_ledger_with_more_than_one_replica():
+    with pytest.raises(helm.HelmError, match="replicas"):
+        render(replicas=2, ledger={"type": "sqlite"})
+    result = helm.lint(str(CHART), {**BASE, "replicas": 2, "ledger": {"type": "sqlite"}})
+    assert any("replicas" in e for e in result["errors"])

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from provisioner.clock import RealClock
+from provisioner.finops.ledger import Ledger
 from provisioner.kube import client as kc
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_class, node_pool
@@ -104,3 +105,90 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
     assert '"message": "provisioner stopped"' in err
     lease = kube_client.get(kc.LEASE, "provisioner-leader", namespace="default")
     assert not lease["spec"].get("holderIdentity"), "the lease is released on shutdown"
+
+
+def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
+    kube_server, kube_client, tmp_path
+):
+    import json
+
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+
+    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
+    binder = TestBinder(backend)
+    pool = node_pool("gpu", capacity_types=("on-demand",))
+    pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
+    for obj in (node_class(), pool, gpu_pod("train-0", owner="Job"), gpu_pod("train-1", owner="Job")):
+        backend.create(obj)
+    ledger = tmp_path / "ledger.sqlite"
+    cmd = [
+        sys.executable,
+        "-c",
+        "from provisioner.cli import main; main()",
+        "run",
+        "--cloud",
+        "fake",
+        "--url",
+        kube_server.url,
+        "--cluster-name",
+        "e2e",
+        "--batch-idle",
+        "0.2",
+        "--batch-max",
+        "1",
+        "--interval",
+        "0.1",
+        "--disruption-validation-delay",
+        "0.5",
+        "--metrics-port",
+        "0",
+        "--ledger",
+        str(ledger),
+        "--log-format",
+        "json",
+    ]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
+    try:
+        wait_until(
+            "two pods bound on two nodes",
+            lambda: len({p.node_name for p in backend.state.pods.values() if p.node_name}) == 2,
+            step=binder.sync,
+        )
+        backend.delete("Pod", "train-0", namespace="default")
+
+        def action_written() -> bool:
+            if not ledger.exists():
+                return False
+            with Ledger(ledger) as opened:
+                return bool(opened.actions())
+
+        # The row is written as the command is carried out (the claim deleted), not at shutdown.
+        wait_until("the empty node's action in the ledger", action_written, limit=90)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        backend.close()
+    assert proc.returncode == 0, err[-3000:]
+    runner = CliRunner()
+    result = runner.invoke(app, ["report", "scale-down", "--ledger", str(ledger), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (action,) = doc["actions"]
+    assert action["reason"] == "Empty" and action["action"] == "delete"
+    assert action["savingsPerHour"] == pytest.approx(action["pricePerHour"]) and action["savingsPerHour"] > 0
+    with Ledger(ledger) as opened:
+        samples = opened.usage()
+    assert len({u.node for u in samples}) == 2, "both nodes' usage, written as the controller stopped"
+    assert all(u.hours > 0 and u.price_per_hour > 0 for u in samples)
+    assert doc["total"]["cost"] == pytest.approx(sum(u.cost for u in samples), abs=0.01)
+    costs = runner.invoke(app, ["report", "costs", "--ledger", str(ledger), "-o", "json"])
+    assert costs.exit_code == 0, costs.output
+    assert json.loads(costs.stdout)["total"] == pytest.approx(doc["total"]["cost"], abs=0.01)

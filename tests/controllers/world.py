@@ -31,6 +31,7 @@ from provisioner.controllers.settings import Settings
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
 from provisioner.state.objects import Node, Pod, tolerates_all
+from tests.builders import aws_node_class_manifest, node_pool_manifest, pdb_manifest, pod_manifest, req
 
 _ids = itertools.count(1)
 
@@ -38,17 +39,7 @@ _ids = itertools.count(1)
 
 
 def node_class(name: str = "default") -> dict[str, Any]:
-    return {
-        "apiVersion": "provisioner.sh/v1",
-        "kind": "AWSNodeClass",
-        "metadata": {"name": name},
-        "spec": {
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test"}}],
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "role": "KarpenterNodeRole-test",
-        },
-    }
+    return aws_node_class_manifest(name)
 
 
 def node_pool(
@@ -65,86 +56,53 @@ def node_pool(
     termination_grace_period: str | None = None,
     node_class_name: str = "default",
 ) -> dict[str, Any]:
-    reqs: list[dict[str, Any]] = [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)}]
+    """A GPU pool (a10g, spot or on-demand) for the team `ml`, as the controller tests apply it."""
+    reqs = [req(wk.CAPACITY_TYPE, "In", *capacity_types)]
     if gpu_names:
-        reqs.append({"key": wk.GPU_NAME, "operator": "In", "values": list(gpu_names)})
+        reqs.append(req(wk.GPU_NAME, "In", *gpu_names))
     if instance_types:
-        reqs.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": list(instance_types)})
+        reqs.append(req(wk.INSTANCE_TYPE, "In", *instance_types))
     if zones:
-        reqs.append({"key": wk.ZONE, "operator": "In", "values": list(zones)})
-    spec: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": {"team": "ml"}},
-            "spec": {
-                "nodeClassRef": {"group": "provisioner.sh", "kind": "AWSNodeClass", "name": node_class_name},
-                "requirements": reqs,
-                "taints": list(taints),
-                "startupTaints": list(startup_taints),
-            },
-        },
-        "limits": dict(limits or {}),
-    }
-    if termination_grace_period:
-        spec["template"]["spec"]["terminationGracePeriod"] = termination_grace_period
-    if weight is not None:
-        spec["weight"] = weight
-    return {"apiVersion": "provisioner.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+        reqs.append(req(wk.ZONE, "In", *zones))
+    return node_pool_manifest(
+        name,
+        requirements=reqs,
+        labels={"team": "ml"},
+        node_class_ref={"group": "provisioner.sh", "kind": "AWSNodeClass", "name": node_class_name},
+        weight=weight,
+        taints=taints,
+        startup_taints=startup_taints,
+        limits=limits,
+        termination_grace_period=termination_grace_period,
+    )
 
 
 def pod(
     name: str | None = None,
     *,
-    namespace: str = "default",
-    cpu: str = "1",
-    memory: str = "1Gi",
-    gpus: int = 0,
-    gpu_name: str | None = None,
     labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    tolerations: Sequence[Mapping[str, str]] = (),
     owner: str | None = "ReplicaSet",
+    **kw: Any,
 ) -> dict[str, Any]:
-    requests = {"cpu": cpu, "memory": memory}
-    limits: dict[str, str] = {}
-    if gpus:
-        requests[wk.GPU_RESOURCE] = str(gpus)
-        limits[wk.GPU_RESOURCE] = str(gpus)
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": limits}}
-        ],
-        "tolerations": list(tolerations),
-    }
-    if gpu_name:
-        spec["nodeSelector"] = {wk.GPU_NAME: gpu_name}
-    meta: dict[str, Any] = {
-        "name": name or f"pod-{next(_ids)}",
-        "namespace": namespace,
-        "labels": dict(labels or {"app": "train"}),
-        "annotations": dict(annotations or {}),
-    }
-    if owner:
-        meta["ownerReferences"] = [
-            {"kind": owner, "name": "owner", "controller": True, "apiVersion": "apps/v1", "uid": "x"}
-        ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+    """A training pod (`app: train`, owned by a ReplicaSet), as the controller tests apply it."""
+    return pod_manifest(name, labels=labels or {"app": "train"}, owner=owner, owner_name="owner", **kw)
 
 
 def gpu_pod(
-    name: str | None = None, *, gpus: int = 1, gpu_name: str | None = "a10g", **kw: Any
+    name: str | None = None,
+    *,
+    gpus: int = 1,
+    gpu_name: str | None = "a10g",
+    cpu: str = "2",
+    memory: str = "8Gi",
+    **kw: Any,
 ) -> dict[str, Any]:
-    return pod(
-        name, gpus=gpus, gpu_name=gpu_name, cpu=kw.pop("cpu", "2"), memory=kw.pop("memory", "8Gi"), **kw
-    )
+    """A training pod asking for one a10g."""
+    return pod(name, gpus=gpus, gpu_name=gpu_name, cpu=cpu, memory=memory, **kw)
 
 
 def pdb(name: str, *, match_labels: Mapping[str, str], max_unavailable: int = 0) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"selector": {"matchLabels": dict(match_labels)}, "maxUnavailable": max_unavailable},
-    }
+    return pdb_manifest(name, match=match_labels, max_unavailable=max_unavailable)
 
 
 # Backends -----------------------------------------------------------------------------------------------

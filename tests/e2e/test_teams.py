@@ -279,7 +279,7 @@ def test_a_team_applied_by_a_step_gates_the_pods_created_after_it(tmp_path: Path
 
 
 def test_report_teams_prints_quota_and_use_as_csv() -> None:
-    result = cli("report", "teams", "-f", TEAMS_DAY, "--format", "csv")
+    result = cli("report", "teams", "-f", TEAMS_DAY, "-o", "csv")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert (

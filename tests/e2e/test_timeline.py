@@ -116,8 +116,67 @@ def cost_before(doc: dict[str, Any], at: str) -> float:
 
 @pytest.fixture(scope="module")
 def day(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    report = tmp_path_factory.mktemp("day") / "scale-down.html"
-    return run_json(DAY, "--report", report), report
+    folder = tmp_path_factory.mktemp("day")
+    report = folder / "scale-down.html"
+    return run_json(DAY, "--report", report, "--ledger", folder / "day.sqlite"), report
+
+
+def test_report_reads_the_simulated_days_ledger_and_agrees_with_simulate(
+    day: tuple[dict[str, Any], Path],
+) -> None:
+    doc, report = day
+    ledger = report.parent / "day.sqlite"
+    scale_down = cli("report", "scale-down", "--ledger", ledger, "-o", "json")
+    assert scale_down.returncode == 0, scale_down.stderr
+    built = json.loads(scale_down.stdout)
+    assert built["total"]["cost"] == pytest.approx(doc["cost"], abs=0.01), "the same total paid"
+    assert built["total"]["realizedSavings"] == pytest.approx(doc["finops"]["realizedSavings"], abs=0.01)
+    assert [a["node"] for a in built["actions"]] == [a["node"] for a in doc["actions"]]
+    costs = cli("report", "costs", "--ledger", ledger, "-o", "json")
+    assert costs.returncode == 0, costs.stderr
+    assert json.loads(costs.stdout)["total"] == pytest.approx(doc["cost"], abs=0.01)
+    # The meter bills each node from launch to deletion, as the run saw them.
+    launched = sum(
+        c["pricePerHour"]
+        * (
+            datetime.fromisoformat((c["deletedAt"] or doc["end"]).replace("Z", "+00:00"))
+            - datetime.fromisoformat(c["launchedAt"].replace("Z", "+00:00"))
+        ).total_seconds()
+        / 3600
+        for c in doc["nodeClaims"]
+    )
+    assert doc["cost"] == pytest.approx(launched, abs=0.01)
+
+
+def test_the_fleet_falls_by_at_least_what_each_command_claims(day: tuple[dict[str, Any], Path]) -> None:
+    doc, _ = day
+    price = {c["name"]: c["pricePerHour"] for c in doc["nodeClaims"]}
+    commands: dict[str, list[dict[str, Any]]] = {}
+    for a in doc["actions"]:
+        commands.setdefault(a["time"], []).append(a)
+    assert commands
+    for rows in commands.values():
+        removed = sum(price[a["node"]] for a in rows)
+        launched = sum(price[n] for n in {n for a in rows for n in a["replacementNodes"]})
+        claimed = sum(a["savingsPerHour"] for a in rows)
+        assert removed - launched >= claimed - 1e-6
+
+
+@pytest.mark.parametrize(("name", "starts"), [("r.csv", "section,"), ("r.json", "{")], ids=["csv", "json"])
+def test_the_report_format_follows_its_extension(tmp_path: Path, name: str, starts: str) -> None:
+    text = scenario(duration="1h") + gpu_pool(types="[p4d.24xlarge]", budget='"100%"')
+    path = write(tmp_path, text + workload("Job", "train", count=1, gpus=8, cpu="80"))
+    result = cli("simulate", path, "--report", tmp_path / name)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / name).read_text().startswith(starts)
+
+
+def test_a_report_extension_that_names_no_format_is_refused(tmp_path: Path) -> None:
+    text = scenario(duration="1h") + gpu_pool(types="[p4d.24xlarge]", budget='"100%"')
+    path = write(tmp_path, text + workload("Job", "train", count=1, gpus=8, cpu="80"))
+    result = cli("simulate", path, "--report", tmp_path / "r.pdf")
+    assert result.returncode == 2
+    assert "use one of .html, .csv, .json" in result.stderr
 
 
 def test_day_scales_up_falls_back_returns_to_spot_and_consolidates(day: tuple[dict[str, Any], Path]) -> None:
@@ -166,7 +225,7 @@ def test_the_html_report_is_written_with_its_charts(day: tuple[dict[str, Any], P
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") or html.lstrip().lower().startswith("<!doctype html")
     assert html.count("<svg") >= 2
-    assert "Cost per hour by pool" in html and "Savings by reason" in html
+    assert "Cost per hour by pool" in html and "Saved per hour by reason" in html
     for action in doc["actions"]:
         assert action["node"] in html
 

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.finops.ledger import Ledger
-from provisioner.finops.rows import BlockerRow
-from tests.finops.test_ledger import T0, action, usage_row
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import blocker_row, usage_row
 
 runner = CliRunner()
 NOW = (T0 + timedelta(hours=2)).isoformat()
@@ -26,19 +27,7 @@ def ledger_file(ledger_url):
         ledger.record_actions(
             [action("a", command_id="1", savings=2.0), action("b", command_id="2", pool="cpu", savings=0.5)]
         )
-        ledger.record_blockers(
-            [
-                BlockerRow(
-                    time=T0,
-                    evaluation_id="e",
-                    node="z",
-                    nodepool="gpu",
-                    kind="PDB",
-                    method="single-node",
-                    detail="PDB ml/web",
-                )
-            ]
-        )
+        ledger.record_blockers([blocker_row()])
         ledger.record_usage([usage_row("a")])
     return path
 
@@ -46,12 +35,12 @@ def ledger_file(ledger_url):
 def test_scale_down_json_from_a_ledger_file(ledger_file):
     result = runner.invoke(
         app,
-        ["report", "scale-down", "--db", str(ledger_file), "--since", "7d", "--now", NOW, "--format", "json"],
+        ["report", "scale-down", "--ledger", str(ledger_file), "--since", "7d", "--now", NOW, "-o", "json"],
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["total"]["savings_per_hour"] == pytest.approx(2.5)
-    assert doc["total"]["realized_savings"] == pytest.approx(5.0)
+    assert doc["total"]["savingsPerHour"] == pytest.approx(2.5)
+    assert doc["total"]["realizedSavings"] == pytest.approx(5.0)
     assert doc["topBlockers"][0]["kind"] == "PDB"
 
 
@@ -60,15 +49,13 @@ def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file, tmp_path):
     args = [
         "report",
         "scale-down",
-        "--db",
+        "--ledger",
         str(ledger_file),
         "--pool",
         "cpu",
         "--now",
         NOW,
-        "--format",
-        "html",
-        "-o",
+        "--write",
         str(out),
     ]
     result = runner.invoke(app, args)
@@ -81,19 +68,23 @@ def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["--format", "xml"], "allowed are table, csv, json, html", id="bad-format"),
+        pytest.param(["-o", "xml"], "allowed: table, csv, json, html", id="bad-format"),
+        pytest.param(["--write", "r.pdf"], "use one of .html, .csv, .json, .txt", id="bad-extension"),
+        pytest.param(
+            ["--pool", "gpux"], "--pool 'gpux': no such pool in the ledger; pools: cpu, gpu", id="bad-pool"
+        ),
         pytest.param(["--since", "last tuesday"], "--since 'last tuesday'", id="bad-since"),
     ],
 )
 def test_bad_options_say_what_is_allowed(ledger_file, args, message):
-    result = runner.invoke(app, ["report", "scale-down", "--db", str(ledger_file), *args])
+    result = runner.invoke(app, ["report", "scale-down", "--ledger", str(ledger_file), *args])
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
 
 
 def test_a_missing_ledger_file_is_a_clear_error(tmp_path):
-    result = runner.invoke(app, ["report", "scale-down", "--db", str(tmp_path / "nope.sqlite")])
+    result = runner.invoke(app, ["report", "scale-down", "--ledger", str(tmp_path / "nope.sqlite")])
     assert result.exit_code == 2
     assert "no ledger at" in result.output
 
@@ -137,7 +128,7 @@ def test_nodes_and_nodepools_from_a_file_of_objects(tmp_path):
     ]
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(docs))
-    result = runner.invoke(app, ["report", "nodes", "-f", str(path), "--format", "csv"])
+    result = runner.invoke(app, ["report", "nodes", "-f", str(path), "-o", "csv"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("name,nodepool,status,reasons")
@@ -184,9 +175,52 @@ def test_nodes_from_a_live_cluster_through_a_kubeconfig(tmp_path):
                 }
             )
         )
-        result = runner.invoke(app, ["report", "nodes", "--kubeconfig", str(kubeconfig), "--format", "csv"])
+        result = runner.invoke(app, ["report", "nodes", "--kubeconfig", str(kubeconfig), "-o", "csv"])
     finally:
         server.stop()
     assert result.exit_code == 0, result.output
     (line,) = [x for x in result.stdout.splitlines() if x.startswith("gpu-1,")]
     assert line.startswith("gpu-1,gpu,Not ready,scheduling disabled,")
+
+
+def test_the_format_follows_the_written_file_unless_o_says(ledger_file, tmp_path):
+    base = ["report", "scale-down", "--ledger", str(ledger_file), "--now", NOW]
+    as_csv = tmp_path / "r.csv"
+    assert runner.invoke(app, [*base, "--write", str(as_csv)]).exit_code == 0
+    assert as_csv.read_text().startswith("section,name,")
+    forced = tmp_path / "r.txt"
+    assert runner.invoke(app, [*base, "-o", "json", "--write", str(forced)]).exit_code == 0
+    assert json.loads(forced.read_text())["total"]["nodesReplaced"] == 2
+
+
+def test_a_table_fits_the_width_it_is_given():
+    from provisioner.finops.reports.text import table
+
+    rows = [["a-very-long-node-name-that-goes-on-and-on", "gpu", 12.5]]
+    lines = table(("Node", "Pool", "Saved $/h"), rows, width=30).splitlines()
+    assert max(len(line) for line in lines) <= 30
+    assert "…" in lines[2] and "12.50" in lines[2], "text is cut, numbers never"
+    narrow = table(("Node", "Pool", "Saved $/h"), rows, width=20, title="Actions").splitlines()
+    assert narrow[0] == "Actions" and "Saved $/h: 12.50" in narrow, "one value per line when no table fits"
+    assert max(len(line) for line in narrow) <= 20
+
+
+def test_costs_by_team_and_as_focus_columns(ledger_file):
+    from provisioner.finops.reports.costs import FOCUS_COLUMNS
+
+    result = runner.invoke(app, ["report", "costs", "--ledger", str(ledger_file), "--now", NOW, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["total"] == pytest.approx(32.0), "one 1 h sample of a $32/h node"
+    focus = runner.invoke(
+        app, ["report", "costs", "--ledger", str(ledger_file), "--now", NOW, "-o", "focus-csv"]
+    )
+    assert focus.exit_code == 0, focus.output
+    header, *rows = focus.stdout.splitlines()
+    assert tuple(header.split(",")) == FOCUS_COLUMNS
+    assert rows
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.startswith("provisioner ")

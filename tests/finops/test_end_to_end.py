@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 
 from provisioner.disruption import plan
-from provisioner.finops.ledger import Ledger, record_plan
+from provisioner.finops.ledger import Ledger
+from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import scale_down
-from provisioner.finops.rows import usage_rows
+from provisioner.finops.rows import action_rows, blocker_rows
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 from tests.unit.disruption.conftest import real_or_standin
 
@@ -33,8 +34,16 @@ def test_a_plan_recorded_in_the_ledger_reports_the_drop_in_cost(ledger_url):
         + sum(c.price for cmd in result.commands for c in cmd.replacements)
     )
     with Ledger(ledger_url) as ledger:
-        stored, blocked = record_plan(ledger, result, evaluation_id="eval-1")
-        ledger.record_usage(usage_rows(snap, time=NOW - timedelta(hours=1), hours=1.0))
+        planned = [
+            row
+            for index, command in enumerate(result.commands)
+            for row in action_rows(command, time=NOW, command_id=f"eval-1-{index}")
+        ]
+        blocking = blocker_rows(result, evaluation_id="eval-1")
+        stored, blocked = ledger.record_actions(planned), ledger.record_blockers(blocking)
+        meter = UsageMeter(interval=timedelta(minutes=5))
+        meter.observe(snap, NOW - timedelta(hours=1))
+        ledger.record_usage(meter.flush(NOW))
         actions, blockers, usage = ledger.actions(), ledger.blockers(), ledger.usage()
     assert stored == 2 and {a.node for a in actions} == {"job-done", "cpu-on-gpu"}
     assert blocked == len(blockers) and {b.node for b in blockers} == {"training"}

@@ -1,103 +1,94 @@
-"""The ledger: schema versioning, and rows in and out, on SQLite and on a real PostgreSQL."""
+"""The ledger: Alembic migrations (a new ledger, and one written by the release before Alembic), and
+rows in and out, on SQLite and on a real PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from provisioner.finops.ledger import MIGRATIONS, SCHEMA_VERSION, Ledger, LedgerError, url_for
-from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
-
-T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-
-
-def action(node="n1", *, command_id="c1", time=T0, pool="gpu", savings=1.5, price=2.0, **overrides):
-    values = dict(
-        time=time,
-        command_id=command_id,
-        action="replace",
-        nodepool=pool,
-        teams=("research", "vision"),
-        node=node,
-        instance_type="p4d.24xlarge",
-        capacity_type="on-demand",
-        zone="us-east-1a",
-        reason="Underutilized",
-        method="single-node",
-        price_per_hour=price,
-        replacement_type="g5.xlarge",
-        replacement_capacity_type="spot",
-        replacement_price_per_hour=price - savings,
-        savings_per_hour=savings,
-        pods_moved=2,
-        pods=("ml/a", "ml/b"),
-        detail="",
-    )
-    values.update(overrides)
-    return ActionRow(**values)
+from provisioner.finops.ledger import Ledger, LedgerError, head_revision, url_for
+from provisioner.finops.rows import BlockerRow, TeamAllocation
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import usage_row
+from tests.finops import shipped_ledger
 
 
-def usage_row(node="n1", *, time=T0, **overrides):
-    values = dict(
-        time=time,
-        hours=1.0,
-        node=node,
-        nodepool="gpu",
-        instance_type="p4d.24xlarge",
-        capacity_type="on-demand",
-        price_per_hour=32.0,
-        cpu_capacity=96000,
-        cpu_allocated=8000,
-        memory_capacity=1152 * 2**30,
-        memory_allocated=64 * 2**30,
-        gpu_capacity=8,
-        gpu_allocated=2,
-        teams=("research",),
-    )
-    values.update(overrides)
-    return UsageRow(**values)
-
-
-def test_a_new_ledger_applies_every_schema_step(ledger_url):
-    with Ledger(ledger_url, now=T0) as ledger:
-        assert ledger.schema_version() == SCHEMA_VERSION == MIGRATIONS[-1][0]
-        tables = set(inspect(ledger.engine).get_table_names())
-    assert {"schema_version", "disruption_actions", "disruption_blockers", "node_usage"} <= tables
-
-
-def test_an_old_ledger_is_upgraded_in_place_and_keeps_its_rows(ledger_url):
-    engine = create_engine(url_for(ledger_url))
-    from provisioner.finops import ledger as module
-
-    with engine.begin() as conn:
-        module.schema_version.create(conn)
-        MIGRATIONS[0][2](conn)
-        conn.execute(module.schema_version.insert().values(version=1, description="v1", applied_at=T0))
-    engine.dispose()
-    with Ledger(ledger_url) as first:
-        pass
+def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
     with Ledger(ledger_url) as ledger:
-        assert ledger.schema_version() == SCHEMA_VERSION
-        assert ledger.migrate() == []
+        assert ledger.revision() == head_revision() == "0004"
+        tables = set(inspect(ledger.engine).get_table_names())
+    assert {"alembic_version", "disruption_actions", "disruption_blockers", "node_usage"} <= tables
+
+
+def test_opening_a_ledger_again_changes_nothing(ledger_url):
+    with Ledger(ledger_url) as ledger:
         ledger.record_actions([action()])
+    with Ledger(ledger_url) as ledger:
+        assert ledger.revision() == head_revision()
         assert len(ledger.actions()) == 1
-    del first
+
+
+def test_a_ledger_of_the_release_before_alembic_is_upgraded_in_place_and_keeps_its_rows(ledger_url):
+    old_action = action(replacement_nodes=("gpu-x1",))
+    old_usage = usage_row()
+    with shipped_ledger.Ledger(ledger_url, now=T0) as old:
+        assert old.schema_version() == 3
+        old.record_actions([old_action])
+        old.record_usage([old_usage])
+    with Ledger(ledger_url) as ledger:
+        assert ledger.revision() == head_revision()
+        (back,) = ledger.actions()
+        assert back == old_action, "every field the old release stored reads back the same"
+        assert back.evicted_pods == () and back.evicted_per_hour == 0.0
+        (sample,) = ledger.usage()
+        assert sample == old_usage
+        ledger.record_actions(
+            [action("n2", command_id="c2", evicted_pods=("ml/bare",), evicted_per_hour=0.5)]
+        )
+        assert [a.evicted_pods for a in ledger.actions()] == [(), ("ml/bare",)]
+        index_names = {i["name"] for i in inspect(ledger.engine).get_indexes("disruption_actions")}
+    assert {"ix_actions_time", "ix_actions_pool"} <= index_names
+    with pytest.raises(Exception, match="newer than this program"):
+        shipped_ledger.Ledger(ledger_url)
+
+
+@pytest.mark.parametrize("step", [1, 2], ids=["v1", "v2"])
+def test_a_ledger_stopped_at_an_early_pre_alembic_step_upgrades_too(ledger_url, step):
+    engine = create_engine(url_for(ledger_url))
+    with engine.begin() as conn:
+        shipped_ledger.schema_version.create(conn)
+        for version, description, apply in shipped_ledger.MIGRATIONS[:step]:
+            apply(conn)
+            conn.execute(
+                shipped_ledger.schema_version.insert().values(
+                    version=version, description=description, applied_at=T0
+                )
+            )
+    engine.dispose()
+    with Ledger(ledger_url) as ledger:
+        assert ledger.revision() == head_revision()
+        ledger.record_actions([action(replacement_nodes=("r1",))])
+        assert ledger.actions()[0].replacement_nodes == ("r1",)
 
 
 def test_a_ledger_newer_than_the_program_is_refused(ledger_url):
     with Ledger(ledger_url) as ledger, ledger.engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO schema_version (version, description, applied_at) VALUES (:v, 'future', :t)"),
-            {"v": SCHEMA_VERSION + 1, "t": T0},
-        )
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(LedgerError, match="newer than this program"):
         Ledger(ledger_url)
 
 
 def test_action_rows_round_trip_with_every_field(ledger_url):
-    row = action(detail="GPU node held only by CPU pods", replacement_nodes=("gpu-pool-x1",))
+    row = action(
+        detail="GPU node held only by CPU pods",
+        replacement_nodes=("gpu-pool-x1",),
+        evicted_pods=("ml/bare",),
+        evicted_per_hour=0.25,
+        workloads=("ReplicaSet/ml/web-1",),
+    )
     with Ledger(ledger_url) as ledger:
         assert ledger.record_actions([row]) == 1
         (back,) = ledger.actions()
@@ -135,7 +126,14 @@ def test_blockers_and_usage_round_trip(ledger_url):
         method="single-node",
         detail="PDB ml/web",
     )
-    sample = usage_row()
+    sample = usage_row(
+        provider_id="aws:///us-east-1a/i-1",
+        zone="us-east-1a",
+        region="us-east-1",
+        pool_owner="research",
+        workloads=("Job/ml/train",),
+        allocations=(TeamAllocation("research", 8000, 64 * 2**30, 2),),
+    )
     with Ledger(ledger_url) as ledger:
         ledger.record_blockers([blocker])
         ledger.record_usage([sample])

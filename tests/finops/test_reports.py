@@ -14,10 +14,11 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.finops.reports import nodes as node_report
 from provisioner.finops.reports import scale_down
-from provisioner.finops.rows import BlockerRow
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Node
-from tests.finops.test_ledger import T0, action, usage_row
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import blocker_row, usage_row
 
 NOW = T0 + timedelta(hours=10)
 SINCE = T0 - timedelta(days=7)
@@ -63,7 +64,7 @@ def test_rows_outside_the_window_or_pool_are_left_out():
         action("gpu", command_id="3"),
     ]
     report = build(rows, pool="gpu")
-    assert [a.node for a in report.actions] == ["gpu"]
+    assert [a.row.node for a in report.actions] == ["gpu"]
     assert [p.name for p in report.pools] == ["gpu"]
 
 
@@ -93,21 +94,13 @@ def test_a_replacement_disrupted_again_within_an_hour_counts_as_churn():
     late = action("n3", command_id="3", time=T0 + timedelta(hours=3))
     report = build([first, quick, late])
     assert report.churn.replacements_disrupted_within_hour == 1
-    assert report.churn.pods_evicted == 6
+    assert report.churn.pods_moved == 6
     assert report.churn.nodes_replaced == 3
 
 
 def test_top_blockers_rank_the_most_frequent_first():
     def blocker(node, evaluation, kind, detail):
-        return BlockerRow(
-            time=T0,
-            evaluation_id=evaluation,
-            node=node,
-            nodepool="gpu",
-            kind=kind,
-            method="single-node",
-            detail=detail,
-        )
+        return blocker_row(node, evaluation_id=evaluation, kind=kind, detail=detail)
 
     rows = [blocker("n1", e, "PDB", "PDB ml/web allows 0") for e in ("e1", "e2", "e3")]
     rows += [blocker("n2", "e1", "DoNotDisruptPod", "pod ml/x")]
@@ -124,26 +117,19 @@ def sample_report():
         action("b", command_id="2", reason="Underutilized"),
     ]
     usage = [usage_row("a", time=T0 + timedelta(hours=h)) for h in range(5)]
-    blockers = [
-        BlockerRow(
-            time=T0,
-            evaluation_id="e",
-            node="z",
-            nodepool="gpu",
-            kind="Budget",
-            method="emptiness",
-            detail="budget #0",
-        )
-    ]
+    blockers = [blocker_row(kind="Budget", method="emptiness", detail="budget #0")]
     return build(rows, blockers, usage)
 
 
 def test_the_html_report_is_one_self_contained_page_with_both_charts():
     page = scale_down.to_html(sample_report())
     assert page.startswith("<!DOCTYPE html>")
-    assert page.count("<svg") == 2
-    assert "Cost per hour by pool" in page and "Savings by reason" in page
-    assert "<polyline" in page and "<rect" in page
+    assert page.count("<svg") == 2, "both charts, rendered to inline SVG at build time"
+    assert "Cost per hour by pool" in page and "Saved per hour by reason" in page
+    assert "<path" in page
+    for headline in ("Total paid", "Realized savings", "Run-rate saved"):
+        assert headline in page
+    assert "savings_per_hour" not in page, "headers in words"
     assert not re.search(r"<script|<link|\bsrc=|\bhref=|@import", page)
 
 
@@ -154,17 +140,18 @@ def test_csv_and_json_carry_the_same_totals():
     doc = json.loads(scale_down.to_json(report))
     assert (
         float(total["savings_per_hour"])
-        == pytest.approx(doc["total"]["savings_per_hour"])
+        == pytest.approx(doc["total"]["savingsPerHour"])
         == pytest.approx(3.5)
     )
     assert {r["section"] for r in rows} >= {"total", "pool", "team", "reason", "blocker", "churn"}
     assert doc["actions"][0]["node"] == "a"
-    assert doc["costPerHour"]["gpu"][0]["dollars"] == pytest.approx(32.0)
+    assert max(p["dollars"] for p in doc["costPerHour"]["gpu"]) == pytest.approx(32.0)
+    assert min(p["dollars"] for p in doc["costPerHour"]["gpu"]) == 0.0, "hours without a node are zeros"
 
 
 def test_the_table_names_realized_and_estimated_separately():
     text = scale_down.to_table(sample_report())
-    assert "Realized savings" in text and "run-rate" in text
+    assert "Realized savings" in text and "Run-rate" in text
     assert "By pool" in text and "Top blockers" in text
 
 
@@ -253,9 +240,41 @@ def test_the_nodepool_table_counts_ready_and_not_ready_nodes():
 
 def test_cost_per_hour_spreads_a_long_sample_over_the_hours_it_covers():
     sample = usage_row("a", time=T0 + timedelta(minutes=30), hours=2.0, price_per_hour=10.0)
-    points = dict(build(usage=[sample]).cost_per_hour["gpu"])
+    points = {t: v for t, v in build(usage=[sample]).cost_per_hour["gpu"] if v}
     assert points == {
         T0: pytest.approx(5.0),
         T0 + timedelta(hours=1): pytest.approx(10.0),
         T0 + timedelta(hours=2): pytest.approx(5.0),
     }
+
+
+def test_a_browser_renders_the_report_offline(tmp_path):
+    """What a reviewer sees: headless Chromium opens the page from disk (these machines have no network,
+    so anything fetched would be missing) and paints it."""
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium (apt-get install -y chromium)")
+    page = tmp_path / "report.html"
+    page.write_text(scale_down.to_html(sample_report()))
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--screenshot={shot}",
+            "--window-size=1400,1200",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG")
+    # A blank white page compresses to a few KB; charts and tables do not.
+    assert len(data) > 30_000

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from provisioner.api import NodeClaim
-from provisioner.api import labels as wk
-from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
-from provisioner.api.nodeclaim import NodeClaimSpec
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import CloudProvider
 
@@ -43,30 +39,3 @@ class Harness(Protocol):
     def launches(self) -> int:
         """How many instances the stand-in has launched in all (counted there, not by the provider)."""
         ...
-
-
-def make_claim(
-    name: str,
-    options: list[str],
-    *,
-    node_class: NodeClass,
-    capacity_types: tuple[str, ...] | None = (wk.CAPACITY_TYPE_ON_DEMAND,),
-    zones: tuple[str, ...] | None = None,
-    nodepool: str = "default",
-) -> NodeClaim:
-    """A NodeClaim as the provisioning controller writes it: options cheapest first, capacity types and
-    zones as requirements (None: no requirement, any value)."""
-    requirements = [Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=list(options))]
-    if capacity_types is not None:
-        requirements.append(
-            Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=list(capacity_types))
-        )
-    if zones:
-        requirements.append(Requirement(key=wk.ZONE, operator=Operator.IN, values=list(zones)))
-    return NodeClaim(
-        metadata=ObjectMeta(name=name, labels={wk.NODEPOOL: nodepool}),
-        spec=NodeClaimSpec(
-            node_class_ref=NodeClassReference(kind=node_class.kind, name=node_class.name),
-            requirements=requirements,
-        ),
-    )

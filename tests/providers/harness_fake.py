@@ -9,21 +9,12 @@ from providers.fake import FakeProvider
 from provisioner.api import AWSNodeClass
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import TransientError, catalog
+from tests.builders import aws_node_class
 
 
 def fake_node_class(name: str = "default") -> AWSNodeClass:
     """Any NodeClass will do for the fake; an AWSNodeClass because the fake serves the AWS catalog."""
-    return AWSNodeClass.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "subnetSelectorTerms": [{"tags": {"provisioner.sh/discovery": "sim"}}],
-                "securityGroupSelectorTerms": [{"tags": {"provisioner.sh/discovery": "sim"}}],
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "role": "provisioner-node",
-            },
-        }
-    )
+    return aws_node_class(name)
 
 
 @dataclass

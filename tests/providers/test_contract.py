@@ -14,7 +14,8 @@ from provisioner.cloudprovider import (
     TransientError,
 )
 from provisioner.cloudprovider.wrappers import RetryingProvider
-from tests.providers.harness import Harness, make_claim
+from tests.builders import node_claim
+from tests.providers.harness import Harness
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
@@ -30,7 +31,7 @@ def options(harness: Harness, names: list[str]) -> list[InstanceType]:
 
 def test_create_get_list_delete_round_trip(harness: Harness) -> None:
     cheapest = harness.small_types[0]
-    claim = make_claim("round-trip", [cheapest], node_class=harness.node_class)
+    claim = node_claim("round-trip", [cheapest], node_class=harness.node_class)
 
     instance = harness.provider.create(claim, options(harness, [cheapest]), harness.node_class)
 
@@ -53,7 +54,7 @@ def test_create_get_list_delete_round_trip(harness: Harness) -> None:
 
 def test_create_launches_the_cheapest_of_the_options(harness: Harness) -> None:
     names = list(reversed(harness.small_types[:2]))  # the dearer one first: price decides, not order
-    claim = make_claim("cheapest", names, node_class=harness.node_class)
+    claim = node_claim("cheapest", names, node_class=harness.node_class)
 
     instance = harness.provider.create(claim, options(harness, names), harness.node_class)
 
@@ -61,7 +62,7 @@ def test_create_launches_the_cheapest_of_the_options(harness: Harness) -> None:
 
 
 def test_create_is_idempotent_by_claim_name(harness: Harness) -> None:
-    claim = make_claim("idempotent", harness.small_types[:1], node_class=harness.node_class)
+    claim = node_claim("idempotent", harness.small_types[:1], node_class=harness.node_class)
     types = options(harness, harness.small_types[:1])
     before = harness.launches()
 
@@ -79,7 +80,7 @@ def test_spot_stockout_in_one_zone_falls_to_another_zone(harness: Harness) -> No
     cheapest = harness.small_types[0]
     first, second = harness.zones[:2]
     harness.stockout(instance_type=cheapest, zone=first, capacity_type=SPOT)
-    claim = make_claim(
+    claim = node_claim(
         "spot-zone-fallback",
         [cheapest],
         node_class=harness.node_class,
@@ -97,7 +98,7 @@ def test_spot_falls_back_to_on_demand_when_spot_is_exhausted_within_one_create(h
     zones = tuple(harness.zones[:2])
     for zone in zones:
         harness.stockout(instance_type=cheapest, zone=zone, capacity_type=SPOT)
-    claim = make_claim(
+    claim = node_claim(
         "spot-to-on-demand",
         [cheapest],
         node_class=harness.node_class,
@@ -121,7 +122,7 @@ def test_spot_stockout_falls_to_cheaper_on_demand_before_a_dearer_spot_type(harn
     zones = tuple(harness.zones[:2])
     for zone in zones:
         harness.stockout(instance_type=small, zone=zone, capacity_type=SPOT)
-    claim = make_claim(
+    claim = node_claim(
         "no-dear-spot",
         [small, gpu8],
         node_class=harness.node_class,
@@ -138,7 +139,7 @@ def test_stockout_of_the_first_option_launches_the_next_option(harness: Harness)
     first, second = harness.small_types[:2]
     for zone in harness.zones:
         harness.stockout(instance_type=first, zone=zone, capacity_type=ON_DEMAND)
-    claim = make_claim("next-option", [first, second], node_class=harness.node_class)
+    claim = node_claim("next-option", [first, second], node_class=harness.node_class)
 
     instance = harness.provider.create(claim, options(harness, [first, second]), harness.node_class)
 
@@ -149,7 +150,7 @@ def test_stockout_of_every_offering_raises_insufficient_capacity_naming_them(har
     cheapest = harness.small_types[0]
     zone = harness.zones[0]
     harness.stockout(instance_type=cheapest, zone=zone, capacity_type=ON_DEMAND)
-    claim = make_claim("stocked-out", [cheapest], node_class=harness.node_class, zones=(zone,))
+    claim = node_claim("stocked-out", [cheapest], node_class=harness.node_class, zones=(zone,))
     before = harness.launches()
 
     with pytest.raises(InsufficientCapacity) as caught:
@@ -163,7 +164,7 @@ def test_stockout_of_every_offering_raises_insufficient_capacity_naming_them(har
 
 def test_throttling_surfaces_as_a_transient_error(harness: Harness) -> None:
     # Retries belong to the RetryingProvider (DESIGN.md): the provider itself must not absorb throttling.
-    claim = make_claim("throttled-once", harness.small_types[:1], node_class=harness.node_class)
+    claim = node_claim("throttled-once", harness.small_types[:1], node_class=harness.node_class)
     types = options(harness, harness.small_types[:1])
     harness.throttle(times=1)
 
@@ -177,7 +178,7 @@ def test_throttling_surfaces_as_a_transient_error(harness: Harness) -> None:
 def test_throttling_is_retried_by_the_retry_wrapper_and_then_succeeds(harness: Harness) -> None:
     sleeps: list[float] = []
     provider = RetryingProvider(harness.provider, attempts=5, initial=0.01, maximum=0.05, sleep=sleeps.append)
-    claim = make_claim("throttled-twice", harness.small_types[:1], node_class=harness.node_class)
+    claim = node_claim("throttled-twice", harness.small_types[:1], node_class=harness.node_class)
     types = options(harness, harness.small_types[:1])
     before = harness.launches()
     harness.throttle(times=2)
@@ -210,7 +211,7 @@ def test_instance_types_offer_the_small_types_in_every_zone(harness: Harness) ->
 
 
 def test_a_claim_for_8_h100_launches_the_8_h100_type(harness: Harness) -> None:
-    claim = make_claim("train-8xh100", [harness.gpu8_h100_type], node_class=harness.node_class)
+    claim = node_claim("train-8xh100", [harness.gpu8_h100_type], node_class=harness.node_class)
 
     instance = harness.provider.create(claim, options(harness, [harness.gpu8_h100_type]), harness.node_class)
 
@@ -219,7 +220,7 @@ def test_a_claim_for_8_h100_launches_the_8_h100_type(harness: Harness) -> None:
 
 
 def test_a_fresh_instance_is_not_drifted_and_nothing_interrupts_it(harness: Harness) -> None:
-    claim = make_claim("fresh", harness.small_types[:1], node_class=harness.node_class)
+    claim = node_claim("fresh", harness.small_types[:1], node_class=harness.node_class)
     instance = harness.provider.create(claim, options(harness, harness.small_types[:1]), harness.node_class)
     claim.status.provider_id = instance.provider_id
     claim.status.instance_type = instance.instance_type

@@ -53,7 +53,7 @@ def test_a_kubectl_list_is_converted_item_by_item_with_lines_in_the_file() -> No
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_each_karpenter_example_imports_and_then_validates(example: Path, tmp_path: Path) -> None:
-    code, _, _ = run_import(example, "-o", tmp_path)
+    code, _, _ = run_import(example, "--write", tmp_path)
     assert code == 0
     written = tmp_path / f"{example.stem}.yaml"
     assert written.exists()
@@ -66,7 +66,7 @@ def test_each_karpenter_example_imports_and_then_validates(example: Path, tmp_pa
 
 
 def test_all_examples_imported_together_validate_without_dangling_refs(tmp_path: Path) -> None:
-    code, _, _ = run_import(*EXAMPLES, "-o", tmp_path)
+    code, _, _ = run_import(*EXAMPLES, "--write", tmp_path)
     assert code == 0
     report = documents.validate_paths([tmp_path])
     assert report.ok
@@ -266,6 +266,6 @@ def test_an_import_whose_result_does_not_validate_exits_1(tmp_path: Path) -> Non
         "    spec:\n      nodeClassRef:\n        group: karpenter.k8s.aws\n        kind: EC2NodeClass\n"
         "        name: default\n"
     )
-    code, _, stderr = run_import(path, "-o", tmp_path / "out")
+    code, _, stderr = run_import(path, "--write", tmp_path / "out")
     assert code == 1
     assert any("spec.weight: Input should be less than or equal to 100" in line for line in stderr)

@@ -17,6 +17,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.state import ClusterState
+from tests.builders import pod_manifest
 
 WRITERS = 3
 READERS = 3
@@ -45,13 +46,7 @@ def claim_doc(name: str) -> dict:
 
 
 def pod_doc(name: str) -> dict:
-    return {
-        "metadata": {"name": f"pod-{name}", "namespace": "ml"},
-        "spec": {
-            "nodeName": name,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
-        },
-    }
+    return pod_manifest(f"pod-{name}", namespace="ml", node_name=name)
 
 
 def writer(state: ClusterState, ident: int) -> None:

@@ -260,15 +260,15 @@ def _pool_values(r: NodePoolRow) -> list[Any]:
     ]
 
 
-def render_nodes(rows: Sequence[NodeRow], *, fmt: str) -> str:
+def render_nodes(rows: Sequence[NodeRow], *, fmt: str, width: int | None = None) -> str:
     values = [_node_values(r) for r in rows]
     if fmt == "csv":
         return csv_text(NODE_HEADERS, values)
-    return table(NODE_HEADERS, values) + "\n"
+    return table(NODE_HEADERS, values, width=width) + "\n"
 
 
-def render_nodepools(rows: Sequence[NodePoolRow], *, fmt: str) -> str:
+def render_nodepools(rows: Sequence[NodePoolRow], *, fmt: str, width: int | None = None) -> str:
     values = [_pool_values(r) for r in rows]
     if fmt == "csv":
         return csv_text(POOL_HEADERS, values)
-    return table(POOL_HEADERS, values) + "\n"
+    return table(POOL_HEADERS, values, width=width) + "\n"

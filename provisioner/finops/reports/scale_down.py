@@ -1,10 +1,22 @@
-"""The scale-down report: what disruption removed and saved, what idle capacity still costs, how much
-churn it caused, and what kept nodes alive.
+"""The scale-down report: what disruption removed and really saved, what the fleet cost, what idle
+capacity still costs, the churn it caused, and what kept nodes alive.
 
-Savings are counted once per action row. *Realized* savings are the $/h saved times the hours since the
-action (up to `now`); the *run-rate* is the $/h saved by the window's actions times 730 h, an estimate of
-a month ahead. The two are shown side by side and never added together. A row naming several teams
-splits its savings evenly among them, so team totals add up to the pool totals.
+The money rules (each has a test in tests/finops/test_money.py):
+- *Claimed* $/h of an action is its row's `savings_per_hour`: the node's $/h minus its share of the
+  replacements really launched, minus the share of bare pods evicted (`provisioner.finops.rows`).
+- Pods nothing recreates are *workload evicted*, with their share of the node's $/h, never a saving.
+- *Churn*: a node launched within `CHURN_WINDOW` after an action, for pods of the workloads that action
+  moved (and not one of its own replacements), is charged back: its cost (from the usage samples, up to
+  `now`) comes off that action's realized savings, split evenly when it follows several actions.
+- *Realized* savings of an action are its claimed $/h over the hours from the action (or the window's
+  start) to `now`, minus its churn charge; they may be negative. The *run-rate* is the window's claimed
+  $/h times 730 h, an estimate of a month ahead. The two are shown side by side and never added.
+- *Paid* is what the fleet cost: the usage samples' hours times their $/h (`provisioner.finops.meter`
+  bills each node from launch to deletion). `simulate` prints this same figure for its run.
+
+An action naming several teams splits its money evenly among them; what teams paid is divided as
+`costs` divides it (requests, and idle to the pool's owner or "unallocated"), so team totals add up to the
+total and agree with `provisioner report costs`.
 """
 
 from __future__ import annotations
@@ -12,16 +24,15 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from html import escape
 from typing import Any
 
-from provisioner.finops.reports import svg
+from provisioner.finops.reports import costs
 from provisioner.finops.reports.text import csv_text, table
 from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BlockerRow, UsageRow
 
-NO_TEAM = "(no team)"
+NO_TEAM = costs.NO_TEAM
 CHURN_WINDOW = timedelta(hours=1)
 
 
@@ -32,22 +43,30 @@ class Totals:
     name: str
     nodes_removed: int = 0
     nodes_replaced: int = 0
+    pods_moved: float = 0
     pods_evicted: float = 0
+    """Bare pods evicted for good (workload evicted)."""
+    evicted_per_hour: float = 0.0
     savings_per_hour: float = 0.0
+    churn_cost: float = 0.0
     realized_savings: float = 0.0
     run_rate_monthly: float = 0.0
     cost: float = 0.0
     idle_cost: float = 0.0
     gpu_idle_hours: float = 0.0
 
-    def add_action(self, row: ActionRow, *, now: datetime, share: float = 1.0) -> None:
-        if row.action == "replace":
-            self.nodes_replaced += 1 if share == 1.0 else 0
-        else:
-            self.nodes_removed += 1 if share == 1.0 else 0
-        self.pods_evicted += row.pods_moved * share
+    def add_action(self, row: ActionRow, *, realized: float, churn: float, share: float = 1.0) -> None:
+        if share == 1.0:
+            if row.action == "replace":
+                self.nodes_replaced += 1
+            else:
+                self.nodes_removed += 1
+        self.pods_moved += row.pods_moved * share
+        self.pods_evicted += len(row.evicted_pods) * share
+        self.evicted_per_hour += row.evicted_per_hour * share
         self.savings_per_hour += row.savings_per_hour * share
-        self.realized_savings += realized(row, now=now) * share
+        self.churn_cost += churn * share
+        self.realized_savings += realized * share
         self.run_rate_monthly += row.savings_per_hour * HOURS_PER_MONTH * share
 
     def add_usage(self, row: UsageRow, *, share: float = 1.0) -> None:
@@ -67,11 +86,25 @@ class BlockerCount:
 
 @dataclass(slots=True)
 class Churn:
+    pods_moved: int = 0
     pods_evicted: int = 0
     nodes_replaced: int = 0
     nodes_removed: int = 0
+    nodes_launched_again: int = 0
+    """Nodes launched within the churn window for pods an action had just moved (charged back)."""
+    cost: float = 0.0
+    """What those nodes cost, up to `now`."""
     replacements_disrupted_within_hour: int = 0
-    """Replacement nodes that were themselves disrupted less than an hour after they were planned."""
+    """Replacement nodes that were themselves disrupted less than an hour after they were launched."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionView:
+    """An action row with the money the report works out for it."""
+
+    row: ActionRow
+    realized: float
+    churn: float
 
 
 @dataclass(slots=True)
@@ -86,14 +119,50 @@ class ScaleDownReport:
     churn: Churn = field(default_factory=Churn)
     blockers: list[BlockerCount] = field(default_factory=list)
     cost_per_hour: dict[str, list[tuple[datetime, float]]] = field(default_factory=dict)
-    """Pool -> ($/h paid, per hour bucket), from the usage rows."""
-    actions: list[ActionRow] = field(default_factory=list)
+    """Pool -> ($ paid in each clock hour, from the usage rows), every hour of the window, zeros included."""
+    actions: list[ActionView] = field(default_factory=list)
+
+    @property
+    def run_rate_per_hour(self) -> float:
+        return self.total.savings_per_hour
 
 
-def realized(row: ActionRow, *, now: datetime) -> float:
-    """$ saved by one action so far: its $/h saved times the hours since it happened."""
-    hours = max(0.0, (now - row.time).total_seconds() / 3600)
-    return row.savings_per_hour * hours
+def _first_seen(usage: Sequence[UsageRow]) -> dict[str, datetime]:
+    first: dict[str, datetime] = {}
+    for row in usage:
+        if row.node not in first or row.time < first[row.node]:
+            first[row.node] = row.time
+    return first
+
+
+def churn_charges(
+    actions: Sequence[ActionRow], usage: Sequence[UsageRow], *, now: datetime
+) -> tuple[list[float], int]:
+    """Per action, the cost charged back for capacity launched again for the pods it moved; and how many
+    nodes were charged."""
+    first = _first_seen(usage)
+    cost_by_node: dict[str, float] = defaultdict(float)
+    workloads_by_node: dict[str, set[str]] = defaultdict(set)
+    for row in usage:
+        if row.time < now:
+            cost_by_node[row.node] += row.cost
+        workloads_by_node[row.node].update(row.workloads)
+    followed: dict[str, list[int]] = defaultdict(list)
+    for index, action in enumerate(actions):
+        if not action.workloads:
+            continue
+        moved = set(action.workloads)
+        own = set(action.replacement_nodes)
+        for node, born in first.items():
+            if node in own or not (action.time <= born < action.time + CHURN_WINDOW):
+                continue
+            if moved & workloads_by_node[node]:
+                followed[node].append(index)
+    charges = [0.0] * len(actions)
+    for node, indexes in followed.items():
+        for index in indexes:
+            charges[index] += cost_by_node[node] / len(indexes)
+    return charges, len(followed)
 
 
 def build(
@@ -108,49 +177,66 @@ def build(
 ) -> ScaleDownReport:
     """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored."""
 
-    def keep(row: Any) -> bool:
+    def keep(row: ActionRow | BlockerRow | UsageRow) -> bool:
         return since <= row.time < now and (pool is None or row.nodepool == pool)
 
     actions = [a for a in actions if keep(a)]
     blockers = [b for b in blockers if keep(b)]
     usage = [u for u in usage if keep(u)]
+    charges, relaunched = churn_charges(actions, usage, now=now)
+    views = [
+        ActionView(
+            row=a,
+            realized=a.savings_per_hour * max(0.0, (now - max(a.time, since)).total_seconds() / 3600) - c,
+            churn=c,
+        )
+        for a, c in zip(actions, charges, strict=True)
+    ]
     total = Totals("total")
     by_pool: dict[str, Totals] = {}
     by_team: dict[str, Totals] = {}
     by_reason: dict[str, Totals] = {}
-    for row in actions:
-        total.add_action(row, now=now)
-        by_pool.setdefault(row.nodepool, Totals(row.nodepool)).add_action(row, now=now)
-        by_reason.setdefault(row.reason, Totals(row.reason)).add_action(row, now=now)
+    for view in views:
+        row = view.row
+        money = {"realized": view.realized, "churn": view.churn}
+        total.add_action(row, **money)
+        by_pool.setdefault(row.nodepool, Totals(row.nodepool)).add_action(row, **money)
+        by_reason.setdefault(row.reason, Totals(row.reason)).add_action(row, **money)
         teams = row.teams or (NO_TEAM,)
         for team in teams:
             group = by_team.setdefault(team, Totals(team))
             share = 1.0 / len(teams)
-            group.add_action(row, now=now, share=share)
+            group.add_action(row, **money, share=share)
             # Node counts are whole: attribute the node to its first team, the money evenly.
             if share != 1.0 and team == teams[0]:
                 if row.action == "replace":
                     group.nodes_replaced += 1
                 else:
                     group.nodes_removed += 1
-    buckets: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-    for row in usage:
-        total.add_usage(row)
-        by_pool.setdefault(row.nodepool, Totals(row.nodepool)).add_usage(row)
-        teams = row.teams or (NO_TEAM,)
-        for team in teams:
-            by_team.setdefault(team, Totals(team)).add_usage(row, share=1.0 / len(teams))
-        # $/h per clock hour: a sample spanning several hours adds to each in proportion.
-        start, end = row.time, row.time + timedelta(hours=row.hours)
-        hour = start.replace(minute=0, second=0, microsecond=0)
-        while hour < end:
-            overlap = (min(end, hour + timedelta(hours=1)) - max(start, hour)).total_seconds() / 3600
-            buckets[row.nodepool][hour] += row.price_per_hour * overlap
-            hour += timedelta(hours=1)
+    for sample in usage:
+        total.add_usage(sample)
+        by_pool.setdefault(sample.nodepool, Totals(sample.nodepool)).add_usage(sample)
+    # Teams pay as the showback divides each node (`costs`): their requests' share, and the idle part to
+    # the pool's owner team or "unallocated"; so the team rows agree with `report costs`.
+    for part in costs.shares(usage):
+        payer = by_team.setdefault(part.team, Totals(part.team))
+        payer.cost += part.cost
+        if part.kind == "idle":
+            payer.idle_cost += part.cost
+            payer.gpu_idle_hours += part.gpu_hours
+    # Usage rows carry no reason: put the paid and idle figures of a reason's nodes beside it.
+    reason_of_node = {v.row.node: v.row.reason for v in views}
+    for sample in usage:
+        reason = reason_of_node.get(sample.node)
+        if reason is not None:
+            by_reason[reason].add_usage(sample)
     churn = Churn(
-        pods_evicted=sum(a.pods_moved for a in actions),
+        pods_moved=sum(a.pods_moved for a in actions),
+        pods_evicted=sum(len(a.evicted_pods) for a in actions),
         nodes_replaced=sum(1 for a in actions if a.action == "replace"),
         nodes_removed=sum(1 for a in actions if a.action == "delete"),
+        nodes_launched_again=relaunched,
+        cost=sum(charges),
     )
     born: dict[str, datetime] = {}
     for row in actions:
@@ -184,34 +270,73 @@ def build(
         reasons=ordered(by_reason),
         churn=churn,
         blockers=counts[:top_blockers],
-        cost_per_hour={p: sorted(hours.items()) for p, hours in sorted(buckets.items())},
-        actions=actions,
+        cost_per_hour=hourly_cost(usage, since=since, now=now),
+        actions=views,
     )
+
+
+def hourly_cost(
+    usage: Sequence[UsageRow], *, since: datetime, now: datetime
+) -> dict[str, list[tuple[datetime, float]]]:
+    """Pool -> $ paid in each clock hour from the first sample (or `since`, if later) to `now`: a sample
+    spanning hours adds to each in proportion, and an hour with no node is a zero (a pool scaled to zero
+    draws its line down to 0)."""
+    start = max([since, min((r.time for r in usage), default=since)])
+    first = start.replace(minute=0, second=0, microsecond=0)
+    hours: list[datetime] = []
+    hour = first
+    while hour < now:
+        hours.append(hour)
+        hour += timedelta(hours=1)
+    buckets: dict[str, dict[datetime, float]] = defaultdict(lambda: dict.fromkeys(hours, 0.0))
+    for row in usage:
+        start, end = row.time, row.time + timedelta(hours=row.hours)
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        while hour < end:
+            overlap = (min(end, hour + timedelta(hours=1)) - max(start, hour)).total_seconds() / 3600
+            series = buckets[row.nodepool]
+            series[hour] = series.get(hour, 0.0) + row.price_per_hour * overlap
+            hour += timedelta(hours=1)
+    return {p: sorted(values.items()) for p, values in sorted(buckets.items())}
 
 
 # ---- renderings ------------------------------------------------------------------------------------
 
-TOTAL_HEADERS = (
-    "name",
-    "nodes_removed",
-    "nodes_replaced",
-    "pods_evicted",
-    "savings_per_hour",
-    "realized_savings",
-    "run_rate_monthly",
-    "cost",
-    "idle_cost",
-    "gpu_idle_hours",
+COLUMNS = (
+    ("name", "Name"),
+    ("nodes_removed", "Nodes removed"),
+    ("nodes_replaced", "Nodes replaced"),
+    ("pods_moved", "Pods moved"),
+    ("pods_evicted", "Bare pods evicted"),
+    ("evicted_per_hour", "Evicted workload $/h"),
+    ("savings_per_hour", "Saved $/h"),
+    ("churn_cost", "Churn charged $"),
+    ("realized_savings", "Realized savings $"),
+    ("run_rate_monthly", "Run-rate $/month"),
+    ("cost", "Paid $"),
+    ("idle_cost", "Idle $"),
+    ("gpu_idle_hours", "GPU idle hours"),
 )
+"""(machine key for CSV and JSON, header in words for tables and HTML)."""
+KEYS = tuple(k for k, _ in COLUMNS)
+HEADERS = tuple(h for _, h in COLUMNS)
 
 
-def _totals_row(t: Totals) -> list[Any]:
+def _count(value: float) -> float | int:
+    """A count shared among teams may be fractional; a whole one prints as an integer."""
+    return int(value) if float(value).is_integer() else round(value, 2)
+
+
+def totals_row(t: Totals) -> list[Any]:
     return [
         t.name,
         t.nodes_removed,
         t.nodes_replaced,
-        round(t.pods_evicted, 2),
+        _count(t.pods_moved),
+        _count(t.pods_evicted),
+        round(t.evicted_per_hour, 4),
         round(t.savings_per_hour, 4),
+        round(t.churn_cost, 2),
         round(t.realized_savings, 2),
         round(t.run_rate_monthly, 2),
         round(t.cost, 2),
@@ -220,64 +345,131 @@ def _totals_row(t: Totals) -> list[Any]:
     ]
 
 
-def to_table(report: ScaleDownReport) -> str:
-    scope = f"pool {report.pool}" if report.pool else "all pools"
-    head = (
-        f"Scale-down report, {scope}, {report.since:%Y-%m-%d %H:%M} to {report.now:%Y-%m-%d %H:%M} UTC\n"
-        f"Realized savings ${report.total.realized_savings:,.2f} so far; run-rate "
-        f"${report.total.savings_per_hour:,.2f}/h (${report.total.run_rate_monthly:,.2f} per 730 h month, "
-        "an estimate, not added to the realized figure)\n"
-        f"Idle cost ${report.total.idle_cost:,.2f} of ${report.total.cost:,.2f} paid; "
-        f"GPU idle {report.total.gpu_idle_hours:,.1f} GPU-hours"
+def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
+    """The figures a reviewer reads first, as (label, value)."""
+    t = report.total
+    return [
+        ("Total paid", f"${t.cost:,.2f}"),
+        ("Realized savings", f"${t.realized_savings:,.2f}"),
+        ("Run-rate saved", f"${t.savings_per_hour:,.2f}/h (${t.run_rate_monthly:,.0f} per 730 h month)"),
+        ("Idle cost", f"${t.idle_cost:,.2f}"),
+        ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
+        ("Workload evicted", f"{t.pods_evicted:,.0f} bare pods, ${t.evicted_per_hour:,.2f}/h"),
+        ("Churn charged back", f"${report.churn.cost:,.2f} ({report.churn.nodes_launched_again} nodes)"),
+    ]
+
+
+ACTION_HEADERS = (
+    "Time",
+    "Action",
+    "Node",
+    "Pool",
+    "Reason",
+    "Before",
+    "After",
+    "Saved $/h",
+    "Realized $",
+    "Pods moved",
+    "Bare pods evicted",
+)
+
+
+def action_values(view: ActionView) -> list[Any]:
+    a = view.row
+    before = f"{a.instance_type} {a.capacity_type} ${a.price_per_hour:.4f}/h"
+    after = (
+        f"{a.replacement_type} {a.replacement_capacity_type} ${a.replacement_price_per_hour:.4f}/h"
+        if a.replacement_type
+        else "removed"
     )
+    return [
+        f"{a.time:%m-%d %H:%M}",
+        a.action,
+        a.node,
+        a.nodepool,
+        a.reason,
+        before,
+        after,
+        round(a.savings_per_hour, 4),
+        round(view.realized, 2),
+        a.pods_moved,
+        len(a.evicted_pods),
+    ]
+
+
+def to_table(report: ScaleDownReport, *, width: int | None = None) -> str:
+    scope = f"pool {report.pool}" if report.pool else "all pools"
+    head = f"Scale-down report, {scope}, {report.since:%Y-%m-%d %H:%M} to {report.now:%Y-%m-%d %H:%M} UTC"
+    figures = "\n".join(f"  {label}: {value}" for label, value in headline(report))
     churn = report.churn
     sections = [
-        head,
-        table(TOTAL_HEADERS, [_totals_row(t) for t in report.pools], title="By pool"),
-        table(TOTAL_HEADERS, [_totals_row(t) for t in report.teams], title="By team"),
-        table(TOTAL_HEADERS, [_totals_row(t) for t in report.reasons], title="By reason"),
+        head + "\n" + figures,
+        table(HEADERS, [totals_row(t) for t in report.pools], title="By pool", width=width),
+        table(HEADERS, [totals_row(t) for t in report.teams], title="By team", width=width),
+        table(HEADERS, [totals_row(t) for t in report.reasons], title="By reason", width=width),
+        table(ACTION_HEADERS, [action_values(v) for v in report.actions], title="Actions", width=width),
         table(
-            ("pods_evicted", "nodes_removed", "nodes_replaced", "replacements_disrupted_within_1h"),
+            (
+                "Pods moved",
+                "Bare pods evicted",
+                "Nodes removed",
+                "Nodes replaced",
+                "Launched again",
+                "Churn $",
+                "Replacements disrupted within 1 h",
+            ),
             [
                 [
+                    churn.pods_moved,
                     churn.pods_evicted,
                     churn.nodes_removed,
                     churn.nodes_replaced,
+                    churn.nodes_launched_again,
+                    round(churn.cost, 2),
                     churn.replacements_disrupted_within_hour,
                 ]
             ],
             title="Churn",
+            width=width,
         ),
         table(
-            ("kind", "pool", "evaluations", "nodes", "detail"),
+            ("Blocker", "Pool", "Evaluations", "Nodes", "Detail"),
             [[b.kind, b.nodepool, b.evaluations, b.nodes, b.detail] for b in report.blockers],
             title="Top blockers",
+            width=width,
         ),
     ]
     return "\n\n".join(sections) + "\n"
 
 
 def to_csv(report: ScaleDownReport) -> str:
-    """One row per group, with the group's section first: total, pool, team, reason, blocker."""
-    headers = ("section", *TOTAL_HEADERS, "count", "detail")
-    rows: list[list[Any]] = [["total", *_totals_row(report.total), "", ""]]
+    """One row per group, with the group's section first: total, pool, team, reason, blocker, churn."""
+    headers = ("section", *KEYS, "count", "detail")
+    rows: list[list[Any]] = [["total", *totals_row(report.total), "", ""]]
     for section, groups in (("pool", report.pools), ("team", report.teams), ("reason", report.reasons)):
-        rows += [[section, *_totals_row(t), "", ""] for t in groups]
-    blanks = [""] * (len(TOTAL_HEADERS) - 1)
+        rows += [[section, *totals_row(t), "", ""] for t in groups]
+    blanks = [""] * (len(KEYS) - 1)
     rows += [
         ["blocker", b.kind, *blanks, b.evaluations, f"{b.nodepool}: {b.detail}"] for b in report.blockers
     ]
     churn = report.churn
+    rows.append(["churn", "nodes_launched_again", *blanks, churn.nodes_launched_again, f"${churn.cost:.2f}"])
     rows.append(
         ["churn", "replacements_disrupted_within_1h", *blanks, churn.replacements_disrupted_within_hour, ""]
     )
     return csv_text(headers, rows)
 
 
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
 def to_dict(report: ScaleDownReport) -> dict[str, Any]:
     def totals(t: Totals) -> dict[str, Any]:
-        return dict(zip(TOTAL_HEADERS, _totals_row(t), strict=True))
+        return {_camel(k): v for k, v in zip(KEYS, totals_row(t), strict=True)}
 
+    churn = report.churn
     return {
         "since": report.since.isoformat(),
         "now": report.now.isoformat(),
@@ -286,32 +478,54 @@ def to_dict(report: ScaleDownReport) -> dict[str, Any]:
         "pools": [totals(t) for t in report.pools],
         "teams": [totals(t) for t in report.teams],
         "reasons": [totals(t) for t in report.reasons],
-        "churn": asdict(report.churn),
-        "topBlockers": [asdict(b) for b in report.blockers],
+        "churn": {
+            "podsMoved": churn.pods_moved,
+            "podsEvicted": churn.pods_evicted,
+            "nodesRemoved": churn.nodes_removed,
+            "nodesReplaced": churn.nodes_replaced,
+            "nodesLaunchedAgain": churn.nodes_launched_again,
+            "cost": round(churn.cost, 4),
+            "replacementsDisruptedWithinHour": churn.replacements_disrupted_within_hour,
+        },
+        "topBlockers": [
+            {
+                "kind": b.kind,
+                "detail": b.detail,
+                "nodePool": b.nodepool,
+                "evaluations": b.evaluations,
+                "nodes": b.nodes,
+            }
+            for b in report.blockers
+        ],
         "costPerHour": {
             pool: [{"time": t.isoformat(), "dollars": round(v, 4)} for t, v in points]
             for pool, points in report.cost_per_hour.items()
         },
         "actions": [
             {
-                "time": a.time.isoformat(),
-                "action": a.action,
-                "node": a.node,
-                "nodePool": a.nodepool,
-                "teams": list(a.teams),
-                "reason": a.reason,
-                "method": a.method,
-                "instanceType": a.instance_type,
-                "capacityType": a.capacity_type,
-                "zone": a.zone,
-                "pricePerHour": a.price_per_hour,
-                "replacement": a.replacement_type,
-                "replacementPricePerHour": a.replacement_price_per_hour,
-                "savingsPerHour": round(a.savings_per_hour, 6),
-                "pods": list(a.pods),
-                "realizedSavings": round(realized(a, now=report.now), 4),
+                "time": v.row.time.isoformat(),
+                "action": v.row.action,
+                "node": v.row.node,
+                "nodePool": v.row.nodepool,
+                "teams": list(v.row.teams),
+                "reason": v.row.reason,
+                "method": v.row.method,
+                "instanceType": v.row.instance_type,
+                "capacityType": v.row.capacity_type,
+                "zone": v.row.zone,
+                "pricePerHour": v.row.price_per_hour,
+                "replacement": v.row.replacement_type,
+                "replacementCapacityType": v.row.replacement_capacity_type,
+                "replacementPricePerHour": round(v.row.replacement_price_per_hour, 6),
+                "replacementNodes": list(v.row.replacement_nodes),
+                "savingsPerHour": round(v.row.savings_per_hour, 6),
+                "evictedPods": list(v.row.evicted_pods),
+                "evictedPerHour": round(v.row.evicted_per_hour, 6),
+                "pods": list(v.row.pods),
+                "churnCost": round(v.churn, 4),
+                "realizedSavings": round(v.realized, 4),
             }
-            for a in report.actions
+            for v in report.actions
         ],
     }
 
@@ -320,131 +534,10 @@ def to_json(report: ScaleDownReport) -> str:
     return json.dumps(to_dict(report), indent=2) + "\n"
 
 
-_STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
-h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
-th{background:#f3f3f3;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.kpi{display:inline-block;margin-right:2em}.kpi b{display:block;font-size:1.4em}
-"""
-
-
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    from provisioner.finops.reports.text import cell
-
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = []
-    for row in rows:
-        cells = "".join(
-            f'<td class="n">{escape(cell(v))}</td>'
-            if isinstance(v, int | float)
-            else f"<td>{escape(cell(v))}</td>"
-            for v in row
-        )
-        body.append(f"<tr>{cells}</tr>")
-    if not rows:
-        body.append(f'<tr><td colspan="{len(headers)}">none</td></tr>')
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
-
-
 def to_html(report: ScaleDownReport) -> str:
-    """One self-contained page: inline CSS and SVG charts, no scripts, no external files."""
-    start = report.since.timestamp()
-    series = {
-        pool: [((t.timestamp() - start) / 3600, v) for t, v in points]
-        for pool, points in report.cost_per_hour.items()
-    }
-    span_hours = max(1.0, (report.now - report.since).total_seconds() / 3600)
-    ticks = [
-        (span_hours * i / 4, (report.since + timedelta(hours=span_hours * i / 4)).strftime("%m-%d %H:%M"))
-        for i in range(5)
-    ]
-    cost_chart = svg.line_chart(series, title="Cost per hour by pool ($/h)", x_labels=ticks, y_unit=" $/h")
-    reason_chart = svg.bar_chart(
-        [(t.name, t.savings_per_hour) for t in report.reasons], title="Savings by reason ($/h)", unit=" $/h"
-    )
-    total = report.total
-    scope = f"pool {escape(report.pool)}" if report.pool else "all pools"
-    kpis = "".join(
-        f'<div class="kpi"><b>{escape(value)}</b>{escape(label)}</div>'
-        for label, value in (
-            ("realized savings", f"${total.realized_savings:,.2f}"),
-            ("saved per hour", f"${total.savings_per_hour:,.2f}"),
-            ("run-rate per month (estimate)", f"${total.run_rate_monthly:,.2f}"),
-            ("idle cost", f"${total.idle_cost:,.2f}"),
-            ("GPU idle hours", f"{total.gpu_idle_hours:,.1f}"),
-        )
-    )
-    churn = report.churn
-    actions = [
-        [
-            f"{a.time:%Y-%m-%d %H:%M}",
-            a.action,
-            a.node,
-            a.nodepool,
-            ",".join(a.teams) or "-",
-            a.reason,
-            a.instance_type,
-            a.capacity_type,
-            round(a.price_per_hour, 4),
-            a.replacement_type or "-",
-            round(a.savings_per_hour, 4),
-            a.pods_moved,
-        ]
-        for a in report.actions
-    ]
-    body = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Scale-down report</title><style>{_STYLE}</style></head>
-<body>
-<h1>Scale-down report, {scope}</h1>
-<p>{report.since:%Y-%m-%d %H:%M} to {report.now:%Y-%m-%d %H:%M} UTC. Realized savings count each action's
-$/h from the moment it happened; the monthly run-rate is an estimate (730 h) and is never added to them.</p>
-<div>{kpis}</div>
-<h2>Cost per hour</h2>{cost_chart}
-<h2>Savings by reason</h2>{reason_chart}
-<h2>By pool</h2>{_html_table(TOTAL_HEADERS, [_totals_row(t) for t in report.pools])}
-<h2>By team</h2>{_html_table(TOTAL_HEADERS, [_totals_row(t) for t in report.teams])}
-<h2>Churn</h2>{
-        _html_table(
-            ("pods evicted", "nodes removed", "nodes replaced", "replacements disrupted within 1 h"),
-            [
-                [
-                    churn.pods_evicted,
-                    churn.nodes_removed,
-                    churn.nodes_replaced,
-                    churn.replacements_disrupted_within_hour,
-                ]
-            ],
-        )
-    }
-<h2>Top blockers</h2>{
-        _html_table(
-            ("kind", "pool", "evaluations", "nodes", "detail"),
-            [[b.kind, b.nodepool, b.evaluations, b.nodes, b.detail] for b in report.blockers],
-        )
-    }
-<h2>Actions</h2>{
-        _html_table(
-            (
-                "time",
-                "action",
-                "node",
-                "pool",
-                "teams",
-                "reason",
-                "type",
-                "capacity",
-                "$/h",
-                "replacement",
-                "saved $/h",
-                "pods",
-            ),
-            actions,
-        )
-    }
-</body></html>
-"""
-    return body
+    from provisioner.finops.reports import html
+
+    return html.scale_down_page(report)
 
 
 RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}

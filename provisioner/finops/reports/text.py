@@ -18,9 +18,18 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> str:
-    """An aligned text table; numbers right-aligned."""
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    width: int | None = None,
+) -> str:
+    """An aligned text table; numbers right-aligned. With `width` (the terminal's), the widest text
+    columns are cut (ending in "…") until a line fits, numbers never; when even that cannot fit, each row
+    is printed as a block of "Header: value" lines instead."""
     texts = [[cell(v) for v in row] for row in rows]
+    headers = list(headers)
     widths = [len(h) for h in headers]
     for row in texts:
         for i, value in enumerate(row):
@@ -29,6 +38,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str |
         all(isinstance(row[i], int | float) and not isinstance(row[i], bool) for row in rows) and bool(rows)
         for i in range(len(headers))
     ]
+    if width is not None:
+        room = width - 2 * (len(widths) - 1)
+        _fit(widths, numeric, room)
+        if sum(widths) > room:
+            return _records(headers, texts, title=title, width=width)
+        texts = [[_cut(v, w) for v, w in zip(row, widths, strict=True)] for row in texts]
+        headers = [_cut(h, w) for h, w in zip(headers, widths, strict=True)]
 
     def line(values: Sequence[str]) -> str:
         parts = [
@@ -46,6 +62,38 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str |
     if not rows:
         out.append("(none)")
     return "\n".join(out)
+
+
+MIN_COLUMN = 6
+
+
+def _records(headers: Sequence[str], texts: Sequence[Sequence[str]], *, title: str | None, width: int) -> str:
+    """One block per row, a "Header: value" line per column (for terminals too narrow for the table)."""
+    pad = max(len(h) for h in headers)
+    out = [title] if title else []
+    for row in texts:
+        out.append("")
+        out.extend(
+            f"{h.rjust(pad)}: {_cut(v, max(MIN_COLUMN, width - pad - 2))}"
+            for h, v in zip(headers, row, strict=True)
+        )
+    if not texts:
+        out.append("(none)")
+    return "\n".join(out)
+
+
+def _fit(widths: list[int], numeric: list[bool], room: int) -> None:
+    """Narrow the widest text column, one character at a time, until the columns fit `room`."""
+    while sum(widths) > room:
+        cuttable = [i for i, w in enumerate(widths) if not numeric[i] and w > MIN_COLUMN]
+        if not cuttable:
+            return
+        widest = max(cuttable, key=lambda i: widths[i])
+        widths[widest] -= 1
+
+
+def _cut(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: max(0, width - 1)] + "…"
 
 
 def csv_text(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -11,9 +11,9 @@ import pytest
 
 from providers.aws import AWSProvider
 from provisioner.cloudprovider import CloudProviderError
+from tests.builders import node_claim
 from tests.providers.aws import world
 from tests.providers.aws.stack import REGION, Stack
-from tests.providers.harness import make_claim
 
 ACCESS_KEY = "AKIAPROVISIONERTEST7"
 SECRET_KEY = "pr0visioner/s3cret+never-log-me"
@@ -47,7 +47,7 @@ def test_credentials_never_appear_in_logs_or_errors(
     )
     types = {t.name: t for t in provider.instance_types(account.node_class)}
     instance = provider.create(
-        make_claim("logged", ["m5.large"], node_class=account.node_class),
+        node_claim("logged", ["m5.large"], node_class=account.node_class),
         [types["m5.large"]],
         account.node_class,
     )
@@ -56,7 +56,7 @@ def test_credentials_never_appear_in_logs_or_errors(
     stack.proxy.throttle(times=1)
     with pytest.raises(CloudProviderError) as caught:
         provider.create(
-            make_claim("fails", ["m5.large"], node_class=account.node_class),
+            node_claim("fails", ["m5.large"], node_class=account.node_class),
             [types["m5.large"]],
             account.node_class,
         )

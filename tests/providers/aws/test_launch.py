@@ -23,10 +23,10 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
+from tests.builders import node_claim
 from tests.providers.aws import world
 from tests.providers.aws.faults import FaultProxy
 from tests.providers.aws.stack import Stack
-from tests.providers.harness import make_claim
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
@@ -56,7 +56,7 @@ def instance_id(provider_id: str) -> str:
 def test_a_claim_for_8_h100_launches_p5_48xlarge_tagged_with_its_claim_pool_and_cluster(
     provider: AWSProvider, account: world.World, ec2: Any
 ) -> None:
-    claim = make_claim("train-8xh100", ["p5.48xlarge"], node_class=account.node_class, nodepool="h100-prod")
+    claim = node_claim("train-8xh100", ["p5.48xlarge"], node_class=account.node_class, nodepool="h100-prod")
 
     instance = provider.create(claim, options(provider, account, ["p5.48xlarge"]), account.node_class)
 
@@ -81,7 +81,7 @@ def test_a_claim_for_8_h100_launches_p5_48xlarge_tagged_with_its_claim_pool_and_
 def test_the_launch_template_carries_the_node_class(
     provider: AWSProvider, account: world.World, ec2: Any
 ) -> None:
-    claim = make_claim("lt", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("lt", ["m5.large"], node_class=account.node_class)
 
     provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
 
@@ -104,12 +104,12 @@ def test_one_launch_template_serves_every_launch_until_the_node_class_changes(
     provider: AWSProvider, account: world.World, ec2: Any
 ) -> None:
     types = options(provider, account, ["m5.large"])
-    provider.create(make_claim("one", ["m5.large"], node_class=account.node_class), types, account.node_class)
-    provider.create(make_claim("two", ["m5.large"], node_class=account.node_class), types, account.node_class)
+    provider.create(node_claim("one", ["m5.large"], node_class=account.node_class), types, account.node_class)
+    provider.create(node_claim("two", ["m5.large"], node_class=account.node_class), types, account.node_class)
     assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 1
 
     changed = world.node_class(userData="#!/bin/bash\necho changed\n")
-    provider.create(make_claim("three", ["m5.large"], node_class=changed), types, changed)
+    provider.create(node_claim("three", ["m5.large"], node_class=changed), types, changed)
 
     assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 2
 
@@ -117,7 +117,7 @@ def test_one_launch_template_serves_every_launch_until_the_node_class_changes(
 def test_spot_is_preferred_when_allowed_and_cheaper_in_the_cheapest_zone(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
-    claim = make_claim(
+    claim = node_claim(
         "spot-ok", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND)
     )
 
@@ -133,7 +133,7 @@ def test_a_spot_stockout_in_one_zone_falls_to_another_zone_within_one_launch(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
     proxy.stockout(instance_type="m5.large", zone=A, capacity_type=SPOT)
-    claim = make_claim(
+    claim = node_claim(
         "zone-b", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND)
     )
 
@@ -150,7 +150,7 @@ def test_a_spot_stockout_in_every_zone_falls_to_on_demand_within_one_launch(
 ) -> None:
     for zone in (A, B, C):
         proxy.stockout(instance_type="m5.large", zone=zone, capacity_type=SPOT)
-    claim = make_claim("od", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND))
+    claim = node_claim("od", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND))
 
     instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
 
@@ -164,7 +164,7 @@ def test_a_spot_stockout_in_every_zone_falls_to_on_demand_within_one_launch(
 def test_the_claim_zone_requirement_is_respected(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
-    claim = make_claim(
+    claim = node_claim(
         "in-c", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND), zones=(C,)
     )
 
@@ -180,7 +180,7 @@ def test_every_offering_out_raises_insufficient_capacity_naming_each_offering_tr
     for zone in (A, B):
         for capacity_type in (SPOT, ON_DEMAND):
             proxy.stockout(instance_type="g5.xlarge", zone=zone, capacity_type=capacity_type)
-    claim = make_claim(
+    claim = node_claim(
         "none-left",
         ["g5.xlarge"],
         node_class=account.node_class,
@@ -205,7 +205,7 @@ def test_offerings_flagged_unavailable_are_not_tried(
     flagged = m5.with_offerings(
         tuple(o if o.zone != A else type(o)(o.zone, o.capacity_type, o.price, False) for o in m5.offerings)
     )
-    claim = make_claim("skip-a", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("skip-a", ["m5.large"], node_class=account.node_class)
 
     instance = provider.create(claim, [flagged], account.node_class)
 
@@ -216,7 +216,7 @@ def test_offerings_flagged_unavailable_are_not_tried(
 def test_create_is_idempotent_by_claim_name(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
-    claim = make_claim("once", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("once", ["m5.large"], node_class=account.node_class)
     types = options(provider, account, ["m5.large"])
 
     first = provider.create(claim, types, account.node_class)
@@ -230,7 +230,7 @@ def test_create_is_idempotent_by_claim_name(
 def test_overrides_are_capped_at_60(provider: AWSProvider, account: world.World, proxy: FaultProxy) -> None:
     types = [t for t in provider.instance_types(account.node_class) if t.gpu is None]
     assert len(types) * len(account.zones) > 60
-    claim = make_claim("many", [t.name for t in types], node_class=account.node_class)
+    claim = node_claim("many", [t.name for t in types], node_class=account.node_class)
 
     provider.create(claim, types, account.node_class)
 
@@ -241,7 +241,7 @@ def test_throttling_is_a_transient_error(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
     proxy.throttle(times=1)
-    claim = make_claim("throttled", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("throttled", ["m5.large"], node_class=account.node_class)
 
     with pytest.raises(TransientError, match="RequestLimitExceeded"):
         provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
@@ -253,7 +253,7 @@ def test_botocore_retries_throttling_itself_when_max_attempts_allows(
 ) -> None:
     provider = new_provider(max_attempts=2)
     proxy.throttle(times=1)
-    claim = make_claim("sdk-retried", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("sdk-retried", ["m5.large"], node_class=account.node_class)
 
     instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
 
@@ -262,7 +262,7 @@ def test_botocore_retries_throttling_itself_when_max_attempts_allows(
 
 
 def test_get_list_and_delete(provider: AWSProvider, account: world.World, ec2: Any) -> None:
-    claim = make_claim("lifecycle", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("lifecycle", ["m5.large"], node_class=account.node_class)
     instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
     # An instance of another cluster in the same account is not ours.
     ec2.run_instances(
@@ -312,7 +312,7 @@ def test_get_and_delete_of_an_unknown_instance_raise_not_found(
 def test_drift_is_reported_when_the_node_class_selects_another_ami(
     provider: AWSProvider, account: world.World, ec2: Any
 ) -> None:
-    claim = make_claim("drifting", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("drifting", ["m5.large"], node_class=account.node_class)
     instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
     claim.status.provider_id = instance.provider_id
 
@@ -353,7 +353,7 @@ def test_capacity_error_codes_become_insufficient_capacity(
     provider: AWSProvider, account: world.World, proxy: FaultProxy, code: str, kind: str
 ) -> None:
     proxy.stockout(instance_type="m5.large", zone=A, capacity_type=SPOT, code=code)
-    claim = make_claim(
+    claim = node_claim(
         "coded", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT,), zones=(A,)
     )
 
@@ -368,7 +368,7 @@ def test_a_fleet_error_that_is_not_about_capacity_is_a_create_error(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
     proxy.stockout(instance_type="m5.large", zone=A, capacity_type=ON_DEMAND, code="InvalidParameterValue")
-    claim = make_claim("bad", ["m5.large"], node_class=account.node_class, zones=(A,))
+    claim = node_claim("bad", ["m5.large"], node_class=account.node_class, zones=(A,))
 
     with pytest.raises(CreateError, match="InvalidParameterValue"):
         provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
@@ -407,7 +407,7 @@ def test_api_errors_are_translated_at_the_edge(
 
     with pytest.raises(error, match=code) as caught:
         provider.create(
-            make_claim("api-error", ["m5.large"], node_class=account.node_class), types, account.node_class
+            node_claim("api-error", ["m5.large"], node_class=account.node_class), types, account.node_class
         )
 
     assert type(caught.value).__module__.startswith("provisioner.cloudprovider")
@@ -418,7 +418,7 @@ def test_a_capacity_error_for_the_whole_fleet_request_names_every_override(
     provider: AWSProvider, account: world.World, proxy: FaultProxy
 ) -> None:
     proxy.fail_next("CreateFleet", status=400, code="InsufficientInstanceCapacity")
-    claim = make_claim("whole", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND))
+    claim = node_claim("whole", ["m5.large"], node_class=account.node_class, capacity_types=(SPOT, ON_DEMAND))
 
     instance = provider.create(claim, options(provider, account, ["m5.large"]), account.node_class)
 
@@ -435,7 +435,7 @@ def test_a_node_class_with_a_role_gets_an_instance_profile_made_for_it(
     nc = world.node_class(instanceProfile=None, role="node-role")
     types = {t.name: t for t in provider.instance_types(nc)}
 
-    provider.create(make_claim("with-role", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+    provider.create(node_claim("with-role", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
 
     (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
     data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
@@ -461,7 +461,7 @@ def test_a_retried_create_does_not_launch_again_while_describe_instances_lags(
 ) -> None:
     now = [0.0]
     provider = new_provider(clock=lambda: now[0])
-    claim = make_claim("lagging", ["m5.large"], node_class=account.node_class)
+    claim = node_claim("lagging", ["m5.large"], node_class=account.node_class)
     types = options(provider, account, ["m5.large"])
     first = provider.create(claim, types, account.node_class)
     # EC2 is eventually consistent: right after a launch, a tag lookup may find nothing.
@@ -490,8 +490,8 @@ def test_an_al2023_alias_boots_gpu_types_on_the_nvidia_ami_and_others_on_the_sta
     nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
     types = {t.name: t for t in provider.instance_types(nc)}
 
-    gpu = provider.create(make_claim("gpu", ["p5.48xlarge"], node_class=nc), [types["p5.48xlarge"]], nc)
-    cpu = provider.create(make_claim("cpu", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+    gpu = provider.create(node_claim("gpu", ["p5.48xlarge"], node_class=nc), [types["p5.48xlarge"]], nc)
+    cpu = provider.create(node_claim("cpu", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
 
     assert described(ec2, instance_id(gpu.provider_id))["ImageId"] == nvidia
     assert described(ec2, instance_id(cpu.provider_id))["ImageId"] == standard
@@ -524,7 +524,7 @@ def test_al2023_nodes_get_a_node_config_for_the_eks_cluster_after_the_node_class
     nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
     types = {t.name: t for t in provider.instance_types(nc)}
 
-    provider.create(make_claim("joins", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+    provider.create(node_claim("joins", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
 
     cluster = stack.client("eks").describe_cluster(name="contract")["cluster"]
     text = launch_template_user_data(ec2)
@@ -547,5 +547,5 @@ def test_al2023_without_an_eks_cluster_is_not_ready_to_launch(
     types = {t.name: t for t in provider.instance_types(nc)}
 
     with pytest.raises(NodeClassNotReady, match="DescribeCluster"):
-        provider.create(make_claim("lost", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
+        provider.create(node_claim("lost", ["m5.large"], node_class=nc), [types["m5.large"]], nc)
     assert proxy.launched == 0

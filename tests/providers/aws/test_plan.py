@@ -8,8 +8,8 @@ from providers.aws import launch
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import GPU, InstanceType, Offering, OfferingKey
+from tests.builders import node_claim
 from tests.providers.aws import world
-from tests.providers.harness import make_claim
 
 SPOT, OD = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND
 SUBNETS = [
@@ -31,7 +31,7 @@ def itype(name: str, prices: dict[tuple[str, str], float], *, arch: str = "amd64
 def claim(
     options: list[str], capacity_types: tuple[str, ...] = (SPOT, OD), zones: tuple[str, ...] | None = None
 ) -> NodeClaim:
-    return make_claim("c", options, node_class=world.node_class(), capacity_types=capacity_types, zones=zones)
+    return node_claim("c", options, node_class=world.node_class(), capacity_types=capacity_types, zones=zones)
 
 
 def test_one_subnet_per_zone_the_one_with_most_free_addresses() -> None:
@@ -87,7 +87,7 @@ def test_a_claim_silent_on_capacity_type_may_launch_spot_as_the_scheduler_priced
     # provider used to read silence as on-demand only, while the scheduler and the other providers read
     # it as any capacity type.)
     t = itype("m", {("z-a", SPOT): 0.03, ("z-a", OD): 0.1})
-    silent = make_claim("c", ["m"], node_class=world.node_class(), capacity_types=None)
+    silent = node_claim("c", ["m"], node_class=world.node_class(), capacity_types=None)
 
     assert [a.capacity_type for a in plan(silent, [t]).attempts] == [SPOT, OD]
 

@@ -14,8 +14,8 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
+from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import IMAGE, gcp_node_class, make_provider
 
 SPOT_FIRST = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
@@ -23,7 +23,7 @@ SPOT_FIRST = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
 
 def launch(provider: GCPProvider, name: str, options: list[str], **claim_kw: object):  # type: ignore[no-untyped-def]
     nc = claim_kw.pop("node_class", None) or gcp_node_class()
-    claim = make_claim(name, options, node_class=nc, **claim_kw)  # type: ignore[arg-type]
+    claim = node_claim(name, options, node_class=nc, **claim_kw)  # type: ignore[arg-type]
     return provider.create(claim, provider.instance_types(nc), nc)
 
 
@@ -295,7 +295,7 @@ def test_a_malformed_provider_id_is_not_found(provider: GCPProvider) -> None:
 def test_drift_is_reported_when_the_node_class_image_changes(provider: GCPProvider) -> None:
     nc = gcp_node_class()
     inst = launch(provider, "drifter", ["e2-standard-2"], node_class=nc)
-    claim = make_claim("drifter", ["e2-standard-2"], node_class=nc)
+    claim = node_claim("drifter", ["e2-standard-2"], node_class=nc)
     claim.status.provider_id = inst.provider_id
     assert provider.is_drifted(claim, nc) is None
     newer = gcp_node_class(image="projects/debian-cloud/global/images/debian-12-v2")

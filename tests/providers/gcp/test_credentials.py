@@ -9,9 +9,9 @@ import pytest
 from google.oauth2.credentials import Credentials
 
 from providers.gcp import ENDPOINT_ENV, GCPProvider
+from tests.builders import node_claim
 from tests.providers.gcp import fixtures
 from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import gcp_node_class
 
 SECRET = "ya29.not-a-real-token-but-secret-all-the-same"
@@ -30,7 +30,7 @@ def test_given_credentials_are_used_and_never_logged(
     )
     nc = gcp_node_class()
     inst = provider.create(
-        make_claim("k1", ["e2-standard-2"], node_class=nc), provider.instance_types(nc), nc
+        node_claim("k1", ["e2-standard-2"], node_class=nc), provider.instance_types(nc), nc
     )
     provider.get(inst.provider_id)
     provider.delete(inst.provider_id)

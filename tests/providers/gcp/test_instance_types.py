@@ -9,9 +9,9 @@ from provisioner.api import labels as wk
 from provisioner.api.quantities import CPU, MEMORY
 from provisioner.cloudprovider import InsufficientCapacity, NodeClassNotReady
 from provisioner.cloudprovider.types import InstanceType
+from tests.builders import node_claim
 from tests.providers.gcp import fixtures
 from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import gcp_node_class
 
 
@@ -104,7 +104,7 @@ def test_a_stockout_seen_by_create_flags_the_offering_unavailable(
     standin.stockout(machine_type="e2-standard-2", zone="us-central1-a", provisioning_model="STANDARD")
     types = provider.instance_types(nc)
     with pytest.raises(InsufficientCapacity):
-        provider.create(make_claim("c1", ["e2-standard-2"], node_class=nc), types, nc)
+        provider.create(node_claim("c1", ["e2-standard-2"], node_class=nc), types, nc)
     e2 = by_name(provider.instance_types(nc))["e2-standard-2"]
     availability = {o.capacity_type: o.available for o in e2.offerings}
     assert availability == {wk.CAPACITY_TYPE_ON_DEMAND: False, wk.CAPACITY_TYPE_SPOT: True}

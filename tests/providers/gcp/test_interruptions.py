@@ -7,14 +7,14 @@ import pytest
 
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
+from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import gcp_node_class, make_provider
 
 
 def launch_spot(provider: GCPProvider, name: str) -> str:
     nc = gcp_node_class()
-    claim = make_claim(name, ["e2-standard-4"], node_class=nc, capacity_types=(wk.CAPACITY_TYPE_SPOT,))
+    claim = node_claim(name, ["e2-standard-4"], node_class=nc, capacity_types=(wk.CAPACITY_TYPE_SPOT,))
     return provider.create(claim, provider.instance_types(nc), nc).provider_id
 
 

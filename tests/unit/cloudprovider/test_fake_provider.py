@@ -12,7 +12,7 @@ from providers.fake import FakeProvider
 from provisioner.api import labels as wk
 from provisioner.api.common import Operator, Requirement
 from provisioner.cloudprovider import CreateError, InsufficientCapacity, NotFound, OfferingKey, catalog
-from tests.providers.harness import make_claim
+from tests.builders import node_claim
 from tests.providers.harness_fake import fake_node_class
 
 NODE_CLASS = fake_node_class()
@@ -27,7 +27,7 @@ def create(fake: FakeProvider, name: str, names=("m5.large",), **claim_overrides
     types = [t for t in fake.instance_types(NODE_CLASS) if t.name in names]
     types.sort(key=lambda t: list(names).index(t.name))
     return fake.create(
-        make_claim(name, list(names), node_class=NODE_CLASS, **claim_overrides), types, NODE_CLASS
+        node_claim(name, list(names), node_class=NODE_CLASS, **claim_overrides), types, NODE_CLASS
     )
 
 
@@ -95,7 +95,7 @@ def test_spot_is_preferred_to_on_demand_when_both_are_allowed() -> None:
 
 def test_not_in_requirements_exclude_zones() -> None:
     fake = provider()
-    claim = make_claim("a", ["m5.large"], node_class=NODE_CLASS)
+    claim = node_claim("a", ["m5.large"], node_class=NODE_CLASS)
     claim.spec.requirements.append(
         Requirement(key=wk.ZONE, operator=Operator.NOT_IN, values=["us-east-1a", "us-east-1b"])
     )
@@ -109,7 +109,7 @@ def test_offerings_the_caller_flagged_unavailable_are_not_tried() -> None:
     (m5,) = [t for t in fake.instance_types(NODE_CLASS) if t.name == "m5.large"]
     flagged = m5.with_offerings(tuple(replace(o, available=o.zone != "us-east-1a") for o in m5.offerings))
 
-    instance = fake.create(make_claim("a", ["m5.large"], node_class=NODE_CLASS), [flagged], NODE_CLASS)
+    instance = fake.create(node_claim("a", ["m5.large"], node_class=NODE_CLASS), [flagged], NODE_CLASS)
 
     assert instance.zone == "us-east-1b"
 
@@ -196,7 +196,7 @@ def test_stockouts_are_hidden_from_instance_types_unless_revealed() -> None:
 def test_drift_is_reported_for_the_claim_of_the_instance() -> None:
     fake = provider()
     instance = create(fake, "a")
-    claim = make_claim("a", ["m5.large"], node_class=NODE_CLASS)
+    claim = node_claim("a", ["m5.large"], node_class=NODE_CLASS)
 
     assert fake.is_drifted(claim, NODE_CLASS) is None
     fake.set_drifted(instance.provider_id, "image changed")

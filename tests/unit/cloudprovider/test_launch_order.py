@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
-from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
-from provisioner.api.nodeclaim import NodeClaim, NodeClaimSpec
+from provisioner.api.nodeclaim import NodeClaim
 from provisioner.cloudprovider import InstanceType, Offering, OfferingKey
 from provisioner.cloudprovider.launch_order import LaunchOrder, launch_order, options_of
+from tests.builders import node_claim
 
 SPOT, OD, RESERVED = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_RESERVED
 
@@ -39,20 +39,8 @@ def claim(
     zones: list[str] | None = None,
     not_zones: list[str] | None = None,
 ) -> NodeClaim:
-    requirements = []
-    if options is not None:
-        requirements.append(Requirement(key=wk.INSTANCE_TYPE, operator=Operator.IN, values=options))
-    if capacity_types is not None:
-        requirements.append(Requirement(key=wk.CAPACITY_TYPE, operator=Operator.IN, values=capacity_types))
-    if zones is not None:
-        requirements.append(Requirement(key=wk.ZONE, operator=Operator.IN, values=zones))
-    if not_zones is not None:
-        requirements.append(Requirement(key=wk.ZONE, operator=Operator.NOT_IN, values=not_zones))
-    return NodeClaim(
-        metadata=ObjectMeta(name="c"),
-        spec=NodeClaimSpec(
-            node_class_ref=NodeClassReference(kind="AWSNodeClass", name="default"), requirements=requirements
-        ),
+    return node_claim(
+        "c", options, capacity_types=capacity_types, zones=zones, not_zones=not_zones, nodepool=None
     )
 
 

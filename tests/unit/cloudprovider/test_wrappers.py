@@ -25,7 +25,7 @@ from provisioner.cloudprovider.wrappers import (
     backoff,
     wrap,
 )
-from tests.providers.harness import make_claim
+from tests.builders import node_claim
 from tests.providers.harness_fake import fake_node_class
 
 NODE_CLASS = fake_node_class()
@@ -37,7 +37,7 @@ def m5_types(provider: FakeProvider) -> list:
 
 
 def claim(name: str = "c", *, capacity_types: tuple[str, ...] = ("on-demand",), zones=None):
-    return make_claim(
+    return node_claim(
         name, ["m5.large", "m5.xlarge"], node_class=NODE_CLASS, capacity_types=capacity_types, zones=zones
     )
 
@@ -244,7 +244,7 @@ def test_caching_provider_marks_the_offerings_of_an_insufficient_capacity_error(
     fake = FakeProvider()
     provider = CachingProvider(fake, UnavailableOfferings(), clock=lambda: T0)
     fake.mark_unavailable(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand")
-    only_large = make_claim("b", ["m5.large"], node_class=NODE_CLASS, zones=("us-east-1a",))
+    only_large = node_claim("b", ["m5.large"], node_class=NODE_CLASS, zones=("us-east-1a",))
 
     with pytest.raises(InsufficientCapacity):
         provider.create(only_large, m5_types(fake), NODE_CLASS)

@@ -12,6 +12,7 @@ from provisioner.controllers.disruption import DisruptionController, DisruptionS
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.finops.ledger import Ledger
+from provisioner.finops.recorder import LedgerRecorder
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 
@@ -42,7 +43,7 @@ def controller(w, ledger):
         settings=w.settings,
         metrics=Metrics(),
         clock=w.clock,
-        ledger=ledger,
+        recorder=LedgerRecorder(ledger, background=False),
         disruption=DisruptionSettings(),
     )
 
@@ -159,16 +160,17 @@ def test_consolidate_after_counts_from_when_the_last_pod_left(world, ledger):
     assert [r.reason for r in ledger.actions()] == ["Empty"]
 
 
-def test_a_run_without_a_database_keeps_its_rows_for_the_html_report(world):
-    from datetime import timedelta
-
-    from provisioner.finops.reports import scale_down
-
+def test_a_ledger_that_is_down_never_holds_up_disruption_and_gets_every_row_when_it_is_back(world, tmp_path):
     w = world
     w.apply(node_class(), pool_doc(capacity_types=("on-demand",), consolidate_after="0s"))
     w.apply(*[gpu_pod(f"job-{i}", gpus=4, owner="Job") for i in range(2)])
     w.run_until(w.all_bound, max_ticks=30)
-    start = w.clock.now()
+    # A SQLite file in a folder that does not exist yet: every write fails until the folder appears.
+    target = tmp_path / "down" / "ledger.sqlite"
+    failures: list[str] = []
+    recorder = LedgerRecorder(
+        str(target), background=False, attempts=2, retry_wait=0, on_failure=failures.append
+    )
     ctl = DisruptionController(
         state=w.state,
         cluster=w.backend.cluster,
@@ -176,21 +178,28 @@ def test_a_run_without_a_database_keeps_its_rows_for_the_html_report(world):
         settings=w.settings,
         metrics=Metrics(),
         clock=w.clock,
-        disruption=DisruptionSettings(keep_rows=True, usage_interval=timedelta(minutes=1)),
+        recorder=recorder,
+        disruption=DisruptionSettings(),
     )
     before = cost(w)
-    for _ in range(30):
+    for _ in range(5):
         step(w, ctl)
     w.backend.delete("Pod", "job-0", namespace="default")
     for _ in range(30):
         step(w, ctl)
-    report = scale_down.build(ctl.actions, ctl.blockers, ctl.usage, since=start, now=w.clock.now())
-    assert (
-        report.total.savings_per_hour == pytest.approx(before - cost(w)) and report.total.savings_per_hour > 0
-    )
-    assert report.total.cost > 0 and report.cost_per_hour
-    page = scale_down.to_html(report)
-    assert page.count("<svg") == 2 and "<polyline" in page
+        if len(w.claims()) == 1:
+            break
+    assert len(w.claims()) == 1, "the empty node went although the ledger was down"
+    assert [r.node for r in ctl.actions] and recorder.pending > 0
+    assert "actions" in failures or "blockers" in failures
+    saved = before - cost(w)
+    target.parent.mkdir()
+    assert recorder.flush()
+    assert recorder.pending == 0
+    with Ledger(target) as ledger:
+        rows = ledger.actions()
+    assert [r.node for r in rows] == [r.node for r in ctl.actions]
+    assert sum(r.savings_per_hour for r in rows) == pytest.approx(saved) and saved > 0
 
 
 def test_a_return_to_spot_that_cannot_launch_is_abandoned_and_backs_off(world, ledger):

@@ -1,4 +1,5 @@
-"""Builders for quota tests: pools, teams, departments, pods and snapshots with overrides."""
+"""Builders for quota tests: teams, departments and their quotas, and snapshots of pools with running pods;
+pools and pods wrap tests/builders.py with the defaults a team's GPU pod has."""
 
 from __future__ import annotations
 
@@ -11,21 +12,15 @@ from provisioner.quota.book import QuotaBook
 from provisioner.state import Snapshot
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Node, Pod
+from tests import builders as base
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
 def node_pool(name: str, *, gpus: int | None = None, weight: int | None = None, taints: Any = ()) -> NodePool:
-    spec: dict[str, Any] = {
-        "template": {
-            "spec": {"nodeClassRef": {"kind": "AWSNodeClass", "name": "default"}, "taints": list(taints)}
-        }
-    }
-    if gpus is not None:
-        spec["limits"] = {wk.GPU_RESOURCE: str(gpus)}
-    if weight is not None:
-        spec["weight"] = weight
-    return NodePool.model_validate({"metadata": {"name": name}, "spec": spec})
+    return base.node_pool(
+        name, weight=weight, taints=taints, limits={wk.GPU_RESOURCE: str(gpus)} if gpus is not None else None
+    )
 
 
 def quota(pool: str, gpus: int, *, over: bool = True, weight: int = 1, **more: str) -> dict[str, Any]:
@@ -64,26 +59,21 @@ def pod(
     minute: int = 0,
     tolerate_gpu: bool = True,
 ) -> Pod:
-    labels = {wk.PREEMPTIBLE: "true"} if preemptible else {}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"limits": {wk.GPU_RESOURCE: str(gpus)}}}],
-        "priority": priority,
-    }
+    """`tests.builders.pod_manifest` as a team's pod: gated unless `gated=False`, created `minute` after T0."""
+    doc = base.pod_manifest(
+        name,
+        namespace=namespace,
+        gpus=gpus,
+        priority=priority,
+        labels={wk.PREEMPTIBLE: "true"} if preemptible else {},
+        node_selector={wk.NODEPOOL: pinned} if pinned else None,
+        tolerations=[{"key": wk.GPU_RESOURCE, "operator": "Exists"}] if tolerate_gpu else (),
+        pools=pools,
+    )
     if gated:
-        spec["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
-    if pinned:
-        spec["nodeSelector"] = {wk.NODEPOOL: pinned}
-    if tolerate_gpu:
-        spec["tolerations"] = [{"key": wk.GPU_RESOURCE, "operator": "Exists"}]
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "labels": labels,
-        "creationTimestamp": (T0 + timedelta(minutes=minute)).isoformat(),
-    }
-    if pools:
-        meta["annotations"] = {wk.NODEPOOLS: ",".join(pools)}
-    return Pod.from_dict({"metadata": meta, "spec": spec})
+        doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+    doc["metadata"]["creationTimestamp"] = (T0 + timedelta(minutes=minute)).isoformat()
+    return Pod.from_dict(doc)
 
 
 def snapshot(

@@ -9,7 +9,7 @@ from provisioner.scheduling import existing
 from provisioner.scheduling.pools import NODES, compile_pools
 from provisioner.scheduling.resources import Dims
 from provisioner.state.cluster import StateNode
-from tests.unit.scheduling.builders import cpu_types, node, node_pool, pod, run, snapshot
+from tests.builders import cpu_types, node, node_pool, pod, run, snapshot
 
 
 def _deleting(n):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from provisioner.api import labels as wk
 from provisioner.scheduling import explain
-
-from .builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, snapshot
+from tests.builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, snapshot
 
 
 def pools_and_types():

@@ -11,7 +11,7 @@ from provisioner.scheduling import explain
 from provisioner.scheduling.pool_order import ClusterDefaults, PoolOrder, refusal, resolve
 from provisioner.scheduling.solver import SolveOptions
 from provisioner.state.cluster import Snapshot
-from tests.unit.scheduling.builders import (
+from tests.builders import (
     cpu_types,
     gpu_pod,
     gpu_types,

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
 from provisioner.state.objects import TaintValue, tolerates_all
-
-from .builders import ZONES, cpu_types, node, node_pool, pod, run, snapshot
+from tests.builders import ZONES, cpu_types, node, node_pool, pod, run, snapshot
 
 TAINTS = [
     {"key": "gpu", "value": "true", "effect": "NoSchedule"},

@@ -11,8 +11,7 @@ from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.scheduling import SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
-
-from .builders import (
+from tests.builders import (
     ZONES,
     claim_of,
     cpu_types,

@@ -1,0 +1,277 @@
+"""Controller latency: `provisioner run --cloud fake` as a process against the Kubernetes API fixture over
+HTTP (../shared/BENCHMARKS.md section 5).
+
+The API server is the controller tests' fixture (tests/controllers/kube_server.py: kmock, filled where the
+controller relies on a real server), run in this process; the controller is a child process, as a user
+starts it. One AWSNodeClass and one CPU pool (c6i/m6i 4xlarge, spot and on-demand). Then `--pods` pods
+(1500m CPU, 2Gi each) are created at once, already marked Unschedulable (PodScheduled=False), from
+several client threads.
+
+Measured, on the server's clock as requests arrive:
+- the batch window's close: the last pod's arrival plus the controller's idle window (`--batch-idle`;
+  the max window is set long, so the idle window is the one that closes the batch; any delay in the
+  controller's watch counts against it);
+- for each pod, when the NodeClaim it was nominated to (its `Nominated` Event) was written: p50 and p99
+  of that time after the close, and the last claim's;
+- the controller's CPU seconds (user + system, from the batch's first pod to its last claim) and peak
+  RSS (VmHWM), from /proc.
+
+    python bench/controller.py [--sizes 1000,10000] [--runs 1] [--batch-idle 1]
+
+Prints one JSON line per size (median of --runs by p99; each run has its own server and controller).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from provisioner.api import labels as wk  # noqa: E402
+from provisioner.clusterapi import NotFoundError  # noqa: E402
+from provisioner.kube import client as kc  # noqa: E402
+from tests.controllers import kube_server  # noqa: E402
+
+TYPES = ["c6i.4xlarge", "m6i.4xlarge"]
+NOMINATED = re.compile(r"nodeclaim/(\S+)")
+ARRIVALS: dict[str, list[tuple[float, str]]] = {"pods": [], "nodeclaims": []}
+"""Resource plural -> (monotonic time, name) of each create the server answered."""
+
+
+class TimedEmulator(kube_server.FilledEmulator):
+    """The fixture's emulator, noting when each pod and NodeClaim create arrives."""
+
+    async def _handle(self, request: Any) -> Any:
+        response = await super()._handle(request)
+        resource = request.resource
+        if resource is not None and resource.plural in ARRIVALS and response.status == 201:
+            name = ((request.data or {}).get("metadata") or {}).get("name", "")
+            ARRIVALS[resource.plural].append((time.monotonic(), name))
+        return response
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _proc_stats(pid: int) -> tuple[float, float]:
+    """(CPU seconds, peak RSS MiB) of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    return cpu, peak
+
+
+def _objects(n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    setup = [
+        {
+            "apiVersion": "provisioner.sh/v1",
+            "kind": "AWSNodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": "KarpenterNodeRole-bench",
+            },
+        },
+        {
+            "apiVersion": "provisioner.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "cpu"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {
+                            "group": "provisioner.sh",
+                            "kind": "AWSNodeClass",
+                            "name": "default",
+                        },
+                        "requirements": [
+                            {"key": wk.INSTANCE_TYPE, "operator": "In", "values": TYPES},
+                            {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]},
+                        ],
+                    }
+                },
+                "disruption": {"consolidateAfter": "Never"},
+            },
+        },
+    ]
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"web-{i:05d}", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "web:1",
+                        "resources": {"requests": {"cpu": "1500m", "memory": "2Gi"}},
+                    }
+                ]
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            },
+        }
+        for i in range(n)
+    ]
+    return setup, pods
+
+
+def _resource(doc: dict[str, Any]) -> kc.Resource:
+    return next(r for r in (*kc.WATCHED, kc.EVENT) if r.kind == doc["kind"])
+
+
+def run_once(n: int, *, batch_idle: float, timeout: float) -> dict[str, Any]:
+    for arrivals in ARRIVALS.values():
+        arrivals.clear()
+    server = kube_server.KubeServer()
+    kube_server.FilledEmulator = TimedEmulator  # type: ignore[misc]  # the fixture builds it by name
+    server.start()
+    client = kc.KubeClient.connect(url=server.url)
+    setup, pods = _objects(n)
+    for doc in setup:
+        client.create(_resource(doc), doc)
+    cmd = [
+        sys.executable,
+        "-c",
+        "from provisioner.cli import main; main()",
+        "run",
+        "--cloud",
+        "fake",
+        "--url",
+        server.url,
+        "--cluster-name",
+        "bench",
+        "--batch-idle",
+        str(batch_idle),
+        "--batch-max",
+        "600",
+        "--interval",
+        "0.1",
+        "--metrics-port",
+        str(_free_port()),
+        "--log-format",
+        "json",
+    ]
+    log = open(os.environ.get("BENCH_CONTROLLER_LOG", os.devnull), "w")  # noqa: SIM115  # closed below
+    proc = subprocess.Popen(cmd, stderr=log, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        # The controller is up once it holds the lease.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                lease = client.get(kc.LEASE, "provisioner-leader", namespace="default")
+                if lease.get("spec", {}).get("holderIdentity"):
+                    break
+            except (kc.ApiError, NotFoundError):
+                pass
+            time.sleep(0.2)
+        time.sleep(1)  # its informers' first lists are done
+        cpu_before, _ = _proc_stats(proc.pid)
+        pod_resource = _resource(pods[0])
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda doc: client.create(pod_resource, doc, namespace="default"), pods))
+        last_pod = max(t for t, _ in ARRIVALS["pods"])
+        close = last_pod + batch_idle
+        # Every pod nominated: one Event per pod (written after its claim).
+        deadline = time.monotonic() + timeout
+        nominated: dict[str, str] = {}
+        while time.monotonic() < deadline and len(nominated) < n:
+            time.sleep(1.0)
+            events, _ = client.list(kc.EVENT)
+            for e in events:
+                if e.get("reason") == "Nominated":
+                    m = NOMINATED.search(e.get("message", ""))
+                    if m:
+                        nominated[e["involvedObject"]["name"]] = m.group(1)
+        claims_written = dict((name, t) for t, name in ARRIVALS["nodeclaims"])
+        last_claim = max(claims_written.values(), default=close)
+        cpu_after, peak = _proc_stats(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        client.close()
+        server.stop()
+    if len(nominated) < n:
+        raise SystemExit(f"only {len(nominated)} of {n} pods nominated within {timeout} s")
+    latencies = sorted(claims_written[c] - close for c in nominated.values())
+    return {
+        "claims": len(claims_written),
+        "p50": statistics.median(latencies),
+        "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "last": last_claim - close,
+        "podsCreateSeconds": last_pod - min(t for t, _ in ARRIVALS["pods"]),
+        "cpuSeconds": cpu_after - cpu_before,
+        "peakRssMiB": peak,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--batch-idle", type=float, default=1.0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every claim")
+    args = parser.parse_args()
+    for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
+        runs = [
+            run_once(n, batch_idle=args.batch_idle, timeout=args.timeout) for _ in range(max(1, args.runs))
+        ]
+        p99s = [r["p99"] for r in runs]
+        chosen = min(runs, key=lambda r: abs(r["p99"] - statistics.median(p99s)))
+        print(
+            json.dumps(
+                {
+                    "benchmark": "controller",
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "load1": round(os.getloadavg()[0], 2),
+                    "pods": n,
+                    "claims": chosen["claims"],
+                    "batchIdle": args.batch_idle,
+                    "p50": round(chosen["p50"], 3),
+                    "p99": round(chosen["p99"], 3),
+                    "lastClaim": round(chosen["last"], 3),
+                    "p99Runs": [round(p, 3) for p in p99s],
+                    "podsCreateSeconds": round(chosen["podsCreateSeconds"], 2),
+                    "cpuSeconds": round(chosen["cpuSeconds"], 2),
+                    "peakRssMiB": round(chosen["peakRssMiB"], 1),
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
