@@ -6,18 +6,22 @@ from provisioner.api.common import Condition, ObjectMeta, Operator, Requirement,
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.nodepool import NodePool
+from provisioner.api.team import Department, Team
 
 KINDS = {
     "NodePool": NodePool,
     "NodeClaim": NodeClaim,
     "AWSNodeClass": AWSNodeClass,
     "GCPNodeClass": GCPNodeClass,
+    "Department": Department,
+    "Team": Team,
 }
 
 __all__ = [
     "KINDS",
     "AWSNodeClass",
     "Condition",
+    "Department",
     "GCPNodeClass",
     "NodeClaim",
     "NodeClass",
@@ -26,4 +30,5 @@ __all__ = [
     "Operator",
     "Requirement",
     "Taint",
+    "Team",
 ]

@@ -21,6 +21,7 @@ from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass
 from provisioner.api.nodepool import NodePool
+from provisioner.api.team import Department, Team
 
 _QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 # JSON-schema keywords a structural schema may carry (apiextensions.k8s.io/v1 JSONSchemaProps, minus the
@@ -89,6 +90,16 @@ def _escaped(key: str) -> str:
 
 _READY = PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status')
 _AGE = PrinterColumn("Age", ".metadata.creationTimestamp", type="date")
+_GPU = _escaped(labels.GPU_RESOURCE)
+_QUOTA_COLUMNS = (
+    PrinterColumn("GPU-Quota", f".status.total.quota.{_GPU}", description="GPUs promised, over all pools"),
+    PrinterColumn("GPU-Used", f".status.total.allocated.{_GPU}", description="GPUs admitted pods request"),
+    PrinterColumn("GPU-Over", f".status.total.overQuota.{_GPU}", description="GPUs borrowed beyond quota"),
+    PrinterColumn("Waiting", ".status.waiting", type="integer", description="Pods waiting for admission"),
+    _AGE,
+    PrinterColumn("CPU-Quota", ".status.total.quota.cpu", priority=1),
+    PrinterColumn("CPU-Used", ".status.total.allocated.cpu", priority=1),
+)
 
 KINDS = (
     Kind(
@@ -138,6 +149,20 @@ KINDS = (
         plural="gcpnodeclasses",
         short_names=("gcpnc", "gcpnodeclass"),
         columns=(PrinterColumn("Project", ".spec.project"), _READY, _AGE),
+    ),
+    Kind(
+        model=Department,
+        kind="Department",
+        plural="departments",
+        short_names=("dept",),
+        columns=_QUOTA_COLUMNS,
+    ),
+    Kind(
+        model=Team,
+        kind="Team",
+        plural="teams",
+        short_names=("tm",),
+        columns=(PrinterColumn("Department", ".spec.department"), *_QUOTA_COLUMNS),
     ),
 )
 
@@ -288,7 +313,7 @@ def crd(kind: Kind) -> dict[str, Any]:
 
 
 def all_crds() -> list[dict[str, Any]]:
-    """Every CRD, in a fixed order (NodePool, NodeClaim, AWSNodeClass, GCPNodeClass)."""
+    """Every CRD, in a fixed order (NodePool, NodeClaim, AWSNodeClass, GCPNodeClass, Department, Team)."""
     return [crd(kind) for kind in KINDS]
 
 

@@ -222,11 +222,17 @@ def expand_lists(documents: Iterable[YamlDocument]) -> list[YamlDocument]:
     return out
 
 
-def validate_documents(documents: Iterable[YamlDocument]) -> ValidationReport:
-    """Validate each document, then the checks across the set: duplicate names (an error) and a
-    NodePool's `nodeClassRef` naming no NodeClass of the set (a warning: it may exist in the cluster).
+def validate_documents(
+    documents: Iterable[YamlDocument], *, allow_oversubscription: bool = False
+) -> ValidationReport:
+    """Validate each document, then the checks across the set: duplicate names (an error), a
+    NodePool's `nodeClassRef` naming no NodeClass of the set (a warning: it may exist in the cluster),
+    and the Teams' and Departments' (`provisioner.api.team_checks`: over-subscription is an error unless
+    `allow_oversubscription`).
 
     A `kind: List` document counts as its items."""
+    from provisioner.api import team_checks
+
     report = ValidationReport()
     for document in expand_lists(documents):
         report.documents += 1
@@ -236,10 +242,13 @@ def validate_documents(documents: Iterable[YamlDocument]) -> ValidationReport:
             report.objects.append(LoadedObject(obj, document))
             report.problems.extend(lint(obj, document))
     report.problems.extend(cross_check(report.objects))
+    report.problems.extend(team_checks.check(report.objects, allow_oversubscription=allow_oversubscription))
     return report
 
 
-def validate_paths(paths: Sequence[str | Path], *, stdin: str | None = None) -> ValidationReport:
+def validate_paths(
+    paths: Sequence[str | Path], *, stdin: str | None = None, allow_oversubscription: bool = False
+) -> ValidationReport:
     """Validate files and folders (every *.yaml / *.yml below a folder, in name order) as one set.
 
     A path `-` stands for `stdin`, the text the caller read from standard input."""
@@ -272,7 +281,7 @@ def validate_paths(paths: Sequence[str | Path], *, stdin: str | None = None) -> 
                 if not found:
                     report.problems.append(Problem(str(file), 1, "file holds no YAML documents"))
             documents.extend(found)
-    checked = validate_documents(documents)
+    checked = validate_documents(documents, allow_oversubscription=allow_oversubscription)
     report.objects = checked.objects
     report.problems.extend(checked.problems)
     report.documents = checked.documents

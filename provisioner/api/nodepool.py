@@ -112,14 +112,15 @@ def _check_dollars(value: str) -> str:
     return value
 
 
-def _check_limits(value: dict[str, str | int]) -> dict[str, str | int]:
+def check_resource_amounts(value: dict[str, str | int]) -> dict[str, str | int]:
+    """Every amount a Kubernetes quantity >= 0 (pool limits, team and department quotas)."""
     for name, amount in value.items():
         try:
             parsed = quantities.parse_quantity(amount)
         except quantities.QuantityError as err:
             raise FieldError(str(err), path=(name,)) from None
         if parsed < 0:
-            raise FieldError(f"{amount!r} is negative; limits must be >= 0", path=(name,))
+            raise FieldError(f"{amount!r} is negative; amounts must be >= 0", path=(name,))
     return value
 
 
@@ -200,7 +201,9 @@ class NodePoolSpec(Model):
     """What the pool's nodes look like."""
     disruption: Disruption = Field(default_factory=Disruption)
     """Consolidation policy and budgets."""
-    limits: Annotated[dict[str, str | int], AfterValidator(_check_limits)] = Field(default_factory=dict)
+    limits: Annotated[dict[str, str | int], AfterValidator(check_resource_amounts)] = Field(
+        default_factory=dict
+    )
     """Caps on the total capacity of the pool's nodes, any resource (`cpu`, `memory`, `nvidia.com/gpu`,
     `nodes`). Default none."""
     weight: int | None = Field(default=None, ge=1, le=100)

@@ -217,6 +217,8 @@ def _load_file(path: Path):
         "DaemonSet",
         "PodDisruptionBudget",
         "Namespace",
+        "Team",
+        "Department",
     }
 
     def visit(obj: Any, line: int) -> None:
@@ -328,3 +330,22 @@ def nodepools(
     snap = _snapshot(scenario, kubeconfig, context)
     width = None if write else out.terminal_width()
     out.emit(builder.render_nodepools(builder.nodepool_rows(snap), fmt=fmt, width=width), write)
+
+
+@report.command("teams")
+def teams(
+    scenario: Path | None = typer.Option(None, "--scenario", "-f", help=_SOURCE_HELP),
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
+    ),
+    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
+    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+) -> None:
+    """Every Team and Department per pool and resource: quota, allocated (and the non-preemptible part),
+    over quota, pending."""
+    from provisioner.quota import report as builder
+
+    fmt = out.resolve(output, write, allowed=("table", "csv"))
+    snap = _snapshot(scenario, kubeconfig, context)
+    out.emit(builder.render(builder.rows(snap), fmt=fmt), write)

@@ -219,6 +219,18 @@ def run_command(
         envvar="PROVISIONER_DEFAULT_GPU_POOLS",
         help="NodePools, in order, for pods asking for GPUs that name no list (comma-separated).",
     ),
+    webhook_port: int = typer.Option(
+        0,
+        "--webhook-port",
+        envvar="PROVISIONER_WEBHOOK_PORT",
+        help="HTTPS port of the pod admission webhook that gates team pods; 0: off.",
+    ),
+    webhook_cert: str = typer.Option(
+        "/etc/provisioner/webhook/tls.crt", "--webhook-cert", envvar="PROVISIONER_WEBHOOK_CERT"
+    ),
+    webhook_key: str = typer.Option(
+        "/etc/provisioner/webhook/tls.key", "--webhook-key", envvar="PROVISIONER_WEBHOOK_KEY"
+    ),
     ledger: str = typer.Option(
         "provisioner-ledger.sqlite",
         "--ledger",
@@ -352,6 +364,15 @@ def run_command(
     signal.signal(signal.SIGINT, on_signal)
     if metrics_port:
         start_http_server(metrics_port, registry=metrics.registry)
+    webhook = None
+    if webhook_port:
+        from provisioner.controllers.webhook import AdmissionWebhook
+
+        try:
+            webhook = AdmissionWebhook(state, certfile=webhook_cert, keyfile=webhook_key, port=webhook_port)
+        except (OSError, ValueError) as err:
+            raise _fail(f"cannot serve the admission webhook on port {webhook_port}: {err}") from None
+        webhook.start()
     informers.start()
     if not informers.wait_synced(60):
         log.warning("not every informer synced within 60s (are the CRDs installed?); starting anyway")
@@ -368,11 +389,12 @@ def run_command(
     for t in threads:
         t.start()
     log.info(
-        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s ledger=%s",
+        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s webhook=%s ledger=%s",
         cloud,
         cluster_name,
         identity,
         metrics_port or "off",
+        webhook_port or "off",
         _safe_url(ledger),
     )
     while not stop.is_set():
@@ -383,5 +405,7 @@ def run_command(
         recorder.stop()
     if elector is not None:
         elector.release()
+    if webhook is not None:
+        webhook.stop()
     informers.stop()
     log.info("provisioner stopped")

@@ -265,6 +265,11 @@ def explain(
     for p in results.placements:
         if p.pod.key == target.key:
             where = f"placed on existing node {p.node}"
+    for u in results.unschedulable:
+        if u.pod.key == target.key and u.reasons and "quota" in u.reasons[0].reason:
+            where = "held by quota (not admitted, so no pool is tried): " + "; ".join(
+                f"{r.nodepool}: {r.reason}" for r in u.reasons
+            )
     for c in results.new_claims:
         if any(p.key == target.key for p in c.pods):
             where = (

@@ -34,13 +34,18 @@ def validate(
         ..., help="YAML files, folders searched for *.yaml and *.yml, or - for standard input."
     ),
     strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors (exit 1 on any)."),
+    allow_oversubscription: bool = typer.Option(
+        False,
+        "--allow-oversubscription",
+        help="Quotas that promise more than a department or a pool holds are warnings, not errors.",
+    ),
 ) -> None:
-    """Validate NodePool, NodeClaim, AWSNodeClass and GCPNodeClass documents.
+    """Validate NodePool, NodeClaim, AWSNodeClass, GCPNodeClass, Team and Department documents.
 
     Exit 0 when every document is valid (warnings allowed); else exit 1, one line per problem.
     """
     stdin = sys.stdin.read() if any(str(p) == "-" for p in paths) else None
-    report = documents.validate_paths(paths, stdin=stdin)
+    report = documents.validate_paths(paths, stdin=stdin, allow_oversubscription=allow_oversubscription)
     for problem in report.sorted_problems():
         typer.echo(str(problem))
     errors, warnings = len(report.errors), len(report.warnings)

@@ -147,7 +147,26 @@ class MemoryCluster:
                 raise NotFoundError(f"Pod {key} not found")
             self.state.remove("Pod", key)
 
-    # NodePools and Events
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        with self._lock:
+            pod = self._pod(namespace, name)
+            self.state.upsert(
+                "Pod",
+                merge_patch(copy.deepcopy(dict(pod.raw)), {k: v for k, v in patch.items() if k != "status"}),
+            )
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        with self._lock:
+            pod = self._pod(namespace, name)
+            self.state.upsert("Pod", merge_patch(copy.deepcopy(dict(pod.raw)), {"status": status}))
+
+    def _pod(self, namespace: str, name: str) -> Pod:
+        pod = self.state.pods.get(f"{namespace}/{name}")
+        if pod is None:
+            raise NotFoundError(f"Pod {namespace}/{name} not found")
+        return pod
+
+    # NodePools, Teams, Departments and Events
 
     def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
         with self._lock:
@@ -155,6 +174,14 @@ class MemoryCluster:
             if pool is None:
                 raise NotFoundError(f"NodePool {name} not found")
             self.state.upsert("NodePool", merge_patch(pool.to_dict(), {"status": status}))
+
+    def patch_quota_status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        with self._lock:
+            store: Mapping[str, Any] = self.state.teams if kind == "Team" else self.state.departments
+            current = store.get(name)
+            if current is None:
+                raise NotFoundError(f"{kind} {name} not found")
+            self.state.upsert(kind, merge_patch(current.to_dict(), {"status": status}))
 
     def record_event(
         self,

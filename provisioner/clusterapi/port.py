@@ -77,6 +77,19 @@ class ClusterAPI(Protocol):
         """Merge-patch a NodePool's `status`. Raises NotFoundError."""
         ...
 
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch a Pod's metadata and spec (lift a scheduling gate, add a node selector). Raises
+        NotFoundError, or ConflictError when `metadata.resourceVersion` is given and stale."""
+        ...
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch a Pod's `status` (its conditions). Raises NotFoundError."""
+        ...
+
+    def patch_quota_status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch the `status` of a Team or Department (`kind`). Raises NotFoundError."""
+        ...
+
     def record_event(
         self,
         *,

@@ -2,9 +2,9 @@
 runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
-then provisioning, lifecycle, usage metering (with a ledger), disruption (when enabled), termination,
-garbage collection, pool status. `provisioner run` calls `run()`; `provisioner simulate` and the tests
-call `step()` with a virtual clock.
+then admission (team pods through their quota), provisioning, lifecycle, usage metering (with a ledger),
+disruption (when enabled), termination, garbage collection, pool status. `provisioner run` calls `run()`;
+`provisioner simulate` and the tests call `step()` with a virtual clock.
 
 With a ledger recorder, disruption hands it its actions and blockers and the usage controller its
 samples. Only the leader steps, so only the leader writes.
@@ -21,6 +21,7 @@ from typing import TypedDict
 from provisioner import scheduling
 from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI, NotLeader
+from provisioner.controllers.admission import AdmissionController
 from provisioner.controllers.disruption import DisruptionController, DisruptionSettings
 from provisioner.controllers.gc import GarbageCollector
 from provisioner.controllers.interruption import InterruptionController
@@ -74,12 +75,14 @@ class Manager:
         )
         self.provisioning = ProvisioningController(**shape, solve=solve, solve_options=solve_options)
         self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
+        self.admission = AdmissionController(**shape)
         self.lifecycle = LifecycleController(**shape)
         self.termination = TerminationController(**shape)
         self.gc = GarbageCollector(**shape)
         self.nodepools = NodePoolStatusController(**shape)
         self.controllers: list[tuple[str, Reconciler]] = [
             ("interruption", self.interruption),
+            ("admission", self.admission),
             ("provisioning", self.provisioning),
             ("lifecycle", self.lifecycle),
             ("termination", self.termination),
@@ -91,7 +94,9 @@ class Manager:
         if recorder is not None:
             # After lifecycle, before termination: each node billed from launch to deletion.
             self.usage = UsageController(**shape, recorder=recorder)
-            self.controllers.insert(3, ("usage", self.usage))
+            self.controllers.insert(
+                self.controllers.index(("lifecycle", self.lifecycle)) + 1, ("usage", self.usage)
+            )
         self.disruption: DisruptionController | None = None
         if disruption:
             # Consolidation, drift, expiry: its deletions go through termination in the same step.

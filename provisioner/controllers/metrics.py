@@ -69,6 +69,18 @@ class Metrics:
             ["nodepool"],
             registry=r,
         )
+        self.pods_waiting_for_quota = Gauge(
+            "provisioner_pods_waiting_for_quota",
+            "Team pods behind the admission gate, by team",
+            ["team"],
+            registry=r,
+        )
+        self.pods_admitted = Counter(
+            "provisioner_pods_admitted", "Team pods admitted, by team and how", ["team", "how"], registry=r
+        )
+        self.reclaims = Counter(
+            "provisioner_reclaims", "Borrowed pods evicted for their owner, by result", ["result"], registry=r
+        )
         self.leader = Gauge("provisioner_leader", "1 while this replica holds the leader lease", registry=r)
         self.reconcile_errors = Counter(
             "provisioner_reconcile_errors", "Reconcile steps that raised", ["controller"], registry=r

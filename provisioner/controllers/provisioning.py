@@ -33,11 +33,12 @@ log = logging.getLogger(__name__)
 
 
 def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
-    """Pending pods kube-scheduler marked Unschedulable, plus pods on nodes being deleted."""
+    """Pending pods kube-scheduler marked Unschedulable, plus pods on nodes being deleted. A pod still
+    behind the admission gate is never among them: quota has not let it run yet."""
     out = [
         p
         for p in snap.pending_pods
-        if p.unschedulable and not p.deleting and not p.is_daemonset_pod and not p.is_terminal
+        if p.unschedulable and not p.deleting and not p.is_daemonset_pod and not p.is_terminal and not p.gated
     ]
     for node in snap.nodes:
         if node.deleting:

@@ -134,11 +134,26 @@ class KubeClusterAPI:
         self._fence(f"delete Pod {namespace}/{name}")
         self._feed_deleted(kc.POD, self.client.delete(kc.POD, name, namespace=namespace), name, namespace)
 
-    # NodePools and Events
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch Pod {namespace}/{name}")
+        self._feed(kc.POD, self.client.patch(kc.POD, name, patch, namespace=namespace))
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self._fence(f"patch Pod {namespace}/{name} status")
+        self._feed(
+            kc.POD, self.client.patch(kc.POD, name, {"status": status}, namespace=namespace, sub="status")
+        )
+
+    # NodePools, Teams, Departments and Events
 
     def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
         self._fence(f"patch NodePool {name} status")
         self._feed(kc.NODEPOOL, self.client.patch(kc.NODEPOOL, name, {"status": status}, sub="status"))
+
+    def patch_quota_status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        res = kc.TEAM if kind == "Team" else kc.DEPARTMENT
+        self._fence(f"patch {kind} {name} status")
+        self._feed(res, self.client.patch(res, name, {"status": status}, sub="status"))
 
     def record_event(
         self,

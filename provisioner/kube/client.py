@@ -64,8 +64,22 @@ NODECLAIM = Resource("NodeClaim", wk.GROUP, wk.VERSION, "nodeclaims", False)
 NODEPOOL = Resource("NodePool", wk.GROUP, wk.VERSION, "nodepools", False)
 AWSNODECLASS = Resource("AWSNodeClass", wk.GROUP, wk.VERSION, "awsnodeclasses", False)
 GCPNODECLASS = Resource("GCPNodeClass", wk.GROUP, wk.VERSION, "gcpnodeclasses", False)
+TEAM = Resource("Team", wk.GROUP, wk.VERSION, "teams", False)
+DEPARTMENT = Resource("Department", wk.GROUP, wk.VERSION, "departments", False)
 
-WATCHED = (POD, NODE, NAMESPACE, DAEMONSET, PDB, NODECLAIM, NODEPOOL, AWSNODECLASS, GCPNODECLASS)
+WATCHED = (
+    POD,
+    NODE,
+    NAMESPACE,
+    DAEMONSET,
+    PDB,
+    NODECLAIM,
+    NODEPOOL,
+    AWSNODECLASS,
+    GCPNODECLASS,
+    TEAM,
+    DEPARTMENT,
+)
 """Everything the informers feed into ClusterState."""
 
 

@@ -83,18 +83,39 @@ class SimCluster(MemoryCluster):
         super().patch_nodepool_status(name, status)
         self.pool_status_writes += 1
 
+    def patch_quota_status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
+        super().patch_quota_status(kind, name, status)
+        self.pool_status_writes += 1
+
     # Helpers for the stand-ins below (not part of ClusterAPI).
 
     def create(self, kind: str, doc: Mapping[str, Any]) -> None:
         body = copy.deepcopy(dict(doc))
         body.setdefault("metadata", {}).setdefault("creationTimestamp", isoformat(self.clock.now()))
+        if kind == "Pod":
+            body = gated(body, self.state)
         self.state.upsert(kind, body)
 
-    def patch_pod(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+    def write_pod(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+        """Merge-patch spec and status at once, as kube-scheduler's binding and the kubelet do."""
         current = self.state.pods.get(pod.key)
         if current is None:
             raise NotFoundError(f"Pod {pod.key} not found")
         self.state.upsert("Pod", merge_patch(copy.deepcopy(dict(current.raw)), patch))
+
+
+def gated(doc: dict[str, Any], state: Any) -> dict[str, Any]:
+    """The admission webhook's part: a new pod of a team's namespace gets the admission gate."""
+    from provisioner.quota.book import QuotaBook
+    from provisioner.quota.gate import gate_patch
+
+    meta = doc.get("metadata") or {}
+    book = QuotaBook(teams=state.teams.values(), departments=(), nodepools=(), namespaces=state.namespaces)
+    if gate_patch(doc, book.team_of(meta.get("namespace") or "default")) is None:
+        return doc
+    gates = list((doc.get("spec") or {}).get("schedulingGates") or ())
+    doc.setdefault("spec", {})["schedulingGates"] = [*gates, {"name": wk.ADMISSION_GATE}]
+    return doc
 
 
 @dataclasses.dataclass
@@ -263,7 +284,12 @@ class Binder:
     def sync(self) -> int:
         state = self.cluster.state
         pending = sorted(
-            (p for p in state.pods.values() if not p.node_name and not p.deleting and not p.is_terminal),
+            # A gated pod is not kube-scheduler's yet: neither bound nor marked Unschedulable.
+            (
+                p
+                for p in state.pods.values()
+                if not p.node_name and not p.deleting and not p.is_terminal and not p.scheduling_gates
+            ),
             key=lambda p: p.key,
         )
         if not pending:
@@ -303,13 +329,13 @@ class Binder:
                     if target is None:
                         fitted_nowhere.add(tried)
             if target is not None:
-                self.cluster.patch_pod(
+                self.cluster.write_pod(
                     pod,
                     {
                         "spec": {"nodeName": target},
                         "status": {
                             "phase": "Running",
-                            "conditions": [{"type": "PodScheduled", "status": "True"}],
+                            "conditions": pod.conditions_with({"type": "PodScheduled", "status": "True"}),
                         },
                     },
                 )
@@ -325,18 +351,18 @@ class Binder:
                     placed.append((pod, node))
                 bound += 1
             elif not pod.unschedulable:
-                self.cluster.patch_pod(
+                self.cluster.write_pod(
                     pod,
                     {
                         "status": {
-                            "conditions": [
+                            "conditions": pod.conditions_with(
                                 {
                                     "type": "PodScheduled",
                                     "status": "False",
                                     "reason": "Unschedulable",
                                     "message": f"0/{len(nodes)} nodes are available",
                                 }
-                            ]
+                            )
                         }
                     },
                 )

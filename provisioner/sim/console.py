@@ -208,6 +208,37 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
             message = e["message"] if len(e["message"]) <= 110 else e["message"][:107] + "..."
             events.add_row(e["at"], f"{e['kind']}/{e['name']}", e["reason"], escape(message))
         console.print(events)
+    if result.state.teams:
+        from provisioner.quota import report as teams_report
+
+        values = teams_report.written_rows(
+            list(result.state.teams.values()), list(result.state.departments.values())
+        )
+        if values:
+            teams = Table(
+                title="Teams and departments at the end (quota and use per pool)", title_justify="left"
+            )
+            for col in teams_report.HEADERS:
+                teams.add_column(
+                    col,
+                    justify="left"
+                    if col in ("Kind", "Name", "Department", "NodePool", "Resource")
+                    else "right",
+                )
+            for row in values:
+                teams.add_row(*(escape(v) for v in row))
+            console.print(teams)
+    held = [u for u in doc["unschedulable"] if u["pod"] in result.held]
+    if held:
+        waiting = Table(title="Waiting for admission at the end", title_justify="left", show_lines=True)
+        for col in ("Pod", "NodePool", "Why not"):
+            waiting.add_column(col)
+        for u in held:
+            for i, r in enumerate(u["reasons"]):
+                waiting.add_row(
+                    escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"])
+                )
+        console.print(waiting)
     if doc["completedPods"]:
         console.print(f"Pods that finished their run time: {escape(', '.join(doc['completedPods']))}")
     if doc["unschedulable"]:

@@ -21,7 +21,7 @@ from provisioner.clock import isoformat
 from provisioner.finops.reports import scale_down
 from provisioner.sim.runner import ClaimRecord, RunResult
 
-ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting"})
+ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
 """Events left out of the output: one per pod or node of every batch and command, said otherwise."""
 
 
@@ -74,6 +74,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
     last = result.last_results
     for u in getattr(last, "unschedulable", ()) or ():
         unschedulable_reasons[u.pod.key] = [{"nodePool": r.nodepool, "reason": r.reason} for r in u.reasons]
+    for key, reasons in result.held.items():
+        unschedulable_reasons[key] = [{"nodePool": pool, "reason": why} for pool, why in reasons]
     pending = sorted(
         p.key for p in state.pods.values() if not p.node_name and not p.is_terminal and not p.deleting
     )
@@ -123,6 +125,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         ],
         "nodes": alive,
         "maxDisruptingPerPool": dict(result.max_disrupting),
+        "teams": teams_json(state.teams.values()),
         "completedPods": list(result.pods_completed),
         "events": [
             {
@@ -148,6 +151,29 @@ def to_json(result: RunResult) -> dict[str, Any]:
             for s in result.steps
         ],
     }
+
+
+def teams_json(teams: Any) -> dict[str, Any]:
+    """Team -> its department, pods waiting, and per pool `quota`, `allocated`, `overQuota` (and the
+    non-preemptible and pending parts), as the admission controller last wrote them to its status."""
+    out: dict[str, Any] = {}
+    for team in sorted(teams, key=lambda t: t.name):
+        status = team.status
+        out[team.name] = {
+            "department": team.spec.department,
+            "waiting": status.waiting if status else 0,
+            "pools": {
+                p.node_pool: {
+                    "quota": p.quota,
+                    "allocated": p.allocated,
+                    "overQuota": p.over_quota,
+                    "allocatedNonPreemptible": p.allocated_non_preemptible,
+                    "pending": p.pending,
+                }
+                for p in (status.pools if status else ())
+            },
+        }
+    return out
 
 
 def report(result: RunResult, *, fmt: str) -> str:

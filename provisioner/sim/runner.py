@@ -26,6 +26,7 @@ from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
+from provisioner.api.team import Department, Team
 from provisioner.clock import VirtualClock
 from provisioner.cloudprovider import wrappers
 from provisioner.controllers.manager import Manager
@@ -115,6 +116,8 @@ class RunResult:
     """Pods that finished their run time (`sim.provisioner.sh/runs-for`), in order."""
     max_disrupting: dict[str, int] = field(default_factory=dict)
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
+    held: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
 
 
 class Runner:
@@ -199,6 +202,10 @@ class Runner:
             self.state.upsert("NodePool", pool.to_dict())
         for ns, labels in sorted(loaded.namespaces.items()):
             self.state.upsert("Namespace", {"metadata": {"name": ns, "labels": dict(labels)}})
+        # Before any pod: the admission webhook's stand-in gates the pods of teams as they are created.
+        quota_objects: list[Department | Team] = [*loaded.departments, *loaded.teams]
+        for quota_object in quota_objects:
+            self.state.upsert(quota_object.kind, quota_object.to_dict())
         for pdb in loaded.pdb_documents:
             self.state.upsert("PodDisruptionBudget", pdb)
         for ds in loaded.daemonsets:
@@ -269,6 +276,7 @@ class Runner:
             pods_completed=list(self.workloads.completed),
             events=list(self.cluster.events),
             max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
+            held={k: reasons for k, (_, reasons) in sorted(self.manager.admission.held.items())},
         )
 
     def _tick(self, now: datetime) -> None:
@@ -289,8 +297,10 @@ class Runner:
                 return True
         if getattr(self.disruption, "active", None) or getattr(self.disruption, "pending", None):
             return True
+        # A gated pod waits for quota, not for time: it moves only when something else does.
         return any(
-            not p.node_name and not p.unschedulable and not p.is_terminal for p in self.state.pods.values()
+            not p.node_name and not p.unschedulable and not p.is_terminal and not p.gated
+            for p in self.state.pods.values()
         )
 
     def _observe(self, now: datetime) -> None:
@@ -338,6 +348,9 @@ class Runner:
         )
         pods = sorted(self.state.pods.items()) if step.delete else []
         for ref in step.delete:
+            if ref.kind in ("Team", "Department"):
+                self.state.remove(ref.kind, ref.name)
+                continue
             doomed = [
                 key
                 for key, pod in pods
@@ -352,6 +365,8 @@ class Runner:
                 and matches_workload(desired[key], ref.kind, ref.name)
             ]
             self.workloads.remove(doomed)
+        for quota_object in step.quota_objects:
+            self.state.upsert(quota_object.kind, quota_object.to_dict())
         if step.pods:
             self.workloads.add(step.pods)
         self._mark(step.unavailable, available=False)

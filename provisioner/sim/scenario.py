@@ -1,7 +1,7 @@
 """Scenario files: loading and checking, not running.
 
-A scenario is multi-document YAML, in one file or several files and folders read as one: our NodePool
-and NodeClass documents, Kubernetes Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to
+A scenario is multi-document YAML, in one file or several files and folders read as one: our NodePool,
+NodeClass, Team and Department documents, Kubernetes Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to
 their pods), optional Nodes, DaemonSets and Namespaces, and at most one `provisioner.sh/v1alpha1`
 `Scenario` document (catalogs and regions, stockouts, the cluster's default pools, files to include).
 Which catalogs serve which NodeClass kinds is `provisioner.sim.catalogs`'.
@@ -26,7 +26,16 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError
 
-from provisioner.api import AWSNodeClass, GCPNodeClass, NodePool, documents, durations, quantities
+from provisioner.api import (
+    AWSNodeClass,
+    Department,
+    GCPNodeClass,
+    NodePool,
+    Team,
+    documents,
+    durations,
+    quantities,
+)
 from provisioner.api import labels as wk
 from provisioner.api.common import Model, ObjectMeta
 from provisioner.api.documents import Problem, YamlDocument
@@ -42,7 +51,7 @@ SCENARIO_API_VERSION: Final = "provisioner.sh/v1alpha1"
 CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
 OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget")
-OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass")
+OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass", "Team", "Department")
 ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS)
 MAX_REPLICAS = 100_000
 
@@ -83,15 +92,18 @@ class ReservationSpec(Model):
 
 
 TIMELINE_WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
+TIMELINE_QUOTA_KINDS = ("Team", "Department")
+"""Cluster-scoped kinds a timeline step may apply (create or replace) and delete."""
 
 
 class DeleteRef(Model):
-    """A workload to delete at a step: a Pod, or a Deployment/ReplicaSet/StatefulSet/Job and its pods."""
+    """What to delete at a step: a Pod, a Deployment/ReplicaSet/StatefulSet/Job and its pods, or a Team
+    or Department."""
 
-    kind: Literal["Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job"]
-    """`Pod`, `Deployment`, `ReplicaSet`, `StatefulSet` or `Job`."""
+    kind: Literal["Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job", "Team", "Department"]
+    """`Pod`, `Deployment`, `ReplicaSet`, `StatefulSet`, `Job`, `Team` or `Department`."""
     namespace: str = "default"
-    """Namespace; default `default`."""
+    """Namespace; default `default` (ignored for a Team or Department)."""
     name: str
     """`metadata.name` of the object."""
 
@@ -111,7 +123,8 @@ class TimelineStep(Model):
     at: str
     """When, after the start: a duration such as `90m`, `2h30m` or `0s`."""
     apply: list[dict[str, Any]] = Field(default_factory=list)
-    """Manifests to create: Pods, Deployments, ReplicaSets, StatefulSets, Jobs (expanded to pods)."""
+    """Manifests to create: Pods, Deployments, ReplicaSets, StatefulSets, Jobs (expanded to pods); Teams
+    and Departments (created, or replacing the one of that name)."""
     delete: list[DeleteRef] = Field(default_factory=list)
     """Workloads to delete (`{kind, namespace, name}`); a controller's pods go with it."""
     unavailable: list[Unavailable] = Field(default_factory=list)
@@ -172,6 +185,9 @@ class ScenarioSpec(Model):
     """How long a timeline runs (`24h`); default one hour after its last step. Only with `timeline`."""
     timeline: list[TimelineStep] = Field(default_factory=list)
     """Steps at virtual times; with one, `provisioner simulate` runs the controllers over time."""
+    allow_oversubscription: bool = False
+    """Team and Department quotas promising more than a department or pool holds are warnings, not
+    errors (as `templates validate --allow-oversubscription`). Default `false`."""
 
 
 class Scenario(Model):
@@ -216,6 +232,8 @@ class LoadedScenario:
     """The Scenario document as read (its lines locate timeline problems)."""
     pdb_documents: list[dict[str, Any]] = field(default_factory=list)
     """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
+    teams: list[Team] = field(default_factory=list)
+    departments: list[Department] = field(default_factory=list)
 
     @property
     def catalog_types(self) -> list[InstanceType]:
@@ -257,6 +275,8 @@ class LoadedScenario:
             nodepools=tuple(self.nodepools),
             nodeclasses=dict(self.nodeclasses),
             namespaces={k: dict(v) for k, v in self.namespaces.items()},
+            teams=tuple(sorted(self.teams, key=lambda t: t.name)),
+            departments=tuple(sorted(self.departments, key=lambda d: d.name)),
         )
 
     def find_pod(self, key: str) -> Pod | None:
@@ -371,6 +391,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     scenarios: list[tuple[Scenario, YamlDocument]] = []
     nodepools: list[tuple[NodePool, YamlDocument]] = []
     nodeclasses: dict[tuple[str, str], NodeClass] = {}
+    quota_objects: list[documents.LoadedObject] = []
     pods: list[Pod] = []
     nodes: list[Node] = []
     daemonsets: list[DaemonSet] = []
@@ -417,6 +438,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 nodepools.append((obj, doc))
             elif isinstance(obj, AWSNodeClass | GCPNodeClass):
                 nodeclasses[(obj.kind, obj.name)] = obj
+            if obj is not None:
+                quota_objects.append(documents.LoadedObject(obj, doc))
         else:
             _load_kube(
                 doc,
@@ -435,6 +458,13 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         out.problems.append(Problem(source, 1, "no NodePool document: nothing could launch a node"))
     scenario = scenarios[0][0] if scenarios else Scenario()
     spec = scenario.spec
+    from provisioner.api import team_checks
+
+    out.problems.extend(
+        p
+        for p in team_checks.check(quota_objects, allow_oversubscription=spec.allow_oversubscription)
+        if p.is_error
+    )
     scenario_doc = scenarios[0][1] if scenarios else None
     uses, found = catalogs.choose(
         single=spec.catalog,
@@ -558,6 +588,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         instance_types=per_pool,
         catalogs=uses,
         document=scenario_doc,
+        teams=[o.obj for o in quota_objects if isinstance(o.obj, Team)],
+        departments=[o.obj for o in quota_objects if isinstance(o.obj, Department)],
     )
 
 

@@ -2,29 +2,75 @@
 pools, and the result as the JSON document `provisioner simulate --output json` prints.
 
 The timeline (launches, interruptions, consolidation over virtual time) is a separate runner; this is
-the static case the scheduling engine answers on its own.
+the static case the scheduling engine answers on its own. With Teams, the pending pods of teams go
+through admission first, as the webhook and the admission controller would take them: the admitted ones
+are solved pinned to their pool, the others are unschedulable with their quota reasons.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from provisioner.api import labels as wk
+from provisioner.quota import admission
+from provisioner.quota.book import QuotaBook
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
+from provisioner.scheduling.results import PoolReason, Unschedulable
 from provisioner.sim.scenario import LoadedScenario
+from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
 
 def run(loaded: LoadedScenario) -> Results:
-    """Solve the scenario's pending pods against its nodes, pools and catalog."""
+    """Solve the scenario's pending pods (those quota admits) against its nodes, pools and catalog."""
     snapshot = loaded.snapshot()
-    return solve(
-        loaded.pods,
+    pods, held = admit(loaded, snapshot)
+    results = solve(
+        pods,
         snapshot,
         pools=loaded.nodepools,
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
         options=SolveOptions(pool_defaults=loaded.pool_defaults),
     )
+    results.unschedulable.extend(held)
+    return results
+
+
+def admit(loaded: LoadedScenario, snapshot: Snapshot) -> tuple[list[Pod], list[Unschedulable]]:
+    """The pods to solve (team pods admitted, pinned to their pool; pods of no team as they are) and the
+    team pods quota holds, with the reason per pool."""
+    if not loaded.teams:
+        return list(loaded.pods), []
+    book = QuotaBook(
+        teams=snapshot.teams,
+        departments=snapshot.departments,
+        nodepools=snapshot.nodepools,
+        namespaces=snapshot.namespaces,
+        defaults=loaded.pool_defaults,
+    )
+    waiting = [p for p in loaded.pods if book.team_of(p.namespace) is not None]
+    plan = admission.decide(snapshot, book, gated=waiting)
+    pools = {a.pod.key: a.pool for a in plan.admitted}
+    pods = []
+    for pod in loaded.pods:
+        if pod.key not in pools and book.team_of(pod.namespace) is not None:
+            continue
+        pool = pools.get(pod.key)
+        pods.append(
+            pod
+            if pool is None
+            else dataclasses.replace(pod, node_selector={**pod.node_selector, wk.NODEPOOL: pool})
+        )
+    held = [
+        Unschedulable(
+            pod=h.pod,
+            reasons=[PoolReason(nodepool=pool, reason=f"{h.head}: {why}") for pool, why in h.reasons],
+        )
+        for h in plan.held
+    ]
+    return pods, held
 
 
 def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from provisioner.api import durations
+from provisioner.api import documents, durations
 from provisioner.api.documents import Problem, YamlDocument
+from provisioner.api.team import Department, Team
 from provisioner.sim import catalogs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.scenario import (
+    TIMELINE_QUOTA_KINDS,
     TIMELINE_WORKLOAD_KINDS,
     DeleteRef,
     InterruptSelector,
@@ -64,11 +66,16 @@ class Step:
     interrupt: list[InterruptSelector] = field(default_factory=list)
     reservations: list[ReservationSpec] = field(default_factory=list)
     end_reservations: list[str] = field(default_factory=list)
+    quota_objects: list[Team | Department] = field(default_factory=list)
+    """Teams and Departments its `apply` creates or replaces."""
 
     def describe(self) -> str:
         parts = []
-        if self.workloads:
-            parts.append("apply " + ", ".join(f"{k}/{n}" for k, _, n in self.workloads))
+        applied = [f"{k}/{n}" for k, _, n in self.workloads] + [
+            f"{o.kind}/{o.name}" for o in self.quota_objects
+        ]
+        if applied:
+            parts.append("apply " + ", ".join(applied))
         if self.delete:
             parts.append("delete " + ", ".join(f"{d.kind}/{d.name}" for d in self.delete))
         for word, selectors in (("unavailable", self.unavailable), ("available", self.available)):
@@ -204,10 +211,27 @@ def load(loaded: LoadedScenario) -> Timeline | None:
         for j, manifest in enumerate(raw.apply):
             path = (*base, "apply", j)
             kind = manifest.get("kind")
+            if kind in TIMELINE_QUOTA_KINDS:
+                sub = _sub_document(doc, path, manifest) if doc is not None else YamlDocument(manifest, 1)
+                obj, found = documents.validate_document(sub)
+                for problem in found:
+                    problems.append(
+                        Problem(
+                            problem.file,
+                            problem.line,
+                            problem.message,
+                            kind="Scenario",
+                            name=name,
+                            path=_path_text(path) + (f".{problem.path}" if problem.path else ""),
+                        )
+                    )
+                if isinstance(obj, Team | Department):
+                    step.quota_objects.append(obj)
+                continue
             if not isinstance(kind, str) or kind not in TIMELINE_WORKLOAD_KINDS:
                 add(
                     f"kind {json.dumps(kind)} cannot be applied in a timeline; allowed: "
-                    f"{', '.join(TIMELINE_WORKLOAD_KINDS)}",
+                    f"{', '.join((*TIMELINE_WORKLOAD_KINDS, *TIMELINE_QUOTA_KINDS))}",
                     (*path, "kind"),
                 )
                 continue
@@ -244,16 +268,19 @@ def load(loaded: LoadedScenario) -> Timeline | None:
     # An apply must not name a workload that exists then (its pods would replace the running ones):
     # deletes of a step run before its applies, so delete-then-apply in one step replaces it.
     steps.sort(key=lambda s: (s.at, s.index))
+    quota_objects: list[Team | Department] = [*loaded.teams, *loaded.departments]
+    workloads |= {(o.kind, "", o.name) for o in quota_objects}
     seen = set(workloads)
     alive = {w for w in workloads if w[0] != "Pod"}
     for step in steps:
         seen.update(step.pod_keys)
+        seen.update((o.kind, "", o.name) for o in step.quota_objects)
         for j, ref in enumerate(step.delete):
-            key = (ref.kind, ref.namespace, ref.name)
+            key = (ref.kind, "" if ref.kind in TIMELINE_QUOTA_KINDS else ref.namespace, ref.name)
             if key not in seen and key not in step.workloads:
+                where = ref.name if ref.kind in TIMELINE_QUOTA_KINDS else f"{ref.namespace}/{ref.name}"
                 add(
-                    f"{ref.kind} {ref.namespace}/{ref.name} is not in the scenario nor applied by an "
-                    "earlier step",
+                    f"{ref.kind} {where} is not in the scenario nor applied by an earlier step",
                     ("spec", "timeline", step.index, "delete", j),
                 )
             alive.discard(key)

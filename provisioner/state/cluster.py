@@ -19,6 +19,7 @@ from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.quantities import ResourceList
+from provisioner.api.team import Department, Team
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue
 
 K = TypeVar("K")
@@ -131,6 +132,8 @@ class Snapshot:
     """(kind, name) -> NodeClass."""
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Namespace -> its labels (the team label among them)."""
+    teams: tuple[Team, ...] = ()
+    departments: tuple[Department, ...] = ()
 
     def node(self, name: str) -> StateNode | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -202,6 +205,8 @@ class ClusterState:
         self._daemonsets: dict[str, DaemonSet] = {}
         self._pdbs: dict[str, PodDisruptionBudget] = {}
         self._namespaces: dict[str, dict[str, str]] = {}
+        self._teams: dict[str, Team] = {}
+        self._departments: dict[str, Department] = {}
         self.pods = StoreView(self._pods, self._lock)
         """`namespace/name` -> Pod."""
         self.nodes = StoreView(self._nodes, self._lock)
@@ -215,6 +220,8 @@ class ClusterState:
         """`namespace/name` -> PodDisruptionBudget."""
         self.namespaces = StoreView(self._namespaces, self._lock)
         """Namespace -> its labels."""
+        self.teams = StoreView(self._teams, self._lock)
+        self.departments = StoreView(self._departments, self._lock)
         self.generation = 0
         """Incremented on every change, so callers can tell whether anything moved."""
         self._snapshot: tuple[int, Snapshot] | None = None
@@ -267,6 +274,12 @@ class ClusterState:
                 self._pdbs[f"{pdb.namespace}/{pdb.name}"] = pdb
             elif kind == "Namespace":
                 self._namespaces[meta["name"]] = dict(meta.get("labels") or {})
+            elif kind == "Team":
+                team = Team.model_validate(obj)
+                self._teams[team.name] = team
+            elif kind == "Department":
+                department = Department.model_validate(obj)
+                self._departments[department.name] = department
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
 
@@ -296,6 +309,8 @@ class ClusterState:
             "DaemonSet": self._daemonsets,
             "PodDisruptionBudget": self._pdbs,
             "Namespace": self._namespaces,
+            "Team": self._teams,
+            "Department": self._departments,
         }
         return stores.get(kind, {})
 
@@ -348,6 +363,8 @@ class ClusterState:
                 nodepools=tuple(self._nodepools[k] for k in sorted(self._nodepools)),
                 nodeclasses=dict(self._nodeclasses),
                 namespaces={k: dict(v) for k, v in self._namespaces.items()},
+                teams=tuple(self._teams[k] for k in sorted(self._teams)),
+                departments=tuple(self._departments[k] for k in sorted(self._departments)),
             )
             self._snapshot = (self.generation, snap)
             return snap

@@ -252,11 +252,29 @@ class Pod:
     """PodScheduled=False with reason Unschedulable: the signal that provisioning is needed."""
     deleting: bool = False
     created: datetime | None = None
+    scheduling_gates: tuple[str, ...] = ()
+    """Names in `spec.schedulingGates`: kube-scheduler binds the pod only once none is left."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def preemptible(self) -> bool:
+        """Labelled `provisioner.sh/preemptible: "true"`: may run over its team's quota."""
+        return self.labels.get(wk.PREEMPTIBLE, "").lower() == "true"
+
+    def conditions_with(self, condition: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The pod's status conditions with `condition` in place of the one of its type: a merge patch
+        replaces the list whole, so a writer of one condition must send the others back."""
+        current = (self.raw.get("status") or {}).get("conditions") or ()
+        return [dict(c) for c in current if c.get("type") != condition["type"]] + [dict(condition)]
+
+    @property
+    def gated(self) -> bool:
+        """Waiting for admission (our scheduling gate is on it)."""
+        return wk.ADMISSION_GATE in self.scheduling_gates
 
     def __hash__(self) -> int:
         return hash(self.key)
@@ -357,6 +375,9 @@ class Pod:
             unschedulable=unschedulable,
             deleting=meta.get("deletionTimestamp") is not None,
             created=_parse_time(meta.get("creationTimestamp")),
+            scheduling_gates=tuple(
+                str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
+            ),
             raw=d,
         )
         _require_text(

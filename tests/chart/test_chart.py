@@ -112,7 +112,7 @@ def test_the_deployment_runs_two_replicas_non_root_read_only_with_no_capabilitie
     assert "--leader-elect" in container["args"] and "--cluster-name=prod" in container["args"]
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
-    service = one(docs, "Service")
+    service = one(docs, "Service", "prov-provisioner-metrics")
     assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
 
 
@@ -149,7 +149,7 @@ def test_the_chart_ships_the_generated_crds():
     kinds = {
         yaml.safe_load((CHART / "crds" / Path(n).name).read_text())["spec"]["names"]["kind"] for n in names
     }
-    assert kinds == {"NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass"}
+    assert kinds == {"NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass", "Department", "Team"}
 
 
 def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():
@@ -184,6 +184,65 @@ def test_the_default_pools_reach_the_controller_in_order():
     )
     (plain,) = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"]
     assert not [a for a in plain["args"] if a.startswith("--default-")]
+
+
+def test_the_admission_webhook_gates_pods_over_tls_and_never_blocks_the_cluster():
+    import base64
+
+    from cryptography import x509
+
+    docs = render()
+    config = one(docs, "MutatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["clientConfig"]["service"] == {
+        "name": "prov-provisioner-webhook",
+        "namespace": "kube-system",
+        "path": "/mutate-pods",
+        "port": 443,
+    }
+    assert "kube-system" in hook["namespaceSelector"]["matchExpressions"][0]["values"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(hook["clientConfig"]["caBundle"]))
+    secret = one(docs, "Secret", "prov-provisioner-webhook-tls")
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    assert cert.issuer == ca.subject
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    assert "prov-provisioner-webhook.kube-system.svc" in names
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--webhook-port=9443" in container["args"]
+    assert {"name": "https-webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
+    assert not [
+        d for d in render(admissionWebhook={"enabled": False}) if d["kind"] == "MutatingWebhookConfiguration"
+    ]
+
+
+def test_rbac_lets_admission_read_teams_patch_pods_and_write_team_status():
+    granted = {
+        (g, r, v)
+        for rule in rules(render())
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert {
+        ("provisioner.sh", "teams", "watch"),
+        ("provisioner.sh", "departments", "watch"),
+        ("provisioner.sh", "teams/status", "patch"),
+        ("provisioner.sh", "departments/status", "patch"),
+        ("", "pods", "patch"),
+        ("", "pods/status", "patch"),
+    } <= granted
 
 
 def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:

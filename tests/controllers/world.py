@@ -384,7 +384,8 @@ class TestBinder:
             if p.node_name:
                 by_node.setdefault(p.node_name, []).append(p)
         for p in sorted(state.pods.values(), key=lambda p: p.key):
-            if p.node_name or p.deleting or p.is_terminal:
+            # kube-scheduler leaves a pod with scheduling gates alone: not bound, not Unschedulable.
+            if p.node_name or p.deleting or p.is_terminal or p.scheduling_gates:
                 continue
             target = next(
                 (
@@ -399,7 +400,10 @@ class TestBinder:
                 self.backend.patch_status(
                     "Pod",
                     p.name,
-                    {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+                    {
+                        "phase": "Running",
+                        "conditions": p.conditions_with({"type": "PodScheduled", "status": "True"}),
+                    },
                     namespace=p.namespace,
                 )
                 by_node.setdefault(target.name, []).append(p)
@@ -409,14 +413,14 @@ class TestBinder:
                     "Pod",
                     p.name,
                     {
-                        "conditions": [
+                        "conditions": p.conditions_with(
                             {
                                 "type": "PodScheduled",
                                 "status": "False",
                                 "reason": "Unschedulable",
                                 "message": "0/N nodes are available",
                             }
-                        ]
+                        )
                     },
                     namespace=p.namespace,
                 )

@@ -14,7 +14,7 @@ from provisioner.api import crds
 from provisioner.cli.main import app
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "provisioner" / "crds"
-KINDS = ("NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass")
+KINDS = ("NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass", "Department", "Team")
 
 
 @functools.cache

@@ -172,7 +172,7 @@ BAD_LINES = [
     pytest.param(
         {8: 'cpu: "-1"'},
         8,
-        "spec.limits.cpu: '-1' is negative; limits must be >= 0",
+        "spec.limits.cpu: '-1' is negative; amounts must be >= 0",
         id="negative-limit",
     ),
     pytest.param(

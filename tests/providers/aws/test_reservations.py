@@ -14,9 +14,9 @@ import pytest
 from providers.aws import AWSProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType, InsufficientCapacity, OfferingKey
+from tests.builders import node_claim
 from tests.providers.aws import world
 from tests.providers.aws.faults import FaultProxy
-from tests.providers.harness import make_claim
 
 A, B = "us-east-1a", "us-east-1b"
 RESERVED = wk.CAPACITY_TYPE_RESERVED
@@ -84,7 +84,7 @@ def test_a_capacity_block_carries_its_end_and_launches_with_the_capacity_block_m
     (offering,) = reserved_offerings(types, "p5.48xlarge")
     assert offering.reservation is not None and offering.reservation.ends_at == end
 
-    claim = make_claim(
+    claim = node_claim(
         "train", ["p5.48xlarge"], node_class=node_class, nodepool="h100-prod", capacity_types=(RESERVED,)
     )
     instance = provider.create(claim, types, node_class)
@@ -113,12 +113,12 @@ def test_a_claim_fills_the_reservation_first_then_falls_to_the_cheapest_other_of
 
     both = (RESERVED, wk.CAPACITY_TYPE_ON_DEMAND)
     first = provider.create(
-        make_claim("one", ["p5.48xlarge"], node_class=node_class, capacity_types=both), types, node_class
+        node_claim("one", ["p5.48xlarge"], node_class=node_class, capacity_types=both), types, node_class
     )
     # The same (cached) offerings still say one is free: the reservation refuses, and this create falls to
     # spot or on-demand within the call, naming only the reservation as out.
     second = provider.create(
-        make_claim("two", ["p5.48xlarge"], node_class=node_class, capacity_types=both), types, node_class
+        node_claim("two", ["p5.48xlarge"], node_class=node_class, capacity_types=both), types, node_class
     )
 
     assert first.capacity_type == RESERVED and first.reservation_id == r.id
@@ -138,7 +138,7 @@ def test_a_reservation_that_expired_is_a_capacity_error_for_that_reservation_onl
     node_class = reserved_node_class(id=r.id)
     types = [t for t in provider.instance_types(node_class) if t.name == "p5.48xlarge"]
     r.state = "expired"
-    reserved_only = make_claim("late", ["p5.48xlarge"], node_class=node_class, capacity_types=(RESERVED,))
+    reserved_only = node_claim("late", ["p5.48xlarge"], node_class=node_class, capacity_types=(RESERVED,))
 
     with pytest.raises(InsufficientCapacity) as err:
         provider.create(reserved_only, types, node_class)

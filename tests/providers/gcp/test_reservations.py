@@ -7,8 +7,8 @@ from __future__ import annotations
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import GCPReservations
+from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness import make_claim
 from tests.providers.harness_gcp import gcp_node_class
 
 A = "us-central1-a"
@@ -55,10 +55,10 @@ def test_a_claim_launches_into_the_reservation_then_falls_to_on_demand_when_it_i
     types = provider.instance_types(nc)
 
     first = provider.create(
-        make_claim("one", ["a3-highgpu-8g"], node_class=nc, capacity_types=BOTH), types, nc
+        node_claim("one", ["a3-highgpu-8g"], node_class=nc, capacity_types=BOTH), types, nc
     )
     second = provider.create(
-        make_claim("two", ["a3-highgpu-8g"], node_class=nc, capacity_types=BOTH), types, nc
+        node_claim("two", ["a3-highgpu-8g"], node_class=nc, capacity_types=BOTH), types, nc
     )
 
     assert (first.capacity_type, first.reservation_id, first.price) == (RESERVED, "h100-prod", 0.0)

@@ -1,0 +1,111 @@
+"""The mutating admission webhook: the API server asks it about every Pod being created, and it answers
+with a JSON patch that puts the `provisioner.sh/admission` scheduling gate on the pods of teams (which
+pods: `provisioner.quota.gate`).
+
+Served over HTTPS (the chart mounts the certificate) by every replica, leader or not, from the
+ClusterState its informers keep: answering needs no write. Anything it cannot read is answered "allowed,
+unchanged", and the chart registers it with `failurePolicy: Ignore`, so pods are still created when the
+webhook is down; those pods are then not held for quota (they count in their team's use once bound).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from provisioner.quota.book import QuotaBook
+from provisioner.quota.gate import gate_patch
+from provisioner.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+PATH = "/mutate-pods"
+MAX_BODY = 3 * 1024 * 1024
+"""The API server sends at most a few MiB (a pod's spec); more is refused unread."""
+
+
+def review(request: Mapping[str, Any], state: ClusterState) -> dict[str, Any]:
+    """The AdmissionReview answer to one AdmissionReview request (admission.k8s.io/v1)."""
+    req = request.get("request") or {}
+    response: dict[str, Any] = {"uid": req.get("uid", ""), "allowed": True}
+    pod = req.get("object") or {}
+    kind = (req.get("kind") or {}).get("kind")
+    if req.get("operation") == "CREATE" and kind == "Pod" and isinstance(pod, Mapping):
+        namespace = req.get("namespace") or (pod.get("metadata") or {}).get("namespace") or "default"
+        # Copies, not the live dicts: the informers write them from other threads.
+        book = QuotaBook(
+            teams=list(state.teams.values()), departments=(), nodepools=(), namespaces=dict(state.namespaces)
+        )
+        patch = gate_patch(pod, book.team_of(namespace))
+        if patch is not None:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        if self.path.split("?", 1)[0] != PATH:
+            self._send(404, {"message": f"not found; the webhook is at {PATH}"})
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length <= 0 or length > MAX_BODY:
+            self._send(400, {"message": "expected an AdmissionReview body"})
+            return
+        try:
+            body = json.loads(self.rfile.read(length))
+            answer = review(body, self.server.state)
+        except (ValueError, AttributeError, TypeError) as err:
+            self._send(400, {"message": f"not an AdmissionReview: {err}"})
+            return
+        self._send(200, answer)
+
+    def _send(self, code: int, doc: Mapping[str, Any]) -> None:
+        data = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("webhook: " + format, *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: ClusterState
+
+
+class AdmissionWebhook:
+    """The HTTPS server; `start()` serves in a thread, `stop()` ends it."""
+
+    def __init__(
+        self, state: ClusterState, *, certfile: str, keyfile: str, host: str = "0.0.0.0", port: int = 9443
+    ) -> None:
+        self._server = _Server((host, port), _Handler)
+        self._server.state = state
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(certfile, keyfile)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="webhook", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,11 @@
+"""Quota: what each Team and Department is promised per NodePool, what it uses, and which gated pods
+may run where (admission, over-quota borrowing shared by weight, reclaim). Pure: takes a snapshot and
+returns values; the admission controller acts on them.
+
+- `book`: the Teams, Departments and pools as one lookup (whose pod, which entry, which pool order).
+- `usage`: use per team, department and pool, counted from a snapshot.
+- `admission`: the decision for the gated pods of one pass, with reasons that carry numbers.
+- `reclaim`: which borrowed pods to evict, just enough, for an owner coming back.
+- `status`: the Team and Department `status` documents.
+- `gate`: which new pods the admission webhook gates (a JSON patch).
+"""

@@ -1,0 +1,131 @@
+"""The QuotaBook: Teams, Departments and NodePools as one lookup, with Run:ai's rules for what is not
+written down.
+
+- A pod's team: the Team listing its namespace, else the namespace's `provisioner.sh/team` label.
+- A pool a Team (or Department) has no entry for counts as quota 0 for every resource, over-quota
+  allowed, weight 1. A resource an entry does not name is not limited by it.
+- A pod's pool order: `provisioner.scheduling.pool_order.resolve` (its `provisioner.sh/nodepools` list,
+  else its team's `defaultNodePools`, else the cluster's default pools), every pool by weight (high
+  first, then name) when none applies, as the scheduler orders pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from provisioner.api import NodePool, quantities
+from provisioner.api import labels as wk
+from provisioner.api.team import Department, DepartmentQuota, Team
+from provisioner.scheduling import pool_order
+from provisioner.state.objects import Pod
+
+UNCOUNTED = frozenset({quantities.PODS, quantities.EPHEMERAL_STORAGE})
+"""Resources no quota counts: every pod asks one `pods`, and disk is not what teams share."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A quota entry as the decision reads it."""
+
+    quota: Mapping[str, int]
+    named: frozenset[str] | None
+    """The resources the entry limits; None: every resource (a pool with no entry: quota 0)."""
+    over_quota: bool = True
+    weight: int = 1
+
+    def limit(self, resource: str) -> int | None:
+        """The quota on `resource`, or None when this entry does not limit it."""
+        if self.named is None:
+            return self.quota.get(resource, 0)
+        return self.quota[resource] if resource in self.named else None
+
+
+NO_ENTRY = Entry(quota={}, named=None)
+
+
+def _entry(quota: DepartmentQuota | None) -> Entry:
+    if quota is None:
+        return NO_ENTRY
+    amounts = quota.amounts()
+    return Entry(
+        quota=amounts,
+        named=frozenset(amounts),
+        over_quota=quota.over_quota,
+        weight=getattr(quota, "over_quota_weight", 1),
+    )
+
+
+def counted(requests: Mapping[str, int]) -> dict[str, int]:
+    """The part of a request quotas count."""
+    return {k: v for k, v in requests.items() if v > 0 and k not in UNCOUNTED}
+
+
+class QuotaBook:
+    """Lookups over one set of Teams, Departments and pools (built once per pass)."""
+
+    def __init__(
+        self,
+        *,
+        teams: Iterable[Team],
+        departments: Iterable[Department],
+        nodepools: Iterable[NodePool],
+        namespaces: Mapping[str, Mapping[str, str]],
+        defaults: pool_order.ClusterDefaults | None = None,
+    ) -> None:
+        self.defaults = defaults or pool_order.ClusterDefaults()
+        self.teams = {t.name: t for t in teams}
+        self.departments = {d.name: d for d in departments}
+        self.pools = {p.name: p for p in nodepools if p.metadata.deletion_timestamp is None}
+        self._team_of_namespace: dict[str, str] = {}
+        for ns, labels in namespaces.items():
+            if labels.get(wk.TEAM) in self.teams:
+                self._team_of_namespace[ns] = labels[wk.TEAM]
+        # A Team's own list wins over a namespace label (the label may be stale).
+        for team in sorted(self.teams.values(), key=lambda t: t.name, reverse=True):
+            for ns in team.spec.namespaces:
+                self._team_of_namespace[ns] = team.name
+        # Entries and limits are read thousands of times a pass: parse each quantity once.
+        self._entries: dict[tuple[str, str, str], Entry] = {}
+        self._limits: dict[str, Mapping[str, int]] = {}
+        self.cluster_order = tuple(
+            p.name for p in sorted(self.pools.values(), key=lambda p: (-p.weight, p.name))
+        )
+
+    def team_of(self, namespace: str) -> Team | None:
+        name = self._team_of_namespace.get(namespace)
+        return self.teams.get(name) if name else None
+
+    def has_teams(self) -> bool:
+        return bool(self.teams)
+
+    def department_of(self, team: Team) -> Department | None:
+        return self.departments.get(team.spec.department) if team.spec.department else None
+
+    def team_entry(self, team: Team, pool: str) -> Entry:
+        key = ("Team", team.name, pool)
+        if key not in self._entries:
+            self._entries[key] = _entry(team.quota_for(pool))
+        return self._entries[key]
+
+    def department_entry(self, department: Department, pool: str) -> Entry:
+        key = ("Department", department.name, pool)
+        if key not in self._entries:
+            self._entries[key] = _entry(department.quota_for(pool))
+        return self._entries[key]
+
+    def pool_limits(self, pool: str) -> Mapping[str, int]:
+        if pool not in self._limits:
+            found = self.pools.get(pool)
+            self._limits[pool] = found.spec.limits_base_units() if found is not None else {}
+        return self._limits[pool]
+
+    def pool_order(self, pod: Pod, team: Team | None) -> tuple[str, ...]:
+        """The pools a pod may go to, in order (see the module docstring)."""
+        found = pool_order.resolve(
+            pod,
+            team_default=team.spec.default_node_pools if team else (),
+            defaults=self.defaults,
+            pool_names=self.pools,
+        )
+        return found.pools if found.pools is not None else self.cluster_order

@@ -1,0 +1,153 @@
+"""Reclaim: which borrowed pods to evict so an owner's in-quota pod fits under its pool's limits, or
+so a borrower below its fair share of what is borrowed gets it from one above.
+
+Victims are preemptible pods of other teams that are over their quota on that pool, taken lowest
+priority first, then from the team most over its fair share (its borrowed share per unit of
+`overQuotaWeight`), then the newest; only while their team is still over quota on a resource that is
+short (for a fair-share reclaim: only while the team stays at or above its fair share, so two borrowers
+never take pods back and forth), and only until the shortfall is covered: just enough. None when even
+all of them would not do.
+
+Fair shares (`fair_shares`): what a pool's limits leave once every team's in-quota use and the use of
+pods of no team are counted, split among the teams borrowing there (or waiting to) by weight.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Collection, Mapping
+from datetime import datetime
+
+from provisioner.quota.book import QuotaBook
+from provisioner.quota.usage import Usage
+from provisioner.state.objects import Pod
+
+
+def over_quota(use: Mapping[str, int], limits: Mapping[str, int | None]) -> dict[str, int]:
+    """Per resource, how far `use` is above the quota (only resources the quota limits, only > 0)."""
+    out: dict[str, int] = {}
+    for resource, amount in use.items():
+        limit = limits.get(resource)
+        if limit is not None and amount > limit:
+            out[resource] = amount - limit
+    return out
+
+
+def borrowed_share(over: Mapping[str, int], pool_limits: Mapping[str, int], weight: int) -> float:
+    """How much of the pool a team borrows, per unit of weight: its largest share of any limited resource
+    (the dominant share), divided by its weight. Only orders teams; never used for capacity."""
+    shares = [over.get(r, 0) / limit for r, limit in pool_limits.items() if limit > 0]
+    return max(shares, default=0.0) / max(weight, 1)
+
+
+def _newest_first(pod: Pod) -> float:
+    created: datetime | None = pod.created
+    return -created.timestamp() if created is not None else 0.0
+
+
+def select(
+    short: Mapping[str, int],
+    *,
+    pool: str,
+    reclaimer: str,
+    usage: Usage,
+    book: QuotaBook,
+    exclude: Collection[str] = (),
+    among: Collection[str] | None = None,
+    floors: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[Pod, ...] | None:
+    """The pods to evict from `pool` to free `short` (resource -> amount missing), or None. `among`:
+    only these teams' pods (a department's), default any team's. `floors`: team -> its fair share of
+    borrowed capacity, below which none of its pods is taken (default: its quota)."""
+    pool_limits = book.pool_limits(pool)
+    missing = {r: a for r, a in short.items() if a > 0}
+    candidates: list[tuple[tuple[int, float, float, str], Pod, str, dict[str, int]]] = []
+    excess: dict[str, dict[str, int]] = {}
+    reachable: dict[str, int] = {}
+    for (team_name, pool_name), pods in usage.pods.items():
+        if pool_name != pool or team_name == reclaimer or (among is not None and team_name not in among):
+            continue
+        team = book.teams.get(team_name)
+        if team is None:
+            continue
+        entry = book.team_entry(team, pool)
+        use = usage.of_team(team_name, pool)
+        over = over_quota(use, {r: entry.limit(r) for r in use})
+        if floors is not None:
+            floor = floors.get(team_name, {})
+            over = {r: a - floor.get(r, 0) for r, a in over.items() if a > floor.get(r, 0)}
+        if not any(over.get(r, 0) > 0 for r in missing):
+            continue
+        excess[team_name] = over
+        rank = -borrowed_share(over, pool_limits, entry.weight)
+        for r in missing:
+            reachable[r] = reachable.get(r, 0) + over.get(r, 0)
+        for pod in pods:
+            if pod.deleting or not pod.preemptible or pod.key in exclude:
+                continue
+            req = usage.request_of(pod)
+            if any(req.get(r, 0) for r in missing):
+                candidates.append(((pod.priority, rank, _newest_first(pod), pod.key), pod, team_name, req))
+    # What the teams borrow bounds what a reclaim can free: say no before ordering anyone.
+    if any(reachable.get(r, 0) < a for r, a in missing.items()):
+        return None
+    heapq.heapify(candidates)
+    chosen: list[Pod] = []
+    while missing and candidates:
+        _, pod, team_name, req = heapq.heappop(candidates)
+        over = excess[team_name]
+        # Only pods that are (part of) what the team borrows: a team back within quota keeps the rest.
+        if not any(over.get(r, 0) > 0 and req.get(r, 0) > 0 for r in missing):
+            continue
+        if floors is not None and any(req.get(r, 0) > over.get(r, 0) for r in short if req.get(r, 0)):
+            continue  # taking it would put its team below its fair share
+        chosen.append(pod)
+        for r, amount in req.items():
+            if r in over:
+                over[r] -= amount
+            if r in missing:
+                missing[r] -= amount
+                if missing[r] <= 0:
+                    del missing[r]
+    return tuple(chosen) if not missing else None
+
+
+def fair_shares(
+    pool: str, *, usage: Usage, book: QuotaBook, waiting: Collection[str]
+) -> dict[str, dict[str, int]]:
+    """Team -> its fair share of the capacity borrowed on `pool`, per limited resource, among the teams
+    borrowing there now and those in `waiting` (teams with a preemptible pod waiting to borrow there)."""
+    limits = book.pool_limits(pool)
+    if not limits:
+        return {}
+    in_quota: dict[str, int] = {}
+    team_use: dict[str, int] = {}
+    borrowers: dict[str, int] = {}
+    for (team_name, pool_name), use in usage.team.items():
+        team = book.teams.get(team_name)
+        if pool_name != pool or team is None:
+            continue
+        entry = book.team_entry(team, pool)
+        over = over_quota(use, {r: entry.limit(r) for r in use})
+        for r in limits:
+            team_use[r] = team_use.get(r, 0) + use.get(r, 0)
+            in_quota[r] = in_quota.get(r, 0) + use.get(r, 0) - over.get(r, 0)
+        if any(over.get(r, 0) > 0 for r in limits):
+            borrowers[team_name] = entry.weight
+    for team_name in waiting:
+        team = book.teams.get(team_name)
+        if team is not None:
+            borrowers.setdefault(team_name, book.team_entry(team, pool).weight)
+    total_weight = sum(borrowers.values())
+    if not total_weight:
+        return {}
+    pool_use = usage.of_pool(pool)
+    out: dict[str, dict[str, int]] = {}
+    for team_name, weight in borrowers.items():
+        share: dict[str, int] = {}
+        for r, limit in limits.items():
+            others = pool_use.get(r, 0) - team_use.get(r, 0)  # pods of no team
+            borrowable = max(0, limit - in_quota.get(r, 0) - others)
+            share[r] = borrowable * weight // total_weight
+        out[team_name] = share
+    return out

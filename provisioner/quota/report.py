@@ -1,0 +1,86 @@
+"""The teams table (`provisioner report teams`, and the end of a `simulate` run): one row per Team or
+Department, pool and resource, with quota, allocated, the non-preemptible part, over quota and pending,
+as Run:ai's downloadable project tables. Computed from a snapshot with the admission decision itself, so
+a state dump or a scenario file reads the same as a live cluster (pending team pods count as waiting)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from provisioner.api.team import Department, Team
+from provisioner.finops.reports.text import csv_text, table
+from provisioner.quota import admission, status
+from provisioner.quota.book import QuotaBook
+from provisioner.quota.usage import pinned_pool
+from provisioner.state import Snapshot
+
+HEADERS = (
+    "Kind",
+    "Name",
+    "Department",
+    "NodePool",
+    "Resource",
+    "Quota",
+    "Allocated",
+    "NonPreemptible",
+    "OverQuota",
+    "Pending",
+)
+
+
+def status_documents(snap: Snapshot) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, name, status) of every Team and Department, as the admission controller would write them."""
+    book = QuotaBook(
+        teams=snap.teams, departments=snap.departments, nodepools=snap.nodepools, namespaces=snap.namespaces
+    )
+    waiting = [
+        p
+        for p in snap.pending_pods
+        if not p.deleting and (p.gated or (book.team_of(p.namespace) is not None and pinned_pool(p) is None))
+    ]
+    return status.documents(book, admission.decide(snap, book, gated=waiting))
+
+
+def rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """The table's rows, computed from the snapshot."""
+    return status_rows(snap.teams, status_documents(snap))
+
+
+def written_rows(teams: Sequence[Team], departments: Sequence[Department]) -> list[tuple[str, ...]]:
+    """The table's rows from the `status` the controller last wrote on each Team and Department."""
+    objects: list[Team | Department] = [
+        *sorted(teams, key=lambda t: t.name),
+        *sorted(departments, key=lambda d: d.name),
+    ]
+    docs = [(o.kind, o.name, o.status.to_dict() if o.status is not None else {}) for o in objects]
+    return status_rows(teams, docs)
+
+
+def status_rows(
+    teams: Sequence[Team], docs: Sequence[tuple[str, str, dict[str, Any]]]
+) -> list[tuple[str, ...]]:
+    departments = {t.name: t.spec.department or "" for t in teams}
+    out: list[tuple[str, ...]] = []
+    for kind, name, doc in docs:
+        for pool in doc.get("pools") or ():
+            fields = ("quota", "allocated", "allocatedNonPreemptible", "overQuota", "pending")
+            resources = sorted({r for f in fields for r in pool.get(f) or {}})
+            for resource in resources:
+                out.append(
+                    (
+                        kind,
+                        name,
+                        departments.get(name, "") if kind == "Team" else "",
+                        pool["nodePool"],
+                        resource,
+                        *((pool.get(f) or {}).get(resource, "-" if f == "quota" else "0") for f in fields),
+                    )
+                )
+    return out
+
+
+def render(values: Sequence[Sequence[str]], *, fmt: str) -> str:
+    if fmt == "csv":
+        return csv_text(HEADERS, values)
+    return table(HEADERS, values) + "\n"

@@ -1,0 +1,108 @@
+"""Admission of team pods through the scheduling gate, over the in-memory cluster and over the Kubernetes
+API (the same tests): pinning and lifting the gate, reasons that stay, reclaim through the Eviction API,
+and Team status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.api import labels as wk
+from provisioner.controllers.admission import CONDITION
+from tests.controllers.world import gpu_pod, node_class, node_pool
+
+
+def team(name: str, gpus: int, *, over: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "Team",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaces": [name],
+            "quotas": [{"nodePool": "gpu", "resources": {wk.GPU_RESOURCE: str(gpus)}, "overQuota": over}],
+        },
+    }
+
+
+def gated(name: str, namespace: str, *, preemptible: bool = False, gpus: int = 1) -> dict[str, Any]:
+    """A team's pod as the webhook lets it into the API server: behind the admission gate."""
+    labels = {"app": name, **({wk.PREEMPTIBLE: "true"} if preemptible else {})}
+    doc = gpu_pod(name, gpus=gpus, namespace=namespace, labels=labels)
+    doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+    return doc
+
+
+def condition(w: Any, key: str) -> dict[str, Any] | None:
+    pod = w.state.pods[key]
+    return next(
+        (c for c in pod.raw.get("status", {}).get("conditions") or () if c.get("type") == CONDITION), None
+    )
+
+
+def test_a_pod_within_quota_is_pinned_to_its_pool_ungated_and_given_a_node(make_world) -> None:
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu"), team("vision", 2), gated("a", "vision"))
+    w.run_until(w.all_bound, max_ticks=90)
+    pod = w.state.pods["vision/a"]
+    assert pod.scheduling_gates == ()
+    assert pod.node_selector[wk.NODEPOOL] == "gpu"
+    assert [c.nodepool for c in w.claims()] == ["gpu"]
+    found = condition(w, "vision/a")
+    assert (
+        found is not None and found["status"] == "True" and "within quota of team vision" in found["message"]
+    )
+    assert any(e["involvedObject"]["name"] == "a" for e in w.events("Admitted"))
+
+
+def test_a_pod_beyond_quota_stays_gated_says_why_once_and_launches_nothing(make_world) -> None:
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu"), team("vision", 1), gated("big", "vision", gpus=2))
+    for _ in range(5):
+        w.tick()
+    pod = w.state.pods["vision/big"]
+    assert pod.gated and not pod.node_name
+    assert w.claims() == []
+    found = condition(w, "vision/big")
+    assert found is not None and found["status"] == "False" and found["reason"] == "QuotaNeverFits"
+    assert "team vision: nvidia.com/gpu on gpu 0 of 1 in use, the pod asks 2" in found["message"]
+    said = [e for e in w.events() if e["involvedObject"]["name"] == "big"]
+    assert [e["reason"] for e in said] == ["QuotaNeverFits"]
+
+
+def test_an_owner_reclaims_a_borrowed_gpu_through_the_eviction_api(make_world) -> None:
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "1"}), team("vision", 1), team("nlp", 0))
+    w.apply(gated("borrower", "nlp", preemptible=True))
+    w.run_until(w.all_bound, max_ticks=90)
+    assert condition(w, "nlp/borrower")["reason"] == "AdmittedOverQuota"  # type: ignore[index]
+    w.apply(gated("owner", "vision"))
+    w.run_until(lambda: "nlp/borrower" not in w.state.pods, max_ticks=10)
+    (event,) = w.events("Reclaimed")
+    assert event["involvedObject"]["name"] == "borrower"
+    assert "reclaimed by team vision on gpu: frees" in event["message"]
+    w.run_until(lambda: bool(w.state.pods["vision/owner"].node_name), max_ticks=30)
+
+
+def test_team_status_shows_quota_and_use_per_pool(make_world) -> None:
+    w = make_world()
+    w.apply(
+        node_class(), node_pool("gpu"), team("vision", 2), gated("a", "vision"), gated("b", "vision", gpus=2)
+    )
+    w.run_until(lambda: bool(w.state.pods["vision/a"].node_name), max_ticks=90)
+    w.tick()
+    status = w.state.teams["vision"].status
+    assert status is not None and status.waiting == 1
+    (pool,) = status.pools
+    assert (pool.node_pool, pool.quota[wk.GPU_RESOURCE], pool.allocated[wk.GPU_RESOURCE]) == ("gpu", "2", "1")
+    assert pool.pending[wk.GPU_RESOURCE] == "2"
+
+
+def test_metrics_count_waiting_admitted_and_reclaimed_pods(make_world) -> None:
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "1"}), team("vision", 1), team("nlp", 0))
+    w.apply(gated("borrower", "nlp", preemptible=True), gated("never", "nlp"))
+    w.run_until(lambda: bool(w.state.pods["nlp/borrower"].node_name), max_ticks=90)
+    assert w.metric("provisioner_pods_admitted_total", team="nlp", how="over-quota") == 1
+    assert w.metric("provisioner_pods_waiting_for_quota", team="nlp") == 1
+    w.apply(gated("owner", "vision"))
+    w.run_until(lambda: "nlp/borrower" not in w.state.pods, max_ticks=10)
+    assert w.metric("provisioner_reclaims_total", result="evicted") == 1

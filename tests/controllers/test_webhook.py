@@ -1,0 +1,188 @@
+"""The pod admission webhook as the API server calls it: AdmissionReview requests POSTed over HTTPS to
+the controller's endpoint, the certificate made by a test CA the client trusts."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from provisioner.api import labels as wk
+from provisioner.controllers.webhook import PATH, AdmissionWebhook
+from provisioner.state import ClusterState
+
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A self-signed CA, and a serving certificate it signs for 127.0.0.1: (ca, cert, key) files."""
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("test-ca"))
+        .issuer_name(_name("test-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("provisioner-webhook"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.crt", folder / "tls.crt", folder / "tls.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
+@pytest.fixture
+def state() -> ClusterState:
+    s = ClusterState()
+    s.upsert(
+        "Team",
+        {
+            "apiVersion": "provisioner.sh/v1",
+            "kind": "Team",
+            "metadata": {"name": "vision"},
+            "spec": {"namespaces": ["vision"]},
+        },
+    )
+    s.upsert("Namespace", {"metadata": {"name": "labelled", "labels": {wk.TEAM: "vision"}}})
+    return s
+
+
+@pytest.fixture
+def webhook(tmp_path: Path, state: ClusterState) -> Iterator[tuple[str, ssl.SSLContext]]:
+    ca, cert, key = _certificates(tmp_path)
+    server = AdmissionWebhook(state, certfile=str(cert), keyfile=str(key), host="127.0.0.1", port=0)
+    server.start()
+    context = ssl.create_default_context(cafile=str(ca))
+    try:
+        yield f"https://127.0.0.1:{server.port}{PATH}", context
+    finally:
+        server.stop()
+
+
+def _review(namespace: str, pod: dict[str, Any], *, operation: str = "CREATE") -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": operation,
+            "object": pod,
+        },
+    }
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "train-"},
+        "spec": {"containers": [{"name": "c"}], **spec},
+    }
+
+
+def _post(webhook: tuple[str, ssl.SSLContext], body: Any) -> tuple[int, dict[str, Any]]:
+    url, context = webhook
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def _patch(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
+    response = answer["response"]
+    if "patch" not in response:
+        return None
+    assert response["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(response["patch"]))
+
+
+@pytest.mark.parametrize("namespace", ["vision", "labelled"], ids=["listed-by-the-team", "team-label"])
+def test_a_pod_of_a_team_is_created_behind_the_admission_gate(webhook, namespace: str) -> None:
+    status, answer = _post(webhook, _review(namespace, _pod()))
+    assert status == 200
+    assert answer["kind"] == "AdmissionReview" and answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["response"]["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
+    assert answer["response"]["allowed"] is True
+    assert _patch(answer) == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": wk.ADMISSION_GATE}]}
+    ]
+
+
+def test_a_gate_is_appended_to_gates_the_pod_already_has(webhook) -> None:
+    _, answer = _post(webhook, _review("vision", _pod(schedulingGates=[{"name": "other.io/wait"}])))
+    assert _patch(answer) == [
+        {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": wk.ADMISSION_GATE}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "pod", "operation"),
+    [
+        ("default", _pod(), "CREATE"),
+        ("vision", _pod(nodeName="node-1"), "CREATE"),
+        ("vision", _pod(schedulingGates=[{"name": wk.ADMISSION_GATE}]), "CREATE"),
+        ("vision", _pod(), "UPDATE"),
+    ],
+    ids=["no-team", "already-bound", "already-gated", "update"],
+)
+def test_other_pods_are_allowed_unchanged(
+    webhook, namespace: str, pod: dict[str, Any], operation: str
+) -> None:
+    status, answer = _post(webhook, _review(namespace, pod, operation=operation))
+    assert status == 200 and answer["response"]["allowed"] is True
+    assert _patch(answer) is None
+
+
+def test_a_body_that_is_not_an_admission_review_is_a_400(webhook) -> None:
+    status, answer = _post(webhook, b"not json")
+    assert status == 400 and "AdmissionReview" in answer["message"]
+
+
+def test_a_team_added_later_is_seen_by_the_next_request(webhook, state: ClusterState) -> None:
+    assert _patch(_post(webhook, _review("nlp", _pod()))[1]) is None
+    state.upsert("Team", {"kind": "Team", "metadata": {"name": "nlp"}, "spec": {"namespaces": ["nlp"]}})
+    assert _patch(_post(webhook, _review("nlp", _pod()))[1]) is not None
