@@ -512,8 +512,14 @@ def solve(
     `instance_types` maps a pool name to the types its NodeClass can launch (unavailable offerings
     flagged). `daemonsets` default to the snapshot's. Pods need not be pending in the snapshot: the
     disruption planner passes the pods of nodes it removed from the snapshot. The snapshot is taken as
-    it is: `existing` owns how its nodes count (deleting ones toward limits, not as room).
+    it is: `existing` owns how its nodes count (deleting ones toward limits, not as room). A pod whose
+    requests are malformed or negative (`Pod.invalid`) is unschedulable with that reason, launching nothing.
     """
+    refused = [
+        Unschedulable(pod=p, reasons=[PoolReason("", f"invalid pod: {p.invalid}")]) for p in pods if p.invalid
+    ]
+    if refused:
+        pods = [p for p in pods if not p.invalid]
     solver = _Solver(
         pods,
         snapshot,
@@ -522,4 +528,6 @@ def solve(
         daemonsets=snapshot.daemonsets if daemonsets is None else daemonsets,
         options=options or SolveOptions(),
     )
-    return solver.solve(pods)
+    results = solver.solve(pods)
+    results.unschedulable.extend(refused)
+    return results
