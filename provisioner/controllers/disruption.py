@@ -45,6 +45,7 @@ from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
+from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
@@ -115,6 +116,8 @@ class DisruptionController(Reconciler):
     _generation: int | None = field(default=None, init=False)
     _backoff: dict[str, tuple[datetime, timedelta]] = field(default_factory=dict, init=False)
     """Node -> (left alone until, current backoff) after abandoned commands."""
+    _annotation_warned: dict[str, str] = field(default_factory=dict, init=False)
+    """Pod -> the do-not-disrupt problem last reported for it (each is said once)."""
 
     def __post_init__(self) -> None:
         self._pod_events = PodEvents(cluster=self.cluster)
@@ -124,6 +127,7 @@ class DisruptionController(Reconciler):
     def reconcile(self, now: datetime) -> None:
         changed = self.state.generation != self._generation
         snap = self.state.snapshot()
+        self._warn_invalid_annotations(snap)
         self._pod_events.observe(snap, now)
         self._remember_teams(snap)
         self._progress(snap, now)
@@ -383,6 +387,28 @@ class DisruptionController(Reconciler):
             self.cluster.record_event(
                 kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
             )
+
+    def _warn_invalid_annotations(self, snap: Snapshot) -> None:
+        """A do-not-disrupt value that is neither `true` nor a duration is ignored; say so once per value."""
+        warned: dict[str, str] = {}
+        for sn in snap.nodes:
+            if sn.claim is None:
+                continue
+            for pod in sn.pods:
+                problem = cand.do_not_disrupt_problem(pod)
+                if problem is None:
+                    continue
+                warned[pod.key] = problem
+                if self._annotation_warned.get(pod.key) != problem:
+                    self.cluster.record_event(
+                        kind="Pod",
+                        name=pod.name,
+                        namespace=pod.namespace,
+                        reason="InvalidDoNotDisruptAnnotation",
+                        message=problem,
+                        type="Warning",
+                    )
+        self._annotation_warned = warned
 
     # ---- teams ---------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from provisioner.cloudprovider import CloudProviderError, NotFound
 from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError, guarded, node_rv
 from provisioner.controllers.conditions import condition_time, set_condition
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.disruption.candidates import do_not_disrupt
 from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class TerminationController(Reconciler):
                     self.cluster.delete_pod(pod.namespace, pod.name)
                     self.metrics.evictions.labels(result="forced").inc()
                     continue
-                if voluntary and pod.do_not_disrupt:
+                if voluntary and do_not_disrupt(pod, now):
                     blocked.append(f"{pod.key} has {wk.DO_NOT_DISRUPT}")
                     continue
                 self.cluster.evict_pod(pod.namespace, pod.name)

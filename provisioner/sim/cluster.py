@@ -309,6 +309,7 @@ class Binder:
                         "spec": {"nodeName": target},
                         "status": {
                             "phase": "Running",
+                            "startTime": isoformat(self.cluster.clock.now()),
                             "conditions": [{"type": "PodScheduled", "status": "True"}],
                         },
                     },
@@ -416,7 +417,7 @@ class Workloads:
             doc.setdefault("metadata", {}).update(name=pod.name, namespace=pod.namespace)
             if pod.node_name:
                 doc["spec"]["nodeName"] = pod.node_name
-                doc["status"] = {"phase": "Running"}
+                doc["status"] = {"phase": "Running", "startTime": isoformat(self.cluster.clock.now())}
             self.cluster.create("Pod", doc)
             if pod.owner_kind is not None and not pod.is_daemonset_pod:
                 self.desired[pod.key] = self._manifest(pod)

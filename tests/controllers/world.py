@@ -113,6 +113,7 @@ RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
 class Backend(Protocol):
     state: ClusterState
     cluster: ClusterAPI
+    clock: VirtualClock
 
     def create(self, obj: Mapping[str, Any]) -> None: ...
     def patch(
@@ -399,7 +400,11 @@ class TestBinder:
                 self.backend.patch_status(
                     "Pod",
                     p.name,
-                    {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+                    {
+                        "phase": "Running",
+                        "startTime": isoformat(self.backend.clock.now()),
+                        "conditions": [{"type": "PodScheduled", "status": "True"}],
+                    },
                     namespace=p.namespace,
                 )
                 by_node.setdefault(target.name, []).append(p)

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from provisioner.api.durations import parse_duration
+from tests.e2e import test_timeline as timeline
 from tests.e2e.test_simulate import GPU_POOL, HEADER, cli
 
 
@@ -87,3 +90,38 @@ def test_pod_level_resources_size_the_node_not_the_containers_sum(tmp_path):
     doc = simulate(tmp_path, text)
     (claim,) = doc["nodeClaims"]
     assert claim["instanceType"] == "m7i.large", "1 vCPU and 2 GiB fit the smallest m7i"
+
+
+# do-not-disrupt with a duration --------------------------------------------------------------------------
+
+
+def underused_gpu_node(annotation: str) -> str:
+    """A big GPU node whose big job ends at 30m, leaving a 1-GPU pod that a g6.xlarge could hold."""
+    text = timeline.scenario(
+        duration="3h",
+        timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: big}\n",
+    )
+    text += timeline.gpu_pool(
+        types="[g6.xlarge, g6.12xlarge]", policy="WhenEmptyOrUnderutilized", capacity="[on-demand]"
+    )
+    text += timeline.workload("Job", "big", count=1, gpus=3, cpu="8")
+    return text + timeline.workload("Deployment", "small", count=1, gpus=1).replace(
+        "      labels: {app: small}\n",
+        f"      labels: {{app: small}}\n      annotations: {{provisioner.sh/do-not-disrupt: '{annotation}'}}\n",
+    )
+
+
+def test_a_do_not_disrupt_duration_keeps_the_node_until_it_lapses_then_it_is_consolidated(tmp_path):
+    doc = timeline.run_json(timeline.write(tmp_path, underused_gpu_node("2h")))
+    (action,) = doc["actions"]
+    assert action["replacement"] == "g6.xlarge" and "ml/small-0" in action["pods"]
+    assert parse_duration(action["at"]) >= timedelta(hours=2), "not before the pod has run for two hours"
+    assert not [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
+
+
+def test_an_invalid_do_not_disrupt_value_is_an_event_and_ignored(tmp_path):
+    doc = timeline.run_json(timeline.write(tmp_path, underused_gpu_node("forever")))
+    (action,) = doc["actions"]
+    assert parse_duration(action["at"]) < timedelta(hours=1), "consolidated soon after the big job ended"
+    (event,) = [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
+    assert event["name"] == "small-0" and "'forever'" in event["message"]
