@@ -1,7 +1,8 @@
 """Which nodes the planner may touch, and facts about each one it reads.
 
 A candidate is a node we own (it has a NodeClaim), initialized, not being deleted, with no do-not-disrupt
-annotation on itself and none in force on any of its pods, in a pool that still exists. On a pod the
+annotation on itself and none in force on any of its pods, no DaemonSet pod held by a PDB, in a pool that
+still exists. On a pod the
 annotation is `true` (for ever) or a duration such as `2h` (counted from the pod's start, as Karpenter);
 any other value is ignored, and reported by `do_not_disrupt_problem` for an Event. Whether its pods are evictable
 under their PDBs is checked per command (evictions add up across the nodes of one plan).
@@ -16,6 +17,7 @@ from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
 from provisioner.disruption.model import BlockerKind
+from provisioner.disruption.pdbs import PDBLedger
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
 
@@ -93,9 +95,13 @@ def disrupting(node: StateNode) -> bool:
 
 
 def candidate_blocker(
-    node: StateNode, pools: dict[str, NodePool], *, now: datetime
+    node: StateNode, pools: dict[str, NodePool], *, now: datetime, pdbs: PDBLedger
 ) -> tuple[BlockerKind, str] | None:
-    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes."""
+    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes.
+
+    DaemonSet pods are never moved, but they go with the node: a PDB that selects them and allows no
+    eviction keeps the node, whatever method would remove it (Karpenter's candidate filter). The PDBs of
+    the pods that move are checked per command, where evictions add up."""
     if node.claim is None or node.node is None or not is_true(node.claim.status.conditions, INITIALIZED):
         return BlockerKind.NOT_INITIALIZED, "the node is not initialized yet"
     if node_annotations(node).get(wk.DO_NOT_DISRUPT, "").lower() == "true":
@@ -106,6 +112,9 @@ def candidate_blocker(
         until = do_not_disrupt_until(pod)
         lapses = f" until {until.isoformat()}" if until is not None else ""
         return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}={value}{lapses}"
+    why = pdbs.blocker(p for p in node.pods if p.is_daemonset_pod and not p.is_terminal)
+    if why is not None:
+        return BlockerKind.PDB, why
     if node.nodepool not in pools:
         return BlockerKind.NO_POOL, f"node pool {node.nodepool!r} does not exist"
     return None

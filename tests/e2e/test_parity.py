@@ -8,6 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from provisioner.api.durations import parse_duration
 from tests.e2e import test_timeline as timeline
 from tests.e2e.test_simulate import GPU_POOL, HEADER, cli
@@ -125,3 +127,52 @@ def test_an_invalid_do_not_disrupt_value_is_an_event_and_ignored(tmp_path):
     assert parse_duration(action["at"]) < timedelta(hours=1), "consolidated soon after the big job ended"
     (event,) = [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
     assert event["name"] == "small-0" and "'forever'" in event["message"]
+
+
+# PDBs over DaemonSet pods ------------------------------------------------------------------------------
+
+AGENT_DAEMONSET = """\
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: monitoring}
+spec:
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers:
+        - {name: agent, resources: {requests: {cpu: 100m, memory: 128Mi}}}
+"""
+
+AGENT_PDB = """\
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: agent, namespace: monitoring}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: agent}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("pdb", "kept"),
+    [pytest.param("", False, id="no-pdb"), pytest.param(AGENT_PDB, True, id="pdb-allows-none")],
+)
+def test_a_pdb_over_daemonset_pods_keeps_an_empty_node(tmp_path, pdb, kept):
+    text = timeline.scenario(
+        duration="2h",
+        timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: train}\n",
+    )
+    text += timeline.gpu_pool(types="[g6.xlarge]", consolidate_after="5m", capacity="[on-demand]")
+    text += timeline.workload("Job", "train", count=1, gpus=1) + AGENT_DAEMONSET + pdb
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    (claim,) = doc["nodeClaims"]
+    if kept:
+        assert doc["actions"] == []
+        assert [n["name"] for n in doc["nodes"]] == [claim["name"]]
+    else:
+        (action,) = doc["actions"]
+        assert action["reason"] == "Empty" and action["node"] == claim["name"]

@@ -14,7 +14,7 @@ from provisioner.controllers.provider_set import ProviderSet
 from provisioner.disruption import BlockerKind, plan
 from provisioner.disruption.candidates import do_not_disrupt, do_not_disrupt_problem
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.unit.disruption.builders import NOW, instance_type, pod, snapshot, state_node
+from tests.unit.disruption.builders import NOW, instance_type, pdb, pod, snapshot, state_node
 from tests.unit.disruption.builders import node_pool as pool
 
 LARGE = instance_type("m.large", cpu=8, memory_gib=32, price=0.40)
@@ -91,3 +91,43 @@ def test_the_controller_reports_an_invalid_value_once_and_keeps_going():
     (event,) = w.events("InvalidDoNotDisruptAnnotation")
     assert event["involvedObject"]["name"] == "job"
     assert "'forever'" in event["message"] and "ignored" in event["message"]
+
+
+# PDBs over DaemonSet pods ------------------------------------------------------------------------------
+
+AGENT = {"app": "agent"}
+
+
+def agent(name: str):
+    return pod(name, labels=AGENT, owner="DaemonSet", cpu="100m", memory="128Mi")
+
+
+@pytest.mark.parametrize(
+    ("budget", "kept"),
+    [
+        pytest.param({"max_unavailable": 0}, True, id="allows-none"),
+        pytest.param({"disruptions_allowed": 0, "min_available": 1}, True, id="status-says-none"),
+        pytest.param({"max_unavailable": 1}, False, id="allows-one"),
+    ],
+)
+def test_a_pdb_selecting_a_daemonset_pod_keeps_an_empty_node(solve, budget, kept):
+    empty = state_node("empty", it=LARGE, pods=[agent("agent-empty")])
+    busy = state_node("busy", it=LARGE, pods=[agent("agent-busy"), pod("w", cpu="6")])
+    result = run([empty, busy], solve=solve, pdbs=[pdb("agents", match=AGENT, **budget)])
+    if kept:
+        assert result.commands == []
+        found = [b for b in result.blockers if b.node == "empty"]
+        assert found and found[0].kind == BlockerKind.PDB and "ml/agents" in found[0].detail
+    else:
+        (command,) = result.commands
+        assert command.method == "emptiness" and command.node_names == ("empty",)
+
+
+def test_a_pdb_selecting_a_daemonset_pod_keeps_an_underused_node_from_consolidation(solve):
+    light = state_node("light", it=LARGE, pods=[agent("agent-light"), pod("a", cpu="1")])
+    room = state_node("room", it=LARGE, pods=[agent("agent-room"), pod("b", cpu="1")])
+    free = run([light, room], solve=solve, pdbs=[pdb("agents", match={"app": "other"}, max_unavailable=0)])
+    assert free.commands, "without the PDB one of the two nodes goes"
+    held = run([light, room], solve=solve, pdbs=[pdb("agents", match=AGENT, max_unavailable=0)])
+    assert held.commands == []
+    assert {b.node for b in held.blockers if b.kind == BlockerKind.PDB} == {"light", "room"}
