@@ -14,6 +14,10 @@ meantime drops them. Carrying out a command:
 4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
    really launched (`provisioner.finops.rows.action_rows` holds the money rules).
 
+Expiration is forceful: its commands skip the validation delay and the wait for replacements (their
+nodes are deleted at once; the drain honours PDBs and do-not-disrupt only until the claim's
+`terminationGracePeriod`, counted from the moment of expiry).
+
 Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
 replacements in flight are hidden from later plans so no two commands count on the same room. Blockers go
 to the recorder once per evaluation. The recorder (`provisioner.finops.recorder`) owns writing: a
@@ -36,6 +40,7 @@ from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
+from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.claims import build_nodeclaim
@@ -95,6 +100,12 @@ def _key(command: Command) -> tuple[str, tuple[str, ...]]:
     return command.method, tuple(sorted(command.node_names))
 
 
+def _forceful(command: Command) -> bool:
+    """Expiration: nothing that happens meanwhile makes an expired node young again, so it is carried out
+    at once, and its nodes are deleted without waiting for the replacements (as Karpenter's)."""
+    return command.reason == DisruptionReason.EXPIRED
+
+
 @dataclass(kw_only=True, eq=False)
 class DisruptionController(Reconciler):
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
@@ -144,7 +155,7 @@ class DisruptionController(Reconciler):
             pending, self.pending = self.pending, None
             result = self._plan(snap, now)
             for command in result.commands:
-                if _key(command) in pending.keys and not self._held(command, now):
+                if _forceful(command) or (_key(command) in pending.keys and not self._held(command, now)):
                     self._execute(command, snap, now)
                 elif _key(command) not in pending.keys:
                     log.info(
@@ -161,7 +172,10 @@ class DisruptionController(Reconciler):
                 return
         self._last_evaluation = now
         result = self._plan(snap, now)
-        keys = {_key(c) for c in result.commands if not self._held(c, now)}
+        for command in result.commands:
+            if _forceful(command):
+                self._execute(command, snap, now)
+        keys = {_key(c) for c in result.commands if not _forceful(c) and not self._held(c, now)}
         if keys:
             self.pending = _Pending(planned_at=now, keys=keys)
 
@@ -301,7 +315,7 @@ class DisruptionController(Reconciler):
             savings,
             f", replacements {active.replacements}" if active.replacements else "",
         )
-        if active.replacements:
+        if active.replacements and not _forceful(command):
             self.active[ident] = active
         else:
             self._finish(active, now)

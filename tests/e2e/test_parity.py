@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +176,30 @@ def test_a_pdb_over_daemonset_pods_keeps_an_empty_node(tmp_path, pdb, kept):
     else:
         (action,) = doc["actions"]
         assert action["reason"] == "Empty" and action["node"] == claim["name"]
+
+
+# Expiration --------------------------------------------------------------------------------------------
+
+
+def test_an_expired_node_held_by_do_not_disrupt_and_a_pdb_is_gone_by_expire_after_plus_the_grace_period(
+    tmp_path,
+):
+    text = timeline.scenario(duration="4h")
+    text += timeline.gpu_pool(types="[g6.xlarge]", capacity="[on-demand]").replace(
+        "      taints:\n",
+        "      expireAfter: 1h\n      terminationGracePeriod: 30m\n      taints:\n",
+    )
+    pinned = timeline.workload("Deployment", "serve", count=1, gpus=1).replace(
+        "      labels: {app: serve}\n",
+        "      labels: {app: serve}\n      annotations: {provisioner.sh/do-not-disrupt: 'true'}\n",
+    )
+    text += pinned + timeline.PDB_NONE_MAY_GO.replace("small", "serve")
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    first = min(doc["nodeClaims"], key=lambda c: c["launchedAt"])
+    assert first["deletedAt"] is not None, "an expired node never stays"
+    launched = datetime.fromisoformat(first["launchedAt"])
+    deleted = datetime.fromisoformat(first["deletedAt"])
+    assert timedelta(hours=1) <= deleted - launched <= timedelta(hours=1, minutes=32)
+    expired = [a for a in doc["actions"] if a["node"] == first["name"]]
+    assert [a["reason"] for a in expired] == ["Expired"]
+    assert [p["pod"] for p in doc["placements"]] == ["ml/serve-0"], "the pod runs again elsewhere"
