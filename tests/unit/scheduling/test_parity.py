@@ -419,8 +419,10 @@ def test_explain_gives_the_reason_a_pod_ends_unschedulable_in_the_full_solve():
     pools = h100_and_a100_pools()
     strict = [gpu_pod(f"strict-{i}", gpus=8, gpu_name="h100", cpu="4") for i in range(2)]
     types = {p.name: gpu_types() for p in pools}
-    alone = {v.nodepool: v for v in explain(strict[1], snapshot(), pools, types)}
+    alone = {v.nodepool: v for v in explain(strict[1], snapshot(), pools=pools, instance_types=types)}
     assert alone["h100"].fits, "on its own the pod fits the H100 pool"
-    verdicts = {v.nodepool: v for v in explain(strict[1], snapshot(), pools, types, pods=strict)}
+    verdicts = {
+        v.nodepool: v for v in explain(strict[1], snapshot(), pools=pools, instance_types=types, pods=strict)
+    }
     assert not verdicts["h100"].fits
     assert "limit" in verdicts["h100"].reason and "default/strict-0" in verdicts["h100"].reason
