@@ -459,7 +459,8 @@ class _Solver:
                     break
         types = [t.it for _, t, _ in options]
         first = options[0][1]
-        requirements = [r for r in n.reqs.to_requirements() if r.key not in (wk.INSTANCE_TYPE, wk.NODEPOOL)]
+        reqs, labels = _custom_labels(pool, n.reqs)
+        requirements = [r for r in reqs.to_requirements() if r.key not in (wk.INSTANCE_TYPE, wk.NODEPOOL)]
         requirements += rq.KeyReq(frozenset(it.name for it in types), absent_ok=False).to_requirements(
             wk.INSTANCE_TYPE
         )
@@ -478,6 +479,7 @@ class _Solver:
             offering=options[0][2],
             pods=list(n.pods),
             requests=requests,
+            labels=labels,
         )
 
 
@@ -496,6 +498,21 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
+
+
+def _custom_labels(pool: Pool, reqs: rq.Reqs) -> tuple[rq.Reqs, dict[str, str]]:
+    """A value for each key the pool defines (the one allowed, else the first by name, as Karpenter
+    picks one), with the requirements pinned to it so the claim and its node agree."""
+    labels: dict[str, str] = {}
+    for key in pool.custom_keys:
+        kreq = reqs.get(key)
+        value = kreq.single
+        if value is None and kreq.allowed:
+            value = min(kreq.allowed)
+            reqs = reqs.intersect(rq.Reqs(((key, rq.KeyReq(frozenset({value}), absent_ok=False)),)))
+        if value is not None:
+            labels[key] = value
+    return reqs, labels
 
 
 def solve(

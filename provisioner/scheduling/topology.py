@@ -154,8 +154,8 @@ class Topology:
                 elif key in t.it.labels:
                     vals = {t.it.labels[key]}
                 else:
-                    single = kreq.single
-                    vals = {single} if single else set()
+                    # A key the pool defines (template label or `In` requirement): its values.
+                    vals = set(kreq.allowed) if kreq.allowed is not None else set()
                 out.update(x for x in vals if kreq.matches(x))
         for n in self.existing:
             value = n.domain(key)

@@ -242,7 +242,6 @@ def test_a_chain_of_hostname_affinities_in_one_batch_lands_on_one_node(tmp_path)
     assert claim["pods"] == ["ml/cache", "ml/db", "ml/ui", "ml/web"]
 
 
-@SPLIT
 def test_a_node_selector_on_a_key_the_pool_defines_is_met(tmp_path):
     pool = CPU_POOL + "        - {key: example.com/tier, operator: In, values: [gold]}\n"
     doc = simulate(tmp_path, HEADER + pool + cpu_pod("p", spec="  nodeSelector: {example.com/tier: gold}\n"))

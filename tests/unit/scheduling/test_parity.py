@@ -165,11 +165,11 @@ def claim_labels(results, name: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("requirement", "schedules"),
     [
-        pytest.param(req(KEY, "In", "gold"), True, id="In-matching", marks=SPLIT),
+        pytest.param(req(KEY, "In", "gold"), True, id="In-matching"),
         pytest.param(req(KEY, "In", "silver"), False, id="In-other"),
         pytest.param(req(KEY, "NotIn", "gold"), False, id="NotIn-matching"),
         pytest.param(req(KEY, "NotIn", "silver"), True, id="NotIn-other"),
-        pytest.param(req(KEY, "Exists"), True, id="Exists", marks=SPLIT),
+        pytest.param(req(KEY, "Exists"), True, id="Exists"),
         pytest.param(req(KEY, "DoesNotExist"), False, id="DoesNotExist"),
     ],
 )
@@ -178,7 +178,6 @@ def test_required_affinity_on_a_key_the_pool_defines(requirement, schedules):
     assert (claim_of(results, "p") is not None) is schedules
 
 
-@SPLIT
 @pytest.mark.parametrize(
     "requirement",
     [req(KEY, "In", "gold"), req(KEY, "Exists"), req(KEY, "NotIn", "silver")],
@@ -189,13 +188,11 @@ def test_the_node_carries_the_label_of_a_key_the_pool_defines(requirement):
     assert claim_labels(results, "p")[KEY] == "gold"
 
 
-@SPLIT
 def test_an_unconstrained_pod_gets_the_pools_single_value_as_a_label():
     results = run([pod("p")], tier_pool("gold"))
     assert claim_labels(results, "p")[KEY] == "gold"
 
 
-@SPLIT
 def test_pods_asking_for_different_values_of_a_pool_key_get_different_nodes_with_their_labels():
     pods = [
         pod("g", cpu="100m", node_selector={KEY: "gold"}),
@@ -207,7 +204,6 @@ def test_pods_asking_for_different_values_of_a_pool_key_get_different_nodes_with
     assert claim_of(results, "g") is not claim_of(results, "s")
 
 
-@SPLIT
 def test_compatible_pods_share_a_node_on_a_pool_key():
     pods = [
         pod("g", cpu="100m", required=[[req(KEY, "In", "gold")]]),
