@@ -21,7 +21,7 @@ from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec
 from provisioner.scheduling.results import PoolReason
 from provisioner.scheduling.topology import Group, Spread, Topology
-from provisioner.state.objects import LabelSelector, Pod, Toleration, TopologySpread
+from provisioner.state.objects import PREFER_NO_SCHEDULE, LabelSelector, Pod, Toleration, TopologySpread
 
 ShapeKey = tuple[Any, ...]
 
@@ -59,6 +59,9 @@ class Variant:
     host_blockers: list[tuple[Group, int]] = field(default_factory=list)
     """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
     has_topology: bool = False
+    avoid_soft_taints: bool = False
+    """PreferNoSchedule taints the pod does not tolerate count as NoSchedule (Karpenter relaxes this
+    last: such pools and nodes are used only when nothing else fits)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -110,6 +113,15 @@ class Compiler:
         )
         """Pools with a GPU type: a GPU pod whose default list names none of them is refused."""
         self.variant_count = 0
+        self.soft_taints = {
+            t
+            for t in [
+                *(t for p in pools for t in p.taints),
+                *(t for n in topology.existing for t in n.taints),
+            ]
+            if t.effect == PREFER_NO_SCHEDULE
+        }
+        """The PreferNoSchedule taints of this solve's pools and nodes."""
 
     def compile(self, pod: Pod) -> Shape:
         alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
@@ -133,12 +145,16 @@ class Compiler:
             or pod.anti_affinity_preferred
             or any(c.when_unsatisfiable != "DoNotSchedule" for c in pod.topology_spread)
         )
-        plans: list[tuple[rq.Reqs | None, bool]] = [(p, soft) for p in prefs] + [(None, soft)]
+        avoid = any(not any(tol.tolerates(t) for tol in pod.tolerations) for t in self.soft_taints)
+        plans: list[tuple[rq.Reqs | None, bool, bool]] = [(p, soft, avoid) for p in prefs]
+        plans.append((None, soft, avoid))
         if soft:
-            plans.append((None, False))
+            plans.append((None, False, avoid))
+        if avoid:
+            plans.append((None, False, False))
         topo = self.topology
         variants: list[Variant] = []
-        for pref, with_soft in plans:
+        for pref, with_soft, avoid_soft in plans:
             spreads = [
                 Spread(
                     group=topo.group(c.topology_key, _spread_selector(pod, c), frozenset((pod.namespace,))),
@@ -171,6 +187,7 @@ class Compiler:
                 affinity=affinity,
                 anti=anti,
                 owner_of=owner_of,
+                avoid_soft_taints=avoid_soft,
             )
             self.variant_count += 1
             v.monotone = not affinity and all(s.group.key == wk.HOSTNAME for s in spreads)

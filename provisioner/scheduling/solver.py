@@ -41,7 +41,7 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
 from provisioner.scheduling import pool_order, reservations
 from provisioner.scheduling import requirements as rq
-from provisioner.scheduling.fit import labels_missing, pool_fit
+from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
 from provisioner.scheduling.pools import (
     Pool,
@@ -57,7 +57,7 @@ from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Resu
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, shape_key
 from provisioner.scheduling.topology import Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import DaemonSet, Pod, tolerates_all
+from provisioner.state.objects import DaemonSet, Pod
 
 MAX_OPTIONS = 60
 
@@ -154,7 +154,7 @@ class _Solver:
                 continue
             ok = n.taint_ok.get(v.id)
             if ok is None:
-                ok = n.taint_ok[v.id] = tolerates_all(v.tolerations, n.taints) is None
+                ok = n.taint_ok[v.id] = untolerated(v, n.taints) is None
             if not ok:
                 continue
             ok = n.label_ok.get(v.id)

@@ -127,12 +127,15 @@ class TaintValue:
         return out
 
 
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
 def tolerates_all(
     tolerations: tuple[Toleration, ...], taints: tuple[TaintValue, ...] | list[TaintValue]
 ) -> TaintValue | None:
     """The first NoSchedule/NoExecute taint not tolerated, or None when all are (PreferNoSchedule never blocks)."""
     for taint in taints:
-        if taint.effect == "PreferNoSchedule":
+        if taint.effect == PREFER_NO_SCHEDULE:
             continue
         if not any(t.tolerates(taint) for t in tolerations):
             return taint

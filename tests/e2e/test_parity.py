@@ -249,7 +249,6 @@ def test_a_node_selector_on_a_key_the_pool_defines_is_met(tmp_path):
     assert set(pods_of(doc)) == {"ml/p"}
 
 
-@SPLIT
 def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits(tmp_path):
     soft = (
         CPU_POOL.replace("name: cpu}", "name: soft}").replace("  template:\n", "  weight: 100\n  template:\n")

@@ -232,7 +232,6 @@ def test_a_key_no_pool_defines_behaves_as_karpenter(requirement, schedules):
 SOFT = {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}
 
 
-@SPLIT
 def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits():
     pools = [node_pool("soft", weight=100, taints=[SOFT]), node_pool("plain", weight=1)]
     results = run([pod("p")], pools)
@@ -251,8 +250,6 @@ def test_a_pod_tolerating_the_prefer_no_schedule_taint_may_use_its_pool():
     assert claim_of(run([tolerant], pools), "p").nodepool.name == "soft"
 
 
-@SPLIT
-@SPLIT
 def test_an_existing_node_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits():
     soft = node("a-soft", taints=[SOFT])
     plain = node("b-plain")
