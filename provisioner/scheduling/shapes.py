@@ -21,7 +21,14 @@ from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec
 from provisioner.scheduling.results import PoolReason
 from provisioner.scheduling.topology import Group, Spread, Topology
-from provisioner.state.objects import PREFER_NO_SCHEDULE, LabelSelector, Pod, Toleration, TopologySpread
+from provisioner.state.objects import (
+    PREFER_NO_SCHEDULE,
+    HostPort,
+    LabelSelector,
+    Pod,
+    Toleration,
+    TopologySpread,
+)
 
 ShapeKey = tuple[Any, ...]
 
@@ -59,6 +66,8 @@ class Variant:
     host_blockers: list[tuple[Group, int]] = field(default_factory=list)
     """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
     has_topology: bool = False
+    host_ports: tuple[HostPort, ...] = ()
+    """Ports the pod binds on its node: no other pod on the node may hold one of them."""
     avoid_soft_taints: bool = False
     """PreferNoSchedule taints the pod does not tolerate count as NoSchedule (Karpenter relaxes this
     last: such pools and nodes are used only when nothing else fits)."""
@@ -89,6 +98,7 @@ def shape_key(pod: Pod) -> ShapeKey:
         pod.anti_affinity_required,
         pod.anti_affinity_preferred,
         pod.annotations.get(wk.NODEPOOLS, ""),
+        pod.host_ports,
     )
 
 
@@ -188,6 +198,7 @@ class Compiler:
                 anti=anti,
                 owner_of=owner_of,
                 avoid_soft_taints=avoid_soft,
+                host_ports=pod.host_ports,
             )
             self.variant_count += 1
             v.monotone = not affinity and all(s.group.key == wk.HOSTNAME for s in spreads)

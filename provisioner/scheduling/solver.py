@@ -57,7 +57,7 @@ from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Resu
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, shape_key
 from provisioner.scheduling.topology import Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import DaemonSet, Pod
+from provisioner.state.objects import DaemonSet, HostPort, Pod
 
 MAX_OPTIONS = 60
 
@@ -93,6 +93,8 @@ class _New:
     absorbed: dict[int, tuple[rq.Reqs, list[Option]] | None] = field(default_factory=dict)
     """Per variant id: the node's requirements and options once a pod of it joins (None: it cannot)."""
     reserved: Vec = ()
+    host_ports: list[HostPort] = field(default_factory=list)
+    """Host ports its pods hold."""
 
     @property
     def price(self) -> float:
@@ -164,9 +166,12 @@ class _Solver:
                 continue
             if v.has_topology and not self.topology.existing_ok(v, n):
                 continue
+            if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
+                continue
             if v.monotone:
                 v.hint_existing[pool] = i
             n.avail = tuple(map(sub, n.avail, req))
+            n.host_ports.extend(v.host_ports)
             record(v, n.domain)
             return n
         if v.monotone:
@@ -234,6 +239,8 @@ class _Solver:
             total = tuple(map(add, n.total, req))
             if not all(map(le, total, n.maxvec)):
                 continue
+            if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
+                continue
             fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
             if isinstance(fit, str):
                 continue
@@ -283,6 +290,7 @@ class _Solver:
             n.cursor = idx
             n.total = total
             n.pods.append(pod)
+            n.host_ports.extend(v.host_ports)
             record(v, n.domain)
             return n
         if hinted:
@@ -334,6 +342,7 @@ class _Solver:
             cursor=idx,
             pods=[pod],
             reserved=t.capacity,
+            host_ports=list(v.host_ports),
         )
         self.new.append(n)
         self._hold(reservation)

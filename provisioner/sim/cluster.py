@@ -285,7 +285,10 @@ class Binder:
         fitted_nowhere: set[tuple[Any, ...]] = set()
         bound = 0
         for pod in pending:
-            topology = bool(pod.anti_affinity_required or pod.affinity_required or pod.topology_spread)
+            # Host ports depend on the pods already on a node, as topology does: checked node by node.
+            topology = bool(
+                pod.anti_affinity_required or pod.affinity_required or pod.topology_spread or pod.host_ports
+            )
             target: str | None = None
             if topology:
                 if placed is None:
@@ -377,6 +380,11 @@ class Binder:
         for node in nodes:
             room = used.get(node.name, {})
             if not fits(pod, node, room) or not topology_ok(pod, node, placed, eligible):
+                continue
+            if pod.host_ports and any(
+                n.name == node.name and any(w.conflicts(h) for w in pod.host_ports for h in p.host_ports)
+                for p, n in placed
+            ):
                 continue
             key = _room_key(node.name, node.allocatable, room)
             if best is None or key < best:

@@ -187,6 +187,39 @@ class PodAffinityTerm:
         )
 
 
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A port a container binds on its node (`hostPort`): two pods may not hold the same one."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Same port and protocol, on the same address or either on every address (kube-scheduler's
+        rule)."""
+        return (
+            self.port == other.port
+            and self.protocol == other.protocol
+            and (self.ip == other.ip or self.ip in _ANY_ADDRESS or other.ip in _ANY_ADDRESS)
+        )
+
+
+def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports of a pod's containers (protocol TCP and address 0.0.0.0 unless given)."""
+    return tuple(
+        HostPort(
+            port=int(p["hostPort"]), protocol=p.get("protocol") or "TCP", ip=p.get("hostIP") or "0.0.0.0"
+        )
+        for c in spec.get("containers") or ()
+        for p in c.get("ports") or ()
+        if p.get("hostPort")
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PreferredNodeTerm:
     weight: int
@@ -289,6 +322,7 @@ class Pod:
     affinity_preferred: tuple[PodAffinityTerm, ...] = ()
     anti_affinity_required: tuple[PodAffinityTerm, ...] = ()
     anti_affinity_preferred: tuple[PodAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
     owner_kind: str | None = None
     owner_name: str | None = None
     unschedulable: bool = False
@@ -398,6 +432,7 @@ class Pod:
                 PodAffinityTerm.from_dict(t["podAffinityTerm"], int(t.get("weight", 1)))
                 for t in pod_anti.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
             ),
+            host_ports=host_ports(spec),
             owner_kind=owner.get("kind") if owner else None,
             owner_name=owner.get("name") if owner else None,
             unschedulable=unschedulable,

@@ -258,7 +258,6 @@ def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits(tm
     assert pods_of(doc)["ml/p"]["nodePool"] == "cpu"
 
 
-@SPLIT
 def test_pods_with_the_same_host_port_get_their_own_nodes(tmp_path):
     text = HEADER + CPU_POOL
     for name in ("a", "b"):

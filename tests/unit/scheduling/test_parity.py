@@ -260,7 +260,6 @@ def test_an_existing_node_with_a_prefer_no_schedule_taint_is_avoided_while_anoth
 # Host ports ----------------------------------------------------------------------------------------------
 
 
-@SPLIT
 def test_two_pods_with_the_same_host_port_never_share_a_node():
     pods = [with_ports(pod(f"p{i}", cpu="100m"), {"containerPort": 80, "hostPort": 8080}) for i in range(2)]
     results = run(pods)
@@ -275,7 +274,6 @@ def test_different_host_ports_or_protocols_may_share_a_node():
     assert len({host_of(results, n) for n in "abc"}) == 1
 
 
-@SPLIT
 def test_a_host_port_taken_on_an_existing_node_sends_the_pod_elsewhere():
     n1 = node("n1", cpu=8, memory_gib=32)
     running = with_spec(
