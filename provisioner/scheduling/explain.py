@@ -59,7 +59,7 @@ def explain(
     # Counts every node of the snapshot toward its pool's limits.
     nodes = existing.capacity(snapshot, {p.name: p for p in compiled}, dims=dims, daemonsets=ds)
     cache = OptionCache(len(dims))
-    topology = Topology(snapshot, existing=nodes, cache=cache, dims=dims)
+    topology = Topology(snapshot, existing=nodes, pools=compiled, cache=cache, dims=dims)
     shape = Compiler(pools=compiled, dims=dims, topology=topology, defaults=defaults).compile(pod)
     if shape.refused is not None:
         return [PoolVerdict(r.nodepool, False, r.reason) for r in shape.refused]

@@ -62,7 +62,10 @@ class Variant:
     alone: float | None = None
     """What a node of its own costs in the first pool of its order that fits it (the solver's cache)."""
     pool_fit: dict[int, PoolFit | str] = field(default_factory=dict)
-    universe: dict[str, frozenset[str]] = field(default_factory=dict)
+    universe: dict[tuple[str, bool, bool], frozenset[str]] = field(default_factory=dict)
+    """Per (key, nodeAffinityPolicy Ignore, nodeTaintsPolicy Honor): a spread's eligible domains."""
+    required_alts: tuple[rq.Reqs, ...] = ()
+    """The pod's required node affinity alone (preferences do not narrow a spread's domains)."""
     host_blockers: list[tuple[Group, int]] = field(default_factory=list)
     """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
     has_topology: bool = False
@@ -170,6 +173,9 @@ class Compiler:
                     group=topo.group(c.topology_key, _spread_selector(pod, c), frozenset((pod.namespace,))),
                     max_skew=max(1, c.max_skew),
                     hard=c.when_unsatisfiable == "DoNotSchedule",
+                    min_domains=c.min_domains or 0,
+                    affinity_ignore=c.node_affinity_policy == "Ignore",
+                    taints_honor=c.node_taints_policy == "Honor",
                 )
                 for c in pod.topology_spread
                 if c.when_unsatisfiable == "DoNotSchedule" or with_soft
@@ -199,6 +205,7 @@ class Compiler:
                 owner_of=owner_of,
                 avoid_soft_taints=avoid_soft,
                 host_ports=pod.host_ports,
+                required_alts=alts,
             )
             self.variant_count += 1
             v.monotone = not affinity and all(s.group.key == wk.HOSTNAME for s in spreads)

@@ -127,7 +127,9 @@ class _Solver:
         self.existing = ex.capacity(
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
-        self.topology = Topology(snapshot, existing=self.existing, cache=self.cache, dims=self.dims)
+        self.topology = Topology(
+            snapshot, existing=self.existing, pools=self.pools, cache=self.cache, dims=self.dims
+        )
         self.compiler = Compiler(
             pools=self.pools, dims=self.dims, topology=self.topology, defaults=options.pool_defaults
         )

@@ -268,7 +268,6 @@ def test_pods_with_the_same_host_port_get_their_own_nodes(tmp_path):
     assert len(doc["nodeClaims"]) == 2
 
 
-@SPLIT
 def test_min_domains_leaves_a_pod_pending_when_the_pool_offers_too_few_zones(tmp_path):
     pool = (
         CPU_POOL

@@ -291,7 +291,6 @@ def spread_with(**extra: Any) -> dict[str, Any]:
     return {**spread(app="w"), **extra}
 
 
-@SPLIT
 def test_min_domains_counts_missing_domains_as_empty():
     pools = node_pool(requirements=[req(wk.ZONE, "In", "zone-a", "zone-b")])
     pods = [
@@ -318,7 +317,7 @@ def tainted_nodes_with_spread_label():
     return snapshot([(n, []) for n in nodes])
 
 
-@pytest.mark.parametrize(("policy", "expected"), [("Ignore", [1]), pytest.param("Honor", [5], marks=SPLIT)])
+@pytest.mark.parametrize(("policy", "expected"), [("Ignore", [1]), ("Honor", [5])])
 def test_node_taints_policy_decides_whether_tainted_nodes_count_as_domains(policy, expected):
     pool = node_pool(labels={"fake-label": "baz"})
     constraint = {**spread("fake-label", app="w"), "nodeTaintsPolicy": policy}
@@ -328,7 +327,7 @@ def test_node_taints_policy_decides_whether_tainted_nodes_count_as_domains(polic
     assert [placed] == expected
 
 
-@pytest.mark.parametrize(("policy", "expected"), [pytest.param("Ignore", 1, marks=SPLIT), ("Honor", 5)])
+@pytest.mark.parametrize(("policy", "expected"), [("Ignore", 1), ("Honor", 5)])
 def test_node_affinity_policy_decides_whether_unselectable_nodes_count_as_domains(policy, expected):
     pool = node_pool(labels={"fake-label": "baz", "selector": "value"})
     others = [
@@ -344,7 +343,6 @@ def test_node_affinity_policy_decides_whether_unselectable_nodes_count_as_domain
     assert sum(len(c.pods) for c in results.new_claims) == expected
 
 
-@SPLIT
 def test_a_spread_is_not_narrowed_by_a_preferred_node_affinity():
     pods = [
         pod(
