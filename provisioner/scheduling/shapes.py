@@ -69,6 +69,9 @@ class Variant:
     host_blockers: list[tuple[Group, int]] = field(default_factory=list)
     """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
     has_topology: bool = False
+    pins: tuple[str, ...] = ()
+    """Keys other than hostname on which pending pods have a required affinity to this pod: its node
+    is pinned to one domain of each, so they can follow it there in the same solve."""
     host_ports: tuple[HostPort, ...] = ()
     """Ports the pod binds on its node: no other pod on the node may hold one of them."""
     avoid_soft_taints: bool = False
@@ -185,6 +188,8 @@ class Compiler:
             for t in aff_terms:
                 g = topo.group(t.topology_key, t.label_selector, topo.namespaces(pod, t))
                 affinity.append((g, g.matches(pod)))
+                if t.weight == 0:
+                    topo.followed.add(id(g))
             anti_terms = list(pod.anti_affinity_required) + (
                 list(pod.anti_affinity_preferred) if with_soft else []
             )
@@ -222,10 +227,14 @@ class Compiler:
         """After every group exists: which groups count this shape, which anti-affinity owners block it."""
         member_of = [g for g in self.topology.groups.values() if g.matches(pod)]
         blocked_by = [g for g in self.topology.owners.values() if g.matches(pod)]
+        pins = tuple(
+            sorted({g.key for g in member_of if id(g) in self.topology.followed and g.key != wk.HOSTNAME})
+        )
         for v in shape.variants:
             v.member_of = member_of
             v.blocked_by = blocked_by
-            v.has_topology = bool(v.spreads or v.affinity or v.anti or blocked_by)
+            v.pins = pins
+            v.has_topology = bool(v.spreads or v.affinity or v.anti or blocked_by or pins)
             blockers: list[tuple[Group, int]] = [(g, 1) for g in v.anti if g.key == wk.HOSTNAME]
             blockers += [(g, 1) for g in blocked_by if g.key == wk.HOSTNAME]
             blockers += [(s.group, s.max_skew) for s in v.spreads if s.group.key == wk.HOSTNAME]

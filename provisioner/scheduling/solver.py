@@ -52,10 +52,10 @@ from provisioner.scheduling.pools import (
     reserve,
     within,
 )
-from provisioner.scheduling.resources import Dims, Vec, add, le, sub
+from provisioner.scheduling.resources import Dims, Vec, add, fits, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, shape_key
-from provisioner.scheduling.topology import Topology, record, topology_reason
+from provisioner.scheduling.topology import Group, Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, HostPort, Pod
 
@@ -433,11 +433,15 @@ class _Solver:
 
         dim_gpu = self.dims.index.get(wk.GPU_RESOURCE)
         cpu, mem = self.dims.index[quantities.CPU], self.dims.index[quantities.MEMORY]
+        depth = _depths(firsts, self.topology)
+        choice: dict[int, tuple[int, int]] = {id(shape): self._choice(shape) for shape, _ in firsts}
 
-        def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, str]:
+        def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, int, int, int, str]:
             pod, shape = item
             r = shape.variants[0].req
-            return (-pod.priority, -(r[dim_gpu] if dim_gpu is not None else 0), -r[cpu], -r[mem], pod.key)
+            pools, models = choice[id(shape)]
+            gpus = r[dim_gpu] if dim_gpu is not None else 0
+            return (depth[id(shape)], -pod.priority, pools, models, -gpus, -r[cpu], -r[mem], pod.key)
 
         results = Results()
         for pod, shape in sorted(pod_shapes, key=order):
@@ -448,6 +452,25 @@ class _Solver:
                 results.placements.append(Placement(pod=pod, node=outcome.name))
         results.new_claims = [self._finalize(n) for n in self.new]
         return results
+
+    def _choice(self, shape: Shape) -> tuple[int, int]:
+        """How much choice a shape has: the pools that can take it, and for a GPU pod the GPU models
+        it accepts. The most constrained go first, so a pod pinned to one model is not left without
+        room by pods that could have used another."""
+        v = shape.variants[-1]
+        pools = 0
+        models: set[str] = set()
+        gpu_dim = self.dims.index.get(wk.GPU_RESOURCE)
+        for pool in v.pools:
+            fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
+            if isinstance(fit, str):
+                continue
+            pools += 1
+            if gpu_dim is not None and v.req[gpu_dim]:
+                models.update(
+                    t.it.gpu.name for _, t, _ in fit.options if t.it.gpu is not None and fits(v.req, t.alloc)
+                )
+        return pools, len(models)
 
     def _finalize(self, n: _New) -> NewClaim:
         pool = n.pool
@@ -509,6 +532,81 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
+
+
+def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:
+    """Per shape, how many shapes must be placed before it: the pods its required affinity follows, and
+    the pods whose required anti-affinity selects it (their owners go first, so the selected pods keep
+    out of their domains). Shapes in a cycle share a depth."""
+    index = {id(shape): i for i, (shape, _) in enumerate(firsts)}
+    before: dict[int, set[int]] = {}
+    matched: dict[int, list[int]] = {}
+
+    def members(g: Group) -> list[int]:
+        found = matched.get(id(g))
+        if found is None:
+            found = matched[id(g)] = [i for i, (_, pod) in enumerate(firsts) if g.matches(pod)]
+        return found
+
+    for i, (shape, pod) in enumerate(firsts):
+        for g, _ in shape.variants[-1].affinity:
+            before.setdefault(i, set()).update(j for j in members(g) if j != i)
+        for t in pod.anti_affinity_required:
+            for j in members(topology.owner(pod, t)):
+                if j != i:
+                    before.setdefault(j, set()).add(i)
+    comp = _components(before)
+    # Longest chain of components before each one (the graph between components has no cycle).
+    depth: dict[int, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for i in sorted(before):
+            d = max((depth.get(j, 0) + 1 for j in before[i] if comp[j] != comp[i]), default=0)
+            d = max(d, max((depth.get(j, 0) for j in before if comp[j] == comp[i]), default=0))
+            if d > depth.get(i, 0):
+                depth[i] = d
+                changed = True
+    return {id(shape): depth.get(index[id(shape)], 0) for shape, _ in firsts}
+
+
+def _components(before: Mapping[int, set[int]]) -> dict[int, int]:
+    """Strongly connected components of the "placed before" graph (Kosaraju, iteratively): node ->
+    component id. Shapes that must each go before the other (mutual anti-affinity) share one."""
+    nodes = sorted(set(before) | {j for js in before.values() for j in js})
+    after: dict[int, list[int]] = {}
+    for i, js in before.items():
+        for j in js:
+            after.setdefault(j, []).append(i)
+    seen: set[int] = set()
+    finished: list[int] = []
+    for root in nodes:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(sorted(before.get(root, ()))))]
+        while stack:
+            node, it = stack[-1]
+            nxt = next((j for j in it if j not in seen), None)
+            if nxt is None:
+                stack.pop()
+                finished.append(node)
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(sorted(before.get(nxt, ())))))
+    comp: dict[int, int] = {}
+    for root in reversed(finished):
+        if root in comp:
+            continue
+        comp[root] = root
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            for j in after.get(node, ()):
+                if j not in comp:
+                    comp[j] = root
+                    todo.append(j)
+    return comp
 
 
 def _custom_labels(pool: Pool, reqs: rq.Reqs) -> tuple[rq.Reqs, dict[str, str]]:

@@ -85,6 +85,8 @@ class Topology:
         self.dims = dims
         self.groups: dict[GroupKey, Group] = {}
         self.owners: dict[GroupKey, Group] = {}
+        self.followed: set[int] = set()
+        """Ids of the groups some pod has a required affinity to."""
         self.pools = tuple(pools)
         self._universe: dict[tuple[object, ...], frozenset[str]] = {}
 
@@ -287,6 +289,7 @@ def topology_keys(v: Variant) -> list[str]:
     keys += [g.key for g, _ in v.affinity]
     keys += [g.key for g in v.anti]
     keys += [g.key for g in v.blocked_by]
+    keys += v.pins
     return sorted(set(keys))
 
 

@@ -230,7 +230,6 @@ def follows(app: str, key: str = "kubernetes.io/hostname") -> str:
     )
 
 
-@SPLIT
 def test_a_chain_of_hostname_affinities_in_one_batch_lands_on_one_node(tmp_path):
     text = HEADER + CPU_POOL + cpu_pod("db", cpu="100m", labels="{app: db}")
     text += cpu_pod("web", cpu="1", labels="{app: web}", spec=follows("db"))
@@ -334,7 +333,6 @@ spec:
 """
 
 
-@SPLIT
 def test_a_pod_pinned_to_h100_is_not_left_pending_by_pods_that_could_use_a100(tmp_path):
     text = HEADER + H100_AND_A100 + trainer("flex", "[h100, a100]", "16") + trainer("strict", "[h100]", "8")
     doc = simulate(tmp_path, text)

@@ -69,7 +69,6 @@ def skew(results, key: str = wk.ZONE) -> list[int]:
 # Same-batch pod affinity and anti-affinity ---------------------------------------------------------------
 
 
-@SPLIT
 def test_a_hostname_affinity_chain_lands_on_one_node_whatever_the_order():
     # ui -> cache -> web -> db; the followers are larger, so a largest-first order meets them first.
     db = pod("db", cpu="100m", labels={"type": "db"})
@@ -96,7 +95,6 @@ def test_a_hostname_affinity_chain_lands_on_one_node_whatever_the_order():
     assert len({host_of(results, n) for n in ("db", "web", "cache", "ui")}) == 1
 
 
-@SPLIT
 def test_a_zone_affine_group_follows_its_target_constrained_to_one_zone():
     target = pod("target", cpu="100m", labels={"security": "s2"}, required=[[req(wk.ZONE, "In", "zone-c")]])
     followers = [
@@ -112,7 +110,6 @@ def test_a_zone_affine_group_follows_its_target_constrained_to_one_zone():
     assert {zone_of(results, p.name) for p in [target, *followers]} == {"zone-c"}
 
 
-@SPLIT
 def test_a_zone_affine_pod_follows_a_pending_target_into_the_zone_it_gets():
     target = pod("target", cpu="3", labels={"app": "t"})
     follower = pod("follower", cpu="3", affinity=[term(wk.ZONE, app="t")])
@@ -132,7 +129,6 @@ def test_zone_anti_affinity_between_two_groups_of_the_batch_keeps_them_apart():
     assert not {zone_of(results, p.name) for p in a} & {zone_of(results, p.name) for p in b}
 
 
-@SPLIT
 def test_anti_affinity_of_a_pending_pod_keeps_the_pods_it_selects_out_of_its_zone_whatever_the_order():
     # Karpenter's "inverse" case: the pod carrying the anti-affinity is placed last (it is the smallest).
     guard = pod(
@@ -394,7 +390,6 @@ def flexible(name: str) -> Pod:
     return gpu_pod(name, gpus=8, gpu_name=None, cpu="8", required=[[req(wk.GPU_NAME, "In", "h100", "a100")]])
 
 
-@SPLIT
 def test_a_pod_pinned_to_h100_is_placed_before_flexible_pods_take_the_h100_limit():
     strict = gpu_pod("strict", gpus=8, gpu_name="h100", cpu="4")
     results = run([flexible("flex-a"), flexible("flex-b"), strict], h100_and_a100_pools(), gpu_types())
