@@ -324,7 +324,7 @@ class _Solver:
         idx = first_fit(options, v.req, 0, room)
         if idx < 0:
             if room is not None:
-                return limit_reason(pool, options, v.req, dims=self.dims)
+                return limit_reason(pool, options, v.req, dims=self.dims) + self._room_taken(pool)
             return "no instance type fits"  # unreachable: pool_fit found one
         reservation = reservations.reservation_of(options[idx])
         if reserved_only and reservation is None:
@@ -350,6 +350,14 @@ class _Solver:
         self._hold(reservation)
         record(v, n.domain)
         return n
+
+    def _room_taken(self, pool: Pool) -> str:
+        """Which pods of this solve took the pool's room (new nodes), to say why a limit says no."""
+        keys = [p.key for n in self.new if n.pool is pool for p in n.pods]
+        if not keys:
+            return ""
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        return f" (in this solve, new nodes for {shown} took the room)"
 
     def _next_name(self, pool: Pool, *, commit: bool) -> str:
         k = self.new_count.get(pool.name, 0) + 1

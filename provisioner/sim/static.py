@@ -28,6 +28,8 @@ def run(loaded: LoadedScenario) -> Results:
 
 
 def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
+    """Each pool's verdict for the pod: on its own, or the full solve's reasons when that solve leaves
+    it unschedulable."""
     return explain(
         pod,
         loaded.snapshot(),
@@ -35,6 +37,7 @@ def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
         defaults=loaded.pool_defaults,
+        pods=loaded.pods,
     )
 
 

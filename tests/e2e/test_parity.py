@@ -207,8 +207,6 @@ def test_an_expired_node_held_by_do_not_disrupt_and_a_pdb_is_gone_by_expire_afte
 
 # Scheduling (phase 2 of issue 11: after the solver split) ------------------------------------------------
 
-SPLIT = pytest.mark.xfail(strict=True, reason="needs the solver split")
-
 
 def cpu_pod(name: str, *, cpu: str = "500m", labels: str = "{}", spec: str = "") -> str:
     return f"""\
@@ -341,7 +339,6 @@ def test_a_pod_pinned_to_h100_is_not_left_pending_by_pods_that_could_use_a100(tm
     assert pods_of(doc)["ml/flex"]["nodePool"] == "a100"
 
 
-@SPLIT
 def test_explain_says_why_a_pod_ends_unschedulable_in_the_full_solve(tmp_path):
     text = HEADER + H100_AND_A100 + trainer("strict-0", "[h100]", "8") + trainer("strict-1", "[h100]", "8")
     path = tmp_path / "scenario.yaml"

@@ -28,7 +28,6 @@ from .builders import (
     term,
 )
 
-SPLIT = pytest.mark.xfail(strict=True, reason="needs the solver split")
 
 KEY = "example.com/tier"
 
@@ -398,7 +397,6 @@ def test_a_pod_pinned_to_h100_is_placed_before_flexible_pods_take_the_h100_limit
     assert {claim_of(results, n).nodepool.name for n in ("flex-a", "flex-b")} == {"a100"}
 
 
-@SPLIT
 def test_explain_gives_the_reason_a_pod_ends_unschedulable_in_the_full_solve():
     pools = h100_and_a100_pools()
     strict = [gpu_pod(f"strict-{i}", gpus=8, gpu_name="h100", cpu="4") for i in range(2)]
