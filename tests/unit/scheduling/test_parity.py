@@ -28,7 +28,6 @@ from .builders import (
     term,
 )
 
-
 KEY = "example.com/tier"
 
 
