@@ -1,25 +1,28 @@
 """Which nodes the planner may touch, and facts about each one it reads.
 
-A candidate is a node we own (it has a NodeClaim), initialized, not being deleted, with no do-not-disrupt
-annotation on itself and none in force on any of its pods, no DaemonSet pod held by a PDB, in a pool that
-still exists. On a pod the
-annotation is `true` (for ever) or a duration such as `2h` (counted from the pod's start, as Karpenter);
-any other value is ignored, and reported by `do_not_disrupt_problem` for an Event. Whether its pods are evictable
-under their PDBs is checked per command (evictions add up across the nodes of one plan).
-"""
+A candidate is a node we own (it has a NodeClaim), initialized, not being deleted, in a pool that still
+exists, with
+- no do-not-disrupt annotation on itself, and none in force on any of its pods: on a pod the annotation
+  is `true` (for ever) or a duration such as `2h` (counted from the pod's start, as Karpenter); any other
+  value is ignored, and reported by `do_not_disrupt_problem` for an Event;
+- no DaemonSet pod held by a PDB;
+- no pending pod that can land on it (capacity launched for pods not bound yet).
+Whether its other pods are evictable under their PDBs is checked per command (evictions add up across
+the nodes of one plan)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from provisioner.api import NodePool, durations
+from provisioner.api import NodePool, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
 from provisioner.disruption.model import BlockerKind
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.state.cluster import StateNode
-from provisioner.state.objects import Pod
+from provisioner.state.objects import Pod, tolerates_all
 
 
 def aware(moment: datetime | None) -> datetime | None:
@@ -94,8 +97,42 @@ def disrupting(node: StateNode) -> bool:
     return any(t.key == wk.DISRUPTED_TAINT for t in node.taints)
 
 
+def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
+    """A pending pod that can land on the node now (room, taints, node selector and affinity, pool list):
+    the capacity was most likely launched for it and it is not bound yet, so it must not go."""
+    if node.node is None or node.cordoned:
+        return None
+    free = node.available
+    for pod in pending:
+        if (
+            pod.is_daemonset_pod
+            or pod.deleting
+            or pod.is_terminal
+            or (pod.raw.get("spec") or {}).get("schedulingGates")
+        ):
+            continue
+        if pod.nodepools and node.nodepool not in pod.nodepools:
+            continue
+        if not quantities.fits(pod.requests, free) or tolerates_all(pod.tolerations, node.taints) is not None:
+            continue
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in pod.node_selector.items()):
+            continue
+        if pod.required_node_terms and not any(
+            all(r.matches(labels) for r in term) for term in pod.required_node_terms
+        ):
+            continue
+        return pod
+    return None
+
+
 def candidate_blocker(
-    node: StateNode, pools: dict[str, NodePool], *, now: datetime, pdbs: PDBLedger
+    node: StateNode,
+    pools: dict[str, NodePool],
+    *,
+    now: datetime,
+    pdbs: PDBLedger,
+    pending: Sequence[Pod] = (),
 ) -> tuple[BlockerKind, str] | None:
     """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes.
 
@@ -115,6 +152,9 @@ def candidate_blocker(
     why = pdbs.blocker(p for p in node.pods if p.is_daemonset_pod and not p.is_terminal)
     if why is not None:
         return BlockerKind.PDB, why
+    waiting = awaited_by(node, pending)
+    if waiting is not None:
+        return BlockerKind.AWAITED, f"pending pod {waiting.key} can land on it (capacity launched for it)"
     if node.nodepool not in pools:
         return BlockerKind.NO_POOL, f"node pool {node.nodepool!r} does not exist"
     return None

@@ -89,7 +89,9 @@ def plan(
             continue
         ctx.result.evaluated += 1
         ctx.owned.append(node)
-        blocker = cand.candidate_blocker(node, ctx.pools, now=ctx.now, pdbs=ctx.pdbs)
+        blocker = cand.candidate_blocker(
+            node, ctx.pools, now=ctx.now, pdbs=ctx.pdbs, pending=snapshot.pending_pods
+        )
         if blocker is not None:
             ctx.block(node, blocker[0], blocker[1], method="candidates")
         else:

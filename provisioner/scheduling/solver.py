@@ -52,7 +52,7 @@ from provisioner.scheduling.pools import (
     reserve,
     within,
 )
-from provisioner.scheduling.resources import Dims, Vec, add, fits, le, sub
+from provisioner.scheduling.resources import Dims, Vec, add, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, shape_key
 from provisioner.scheduling.topology import Group, Topology, record, topology_reason
@@ -462,23 +462,33 @@ class _Solver:
         return results
 
     def _choice(self, shape: Shape) -> tuple[int, int]:
-        """How much choice a shape has: the pools that can take it, and for a GPU pod the GPU models
-        it accepts. The most constrained go first, so a pod pinned to one model is not left without
-        room by pods that could have used another."""
+        """How much choice a shape has, read from requirements and taints only (no instance type is
+        scanned): the pools that may take it, and for a GPU pod the GPU models it accepts. The most
+        constrained go first, so a pod pinned to one model is not left without room by pods that could
+        have used another."""
         v = shape.variants[-1]
+        gpu_dim = self.dims.index.get(wk.GPU_RESOURCE)
+        gpu = gpu_dim is not None and v.req[gpu_dim] > 0
         pools = 0
         models: set[str] = set()
-        gpu_dim = self.dims.index.get(wk.GPU_RESOURCE)
+        any_model = False
         for pool in v.pools:
-            fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
-            if isinstance(fit, str):
+            if untolerated(v, pool.taints) is not None:
                 continue
-            pools += 1
-            if gpu_dim is not None and v.req[gpu_dim]:
-                models.update(
-                    t.it.gpu.name for _, t, _ in fit.options if t.it.gpu is not None and fits(v.req, t.alloc)
-                )
-        return pools, len(models)
+            usable = False
+            for alt in v.alts:
+                merged = pool.reqs.intersect(alt)
+                if merged.conflict() is not None or labels_missing(alt, pool) is not None:
+                    continue
+                usable = True
+                if gpu:
+                    allowed = merged.get(wk.GPU_NAME).allowed
+                    if allowed is None:
+                        any_model = True
+                    else:
+                        models |= allowed
+            pools += usable
+        return pools, (len(wk.GPU_NAMES) + 1 if any_model else len(models))
 
     def _finalize(self, n: _New) -> NewClaim:
         pool = n.pool

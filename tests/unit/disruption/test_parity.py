@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from provisioner.disruption import plan
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
-
-SPLIT = pytest.mark.xfail(strict=True, reason="needs the planner split")
 
 CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)
 BIG = instance_type("c.large", cpu=8, memory_gib=32, price=0.40)
@@ -22,7 +18,6 @@ def run(nodes, *, solve, pending=(), types=(CHEAP, BIG)):
     return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
 
 
-@SPLIT
 def test_two_cheap_nodes_are_not_merged_into_one_of_the_same_type_the_emptier_one_is_deleted(solve):
     one = state_node("one", it=CHEAP, pods=[pod("a", cpu="300m")])
     two = state_node("two", it=CHEAP, pods=[pod("b", cpu="300m"), pod("c", cpu="300m")])
@@ -40,7 +35,6 @@ def test_nodes_merge_into_one_cheaper_type_than_any_of_them(solve):
     assert [c.instance_type.name for c in command.replacements] == ["c.small"]
 
 
-@SPLIT
 def test_an_empty_node_launched_for_a_pending_pod_is_not_deleted_before_the_pod_binds(solve):
     fresh = state_node("fresh", it=BIG)
     waiting = pod("waiting", cpu="4")
@@ -57,7 +51,6 @@ def test_an_empty_node_no_pending_pod_can_use_is_deleted(solve):
     assert [c.node_names for c in result.commands] == [("fresh",)]
 
 
-@SPLIT
 def test_an_underused_node_a_pending_pod_is_about_to_use_is_not_consolidated(solve):
     node = state_node("n", it=BIG, pods=[pod("running", cpu="500m")])
     result = run([node], solve=solve, pending=[pod("next", cpu="3")])
