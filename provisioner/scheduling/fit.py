@@ -7,7 +7,6 @@ Limits and topology are checked when a node is opened (`pools`, `topology`), not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,7 +41,7 @@ class PoolFit:
     """The price of the cheapest node that holds the pod alone."""
 
 
-def untolerated(v: Variant, taints: Sequence[TaintValue]) -> TaintValue | None:
+def untolerated(v: Variant, taints: tuple[TaintValue, ...]) -> TaintValue | None:
     """The first taint that keeps the variant off a node: NoSchedule/NoExecute not tolerated, and
     PreferNoSchedule too while the variant avoids those."""
     taint = tolerates_all(v.tolerations, taints)
