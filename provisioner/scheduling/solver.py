@@ -3,7 +3,9 @@ reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This 
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
 `topology`).
 
-How it decides, in order for each pod (largest first: GPUs, then cpu, then memory). Its pools and their
+How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
+anti-affinity before the pods they constrain; then largest first: GPUs, fewest GPU models accepted, cpu,
+memory, fewest pools). Its pools and their
 order come from `pool_order`: its `provisioner.sh/nodepools` list, else a default list, else every pool
 by weight (desc, then name).
 1. A pod without a list: existing nodes with room, then claims in flight, then the nodes this solve
@@ -449,7 +451,10 @@ class _Solver:
             r = shape.variants[0].req
             pools, models = choice[id(shape)]
             gpus = r[dim_gpu] if dim_gpu is not None else 0
-            return (depth[id(shape)], -pod.priority, pools, models, -gpus, -r[cpu], -r[mem], pod.key)
+            # Fewer GPU models first among pods of equal GPU count; the pool count only breaks ties
+            # below size, so a flexible large pod still opens its heavier pool before small ones fill
+            # a lighter pool's node it would then join.
+            return (depth[id(shape)], -pod.priority, -gpus, models, -r[cpu], -r[mem], pools, pod.key)
 
         results = Results()
         for pod, shape in sorted(pod_shapes, key=order):
