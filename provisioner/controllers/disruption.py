@@ -40,7 +40,6 @@ from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
-from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.claims import build_nodeclaim
@@ -103,7 +102,7 @@ def _key(command: Command) -> tuple[str, tuple[str, ...]]:
 def _forceful(command: Command) -> bool:
     """Expiration: nothing that happens meanwhile makes an expired node young again, so it is carried out
     at once, and its nodes are deleted without waiting for the replacements (as Karpenter's)."""
-    return command.reason == DisruptionReason.EXPIRED
+    return command.method == "expiration"
 
 
 @dataclass(kw_only=True, eq=False)
