@@ -3,10 +3,9 @@ Pod-level resources (`spec.resources`, Kubernetes 1.32+) are counted over the co
 
 from __future__ import annotations
 
-from tests.unit.scheduling.builders import gpu_pod, gpu_types, node_pool, pod, reasons_of, run
-
 from provisioner.api import labels as wk
 from provisioner.state.objects import Pod
+from tests.builders import gpu_pod, gpu_types, node_pool, pod, reasons_of, run
 
 
 def with_requests(base: Pod, **requests: str) -> Pod:

@@ -12,8 +12,7 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.scheduling import explain
 from provisioner.state.objects import Pod
-
-from .builders import (
+from tests.builders import (
     claim_of,
     cpu_types,
     gpu_pod,
