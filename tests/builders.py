@@ -204,10 +204,12 @@ def pod_manifest(
     owner: str | None = None,
     owner_name: str | None = None,
     priority: int | None = None,
+    started: datetime | None = None,
 ) -> dict[str, Any]:
     """A Pod as the API holds it: one container asking for cpu, memory and `gpus` (requests = limits for
     GPUs), Running when `node_name` binds it, else Pending. `gpu_name` adds the gpu-name node selector;
-    `owner` a controller ownerReference (named `owner_name`, default `<name>-owner`)."""
+    `owner` a controller ownerReference (named `owner_name`, default `<name>-owner`); `started` its
+    `status.startTime`."""
     name = name or f"pod-{next(_names)}"
     requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
@@ -281,13 +283,10 @@ def pod_manifest(
                 "uid": "x",
             }
         ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
+    status: dict[str, Any] = {"phase": "Running" if node_name else "Pending"}
+    if started is not None:
+        status["startTime"] = started.isoformat()
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
 def pod(name: str | None = None, **kw: Any) -> Pod:
@@ -500,7 +499,7 @@ def state_node(
 def _bind(p: Pod, node: str) -> Pod:
     raw = dict(p.raw)
     raw["spec"] = {**raw["spec"], "nodeName": node}
-    raw["status"] = {"phase": "Running"}
+    raw["status"] = {**(raw.get("status") or {}), "phase": "Running"}
     return Pod.from_dict(raw)
 
 

@@ -7,7 +7,9 @@ launch a node is the scheduler's business.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -33,6 +35,23 @@ class FieldError(ValueError):
     def __init__(self, message: str, *, path: tuple[str | int, ...] = ()) -> None:
         super().__init__(message)
         self.path = path
+
+
+class FieldErrors(ValueError):
+    """Every FieldError one validator found, so a list with three bad entries is reported three times,
+    not once (`provisioner.api.documents` gives each its own line)."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = list(errors)
+
+
+def raise_all(errors: Sequence[FieldError]) -> None:
+    """Raise the errors found (one as itself, several together); nothing when there are none."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise FieldErrors(errors)
 
 
 class Model(BaseModel):
@@ -194,31 +213,63 @@ class Requirement(Model):
     @model_validator(mode="after")
     def _values_fit_operator(self) -> Requirement:
         op = self.operator
+        errors: list[FieldError] = []
         if op in (Operator.IN, Operator.NOT_IN) and not self.values:
-            raise FieldError(f"operator {op.value} needs at least one value", path=("values",))
+            errors.append(FieldError(f"operator {op.value} needs at least one value", path=("values",)))
         if op in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and self.values:
-            raise FieldError(f"operator {op.value} takes no values, got {self.values}", path=("values",))
+            errors.append(
+                FieldError(f"operator {op.value} takes no values, got {self.values}", path=("values",))
+            )
         if op in (Operator.GT, Operator.LT):
             if len(self.values) != 1:
-                raise FieldError(
-                    f"operator {op.value} takes exactly one integer value, got {self.values}",
-                    path=("values",),
+                errors.append(
+                    FieldError(
+                        f"operator {op.value} takes exactly one integer value, got {self.values}",
+                        path=("values",),
+                    )
                 )
-            try:
-                int(self.values[0])
-            except ValueError:
-                raise FieldError(
-                    f"operator {op.value} takes an integer value, got {self.values[0]!r}", path=("values", 0)
-                ) from None
+            elif not _is_integer(self.values[0]):
+                errors.append(
+                    FieldError(
+                        f"operator {op.value} takes an integer value, got {self.values[0]!r}",
+                        path=("values", 0),
+                    )
+                )
         if self.min_values is not None:
             if op != Operator.IN and op != Operator.EXISTS:
-                raise FieldError("minValues is allowed only with operator In or Exists", path=("minValues",))
-            if op == Operator.IN and self.min_values > len(self.values):
-                raise FieldError(
-                    f"minValues {self.min_values} is more than the {len(self.values)} values listed",
-                    path=("minValues",),
+                errors.append(
+                    FieldError("minValues is allowed only with operator In or Exists", path=("minValues",))
                 )
+            elif op == Operator.IN and self.min_values > len(self.values):
+                errors.append(
+                    FieldError(
+                        f"minValues {self.min_values} is more than the {len(self.values)} values listed",
+                        path=("minValues",),
+                    )
+                )
+        if self.key == labels.CAPACITY_TYPE and op in (Operator.IN, Operator.NOT_IN):
+            for j, capacity_type in enumerate(self.values):
+                if capacity_type not in labels.CAPACITY_TYPES:
+                    close = difflib.get_close_matches(capacity_type, labels.CAPACITY_TYPES, n=1)
+                    errors.append(
+                        FieldError(
+                            f"{labels.CAPACITY_TYPE}: unknown capacity type {capacity_type!r}"
+                            + (f" (did you mean {close[0]!r}?)" if close else "")
+                            + "; allowed: "
+                            + ", ".join(labels.CAPACITY_TYPES),
+                            path=("values", j),
+                        )
+                    )
+        raise_all(errors)
         return self
+
+
+def _is_integer(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def requirement_conflicts(requirements: list[Requirement]) -> list[str]:
@@ -295,12 +346,18 @@ class NodeClassReference(Model):
 
     @model_validator(mode="after")
     def _known_kind(self) -> NodeClassReference:
+        errors: list[FieldError] = []
         if self.group != labels.GROUP:
-            raise FieldError(f"group {self.group!r} is not known; allowed: {labels.GROUP}", path=("group",))
-        if self.kind not in NODECLASS_KINDS:
-            raise FieldError(
-                f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}", path=("kind",)
+            errors.append(
+                FieldError(f"group {self.group!r} is not known; allowed: {labels.GROUP}", path=("group",))
             )
+        if self.kind not in NODECLASS_KINDS:
+            errors.append(
+                FieldError(
+                    f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}", path=("kind",)
+                )
+            )
+        raise_all(errors)
         return self
 
 

@@ -364,7 +364,14 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
         )
 
     base: FieldPath = ("spec", "template", "spec", "requirements")
+    for key in obj.spec.template.metadata.labels:
+        why = _unknown_key(key)
+        if why is not None:
+            warn(("spec", "template", "metadata", "labels", key), why)
     for i, req in enumerate(obj.spec.template.spec.requirements):
+        why = _unknown_key(req.key)
+        if why is not None:
+            warn((*base, i, "key"), why)
         ours = labels.KARPENTER_LABEL_MAP.get(req.key)
         if ours is not None:
             warn((*base, i, "key"), f"{req.key} is Karpenter's label; nodes here carry {ours}")
@@ -408,9 +415,22 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
     if budgets and all(b.nodes in ("0", "0%") and b.schedule is None for b in budgets):
         warn(
             ("spec", "disruption", "budgets"),
-            "every budget is 0 at all times: no node of this pool is ever disrupted (not even expired ones)",
+            "every budget is 0 at all times: no node of this pool is ever disrupted voluntarily "
+            "(expired nodes still go: expiration is forceful)",
         )
     return problems
+
+
+def _unknown_key(key: str) -> str | None:
+    """A key under `provisioner.sh/` that is none of ours (a typo such as `capacity-typ`), said with the
+    nearest of ours; None for our keys and keys of other prefixes."""
+    prefix = f"{labels.GROUP}/"
+    if not key.startswith(prefix) or key in labels.NODE_LABELS:
+        return None
+    names = [k.removeprefix(prefix) for k in labels.NODE_LABELS]
+    close = difflib.get_close_matches(key.removeprefix(prefix), names, n=1, cutoff=0.7)
+    hint = f"did you mean {prefix + close[0]!r}?" if close else "ours are " + ", ".join(labels.NODE_LABELS)
+    return f"{key} is not one of the provisioner's labels ({hint})"
 
 
 # Labels whose values are integers (so In/NotIn values must be digits).

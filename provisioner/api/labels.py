@@ -39,6 +39,23 @@ CAPACITY_RESERVATION_TYPE = f"{GROUP}/capacity-reservation-type"
 RESERVATION_TYPE_DEFAULT = "default"
 RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
 
+NODE_LABELS = (
+    NODEPOOL,
+    NODECLAIM,
+    CAPACITY_TYPE,
+    INSTANCE_FAMILY,
+    INSTANCE_CPU,
+    INSTANCE_MEMORY,
+    GPU_NAME,
+    GPU_COUNT,
+    GPU_MEMORY,
+    GPU_MANUFACTURER,
+    CLUSTER,
+    INITIALIZED,
+    REGISTERED,
+)
+"""Every `provisioner.sh/` label a node can carry: another key under the prefix is probably a typo."""
+
 # Annotations.
 DO_NOT_DISRUPT = f"{GROUP}/do-not-disrupt"
 NODEPOOLS = f"{GROUP}/nodepools"

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from provisioner.api.common import FieldError
+from provisioner.api.common import FieldError, FieldErrors
 from provisioner.api.yamldoc import FieldPath, Problem, YamlDocument
 
 
@@ -53,16 +53,22 @@ def located_problems(
     for err in error.errors():
         loc: FieldPath = (*base, *err["loc"])
         ctx_error = (err.get("ctx") or {}).get("error")
-        extra: FieldPath = ctx_error.path if isinstance(ctx_error, FieldError) else ()
-        real, shown = _resolve(document.data, loc, extra, missing=err["type"] == "missing")
-        line = document.line_of(real)
-        message, given = _message(err, shown, model=model, base=base)
-        key = (line, format_path(shown))
-        if key in merged:
-            if message not in merged[key][0]:
-                merged[key][0].append(message)
-        else:
-            merged[key] = ([message], given)
+        # A validator that found several problems reports each at its own field.
+        parts = ctx_error.errors if isinstance(ctx_error, FieldErrors) else [ctx_error]
+        for part in parts:
+            extra: FieldPath = part.path if isinstance(part, FieldError) else ()
+            real, shown = _resolve(document.data, loc, extra, missing=err["type"] == "missing")
+            line = document.line_of(real)
+            if part is ctx_error:
+                message, given = _message(err, shown, model=model, base=base)
+            else:
+                message, given = str(part), ""
+            key = (line, format_path(shown))
+            if key in merged:
+                if message not in merged[key][0]:
+                    merged[key][0].append(message)
+            else:
+                merged[key] = ([message], given)
     problems = []
     for (line, path_text), (messages, given) in merged.items():
         text = messages[0]

@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from provisioner.api import labels
-from provisioner.api.common import Condition, FieldError, Model, ObjectMeta
+from provisioner.api import labels, quantities
+from provisioner.api.common import Condition, FieldError, Model, ObjectMeta, raise_all
 
 
 class SelectorTerm(Model):
@@ -58,11 +58,30 @@ class CapacityReservationSelectorTerm(Model):
         return self
 
 
+def _check_volume_size(value: str) -> str:
+    try:
+        size = quantities.parse_quantity(value)
+    except quantities.QuantityError as err:
+        raise ValueError(str(err)) from None
+    if size < 0:
+        raise ValueError(f"{value!r} is negative; a volume size must be more than 0, e.g. 100Gi")
+    if size == 0:
+        raise ValueError("a volume size must be more than 0, e.g. 100Gi")
+    return value
+
+
 class EBS(Model):
     """An EBS volume."""
 
-    volume_size: str | None = None
-    """Size as a quantity (`100Gi`)."""
+    volume_size: (
+        Annotated[
+            str,
+            AfterValidator(_check_volume_size),
+            Field(json_schema_extra={"pattern": r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"}),
+        ]
+        | None
+    ) = None
+    """Size as a quantity (`100Gi`), more than 0."""
     volume_type: Literal["standard", "io1", "io2", "gp2", "gp3", "sc1", "st1"] | None = "gp3"
     """Volume type. Default `gp3`."""
     iops: int | None = Field(default=None, ge=0)
@@ -136,19 +155,20 @@ class AWSNodeClassSpec(Model):
 
     @model_validator(mode="after")
     def _one_identity(self) -> AWSNodeClassSpec:
-        if bool(self.role) == bool(self.instance_profile):
-            raise FieldError(
-                "give exactly one of role or instanceProfile",
-                path=("instanceProfile",) if self.instance_profile else ("role",),
-            )
-        reserved = [
-            k for k in self.tags if k.startswith(f"{labels.GROUP}/") or k.startswith("kubernetes.io/cluster")
+        errors = [
+            FieldError(f"tag {k} is set by the provisioner and may not be set here", path=("tags", k))
+            for k in self.tags
+            if k.startswith(f"{labels.GROUP}/") or k.startswith("kubernetes.io/cluster")
         ]
-        if reserved:
-            raise FieldError(
-                f"tags {reserved} are set by the provisioner and may not be set here",
-                path=("tags", reserved[0]),
+        if bool(self.role) == bool(self.instance_profile):
+            errors.insert(
+                0,
+                FieldError(
+                    "give exactly one of role or instanceProfile",
+                    path=("instanceProfile",) if self.instance_profile else ("role",),
+                ),
             )
+        raise_all(errors)
         return self
 
 
@@ -263,12 +283,13 @@ class GCPNodeClassSpec(Model):
 
     @model_validator(mode="after")
     def _no_reserved_labels(self) -> GCPNodeClassSpec:
-        reserved = [k for k in self.labels if k.startswith("provisioner")]
-        if reserved:
-            raise FieldError(
-                f"labels {reserved} are set by the provisioner and may not be set here",
-                path=("labels", reserved[0]),
-            )
+        raise_all(
+            [
+                FieldError(f"label {k} is set by the provisioner and may not be set here", path=("labels", k))
+                for k in self.labels
+                if k.startswith("provisioner")
+            ]
+        )
         return self
 
 

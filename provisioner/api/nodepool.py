@@ -23,6 +23,7 @@ from provisioner.api.common import (
     ObjectMeta,
     Requirement,
     Taint,
+    raise_all,
     requirement_conflicts,
 )
 
@@ -113,14 +114,18 @@ def _check_dollars(value: str) -> str:
 
 
 def check_resource_amounts(value: dict[str, str | int]) -> dict[str, str | int]:
-    """Every amount a Kubernetes quantity >= 0 (pool limits, team and department quotas)."""
+    """Every amount a Kubernetes quantity >= 0 (pool limits, team and department quotas); every problem
+    reported at once."""
+    errors: list[FieldError] = []
     for name, amount in value.items():
         try:
             parsed = quantities.parse_quantity(amount)
         except quantities.QuantityError as err:
-            raise FieldError(str(err), path=(name,)) from None
+            errors.append(FieldError(str(err), path=(name,)))
+            continue
         if parsed < 0:
-            raise FieldError(f"{amount!r} is negative; amounts must be >= 0", path=(name,))
+            errors.append(FieldError(f"{amount!r} is negative; amounts must be >= 0", path=(name,)))
+    raise_all(errors)
     return value
 
 
@@ -136,12 +141,13 @@ class NodeClaimTemplateMetadata(Model):
     @field_validator("labels")
     @classmethod
     def _no_restricted(cls, value: dict[str, str]) -> dict[str, str]:
-        restricted = sorted(set(value) & labels.RESTRICTED_LABELS)
-        if restricted:
-            raise FieldError(
-                f"labels {restricted} are set by the provisioner and may not be set here",
-                path=(restricted[0],),
-            )
+        raise_all(
+            [
+                FieldError(f"label {key} is set by the provisioner and may not be set here", path=(key,))
+                for key in value
+                if key in labels.RESTRICTED_LABELS
+            ]
+        )
         return value
 
 
@@ -169,19 +175,12 @@ class NodeClaimTemplateSpec(Model):
     def _consistent(cls, value: list[Requirement]) -> list[Requirement]:
         # Point at the last requirement on the contradictory key: the one that made the set empty.
         last_index: dict[str, int] = {req.key: i for i, req in enumerate(value)}
+        errors: list[FieldError] = []
         for key, index in last_index.items():
             problems = requirement_conflicts([req for req in value if req.key == key])
             if problems:
-                raise FieldError("contradictory requirements: " + "; ".join(problems), path=(index,))
-        for i, req in enumerate(value):
-            if req.key == labels.CAPACITY_TYPE and req.operator.value in ("In", "NotIn"):
-                for j, capacity_type in enumerate(req.values):
-                    if capacity_type not in labels.CAPACITY_TYPES:
-                        raise FieldError(
-                            f"{labels.CAPACITY_TYPE}: unknown capacity type {capacity_type!r}; allowed: "
-                            + ", ".join(labels.CAPACITY_TYPES),
-                            path=(i, "values", j),
-                        )
+                errors.append(FieldError("contradictory requirements: " + "; ".join(problems), path=(index,)))
+        raise_all(errors)
         return value
 
 

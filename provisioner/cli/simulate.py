@@ -261,7 +261,12 @@ def explain(
             table.add_row(str(i), v.nodepool, "no", escape(v.reason), "-")
     console.print(table)
     results = static.run(loaded)
+    refused = next((u for u in results.unschedulable if u.pod.key == target.key), None)
     where = "unschedulable"
+    if refused is not None:
+        where += ": " + "; ".join(
+            f"{r.nodepool}: {r.reason}" if r.nodepool else r.reason for r in refused.reasons
+        )
     for p in results.placements:
         if p.pod.key == target.key:
             where = f"placed on existing node {p.node}"

@@ -14,6 +14,10 @@ meantime drops them. Carrying out a command:
 4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
    really launched (`provisioner.finops.rows.action_rows` holds the money rules).
 
+Expiration is forceful: its commands skip the validation delay and the wait for replacements (their
+nodes are deleted at once; the drain honours PDBs and do-not-disrupt only until the claim's
+`terminationGracePeriod`, counted from the moment of expiry).
+
 Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
 replacements in flight are hidden from later plans so no two commands count on the same room. Blockers go
 to the recorder once per evaluation. The recorder (`provisioner.finops.recorder`) owns writing: a
@@ -45,6 +49,7 @@ from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption import Command, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
+from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
@@ -94,6 +99,12 @@ def _key(command: Command) -> tuple[str, tuple[str, ...]]:
     return command.method, tuple(sorted(command.node_names))
 
 
+def _forceful(command: Command) -> bool:
+    """Expiration: nothing that happens meanwhile makes an expired node young again, so it is carried out
+    at once, and its nodes are deleted without waiting for the replacements (as Karpenter's)."""
+    return command.method == "expiration"
+
+
 @dataclass(kw_only=True, eq=False)
 class DisruptionController(Reconciler):
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
@@ -115,6 +126,8 @@ class DisruptionController(Reconciler):
     _generation: int | None = field(default=None, init=False)
     _backoff: dict[str, tuple[datetime, timedelta]] = field(default_factory=dict, init=False)
     """Node -> (left alone until, current backoff) after abandoned commands."""
+    _annotation_warned: dict[str, str] = field(default_factory=dict, init=False)
+    """Pod -> the do-not-disrupt problem last reported for it (each is said once)."""
 
     def __post_init__(self) -> None:
         self._pod_events = PodEvents(cluster=self.cluster)
@@ -124,6 +137,7 @@ class DisruptionController(Reconciler):
     def reconcile(self, now: datetime) -> None:
         changed = self.state.generation != self._generation
         snap = self.state.snapshot()
+        self._warn_invalid_annotations(snap)
         self._pod_events.observe(snap, now)
         self._remember_teams(snap)
         self._progress(snap, now)
@@ -140,7 +154,7 @@ class DisruptionController(Reconciler):
             pending, self.pending = self.pending, None
             result = self._plan(snap, now)
             for command in result.commands:
-                if _key(command) in pending.keys and not self._held(command, now):
+                if _forceful(command) or (_key(command) in pending.keys and not self._held(command, now)):
                     self._execute(command, snap, now)
                 elif _key(command) not in pending.keys:
                     log.info(
@@ -157,7 +171,10 @@ class DisruptionController(Reconciler):
                 return
         self._last_evaluation = now
         result = self._plan(snap, now)
-        keys = {_key(c) for c in result.commands if not self._held(c, now)}
+        for command in result.commands:
+            if _forceful(command):
+                self._execute(command, snap, now)
+        keys = {_key(c) for c in result.commands if not _forceful(c) and not self._held(c, now)}
         if keys:
             self.pending = _Pending(planned_at=now, keys=keys)
 
@@ -297,7 +314,7 @@ class DisruptionController(Reconciler):
             savings,
             f", replacements {active.replacements}" if active.replacements else "",
         )
-        if active.replacements:
+        if active.replacements and not _forceful(command):
             self.active[ident] = active
         else:
             self._finish(active, now)
@@ -383,6 +400,28 @@ class DisruptionController(Reconciler):
             self.cluster.record_event(
                 kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
             )
+
+    def _warn_invalid_annotations(self, snap: Snapshot) -> None:
+        """A do-not-disrupt value that is neither `true` nor a duration is ignored; say so once per value."""
+        warned: dict[str, str] = {}
+        for sn in snap.nodes:
+            if sn.claim is None:
+                continue
+            for pod in sn.pods:
+                problem = cand.do_not_disrupt_problem(pod)
+                if problem is None:
+                    continue
+                warned[pod.key] = problem
+                if self._annotation_warned.get(pod.key) != problem:
+                    self.cluster.record_event(
+                        kind="Pod",
+                        name=pod.name,
+                        namespace=pod.namespace,
+                        reason="InvalidDoNotDisruptAnnotation",
+                        message=problem,
+                        type="Warning",
+                    )
+        self._annotation_warned = warned
 
     # ---- teams ---------------------------------------------------------------------------------------
 

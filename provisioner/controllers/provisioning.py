@@ -184,8 +184,11 @@ class ProvisioningController(Reconciler):
 
     def _events_for_unschedulable(self, unschedulable: Sequence[Unschedulable], current: set[str]) -> None:
         for u in unschedulable:
-            reasons = "; ".join(f"{r.nodepool}: {r.reason}" for r in u.reasons) or "no NodePool exists"
-            message = f"no NodePool can take this pod: {reasons}"
+            if u.pod.invalid:
+                message = f"cannot provision for this pod: {u.pod.invalid}"
+            else:
+                reasons = "; ".join(f"{r.nodepool}: {r.reason}" for r in u.reasons) or "no NodePool exists"
+                message = f"no NodePool can take this pod: {reasons}"
             if self._pod_messages.get(u.pod.key) == message:
                 continue
             self._pod_messages[u.pod.key] = message
@@ -193,7 +196,7 @@ class ProvisioningController(Reconciler):
                 kind="Pod",
                 name=u.pod.name,
                 namespace=u.pod.namespace,
-                reason="FailedProvisioning",
+                reason="InvalidPod" if u.pod.invalid else "FailedProvisioning",
                 message=message,
                 type="Warning",
             )

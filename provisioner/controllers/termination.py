@@ -2,31 +2,43 @@
 
 Steps, each resumable after a crash: taint the Node `provisioner.sh/disrupted:NoSchedule`; drain it
 through the Eviction API (a PDB's 429 means try again later; pods with `provisioner.sh/do-not-disrupt`
-block a voluntary disruption; once `terminationGracePeriod` has passed since the drain began, pods are
-deleted regardless); `provider.delete`; wait until the instance is gone; delete the Node; remove the
-finalizer. DaemonSet pods are not evicted: they go with the node.
-"""
+block a voluntary disruption; once `terminationGracePeriod` has passed since the drain began, or for an
+expired claim since its expiry, pods are deleted regardless); `provider.delete`; wait until the instance
+is gone; delete the Node; remove the finalizer. DaemonSet pods are not evicted: they go with the node."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from provisioner.api import NodeClaim, durations
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import DRAINING
+from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider import CloudProviderError, NotFound
 from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError, guarded, node_rv
 from provisioner.controllers.conditions import condition_time, set_condition
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.disruption.candidates import do_not_disrupt
 from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
 
 INVOLUNTARY = frozenset({"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed"})
 """Disruption reasons that do not respect do-not-disrupt (the node is going or never worked)."""
+
+
+def _expiry(claim: NodeClaim) -> datetime | None:
+    """When a claim deleted for expiration expired (creation + expireAfter); None for other deletions."""
+    if claim.metadata.annotations.get(wk.DISRUPTION_REASON) != DisruptionReason.EXPIRED.value:
+        return None
+    lasts = durations.parse_duration(claim.spec.expire_after) if claim.spec.expire_after else None
+    born = claim.metadata.creation_timestamp
+    if lasts is None or born is None:
+        return None
+    return (born if born.tzinfo is not None else born.replace(tzinfo=UTC)) + lasts
 
 
 @dataclass(kw_only=True, eq=False)
@@ -109,6 +121,11 @@ class TerminationController(Reconciler):
             if claim.spec.termination_grace_period
             else None
         )
+        expired_at = _expiry(claim)
+        if expired_at is not None:
+            # An expired node must be gone by expireAfter + terminationGracePeriod, however late its
+            # deletion began (Karpenter deletes it at the moment of expiry and counts from there).
+            started = min(started, expired_at)
         forced = grace is not None and now - started >= grace
         voluntary = claim.metadata.annotations.get(wk.DISRUPTION_REASON) not in INVOLUNTARY
         remaining = [p for p in pods if not p.is_daemonset_pod and not p.is_terminal]
@@ -125,7 +142,7 @@ class TerminationController(Reconciler):
                     self.cluster.delete_pod(pod.namespace, pod.name)
                     self.metrics.evictions.labels(result="forced").inc()
                     continue
-                if voluntary and pod.do_not_disrupt:
+                if voluntary and do_not_disrupt(pod, now):
                     blocked.append(f"{pod.key} has {wk.DO_NOT_DISRUPT}")
                     continue
                 self.cluster.evict_pod(pod.namespace, pod.name)

@@ -1,21 +1,28 @@
 """Which nodes the planner may touch, and facts about each one it reads.
 
-A candidate is a node we own (it has a NodeClaim), initialized, not being deleted, with no do-not-disrupt
-annotation on itself or on any of its pods, in a pool that still exists. Whether its pods are evictable
-under their PDBs is checked per command (evictions add up across the nodes of one plan).
-"""
+A candidate is a node we own (it has a NodeClaim), initialized, not being deleted, in a pool that still
+exists, with
+- no do-not-disrupt annotation on itself, and none in force on any of its pods: on a pod the annotation
+  is `true` (for ever) or a duration such as `2h` (counted from the pod's start, as Karpenter); any other
+  value is ignored, and reported by `do_not_disrupt_problem` for an Event;
+- no DaemonSet pod held by a PDB;
+- no pending pod that can land on it (capacity launched for pods not bound yet).
+Whether its other pods are evictable under their PDBs is checked per command (evictions add up across
+the nodes of one plan)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
-from provisioner.api import NodePool, durations
+from provisioner.api import NodePool, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
 from provisioner.disruption.model import BlockerKind
+from provisioner.disruption.pdbs import PDBLedger
 from provisioner.state.cluster import StateNode
-from provisioner.state.objects import Pod
+from provisioner.state.objects import Pod, tolerates_all
 
 
 def aware(moment: datetime | None) -> datetime | None:
@@ -29,8 +36,47 @@ def reschedulable(node: StateNode) -> list[Pod]:
     return [p for p in node.pods if not p.is_daemonset_pod and not p.is_terminal]
 
 
-def do_not_disrupt_pod(node: StateNode) -> Pod | None:
-    return next((p for p in node.pods if p.do_not_disrupt and not p.is_terminal), None)
+def do_not_disrupt_problem(pod: Pod) -> str | None:
+    """Why the pod's do-not-disrupt annotation is ignored, or None when it is absent or valid."""
+    value = pod.annotations.get(wk.DO_NOT_DISRUPT)
+    if value is None or value.lower() == "true":
+        return None
+    try:
+        lasts = durations.parse_duration(value, allow_never=False)
+    except durations.DurationError:
+        lasts = None
+    if lasts is None or lasts <= timedelta(0):
+        return (
+            f"{wk.DO_NOT_DISRUPT}={value!r} is neither 'true' nor a positive duration such as 30m or 2h; "
+            "it is ignored"
+        )
+    return None
+
+
+def do_not_disrupt_until(pod: Pod) -> datetime | None:
+    """When a duration annotation lapses; None when it is `true`, invalid, absent, or the start unknown."""
+    value = pod.annotations.get(wk.DO_NOT_DISRUPT)
+    if value is None or value.lower() == "true" or do_not_disrupt_problem(pod) is not None:
+        return None
+    start = aware(pod.started)
+    lasts = durations.parse_duration(value, allow_never=False)
+    return None if start is None or lasts is None else start + lasts
+
+
+def do_not_disrupt(pod: Pod, now: datetime) -> bool:
+    """Whether the pod's annotation protects it now: `true`, or a duration not yet lapsed (a pod whose
+    start is not known yet is protected, to be safe)."""
+    value = pod.annotations.get(wk.DO_NOT_DISRUPT)
+    if value is None or pod.is_terminal or do_not_disrupt_problem(pod) is not None:
+        return False
+    if value.lower() == "true" or pod.started is None:
+        return True
+    until = do_not_disrupt_until(pod)
+    return until is not None and now < until
+
+
+def do_not_disrupt_pod(node: StateNode, now: datetime) -> Pod | None:
+    return next((p for p in node.pods if do_not_disrupt(p, now)), None)
 
 
 def node_annotations(node: StateNode) -> dict[str, str]:
@@ -51,15 +97,64 @@ def disrupting(node: StateNode) -> bool:
     return any(t.key == wk.DISRUPTED_TAINT for t in node.taints)
 
 
-def candidate_blocker(node: StateNode, pools: dict[str, NodePool]) -> tuple[BlockerKind, str] | None:
-    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes."""
+def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
+    """A pending pod that can land on the node now (room, taints, node selector and affinity, pool list):
+    the capacity was most likely launched for it and it is not bound yet, so it must not go."""
+    if node.node is None or node.cordoned:
+        return None
+    free = node.available
+    for pod in pending:
+        if (
+            pod.is_daemonset_pod
+            or pod.deleting
+            or pod.is_terminal
+            or (pod.raw.get("spec") or {}).get("schedulingGates")
+        ):
+            continue
+        if pod.nodepools and node.nodepool not in pod.nodepools:
+            continue
+        if not quantities.fits(pod.requests, free) or tolerates_all(pod.tolerations, node.taints) is not None:
+            continue
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in pod.node_selector.items()):
+            continue
+        if pod.required_node_terms and not any(
+            all(r.matches(labels) for r in term) for term in pod.required_node_terms
+        ):
+            continue
+        return pod
+    return None
+
+
+def candidate_blocker(
+    node: StateNode,
+    pools: dict[str, NodePool],
+    *,
+    now: datetime,
+    pdbs: PDBLedger,
+    pending: Sequence[Pod] = (),
+) -> tuple[BlockerKind, str] | None:
+    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes.
+
+    DaemonSet pods are never moved, but they go with the node: a PDB that selects them and allows no
+    eviction keeps the node, whatever method would remove it (Karpenter's candidate filter). The PDBs of
+    the pods that move are checked per command, where evictions add up."""
     if node.claim is None or node.node is None or not is_true(node.claim.status.conditions, INITIALIZED):
         return BlockerKind.NOT_INITIALIZED, "the node is not initialized yet"
     if node_annotations(node).get(wk.DO_NOT_DISRUPT, "").lower() == "true":
         return BlockerKind.DO_NOT_DISRUPT_NODE, f"node annotation {wk.DO_NOT_DISRUPT}=true"
-    pod = do_not_disrupt_pod(node)
+    pod = do_not_disrupt_pod(node, now)
     if pod is not None:
-        return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}=true"
+        value = pod.annotations[wk.DO_NOT_DISRUPT]
+        until = do_not_disrupt_until(pod)
+        lapses = f" until {until.isoformat()}" if until is not None else ""
+        return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}={value}{lapses}"
+    why = pdbs.blocker(p for p in node.pods if p.is_daemonset_pod and not p.is_terminal)
+    if why is not None:
+        return BlockerKind.PDB, why
+    waiting = awaited_by(node, pending)
+    if waiting is not None:
+        return BlockerKind.AWAITED, f"pending pod {waiting.key} can land on it (capacity launched for it)"
     if node.nodepool not in pools:
         return BlockerKind.NO_POOL, f"node pool {node.nodepool!r} does not exist"
     return None

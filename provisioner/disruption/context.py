@@ -81,6 +81,8 @@ class Context:
         self.destinations: set[str] = set()
         """Nodes that receive pods from a command of this plan (kept, so the plan holds)."""
         self.candidates: list[StateNode] = []
+        self.owned: list[StateNode] = []
+        """Every node with a claim not already being disrupted, candidate or not (expiration takes any)."""
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
         self.view = SolverView(snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod)
         self._blockers: dict[tuple[str, str], Blocker] = {}

@@ -1,7 +1,8 @@
-"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter`, drifted from
-its pool's template, its NodeClass or the requirements its labels must meet, or in a Capacity Block
-that ends within `CAPACITY_BLOCK_LEAD`, is replaced whatever the price, as long as budgets and PDBs
-allow it and its pods can reschedule (a block's replacements never go back into a block that ends soon).
+"""Expiration and drift: the forceful methods. A node past its claim's `expireAfter` goes whatever the
+price, budgets, do-not-disrupt or PDBs (Karpenter's forceful expiration). A node drifted from its pool's
+template, its NodeClass or the requirements its labels must meet, or in a Capacity Block that ends within
+`CAPACITY_BLOCK_LEAD`, is replaced whatever the price, as long as budgets and PDBs allow it and its pods
+can reschedule (a block's replacements never go back into a block that ends soon).
 
 Owns when a node has expired or drifted (and the detail saying so); the budget and PDB gate, the re-solve
 and accepting the command are the context's.
@@ -38,7 +39,7 @@ to drain gracefully."""
 def _replace_forcefully(
     ctx: Context, node: StateNode, reason: DisruptionReason, *, method: str, detail: str
 ) -> None:
-    """Expired and drifted nodes go whatever the price; their pods must still have somewhere to go."""
+    """Drifted nodes go whatever the price; their pods must still have somewhere to go."""
     if not ctx.gate([node], reason, method=method):
         return
     results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
@@ -63,17 +64,34 @@ def _replace_forcefully(
 
 
 def expiration(ctx: Context) -> None:
-    """Replace every candidate whose claim has lived past its `expireAfter`."""
-    for node in ctx.candidates:
-        if ctx.done() or not ctx.free(node):
-            continue
+    """Expiration is forceful, as Karpenter's: every expired node goes, whatever the budgets,
+    do-not-disrupt or PDBs say (they hold its drain only until the claim's terminationGracePeriod) and
+    whether or not all its pods fit elsewhere now. It still counts against the budgets."""
+    due: list[tuple[StateNode, datetime]] = []
+    for node in ctx.owned:
         assert node.claim is not None
         expire_after = durations.parse_duration(node.claim.spec.expire_after)
         born = cand.created(node)
-        if expire_after is None or born is None or born + expire_after > ctx.now:
-            continue
+        if expire_after is not None and born is not None and born + expire_after <= ctx.now:
+            due.append((node, born))
+    # All of them go: none may receive the pods of another.
+    ctx.removed.update(node.name for node, _ in due)
+    for node, born in due:
+        if ctx.done():
+            return
+        assert node.claim is not None
         detail = f"created {born.isoformat()}, expireAfter {node.claim.spec.expire_after}"
-        _replace_forcefully(ctx, node, DisruptionReason.EXPIRED, method="expiration", detail=detail)
+        results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
+        if results.unschedulable:
+            detail += f"; {len(results.unschedulable)} pod(s) fit nowhere now and wait for capacity"
+        command = Command(
+            reason=DisruptionReason.EXPIRED,
+            method="expiration",
+            nodes=(node,),
+            replacements=tuple(results.new_claims),
+            records=ctx.records([node], results, reason=DisruptionReason.EXPIRED, detail=detail),
+        )
+        ctx.accept(command, results)
 
 
 class _Hashes:

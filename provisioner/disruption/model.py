@@ -29,6 +29,8 @@ class BlockerKind(StrEnum):
     NOT_SETTLED = "ConsolidateAfter"
     NO_POOL = "NodePoolMissing"
     IN_PLAN = "DestinationInPlan"
+    AWAITED = "AwaitedByPendingPod"
+    """A pending pod can land on the node (often the pod it was launched for, not bound yet)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,22 @@
 """Multi-node consolidation: the longest run of consolidation candidates (in their order, within
 budgets and PDBs) whose pods re-solve onto the rest of the cluster plus at most one cheaper node, found
-by binary search over the prefix length as in Karpenter. At most one command per plan.
+by binary search over the prefix length as in Karpenter. At most one command per plan, and never one that
+trades its nodes for a node of a type among them at no lower price (deleting some of them does that).
 
 Owns the choice of nodes to try together; whether a re-solve is worth acting on is `consolidation`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption import candidates as cand
 from provisioner.disruption import consolidation
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import Command
+from provisioner.disruption.records import CENT
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
 
@@ -39,6 +44,36 @@ def _chosen(ctx: Context) -> list[StateNode]:
     return chosen
 
 
+def _not_same_type(
+    ctx: Context, nodes: Sequence[StateNode], found: tuple[Command, Results]
+) -> tuple[Command, Results] | None:
+    """Never N nodes for one of a type among them that is not cheaper than the cheapest of that type
+    (Karpenter's filterOutSameInstanceType): deleting the others does the same with fewer pods moved.
+    The replacement keeps only cheaper options; with none left there is no command."""
+    _, results = found
+    if not results.new_claims:
+        return found
+    claim = results.new_claims[0]
+    offered = {it.name for it in claim.instance_types}
+    same = [n.price for n in nodes if cand.instance_type(n) in offered]
+    if not same:
+        return found
+    ceiling = min(same)
+    capacity_type = claim.offering.capacity_type
+    keep = []
+    for it in claim.instance_types:
+        offering = it.cheapest(capacity_types={capacity_type})
+        if offering is not None and offering.price < ceiling - CENT:
+            keep.append((it, offering))
+    if not keep:
+        return None
+    narrowed = dataclasses.replace(claim, instance_types=[it for it, _ in keep], offering=keep[0][1])
+    results = dataclasses.replace(results, new_claims=[narrowed])
+    if consolidation.judge(ctx, nodes, results) is not None:
+        return None
+    return consolidation.command(ctx, nodes, results, method=METHOD), results
+
+
 def run(ctx: Context) -> None:
     """Consolidate the longest prefix of candidates that is worth it, if at least two nodes."""
     chosen = _chosen(ctx)
@@ -53,6 +88,8 @@ def run(ctx: Context) -> None:
         found = None
         if ctx.pdbs.blocker(p for n in prefix for p in cand.reschedulable(n)) is None:
             found = consolidation.attempt(ctx, prefix, method=METHOD)
+        if found is not None:
+            found = _not_same_type(ctx, prefix, found)
         if found is not None:
             best = found
             lo = mid + 1

@@ -88,7 +88,10 @@ def plan(
         if node.claim is None or cand.disrupting(node):
             continue
         ctx.result.evaluated += 1
-        blocker = cand.candidate_blocker(node, ctx.pools)
+        ctx.owned.append(node)
+        blocker = cand.candidate_blocker(
+            node, ctx.pools, now=ctx.now, pdbs=ctx.pdbs, pending=snapshot.pending_pods
+        )
         if blocker is not None:
             ctx.block(node, blocker[0], blocker[1], method="candidates")
         else:

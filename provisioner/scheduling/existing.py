@@ -23,7 +23,7 @@ from provisioner.scheduling.offerings import PoolType
 from provisioner.scheduling.pools import Pool, count_node, daemonset_runs_on
 from provisioner.scheduling.resources import Dims, Vec, minus
 from provisioner.state.cluster import Snapshot, StateNode
-from provisioner.state.objects import DaemonSet, Pod, TaintValue
+from provisioner.state.objects import DaemonSet, HostPort, Pod, TaintValue
 
 DEFAULT_MAX_PODS = 110
 """Pods a node takes when its allocatable does not say (the kubelet's default)."""
@@ -45,6 +45,8 @@ class Existing:
     """Per variant id: whether the node's labels meet the variant's requirements (cached)."""
     taint_ok: dict[int, bool] = field(default_factory=dict)
     """Per variant id: whether the variant tolerates the node's taints (cached)."""
+    host_ports: list[HostPort] = field(default_factory=list)
+    """Host ports its running pods (and the pods placed on it in this solve) hold."""
 
     def domain(self, key: str) -> str | None:
         if key == wk.HOSTNAME:
@@ -102,9 +104,15 @@ def capacity(
                 taints=tuple(taints),
                 avail=minus(alloc, dims.vec(sn.requested)),
                 pool=sn.nodepool,
+                host_ports=[hp for p in sn.pods if not p.is_terminal for hp in p.host_ports],
             )
         )
     return out
+
+
+def ports_conflict(wanted: Sequence[HostPort], held: Sequence[HostPort]) -> bool:
+    """Whether a pod binding `wanted` would clash with ports a node's pods already hold."""
+    return any(w.conflicts(h) for w in wanted for h in held)
 
 
 def anti_affine_pods(nodes: Sequence[Existing]) -> list[Pod]:

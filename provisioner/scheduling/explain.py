@@ -1,5 +1,7 @@
 """`explain`: one pod against each pool it may use, on its own, in the order the scheduler tries them:
 fits or not, why not, and the cheapest node that would hold it alone. What `provisioner explain` prints.
+Given the whole batch, a pod the full solve leaves unschedulable gets that solve's reasons instead (a
+pool's limit taken by the pods placed before it, say), since alone it might have fit.
 
 It reads the same modules the solver does (pools, existing capacity for the limits, shapes, fit), so
 its verdicts are the solver's."""
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType, Offering
-from provisioner.scheduling import existing, pool_order
+from provisioner.scheduling import existing, pool_order, solver
 from provisioner.scheduling.fit import pool_fit
 from provisioner.scheduling.offerings import OptionCache
 from provisioner.scheduling.pools import compile_pools, first_fit, limit_reason, limit_room
@@ -49,17 +51,32 @@ def explain(
     instance_types: Mapping[str, Sequence[InstanceType]],
     daemonsets: Sequence[DaemonSet] | None = None,
     defaults: pool_order.ClusterDefaults = pool_order.NO_DEFAULTS,
+    pods: Sequence[Pod] | None = None,
 ) -> list[PoolVerdict]:
     """For one pod, each pool it may use, in the order the scheduler tries them: fits or not, why not,
     and the cheapest node that would hold it alone. Limits are counted over the snapshot's nodes, and
-    `defaults` are the cluster's default pools (for a pod that names no list)."""
+    `defaults` are the cluster's default pools (for a pod that names no list). With `pods` (the batch it
+    is solved in), a pod the full solve leaves unschedulable gets the full solve's reason per pool."""
     ds = snapshot.daemonsets if daemonsets is None else daemonsets
+    if pods is not None:
+        batch = list(pods) if any(p.key == pod.key for p in pods) else [*pods, pod]
+        results = solver.solve(
+            batch,
+            snapshot,
+            pools=pools,
+            instance_types=instance_types,
+            daemonsets=daemonsets,
+            options=solver.SolveOptions(pool_defaults=defaults),
+        )
+        refused = next((u for u in results.unschedulable if u.pod.key == pod.key), None)
+        if refused is not None:
+            return [PoolVerdict(r.nodepool, False, r.reason) for r in refused.reasons]
     dims = Dims.of([pod], daemonsets=ds, pools=pools)
     compiled = compile_pools(pools, instance_types, dims=dims, daemonsets=ds)
     # Counts every node of the snapshot toward its pool's limits.
     nodes = existing.capacity(snapshot, {p.name: p for p in compiled}, dims=dims, daemonsets=ds)
     cache = OptionCache(len(dims))
-    topology = Topology(snapshot, existing=nodes, cache=cache, dims=dims)
+    topology = Topology(snapshot, existing=nodes, pools=compiled, cache=cache, dims=dims)
     shape = Compiler(pools=compiled, dims=dims, topology=topology, defaults=defaults).compile(pod)
     if shape.refused is not None:
         return [PoolVerdict(r.nodepool, False, r.reason) for r in shape.refused]

@@ -24,7 +24,7 @@ from provisioner.scheduling.offerings import (
 )
 from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, fits, fmt, le
-from provisioner.state.objects import TaintValue, tolerates_all
+from provisioner.state.objects import PREFER_NO_SCHEDULE, TaintValue, tolerates_all
 
 if TYPE_CHECKING:
     from provisioner.scheduling.shapes import Variant
@@ -39,6 +39,22 @@ class PoolFit:
     options: list[Option]
     standalone: float
     """The price of the cheapest node that holds the pod alone."""
+
+
+def untolerated(v: Variant, taints: tuple[TaintValue, ...]) -> TaintValue | None:
+    """The first taint that keeps the variant off a node: NoSchedule/NoExecute not tolerated, and
+    PreferNoSchedule too while the variant avoids those."""
+    taint = tolerates_all(v.tolerations, taints)
+    if taint is None and v.avoid_soft_taints:
+        taint = next(
+            (
+                t
+                for t in taints
+                if t.effect == PREFER_NO_SCHEDULE and not any(tol.tolerates(t) for tol in v.tolerations)
+            ),
+            None,
+        )
+    return taint
 
 
 def fmt_taint(t: TaintValue) -> str:
@@ -67,7 +83,7 @@ def pool_fit(v: Variant, pool: Pool, *, cache: OptionCache, dims: Dims) -> PoolF
 
 
 def _pool_fit(v: Variant, pool: Pool, *, cache: OptionCache, dims: Dims) -> PoolFit | str:
-    taint = tolerates_all(v.tolerations, pool.taints)
+    taint = untolerated(v, pool.taints)
     if taint is not None:
         return f"taint {fmt_taint(taint)} is not tolerated"
     if not pool.types:

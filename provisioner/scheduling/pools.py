@@ -14,7 +14,14 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import requirements as rq
-from provisioner.scheduling.offerings import Option, PoolType, any_offering, labels_ok
+from provisioner.scheduling.offerings import (
+    OFFERING_KEYS,
+    TYPE_KEYS,
+    Option,
+    PoolType,
+    any_offering,
+    labels_ok,
+)
 from provisioner.scheduling.resources import Dims, Vec, fits, fmt, le, minus, plus
 from provisioner.state.objects import DaemonSet, TaintValue, tolerates_all
 
@@ -40,6 +47,9 @@ class Pool:
     declared_types: int = 0
     min_values: tuple[tuple[str, int], ...] = ()
     """Karpenter's `minValues`: (key, n) where a claim's options must span n distinct values of key."""
+    custom_keys: tuple[str, ...] = ()
+    """Label keys the pool's requirements define with `In` that neither the type nor the offering sets
+    (`example.com/tier In [gold, silver]`): each node carries one of the values as a label."""
 
 
 def daemonset_runs_on(ds: DaemonSet, labels: Mapping[str, str], taints: Sequence[TaintValue]) -> bool:
@@ -90,6 +100,18 @@ def _compile(
     spec = pool.spec.template.spec
     tmpl_labels = {**pool.spec.template.metadata.labels, wk.NODEPOOL: pool.name}
     reqs = rq.from_api(spec.requirements).intersect(rq.from_labels(tmpl_labels))
+    custom_keys = tuple(
+        sorted(
+            {
+                r.key
+                for r in spec.requirements
+                if r.operator.value == "In"
+                and r.key not in TYPE_KEYS
+                and r.key not in OFFERING_KEYS
+                and r.key not in tmpl_labels
+            }
+        )
+    )
     taints = tuple(TaintValue(key=t.key, effect=t.effect.value, value=t.value) for t in spec.taints)
     compiled: list[PoolType] = []
     pods_dim = dims.index[quantities.PODS]
@@ -119,13 +141,14 @@ def _compile(
         pool=pool,
         name=pool.name,
         reqs=reqs,
-        label_keys=frozenset(tmpl_labels),
+        label_keys=frozenset(tmpl_labels) | frozenset(custom_keys),
         taints=taints,
         types=compiled,
         limits=limits,
         used={k: 0 for k in limits},
         declared_types=len(types),
         min_values=tuple((r.key, r.min_values) for r in spec.requirements if r.min_values),
+        custom_keys=custom_keys,
     )
 
 

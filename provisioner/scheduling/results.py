@@ -45,6 +45,9 @@ class NewClaim:
     pods: list[Pod] = field(default_factory=list)
     requests: ResourceList = field(default_factory=dict)
     """Pods' requests plus the overhead of the daemonsets that will run on the node."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels the node gets besides the pool's template labels: one value for each key the pool's
+    requirements define and no type or offering sets (also pinned in `requirements`)."""
 
     @property
     def instance_type(self) -> InstanceType:
@@ -64,7 +67,7 @@ class NewClaim:
         return NodeClaim(
             metadata=ObjectMeta(
                 name=name,
-                labels={**template.metadata.labels, wk.NODEPOOL: self.nodepool.name},
+                labels={**template.metadata.labels, **self.labels, wk.NODEPOOL: self.nodepool.name},
                 annotations=annotations,
                 finalizers=[wk.TERMINATION_FINALIZER],
             ),

@@ -21,7 +21,14 @@ from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec
 from provisioner.scheduling.results import PoolReason
 from provisioner.scheduling.topology import Group, Spread, Topology
-from provisioner.state.objects import LabelSelector, Pod, Toleration, TopologySpread
+from provisioner.state.objects import (
+    PREFER_NO_SCHEDULE,
+    HostPort,
+    LabelSelector,
+    Pod,
+    Toleration,
+    TopologySpread,
+)
 
 ShapeKey = tuple[Any, ...]
 
@@ -55,10 +62,21 @@ class Variant:
     alone: float | None = None
     """What a node of its own costs in the first pool of its order that fits it (the solver's cache)."""
     pool_fit: dict[int, PoolFit | str] = field(default_factory=dict)
-    universe: dict[str, frozenset[str]] = field(default_factory=dict)
+    universe: dict[tuple[str, bool, bool], frozenset[str]] = field(default_factory=dict)
+    """Per (key, nodeAffinityPolicy Ignore, nodeTaintsPolicy Honor): a spread's eligible domains."""
+    required_alts: tuple[rq.Reqs, ...] = ()
+    """The pod's required node affinity alone (preferences do not narrow a spread's domains)."""
     host_blockers: list[tuple[Group, int]] = field(default_factory=list)
     """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
     has_topology: bool = False
+    pins: tuple[str, ...] = ()
+    """Keys other than hostname on which pending pods have a required affinity to this pod: its node
+    is pinned to one domain of each, so they can follow it there in the same solve."""
+    host_ports: tuple[HostPort, ...] = ()
+    """Ports the pod binds on its node: no other pod on the node may hold one of them."""
+    avoid_soft_taints: bool = False
+    """PreferNoSchedule taints the pod does not tolerate count as NoSchedule (Karpenter relaxes this
+    last: such pools and nodes are used only when nothing else fits)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -86,6 +104,7 @@ def shape_key(pod: Pod) -> ShapeKey:
         pod.anti_affinity_required,
         pod.anti_affinity_preferred,
         pod.annotations.get(wk.NODEPOOLS, ""),
+        pod.host_ports,
     )
 
 
@@ -110,6 +129,15 @@ class Compiler:
         )
         """Pools with a GPU type: a GPU pod whose default list names none of them is refused."""
         self.variant_count = 0
+        self.soft_taints = {
+            t
+            for t in [
+                *(t for p in pools for t in p.taints),
+                *(t for n in topology.existing for t in n.taints),
+            ]
+            if t.effect == PREFER_NO_SCHEDULE
+        }
+        """The PreferNoSchedule taints of this solve's pools and nodes."""
 
     def compile(self, pod: Pod) -> Shape:
         alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
@@ -133,17 +161,24 @@ class Compiler:
             or pod.anti_affinity_preferred
             or any(c.when_unsatisfiable != "DoNotSchedule" for c in pod.topology_spread)
         )
-        plans: list[tuple[rq.Reqs | None, bool]] = [(p, soft) for p in prefs] + [(None, soft)]
+        avoid = any(not any(tol.tolerates(t) for tol in pod.tolerations) for t in self.soft_taints)
+        plans: list[tuple[rq.Reqs | None, bool, bool]] = [(p, soft, avoid) for p in prefs]
+        plans.append((None, soft, avoid))
         if soft:
-            plans.append((None, False))
+            plans.append((None, False, avoid))
+        if avoid:
+            plans.append((None, False, False))
         topo = self.topology
         variants: list[Variant] = []
-        for pref, with_soft in plans:
+        for pref, with_soft, avoid_soft in plans:
             spreads = [
                 Spread(
                     group=topo.group(c.topology_key, _spread_selector(pod, c), frozenset((pod.namespace,))),
                     max_skew=max(1, c.max_skew),
                     hard=c.when_unsatisfiable == "DoNotSchedule",
+                    min_domains=c.min_domains or 0,
+                    affinity_ignore=c.node_affinity_policy == "Ignore",
+                    taints_honor=c.node_taints_policy == "Honor",
                 )
                 for c in pod.topology_spread
                 if c.when_unsatisfiable == "DoNotSchedule" or with_soft
@@ -153,6 +188,8 @@ class Compiler:
             for t in aff_terms:
                 g = topo.group(t.topology_key, t.label_selector, topo.namespaces(pod, t))
                 affinity.append((g, g.matches(pod)))
+                if t.weight == 0:
+                    topo.followed.add(id(g))
             anti_terms = list(pod.anti_affinity_required) + (
                 list(pod.anti_affinity_preferred) if with_soft else []
             )
@@ -171,6 +208,9 @@ class Compiler:
                 affinity=affinity,
                 anti=anti,
                 owner_of=owner_of,
+                avoid_soft_taints=avoid_soft,
+                host_ports=pod.host_ports,
+                required_alts=alts,
             )
             self.variant_count += 1
             v.monotone = not affinity and all(s.group.key == wk.HOSTNAME for s in spreads)
@@ -187,10 +227,14 @@ class Compiler:
         """After every group exists: which groups count this shape, which anti-affinity owners block it."""
         member_of = [g for g in self.topology.groups.values() if g.matches(pod)]
         blocked_by = [g for g in self.topology.owners.values() if g.matches(pod)]
+        pins = tuple(
+            sorted({g.key for g in member_of if id(g) in self.topology.followed and g.key != wk.HOSTNAME})
+        )
         for v in shape.variants:
             v.member_of = member_of
             v.blocked_by = blocked_by
-            v.has_topology = bool(v.spreads or v.affinity or v.anti or blocked_by)
+            v.pins = pins
+            v.has_topology = bool(v.spreads or v.affinity or v.anti or blocked_by or pins)
             blockers: list[tuple[Group, int]] = [(g, 1) for g in v.anti if g.key == wk.HOSTNAME]
             blockers += [(g, 1) for g in blocked_by if g.key == wk.HOSTNAME]
             blockers += [(s.group, s.max_skew) for s in v.spreads if s.group.key == wk.HOSTNAME]

@@ -3,7 +3,9 @@ reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This 
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
 `topology`).
 
-How it decides, in order for each pod (largest first: GPUs, then cpu, then memory). Its pools and their
+How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
+anti-affinity before the pods they constrain; then largest first: GPUs, fewest GPU models accepted, cpu,
+memory, fewest pools). Its pools and their
 order come from `pool_order`: its `provisioner.sh/nodepools` list, else a default list, else every pool
 by weight (desc, then name).
 1. A pod without a list: existing nodes with room, then claims in flight, then the nodes this solve
@@ -41,7 +43,7 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
 from provisioner.scheduling import pool_order, reservations
 from provisioner.scheduling import requirements as rq
-from provisioner.scheduling.fit import labels_missing, pool_fit
+from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
 from provisioner.scheduling.pools import (
     Pool,
@@ -55,9 +57,9 @@ from provisioner.scheduling.pools import (
 from provisioner.scheduling.resources import Dims, Vec, add, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, shape_key
-from provisioner.scheduling.topology import Topology, record, topology_reason
+from provisioner.scheduling.topology import Group, Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import DaemonSet, Pod, tolerates_all
+from provisioner.state.objects import DaemonSet, HostPort, Pod
 
 MAX_OPTIONS = 60
 
@@ -93,6 +95,8 @@ class _New:
     absorbed: dict[int, tuple[rq.Reqs, list[Option]] | None] = field(default_factory=dict)
     """Per variant id: the node's requirements and options once a pod of it joins (None: it cannot)."""
     reserved: Vec = ()
+    host_ports: list[HostPort] = field(default_factory=list)
+    """Host ports its pods hold."""
 
     @property
     def price(self) -> float:
@@ -125,7 +129,9 @@ class _Solver:
         self.existing = ex.capacity(
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
-        self.topology = Topology(snapshot, existing=self.existing, cache=self.cache, dims=self.dims)
+        self.topology = Topology(
+            snapshot, existing=self.existing, pools=self.pools, cache=self.cache, dims=self.dims
+        )
         self.compiler = Compiler(
             pools=self.pools, dims=self.dims, topology=self.topology, defaults=options.pool_defaults
         )
@@ -154,7 +160,7 @@ class _Solver:
                 continue
             ok = n.taint_ok.get(v.id)
             if ok is None:
-                ok = n.taint_ok[v.id] = tolerates_all(v.tolerations, n.taints) is None
+                ok = n.taint_ok[v.id] = untolerated(v, n.taints) is None
             if not ok:
                 continue
             ok = n.label_ok.get(v.id)
@@ -164,9 +170,12 @@ class _Solver:
                 continue
             if v.has_topology and not self.topology.existing_ok(v, n):
                 continue
+            if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
+                continue
             if v.monotone:
                 v.hint_existing[pool] = i
             n.avail = tuple(map(sub, n.avail, req))
+            n.host_ports.extend(v.host_ports)
             record(v, n.domain)
             return n
         if v.monotone:
@@ -234,6 +243,8 @@ class _Solver:
             total = tuple(map(add, n.total, req))
             if not all(map(le, total, n.maxvec)):
                 continue
+            if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
+                continue
             fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
             if isinstance(fit, str):
                 continue
@@ -283,6 +294,7 @@ class _Solver:
             n.cursor = idx
             n.total = total
             n.pods.append(pod)
+            n.host_ports.extend(v.host_ports)
             record(v, n.domain)
             return n
         if hinted:
@@ -314,7 +326,7 @@ class _Solver:
         idx = first_fit(options, v.req, 0, room)
         if idx < 0:
             if room is not None:
-                return limit_reason(pool, options, v.req, dims=self.dims)
+                return limit_reason(pool, options, v.req, dims=self.dims) + self._room_taken(pool)
             return "no instance type fits"  # unreachable: pool_fit found one
         reservation = reservations.reservation_of(options[idx])
         if reserved_only and reservation is None:
@@ -334,11 +346,20 @@ class _Solver:
             cursor=idx,
             pods=[pod],
             reserved=t.capacity,
+            host_ports=list(v.host_ports),
         )
         self.new.append(n)
         self._hold(reservation)
         record(v, n.domain)
         return n
+
+    def _room_taken(self, pool: Pool) -> str:
+        """Which pods of this solve took the pool's room (new nodes), to say why a limit says no."""
+        keys = [p.key for n in self.new if n.pool is pool for p in n.pods]
+        if not keys:
+            return ""
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        return f" (in this solve, new nodes for {shown} took the room)"
 
     def _next_name(self, pool: Pool, *, commit: bool) -> str:
         k = self.new_count.get(pool.name, 0) + 1
@@ -422,11 +443,18 @@ class _Solver:
 
         dim_gpu = self.dims.index.get(wk.GPU_RESOURCE)
         cpu, mem = self.dims.index[quantities.CPU], self.dims.index[quantities.MEMORY]
+        depth = _depths(firsts, self.topology)
+        choice: dict[int, tuple[int, int]] = {id(shape): self._choice(shape) for shape, _ in firsts}
 
-        def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, str]:
+        def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, int, int, int, str]:
             pod, shape = item
             r = shape.variants[0].req
-            return (-pod.priority, -(r[dim_gpu] if dim_gpu is not None else 0), -r[cpu], -r[mem], pod.key)
+            pools, models = choice[id(shape)]
+            gpus = r[dim_gpu] if dim_gpu is not None else 0
+            # Fewer GPU models first among pods of equal GPU count; the pool count only breaks ties
+            # below size, so a flexible large pod still opens its heavier pool before small ones fill
+            # a lighter pool's node it would then join.
+            return (depth[id(shape)], -pod.priority, -gpus, models, -r[cpu], -r[mem], pools, pod.key)
 
         results = Results()
         for pod, shape in sorted(pod_shapes, key=order):
@@ -437,6 +465,35 @@ class _Solver:
                 results.placements.append(Placement(pod=pod, node=outcome.name))
         results.new_claims = [self._finalize(n) for n in self.new]
         return results
+
+    def _choice(self, shape: Shape) -> tuple[int, int]:
+        """How much choice a shape has, read from requirements and taints only (no instance type is
+        scanned): the pools that may take it, and for a GPU pod the GPU models it accepts. The most
+        constrained go first, so a pod pinned to one model is not left without room by pods that could
+        have used another."""
+        v = shape.variants[-1]
+        gpu_dim = self.dims.index.get(wk.GPU_RESOURCE)
+        gpu = gpu_dim is not None and v.req[gpu_dim] > 0
+        pools = 0
+        models: set[str] = set()
+        any_model = False
+        for pool in v.pools:
+            if untolerated(v, pool.taints) is not None:
+                continue
+            usable = False
+            for alt in v.alts:
+                merged = pool.reqs.intersect(alt)
+                if merged.conflict() is not None or labels_missing(alt, pool) is not None:
+                    continue
+                usable = True
+                if gpu:
+                    allowed = merged.get(wk.GPU_NAME).allowed
+                    if allowed is None:
+                        any_model = True
+                    else:
+                        models |= allowed
+            pools += usable
+        return pools, (len(wk.GPU_NAMES) + 1 if any_model else len(models))
 
     def _finalize(self, n: _New) -> NewClaim:
         pool = n.pool
@@ -459,7 +516,8 @@ class _Solver:
                     break
         types = [t.it for _, t, _ in options]
         first = options[0][1]
-        requirements = [r for r in n.reqs.to_requirements() if r.key not in (wk.INSTANCE_TYPE, wk.NODEPOOL)]
+        reqs, labels = _custom_labels(pool, n.reqs)
+        requirements = [r for r in reqs.to_requirements() if r.key not in (wk.INSTANCE_TYPE, wk.NODEPOOL)]
         requirements += rq.KeyReq(frozenset(it.name for it in types), absent_ok=False).to_requirements(
             wk.INSTANCE_TYPE
         )
@@ -478,6 +536,7 @@ class _Solver:
             offering=options[0][2],
             pods=list(n.pods),
             requests=requests,
+            labels=labels,
         )
 
 
@@ -498,6 +557,96 @@ class SolveFn(Protocol):
     ) -> Results: ...
 
 
+def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:
+    """Per shape, how many shapes must be placed before it: the pods its required affinity follows, and
+    the pods whose required anti-affinity selects it (their owners go first, so the selected pods keep
+    out of their domains). Shapes in a cycle share a depth."""
+    index = {id(shape): i for i, (shape, _) in enumerate(firsts)}
+    before: dict[int, set[int]] = {}
+    matched: dict[int, list[int]] = {}
+
+    def members(g: Group) -> list[int]:
+        found = matched.get(id(g))
+        if found is None:
+            found = matched[id(g)] = [i for i, (_, pod) in enumerate(firsts) if g.matches(pod)]
+        return found
+
+    for i, (shape, pod) in enumerate(firsts):
+        for g, _ in shape.variants[-1].affinity:
+            before.setdefault(i, set()).update(j for j in members(g) if j != i)
+        for t in pod.anti_affinity_required:
+            for j in members(topology.owner(pod, t)):
+                if j != i:
+                    before.setdefault(j, set()).add(i)
+    comp = _components(before)
+    # Longest chain of components before each one (the graph between components has no cycle).
+    depth: dict[int, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for i in sorted(before):
+            d = max((depth.get(j, 0) + 1 for j in before[i] if comp[j] != comp[i]), default=0)
+            d = max(d, max((depth.get(j, 0) for j in before if comp[j] == comp[i]), default=0))
+            if d > depth.get(i, 0):
+                depth[i] = d
+                changed = True
+    return {id(shape): depth.get(index[id(shape)], 0) for shape, _ in firsts}
+
+
+def _components(before: Mapping[int, set[int]]) -> dict[int, int]:
+    """Strongly connected components of the "placed before" graph (Kosaraju, iteratively): node ->
+    component id. Shapes that must each go before the other (mutual anti-affinity) share one."""
+    nodes = sorted(set(before) | {j for js in before.values() for j in js})
+    after: dict[int, list[int]] = {}
+    for i, js in before.items():
+        for j in js:
+            after.setdefault(j, []).append(i)
+    seen: set[int] = set()
+    finished: list[int] = []
+    for root in nodes:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(sorted(before.get(root, ()))))]
+        while stack:
+            node, it = stack[-1]
+            nxt = next((j for j in it if j not in seen), None)
+            if nxt is None:
+                stack.pop()
+                finished.append(node)
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(sorted(before.get(nxt, ())))))
+    comp: dict[int, int] = {}
+    for root in reversed(finished):
+        if root in comp:
+            continue
+        comp[root] = root
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            for j in after.get(node, ()):
+                if j not in comp:
+                    comp[j] = root
+                    todo.append(j)
+    return comp
+
+
+def _custom_labels(pool: Pool, reqs: rq.Reqs) -> tuple[rq.Reqs, dict[str, str]]:
+    """A value for each key the pool defines (the one allowed, else the first by name, as Karpenter
+    picks one), with the requirements pinned to it so the claim and its node agree."""
+    labels: dict[str, str] = {}
+    for key in pool.custom_keys:
+        kreq = reqs.get(key)
+        value = kreq.single
+        if value is None and kreq.allowed:
+            value = min(kreq.allowed)
+            reqs = reqs.intersect(rq.Reqs(((key, rq.KeyReq(frozenset({value}), absent_ok=False)),)))
+        if value is not None:
+            labels[key] = value
+    return reqs, labels
+
+
 def solve(
     pods: Sequence[Pod],
     snapshot: Snapshot,
@@ -512,8 +661,14 @@ def solve(
     `instance_types` maps a pool name to the types its NodeClass can launch (unavailable offerings
     flagged). `daemonsets` default to the snapshot's. Pods need not be pending in the snapshot: the
     disruption planner passes the pods of nodes it removed from the snapshot. The snapshot is taken as
-    it is: `existing` owns how its nodes count (deleting ones toward limits, not as room).
+    it is: `existing` owns how its nodes count (deleting ones toward limits, not as room). A pod whose
+    requests are malformed or negative (`Pod.invalid`) is unschedulable with that reason, launching nothing.
     """
+    refused = [
+        Unschedulable(pod=p, reasons=[PoolReason("", f"invalid pod: {p.invalid}")]) for p in pods if p.invalid
+    ]
+    if refused:
+        pods = [p for p in pods if not p.invalid]
     solver = _Solver(
         pods,
         snapshot,
@@ -522,4 +677,6 @@ def solve(
         daemonsets=snapshot.daemonsets if daemonsets is None else daemonsets,
         options=options or SolveOptions(),
     )
-    return solver.solve(pods)
+    results = solver.solve(pods)
+    results.unschedulable.extend(refused)
+    return results

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from provisioner.api import labels as wk
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.existing import Existing, anti_affine_pods
-from provisioner.scheduling.fit import pool_fit
+from provisioner.scheduling.fit import labels_missing
 from provisioner.scheduling.offerings import Option, OptionCache
 from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec, le
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import LabelSelector, Pod, PodAffinityTerm
+from provisioner.state.objects import LabelSelector, Pod, PodAffinityTerm, tolerates_all
 
 if TYPE_CHECKING:
     from provisioner.scheduling.shapes import Variant
@@ -58,6 +58,12 @@ class Spread:
     group: Group
     max_skew: int
     hard: bool
+    min_domains: int = 0
+    """`minDomains` (0: none): with fewer eligible domains, the global minimum counts as 0."""
+    affinity_ignore: bool = False
+    """`nodeAffinityPolicy: Ignore`: nodes the pod's node affinity excludes still count as domains."""
+    taints_honor: bool = False
+    """`nodeTaintsPolicy: Honor`: nodes whose taints the pod does not tolerate do not count."""
 
 
 class Topology:
@@ -69,6 +75,7 @@ class Topology:
         snapshot: Snapshot,
         *,
         existing: Sequence[Existing],
+        pools: Sequence[Pool],
         cache: OptionCache,
         dims: Dims,
     ) -> None:
@@ -78,7 +85,10 @@ class Topology:
         self.dims = dims
         self.groups: dict[GroupKey, Group] = {}
         self.owners: dict[GroupKey, Group] = {}
-        self._universe: dict[tuple[str, tuple[rq.Reqs, ...], tuple[int, ...]], frozenset[str]] = {}
+        self.followed: set[int] = set()
+        """Ids of the groups some pod has a required affinity to."""
+        self.pools = tuple(pools)
+        self._universe: dict[tuple[object, ...], frozenset[str]] = {}
 
     def namespaces(self, pod: Pod, term: PodAffinityTerm) -> frozenset[str] | None:
         """The namespaces a term selects pods in (None: all)."""
@@ -130,39 +140,54 @@ class Topology:
 
     # ---- domains
 
-    def universe(self, v: Variant, key: str) -> frozenset[str]:
-        """The domains of `key` a pod of this variant could land in (for the minimum of a spread)."""
-        cached = v.universe.get(key)
+    def universe(self, v: Variant, s: Spread) -> frozenset[str]:
+        """The eligible domains of a spread's key, as kube-scheduler counts them: those of the nodes the
+        pod's required node affinity selects (all with `nodeAffinityPolicy: Ignore`), tainted ones
+        included unless `nodeTaintsPolicy: Honor` (then only those it tolerates). A preferred node
+        affinity never narrows them. Nodes are the existing ones and what each pool could launch."""
+        key = s.group.key
+        ck = (key, s.affinity_ignore, s.taints_honor)
+        cached = v.universe.get(ck)
         if cached is not None:
             return cached
-        fits_ = [(pool, pool_fit(v, pool, cache=self.cache, dims=self.dims)) for pool in v.pools]
-        shared_key = (key, v.alts, tuple(pool.index for pool, fit in fits_ if not isinstance(fit, str)))
+        alts = (rq.Reqs(()),) if s.affinity_ignore else v.required_alts
+        pools = self.pools if s.affinity_ignore else v.pools
+        if s.taints_honor:
+            pools = tuple(p for p in pools if tolerates_all(v.tolerations, p.taints) is None)
+        shared_key = (ck, alts, tuple(p.index for p in pools), v.tolerations if s.taints_honor else ())
         shared = self._universe.get(shared_key)
         if shared is not None:
-            v.universe[key] = shared
+            v.universe[ck] = shared
             return shared
         out: set[str] = set()
-        for _pool, fit in fits_:
-            if isinstance(fit, str):
-                continue
-            kreq = fit.reqs.get(key)
-            for _, t, _ in fit.options:
-                if key == wk.ZONE:
-                    vals = {o.zone for o in t.it.offerings if o.available}
-                elif key == wk.CAPACITY_TYPE:
-                    vals = {o.capacity_type for o in t.it.offerings if o.available}
-                elif key in t.it.labels:
-                    vals = {t.it.labels[key]}
-                else:
-                    single = kreq.single
-                    vals = {single} if single else set()
-                out.update(x for x in vals if kreq.matches(x))
+        for pool in pools:
+            for alt in alts:
+                reqs = pool.reqs.intersect(alt)
+                if reqs.conflict() is not None or labels_missing(alt, pool) is not None:
+                    continue
+                kreq = reqs.get(key)
+                for _, t, _ in self.cache.options(pool.index, pool.types, reqs):
+                    if key == wk.ZONE:
+                        vals = {o.zone for o in t.it.offerings if o.available}
+                    elif key == wk.CAPACITY_TYPE:
+                        vals = {o.capacity_type for o in t.it.offerings if o.available}
+                    elif key in t.it.labels:
+                        vals = {t.it.labels[key]}
+                    else:
+                        # A key the pool defines (template label or `In` requirement): its values.
+                        vals = set(kreq.allowed) if kreq.allowed is not None else set()
+                    out.update(x for x in vals if kreq.matches(x))
         for n in self.existing:
             value = n.domain(key)
-            if value is not None and any(alt.matches(n.labels) for alt in v.alts):
-                out.add(value)
+            if value is None:
+                continue
+            if not s.affinity_ignore and not any(alt.matches(n.labels) for alt in alts):
+                continue
+            if s.taints_honor and tolerates_all(v.tolerations, n.taints) is not None:
+                continue
+            out.add(value)
         result = frozenset(out)
-        v.universe[key] = result
+        v.universe[ck] = result
         self._universe[shared_key] = result
         return result
 
@@ -177,11 +202,12 @@ class Topology:
                 if g.counts.get(domain, 0) + 1 > s.max_skew:
                     return False
                 continue
-            universe = self.universe(v, key)
+            universe = self.universe(v, s)
             if domain not in universe:
                 return False
             counts = g.counts
-            low = min((counts.get(d, 0) for d in universe), default=0)
+            # Fewer eligible domains than minDomains: the global minimum counts as 0.
+            low = 0 if len(universe) < s.min_domains else min((counts.get(d, 0) for d in universe), default=0)
             if counts.get(domain, 0) + 1 - low > s.max_skew:
                 return False
         for g, self_match in v.affinity:
@@ -263,6 +289,7 @@ def topology_keys(v: Variant) -> list[str]:
     keys += [g.key for g, _ in v.affinity]
     keys += [g.key for g in v.anti]
     keys += [g.key for g in v.blocked_by]
+    keys += v.pins
     return sorted(set(keys))
 
 

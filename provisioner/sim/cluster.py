@@ -311,7 +311,10 @@ class Binder:
         fitted_nowhere: set[tuple[Any, ...]] = set()
         bound = 0
         for pod in pending:
-            topology = bool(pod.anti_affinity_required or pod.affinity_required or pod.topology_spread)
+            # Host ports depend on the pods already on a node, as topology does: checked node by node.
+            topology = bool(
+                pod.anti_affinity_required or pod.affinity_required or pod.topology_spread or pod.host_ports
+            )
             target: str | None = None
             if topology:
                 if placed is None:
@@ -335,6 +338,7 @@ class Binder:
                         "spec": {"nodeName": target},
                         "status": {
                             "phase": "Running",
+                            "startTime": isoformat(self.cluster.clock.now()),
                             "conditions": pod.conditions_with({"type": "PodScheduled", "status": "True"}),
                         },
                     },
@@ -403,6 +407,11 @@ class Binder:
             room = used.get(node.name, {})
             if not fits(pod, node, room) or not topology_ok(pod, node, placed, eligible):
                 continue
+            if pod.host_ports and any(
+                n.name == node.name and any(w.conflicts(h) for w in pod.host_ports for h in p.host_ports)
+                for p, n in placed
+            ):
+                continue
             key = _room_key(node.name, node.allocatable, room)
             if best is None or key < best:
                 best = key
@@ -442,7 +451,7 @@ class Workloads:
             doc.setdefault("metadata", {}).update(name=pod.name, namespace=pod.namespace)
             if pod.node_name:
                 doc["spec"]["nodeName"] = pod.node_name
-                doc["status"] = {"phase": "Running"}
+                doc["status"] = {"phase": "Running", "startTime": isoformat(self.cluster.clock.now())}
             self.cluster.create("Pod", doc)
             if pod.owner_kind is not None and not pod.is_daemonset_pod:
                 self.desired[pod.key] = self._manifest(pod)

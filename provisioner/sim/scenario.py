@@ -693,7 +693,17 @@ def _pod_template(
     return spec, template
 
 
-def _check_pod_spec(doc: YamlDocument, out: _Collector, spec: Any, base: tuple[str | int, ...]) -> bool:
+def _check_pod_spec(
+    doc: YamlDocument,
+    out: _Collector,
+    spec: Any,
+    base: tuple[str | int, ...],
+    *,
+    negative_is_error: bool = False,
+) -> bool:
+    """Whether the pod spec can be read. A request that is not a quantity is an error; a negative one only
+    with `negative_is_error` (a DaemonSet): a pod with one is loaded and reported unschedulable with the
+    reason, as the controller does with one in a cluster."""
     if not isinstance(spec, dict):
         out.add(doc, "a pod spec (mapping) is required", base)
         return False
@@ -712,9 +722,17 @@ def _check_pod_spec(doc: YamlDocument, out: _Collector, spec: Any, base: tuple[s
             for part in ("requests", "limits"):
                 for rname, value in (res.get(part) or {}).items():
                     try:
-                        quantities.parse_quantity(value)
+                        negative = quantities.parse_quantity(value) < 0
                     except quantities.QuantityError as err:
                         out.add(doc, str(err), (*base, group, i, "resources", part, rname))
+                        ok = False
+                        continue
+                    if negative and negative_is_error:
+                        out.add(
+                            doc,
+                            f"{value!r} is negative; a request must be 0 or more",
+                            (*base, group, i, "resources", part, rname),
+                        )
                         ok = False
     for i, t in enumerate(spec.get("topologySpreadConstraints") or ()):
         if not isinstance(t, dict) or "topologyKey" not in t:
@@ -794,7 +812,9 @@ def _load_kube(
                 pdb_documents.append(data)
         elif kind == "DaemonSet":
             found = _pod_template(doc, out, data, kind)
-            if found and _check_pod_spec(doc, out, found[1]["spec"], ("spec", "template", "spec")):
+            if found and _check_pod_spec(
+                doc, out, found[1]["spec"], ("spec", "template", "spec"), negative_is_error=True
+            ):
                 daemonsets.append(DaemonSet.from_dict(data))
         else:
             found = _pod_template(doc, out, data, kind)

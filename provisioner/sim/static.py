@@ -74,6 +74,8 @@ def admit(loaded: LoadedScenario, snapshot: Snapshot) -> tuple[list[Pod], list[U
 
 
 def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
+    """Each pool's verdict for the pod: on its own, or the full solve's reasons when that solve leaves
+    it unschedulable."""
     return explain(
         pod,
         loaded.snapshot(),
@@ -81,6 +83,7 @@ def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
         defaults=loaded.pool_defaults,
+        pods=loaded.pods,
     )
 
 

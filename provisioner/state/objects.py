@@ -127,12 +127,15 @@ class TaintValue:
         return out
 
 
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
 def tolerates_all(
     tolerations: tuple[Toleration, ...], taints: tuple[TaintValue, ...] | list[TaintValue]
 ) -> TaintValue | None:
     """The first NoSchedule/NoExecute taint not tolerated, or None when all are (PreferNoSchedule never blocks)."""
     for taint in taints:
-        if taint.effect == "PreferNoSchedule":
+        if taint.effect == PREFER_NO_SCHEDULE:
             continue
         if not any(t.tolerates(taint) for t in tolerations):
             return taint
@@ -184,30 +187,95 @@ class PodAffinityTerm:
         )
 
 
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A port a container binds on its node (`hostPort`): two pods may not hold the same one."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Same port and protocol, on the same address or either on every address (kube-scheduler's
+        rule)."""
+        return (
+            self.port == other.port
+            and self.protocol == other.protocol
+            and (self.ip == other.ip or self.ip in _ANY_ADDRESS or other.ip in _ANY_ADDRESS)
+        )
+
+
+def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports of a pod's containers (protocol TCP and address 0.0.0.0 unless given)."""
+    return tuple(
+        HostPort(
+            port=int(p["hostPort"]), protocol=p.get("protocol") or "TCP", ip=p.get("hostIP") or "0.0.0.0"
+        )
+        for c in spec.get("containers") or ()
+        for p in c.get("ports") or ()
+        if p.get("hostPort")
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PreferredNodeTerm:
     weight: int
     requirements: tuple[SelectorRequirement, ...]
 
 
-def _container_requests(container: Mapping[str, Any]) -> ResourceList:
-    res = container.get("resources") or {}
-    # A limit without a request means request = limit (Kubernetes defaulting, which a manifest lacks).
-    merged = dict(res.get("limits") or {})
-    merged.update(res.get("requests") or {})
-    return quantities.parse_resource_list(merged)
+_POD_LEVEL = frozenset({quantities.CPU, quantities.MEMORY})
+"""Resources `spec.resources` may set for the whole pod (Kubernetes 1.32+), besides `hugepages-*`."""
 
 
-def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
-    """Effective requests: max(sum of containers (+ restartable init sidecars), each init container) +
-    overhead, plus one `pods`."""
+def _pod_level(name: str) -> bool:
+    return name in _POD_LEVEL or name.startswith("hugepages-")
+
+
+def _parse_amounts(amounts: Mapping[str, Any] | None, where: str, problems: list[str]) -> ResourceList:
+    """Parse a resource list. An amount that is not a quantity, or is negative, is left out and named in
+    `problems` (`where.name: ...`), so a pod is refused rather than half-counted."""
+    out: ResourceList = {}
+    for name, value in (amounts or {}).items():
+        try:
+            amount = quantities.to_base_units(name, value)
+        except quantities.QuantityError as err:
+            problems.append(f"{where}.{name}: {err}")
+            continue
+        if amount < 0:
+            problems.append(f"{where}.{name}: {value!r} is negative; a request must be 0 or more")
+            continue
+        out[name] = amount
+    return out
+
+
+def _parse_requests(resources: Mapping[str, Any] | None, where: str, problems: list[str]) -> ResourceList:
+    """Requests of one `resources` block. A limit without a request means request = limit (Kubernetes
+    defaulting, which a manifest lacks)."""
+    res = resources or {}
+    merged = _parse_amounts(res.get("limits"), f"{where}.limits", problems)
+    merged.update(_parse_amounts(res.get("requests"), f"{where}.requests", problems))
+    return merged
+
+
+def pod_requests(spec: Mapping[str, Any], problems: list[str] | None = None) -> ResourceList:
+    """Effective requests, as kube-scheduler counts them: max(sum of containers (+ restartable init
+    sidecars), each init container); then pod-level `spec.resources` (cpu, memory, hugepages) replace
+    that aggregate for the resources they name; then overhead, plus one `pods`.
+
+    Amounts that cannot be used (malformed or negative) are reported in `problems` when given."""
+    found: list[str] = [] if problems is None else problems
     total: ResourceList = {}
-    for c in spec.get("containers") or ():
-        total = quantities.add(total, _container_requests(c))
+    for i, c in enumerate(spec.get("containers") or ()):
+        total = quantities.add(
+            total, _parse_requests(c.get("resources"), f"spec.containers[{i}].resources", found)
+        )
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
-    for c in spec.get("initContainers") or ():
-        req = _container_requests(c)
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        req = _parse_requests(c.get("resources"), f"spec.initContainers[{i}].resources", found)
         if c.get("restartPolicy") == "Always":
             sidecars = quantities.add(sidecars, req)
             continue
@@ -218,7 +286,15 @@ def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
     total = quantities.add(total, sidecars)
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
-    total = quantities.add(total, quantities.parse_resource_list(spec.get("overhead")))
+    pod_level = _parse_requests(spec.get("resources"), "spec.resources", found)
+    for name, amount in pod_level.items():
+        if _pod_level(name):
+            total[name] = amount
+        else:
+            found.append(
+                f"spec.resources.requests.{name}: pod-level resources may set only cpu, memory and hugepages"
+            )
+    total = quantities.add(total, _parse_amounts(spec.get("overhead"), "spec.overhead", found))
     total[quantities.PODS] = total.get(quantities.PODS, 0) + 1
     return {k: v for k, v in total.items() if v}
 
@@ -246,6 +322,7 @@ class Pod:
     affinity_preferred: tuple[PodAffinityTerm, ...] = ()
     anti_affinity_required: tuple[PodAffinityTerm, ...] = ()
     anti_affinity_preferred: tuple[PodAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
     owner_kind: str | None = None
     owner_name: str | None = None
     unschedulable: bool = False
@@ -254,6 +331,11 @@ class Pod:
     created: datetime | None = None
     scheduling_gates: tuple[str, ...] = ()
     """Names in `spec.schedulingGates`: kube-scheduler binds the pod only once none is left."""
+    started: datetime | None = None
+    """`status.startTime`: when the kubelet accepted the pod (a do-not-disrupt duration counts from it)."""
+    invalid: str = ""
+    """Why the pod cannot be scheduled as written (malformed or negative requests), empty when it can.
+    Such a pod is refused with this reason; its unusable amounts are left out of `requests`."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -287,10 +369,6 @@ class Pod:
         return self.owner_kind == "DaemonSet"
 
     @property
-    def do_not_disrupt(self) -> bool:
-        return self.annotations.get(wk.DO_NOT_DISRUPT, "").lower() == "true"
-
-    @property
     def nodepools(self) -> tuple[str, ...]:
         """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
         text = self.annotations.get(wk.NODEPOOLS, "")
@@ -319,6 +397,8 @@ class Pod:
         pod_anti = affinity.get("podAntiAffinity") or {}
         owners = meta.get("ownerReferences") or ()
         owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+        problems: list[str] = []
+        requests = pod_requests(spec, problems)
         unschedulable = any(
             c.get("type") == "PodScheduled"
             and c.get("status") == "False"
@@ -334,7 +414,7 @@ class Pod:
             node_name=spec.get("nodeName"),
             phase=status.get("phase") or "Pending",
             priority=int(spec.get("priority") or 0),
-            requests=pod_requests(spec),
+            requests=requests,
             node_selector=dict(spec.get("nodeSelector") or {}),
             required_node_terms=tuple(
                 tuple(SelectorRequirement.from_dict(e) for e in term.get("matchExpressions") or ())
@@ -370,6 +450,7 @@ class Pod:
                 PodAffinityTerm.from_dict(t["podAffinityTerm"], int(t.get("weight", 1)))
                 for t in pod_anti.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
             ),
+            host_ports=host_ports(spec),
             owner_kind=owner.get("kind") if owner else None,
             owner_name=owner.get("name") if owner else None,
             unschedulable=unschedulable,
@@ -378,6 +459,8 @@ class Pod:
             scheduling_gates=tuple(
                 str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
             ),
+            started=_parse_time(status.get("startTime")),
+            invalid="; ".join(problems),
             raw=d,
         )
         _require_text(

@@ -113,6 +113,7 @@ RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
 class Backend(Protocol):
     state: ClusterState
     cluster: ClusterAPI
+    clock: VirtualClock
 
     def create(self, obj: Mapping[str, Any]) -> None: ...
     def patch(
@@ -402,6 +403,7 @@ class TestBinder:
                     p.name,
                     {
                         "phase": "Running",
+                        "startTime": isoformat(self.backend.clock.now()),
                         "conditions": p.conditions_with({"type": "PodScheduled", "status": "True"}),
                     },
                     namespace=p.namespace,

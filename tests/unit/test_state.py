@@ -50,6 +50,47 @@ def test_limits_without_requests_count_as_requests():
     assert Pod.from_dict(doc).gpus == 8
 
 
+def test_pod_level_resources_replace_the_containers_sum_for_what_they_name():
+    doc = pod_doc(
+        containers=[container("1", "1Gi"), container("2", "1Gi", **{wk.GPU_RESOURCE: "1"})],
+        resources={"requests": {"cpu": "500m"}, "limits": {"memory": "8Gi"}},
+        overhead={"cpu": "100m"},
+    )
+    pod = Pod.from_dict(doc)
+    # cpu and memory from the pod level (a limit alone is the request), the GPU still from the containers.
+    assert pod.requests == {"cpu": 600, "memory": 8 * 2**30, wk.GPU_RESOURCE: 1, "pods": 1}
+    assert pod.invalid == ""
+
+
+def test_pod_level_resources_count_over_a_larger_init_container():
+    doc = pod_doc(containers=[container("1")], init=[container("4")], resources={"requests": {"cpu": "2"}})
+    assert Pod.from_dict(doc).requests["cpu"] == 2000
+
+
+@pytest.mark.parametrize(
+    ("requests", "name", "says"),
+    [
+        pytest.param({wk.GPU_RESOURCE: "-1"}, wk.GPU_RESOURCE, "negative", id="negative-gpu"),
+        pytest.param({"cpu": "-500m"}, "cpu", "negative", id="negative-cpu"),
+        pytest.param({"memory": "lots"}, "memory", "not a Kubernetes quantity", id="malformed"),
+    ],
+)
+def test_a_bad_request_makes_the_pod_invalid_and_is_not_counted(requests, name, says):
+    pod = Pod.from_dict(pod_doc(containers=[{"name": "c", "resources": {"requests": requests}}]))
+    assert f"spec.containers[0].resources.requests.{name}: " in pod.invalid
+    assert says in pod.invalid
+    assert name not in pod.requests
+
+
+def test_every_bad_request_of_a_pod_is_named():
+    doc = pod_doc(
+        containers=[container("1", "-1Gi"), {"name": "d", "resources": {"limits": {wk.GPU_RESOURCE: "x"}}}]
+    )
+    problems = Pod.from_dict(doc).invalid
+    assert "spec.containers[0].resources.requests.memory" in problems
+    assert f"spec.containers[1].resources.limits.{wk.GPU_RESOURCE}" in problems
+
+
 def test_pool_list_annotation_is_ordered_and_trimmed():
     doc = pod_doc()
     doc["metadata"]["annotations"] = {wk.NODEPOOLS: " a100-standard, t4-best-effort ,"}

@@ -262,9 +262,12 @@ def test_spot_to_spot_replacement_needs_fifteen_cheaper_options(solve):
 
 def test_several_underused_nodes_merge_into_one_cheaper_node(solve):
     medium = instance_type("m.medium", cpu=4, memory_gib=16, price=0.2)
+    # A cheaper type than theirs: one node of their own type would just be deleting the others.
+    compute = instance_type("c.medium", cpu=4, memory_gib=8, price=0.15)
     nodes = [state_node(f"n{i}", it=medium, pods=[pod(f"p{i}", cpu="1")]) for i in range(3)]
     pools = [node_pool(budgets=[{"nodes": "100%"}])]
-    result = run(nodes, solve=solve, pools=pools, types=types_for(*pools, types=[SMALL, medium]))
+    types = types_for(*pools, types=[SMALL, medium, compute])
+    result = run(nodes, solve=solve, pools=pools, types=types)
     assert result.commands[0].method == "multi-node"
     assert sum(len(c.nodes) for c in result.commands) == 3
     assert result.savings_per_hour > 0.3

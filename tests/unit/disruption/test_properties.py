@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from provisioner.api import labels as wk
 from provisioner.disruption import plan
 from provisioner.disruption.budgets import limit_for
-from provisioner.disruption.candidates import disrupting
+from provisioner.disruption.candidates import disrupting, do_not_disrupt
 from provisioner.disruption.pdbs import allowed_disruptions
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pdb, pod, snapshot, state_node
 from tests.unit.disruption.conftest import real_or_standin
@@ -109,7 +109,7 @@ def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec):
             assert original.managed and original.initialized and not disrupting(original)
             assert original.node.annotations.get(wk.DO_NOT_DISRUPT) != "true"
             for p in original.pods:
-                assert not p.do_not_disrupt, f"do-not-disrupt pod {p.key} evicted"
+                assert not do_not_disrupt(p, NOW), f"do-not-disrupt pod {p.key} evicted"
                 assert p.key in recorded
                 evicted.append(p)
             # Every moved pod lands on a node that stays, or on a replacement.

@@ -1,0 +1,349 @@
+"""Scenarios translated from Karpenter's own scheduling and disruption tests (issue 11), run through
+`provisioner simulate` as a user runs it: static solves and timelines over virtual time."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.api.durations import parse_duration
+from tests.e2e import test_timeline as timeline
+from tests.e2e.test_simulate import GPU_POOL, HEADER, cli
+
+
+def simulate(tmp_path: Path, text: str) -> dict[str, Any]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    result = cli("simulate", path, "--output", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def pods_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Pod key -> the claim that holds it."""
+    return {p: c for c in doc["nodeClaims"] for p in c["pods"]}
+
+
+def reasons(doc: dict[str, Any], pod: str) -> list[dict[str, str]]:
+    found = [u["reasons"] for u in doc["unschedulable"] if u["pod"] == pod]
+    assert found, f"{pod} is not unschedulable: {doc['unschedulable']}"
+    return found[0]
+
+
+CPU_POOL = """\
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: cpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: cpu}
+      requirements:
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: provisioner.sh/instance-family, operator: In, values: [m7i]}
+"""
+
+
+def pod(name: str, *, requests: str, spec: str = "", namespace: str = "ml") -> str:
+    return f"""\
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+{spec}  containers:
+    - name: c
+      resources: {{requests: {requests}}}
+"""
+
+
+# Bad input ---------------------------------------------------------------------------------------------
+
+
+def test_a_pod_asking_for_minus_one_gpu_is_unschedulable_with_the_reason(tmp_path):
+    text = HEADER + GPU_POOL
+    text += pod(
+        "bad",
+        requests='{cpu: "1", nvidia.com/gpu: "-1"}',
+        spec="  tolerations: [{key: nvidia.com/gpu, operator: Exists}]\n",
+    )
+    text += pod(
+        "good",
+        requests='{cpu: "1", nvidia.com/gpu: "1"}',
+        spec="  tolerations: [{key: nvidia.com/gpu, operator: Exists}]\n",
+    )
+    doc = simulate(tmp_path, text)
+    assert set(pods_of(doc)) == {"ml/good"}
+    (reason,) = reasons(doc, "ml/bad")
+    assert "spec.containers[0].resources.requests.nvidia.com/gpu: '-1' is negative" in reason["reason"]
+
+
+# Pod-level resources -----------------------------------------------------------------------------------
+
+
+def test_pod_level_resources_size_the_node_not_the_containers_sum(tmp_path):
+    spec = '  resources: {requests: {cpu: "1", memory: 2Gi}}\n'
+    text = HEADER + CPU_POOL + pod("shared", requests='{cpu: "30", memory: 100Gi}', spec=spec)
+    doc = simulate(tmp_path, text)
+    (claim,) = doc["nodeClaims"]
+    assert claim["instanceType"] == "m7i.large", "1 vCPU and 2 GiB fit the smallest m7i"
+
+
+# do-not-disrupt with a duration --------------------------------------------------------------------------
+
+
+def underused_gpu_node(annotation: str) -> str:
+    """A big GPU node whose big job ends at 30m, leaving a 1-GPU pod that a g6.xlarge could hold."""
+    text = timeline.scenario(
+        duration="3h",
+        timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: big}\n",
+    )
+    text += timeline.gpu_pool(
+        types="[g6.xlarge, g6.12xlarge]", policy="WhenEmptyOrUnderutilized", capacity="[on-demand]"
+    )
+    text += timeline.workload("Job", "big", count=1, gpus=3, cpu="8")
+    return text + timeline.workload("Deployment", "small", count=1, gpus=1).replace(
+        "      labels: {app: small}\n",
+        f"      labels: {{app: small}}\n      annotations: {{provisioner.sh/do-not-disrupt: '{annotation}'}}\n",
+    )
+
+
+def test_a_do_not_disrupt_duration_keeps_the_node_until_it_lapses_then_it_is_consolidated(tmp_path):
+    doc = timeline.run_json(timeline.write(tmp_path, underused_gpu_node("2h")))
+    (action,) = doc["actions"]
+    assert action["replacement"] == "g6.xlarge" and "ml/small-0" in action["pods"]
+    assert parse_duration(action["at"]) >= timedelta(hours=2), "not before the pod has run for two hours"
+    assert not [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
+
+
+def test_an_invalid_do_not_disrupt_value_is_an_event_and_ignored(tmp_path):
+    doc = timeline.run_json(timeline.write(tmp_path, underused_gpu_node("forever")))
+    (action,) = doc["actions"]
+    assert parse_duration(action["at"]) < timedelta(hours=1), "consolidated soon after the big job ended"
+    (event,) = [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
+    assert event["name"] == "small-0" and "'forever'" in event["message"]
+
+
+# PDBs over DaemonSet pods ------------------------------------------------------------------------------
+
+AGENT_DAEMONSET = """\
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: monitoring}
+spec:
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers:
+        - {name: agent, resources: {requests: {cpu: 100m, memory: 128Mi}}}
+"""
+
+AGENT_PDB = """\
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: agent, namespace: monitoring}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: agent}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("pdb", "kept"),
+    [pytest.param("", False, id="no-pdb"), pytest.param(AGENT_PDB, True, id="pdb-allows-none")],
+)
+def test_a_pdb_over_daemonset_pods_keeps_an_empty_node(tmp_path, pdb, kept):
+    text = timeline.scenario(
+        duration="2h",
+        timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: train}\n",
+    )
+    text += timeline.gpu_pool(types="[g6.xlarge]", consolidate_after="5m", capacity="[on-demand]")
+    text += timeline.workload("Job", "train", count=1, gpus=1) + AGENT_DAEMONSET + pdb
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    (claim,) = doc["nodeClaims"]
+    if kept:
+        assert doc["actions"] == []
+        assert [n["name"] for n in doc["nodes"]] == [claim["name"]]
+    else:
+        (action,) = doc["actions"]
+        assert action["reason"] == "Empty" and action["node"] == claim["name"]
+
+
+# Expiration --------------------------------------------------------------------------------------------
+
+
+def test_an_expired_node_held_by_do_not_disrupt_and_a_pdb_is_gone_by_expire_after_plus_the_grace_period(
+    tmp_path,
+):
+    text = timeline.scenario(duration="4h")
+    text += timeline.gpu_pool(types="[g6.xlarge]", capacity="[on-demand]").replace(
+        "      taints:\n",
+        "      expireAfter: 1h\n      terminationGracePeriod: 30m\n      taints:\n",
+    )
+    pinned = timeline.workload("Deployment", "serve", count=1, gpus=1).replace(
+        "      labels: {app: serve}\n",
+        "      labels: {app: serve}\n      annotations: {provisioner.sh/do-not-disrupt: 'true'}\n",
+    )
+    text += pinned + timeline.PDB_NONE_MAY_GO.replace("small", "serve")
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    first = min(doc["nodeClaims"], key=lambda c: c["launchedAt"])
+    assert first["deletedAt"] is not None, "an expired node never stays"
+    launched = datetime.fromisoformat(first["launchedAt"])
+    deleted = datetime.fromisoformat(first["deletedAt"])
+    assert timedelta(hours=1) <= deleted - launched <= timedelta(hours=1, minutes=32)
+    expired = [a for a in doc["actions"] if a["node"] == first["name"]]
+    assert [a["reason"] for a in expired] == ["Expired"]
+    assert [p["pod"] for p in doc["placements"]] == ["ml/serve-0"], "the pod runs again elsewhere"
+
+
+# Scheduling (phase 2 of issue 11: after the solver split) ------------------------------------------------
+
+
+def cpu_pod(name: str, *, cpu: str = "500m", labels: str = "{}", spec: str = "") -> str:
+    return f"""\
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml, labels: {labels}}}
+spec:
+{spec}  containers:
+    - name: c
+      resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}
+"""
+
+
+def follows(app: str, key: str = "kubernetes.io/hostname") -> str:
+    return (
+        "  affinity:\n    podAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+        f"        - {{topologyKey: {key}, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n"
+    )
+
+
+def test_a_chain_of_hostname_affinities_in_one_batch_lands_on_one_node(tmp_path):
+    text = HEADER + CPU_POOL + cpu_pod("db", cpu="100m", labels="{app: db}")
+    text += cpu_pod("web", cpu="1", labels="{app: web}", spec=follows("db"))
+    text += cpu_pod("cache", cpu="1500m", labels="{app: cache}", spec=follows("web"))
+    text += cpu_pod("ui", cpu="2", labels="{app: ui}", spec=follows("cache"))
+    doc = simulate(tmp_path, text)
+    assert doc["unschedulable"] == []
+    (claim,) = doc["nodeClaims"]
+    assert claim["pods"] == ["ml/cache", "ml/db", "ml/ui", "ml/web"]
+
+
+def test_a_node_selector_on_a_key_the_pool_defines_is_met(tmp_path):
+    pool = CPU_POOL + "        - {key: example.com/tier, operator: In, values: [gold]}\n"
+    doc = simulate(tmp_path, HEADER + pool + cpu_pod("p", spec="  nodeSelector: {example.com/tier: gold}\n"))
+    assert doc["unschedulable"] == []
+    assert set(pods_of(doc)) == {"ml/p"}
+
+
+def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits(tmp_path):
+    soft = (
+        CPU_POOL.replace("name: cpu}", "name: soft}").replace("  template:\n", "  weight: 100\n  template:\n")
+        + "      taints: [{key: dedicated, value: batch, effect: PreferNoSchedule}]\n"
+    )
+    doc = simulate(tmp_path, HEADER + soft + CPU_POOL + cpu_pod("p"))
+    assert pods_of(doc)["ml/p"]["nodePool"] == "cpu"
+
+
+def test_pods_with_the_same_host_port_get_their_own_nodes(tmp_path):
+    text = HEADER + CPU_POOL
+    for name in ("a", "b"):
+        text += cpu_pod(name).replace(
+            "      resources:", "      ports: [{containerPort: 80, hostPort: 8080}]\n      resources:"
+        )
+    doc = simulate(tmp_path, text)
+    assert len(doc["nodeClaims"]) == 2
+
+
+def test_min_domains_leaves_a_pod_pending_when_the_pool_offers_too_few_zones(tmp_path):
+    pool = (
+        CPU_POOL
+        + "        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}\n"
+    )
+    spread = (
+        "  topologySpreadConstraints:\n"
+        "    - {maxSkew: 1, minDomains: 3, topologyKey: topology.kubernetes.io/zone,"
+        " whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: w}}}\n"
+    )
+    text = HEADER + pool + "".join(cpu_pod(f"w{i}", labels="{app: w}", spec=spread) for i in range(3))
+    doc = simulate(tmp_path, text)
+    assert len(doc["unschedulable"]) == 1
+    assert sorted({c["zone"] for c in doc["nodeClaims"]}) == ["us-east-1a", "us-east-1b"]
+
+
+H100_AND_A100 = """\
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  weight: 100
+  limits: {nvidia.com/gpu: "8"}
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: gpu}
+      requirements:
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: provisioner.sh/gpu-name, operator: In, values: [h100]}
+      taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: a100}
+spec:
+  weight: 10
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: gpu}
+      requirements:
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: provisioner.sh/gpu-name, operator: In, values: [a100]}
+      taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+"""
+
+
+def trainer(name: str, gpu_names: str, cpu: str) -> str:
+    return f"""\
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  tolerations: [{{key: nvidia.com/gpu, operator: Exists}}]
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions: [{{key: provisioner.sh/gpu-name, operator: In, values: {gpu_names}}}]
+  containers:
+    - name: c
+      resources: {{requests: {{cpu: "{cpu}", memory: 64Gi, nvidia.com/gpu: "8"}}}}
+"""
+
+
+def test_a_pod_pinned_to_h100_is_not_left_pending_by_pods_that_could_use_a100(tmp_path):
+    text = HEADER + H100_AND_A100 + trainer("flex", "[h100, a100]", "16") + trainer("strict", "[h100]", "8")
+    doc = simulate(tmp_path, text)
+    assert doc["unschedulable"] == []
+    assert pods_of(doc)["ml/strict"]["nodePool"] == "h100"
+    assert pods_of(doc)["ml/flex"]["nodePool"] == "a100"
+
+
+def test_explain_says_why_a_pod_ends_unschedulable_in_the_full_solve(tmp_path):
+    text = HEADER + H100_AND_A100 + trainer("strict-0", "[h100]", "8") + trainer("strict-1", "[h100]", "8")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    result = cli("explain", path, "--pod", "ml/strict-1")
+    assert result.returncode == 0, result.stderr
+    full = result.stdout[result.stdout.index("In the full solve") :]
+    assert "unschedulable" in full and "limit" in full and "ml/strict-0" in full

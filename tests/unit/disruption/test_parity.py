@@ -1,0 +1,57 @@
+"""Consolidation as Karpenter's own suite defines it (issue 11): multi-node consolidation never swaps N
+nodes for N of the same type, and capacity launched for pods still on their way is left alone."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from provisioner.disruption import plan
+from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
+
+CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)
+BIG = instance_type("c.large", cpu=8, memory_gib=32, price=0.40)
+
+
+def run(nodes, *, solve, pending=(), types=(CHEAP, BIG)):
+    pools = [node_pool(budgets=[{"nodes": "100%"}])]
+    snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))
+    return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
+
+
+def test_two_cheap_nodes_are_not_merged_into_one_of_the_same_type_the_emptier_one_is_deleted(solve):
+    one = state_node("one", it=CHEAP, pods=[pod("a", cpu="300m")])
+    two = state_node("two", it=CHEAP, pods=[pod("b", cpu="300m"), pod("c", cpu="300m")])
+    result = run([one, two], solve=solve)
+    (command,) = result.commands
+    assert command.action == "delete", [c.instance_type.name for c in command.replacements]
+    assert command.node_names == ("one",)
+
+
+def test_nodes_merge_into_one_cheaper_type_than_any_of_them(solve):
+    nodes = [state_node(f"big{i}", it=BIG, pods=[pod(f"p{i}", cpu="500m")]) for i in range(2)]
+    result = run(nodes, solve=solve)
+    (command,) = result.commands
+    assert sorted(command.node_names) == ["big0", "big1"]
+    assert [c.instance_type.name for c in command.replacements] == ["c.small"]
+
+
+def test_an_empty_node_launched_for_a_pending_pod_is_not_deleted_before_the_pod_binds(solve):
+    fresh = state_node("fresh", it=BIG)
+    waiting = pod("waiting", cpu="4")
+    result = run([fresh], solve=solve, pending=[waiting])
+    assert result.commands == []
+    (blocker,) = [b for b in result.blockers if b.node == "fresh"]
+    assert "ml/waiting" in blocker.detail
+
+
+def test_an_empty_node_no_pending_pod_can_use_is_deleted(solve):
+    fresh = state_node("fresh", it=CHEAP)
+    too_big = pod("too-big", cpu="6")
+    result = run([fresh], solve=solve, pending=[too_big])
+    assert [c.node_names for c in result.commands] == [("fresh",)]
+
+
+def test_an_underused_node_a_pending_pod_is_about_to_use_is_not_consolidated(solve):
+    node = state_node("n", it=BIG, pods=[pod("running", cpu="500m")])
+    result = run([node], solve=solve, pending=[pod("next", cpu="3")])
+    assert result.commands == []
