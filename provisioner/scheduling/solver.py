@@ -3,6 +3,11 @@ reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This 
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
 `topology`).
 
+About 680 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
+then a new node, per the pod's pool order), and it grew with pool order, reservations and the batch
+ordering of issues 11, 13 and 17. The reservation pass and `_finalize` (a NewClaim from an opened node)
+are the next pieces to move out.
+
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
 anti-affinity before the pods they constrain; then largest first: GPUs, fewest GPU models accepted, cpu,
 memory, fewest pools). Its pools and their

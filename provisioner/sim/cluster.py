@@ -6,7 +6,7 @@ they fit, and the workload controllers that recreate evicted pods.
 None of it decides anything the provisioner decides; it only makes the world answer as a cluster would,
 deterministically: the same scenario gives the same names, bindings and order every run.
 
-About 500 lines because it holds one small stand-in per cluster component, each a class or two
+About 650 lines because it holds one small stand-in per cluster component, each a class or two
 functions; the one that grows past that moves to its own module (`PoolScopedTypes`, a provider wrapper
 rather than a cluster part, is the first candidate).
 """

@@ -3,6 +3,10 @@ from their JSON (camelCase dicts, as the API server or a manifest gives them) in
 
 Parsing is lenient about fields we do not use and exact about the ones we do (quantities as integers).
 Only what scheduling, disruption and reporting read is kept; `raw` keeps the original for writers.
+
+About 650 lines because it is one parser per kind plus the checks that make hostile input a located
+error (issues 11 and 15); `Pod` is most of it. The next split is the pod's request arithmetic
+(`pod_requests` and its helpers) into its own module, once a second caller needs it.
 """
 
 from __future__ import annotations
