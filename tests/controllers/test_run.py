@@ -28,37 +28,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _start_run(url: str, *flags: str) -> subprocess.Popen[str]:
+    """`provisioner run --cloud fake` as a process against the API fixture, fast windows, JSON logs."""
+    cmd = [sys.executable, "-c", "from provisioner.cli import main; main()", "run", "--cloud", "fake"]
+    cmd += ["--url", url, "--cluster-name", "e2e", "--batch-idle", "0.2", "--batch-max", "1"]
+    cmd += ["--interval", "0.1", "--log-format", "json", *flags]
+    return subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
+
+
 def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_back(kube_server, kube_client):
     backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
     binder = TestBinder(backend)
     for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0"), gpu_pod("train-1")):
         backend.create(obj)
     port = _free_port()
-    cmd = [
-        sys.executable,
-        "-c",
-        "from provisioner.cli import main; main()",
-        "run",
-        "--cloud",
-        "fake",
-        "--url",
-        kube_server.url,
-        "--cluster-name",
-        "e2e",
-        "--batch-idle",
-        "0.2",
-        "--batch-max",
-        "1",
-        "--interval",
-        "0.1",
-        "--metrics-port",
-        str(port),
-        "--log-format",
-        "json",
-    ]
-    proc = subprocess.Popen(
-        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
-    )
+    proc = _start_run(kube_server.url, "--metrics-port", str(port))
     try:
 
         def settled() -> bool:
@@ -123,34 +109,14 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
     for obj in (node_class(), pool, gpu_pod("train-0", owner="Job"), gpu_pod("train-1", owner="Job")):
         backend.create(obj)
     ledger = tmp_path / "ledger.sqlite"
-    cmd = [
-        sys.executable,
-        "-c",
-        "from provisioner.cli import main; main()",
-        "run",
-        "--cloud",
-        "fake",
-        "--url",
+    proc = _start_run(
         kube_server.url,
-        "--cluster-name",
-        "e2e",
-        "--batch-idle",
-        "0.2",
-        "--batch-max",
-        "1",
-        "--interval",
-        "0.1",
         "--disruption-validation-delay",
         "0.5",
         "--metrics-port",
         "0",
         "--ledger",
         str(ledger),
-        "--log-format",
-        "json",
-    ]
-    proc = subprocess.Popen(
-        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
     )
     try:
         wait_until(
