@@ -38,7 +38,8 @@ of integers over a per-solve index.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -227,19 +228,9 @@ class _Solver:
         cost_aware = cost_aware and self.options.cost_aware_packing
         hinted = v.monotone and cost_aware
         start = v.hint_new.get(pool_name, 0) if hinted else 0
-        for g, threshold in v.host_blockers:
-            # Nodes are opened in order, and a hostname group blocks a node for good once it holds
-            # `threshold` counted pods: skip the prefix every such group already blocks.
-            p = g.pointers.get(threshold, 0)
-            counts = g.counts
-            while p < len(nodes) and counts.get(nodes[p].hostname, 0) >= threshold:
-                p += 1
-            g.pointers[threshold] = p
-            start = max(start, p)
         req = v.req
         pool_names = v.pool_names
-        for i in range(start, len(nodes)):
-            n = nodes[i]
+        for n in _unblocked(nodes, start, v.host_blockers):
             pool = n.pool
             if pool_names is not None and pool.name not in pool_names:
                 continue
@@ -287,7 +278,7 @@ class _Solver:
                     self.reservations.release(old)
                     self._hold(new)
             if hinted:
-                v.hint_new[pool_name] = i
+                v.hint_new[pool_name] = n.index
             t = options[idx][1]
             if pool.limits:
                 reserve(pool, n.reserved, t.capacity)
@@ -560,6 +551,47 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
+
+
+def _unblocked(nodes: Sequence[_New], start: int, blockers: Sequence[tuple[Group, int]]) -> Iterator[_New]:
+    """The opened nodes from `start` on that no hostname group of `blockers` blocks. A group blocks a node
+    for good once it holds `threshold` counted pods (counts only grow within a solve), so each group keeps
+    jumps over the nodes it blocks (union-find with path compression): a pod that needs a node of its own
+    does not re-check every node opened before it."""
+    if not blockers:
+        yield from itertools.islice(nodes, start, None)
+        return
+    i = start
+    while True:
+        j = i
+        for g, threshold in blockers:
+            j = _skip_blocked(g, threshold, nodes, j)
+        if j != i:
+            i = j
+            continue
+        if i >= len(nodes):
+            return
+        yield nodes[i]
+        i += 1
+
+
+def _skip_blocked(g: Group, threshold: int, nodes: Sequence[_New], i: int) -> int:
+    """The first node at or after `i` that the group does not block."""
+    jumps = g.jumps.setdefault(threshold, {})
+    counts = g.counts
+    path = []
+    end = len(nodes)
+    while i < end:
+        j = jumps.get(i)
+        if j is None:
+            if counts.get(nodes[i].hostname, 0) < threshold:
+                break
+            j = i + 1
+        path.append(i)
+        i = j
+    for p in path:
+        jumps[p] = i
+    return i
 
 
 def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:

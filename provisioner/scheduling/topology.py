@@ -37,9 +37,9 @@ class Group:
     namespaces: frozenset[str] | None
     counts: dict[str, int] = field(default_factory=dict)
     total: int = 0
-    pointers: dict[int, int] = field(default_factory=dict)
-    """For hostname groups, per threshold n: index of the first open node holding fewer than n counted
-    pods (counts only grow, so every node before it is blocked for good)."""
+    jumps: dict[int, dict[int, int]] = field(default_factory=dict)
+    """For hostname groups, per threshold n: from an opened node's index to a later one, every node
+    between them holding n or more counted pods (blocked for good: counts only grow)."""
 
     def matches(self, pod: Pod) -> bool:
         if self.selector is None:
