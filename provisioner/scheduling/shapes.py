@@ -9,7 +9,7 @@ Per-pool verdicts and domain universes are cached on the variant by `fit` and `t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,11 +88,39 @@ class Shape:
     """Set when the pod's default pool list can never serve it: its reasons, and no pool is tried."""
 
 
-def shape_key(pod: Pod) -> ShapeKey:
-    """What a pod's placement depends on besides its name: pods with equal keys share a shape."""
+def selected_keys(pods: Iterable[Pod]) -> frozenset[str]:
+    """The pod label keys that some selector of these pods reads (their spread, affinity and
+    anti-affinity terms): the only labels a placement depends on. Pods of a solve that differ in other
+    labels (a random `my-label`, a pod-template hash) share one shape and its cached verdicts."""
+    keys: set[str] = set()
+    seen: set[int] = set()
+    for pod in pods:
+        for terms in (
+            pod.topology_spread,
+            pod.affinity_required,
+            pod.affinity_preferred,
+            pod.anti_affinity_required,
+            pod.anti_affinity_preferred,
+        ):
+            if not terms or id(terms) in seen:
+                continue
+            seen.add(id(terms))  # pods parsed from one template often share these tuples
+            for term in terms:
+                sel = term.label_selector
+                if sel is not None:
+                    keys.update(k for k, _ in sel.match_labels)
+                    keys.update(e.key for e in sel.match_expressions)
+                if isinstance(term, TopologySpread):
+                    keys.update(term.match_label_keys)
+    return frozenset(keys)
+
+
+def shape_key(pod: Pod, selected: frozenset[str]) -> ShapeKey:
+    """What a pod's placement depends on besides its name: pods with equal keys share a shape. Of its
+    labels only the `selected` keys count (`selected_keys` of every pod the solve's groups come from)."""
     return (
         pod.namespace,
-        tuple(sorted(pod.labels.items())),
+        tuple(sorted((k, v) for k, v in pod.labels.items() if k in selected)),
         tuple(sorted(pod.requests.items())),
         tuple(sorted(pod.node_selector.items())),
         pod.required_node_terms,

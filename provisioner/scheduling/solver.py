@@ -62,7 +62,7 @@ from provisioner.scheduling.pools import (
 )
 from provisioner.scheduling.resources import Dims, Vec, add, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, shape_key
+from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, selected_keys, shape_key
 from provisioner.scheduling.topology import Group, Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, HostPort, Pod
@@ -424,8 +424,9 @@ class _Solver:
         by_key: dict[ShapeKey, Shape] = {}
         pod_shapes: list[tuple[Pod, Shape]] = []
         firsts: list[tuple[Shape, Pod]] = []
+        selected = selected_keys([*pods, *ex.anti_affine_pods(self.existing)])
         for pod in pods:
-            key = shape_key(pod)
+            key = shape_key(pod, selected)
             shape = by_key.get(key)
             if shape is None:
                 shape = by_key[key] = self.compiler.compile(pod)

@@ -330,6 +330,34 @@ def test_anti_affinity_of_an_existing_pod_keeps_new_pods_away():
     assert len(results.new_claims) == 1
 
 
+def test_pods_differing_only_in_a_label_a_running_pod_selects_are_placed_apart():
+    """Pods that differ only in labels no selector reads share one compiled shape; a running pod's
+    anti-affinity selector counts among the read ones."""
+    guard = pod("guard", labels={"app": "guard"}, anti_affinity=[term(app="web")], node_name="n1")
+    n1 = node("n1", cpu=8, memory_gib=32)
+    pending = [pod(name, cpu="100m", labels={"app": name, "rev": name}) for name in ("web", "api")]
+    results = run(pending, snap=snapshot([(n1, [guard])]))
+    assert [p.node for p in results.placements] == ["n1"]
+    assert [p.pod.name for p in results.placements] == ["api"]
+    assert [p.name for c in results.new_claims for p in c.pods] == ["web"]
+
+
+def test_a_label_key_selected_by_exists_sets_pods_apart():
+    exclusive = {"key": "exclusive", "operator": "Exists"}
+    owner = pod(
+        "owner",
+        cpu="100m",
+        anti_affinity=[{"topologyKey": wk.HOSTNAME, "labelSelector": {"matchExpressions": [exclusive]}}],
+    )
+    plain = pod("plain", cpu="100m", labels={"team": "a"})
+    marked = pod("marked", cpu="100m", labels={"team": "a", "exclusive": "yes"})
+    results = run([owner, plain, marked])
+    owner_claim, marked_claim = claim_of(results, "owner"), claim_of(results, "marked")
+    assert owner_claim is not None and marked_claim is not None
+    assert owner_claim is not marked_claim
+    assert claim_of(results, "plain") is not None
+
+
 def test_preferred_anti_affinity_is_relaxed_when_it_cannot_be_met():
     pods = [
         pod(f"p{i}", cpu="100m", labels={"app": "c"}, preferred_anti_affinity=[(10, term(wk.ZONE, app="c"))])
