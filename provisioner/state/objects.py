@@ -78,9 +78,11 @@ class LabelSelector:
         )
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in self.match_labels) and all(
-            e.matches(labels) for e in self.match_expressions
-        )
+        # Loops, not all() over generators: the solver matches every shape against every group.
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        return not self.match_expressions or all(e.matches(labels) for e in self.match_expressions)
 
 
 @dataclass(frozen=True, slots=True)
