@@ -38,8 +38,7 @@ of integers over a per-solve index.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -145,6 +144,10 @@ class _Solver:
         self.new_count: dict[str, int] = {}
         self.shapes: list[Shape] = []
         self.reservations = reservations.Ledger(self.pools)
+        self.full: dict[Vec, dict[int, int]] = {}
+        """Per request vector, jumps over the opened nodes too full for it (`_skips`)."""
+        self.skips: dict[int, list[Skip]] = {}
+        """Per variant id, what refuses its pods for good (`_skips`)."""
 
     # ---- placing
 
@@ -230,7 +233,10 @@ class _Solver:
         start = v.hint_new.get(pool_name, 0) if hinted else 0
         req = v.req
         pool_names = v.pool_names
-        for n in _unblocked(nodes, start, v.host_blockers):
+        skips = self.skips.get(v.id)
+        if skips is None:
+            skips = self.skips[v.id] = _skips(v, self.full)
+        for n in _unblocked(nodes, start, skips):
             pool = n.pool
             if pool_names is not None and pool.name not in pool_names:
                 continue
@@ -554,19 +560,32 @@ class SolveFn(Protocol):
     ) -> Results: ...
 
 
-def _unblocked(nodes: Sequence[_New], start: int, blockers: Sequence[tuple[Group, int]]) -> Iterator[_New]:
-    """The opened nodes from `start` on that no hostname group of `blockers` blocks. A group blocks a node
-    for good once it holds `threshold` counted pods (counts only grow within a solve), so each group keeps
-    jumps over the nodes it blocks (union-find with path compression): a pod that needs a node of its own
-    does not re-check every node opened before it."""
-    if not blockers:
-        yield from itertools.islice(nodes, start, None)
-        return
+Skip = tuple[dict[int, int], Callable[["_New"], bool]]
+"""Jumps over opened nodes (from an index to a later one) and the test that put a node among them: a
+verdict that, once true, stays true for the rest of the solve."""
+
+
+def _skips(v: Variant, full: dict[Vec, dict[int, int]]) -> list[Skip]:
+    """What refuses the variant's pods for good: a hostname group holding `threshold` counted pods (its
+    counts only grow), and a node too full for the request (totals only grow, options only narrow)."""
+    skips: list[Skip] = [(g.jumps.setdefault(t, {}), _holding(g.counts, t)) for g, t in v.host_blockers]
+    req = v.req
+    skips.append((full.setdefault(req, {}), lambda n: not all(map(le, map(add, n.total, req), n.maxvec))))
+    return skips
+
+
+def _holding(counts: Mapping[str, int], threshold: int) -> Callable[[_New], bool]:
+    return lambda n: counts.get(n.hostname, 0) >= threshold
+
+
+def _unblocked(nodes: Sequence[_New], start: int, skips: Sequence[Skip]) -> Iterator[_New]:
+    """The opened nodes from `start` on that no skip refuses. The refused ones are jumped over
+    (union-find with path compression), so a pod does not re-check every node filled before it."""
     i = start
     while True:
         j = i
-        for g, threshold in blockers:
-            j = _skip_blocked(g, threshold, nodes, j)
+        for jumps, refuses in skips:
+            j = _skip(jumps, refuses, nodes, j)
         if j != i:
             i = j
             continue
@@ -576,16 +595,14 @@ def _unblocked(nodes: Sequence[_New], start: int, blockers: Sequence[tuple[Group
         i += 1
 
 
-def _skip_blocked(g: Group, threshold: int, nodes: Sequence[_New], i: int) -> int:
-    """The first node at or after `i` that the group does not block."""
-    jumps = g.jumps.setdefault(threshold, {})
-    counts = g.counts
+def _skip(jumps: dict[int, int], refuses: Callable[[_New], bool], nodes: Sequence[_New], i: int) -> int:
+    """The first node at or after `i` that is not refused."""
     path = []
     end = len(nodes)
     while i < end:
         j = jumps.get(i)
         if j is None:
-            if counts.get(nodes[i].hostname, 0) < threshold:
+            if not refuses(nodes[i]):
                 break
             j = i + 1
         path.append(i)

@@ -38,8 +38,8 @@ class Group:
     counts: dict[str, int] = field(default_factory=dict)
     total: int = 0
     jumps: dict[int, dict[int, int]] = field(default_factory=dict)
-    """For hostname groups, per threshold n: from an opened node's index to a later one, every node
-    between them holding n or more counted pods (blocked for good: counts only grow)."""
+    """For hostname groups, per threshold n: the solver's jumps over opened nodes holding n or more
+    counted pods (blocked for good: counts only grow)."""
 
     def matches(self, pod: Pod) -> bool:
         if self.selector is None:
