@@ -347,3 +347,81 @@ def test_explain_says_why_a_pod_ends_unschedulable_in_the_full_solve(tmp_path):
     assert result.returncode == 0, result.stderr
     full = result.stdout[result.stdout.index("In the full solve") :]
     assert "unschedulable" in full and "limit" in full and "ml/strict-0" in full
+
+
+def test_a_zone_affine_group_follows_a_target_pinned_to_one_zone(tmp_path):
+    target = cpu_pod(
+        "db", labels="{app: db}", spec="  nodeSelector: {topology.kubernetes.io/zone: us-east-1c}\n"
+    )
+    text = HEADER + CPU_POOL + target
+    text += "".join(
+        cpu_pod(
+            f"web{i}", cpu="1500m", labels="{app: web}", spec=follows("db", "topology.kubernetes.io/zone")
+        )
+        for i in range(3)
+    )
+    doc = simulate(tmp_path, text)
+    assert doc["unschedulable"] == []
+    assert {c["zone"] for c in doc["nodeClaims"]} == {"us-east-1c"}
+    assert len(doc["nodeClaims"]) >= 2, "the followers need more than the target's node"
+
+
+def test_a_preferred_node_affinity_does_not_narrow_a_zone_spread(tmp_path):
+    spec = (
+        "  affinity:\n    nodeAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n"
+        "        - weight: 100\n          preference:\n            matchExpressions:\n"
+        "              - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}\n"
+        "  topologySpreadConstraints:\n"
+        "    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,"
+        " labelSelector: {matchLabels: {app: w}}}\n"
+    )
+    pool = CPU_POOL + (
+        "        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b, us-east-1c]}\n"
+    )
+    doc = simulate(
+        tmp_path, HEADER + pool + "".join(cpu_pod(f"w{i}", labels="{app: w}", spec=spec) for i in range(3))
+    )
+    assert doc["unschedulable"] == []
+    zones = sorted(pods_of(doc)[f"ml/w{i}"]["zone"] for i in range(3))
+    assert zones == ["us-east-1a", "us-east-1b", "us-east-1c"], "the spread counts every zone the pool offers"
+
+
+def test_two_underused_nodes_of_one_type_are_not_swapped_for_one_of_that_type_one_is_deleted(tmp_path):
+    """Karpenter's multi-node rule: replacing nodes with one of the same type as one of them is a delete of
+    the emptier one (its pods move), never a launch."""
+    text = timeline.scenario(
+        duration="2h",
+        timeline="    - at: 20m\n      delete:\n        - {kind: Deployment, namespace: ml, name: big}\n",
+    )
+    text += """\
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: cpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: cpu}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m7i.large]}
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 5m
+    budgets:
+      - nodes: "100%"
+"""
+    for name, cpu in (("big", "1200m"), ("small", "500m")):
+        text += timeline.workload("Deployment", name, count=2, gpus=0, cpu=cpu).replace(
+            'memory: 8Gi, nvidia.com/gpu: "0"', "memory: 1Gi"
+        )
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    assert len(doc["nodeClaims"]) == 2, "the two big pods needed a node each"
+    (action,) = doc["actions"]
+    assert action["replacement"] is None and action["replacementNodes"] == [], action
+    survivors = [c for c in doc["nodeClaims"] if c["deletedAt"] is None]
+    assert len(survivors) == 1
+    assert sorted(p["pod"] for p in doc["placements"] if p["node"] == survivors[0]["name"]) == [
+        "ml/small-0",
+        "ml/small-1",
+    ]
