@@ -31,9 +31,12 @@ class Output(StrEnum):
 
 def _load(paths: list[Path]) -> scenario_.LoadedScenario:
     try:
-        return scenario_.load(*paths)
+        loaded = scenario_.load(*paths)
     except scenario_.ScenarioError as err:
         _fail(paths, err)
+    for warning in loaded.warnings:
+        typer.echo(str(warning), err=True)
+    return loaded
 
 
 def _fail(paths: list[Path], err: scenario_.ScenarioError) -> NoReturn:

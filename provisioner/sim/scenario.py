@@ -234,6 +234,9 @@ class LoadedScenario:
     """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
     teams: list[Team] = field(default_factory=list)
     departments: list[Department] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    """What `templates validate` warns of (a typo'd `provisioner.sh/` key, a GPU pool without a taint,
+    quotas promising more than a pool holds): the run goes on, and `simulate` prints them first."""
 
     @property
     def catalog_types(self) -> list[InstanceType]:
@@ -309,6 +312,7 @@ def _check_reservation(
 class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
 
     def add(self, document: YamlDocument, message: str, path: Sequence[str | int] = ()) -> None:
         kind, name = documents.identify(document)
@@ -434,6 +438,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         elif kind in OUR_KINDS:
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
+            if obj is not None:
+                out.warnings.extend(documents.lint(obj, doc))
             if isinstance(obj, NodePool):
                 nodepools.append((obj, doc))
             elif isinstance(obj, AWSNodeClass | GCPNodeClass):
@@ -460,11 +466,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     spec = scenario.spec
     from provisioner.api import team_checks
 
-    out.problems.extend(
-        p
-        for p in team_checks.check(quota_objects, allow_oversubscription=spec.allow_oversubscription)
-        if p.is_error
-    )
+    for p in team_checks.check(quota_objects, allow_oversubscription=spec.allow_oversubscription):
+        (out.problems if p.is_error else out.warnings).append(p)
     scenario_doc = scenarios[0][1] if scenarios else None
     uses, found = catalogs.choose(
         single=spec.catalog,
@@ -590,6 +593,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         document=scenario_doc,
         teams=[o.obj for o in quota_objects if isinstance(o.obj, Team)],
         departments=[o.obj for o in quota_objects if isinstance(o.obj, Department)],
+        warnings=sorted(out.warnings, key=lambda p: (p.file, p.line, p.path)),
     )
 
 

@@ -83,6 +83,44 @@ def test_a_pod_asking_for_minus_one_gpu_is_unschedulable_with_the_reason(tmp_pat
     assert "spec.containers[0].resources.requests.nvidia.com/gpu: '-1' is negative" in reason["reason"]
 
 
+def test_simulate_warns_of_a_typo_under_our_prefix_and_still_runs(tmp_path):
+    pool = CPU_POOL + "        - {key: provisioner.sh/capacity-typ, operator: Exists}\n"
+    path = tmp_path / "scenario.yaml"
+    path.write_text(HEADER + pool + pod("p", requests='{cpu: "1"}'))
+    result = cli("simulate", path, "--output", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["unschedulable"] == []
+    assert (
+        f"{path}:18: NodePool/cpu: spec.template.spec.requirements[2].key: warning: provisioner.sh/capacity-typ"
+        " is not one of the provisioner's labels (did you mean 'provisioner.sh/capacity-type'?)"
+    ) in result.stderr
+
+
+def test_simulate_refuses_a_negative_volume_size_with_every_other_problem_at_once(tmp_path):
+    nodeclass = """\
+---
+apiVersion: provisioner.sh/v1
+kind: AWSNodeClass
+metadata: {name: cpu}
+spec:
+  role: r
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+  blockDeviceMappings:
+    - {deviceName: /dev/xvda, ebs: {volumeSize: -20Gi}}
+"""
+    pool = CPU_POOL + "        - {key: node.kubernetes.io/instance-type, operator: Gt, values: [oops]}\n"
+    path = tmp_path / "scenario.yaml"
+    path.write_text(HEADER + nodeclass + pool + pod("p", requests='{cpu: "1"}'))
+    result = cli("simulate", path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert any("spec.blockDeviceMappings[0].ebs.volumeSize: '-20Gi' is negative" in line for line in lines)
+    assert any("NodePool/cpu: spec.template.spec.requirements[2]" in line for line in lines), lines
+    assert lines[-1].endswith("2 problems; the scenario was not run")
+
+
 # Pod-level resources -----------------------------------------------------------------------------------
 
 
