@@ -11,7 +11,7 @@ error (issues 11 and 15); `Pod` is most of it. The next split is the pod's reque
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -498,15 +498,65 @@ class Pod:
                 *(
                     (f"spec.topologySpreadConstraints[{i}].{f}", v)
                     for i, t in enumerate(pod.topology_spread)
-                    for f, v in (("topologyKey", t.topology_key), ("whenUnsatisfiable", t.when_unsatisfiable))
+                    for f, v in (
+                        ("topologyKey", t.topology_key),
+                        ("whenUnsatisfiable", t.when_unsatisfiable),
+                        ("nodeAffinityPolicy", t.node_affinity_policy),
+                        ("nodeTaintsPolicy", t.node_taints_policy),
+                        *((f"matchLabelKeys[{j}]", k) for j, k in enumerate(t.match_label_keys)),
+                    )
                 ),
+                *(
+                    field
+                    for i, t in enumerate(pod.topology_spread)
+                    for field in _selector_fields(
+                        f"spec.topologySpreadConstraints[{i}].labelSelector", t.label_selector
+                    )
+                ),
+                *_term_fields("spec.affinity.podAffinity.required...", pod.affinity_required),
+                *_term_fields("spec.affinity.podAffinity.preferred...", pod.affinity_preferred),
+                *_term_fields("spec.affinity.podAntiAffinity.required...", pod.anti_affinity_required),
+                *_term_fields("spec.affinity.podAntiAffinity.preferred...", pod.anti_affinity_preferred),
             ],
         )
+        for i, t in enumerate(pod.topology_spread):
+            if t.min_domains is not None and (
+                not isinstance(t.min_domains, int) or isinstance(t.min_domains, bool)
+            ):
+                raise ValueError(
+                    f"Pod {pod.key}: spec.topologySpreadConstraints[{i}].minDomains: expected an integer, "
+                    f"got {type(t.min_domains).__name__}"
+                )
         return pod
 
 
 def _map_fields(path: str, mapping: Mapping[Any, Any]) -> list[tuple[str, object]]:
     return [(f"{path}.{k}", v) for k, v in mapping.items()] + [(f"{path} key {k!r}", k) for k in mapping]
+
+
+def _selector_fields(path: str, selector: LabelSelector | None) -> list[tuple[str, object]]:
+    if selector is None:
+        return []
+    return [
+        *_map_fields(f"{path}.matchLabels", dict(selector.match_labels)),
+        *(
+            (f"{path}.matchExpressions[{j}].{f}", v)
+            for j, e in enumerate(selector.match_expressions)
+            for f, v in (("key", e.key), ("operator", e.operator))
+        ),
+    ]
+
+
+def _term_fields(path: str, terms: Sequence[PodAffinityTerm]) -> list[tuple[str, object]]:
+    """The text fields of pod (anti-)affinity terms: the solver hashes them into its groups."""
+    out: list[tuple[str, object]] = []
+    for i, t in enumerate(terms):
+        at = f"{path}[{i}]"
+        out.append((f"{at}.topologyKey", t.topology_key))
+        out += [(f"{at}.namespaces[{j}]", ns) for j, ns in enumerate(t.namespaces)]
+        out += _selector_fields(f"{at}.labelSelector", t.label_selector)
+        out += _selector_fields(f"{at}.namespaceSelector", t.namespace_selector)
+    return out
 
 
 def _require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]]) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 import traceback
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -168,4 +170,48 @@ def test_a_pod_with_a_list_for_a_node_selector_value_names_the_field() -> None:
         assert "Pod default/p1: spec.nodeSelector.provisioner.sh/gpu-name: expected a string" in str(err)
     else:
         raise AssertionError("taken")
+    assert not state.keys_of("Pod")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "field"),
+    [
+        (
+            ("affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+            [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": ["x"] * 50}},
+                }
+            ],
+            "spec.affinity.podAntiAffinity.required...[0].labelSelector.matchLabels.app: expected a string",
+        ),
+        (
+            ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+            [{"topologyKey": ["zone"], "labelSelector": {}}],
+            "spec.affinity.podAffinity.required...[0].topologyKey: expected a string",
+        ),
+        (
+            ("topologySpreadConstraints",),
+            [{"maxSkew": 1, "topologyKey": "zone", "matchLabelKeys": [{"a": 1}]}],
+            "spec.topologySpreadConstraints[0].matchLabelKeys[0]: expected a string",
+        ),
+        (
+            ("topologySpreadConstraints",),
+            [{"maxSkew": 1, "topologyKey": "zone", "minDomains": [3]}],
+            "spec.topologySpreadConstraints[0].minDomains: expected an integer",
+        ),
+    ],
+)
+def test_a_pod_with_a_non_text_selector_field_is_refused_naming_it(where, value, field) -> None:
+    """The solver hashes selectors and topology keys into its groups: a list there (found by the scenario
+    fuzzing) broke the whole solve."""
+    bad = _pod()
+    parent = bad["spec"]
+    for step in where[:-1]:
+        parent = parent.setdefault(step, {})
+    parent[where[-1]] = value
+    state = ClusterState()
+    with pytest.raises(ValueError, match=re.escape(f"Pod default/p1: {field}")):
+        state.upsert("Pod", bad)
     assert not state.keys_of("Pod")
