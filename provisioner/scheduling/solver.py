@@ -31,9 +31,11 @@ open the pod's node inside a reservation is asked first, whatever the weights: r
 never left idle while a heavier pool buys on-demand. Each reservation takes at most its free count of
 this solve's new nodes; once used up its offerings drop out and the usual ladder follows, in this solve.
 
-Speed comes from doing per shape what does not depend on the pod's name: pods with equal constraints
-and requests share one compiled `Variant`, whose per-pool verdicts are cached, and resources are tuples
-of integers over a per-solve index.
+Speed comes from doing per shape what does not depend on the pod's name: pods with equal constraints,
+requests and selected labels (the label keys some selector reads) share one compiled `Variant`, whose
+per-pool verdicts are cached, and resources are tuples of integers over a per-solve index. Work per pod
+does not grow with the nodes opened: a node too full for a request, or blocked by a hostname group, stays
+so for the rest of the solve, and scans jump over such nodes (union-find with path compression).
 """
 
 from __future__ import annotations
