@@ -327,12 +327,15 @@ class Ledger:
         return query
 
     def pools(self) -> set[str]:
-        """Every pool named by a row of any table (to tell a pool without rows from a pool never seen)."""
+        """Every pool named by a row of any table, a reservation's pools included (to tell a pool without
+        rows from a pool never seen)."""
         with self.engine.connect() as conn:
             names: set[str] = set()
             for table in (actions, blockers, usage):
                 found: list[str] = list(conn.execute(select(table.c.nodepool).distinct()).scalars())
                 names.update(found)
+            lists = conn.execute(select(reservation_usage.c.nodepools).distinct()).scalars()
+            names.update(p for value in lists for p in _split(value))
         return names
 
     def actions(
