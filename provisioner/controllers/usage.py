@@ -19,6 +19,7 @@ from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.recorder import LedgerRecorder
+from provisioner.finops.rows import OfferedReservation, offered_reservations
 from provisioner.state import Snapshot
 
 DEFAULT_INTERVAL = timedelta(minutes=5)
@@ -30,7 +31,9 @@ class UsageController(Reconciler):
     recorder: LedgerRecorder
     interval: timedelta = DEFAULT_INTERVAL
     _meter: UsageMeter = field(init=False)
-    _next_reservations: datetime | None = field(default=None, init=False)
+    _offered: list[OfferedReservation] = field(default_factory=list, init=False)
+    """The reservations the clouds last offered."""
+    _next_ask: datetime | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self._meter = UsageMeter(interval=self.interval)
@@ -38,15 +41,16 @@ class UsageController(Reconciler):
     def reconcile(self, now: datetime) -> None:
         snap = self.state.snapshot()
         self.recorder.usage(self._meter.observe(snap, now))
-        if self._next_reservations is None or now >= self._next_reservations:
-            self._reservations(snap, now)
+        if self._next_ask is None or now >= self._next_ask:
+            self._ask(snap, now)
+        self.recorder.reservations(self._meter.observe_reservations(snap, self._offered, now))
 
     def flush(self, now: datetime) -> None:
         """Write every node's and reservation's hours up to `now` (the end of a run, or shutdown)."""
         self.recorder.usage(self._meter.flush(now))
-        self._reservations(self.state.snapshot(), now)
+        self.recorder.reservations(self._meter.flush_reservations(now))
 
-    def _reservations(self, snap: Snapshot, now: datetime) -> None:
-        self._next_reservations = now + self.interval
-        types = pool_instance_types(self.providers, snap, snap.nodepools)
-        self.recorder.reservations(self._meter.observe_reservations(snap, types, now))
+    def _ask(self, snap: Snapshot, now: datetime) -> None:
+        """Which reservations the pools' NodeClasses select, with their counts (a call to each cloud)."""
+        self._next_ask = now + self.interval
+        self._offered = offered_reservations(snap, pool_instance_types(self.providers, snap, snap.nodepools))

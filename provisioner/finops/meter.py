@@ -10,23 +10,28 @@ cost is the fleet's cost, and `simulate` and `report` read that one sum.
 
 Allocation (teams, workloads, requests) is sampled at the end of each node's row: a row is one sample.
 
-Reservations are metered the same way by `observe_reservations`, which the caller hands the reservations
-the cloud offers now (a call to the cloud, so it is made once per interval, not every pass): a reservation
-is billed from the first sample that sees it to the last, every row written up to that sample.
+Reservations are metered by `observe_reservations` at every pass, from the reservations the cloud last
+offered (`rows.offered_reservations`: asking is a call to the cloud, so the caller asks once per interval)
+and our nodes in them now. A reservation is billed from the first pass that sees it offered to the last,
+and its row is cut wherever its counts change, so each row holds the counts of the time it covers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from provisioner.finops.rows import ReservationRow, UsageRow, pool_owners, reservation_rows, usage_row
+from provisioner.finops.rows import (
+    OfferedReservation,
+    ReservationRow,
+    UsageRow,
+    pool_owners,
+    reservation_rows,
+    usage_row,
+)
 from provisioner.state.cluster import Snapshot
-
-if TYPE_CHECKING:
-    from provisioner.cloudprovider.types import InstanceType
 
 Row = TypeVar("Row", UsageRow, ReservationRow)
 
@@ -48,6 +53,7 @@ class UsageMeter:
         self._last_emit: datetime | None = None
         self._reserved: dict[str, _Open[ReservationRow]] = {}
         """Reservation id -> what is not yet written."""
+        self._last_reserved_emit: datetime | None = None
 
     def observe(self, snapshot: Snapshot, now: datetime) -> list[UsageRow]:
         """Note the nodes alive at `now`; return the rows of nodes gone since the last pass, and every
@@ -90,23 +96,41 @@ class UsageMeter:
         return [r for r in rows if r.hours > 0]
 
     def observe_reservations(
-        self, snapshot: Snapshot, instance_types: Mapping[str, Sequence[InstanceType]], now: datetime
+        self, snapshot: Snapshot, offered: Sequence[OfferedReservation], now: datetime
     ) -> list[ReservationRow]:
-        """Note the reservations the pools' offerings carry at `now` (pool -> its types, as the cloud
-        answers); return every reservation's row up to `now`, and the last row of those gone since."""
-        seen = {r.reservation_id: r for r in reservation_rows(snapshot, instance_types, time=now)}
+        """Note the reservations offered (as the cloud last answered) with our nodes in them at `now`.
+        A reservation whose counts changed since the last pass gets a row up to `now` with the counts it
+        had, so a node leaving shows as idle from the pass it left; every reservation gets a row each
+        interval, and one gone from the offer its last row."""
+        seen = {r.reservation_id: r for r in reservation_rows(snapshot, offered, time=now)}
         rows = []
         for rid in sorted(set(self._reserved) | set(seen)):
             entry = self._reserved.get(rid)
             sample = seen.get(rid)
-            if entry is None:
-                assert sample is not None
-                self._reserved[rid] = _Open(since=now, last_seen=now, sample=sample)
-                continue
             if sample is None:
+                assert entry is not None
                 rows.append(self._row(self._reserved.pop(rid)))
-                continue
-            entry.last_seen, entry.sample = now, sample
+            elif entry is None:
+                self._reserved[rid] = _Open(since=now, last_seen=now, sample=sample)
+            elif replace(sample, time=entry.sample.time) != entry.sample:
+                entry.last_seen = now
+                rows.append(self._row(entry))
+                self._reserved[rid] = _Open(since=now, last_seen=now, sample=sample)
+            else:
+                entry.last_seen = now
+        if self._last_reserved_emit is None:
+            self._last_reserved_emit = now
+        elif now - self._last_reserved_emit >= self.interval:
+            rows += self.flush_reservations(now)
+        return [r for r in rows if r.hours > 0]
+
+    def flush_reservations(self, now: datetime) -> list[ReservationRow]:
+        """Rows for every reservation still offered, up to `now`."""
+        self._last_reserved_emit = now
+        rows = []
+        for rid in sorted(self._reserved):
+            entry = self._reserved[rid]
+            entry.last_seen = max(entry.last_seen, now)
             rows.append(self._row(entry))
             entry.since = now
         return [r for r in rows if r.hours > 0]

@@ -202,15 +202,36 @@ class ReservationRow:
         return max(0, self.instances * self.gpus_per_instance - self.gpu_allocated) * self.hours
 
 
-def reservation_rows(
-    snapshot: Snapshot,
-    instance_types: Mapping[str, Sequence[InstanceType]],
-    *,
-    time: datetime,
-    hours: float = 0.0,
-) -> list[ReservationRow]:
-    """One sample of every reservation the pools' offerings carry (pool -> its instance types, as the
-    cloud answers now), with our nodes in it (their `capacity-reservation-id` label), sorted by id."""
+@dataclass(frozen=True, slots=True)
+class OfferedReservation:
+    """A reservation as the cloud last answered, for sampling between answers."""
+
+    instance_type: str
+    zone: str
+    reservation: Reservation
+    gpus_per_instance: int
+    nodepools: tuple[str, ...]
+    """The pools that may launch into it (their capacity-type requirement allows reserved)."""
+    others: int
+    """Instances running in it that are not ours (another cluster or account), as of that answer."""
+
+
+def _inside(snapshot: Snapshot) -> dict[str, list[StateNode]]:
+    """Reservation id -> our launched nodes in it (their `capacity-reservation-id` label)."""
+    inside: dict[str, list[StateNode]] = {}
+    for node in snapshot.nodes:
+        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
+        if rid and node.claim is not None and node.claim.status.provider_id:
+            inside.setdefault(rid, []).append(node)
+    return inside
+
+
+def offered_reservations(
+    snapshot: Snapshot, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> list[OfferedReservation]:
+    """Every reservation the pools' offerings carry (pool -> its instance types, as the cloud answers
+    now), sorted by id. The slots taken beyond our nodes in it are counted now, while the cloud's free
+    count and our nodes agree."""
     pools: dict[str, NodePool] = {p.metadata.name: p for p in snapshot.nodepools if p.metadata.name}
     found: dict[str, tuple[InstanceType, str, Reservation]] = {}
     users: dict[str, set[str]] = {}
@@ -223,33 +244,52 @@ def reservation_rows(
                 spec = pools.get(pool)
                 if spec is not None and allows(spec, wk.CAPACITY_TYPE_RESERVED):
                     users.setdefault(o.reservation.id, set()).add(pool)
-    inside: dict[str, list[StateNode]] = {}
-    for node in snapshot.nodes:
-        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
-        if rid and node.claim is not None and node.claim.status.provider_id:
-            inside.setdefault(rid, []).append(node)
+    inside = _inside(snapshot)
+    return [
+        OfferedReservation(
+            instance_type=it.name,
+            zone=zone,
+            reservation=reservation,
+            gpus_per_instance=it.gpu.count if it.gpu is not None else 0,
+            nodepools=tuple(sorted(users.get(rid, ()))),
+            others=max(0, reservation.total - reservation.free - len(inside.get(rid, ()))),
+        )
+        for rid, (it, zone, reservation) in sorted(found.items())
+    ]
+
+
+def reservation_rows(
+    snapshot: Snapshot,
+    offered: Sequence[OfferedReservation],
+    *,
+    time: datetime,
+    hours: float = 0.0,
+) -> list[ReservationRow]:
+    """One sample of each offered reservation with our nodes in it as the snapshot has them now."""
+    inside = _inside(snapshot)
     rows = []
-    for rid, (it, zone, reservation) in sorted(found.items()):
-        ours = inside.get(rid, [])
-        gpus = it.gpu.count if it.gpu is not None else 0
-        others = max(0, reservation.total - reservation.free - len(ours))
-        samples = [usage_row(n, time=time, hours=hours, namespaces=snapshot.namespaces) for n in ours]
+    for o in offered:
+        r = o.reservation
+        ours = [
+            usage_row(n, time=time, hours=hours, namespaces=snapshot.namespaces) for n in inside.get(r.id, [])
+        ]
+        gpus = o.gpus_per_instance
         rows.append(
             ReservationRow(
                 time=time,
                 hours=hours,
-                reservation_id=rid,
-                kind=reservation.kind,
-                instance_type=it.name,
-                zone=zone,
-                price_per_hour=reservation.hourly_price,
-                instances=reservation.total,
-                running=len(ours) + others,
-                used=sum(s.used_fraction for s in samples) + others,
+                reservation_id=r.id,
+                kind=r.kind,
+                instance_type=o.instance_type,
+                zone=o.zone,
+                price_per_hour=r.hourly_price,
+                instances=r.total,
+                running=len(ours) + o.others,
+                used=sum(s.used_fraction for s in ours) + o.others,
                 gpus_per_instance=gpus,
-                gpu_allocated=sum(min(s.gpu_allocated, gpus) for s in samples) + others * gpus,
-                nodepools=tuple(sorted(users.get(rid, ()))),
-                ends_at=reservation.ends_at,
+                gpu_allocated=sum(min(s.gpu_allocated, gpus) for s in ours) + o.others * gpus,
+                nodepools=o.nodepools,
+                ends_at=r.ends_at,
             )
         )
     return rows

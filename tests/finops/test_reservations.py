@@ -19,7 +19,7 @@ from provisioner.cloudprovider.types import Offering, Reservation
 from provisioner.disruption.model import Command, NodeRecord, PodMove
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import reservations, scale_down
-from provisioner.finops.rows import Launched, action_rows, reservation_rows
+from provisioner.finops.rows import Launched, action_rows, offered_reservations, reservation_rows
 from tests.builders import NOW as T0
 from tests.builders import reservation_row, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
@@ -63,9 +63,9 @@ def test_instances_another_cluster_runs_in_the_reservation_count_as_used():
     )
     other_pool = node_pool("on-demand-only")
     pools = [node_pool("h100", capacity_types=("reserved", "on-demand")), other_pool]
-    (row,) = reservation_rows(
-        snapshot([ours], pools=pools), {"h100": [it], "on-demand-only": [it]}, time=T0, hours=1.0
-    )
+    snap = snapshot([ours], pools=pools)
+    offered = offered_reservations(snap, {"h100": [it], "on-demand-only": [it]})
+    (row,) = reservation_rows(snap, offered, time=T0, hours=1.0)
     assert (row.instances, row.running, row.used) == (2, 2, pytest.approx(1.5))
     assert (row.gpus_per_instance, row.gpu_allocated) == (8, 4 + 8)
     assert row.nodepools == ("h100",), "only the pools whose capacity-type requirement allows reserved"
@@ -182,22 +182,37 @@ def test_a_reserved_node_moved_onto_on_demand_saves_a_negative_amount():
     assert row.savings_per_hour == pytest.approx(-55.04)
 
 
-def test_the_meter_bills_a_reservation_from_the_first_sample_that_sees_it_to_the_last():
+def test_the_meter_bills_a_reservation_while_offered_and_cuts_its_row_where_a_node_leaves():
     it = instance_type("p5", cpu=192, memory_gib=2048, price=55.04, gpus=8, gpu_name="h100")
-    reservation = Reservation(id="cr-1", total=1, free=1, hourly_price=55.04)
-    with_it = replace(
-        it, offerings=(*it.offerings, Offering("zone-a", "reserved", 0.0, reservation=reservation))
-    )
+    reservation = Reservation(id="cr-1", total=1, free=0, hourly_price=55.04)
+    offer = Offering("zone-a", "reserved", 0.0, available=False, reservation=reservation)
+    with_it = replace(it, offerings=(*it.offerings, offer))
     pools = [node_pool("h100", capacity_types=("reserved",))]
-    snap = snapshot([], pools=pools)
+    busy = state_node(
+        "r1",
+        it=with_it,
+        capacity_type="reserved",
+        pods=[pod("train", gpus=8)],
+        labels={wk.CAPACITY_RESERVATION_ID: "cr-1"},
+    )
+    running, gone = snapshot([busy], pools=pools), snapshot([], pools=pools)
+    offered = offered_reservations(running, {"h100": [with_it]})
     meter = UsageMeter(interval=timedelta(minutes=5))
-    rows = meter.observe_reservations(snap, {"h100": [with_it]}, T0)
+    at = [T0 + timedelta(minutes=m) for m in range(0, 13)]
+    rows = meter.observe_reservations(running, offered, at[0])
     assert rows == [], "nothing to bill at the first sight"
-    rows += meter.observe_reservations(snap, {"h100": [with_it]}, T0 + timedelta(minutes=5))
-    rows += meter.observe_reservations(snap, {"h100": [with_it]}, T0 + timedelta(minutes=10))
-    rows += meter.observe_reservations(snap, {"h100": [it]}, T0 + timedelta(minutes=15))
-    assert [(r.time, round(r.hours * 60)) for r in rows] == [(T0, 5), (T0 + timedelta(minutes=5), 5)]
-    assert sum(r.idle_cost for r in rows) == pytest.approx(55.04 * 10 / 60)
+    rows += meter.observe_reservations(running, offered, at[2])
+    rows += meter.observe_reservations(gone, offered, at[3])  # the node left: cut here
+    rows += meter.observe_reservations(gone, offered, at[5])  # the interval: every row up to now
+    rows += meter.observe_reservations(gone, offered, at[6])
+    rows += meter.observe_reservations(gone, [], at[7])  # no longer offered: billed to the last pass offered
+    assert [(r.time, round(r.hours * 60), r.used) for r in rows] == [
+        (at[0], 3, 1.0),
+        (at[3], 2, 0.0),
+        (at[5], 1, 0.0),
+    ]
+    assert sum(r.idle_cost for r in rows) == pytest.approx(55.04 * 3 / 60)
+    assert sum(r.gpu_idle_hours for r in rows) == pytest.approx(8 * 3 / 60)
 
 
 def test_report_reservations_reads_the_ledger_in_each_format(ledger_url, tmp_path):
