@@ -334,7 +334,7 @@ class Ledger:
             for table in (actions, blockers, usage):
                 found: list[str] = list(conn.execute(select(table.c.nodepool).distinct()).scalars())
                 names.update(found)
-            lists = conn.execute(select(reservation_usage.c.nodepools).distinct()).scalars()
+            lists: list[str] = list(conn.execute(select(reservation_usage.c.nodepools).distinct()).scalars())
             names.update(p for value in lists for p in _split(value))
         return names
 

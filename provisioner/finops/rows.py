@@ -266,6 +266,8 @@ def reservation_rows(
     hours: float = 0.0,
 ) -> list[ReservationRow]:
     """One sample of each offered reservation with our nodes in it as the snapshot has them now."""
+    if not offered:
+        return []  # the common case, every pass: no walk over the nodes
     inside = _inside(snapshot)
     rows = []
     for o in offered:
