@@ -243,3 +243,21 @@ def test_report_reservations_reads_the_ledger_in_each_format(ledger_url, tmp_pat
     assert len(rows) == 3 + 2 + 1, "per hour and reservation (cr-1 spans 2 h), per reservation, the total"
     refused = runner.invoke(app, [*base, "-o", "html"])
     assert refused.exit_code == 2 and "allowed: table, csv, json" in refused.output
+
+
+def test_the_recorder_keeps_reservation_rows_while_the_database_is_down(tmp_path):
+    from provisioner.finops.ledger import Ledger
+    from provisioner.finops.recorder import LedgerRecorder
+
+    target = tmp_path / "down" / "ledger.sqlite"
+    failures: list[str] = []
+    recorder = LedgerRecorder(
+        str(target), background=False, attempts=1, retry_wait=0, on_failure=failures.append
+    )
+    recorder.reservations([reservation_row()])
+    assert (failures, recorder.pending) == (["reservations"], 1)
+    target.parent.mkdir()
+    assert recorder.flush() and recorder.written["reservations"] == 1
+    recorder.stop()
+    with Ledger(target) as ledger:
+        assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]
