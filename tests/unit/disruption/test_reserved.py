@@ -27,19 +27,29 @@ def with_reservation(it, *, free: int, total: int = 1):
     return replace(it, offerings=(*it.offerings, replace(offer, reservation=reservation)))
 
 
-def reserved_node(name, *, it, pods):
+def reserved_node(name, *, it, pods, price=None):
     return state_node(
         name,
         it=it,
         capacity_type=wk.CAPACITY_TYPE_RESERVED,
         pods=pods,
+        price=price,
         labels={wk.CAPACITY_RESERVATION_ID: "cr-1"},
     )
 
 
-def test_a_reserved_node_is_never_replaced_with_a_cheaper_type(solve):
+@pytest.mark.parametrize(
+    "price",
+    [
+        pytest.param(None, id="priced-zero-as-launched"),
+        pytest.param(0.40, id="priced-at-the-reservation-rate"),
+    ],
+)
+def test_a_reserved_node_is_never_replaced_with_a_cheaper_type(solve, price):
+    """Whatever $/h its claim carries (a cloud may price a reserved launch at the reservation's rate), a
+    cheaper node outside the reservation would be paid on top of it."""
     large = with_reservation(LARGE, free=0)
-    lonely = reserved_node("reserved", it=large, pods=[pod("a", cpu="1")])
+    lonely = reserved_node("reserved", it=large, pods=[pod("a", cpu="1")], price=price)
     result = run([lonely], solve=solve, pools=[POOL], types={POOL.name: [SMALL, large]})
     assert result.commands == []
     blockers = [b for b in result.blockers if b.node == "reserved"]
