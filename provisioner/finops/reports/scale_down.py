@@ -18,6 +18,9 @@ The money rules (each has a test in tests/finops/test_money.py):
   themselves cost, and their idle part, come from their own samples (`reservations`), beside Paid and
   never added to it.
 
+Past 500 lines because the report is built and rendered (table, CSV, JSON) in one place, so every format
+carries the same figures; the HTML page is `html`'s and reservation utilization `reservations`'.
+
 An action naming several teams splits its money evenly among them; what teams paid is divided as
 `costs` divides it (requests, and idle to the pool's owner or "unallocated"), so team totals add up to the
 total and agree with `provisioner report costs`.
