@@ -17,7 +17,7 @@ from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Req
 from provisioner.api.nodeclaim import NodeClaimSpec
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
-from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 from provisioner.scheduling import NewClaim, Results, SolveOptions, solve
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget
@@ -429,9 +429,11 @@ def state_node(
     expire_after: str = "720h",
     deleting: bool = False,
     conditions: Sequence[dict[str, Any]] = (),
+    labels: dict[str, str] | None = None,
 ) -> StateNode:
     """A Ready node of `it` (default `instance_type()`) with its Launched and Registered (and Initialized)
-    claim, priced by its offering of `capacity_type`, and `pods` bound to it."""
+    claim, priced by its offering of `capacity_type`, and `pods` bound to it; `labels` are added to the
+    node's."""
     it = it or instance_type()
     offering = next((o for o in it.offerings if o.capacity_type == capacity_type), it.offerings[0])
     the_price = offering.price if price is None else price
@@ -441,6 +443,7 @@ def state_node(
         wk.CAPACITY_TYPE: capacity_type,
         wk.ZONE: offering.zone,
         wk.HOSTNAME: name,
+        **(labels or {}),
     }
     alloc = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in it.allocatable.items()}
     pid = f"fake:///{offering.zone}/{name}"
@@ -656,3 +659,27 @@ def usage_row(node: str = "n1", *, time: datetime = NOW, **overrides: Any) -> Us
     )
     values.update(overrides)
     return UsageRow(**values)
+
+
+def reservation_row(
+    reservation_id: str = "cr-1", *, time: datetime = NOW, **overrides: Any
+) -> ReservationRow:
+    """An hour's sample of a 2-instance p5 reservation ($55.04/h each) with one node running, its 8 GPUs
+    all requested."""
+    values: dict[str, Any] = dict(
+        time=time,
+        hours=1.0,
+        reservation_id=reservation_id,
+        kind="default",
+        instance_type="p5.48xlarge",
+        zone="us-east-1a",
+        price_per_hour=55.04,
+        instances=2,
+        running=1,
+        used=1.0,
+        gpus_per_instance=8,
+        gpu_allocated=8,
+        nodepools=("h100",),
+    )
+    values.update(overrides)
+    return ReservationRow(**values)

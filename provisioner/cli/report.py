@@ -21,7 +21,8 @@ from provisioner.cli.app import app
 
 report = typer.Typer(
     name="report",
-    help="FinOps reports: scale-down savings, idle cost and churn; node and node-pool status tables.",
+    help="FinOps reports: scale-down savings, idle cost and churn, reservation utilization; node and "
+    "node-pool status tables.",
     no_args_is_help=True,
 )
 app.add_typer(report, name="report")
@@ -76,6 +77,7 @@ class _Rows:
     actions: list[Any]
     blockers: list[Any]
     usage: list[Any]
+    reservations: list[Any]
     since: datetime
     now: datetime
 
@@ -107,6 +109,7 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
                 actions=ledger.actions(since=start, until=until, pool=pool),
                 blockers=ledger.blockers(since=start, until=until, pool=pool),
                 usage=ledger.usage(since=start, until=until, pool=pool),
+                reservations=ledger.reservations(since=start, until=until, pool=pool),
                 since=start,
                 now=now,
             )
@@ -141,7 +144,38 @@ def scale_down(
 
     fmt = out.resolve(output, write, allowed=tuple(builder.RENDERERS))
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
-    built = builder.build(rows.actions, rows.blockers, rows.usage, since=rows.since, now=rows.now, pool=pool)
+    built = builder.build(
+        rows.actions,
+        rows.blockers,
+        rows.usage,
+        since=rows.since,
+        now=rows.now,
+        pool=pool,
+        reservations=rows.reservations,
+    )
+    if fmt == "table":
+        text = builder.to_table(built, width=None if write else out.terminal_width())
+    else:
+        text = builder.RENDERERS[fmt](built)
+    out.emit(text, write)
+
+
+@report.command("reservations")
+def reservations(
+    since: str = typer.Option("7d", "--since", help=_SINCE_HELP),
+    pool: str | None = typer.Option(None, "--pool", help="Only the reservations this NodePool may use."),
+    output: str | None = typer.Option(None, "-o", "--output", help="Format: table, json or csv (per hour)."),
+    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+    ledger: str | None = typer.Option(None, "--ledger", help=_LEDGER_HELP),
+    now_text: str | None = typer.Option(None, "--now", help=_NOW_HELP),
+) -> None:
+    """Reservation utilization per reservation and clock hour: paid (used or not), used, idle, idle cost
+    and idle GPU-hours."""
+    from provisioner.finops.reports import reservations as builder
+
+    fmt = out.resolve(output, write, allowed=tuple(builder.RENDERERS))
+    rows = _read(ledger, since=since, now_text=now_text, pool=pool)
+    built = builder.build(rows.reservations, since=rows.since, now=rows.now, pool=pool)
     if fmt == "table":
         text = builder.to_table(built, width=None if write else out.terminal_width())
     else:

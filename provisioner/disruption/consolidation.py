@@ -1,7 +1,8 @@
 """Consolidation, the part multi-node and single-node share: which candidates may be consolidated (the
 pool's policy, `consolidateAfter`), in what order (idle GPUs first, then the cheapest to disrupt), and
-whether a re-solve is worth acting on (every pod fits, at most one replacement, cheaper, enough spot
-options for spot-to-spot, the pool's minimum savings per pod) and the command it makes.
+whether a re-solve is worth acting on (every pod fits, at most one replacement, cheaper, never a reserved
+node traded for capacity outside a reservation, enough spot options for spot-to-spot, the pool's minimum
+savings per pod) and the command it makes.
 
 How many nodes to try at once is left to `multinode` and `singlenode`; the re-solve and accepting the
 command to the context.
@@ -74,6 +75,17 @@ def judge(ctx: Context, nodes: Sequence[StateNode], results: Results) -> tuple[B
     before = sum(n.price for n in nodes)
     if len(results.new_claims) > 1:
         return BlockerKind.NOT_CHEAPER, f"its pods would need {len(results.new_claims)} new nodes"
+    reserved = [n.name for n in nodes if cand.capacity_type(n) == wk.CAPACITY_TYPE_RESERVED]
+    leaving = [c for c in results.new_claims if c.offering.capacity_type != wk.CAPACITY_TYPE_RESERVED]
+    if reserved and leaving:
+        # A reservation is paid whether used or not: a "cheaper" node outside it is paid on top of it.
+        claim = leaving[0]
+        return (
+            BlockerKind.NOT_CHEAPER,
+            f"reserved node {reserved[0]} stays: its reservation is paid whether used or not, so "
+            f"{claim.instance_type.name} {claim.offering.capacity_type} at ${claim.offering.price:.4f}/h "
+            "would cost more, not less",
+        )
     after = results.cost_per_hour
     if after >= before - CENT:
         claim = results.new_claims[0]

@@ -7,8 +7,14 @@ place. A ledger written before Alembic (its own `schema_version` table, steps 1 
 matching revision first, then upgraded; that table is kept, with a row that makes those older programs
 refuse the upgraded ledger instead of writing to it.
 
+Reservations have a table of their own (`reservation_usage`, revision 0005): each reservation's
+instances, those running and used, per sample.
+
 Rows go in and come out as the values of `provisioner.finops.rows`; nothing else in the project touches
 these tables. Times are stored in UTC.
+
+Past 500 lines because each of the four tables has its definition, writer and reader here, beside the
+migration bridge they share; a fifth table would move the per-table mapping into a module of its own.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
-from provisioner.finops.rows import ActionRow, BlockerRow, TeamAllocation, UsageRow
+from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, TeamAllocation, UsageRow
 
 DEFAULT_PATH = "provisioner-ledger.sqlite"
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -125,6 +131,26 @@ usage = Table(
     Column("pool_owner", String(253), nullable=False, default=""),
     Column("workloads", Text, nullable=False, default="[]"),
     Column("allocations", Text, nullable=False, default="[]"),
+)
+
+reservation_usage = Table(
+    "reservation_usage",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("hours", Float, nullable=False),
+    Column("reservation_id", String(253), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("instance_type", String(128), nullable=False),
+    Column("zone", String(128), nullable=False),
+    Column("price_per_hour", Float, nullable=False),
+    Column("instances", Integer, nullable=False),
+    Column("running", Integer, nullable=False),
+    Column("used", Float, nullable=False),
+    Column("gpus_per_instance", Integer, nullable=False, default=0),
+    Column("gpu_allocated", Integer, nullable=False, default=0),
+    Column("nodepools", String(2000), nullable=False, default=""),
+    Column("ends_at", DateTime(timezone=True), nullable=True),
 )
 
 
@@ -283,6 +309,13 @@ class Ledger:
                 conn.execute(insert(usage), [_usage_values(r) for r in rows])
         return len(rows)
 
+    def record_reservations(self, rows: Iterable[ReservationRow]) -> int:
+        rows = list(rows)
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(insert(reservation_usage), [_reservation_values(r) for r in rows])
+        return len(rows)
+
     # ---- reading -----------------------------------------------------------------------------------
 
     @staticmethod
@@ -297,12 +330,15 @@ class Ledger:
         return query
 
     def pools(self) -> set[str]:
-        """Every pool named by a row of any table (to tell a pool without rows from a pool never seen)."""
+        """Every pool named by a row of any table, a reservation's pools included (to tell a pool without
+        rows from a pool never seen)."""
         with self.engine.connect() as conn:
             names: set[str] = set()
             for table in (actions, blockers, usage):
                 found: list[str] = list(conn.execute(select(table.c.nodepool).distinct()).scalars())
                 names.update(found)
+            lists: list[str] = list(conn.execute(select(reservation_usage.c.nodepools).distinct()).scalars())
+            names.update(p for value in lists for p in _split(value))
         return names
 
     def actions(
@@ -387,6 +423,52 @@ class Ledger:
             )
             for m in result
         ]
+
+    def reservations(
+        self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
+    ) -> list[ReservationRow]:
+        """Reservation samples in the window; with `pool`, those of reservations the pool may launch into."""
+        with self.engine.connect() as conn:
+            result = conn.execute(self._window(reservation_usage, since, until, None)).mappings().all()
+        rows = [
+            ReservationRow(
+                time=_utc(m["time"]),
+                hours=m["hours"],
+                reservation_id=m["reservation_id"],
+                kind=m["kind"],
+                instance_type=m["instance_type"],
+                zone=m["zone"],
+                price_per_hour=m["price_per_hour"],
+                instances=m["instances"],
+                running=m["running"],
+                used=m["used"],
+                gpus_per_instance=m["gpus_per_instance"],
+                gpu_allocated=m["gpu_allocated"],
+                nodepools=_split(m["nodepools"]),
+                ends_at=_utc(m["ends_at"]) if m["ends_at"] is not None else None,
+            )
+            for m in result
+        ]
+        return [r for r in rows if pool is None or pool in r.nodepools]
+
+
+def _reservation_values(r: ReservationRow) -> dict[str, Any]:
+    return {
+        "time": _utc(r.time),
+        "hours": r.hours,
+        "reservation_id": r.reservation_id,
+        "kind": r.kind,
+        "instance_type": r.instance_type,
+        "zone": r.zone,
+        "price_per_hour": r.price_per_hour,
+        "instances": r.instances,
+        "running": r.running,
+        "used": r.used,
+        "gpus_per_instance": r.gpus_per_instance,
+        "gpu_allocated": r.gpu_allocated,
+        "nodepools": ",".join(r.nodepools),
+        "ends_at": _utc(r.ends_at) if r.ends_at is not None else None,
+    }
 
 
 def _action_values(r: ActionRow) -> dict[str, Any]:

@@ -9,32 +9,51 @@ between two samples is billed for the time it lived, not for the whole interval;
 cost is the fleet's cost, and `simulate` and `report` read that one sum.
 
 Allocation (teams, workloads, requests) is sampled at the end of each node's row: a row is one sample.
+
+Reservations are metered by `observe_reservations` at every pass, from the reservations the cloud last
+offered (`rows.offered_reservations`: asking is a call to the cloud, so the caller asks once per interval)
+and our nodes in them now. A reservation is billed from the first pass that sees it offered to the last,
+and its row is cut wherever its counts change, so each row holds the counts of the time it covers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Generic, TypeVar
 
-from provisioner.finops.rows import UsageRow, pool_owners, usage_row
+from provisioner.finops.rows import (
+    OfferedReservation,
+    ReservationRow,
+    UsageRow,
+    pool_owners,
+    reservation_rows,
+    usage_row,
+)
 from provisioner.state.cluster import Snapshot
+
+Row = TypeVar("Row", UsageRow, ReservationRow)
 
 
 @dataclass(slots=True)
-class _Open:
+class _Open(Generic[Row]):
     since: datetime
     """Start of the hours not yet written."""
     last_seen: datetime
-    sample: UsageRow
-    """The node as last seen (hours and time are set when the row is written)."""
+    sample: Row
+    """The node (or reservation) as last seen (hours and time are set when the row is written)."""
 
 
 class UsageMeter:
     def __init__(self, *, interval: timedelta) -> None:
         self.interval = interval
-        self._open: dict[str, _Open] = {}
+        self._open: dict[str, _Open[UsageRow]] = {}
         """Claim name -> what is not yet written."""
         self._last_emit: datetime | None = None
+        self._reserved: dict[str, _Open[ReservationRow]] = {}
+        """Reservation id -> what is not yet written."""
+        self._last_reserved_emit: datetime | None = None
 
     def observe(self, snapshot: Snapshot, now: datetime) -> list[UsageRow]:
         """Note the nodes alive at `now`; return the rows of nodes gone since the last pass, and every
@@ -76,7 +95,47 @@ class UsageMeter:
             entry.since = now
         return [r for r in rows if r.hours > 0]
 
+    def observe_reservations(
+        self, snapshot: Snapshot, offered: Sequence[OfferedReservation], now: datetime
+    ) -> list[ReservationRow]:
+        """Note the reservations offered (as the cloud last answered) with our nodes in them at `now`.
+        A reservation whose counts changed since the last pass gets a row up to `now` with the counts it
+        had, so a node leaving shows as idle from the pass it left; every reservation gets a row each
+        interval, and one gone from the offer its last row."""
+        seen = {r.reservation_id: r for r in reservation_rows(snapshot, offered, time=now)}
+        rows = []
+        for rid in sorted(set(self._reserved) | set(seen)):
+            entry = self._reserved.get(rid)
+            sample = seen.get(rid)
+            if sample is None:
+                assert entry is not None
+                rows.append(self._row(self._reserved.pop(rid)))
+            elif entry is None:
+                self._reserved[rid] = _Open(since=now, last_seen=now, sample=sample)
+            elif replace(sample, time=entry.sample.time) != entry.sample:
+                entry.last_seen = now
+                rows.append(self._row(entry))
+                self._reserved[rid] = _Open(since=now, last_seen=now, sample=sample)
+            else:
+                entry.last_seen = now
+        if self._last_reserved_emit is None:
+            self._last_reserved_emit = now
+        elif now - self._last_reserved_emit >= self.interval:
+            rows += self.flush_reservations(now)
+        return [r for r in rows if r.hours > 0]
+
+    def flush_reservations(self, now: datetime) -> list[ReservationRow]:
+        """Rows for every reservation still offered, up to `now`."""
+        self._last_reserved_emit = now
+        rows = []
+        for rid in sorted(self._reserved):
+            entry = self._reserved[rid]
+            entry.last_seen = max(entry.last_seen, now)
+            rows.append(self._row(entry))
+            entry.since = now
+        return [r for r in rows if r.hours > 0]
+
     @staticmethod
-    def _row(entry: _Open) -> UsageRow:
+    def _row(entry: _Open[Row]) -> Row:
         hours = (entry.last_seen - entry.since).total_seconds() / 3600
         return replace(entry.sample, time=entry.since, hours=hours)

@@ -24,18 +24,18 @@ from pathlib import Path
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
 from provisioner.finops.ledger import Ledger, LedgerError
-from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 
 log = logging.getLogger(__name__)
 
-TABLES = ("actions", "blockers", "usage")
+TABLES = ("actions", "blockers", "usage", "reservations")
 
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
     table: str
     """One of TABLES."""
-    rows: Sequence[ActionRow] | Sequence[BlockerRow] | Sequence[UsageRow]
+    rows: Sequence[ActionRow] | Sequence[BlockerRow] | Sequence[UsageRow] | Sequence[ReservationRow]
 
 
 class LedgerRecorder:
@@ -80,6 +80,9 @@ class LedgerRecorder:
 
     def usage(self, rows: Sequence[UsageRow]) -> None:
         self._put(_Batch("usage", list(rows)))
+
+    def reservations(self, rows: Sequence[ReservationRow]) -> None:
+        self._put(_Batch("reservations", list(rows)))
 
     @property
     def pending(self) -> int:
@@ -174,8 +177,10 @@ class LedgerRecorder:
                         stored = ledger.record_actions(batch.rows)  # type: ignore[arg-type]
                     elif batch.table == "blockers":
                         stored = ledger.record_blockers(batch.rows)  # type: ignore[arg-type]
-                    else:
+                    elif batch.table == "usage":
                         stored = ledger.record_usage(batch.rows)  # type: ignore[arg-type]
+                    else:
+                        stored = ledger.record_reservations(batch.rows)  # type: ignore[arg-type]
         except LedgerError as err:
             # A ledger newer than this program, or a URL that cannot work: retrying will not help, but the
             # rows are kept and the failure is loud.

@@ -5,6 +5,9 @@ Pure: built from the planner's records, the replacements really launched and sna
 The ledger maps them to tables; the reports take them as plain values, so reports are testable without a
 database.
 
+Reservations are sampled too (`ReservationRow`): a reservation is paid for every hour it exists, used or
+not, so its idle part is money the node rows (whose reserved nodes cost $0/h more) cannot show.
+
 The money rules that belong to one action live here, where its row is made:
 - its `savings_per_hour` is the $/h of the node removed minus its share of the replacements *really
   launched* (their prices from the claims' status, not the plan's), minus `evicted_per_hour`;
@@ -21,9 +24,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
+from provisioner.disruption.preferred import allows
 from provisioner.state.cluster import team_of
 
 if TYPE_CHECKING:
+    from provisioner.api import NodePool
+    from provisioner.cloudprovider.types import InstanceType, Reservation
     from provisioner.disruption.model import Command, Plan
     from provisioner.state.cluster import Snapshot, StateNode
     from provisioner.state.objects import Pod
@@ -147,6 +153,150 @@ class UsageRow:
         return max(0, self.gpu_capacity - self.gpu_allocated) * self.hours
 
 
+@dataclass(frozen=True, slots=True)
+class ReservationRow:
+    """A reservation over `hours` starting at `time`: the instances it holds (paid whether used or not),
+    those running in it, and how much of them pods use. One sample: the counts are those at its end."""
+
+    time: datetime
+    hours: float
+    reservation_id: str
+    kind: str
+    """`default` or `capacity-block`."""
+    instance_type: str
+    zone: str
+    price_per_hour: float
+    """$/h per instance, paid whether used or not."""
+    instances: int
+    running: int
+    """Instances running in it: our nodes, or more when the cloud says others hold slots too."""
+    used: float
+    """Instances' worth in use by pods: each of our nodes by `UsageRow.used_fraction` (GPUs on a GPU
+    type), an instance another cluster or account runs there as wholly used (we cannot see inside)."""
+    gpus_per_instance: int = 0
+    gpu_allocated: int = 0
+    """GPUs pods request on the running instances (others' instances counted whole)."""
+    nodepools: tuple[str, ...] = ()
+    """The pools that may launch into it."""
+    ends_at: datetime | None = None
+
+    @property
+    def cost(self) -> float:
+        return self.instances * self.price_per_hour * self.hours
+
+    @property
+    def idle_cost(self) -> float:
+        return max(0.0, self.instances - self.used) * self.price_per_hour * self.hours
+
+    @property
+    def used_instance_hours(self) -> float:
+        return min(float(self.instances), self.used) * self.hours
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.instances * self.gpus_per_instance * self.hours
+
+    @property
+    def gpu_idle_hours(self) -> float:
+        """Reserved GPUs no pod requests: empty slots and idle GPUs on running nodes alike."""
+        return max(0, self.instances * self.gpus_per_instance - self.gpu_allocated) * self.hours
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedReservation:
+    """A reservation as the cloud last answered, for sampling between answers."""
+
+    instance_type: str
+    zone: str
+    reservation: Reservation
+    gpus_per_instance: int
+    nodepools: tuple[str, ...]
+    """The pools that may launch into it (their capacity-type requirement allows reserved)."""
+    others: int
+    """Instances running in it that are not ours (another cluster or account), as of that answer."""
+
+
+def _inside(snapshot: Snapshot) -> dict[str, list[StateNode]]:
+    """Reservation id -> our launched nodes in it (their `capacity-reservation-id` label)."""
+    inside: dict[str, list[StateNode]] = {}
+    for node in snapshot.nodes:
+        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
+        if rid and node.claim is not None and node.claim.status.provider_id:
+            inside.setdefault(rid, []).append(node)
+    return inside
+
+
+def offered_reservations(
+    snapshot: Snapshot, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> list[OfferedReservation]:
+    """Every reservation the pools' offerings carry (pool -> its instance types, as the cloud answers
+    now), sorted by id. The slots taken beyond our nodes in it are counted now, while the cloud's free
+    count and our nodes agree."""
+    pools: dict[str, NodePool] = {p.metadata.name: p for p in snapshot.nodepools if p.metadata.name}
+    found: dict[str, tuple[InstanceType, str, Reservation]] = {}
+    users: dict[str, set[str]] = {}
+    for pool, types in instance_types.items():
+        for it in types:
+            for o in it.offerings:
+                if o.reservation is None:
+                    continue
+                found.setdefault(o.reservation.id, (it, o.zone, o.reservation))
+                spec = pools.get(pool)
+                if spec is not None and allows(spec, wk.CAPACITY_TYPE_RESERVED):
+                    users.setdefault(o.reservation.id, set()).add(pool)
+    inside = _inside(snapshot)
+    return [
+        OfferedReservation(
+            instance_type=it.name,
+            zone=zone,
+            reservation=reservation,
+            gpus_per_instance=it.gpu.count if it.gpu is not None else 0,
+            nodepools=tuple(sorted(users.get(rid, ()))),
+            others=max(0, reservation.total - reservation.free - len(inside.get(rid, ()))),
+        )
+        for rid, (it, zone, reservation) in sorted(found.items())
+    ]
+
+
+def reservation_rows(
+    snapshot: Snapshot,
+    offered: Sequence[OfferedReservation],
+    *,
+    time: datetime,
+    hours: float = 0.0,
+) -> list[ReservationRow]:
+    """One sample of each offered reservation with our nodes in it as the snapshot has them now."""
+    if not offered:
+        return []  # the common case, every pass: no walk over the nodes
+    inside = _inside(snapshot)
+    rows = []
+    for o in offered:
+        r = o.reservation
+        ours = [
+            usage_row(n, time=time, hours=hours, namespaces=snapshot.namespaces) for n in inside.get(r.id, [])
+        ]
+        gpus = o.gpus_per_instance
+        rows.append(
+            ReservationRow(
+                time=time,
+                hours=hours,
+                reservation_id=r.id,
+                kind=r.kind,
+                instance_type=o.instance_type,
+                zone=o.zone,
+                price_per_hour=r.hourly_price,
+                instances=r.total,
+                running=len(ours) + o.others,
+                used=sum(s.used_fraction for s in ours) + o.others,
+                gpus_per_instance=gpus,
+                gpu_allocated=sum(min(s.gpu_allocated, gpus) for s in ours) + o.others * gpus,
+                nodepools=o.nodepools,
+                ends_at=r.ends_at,
+            )
+        )
+    return rows
+
+
 def _fraction(row: UsageRow, cpu: int, memory: int, gpu: int) -> float:
     if row.gpu_capacity > 0:
         return min(1.0, gpu / row.gpu_capacity)
@@ -195,11 +345,12 @@ def action_rows(
     """Ledger rows of one command, one per node it removes.
 
     `launched` are its replacements as really launched; None means "as planned" (a plan not carried out).
-    The replacements' $/h is shared among the removed nodes in proportion to their prices, so a command's
-    rows add up to its whole change in $/h.
+    The replacements' $/h is shared among the removed nodes in proportion to their prices (evenly when they
+    cost nothing: reserved nodes), so a command's rows add up to its whole change in $/h; a reserved node
+    moved onto on-demand capacity (a Capacity Block ending) saves a negative amount.
     """
     by_name = {n.name: n for n in command.nodes}
-    removed = sum(r.price_per_hour for r in command.records) or 1.0
+    removed = sum(r.price_per_hour for r in command.records)
     if launched is not None:
         after = sum(x.price_per_hour for x in launched)
         launched_type = ",".join(sorted({x.instance_type for x in launched})) or None
@@ -214,7 +365,8 @@ def action_rows(
             replacement = r.replacement_price_per_hour
             rtype, rcapacity = r.replacement_type, r.replacement_capacity_type
         else:
-            replacement = after * r.price_per_hour / removed
+            share = r.price_per_hour / removed if removed > 0 else 1 / len(command.records)
+            replacement = after * share
             rtype, rcapacity = launched_type, launched_capacity
         moved = tuple(m.pod for m in r.pods if m.pod not in bare)
         out.append(

@@ -208,6 +208,25 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
             message = e["message"] if len(e["message"]) <= 110 else e["message"][:107] + "..."
             events.add_row(e["at"], f"{e['kind']}/{e['name']}", e["reason"], escape(message))
         console.print(events)
+    if doc["reservations"]:
+        reserved = Table(title="Reservations (paid whether used or not)", title_justify="left")
+        columns = (
+            ("Reservation", "id"),
+            ("Type", "instanceType"),
+            ("Zone", "zone"),
+            ("Instances", "instances"),
+            ("Used %", "utilization"),
+            ("Paid $", "cost"),
+            ("Idle $", "idleCost"),
+            ("Idle GPU-hours", "gpuIdleHours"),
+        )
+        for col, _ in columns:
+            reserved.add_column(col, justify="left" if col in ("Reservation", "Type", "Zone") else "right")
+        for r in doc["reservations"]["reservations"]:
+            reserved.add_row(
+                *(escape(f"{r[key]:,}" if isinstance(r[key], int | float) else r[key]) for _, key in columns)
+            )
+        console.print(reserved)
     if result.state.teams:
         from provisioner.quota import report as teams_report
 
@@ -251,6 +270,12 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
         f"realized [bold]${money['realizedSavings']:,.2f}[/bold]; "
         f"{len(doc['unschedulable'])} pods pending at the end"
     )
+    if doc["reservations"]:
+        total = doc["reservations"]["total"]
+        console.print(
+            f"reservations: paid [bold]${total['cost']:,.2f}[/bold] (used or not), {total['utilization']}% used, "
+            f"idle ${total['idleCost']:,.2f} and {total['gpuIdleHours']:,} GPU-hours"
+        )
 
 
 def _clock(result: RunResult, stamp: str | None) -> str:

@@ -5,7 +5,8 @@ The JSON keeps the static contract's keys (`nodeClaims`, `placements`, `unschedu
 read over the whole run: every NodeClaim launched, where each pod is at the end, the pods still pending
 at the end, the $/h of the nodes alive at the end. It adds `cost` (the $ the run paid, from the ledger's
 usage samples: the figure `provisioner report` gives for the run), `finops` (claimed and realized
-savings, idle cost, evicted workload, churn), `actions` (the ledger rows, one per node
+savings, idle cost, evicted workload, churn), `reservations` (each reservation's utilization: paid, used,
+idle, idle cost and idle GPU-hours, in all and per clock hour; null without reservations), `actions` (the ledger rows, one per node
 removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`), `timeline` (each step
 with the $/h just before it) and `events` (what the controllers said: fallbacks, interruptions, failed
 launches, abandoned disruptions). Lists are in a fixed order, so equal runs print equal documents.
@@ -18,7 +19,7 @@ from typing import Any
 
 from provisioner.api import durations
 from provisioner.clock import isoformat
-from provisioner.finops.reports import scale_down
+from provisioner.finops.reports import reservations, scale_down
 from provisioner.sim.runner import ClaimRecord, RunResult
 
 ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
@@ -53,7 +54,14 @@ def _offset(result: RunResult, when: datetime) -> str:
 
 def scale_down_report(result: RunResult) -> scale_down.ScaleDownReport:
     """The scale-down report of the whole run, from its ledger's rows."""
-    return scale_down.build(result.actions, result.blockers, result.usage, since=result.start, now=result.end)
+    return scale_down.build(
+        result.actions,
+        result.blockers,
+        result.usage,
+        since=result.start,
+        now=result.end,
+        reservations=result.reservations,
+    )
 
 
 def to_json(result: RunResult) -> dict[str, Any]:
@@ -103,6 +111,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "evictedPerHour": round(built.total.evicted_per_hour, 6),
             "churnCost": round(built.churn.cost, 4),
         },
+        "reservations": reservations.to_dict(built.reservations) if built.reservations else None,
         "actions": [
             {
                 "time": isoformat(a.time),

@@ -35,7 +35,7 @@ from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
+from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.cluster import (
     Binder,
@@ -118,6 +118,8 @@ class RunResult:
     """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
     held: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
+    reservations: list[ReservationRow] = field(default_factory=list)
+    """The ledger's reservation samples: each reservation's instances, running and used, over the run."""
 
 
 class Runner:
@@ -277,6 +279,7 @@ class Runner:
             events=list(self.cluster.events),
             max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
             held={k: reasons for k, (_, reasons) in sorted(self.manager.admission.held.items())},
+            reservations=self.ledger.reservations(),
         )
 
     def _tick(self, now: datetime) -> None:

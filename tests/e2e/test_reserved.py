@@ -1,8 +1,10 @@
 """`provisioner simulate` with reserved capacity, as a user runs it: the bundled day with a 2-node H100
-reservation and a Capacity Block (scenarios/reserved.yaml), read from its JSON."""
+reservation and a Capacity Block (scenarios/reserved.yaml), read from its JSON, its HTML report and its
+ledger through `provisioner report`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,52 @@ def test_a_capacity_block_node_is_replaced_ahead_of_the_end_with_an_event(day: d
     (event,) = [e for e in day["events"] if e["reason"] == "CapacityBlockEnding"]
     assert event["name"] == in_block["name"] and "cb-h100-block" in event["message"]
     assert not day["unschedulable"]
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Path]:
+    """The day run once more, writing its HTML report and its ledger."""
+    where = tmp_path_factory.mktemp("reserved")
+    page, ledger = where / "day.html", where / "day.sqlite"
+    return run_json(RESERVED_DAY, "--report", page, "--ledger", ledger), page, ledger
+
+
+def test_the_reservations_utilization_is_in_the_json_per_reservation_and_hour(day: dict[str, Any]) -> None:
+    by_id = {r["id"]: r for r in day["reservations"]["reservations"]}
+    assert set(by_id) == {"cr-h100-prod", "cb-h100-block"}
+    held = by_id["cr-h100-prod"]
+    # Two instances for the whole day, paid whether used or not, at the on-demand price.
+    assert held["instanceHours"] == pytest.approx(48.0, abs=0.01)
+    assert held["cost"] == pytest.approx(48 * 55.04, abs=1.0)
+    assert 0 < held["idleHours"] < 1, "idle only while a node launched, and between train-1 and the return"
+    assert held["gpuIdleHours"] == pytest.approx(8 * held["idleHours"], abs=0.1)
+    hours = {h["hour"][11:16]: h for h in day["reservations"]["hours"] if h["reservation"] == "cr-h100-prod"}
+    assert hours["04:00"]["idleHours"] > 0, "train-1 ended at 4h: its slot idles until the overflow returns"
+    assert hours["02:00"]["idleHours"] == 0 and hours["20:00"]["idleHours"] == 0
+    block = by_id["cb-h100-block"]
+    assert block["kind"] == "capacity-block" and block["endsAt"].startswith("2026-03-02T14:00")
+    last = [h for h in day["reservations"]["hours"] if h["reservation"] == "cb-h100-block"][-1]
+    assert last["hour"].startswith("2026-03-02T13:00") and last["usedHours"] < 0.1, (
+        "its last hour idles: the node was drained ahead of the end"
+    )
+    total = day["reservations"]["total"]
+    assert total["idleCost"] == pytest.approx(held["idleCost"] + block["idleCost"], abs=0.02)
+
+
+def test_the_report_and_the_ledger_show_the_same_utilization(
+    reported: tuple[dict[str, Any], Path, Path],
+) -> None:
+    doc, page, ledger = reported
+    html = page.read_text()
+    assert "Reserved capacity" in html and "cr-h100-prod" in html and "Idle reserved GPUs" in html
+    result = cli("report", "reservations", "--ledger", ledger, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    from_ledger = json.loads(result.stdout)
+    assert from_ledger["total"]["idleCost"] == pytest.approx(doc["reservations"]["total"]["idleCost"])
+    assert from_ledger["total"]["gpuIdleHours"] == pytest.approx(doc["reservations"]["total"]["gpuIdleHours"])
+    headline = cli("report", "scale-down", "--ledger", ledger)
+    assert headline.returncode == 0, headline.stderr
+    assert "Idle reserved GPUs: " in headline.stdout and "Idle reserved: $" in headline.stdout
 
 
 def test_a_reservation_of_an_unknown_type_is_refused_naming_the_field(tmp_path: Path) -> None:

@@ -12,15 +12,21 @@ from provisioner.finops.ledger import Ledger, LedgerError, head_revision, url_fo
 from provisioner.finops.rows import BlockerRow, TeamAllocation
 from tests.builders import NOW as T0
 from tests.builders import action_row as action
-from tests.builders import usage_row
+from tests.builders import reservation_row, usage_row
 from tests.finops import shipped_ledger
 
 
 def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
     with Ledger(ledger_url) as ledger:
-        assert ledger.revision() == head_revision() == "0004"
+        assert ledger.revision() == head_revision() == "0005"
         tables = set(inspect(ledger.engine).get_table_names())
-    assert {"alembic_version", "disruption_actions", "disruption_blockers", "node_usage"} <= tables
+    assert {
+        "alembic_version",
+        "disruption_actions",
+        "disruption_blockers",
+        "node_usage",
+        "reservation_usage",
+    } <= tables
 
 
 def test_opening_a_ledger_again_changes_nothing(ledger_url):
@@ -154,3 +160,42 @@ def test_a_path_is_a_sqlite_file_and_postgresql_urls_use_psycopg(tmp_path):
     assert url_for(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
     assert url_for("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert url_for(None).startswith("sqlite:///")
+
+
+def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows(ledger_url):
+    """Revision 0004 is what the previous release shipped: its rows stay, and reservations can be added."""
+    from alembic import command
+
+    from provisioner.finops.ledger import _alembic_config
+
+    engine = create_engine(url_for(ledger_url))
+    with engine.begin() as conn:
+        command.upgrade(_alembic_config(conn), "0004")
+    engine.dispose()
+    old = Ledger(ledger_url, migrate=False)
+    assert old.revision() == "0004"
+    old.record_actions([action()])
+    old.record_usage([usage_row()])
+    old.close()
+    with Ledger(ledger_url) as ledger:
+        assert ledger.revision() == "0005"
+        assert [a.node for a in ledger.actions()] == ["n1"] and len(ledger.usage()) == 1
+        assert ledger.reservations() == []
+        ledger.record_reservations([reservation_row()])
+        assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]
+
+
+def test_reservation_rows_round_trip_and_are_read_by_window_and_pool(ledger_url):
+    block = reservation_row(
+        "cb-1",
+        time=T0 + timedelta(hours=1),
+        kind="capacity-block",
+        ends_at=T0 + timedelta(hours=6),
+        nodepools=("h100", "h100-spare"),
+    )
+    rows = [reservation_row(time=T0 - timedelta(days=8)), reservation_row(), block]
+    with Ledger(ledger_url) as ledger:
+        assert ledger.record_reservations(rows) == 3
+        assert ledger.reservations() == rows
+        assert ledger.reservations(since=T0 - timedelta(days=7)) == rows[1:]
+        assert ledger.reservations(pool="h100-spare") == [block]

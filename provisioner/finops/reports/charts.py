@@ -7,7 +7,7 @@ Pure: data in, SVG text out; nothing is read from the clock, the network or the 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import altair as alt
 import vl_convert
@@ -58,5 +58,39 @@ def bars(values: Sequence[tuple[str, float]], *, title: str, axis: str) -> str:
             x=alt.X("value:Q", title=axis),
             tooltip=["label:N", "value:Q"],
         )
+    )
+    return _svg(chart)
+
+
+def used_idle_areas(points: Sequence[tuple[str, datetime, float, float]], *, title: str, axis: str) -> str:
+    """Per clock hour, used stacked under idle (steps, one hour wide), one row per name (a reservation):
+    `points` are (name, hour, used, idle)."""
+    if not points:
+        return "<p>Nothing to chart in this window.</p>"
+    # A step is drawn up to the next point: close each row with a zero the hour after its last.
+    last: dict[str, datetime] = {}
+    for name, t, _, _ in points:
+        last[name] = max(t, last.get(name, t))
+    closed = [*points, *((name, t + timedelta(hours=1), 0.0, 0.0) for name, t in last.items())]
+    rows = [
+        {"name": name, "hour": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "state": state, "value": round(v, 4)}
+        for name, t, used, idle in closed
+        for state, v in (("used", used), ("idle", idle))
+    ]
+    chart = (
+        alt.Chart(alt.Data(values=rows), width=WIDTH - 100, height=110)
+        .mark_area(interpolate="step-after")
+        .encode(
+            x=alt.X("hour:T", title="Hour (UTC)", axis=alt.Axis(format="%m-%d %H:%M")),
+            y=alt.Y("sum(value):Q", title=axis),
+            color=alt.Color(
+                "state:N",
+                title=None,
+                scale=alt.Scale(domain=["used", "idle"], range=["#4c78a8", "#e45756"]),
+            ),
+            order=alt.Order("state:N", sort="descending"),
+            row=alt.Row("name:N", title=None),
+        )
+        .properties(title=title)
     )
     return _svg(chart)

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from provisioner.finops.reports.text import csv_text, table
-from provisioner.finops.rows import UsageRow
+from provisioner.finops.rows import ReservationRow, UsageRow
 
 NO_TEAM = "(no team)"
 UNALLOCATED = "unallocated"
@@ -48,8 +48,8 @@ class Share:
     usage: UsageRow
 
 
-def _pieces(row: UsageRow) -> list[tuple[datetime, float]]:
-    """(clock hour, hours of the row in it)."""
+def clock_hours(row: UsageRow | ReservationRow) -> list[tuple[datetime, float]]:
+    """(clock hour, hours of the row in it), for every clock hour the row's span touches."""
     start, end = row.time, row.time + timedelta(hours=row.hours)
     out = []
     hour = start.replace(minute=0, second=0, microsecond=0)
@@ -72,7 +72,7 @@ def shares(usage: Sequence[UsageRow]) -> list[Share]:
             used = 0.0
         owner = row.pool_owner or UNALLOCATED
         idle_gpus = max(0, row.gpu_capacity - sum(g for _, _, g in weights))
-        for hour, hours in _pieces(row):
+        for hour, hours in clock_hours(row):
             cost = row.price_per_hour * hours
             for team, weight, gpus in weights:
                 if weight > 0 or gpus > 0:

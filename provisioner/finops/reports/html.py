@@ -1,7 +1,8 @@
 """The HTML reports, for a person: one self-contained page (inline CSS, charts as inline SVG drawn at
 build time by `charts`), no script, nothing fetched when it opens.
 
-The headline gives the total paid, the realized savings and the run-rate; the tables have headers in
+The headline gives the total paid, the realized savings and the run-rate (and, with reservations, what
+they cost, their idle part and idle reserved GPU-hours); the tables have headers in
 words; each action shows its node before and after ($/h, type, capacity type) and its reason.
 """
 
@@ -80,6 +81,7 @@ def scale_down_page(report: Any) -> str:
         charts.bars(
             [(t.name, t.savings_per_hour) for t in report.reasons], title="Saved $/h by reason", axis="$/h"
         ),
+        *(reservations_section(report.reservations) if report.reservations is not None else ()),
         "<h2>By pool</h2>",
         table(sd.HEADERS, [sd.totals_row(t) for t in report.pools]),
         "<h2>By team</h2>",
@@ -118,3 +120,22 @@ def scale_down_page(report: Any) -> str:
         ),
     ]
     return page("Scale-down report", "\n".join(parts))
+
+
+def reservations_section(report: Any) -> list[str]:
+    """Reservation utilization (`reservations.ReservationReport`): the table and used/idle per hour."""
+    from provisioner.finops.reports import reservations as rv
+
+    return [
+        "<h2>Reserved capacity</h2>",
+        '<p class="note">Reservations are paid for every hour they exist, used or not; their nodes cost '
+        "$0/h more, so a node moved from on-demand into a reservation with room saves its whole on-demand "
+        "price. Used counts each running node by what its pods request (GPUs on a GPU type); idle is the "
+        "rest, empty slots included.</p>",
+        table(rv.HEADERS, [rv.values(u) for u in report.reservations]),
+        charts.used_idle_areas(
+            [(h.usage.name, h.hour, h.usage.used_hours, h.usage.idle_hours) for h in report.hours],
+            title="Reserved instance-hours per hour, used and idle",
+            axis="instance-hours",
+        ),
+    ]

@@ -13,6 +13,13 @@ The money rules (each has a test in tests/finops/test_money.py):
   $/h times 730 h, an estimate of a month ahead. The two are shown side by side and never added.
 - *Paid* is what the fleet cost: the usage samples' hours times their $/h (`provisioner.finops.meter`
   bills each node from launch to deletion). `simulate` prints this same figure for its run.
+- Reserved capacity is paid whether used or not: a reserved node's row costs $0/h more, so moving a node
+  from on-demand into a reservation with room saves the whole on-demand price. What the reservations
+  themselves cost, and their idle part, come from their own samples (`reservations`), beside Paid and
+  never added to it.
+
+Past 500 lines because the report is built and rendered (table, CSV, JSON) in one place, so every format
+carries the same figures; the HTML page is `html`'s and reservation utilization `reservations`'.
 
 An action naming several teams splits its money evenly among them; what teams paid is divided as
 `costs` divides it (requests, and idle to the pool's owner or "unallocated"), so team totals add up to the
@@ -29,8 +36,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from provisioner.finops.reports import costs
+from provisioner.finops.reports import reservations as reserved
 from provisioner.finops.reports.text import csv_text, table
-from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BlockerRow, UsageRow
+from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BlockerRow, ReservationRow, UsageRow
 
 NO_TEAM = costs.NO_TEAM
 CHURN_WINDOW = timedelta(hours=1)
@@ -121,6 +129,8 @@ class ScaleDownReport:
     cost_per_hour: dict[str, list[tuple[datetime, float]]] = field(default_factory=dict)
     """Pool -> ($ paid in each clock hour, from the usage rows), every hour of the window, zeros included."""
     actions: list[ActionView] = field(default_factory=list)
+    reservations: reserved.ReservationReport | None = None
+    """Reservation utilization over the window; None when the ledger has no reservation samples."""
 
     @property
     def run_rate_per_hour(self) -> float:
@@ -174,8 +184,10 @@ def build(
     now: datetime,
     pool: str | None = None,
     top_blockers: int = 10,
+    reservations: Sequence[ReservationRow] = (),
 ) -> ScaleDownReport:
     """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored."""
+    utilization = reserved.build(reservations, since=since, now=now, pool=pool)
 
     def keep(row: ActionRow | BlockerRow | UsageRow) -> bool:
         return since <= row.time < now and (pool is None or row.nodepool == pool)
@@ -272,6 +284,7 @@ def build(
         blockers=counts[:top_blockers],
         cost_per_hour=hourly_cost(usage, since=since, now=now),
         actions=views,
+        reservations=utilization if utilization.reservations else None,
     )
 
 
@@ -348,6 +361,7 @@ def totals_row(t: Totals) -> list[Any]:
 def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
     """The figures a reviewer reads first, as (label, value)."""
     t = report.total
+    extra = reserved.headline(report.reservations) if report.reservations else []
     return [
         ("Total paid", f"${t.cost:,.2f}"),
         ("Realized savings", f"${t.realized_savings:,.2f}"),
@@ -356,6 +370,7 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
         ("Workload evicted", f"{t.pods_evicted:,.0f} bare pods, ${t.evicted_per_hour:,.2f}/h"),
         ("Churn charged back", f"${report.churn.cost:,.2f} ({report.churn.nodes_launched_again} nodes)"),
+        *extra,
     ]
 
 
@@ -439,6 +454,15 @@ def to_table(report: ScaleDownReport, *, width: int | None = None) -> str:
             width=width,
         ),
     ]
+    if report.reservations:
+        sections.append(
+            table(
+                reserved.narrow(list(reserved.HEADERS)),
+                [reserved.narrow(reserved.values(u)) for u in report.reservations.reservations],
+                title="Reservations (paid whether used or not)",
+                width=width,
+            )
+        )
     return "\n\n".join(sections) + "\n"
 
 
@@ -457,6 +481,16 @@ def to_csv(report: ScaleDownReport) -> str:
     rows.append(
         ["churn", "replacements_disrupted_within_1h", *blanks, churn.replacements_disrupted_within_hour, ""]
     )
+    # A reservation's row: its idle $ and idle GPU-hours in those columns, paid in `cost`, the rest in words.
+    for u in report.reservations.reservations if report.reservations else ():
+        money: dict[str, Any] = dict.fromkeys(KEYS, "")
+        money.update(name=u.name, cost=round(u.cost, 2), idle_cost=round(u.idle_cost, 2))
+        money.update(gpu_idle_hours=round(u.gpu_idle_hours, 2))
+        detail = (
+            f"{u.instances}x {u.instance_type} in {u.zone} ({u.kind}); used {u.utilization:.1%} of "
+            f"{u.instance_hours:.2f} instance-hours; pools {','.join(u.nodepools) or '-'}"
+        )
+        rows.append(["reservation", *money.values(), u.instances, detail])
     return csv_text(headers, rows)
 
 
@@ -501,6 +535,7 @@ def to_dict(report: ScaleDownReport) -> dict[str, Any]:
             pool: [{"time": t.isoformat(), "dollars": round(v, 4)} for t, v in points]
             for pool, points in report.cost_per_hour.items()
         },
+        "reservations": reserved.to_dict(report.reservations) if report.reservations else None,
         "actions": [
             {
                 "time": v.row.time.isoformat(),
