@@ -11,7 +11,7 @@ order to `planner`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,8 +24,9 @@ from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.view import SolverView
+from provisioner.scheduling.pools import CompiledPools
 from provisioner.scheduling.results import Results
-from provisioner.scheduling.solver import SolveFn
+from provisioner.scheduling.solver import SolveFn, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
 
 
@@ -86,6 +87,8 @@ class Context:
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
         self.view = SolverView(snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod)
         self._blockers: dict[tuple[str, str], Blocker] = {}
+        # Every re-solve of the plan is over the same pools, types and daemonsets: compile them once.
+        self._solve_options = SolveOptions(compiled=CompiledPools(pools, instance_types, snapshot.daemonsets))
 
     def block(self, node: StateNode, kind: BlockerKind, detail: str, *, method: str) -> None:
         """Record why `method` keeps the node (the last word of a method about a node wins)."""
@@ -100,6 +103,13 @@ class Context:
 
     def free(self, node: StateNode) -> bool:
         return node.name not in self.removed and node.name not in self.destinations
+
+    def remove(self, names: Iterable[str]) -> None:
+        """Take these nodes out of the cluster's future before their commands are made (none of them may
+        receive the pods of another)."""
+        names = list(names)
+        self.removed.update(names)
+        self.view.drop(names)
 
     def done(self) -> bool:
         limit = self.settings.max_commands
@@ -124,6 +134,7 @@ class Context:
             pools=self.pool_list,
             instance_types=instance_types or self.instance_types,
             daemonsets=self.snapshot.daemonsets,
+            options=self._solve_options,
         )
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
@@ -171,5 +182,5 @@ class Context:
                 self.nodes[placement.node] = dataclasses.replace(dest, pods=(*dest.pods, placement.pod))
                 self.destinations.add(placement.node)
                 self.view.moved(placement.node, placement.pod)
-        self.view.drop(self.removed)
+        self.view.drop(n.name for n in command.nodes)
         self.result.commands.append(command)
