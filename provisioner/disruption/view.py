@@ -175,6 +175,9 @@ class SolverView:
                 continue
             seen.add(asks)
             cpu = requests.get(quantities.CPU, 0)
+            # Every target walked has room for the pod's CPU (the shelves' order): `fits` on the rest.
+            others = tuple(item for item in requests.items() if item[0] != quantities.CPU)
+            selective = bool(pod.node_selector or pod.required_node_terms)
             shelves = self._shelves_for(pod)
             # Per shelf, walk back from the tightest target with room for the pod's CPU (best fit, so pods
             # go where they fill nodes up); the best `per_pod` of the shelves together are the best overall.
@@ -184,17 +187,18 @@ class SolverView:
                 taken = 0
                 for index in range(shelf.with_cpu(cpu) - 1, -1, -1):
                     target = items[index]
-                    if (
-                        target.name in removed
-                        or target.name in excluded
-                        or not fits(requests, target.available)
-                        or not _labels_ok(pod, target.labels)
-                    ):
+                    if target.name in removed or target.name in excluded:
                         continue
-                    found.append(target)
-                    taken += 1
-                    if taken >= per_pod:
-                        break
+                    available = target.available
+                    for resource, amount in others:
+                        if amount > available.get(resource, 0):
+                            break
+                    else:
+                        if not selective or _labels_ok(pod, target.labels):
+                            found.append(target)
+                            taken += 1
+                            if taken >= per_pod:
+                                break
             if len(shelves) > 1:
                 found.sort(key=lambda t: t.rank, reverse=True)
                 del found[per_pod:]

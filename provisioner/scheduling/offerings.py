@@ -142,17 +142,24 @@ def _maxvec(options: Sequence[Option], dims: int) -> Vec:
     return tuple(out)
 
 
+SharedOptions = dict[tuple[int, "rq.Reqs"], tuple[list[Option], Vec]]
+"""(pool index, requirements) -> the options and their largest allocatable, across solves."""
+
+
 class OptionCache:
     """A pool's options under some requirements, per solve: nodes and pods with equal requirements
     share one list (its identity is what the solver compares to see whether a node's options changed),
     and the largest allocatable of each list, to reject a node without scanning its options."""
 
-    __slots__ = ("_dims", "_lists", "_maxvecs", "exhausted")
+    __slots__ = ("_dims", "_lists", "_maxvecs", "_shared", "exhausted")
 
-    def __init__(self, dims: int) -> None:
+    def __init__(self, dims: int, *, shared: SharedOptions | None = None) -> None:
         self._dims = dims
         self._lists: dict[tuple[int, rq.Reqs], list[Option]] = {}
         self._maxvecs: dict[int, Vec] = {}
+        self._shared = shared
+        """Lists earlier solves made over the same compiled pools (`pools.CompiledPools`), taken and added
+        to while this solve has used up no reservation (the lists are never changed once made)."""
         self.exhausted: set[str] = set()
         """Reservations this solve has used up: their offerings are no option any more."""
 
@@ -168,6 +175,12 @@ class OptionCache:
         cached = self._lists.get(key)
         if cached is not None:
             return cached
+        shared = None if self.exhausted else self._shared
+        if shared is not None and key in shared:
+            cached, maxvec = shared[key]
+            self._lists[key] = cached
+            self._maxvecs[id(cached)] = maxvec
+            return cached
         out: list[Option] = []
         for t in types:
             if not labels_ok(t.it, reqs):
@@ -177,7 +190,9 @@ class OptionCache:
                 out.append((o.price, t, o))
         out.sort(key=lambda x: (x[0], x[1].it.name))
         self._lists[key] = out
-        self._maxvecs[id(out)] = _maxvec(out, self._dims)
+        maxvec = self._maxvecs[id(out)] = _maxvec(out, self._dims)
+        if shared is not None:
+            shared[key] = (out, maxvec)
         return out
 
     def maxvec(self, options: list[Option]) -> Vec:

@@ -20,6 +20,7 @@ from provisioner.scheduling.offerings import (
     TYPE_KEYS,
     Option,
     PoolType,
+    SharedOptions,
     any_offering,
     labels_ok,
 )
@@ -107,7 +108,7 @@ class CompiledPools:
         self._pools = tuple(pools)
         self._instance_types = instance_types
         self._daemonsets = daemonsets
-        self._by_dims: dict[tuple[str, ...], list[Pool]] = {}
+        self._by_dims: dict[tuple[str, ...], tuple[list[Pool], SharedOptions]] = {}
 
     def compile(
         self,
@@ -116,8 +117,9 @@ class CompiledPools:
         *,
         dims: Dims,
         daemonsets: Sequence[DaemonSet],
-    ) -> list[Pool]:
-        """What `compile_pools` returns for these arguments."""
+    ) -> tuple[list[Pool], SharedOptions | None]:
+        """What `compile_pools` returns for these arguments, and the instance type options earlier solves
+        over the same compiled pools made (`OptionCache`; None when these are other pools)."""
         same = (
             instance_types is self._instance_types
             and daemonsets is self._daemonsets
@@ -125,15 +127,17 @@ class CompiledPools:
             and all(a is b for a, b in zip(pools, self._pools, strict=True))
         )
         if not same:
-            return compile_pools(pools, instance_types, dims=dims, daemonsets=daemonsets)
+            return compile_pools(pools, instance_types, dims=dims, daemonsets=daemonsets), None
         key = tuple(dims.names)
-        compiled = self._by_dims.get(key)
-        if compiled is None:
-            compiled = self._by_dims[key] = compile_pools(
-                pools, instance_types, dims=dims, daemonsets=daemonsets
+        found = self._by_dims.get(key)
+        if found is None:
+            found = self._by_dims[key] = (
+                compile_pools(pools, instance_types, dims=dims, daemonsets=daemonsets),
+                {},
             )
+        compiled, options = found
         # Everything but the limit counters is read-only during a solve.
-        return [dataclasses.replace(p, used={k: 0 for k in p.limits}) for p in compiled]
+        return [dataclasses.replace(p, used={k: 0 for k in p.limits}) for p in compiled], options
 
 
 def _compile(

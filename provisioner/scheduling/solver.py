@@ -135,9 +135,14 @@ class _Solver:
     ) -> None:
         self.options = options
         self.dims = Dims.of(pods, daemonsets=daemonsets, pools=pools)
-        compile = options.compiled.compile if options.compiled is not None else compile_pools
-        self.pools = compile(pools, instance_types, dims=self.dims, daemonsets=daemonsets)
-        self.cache = OptionCache(len(self.dims))
+        shared = None
+        if options.compiled is not None:
+            self.pools, shared = options.compiled.compile(
+                pools, instance_types, dims=self.dims, daemonsets=daemonsets
+            )
+        else:
+            self.pools = compile_pools(pools, instance_types, dims=self.dims, daemonsets=daemonsets)
+        self.cache = OptionCache(len(self.dims), shared=shared)
         self.existing = ex.capacity(
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
