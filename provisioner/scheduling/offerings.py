@@ -6,8 +6,8 @@ What a type offers after the pool's daemonsets is computed in `pools`; which pod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering
@@ -142,8 +142,14 @@ def _maxvec(options: Sequence[Option], dims: int) -> Vec:
     return tuple(out)
 
 
-SharedOptions = dict[tuple[int, "rq.Reqs"], tuple[list[Option], Vec]]
-"""(pool index, requirements) -> the options and their largest allocatable, across solves."""
+@dataclass(slots=True, eq=False)
+class SharedOptions:
+    """What solves over the same compiled pools (`pools.CompiledPools`) share: the option lists, each
+    with its largest allocatable, and why no option of a pool holds a request."""
+
+    lists: dict[tuple[int, rq.Reqs], tuple[list[Option], Vec]] = field(default_factory=dict)
+    reasons: dict[tuple[int, rq.Reqs, Vec], str] = field(default_factory=dict)
+    """(pool index, the pod's requirements alternative, its requests) -> why no type holds it."""
 
 
 class OptionCache:
@@ -176,8 +182,8 @@ class OptionCache:
         if cached is not None:
             return cached
         shared = None if self.exhausted else self._shared
-        if shared is not None and key in shared:
-            cached, maxvec = shared[key]
+        if shared is not None and key in shared.lists:
+            cached, maxvec = shared.lists[key]
             self._lists[key] = cached
             self._maxvecs[id(cached)] = maxvec
             return cached
@@ -192,8 +198,18 @@ class OptionCache:
         self._lists[key] = out
         maxvec = self._maxvecs[id(out)] = _maxvec(out, self._dims)
         if shared is not None:
-            shared[key] = (out, maxvec)
+            shared.lists[key] = (out, maxvec)
         return out
+
+    def reason(self, key: tuple[int, rq.Reqs, Vec], make: Callable[[], str]) -> str:
+        """Why no option of pool `key[0]` holds requests `key[2]` under alternative `key[1]`: `make()`,
+        once across the solves sharing options (it depends on the pool's types, not on availability)."""
+        if self._shared is None:
+            return make()
+        found = self._shared.reasons.get(key)
+        if found is None:
+            found = self._shared.reasons[key] = make()
+        return found
 
     def maxvec(self, options: list[Option]) -> Vec:
         """The largest allocatable per dimension over a list this cache returned (kept alive by it)."""

@@ -133,7 +133,7 @@ class CompiledPools:
         if found is None:
             found = self._by_dims[key] = (
                 compile_pools(pools, instance_types, dims=dims, daemonsets=daemonsets),
-                {},
+                SharedOptions(),
             )
         compiled, options = found
         # Everything but the limit counters is read-only during a solve.
