@@ -1,10 +1,11 @@
-"""Single-node consolidation verdicts kept from one plan to the next, so an unchanged candidate in an
-unchanged neighbourhood is not re-solved.
+"""Consolidation verdicts kept from one plan to the next, so an unchanged candidate in an unchanged
+neighbourhood is not re-solved (single-node candidates, and the prefixes multi-node consolidation tried).
 
 The controller (and `provisioner simulate`, which runs it) plans on every change, and each plan re-solved
 every consolidation candidate although most of them, and the nodes their pods could move to, had not
 changed. A verdict to keep a node ("its pods fit nowhere else", "not cheaper", ...) depends only on
-- the node: its Node, its NodeClaim (price, capacity type, pool) and its pods;
+- the node (each node of a multi-node prefix): its Node, its NodeClaim (price, capacity type, pool) and
+  its pods;
 - the nodes the re-solve is shown (`view`): each one's Node, NodeClaim and pods, in order;
 - what every re-solve of a plan shares: the pools (name, labels, annotations, spec), their instance
   types and offerings (availability and prices), the daemonsets, the namespaces' labels, the planner's
