@@ -115,7 +115,7 @@ class DisruptionController(Reconciler):
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: Plan | None = field(default=None, init=False)
     verdicts: Verdicts = field(default_factory=Verdicts, init=False)
-    """Single-node keep-verdicts of earlier plans: a plan re-solves only candidates whose neighbourhood
+    """Consolidation keep-verdicts of earlier plans: a plan re-solves only candidates whose neighbourhood
     changed since (the planner is pure and keeps nothing itself)."""
     done: list[_Active] = field(default_factory=list, init=False)
     """Commands carried out, oldest first (the simulator reports them)."""

@@ -90,7 +90,7 @@ class Context:
         self.view = SolverView(snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod)
         self._blockers: dict[tuple[str, str], Blocker] = {}
         self.verdicts = verdicts
-        """Keep-verdicts of earlier plans (single-node consolidation), when the caller keeps them."""
+        """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
         # Every re-solve of the plan is over the same pools, types and daemonsets: compile them once.
         self._solve_options = SolveOptions(compiled=CompiledPools(pools, instance_types, snapshot.daemonsets))
 

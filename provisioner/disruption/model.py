@@ -125,7 +125,7 @@ class Plan:
     solves: int = 0
     """Scheduler runs the plan took (the cost of proving pods still fit)."""
     reused: int = 0
-    """Single-node verdicts to keep a node taken from an earlier plan instead of a re-solve (`verdicts`)."""
+    """Consolidation verdicts to keep nodes taken from an earlier plan instead of a re-solve (`verdicts`)."""
 
     @property
     def records(self) -> list[NodeRecord]:

@@ -73,7 +73,7 @@ def plan(
 ) -> Plan:
     """Every disruption worth doing now, within budgets and PDBs, and the blocker of every node kept.
 
-    `verdicts`: the caller's cache of single-node keep-verdicts from its earlier plans of the same
+    `verdicts`: the caller's cache of consolidation keep-verdicts from its earlier plans of the same
     cluster (`verdicts`); the plan is the same with or without it, only cheaper."""
     pool_list = list(pools if pools is not None else snapshot.nodepools)
     moment = cand.aware(now) or now
