@@ -47,7 +47,7 @@ from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
-from provisioner.disruption import Command, Plan, plan
+from provisioner.disruption import Command, Plan, Verdicts, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
@@ -114,6 +114,9 @@ class DisruptionController(Reconciler):
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: Plan | None = field(default=None, init=False)
+    verdicts: Verdicts = field(default_factory=Verdicts, init=False)
+    """Consolidation keep-verdicts of earlier plans: a plan re-solves only candidates whose neighbourhood
+    changed since (the planner is pure and keeps nothing itself)."""
     done: list[_Active] = field(default_factory=list, init=False)
     """Commands carried out, oldest first (the simulator reports them)."""
     actions: list[ActionRow] = field(default_factory=list, init=False)
@@ -222,6 +225,7 @@ class DisruptionController(Reconciler):
             now=now,
             settings=self.disruption.planner,
             solve=self._solve_with_defaults,
+            verdicts=self.verdicts,
         )
         self.last_plan = result
         self._evaluations += 1

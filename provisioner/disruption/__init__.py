@@ -9,6 +9,7 @@ from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.disruption.context import Settings
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.planner import plan
+from provisioner.disruption.verdicts import Verdicts
 
 __all__ = [
     "Blocker",
@@ -18,6 +19,7 @@ __all__ = [
     "Plan",
     "PodMove",
     "Settings",
+    "Verdicts",
     "nodeclass_hash",
     "nodepool_hash",
     "plan",

@@ -136,11 +136,3 @@ def command(ctx: Context, nodes: Sequence[StateNode], results: Results, *, metho
         ),
         records=ctx.records(nodes, results, reason=DisruptionReason.UNDERUTILIZED, detail=detail),
     )
-
-
-def attempt(ctx: Context, nodes: Sequence[StateNode], *, method: str) -> tuple[Command, Results] | None:
-    """Re-solve the nodes' pods; the command and its results when consolidating them is worth it."""
-    results = ctx.simulate(nodes)
-    if judge(ctx, nodes, results) is not None:
-        return None
-    return command(ctx, nodes, results, method=method), results

@@ -11,7 +11,7 @@ order to `planner`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,13 +19,15 @@ from provisioner.api import NodePool
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
-from provisioner.disruption import records
+from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
 from provisioner.disruption.pdbs import PDBLedger
+from provisioner.disruption.verdicts import Verdict, Verdicts
 from provisioner.disruption.view import SolverView
+from provisioner.scheduling.pools import CompiledPools
 from provisioner.scheduling.results import Results
-from provisioner.scheduling.solver import SolveFn
+from provisioner.scheduling.solver import SolveFn, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
 
 
@@ -64,6 +66,7 @@ class Context:
         solve: SolveFn,
         budgets: BudgetTracker,
         removed: set[str],
+        verdicts: Verdicts | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.pools = {p.name: p for p in pools}
@@ -86,6 +89,10 @@ class Context:
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
         self.view = SolverView(snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod)
         self._blockers: dict[tuple[str, str], Blocker] = {}
+        self.verdicts = verdicts
+        """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
+        # Every re-solve of the plan is over the same pools, types and daemonsets: compile them once.
+        self._solve_options = SolveOptions(compiled=CompiledPools(pools, instance_types, snapshot.daemonsets))
 
     def block(self, node: StateNode, kind: BlockerKind, detail: str, *, method: str) -> None:
         """Record why `method` keeps the node (the last word of a method about a node wins)."""
@@ -100,6 +107,13 @@ class Context:
 
     def free(self, node: StateNode) -> bool:
         return node.name not in self.removed and node.name not in self.destinations
+
+    def remove(self, names: Iterable[str]) -> None:
+        """Take these nodes out of the cluster's future before their commands are made (none of them may
+        receive the pods of another)."""
+        names = list(names)
+        self.removed.update(names)
+        self.view.drop(names)
 
     def done(self) -> bool:
         limit = self.settings.max_commands
@@ -116,15 +130,48 @@ class Context:
         instance_types: Mapping[str, Sequence[InstanceType]] | None = None,
     ) -> Results:
         """Re-solve the nodes' pods as if the nodes were gone."""
-        pods = [dataclasses.replace(p, node_name=None) for n in nodes for p in cand.reschedulable(n)]
+        return self.solve(nodes, self.shown(nodes), instance_types=instance_types)
+
+    def shown(self, nodes: Sequence[StateNode]) -> Snapshot:
+        """The snapshot a re-solve of the nodes' pods is shown."""
+        pods = [p for n in nodes for p in cand.reschedulable(n)]
+        return self.view.for_pods(pods, removed=self.removed, excluded={n.name for n in nodes})
+
+    def solve(
+        self,
+        nodes: Sequence[StateNode],
+        shown: Snapshot,
+        *,
+        instance_types: Mapping[str, Sequence[InstanceType]] | None = None,
+    ) -> Results:
+        """Re-solve the nodes' pods, unbound, on what `shown` gave for them."""
         self.result.solves += 1
         return self._solve(
-            pods,
-            self.view.for_pods(pods, removed=self.removed, excluded={n.name for n in nodes}),
+            [dataclasses.replace(p, node_name=None) for n in nodes for p in cand.reschedulable(n)],
+            shown,
             pools=self.pool_list,
             instance_types=instance_types or self.instance_types,
             daemonsets=self.snapshot.daemonsets,
+            options=self._solve_options,
         )
+
+    def recall(
+        self, nodes: Sequence[StateNode], shown: Snapshot
+    ) -> tuple[tuple[object, ...], Verdict | None]:
+        """What a keep-verdict on these nodes re-solved on `shown` depends on, and the verdict an earlier
+        plan made from exactly that (None: re-solve)."""
+        if self.verdicts is None:
+            return (), None
+        key = verdicts.inputs(nodes, shown)
+        found = self.verdicts.get(tuple(n.name for n in nodes), key)
+        if found is not None:
+            self.result.reused += 1
+        return key, found
+
+    def remember(self, nodes: Sequence[StateNode], key: tuple[object, ...], verdict: Verdict) -> None:
+        """Keep the verdict of a re-solve that `recall` did not know, for the next plans."""
+        if self.verdicts is not None:
+            self.verdicts.keep(tuple(n.name for n in nodes), key, verdict)
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
         """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""
@@ -171,5 +218,5 @@ class Context:
                 self.nodes[placement.node] = dataclasses.replace(dest, pods=(*dest.pods, placement.pod))
                 self.destinations.add(placement.node)
                 self.view.moved(placement.node, placement.pod)
-        self.view.drop(self.removed)
+        self.view.drop(n.name for n in command.nodes)
         self.result.commands.append(command)

@@ -75,7 +75,7 @@ def expiration(ctx: Context) -> None:
         if expire_after is not None and born is not None and born + expire_after <= ctx.now:
             due.append((node, born))
     # All of them go: none may receive the pods of another.
-    ctx.removed.update(node.name for node, _ in due)
+    ctx.remove(node.name for node, _ in due)
     for node, born in due:
         if ctx.done():
             return

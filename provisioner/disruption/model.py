@@ -124,6 +124,8 @@ class Plan:
     """Nodes the planner looked at (every node with a claim)."""
     solves: int = 0
     """Scheduler runs the plan took (the cost of proving pods still fit)."""
+    reused: int = 0
+    """Consolidation verdicts to keep nodes taken from an earlier plan instead of a re-solve (`verdicts`)."""
 
     @property
     def records(self) -> list[NodeRecord]:

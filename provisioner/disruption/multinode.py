@@ -15,7 +15,7 @@ from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption import candidates as cand
 from provisioner.disruption import consolidation
 from provisioner.disruption.context import Context
-from provisioner.disruption.model import Command
+from provisioner.disruption.model import BlockerKind, Command
 from provisioner.disruption.records import CENT
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
@@ -74,6 +74,23 @@ def _not_same_type(
     return consolidation.command(ctx, nodes, results, method=METHOD), results
 
 
+def _attempt(ctx: Context, nodes: Sequence[StateNode]) -> tuple[Command, Results] | None:
+    """The command for these nodes together, when worth it; an earlier plan's "no" for exactly these
+    nodes among exactly the same others is taken as it is (the search then goes the same way)."""
+    shown = ctx.shown(nodes)
+    key, kept = ctx.recall(nodes, shown)
+    if kept is not None:
+        return None
+    results = ctx.solve(nodes, shown)
+    why = consolidation.judge(ctx, nodes, results)
+    found = None if why is not None else (consolidation.command(ctx, nodes, results, method=METHOD), results)
+    if found is not None:
+        found = _not_same_type(ctx, nodes, found)
+    if found is None:
+        ctx.remember(nodes, key, why or (BlockerKind.NOT_CHEAPER, "no replacement option is cheaper"))
+    return found
+
+
 def run(ctx: Context) -> None:
     """Consolidate the longest prefix of candidates that is worth it, if at least two nodes."""
     chosen = _chosen(ctx)
@@ -87,9 +104,7 @@ def run(ctx: Context) -> None:
         prefix = chosen[:mid]
         found = None
         if ctx.pdbs.blocker(p for n in prefix for p in cand.reschedulable(n)) is None:
-            found = consolidation.attempt(ctx, prefix, method=METHOD)
-        if found is not None:
-            found = _not_same_type(ctx, prefix, found)
+            found = _attempt(ctx, prefix)
         if found is not None:
             best = found
             lo = mid + 1

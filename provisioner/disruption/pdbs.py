@@ -29,7 +29,11 @@ def allowed_disruptions(pdb: PodDisruptionBudget, pods: Iterable[Pod]) -> int:
     """Evictions the budget allows now (never negative)."""
     if pdb.disruptions_allowed is not None:
         return max(0, pdb.disruptions_allowed)
-    matching = [p for p in pods if not p.is_terminal and pdb.matches(p)]
+    return _allowed(pdb, [p for p in pods if not p.is_terminal and pdb.matches(p)])
+
+
+def _allowed(pdb: PodDisruptionBudget, matching: list[Pod]) -> int:
+    """Evictions the budget allows, from the non-terminal pods it selects."""
     expected = len(matching)
     healthy = sum(1 for p in matching if _healthy(p))
     if pdb.max_unavailable is not None:
@@ -52,18 +56,36 @@ class PDBLedger:
         for pdb in self._pdbs:
             self._by_namespace.setdefault(pdb.namespace, []).append(pdb)
         self.remaining: dict[str, int] = {}
-        by_ns_pods: dict[str, list[Pod]] = {}
+        self._of: dict[tuple[str, frozenset[tuple[str, str]]], list[PodDisruptionBudget]] = {}
+        """(namespace, labels) -> the PDBs selecting pods with them."""
+        # Pods repeat a few label sets per namespace (a Deployment's replicas): match each set once.
+        by_labels: dict[str, dict[frozenset[tuple[str, str]], list[Pod]]] = {}
         for pod in pod_list:
-            by_ns_pods.setdefault(pod.namespace, []).append(pod)
+            sets = by_labels.setdefault(pod.namespace, {})
+            sets.setdefault(frozenset(pod.labels.items()), []).append(pod)
         for pdb in self._pdbs:
-            self.remaining[self.key(pdb)] = allowed_disruptions(pdb, by_ns_pods.get(pdb.namespace, ()))
+            if pdb.disruptions_allowed is not None:
+                self.remaining[self.key(pdb)] = max(0, pdb.disruptions_allowed)
+                continue
+            selector = pdb.selector
+            matching = [
+                pod
+                for group in by_labels.get(pdb.namespace, {}).values()
+                if selector is not None and selector.matches(group[0].labels)
+                for pod in group
+            ]
+            self.remaining[self.key(pdb)] = _allowed(pdb, matching)
 
     @staticmethod
     def key(pdb: PodDisruptionBudget) -> str:
         return f"{pdb.namespace}/{pdb.name}"
 
     def budgets_of(self, pod: Pod) -> list[PodDisruptionBudget]:
-        return [p for p in self._by_namespace.get(pod.namespace, ()) if p.matches(pod)]
+        key = (pod.namespace, frozenset(pod.labels.items()))
+        found = self._of.get(key)
+        if found is None:
+            found = self._of[key] = [p for p in self._by_namespace.get(pod.namespace, ()) if p.matches(pod)]
+        return found
 
     def blocker(self, pods: Iterable[Pod], *, spent: Mapping[str, int] | None = None) -> str | None:
         """Why evicting these pods together would break a PDB, or None when it would not."""

@@ -27,6 +27,7 @@ from provisioner.disruption import emptiness, expiration_drift, multinode, prefe
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.context import Context, Settings
 from provisioner.disruption.model import Plan
+from provisioner.disruption.verdicts import Shared, Verdicts
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot
 
@@ -68,21 +69,34 @@ def plan(
     settings: Settings = Settings(),
     pools: Sequence[NodePool] | None = None,
     solve: SolveFn | None = None,
+    verdicts: Verdicts | None = None,
 ) -> Plan:
-    """Every disruption worth doing now, within budgets and PDBs, and the blocker of every node kept."""
+    """Every disruption worth doing now, within budgets and PDBs, and the blocker of every node kept.
+
+    `verdicts`: the caller's cache of consolidation keep-verdicts from its earlier plans of the same
+    cluster (`verdicts`); the plan is the same with or without it, only cheaper."""
     pool_list = list(pools if pools is not None else snapshot.nodepools)
     moment = cand.aware(now) or now
     budgets, disrupting = _budgets(snapshot, pool_list, now=moment)
+    # No method may move pods into a Capacity Block about to end (they would be moved out again).
+    types = expiration_drift.without_ending_blocks(instance_types, now=moment)
+    solve = solve or scheduling.solve
+    if verdicts is not None:
+        verdicts.start(
+            Shared.of(
+                pools=pool_list, instance_types=types, snapshot=snapshot, settings=settings, solve=solve
+            )
+        )
     ctx = Context(
         snapshot,
         pools=pool_list,
-        # No method may move pods into a Capacity Block about to end (they would be moved out again).
-        instance_types=expiration_drift.without_ending_blocks(instance_types, now=moment),
+        instance_types=types,
         now=moment,
         settings=settings,
-        solve=solve or scheduling.solve,
+        solve=solve,
         budgets=budgets,
         removed=disrupting,
+        verdicts=verdicts,
     )
     for node in snapshot.nodes:
         if node.claim is None or cand.disrupting(node):

@@ -89,19 +89,26 @@ def run(ctx: Context) -> None:
         if not ctx.view.pods_fit_elsewhere(node, removed=ctx.removed):
             floor = floors.of(node)
             if floor is None or floor >= node.price - CENT:
-                shown = (
+                cheapest = (
                     "no instance type" if floor is None else f"the cheapest type that fits (${floor:.4f}/h)"
                 )
                 ctx.block(
                     node,
                     BlockerKind.NOT_CHEAPER,
-                    f"its pods fit on no other node and {shown} is not cheaper than ${node.price:.4f}/h",
+                    f"its pods fit on no other node and {cheapest} is not cheaper than ${node.price:.4f}/h",
                     method=METHOD,
                 )
                 continue
-        results = ctx.simulate([node])
+        shown = ctx.shown([node])
+        key, kept = ctx.recall([node], shown)
+        if kept is not None:
+            # An earlier plan re-solved exactly this node among exactly these nodes and kept it.
+            ctx.block(node, kept[0], kept[1], method=METHOD)
+            continue
+        results = ctx.solve([node], shown)
         why = consolidation.judge(ctx, [node], results)
         if why is not None:
+            ctx.remember([node], key, why)
             ctx.block(node, why[0], why[1], method=METHOD)
             continue
         command = consolidation.command(ctx, [node], results, method=METHOD)

@@ -127,7 +127,7 @@ def _alt_fit(v: Variant, pool: Pool, alt: rq.Reqs, *, cache: OptionCache, dims: 
                 if short is not None:
                     return short
             return PoolFit(reqs=merged, options=options, standalone=price)
-    return _why_no_type(v, pool, alt, merged, dims=dims)
+    return cache.reason((pool.index, alt, req), lambda: _why_no_type(v, pool, alt, merged, dims=dims))
 
 
 def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims: Dims) -> str:

@@ -6,8 +6,8 @@ What a type offers after the pool's daemonsets is computed in `pools`; which pod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering
@@ -142,17 +142,30 @@ def _maxvec(options: Sequence[Option], dims: int) -> Vec:
     return tuple(out)
 
 
+@dataclass(slots=True, eq=False)
+class SharedOptions:
+    """What solves over the same compiled pools (`pools.CompiledPools`) share: the option lists, each
+    with its largest allocatable, and why no option of a pool holds a request."""
+
+    lists: dict[tuple[int, rq.Reqs], tuple[list[Option], Vec]] = field(default_factory=dict)
+    reasons: dict[tuple[int, rq.Reqs, Vec], str] = field(default_factory=dict)
+    """(pool index, the pod's requirements alternative, its requests) -> why no type holds it."""
+
+
 class OptionCache:
     """A pool's options under some requirements, per solve: nodes and pods with equal requirements
     share one list (its identity is what the solver compares to see whether a node's options changed),
     and the largest allocatable of each list, to reject a node without scanning its options."""
 
-    __slots__ = ("_dims", "_lists", "_maxvecs", "exhausted")
+    __slots__ = ("_dims", "_lists", "_maxvecs", "_shared", "exhausted")
 
-    def __init__(self, dims: int) -> None:
+    def __init__(self, dims: int, *, shared: SharedOptions | None = None) -> None:
         self._dims = dims
         self._lists: dict[tuple[int, rq.Reqs], list[Option]] = {}
         self._maxvecs: dict[int, Vec] = {}
+        self._shared = shared
+        """Lists earlier solves made over the same compiled pools (`pools.CompiledPools`), taken and added
+        to while this solve has used up no reservation (the lists are never changed once made)."""
         self.exhausted: set[str] = set()
         """Reservations this solve has used up: their offerings are no option any more."""
 
@@ -168,6 +181,12 @@ class OptionCache:
         cached = self._lists.get(key)
         if cached is not None:
             return cached
+        shared = None if self.exhausted else self._shared
+        if shared is not None and key in shared.lists:
+            cached, maxvec = shared.lists[key]
+            self._lists[key] = cached
+            self._maxvecs[id(cached)] = maxvec
+            return cached
         out: list[Option] = []
         for t in types:
             if not labels_ok(t.it, reqs):
@@ -177,8 +196,20 @@ class OptionCache:
                 out.append((o.price, t, o))
         out.sort(key=lambda x: (x[0], x[1].it.name))
         self._lists[key] = out
-        self._maxvecs[id(out)] = _maxvec(out, self._dims)
+        maxvec = self._maxvecs[id(out)] = _maxvec(out, self._dims)
+        if shared is not None:
+            shared.lists[key] = (out, maxvec)
         return out
+
+    def reason(self, key: tuple[int, rq.Reqs, Vec], make: Callable[[], str]) -> str:
+        """Why no option of pool `key[0]` holds requests `key[2]` under alternative `key[1]`: `make()`,
+        once across the solves sharing options (it depends on the pool's types, not on availability)."""
+        if self._shared is None:
+            return make()
+        found = self._shared.reasons.get(key)
+        if found is None:
+            found = self._shared.reasons[key] = make()
+        return found
 
     def maxvec(self, options: list[Option]) -> Vec:
         """The largest allocatable per dimension over a list this cache returned (kept alive by it)."""

@@ -7,6 +7,7 @@ The order pools are tried in (weight descending, then name) is set here; which p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from provisioner.scheduling.offerings import (
     TYPE_KEYS,
     Option,
     PoolType,
+    SharedOptions,
     any_offering,
     labels_ok,
 )
@@ -87,6 +89,55 @@ def compile_pools(
         _compile(i, p, instance_types.get(p.name, ()), dims=dims, daemonsets=daemonsets)
         for i, p in enumerate(ordered)
     ]
+
+
+class CompiledPools:
+    """Pools compiled once for many solves over the same pools, instance types and daemonsets (the
+    disruption planner re-solves hundreds of times per plan, each time with the same ones): per set of
+    dimensions, the pools as `compile_pools` makes them, handed out with fresh limit counters.
+
+    Only for those exact objects (compared by identity), which the holder must not change while it
+    keeps this; a solve over any other pools, types or daemonsets compiles them afresh."""
+
+    def __init__(
+        self,
+        pools: Sequence[NodePool],
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        daemonsets: Sequence[DaemonSet],
+    ) -> None:
+        self._pools = tuple(pools)
+        self._instance_types = instance_types
+        self._daemonsets = daemonsets
+        self._by_dims: dict[tuple[str, ...], tuple[list[Pool], SharedOptions]] = {}
+
+    def compile(
+        self,
+        pools: Sequence[NodePool],
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        *,
+        dims: Dims,
+        daemonsets: Sequence[DaemonSet],
+    ) -> tuple[list[Pool], SharedOptions | None]:
+        """What `compile_pools` returns for these arguments, and the instance type options earlier solves
+        over the same compiled pools made (`OptionCache`; None when these are other pools)."""
+        same = (
+            instance_types is self._instance_types
+            and daemonsets is self._daemonsets
+            and len(pools) == len(self._pools)
+            and all(a is b for a, b in zip(pools, self._pools, strict=True))
+        )
+        if not same:
+            return compile_pools(pools, instance_types, dims=dims, daemonsets=daemonsets), None
+        key = tuple(dims.names)
+        found = self._by_dims.get(key)
+        if found is None:
+            found = self._by_dims[key] = (
+                compile_pools(pools, instance_types, dims=dims, daemonsets=daemonsets),
+                SharedOptions(),
+            )
+        compiled, options = found
+        # Everything but the limit counters is read-only during a solve.
+        return [dataclasses.replace(p, used={k: 0 for k in p.limits}) for p in compiled], options
 
 
 def _compile(

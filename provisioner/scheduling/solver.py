@@ -53,6 +53,7 @@ from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
 from provisioner.scheduling.pools import (
+    CompiledPools,
     Pool,
     compile_pools,
     first_fit,
@@ -83,6 +84,9 @@ class SolveOptions:
     """Prefix of the placeholder names of new claims (`<prefix><pool>-<n>`)."""
     pool_defaults: pool_order.ClusterDefaults = pool_order.NO_DEFAULTS
     """The cluster's default CPU and GPU pool lists, for pods that name no list (`pool_order`)."""
+    compiled: CompiledPools | None = None
+    """Pools already compiled for these pools, types and daemonsets (a caller solving many times over the
+    same ones, as the disruption planner does); None compiles them for this solve."""
 
 
 @dataclass(slots=True, eq=False)
@@ -131,8 +135,14 @@ class _Solver:
     ) -> None:
         self.options = options
         self.dims = Dims.of(pods, daemonsets=daemonsets, pools=pools)
-        self.pools = compile_pools(pools, instance_types, dims=self.dims, daemonsets=daemonsets)
-        self.cache = OptionCache(len(self.dims))
+        shared = None
+        if options.compiled is not None:
+            self.pools, shared = options.compiled.compile(
+                pools, instance_types, dims=self.dims, daemonsets=daemonsets
+            )
+        else:
+            self.pools = compile_pools(pools, instance_types, dims=self.dims, daemonsets=daemonsets)
+        self.cache = OptionCache(len(self.dims), shared=shared)
         self.existing = ex.capacity(
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
