@@ -264,7 +264,7 @@ def run_command(
     from provisioner.controllers.metrics import Metrics
     from provisioner.controllers.settings import Settings
     from provisioner.kube import client as kc
-    from provisioner.kube.api import KubeClusterAPI
+    from provisioner.kube.api import EventWriter, KubeClusterAPI
     from provisioner.kube.informers import Informers
     from provisioner.kube.leader import LeaderElector
     from provisioner.scheduling.pool_order import ClusterDefaults
@@ -316,7 +316,8 @@ def run_command(
         else None
     )
     is_leader = elector.is_leader if elector is not None else (lambda: True)
-    cluster = KubeClusterAPI(client, informers.feeder, may_write=is_leader, clock=clock)
+    events = EventWriter(client)
+    cluster = KubeClusterAPI(client, informers.feeder, may_write=is_leader, clock=clock, events=events)
     settings = Settings(
         cluster_name=cluster_name,
         batch_idle=timedelta(seconds=batch_idle),
@@ -327,6 +328,7 @@ def run_command(
         gc_grace=timedelta(seconds=gc_grace),
         node_gc_grace=timedelta(seconds=gc_grace),
         gc_interval=timedelta(seconds=gc_interval),
+        claim_writers=8,
     )
     recorder = None
     if ledger.lower() != "none":
@@ -386,6 +388,7 @@ def run_command(
     )
     if recorder is not None:
         recorder.start()
+    events.start()
     for t in threads:
         t.start()
     log.info(
@@ -401,6 +404,7 @@ def run_command(
         stop.wait(0.5)
     for t in threads:
         t.join(timeout=30)
+    events.stop(timeout=5)
     if recorder is not None:
         recorder.stop()
     if elector is not None:

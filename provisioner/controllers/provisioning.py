@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from provisioner import scheduling
+from provisioner.api import NodeClaim, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.provider_set import pool_instance_types
@@ -139,8 +140,18 @@ class ProvisioningController(Reconciler):
             len(results.new_claims),
             len(results.unschedulable),
         )
-        for new in results.new_claims:
-            self._create_claim(new, snap)
+        # Every claim first, then the Events: a claim is capacity on its way, an Event only says so, and
+        # one Event per pod written between the claims (or sent alongside them, by a background writer)
+        # would hold the last claim back by most of the batch.
+        claims = [
+            (new, build_nodeclaim(new, snap, suffix=self.settings.name_suffix()))
+            for new in results.new_claims
+        ]
+        written = self._write_claims(claims)
+        self._failed_writes += written.count(False)
+        for (new, claim), ok in zip(claims, written, strict=True):
+            if ok:
+                self._nominate(new.pods, claim.name)
         self._events_for_unschedulable(results.unschedulable, {p.key for p in pods})
         return results
 
@@ -149,15 +160,21 @@ class ProvisioningController(Reconciler):
         base = self.solve_options if self.solve_options is not None else SolveOptions()
         return replace(base, pool_defaults=self.settings.pool_defaults)
 
-    def _create_claim(self, new: NewClaim, snap: Snapshot) -> None:
-        claim = build_nodeclaim(new, snap, suffix=self.settings.name_suffix())
+    def _write_claims(self, claims: Sequence[tuple[NewClaim, NodeClaim]]) -> list[bool]:
+        """Whether each claim was written: `settings.claim_writers` at a time, in order when 1."""
+        writers = min(self.settings.claim_writers, len(claims))
+        if writers <= 1:
+            return [self._create_claim(new, claim) for new, claim in claims]
+        with ThreadPoolExecutor(writers, thread_name_prefix="claims") as pool:
+            return list(pool.map(lambda c: self._create_claim(*c), claims))
+
+    def _create_claim(self, new: NewClaim, claim: NodeClaim) -> bool:
         name = claim.name
         try:
             self.cluster.create_nodeclaim(claim)
         except ClusterError as err:
             log.warning("could not create NodeClaim %s: %s; the batch will be solved again", name, err)
-            self._failed_writes += 1
-            return
+            return False
         self.metrics.nodeclaims_created.labels(nodepool=new.nodepool.name).inc()
         options = ", ".join(t.name for t in new.instance_types[:5])
         log.info(
@@ -170,7 +187,10 @@ class ProvisioningController(Reconciler):
             claim.metadata.annotations[wk.PLANNED_OFFERING],
             new.price,
         )
-        for pod in new.pods:
+        return True
+
+    def _nominate(self, pods: Sequence[Pod], name: str) -> None:
+        for pod in pods:
             if self._nominated.get(pod.key) == name:
                 continue
             self._nominated[pod.key] = name

@@ -45,6 +45,10 @@ class Settings:
     """The cluster's default pool lists: CPU pools and GPU pools, in order, for pods that name no
     `provisioner.sh/nodepools` list (`--default-cpu-pools`, `--default-gpu-pools`). Empty: the pool named
     `default`, else every pool by weight."""
+    claim_writers: int = 1
+    """NodeClaims of one batch written at once (API calls in flight). `provisioner run` writes several, as
+    Karpenter does: a batch of 10,000 pods is about 1,000 claims, one API round trip each. The simulator
+    and the tests keep 1 (their clusters are written from one thread, in order)."""
     event_namespace: str = "default"
     name_suffix: Callable[[], str] = field(default=lambda: secrets.token_hex(3), compare=False)
     """Makes the suffix of every name the controllers invent (NodeClaims, disruption commands). Random in

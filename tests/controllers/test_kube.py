@@ -214,7 +214,7 @@ current-context: test
         client.create(kc.NODE, {"metadata": {"name": "via-kubeconfig"}})
         items, rv = client.list(kc.NODE)
         assert [i["metadata"]["name"] for i in items] == ["via-kubeconfig"] and rv
-        last = kube_server.emulator._requests[-1]
+        last = kube_server.emulator.last_request
         assert last.headers.get("Authorization") == "Bearer abc"
     finally:
         client.close()
