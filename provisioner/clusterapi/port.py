@@ -105,7 +105,9 @@ class ClusterAPI(Protocol):
 
 
 def merge_patch(target: Mapping[str, Any] | None, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: dicts merge recursively, None removes a key, anything else replaces."""
+    """RFC 7386 JSON merge patch: dicts merge recursively, None removes a key, anything else replaces.
+    Neither argument is changed: the result is a new dict at every level the patch touches, and shares
+    the rest with `target` (and the values it sets with `patch`)."""
     if not isinstance(patch, Mapping):
         return patch
     out: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}

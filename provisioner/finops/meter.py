@@ -9,6 +9,9 @@ between two samples is billed for the time it lived, not for the whole interval;
 cost is the fleet's cost, and `simulate` and `report` read that one sum.
 
 Allocation (teams, workloads, requests) is sampled at the end of each node's row: a row is one sample.
+A pass only notes the node as it saw it (the snapshot's objects are frozen); the sample is taken from
+that when the row is written, so a pass costs a lookup per node, not a sample (a 10,000-node cluster
+is observed far more often than its rows are written).
 
 Reservations are metered by `observe_reservations` at every pass, from the reservations the cloud last
 offered (`rows.offered_reservations`: asking is a call to the cloud, so the caller asks once per interval)
@@ -18,7 +21,7 @@ and its row is cut wherever its counts change, so each row holds the counts of t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
@@ -31,7 +34,7 @@ from provisioner.finops.rows import (
     reservation_rows,
     usage_row,
 )
-from provisioner.state.cluster import Snapshot
+from provisioner.state.cluster import Snapshot, StateNode
 
 Row = TypeVar("Row", UsageRow, ReservationRow)
 
@@ -42,13 +45,25 @@ class _Open(Generic[Row]):
     """Start of the hours not yet written."""
     last_seen: datetime
     sample: Row
-    """The node (or reservation) as last seen (hours and time are set when the row is written)."""
+    """The reservation as last seen (hours and time are set when the row is written)."""
+
+
+@dataclass(slots=True)
+class _OpenNode:
+    since: datetime
+    """Start of the hours not yet written."""
+    last_seen: datetime
+    node: StateNode
+    """The node as last seen..."""
+    namespaces: Mapping[str, Mapping[str, str]]
+    pool_owner: str
+    """...with its namespaces' labels and its pool's owner then: the row's sample."""
 
 
 class UsageMeter:
     def __init__(self, *, interval: timedelta) -> None:
         self.interval = interval
-        self._open: dict[str, _Open[UsageRow]] = {}
+        self._open: dict[str, _OpenNode] = {}
         """Claim name -> what is not yet written."""
         self._last_emit: datetime | None = None
         self._reserved: dict[str, _Open[ReservationRow]] = {}
@@ -65,24 +80,22 @@ class UsageMeter:
             if claim is None or not claim.status.provider_id:
                 continue
             alive.add(claim.name)
-            sample = usage_row(
-                node,
-                time=now,
-                hours=0.0,
-                namespaces=snapshot.namespaces,
-                pool_owner=owners.get(node.nodepool or "", ""),
-            )
+            owner = owners.get(node.nodepool or "", "")
             entry = self._open.get(claim.name)
             if entry is None:
-                self._open[claim.name] = _Open(since=now, last_seen=now, sample=sample)
+                self._open[claim.name] = _OpenNode(
+                    since=now, last_seen=now, node=node, namespaces=snapshot.namespaces, pool_owner=owner
+                )
             else:
-                entry.last_seen, entry.sample = now, sample
-        rows = [self._row(self._open.pop(name)) for name in sorted(set(self._open) - alive)]
+                entry.last_seen, entry.node, entry.namespaces = now, node, snapshot.namespaces
+                entry.pool_owner = owner
+        gone = [self._open.pop(name) for name in sorted(set(self._open) - alive)]
+        rows = [self._node_row(entry) for entry in gone if entry.last_seen > entry.since]
         if self._last_emit is None:
             self._last_emit = now
         elif now - self._last_emit >= self.interval:
             rows += self.flush(now)
-        return [r for r in rows if r.hours > 0]
+        return rows
 
     def flush(self, now: datetime) -> list[UsageRow]:
         """Rows for every node still alive, up to `now` (at each interval, and when the controller stops)."""
@@ -91,9 +104,10 @@ class UsageMeter:
         for name in sorted(self._open):
             entry = self._open[name]
             entry.last_seen = max(entry.last_seen, now)
-            rows.append(self._row(entry))
+            if entry.last_seen > entry.since:
+                rows.append(self._node_row(entry))
             entry.since = now
-        return [r for r in rows if r.hours > 0]
+        return rows
 
     def observe_reservations(
         self, snapshot: Snapshot, offered: Sequence[OfferedReservation], now: datetime
@@ -139,3 +153,14 @@ class UsageMeter:
     def _row(entry: _Open[Row]) -> Row:
         hours = (entry.last_seen - entry.since).total_seconds() / 3600
         return replace(entry.sample, time=entry.since, hours=hours)
+
+    @staticmethod
+    def _node_row(entry: _OpenNode) -> UsageRow:
+        hours = (entry.last_seen - entry.since).total_seconds() / 3600
+        return usage_row(
+            entry.node,
+            time=entry.since,
+            hours=hours,
+            namespaces=entry.namespaces,
+            pool_owner=entry.pool_owner,
+        )

@@ -90,8 +90,10 @@ class SimCluster(MemoryCluster):
     # Helpers for the stand-ins below (not part of ClusterAPI).
 
     def create(self, kind: str, doc: Mapping[str, Any]) -> None:
-        body = copy.deepcopy(dict(doc))
-        body.setdefault("metadata", {}).setdefault("creationTimestamp", isoformat(self.clock.now()))
+        # A new top level and metadata; the rest is shared with `doc`, as objects' documents are only read
+        # (see MemoryCluster).
+        meta = {"creationTimestamp": isoformat(self.clock.now()), **(doc.get("metadata") or {})}
+        body = {**doc, "metadata": meta}
         if kind == "Pod":
             body = gated(body, self.state)
         self.state.upsert(kind, body)
@@ -101,21 +103,26 @@ class SimCluster(MemoryCluster):
         current = self.state.pods.get(pod.key)
         if current is None:
             raise NotFoundError(f"Pod {pod.key} not found")
-        self.state.upsert("Pod", merge_patch(copy.deepcopy(dict(current.raw)), patch))
+        self.state.upsert("Pod", merge_patch(current.raw, patch))
 
 
-def gated(doc: dict[str, Any], state: Any) -> dict[str, Any]:
-    """The admission webhook's part: a new pod of a team's namespace gets the admission gate."""
+def gated(doc: Mapping[str, Any], state: Any) -> Mapping[str, Any]:
+    """The admission webhook's part: a new pod of a team's namespace gets the admission gate (in a copy of
+    the document)."""
     from provisioner.quota.book import QuotaBook
     from provisioner.quota.gate import gate_patch
 
+    if not state.teams:
+        return doc
     meta = doc.get("metadata") or {}
     book = QuotaBook(teams=state.teams.values(), departments=(), nodepools=(), namespaces=state.namespaces)
     if gate_patch(doc, book.team_of(meta.get("namespace") or "default")) is None:
         return doc
-    gates = list((doc.get("spec") or {}).get("schedulingGates") or ())
-    doc.setdefault("spec", {})["schedulingGates"] = [*gates, {"name": wk.ADMISSION_GATE}]
-    return doc
+    return merge_patch(doc, {"spec": {"schedulingGates": [*_gates(doc), {"name": wk.ADMISSION_GATE}]}})
+
+
+def _gates(doc: Mapping[str, Any]) -> list[Any]:
+    return list((doc.get("spec") or {}).get("schedulingGates") or ())
 
 
 @dataclasses.dataclass
@@ -140,10 +147,8 @@ class Kubelets:
 
     def sync(self, now: datetime) -> None:
         state = self.cluster.state
-        for pid in sorted(self.launched):
+        for pid in sorted(self.launched.keys() - self.registered):
             inst = self.launched[pid]
-            if pid in self.registered:
-                continue
             if inst.launched_at is not None and now - inst.launched_at < self.boot:
                 continue
             manifest = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
@@ -432,15 +437,16 @@ class Workloads:
     """Pod key -> when it was first seen running (pods with a run time)."""
     completed: list[str] = dataclasses.field(default_factory=list)
     """Pods that finished their run time, in order."""
+    timed: set[str] = dataclasses.field(default_factory=set)
+    """The keys of the pods with a run time (the only ones `sync` has to look at for it)."""
 
     @staticmethod
     def _manifest(pod: Pod) -> dict[str, Any]:
-        doc = copy.deepcopy(dict(pod.raw))
-        doc.setdefault("apiVersion", "v1")
-        doc["kind"] = "Pod"
-        doc.setdefault("spec", {}).pop("nodeName", None)
+        # The pod's document without its node, status and creation time; the rest is shared with it.
+        doc = {"apiVersion": "v1", **pod.raw, "kind": "Pod"}
         doc.pop("status", None)
-        doc.get("metadata", {}).pop("creationTimestamp", None)
+        doc["spec"] = {k: v for k, v in (doc.get("spec") or {}).items() if k != "nodeName"}
+        doc["metadata"] = {k: v for k, v in (doc.get("metadata") or {}).items() if k != "creationTimestamp"}
         return doc
 
     def add(self, pods: Sequence[Pod]) -> None:
@@ -453,6 +459,8 @@ class Workloads:
                 doc["spec"]["nodeName"] = pod.node_name
                 doc["status"] = {"phase": "Running", "startTime": isoformat(self.cluster.clock.now())}
             self.cluster.create("Pod", doc)
+            if RUNS_FOR in pod.annotations:
+                self.timed.add(pod.key)
             if pod.owner_kind is not None and not pod.is_daemonset_pod:
                 self.desired[pod.key] = self._manifest(pod)
 
@@ -460,22 +468,24 @@ class Workloads:
         """Delete pods for good (their workload was deleted)."""
         for key in keys:
             self.desired.pop(key, None)
+            self.timed.discard(key)
             namespace, _, name = key.partition("/")
             if key in self.cluster.state.pods:
                 self.cluster.delete_pod(namespace, name)
 
     def sync(self, now: datetime) -> None:
-        for key in sorted(self.desired):
-            if key not in self.cluster.state.pods:
-                self.cluster.create("Pod", self.desired[key])
-                self.recreated += 1
-                self.started.pop(key, None)
+        # The missing pods, by set difference: a walk of every pod per tick would cost a large cluster
+        # more than the pods that changed.
+        for key in sorted(self.desired.keys() - self.cluster.state.pods.keys()):
+            self.cluster.create("Pod", self.desired[key])
+            self.recreated += 1
+            self.started.pop(key, None)
         # Pods that run for a set time: done once they have run that long (a pod started again after an
         # eviction starts its work over).
-        for key in sorted(self.cluster.state.pods):
-            pod = self.cluster.state.pods[key]
-            text = pod.annotations.get(RUNS_FOR)
-            if text is None:
+        for key in sorted(self.timed):
+            pod = self.cluster.state.pods.get(key)
+            text = pod.annotations.get(RUNS_FOR) if pod is not None else None
+            if pod is None or text is None:
                 continue
             if not pod.node_name or pod.is_terminal:
                 self.started.pop(key, None)
@@ -630,10 +640,16 @@ class DaemonSets:
                 doc.setdefault("spec", {})["nodeName"] = name
                 doc["status"] = {"phase": "Running"}
                 self.cluster.create("Pod", doc)
-        for key in sorted(state.pods):
-            pod = state.pods[key]
-            if pod.is_daemonset_pod and pod.node_name and pod.node_name not in state.nodes:
-                self.cluster.delete_pod(pod.namespace, pod.name)
+        nodes = state.nodes.keys()
+        for pod in sorted(
+            (
+                p
+                for p in state.pods.values()
+                if p.is_daemonset_pod and p.node_name and p.node_name not in nodes
+            ),
+            key=lambda p: p.key,
+        ):
+            self.cluster.delete_pod(pod.namespace, pod.name)
 
 
 def daemonset_doc(ds: Any) -> dict[str, Any]:
