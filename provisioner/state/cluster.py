@@ -225,6 +225,15 @@ class ClusterState:
         self.generation = 0
         """Incremented on every change, so callers can tell whether anything moved."""
         self._snapshot: tuple[int, Snapshot] | None = None
+        # Kept as pods come and go, so a snapshot costs the nodes and the changes since the last one,
+        # not every pod: the non-terminal pods by node and unbound, each pod's place in `_pods` (a
+        # node's pods are listed in that order), the nodes whose pods changed, and the last StateNodes.
+        self._bound: dict[str, dict[str, Pod]] = {}
+        self._pending: dict[str, Pod] = {}
+        self._order: dict[str, int] = {}
+        self._inserted = 0
+        self._dirty: set[str] = set()
+        self._state_nodes: dict[str, StateNode] = {}
 
     @property
     def lock(self) -> threading.RLock:
@@ -252,7 +261,9 @@ class ClusterState:
             meta = obj.get("metadata") or {}
             if kind == "Pod":
                 pod = Pod.from_dict(obj)
+                self._unindex(pod.key)
                 self._pods[pod.key] = pod
+                self._index(pod)
             elif kind == "Node":
                 node = Node.from_dict(obj)
                 self._nodes[node.name] = node
@@ -290,7 +301,34 @@ class ClusterState:
             if kind in _NODECLASS_KINDS:
                 self._nodeclasses.pop((kind, key), None)
             else:
+                if kind == "Pod":
+                    self._unindex(key)
+                    self._order.pop(key, None)
                 self._store(kind).pop(key, None)
+
+    def _index(self, pod: Pod) -> None:
+        if pod.key not in self._order:
+            self._order[pod.key] = self._inserted
+            self._inserted += 1
+        if pod.is_terminal:
+            return
+        if pod.node_name:
+            self._bound.setdefault(pod.node_name, {})[pod.key] = pod
+            self._dirty.add(pod.node_name)
+        else:
+            self._pending[pod.key] = pod
+
+    def _unindex(self, key: str) -> None:
+        old = self._pods.get(key)
+        if old is None:
+            return
+        self._pending.pop(key, None)
+        if old.node_name and old.node_name in self._bound:
+            on_node = self._bound[old.node_name]
+            on_node.pop(key, None)
+            if not on_node:
+                del self._bound[old.node_name]
+            self._dirty.add(old.node_name)
 
     def keys_of(self, kind: str) -> set[str]:
         """The keys held for a kind (`namespace/name` for namespaced kinds, `name` otherwise): what a
@@ -328,36 +366,34 @@ class ClusterState:
                     by_provider[claim.status.provider_id] = claim
                 if claim.status.node_name:
                     by_node_name[claim.status.node_name] = claim
-            pods_by_node: dict[str, list[Pod]] = {}
-            pending: list[Pod] = []
-            for pod in self._pods.values():
-                if pod.is_terminal:
-                    continue
-                if pod.node_name:
-                    pods_by_node.setdefault(pod.node_name, []).append(pod)
-                else:
-                    pending.append(pod)
             nodes: list[StateNode] = []
             joined: set[str] = set()
+            kept: dict[str, StateNode] = {}
             for node in self._nodes.values():
                 joined_claim = by_provider.get(node.provider_id or "") or by_node_name.get(node.name)
                 if joined_claim is not None:
                     joined.add(joined_claim.name)
-                nodes.append(
-                    StateNode(
-                        name=node.name,
-                        node=node,
-                        claim=joined_claim,
-                        pods=tuple(pods_by_node.get(node.name, ())),
-                    )
-                )
+                last = self._state_nodes.get(node.name)
+                if (
+                    last is None
+                    or last.node is not node
+                    or last.claim is not joined_claim
+                    or node.name in self._dirty
+                ):
+                    on_node = self._bound.get(node.name, {})
+                    pods = tuple(sorted(on_node.values(), key=lambda p: self._order[p.key]))
+                    last = StateNode(name=node.name, node=node, claim=joined_claim, pods=pods)
+                kept[node.name] = last
+                nodes.append(last)
             for claim in self._claims.values():
                 if claim.name not in joined:
                     nodes.append(StateNode(name=claim.name, claim=claim))
+            self._state_nodes = kept
+            self._dirty.clear()
             nodes.sort(key=lambda n: n.name)
             snap = Snapshot(
                 nodes=tuple(nodes),
-                pending_pods=tuple(sorted(pending, key=lambda p: p.key)),
+                pending_pods=tuple(sorted(self._pending.values(), key=lambda p: p.key)),
                 daemonsets=tuple(self._daemonsets[k] for k in sorted(self._daemonsets)),
                 pdbs=tuple(self._pdbs[k] for k in sorted(self._pdbs)),
                 nodepools=tuple(self._nodepools[k] for k in sorted(self._nodepools)),

@@ -1,6 +1,8 @@
 """The cluster-state objects: what decision code reads from Kubernetes JSON, and the snapshot join."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
 from provisioner.state import ClusterState, Pod
@@ -158,3 +160,61 @@ def test_snapshot_joins_nodes_to_claims_by_provider_id_and_keeps_claims_in_fligh
 def test_unknown_kinds_are_refused():
     with pytest.raises(ValueError, match="does not track kind"):
         ClusterState().upsert("ConfigMap", {"metadata": {"name": "x"}})
+
+
+def _picture(snap):
+    """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending."""
+    return (
+        [
+            (n.name, n.node is not None, n.claim.name if n.claim else None, [p.key for p in n.pods])
+            for n in snap.nodes
+        ],
+        [p.key for p in snap.pending_pods],
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)), max_size=40
+    )
+)
+def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(changes):
+    """The snapshot indexes pods by node as they change and keeps the StateNodes of untouched nodes: after
+    every change it must say exactly what a state filled with the same objects at once says (the same
+    nodes, claims, pods in the same order, pending pods)."""
+    state = ClusterState()
+    objects: dict[tuple[str, str], dict] = {}
+
+    def put(kind, key, doc):
+        state.upsert(kind, doc)
+        objects[(kind, key)] = doc
+
+    def drop(kind, key):
+        state.remove(kind, key)
+        objects.pop((kind, key), None)
+
+    for op, i, j, k in changes:
+        node = f"node-{j}"
+        if op == 0:  # a pod bound to a node (running or finished) or pending
+            doc = pod_doc(f"p{i}", **({"nodeName": node} if k != 1 else {}))
+            doc["status"] = {"phase": "Succeeded" if k == 2 else "Running"}
+            put("Pod", f"ml/p{i}", doc)
+        elif op == 1:
+            drop("Pod", f"ml/p{i}")
+        elif op == 2:  # a Node, labelled differently each time so it is a new object
+            doc = {
+                "metadata": {"name": node, "labels": {"v": str(i)}},
+                "spec": {"providerID": f"fake://z/{j}"},
+            }
+            put("Node", node, doc)
+        elif op == 3:
+            drop("Node", node)
+        elif op == 4:  # a claim, launched onto node j or in flight
+            put("NodeClaim", f"c{j}", claim_doc(f"c{j}", provider_id=f"fake://z/{j}" if k % 2 else None))
+        else:
+            drop("NodeClaim", f"c{j}")
+        fresh = ClusterState()
+        for (kind, _), doc in objects.items():
+            fresh.upsert(kind, doc)
+        assert _picture(state.snapshot()) == _picture(fresh.snapshot())
