@@ -93,7 +93,7 @@ class SimCluster(MemoryCluster):
         # A new top level and metadata; the rest is shared with `doc`, as objects' documents are only read
         # (see MemoryCluster).
         meta = {"creationTimestamp": isoformat(self.clock.now()), **(doc.get("metadata") or {})}
-        body = {**doc, "metadata": meta}
+        body: Mapping[str, Any] = {**doc, "metadata": meta}
         if kind == "Pod":
             body = gated(body, self.state)
         self.state.upsert(kind, body)
@@ -288,24 +288,15 @@ class Binder:
 
     def sync(self) -> int:
         state = self.cluster.state
-        pending = sorted(
-            # A gated pod is not kube-scheduler's yet: neither bound nor marked Unschedulable.
-            (
-                p
-                for p in state.pods.values()
-                if not p.node_name and not p.deleting and not p.is_terminal and not p.scheduling_gates
-            ),
-            key=lambda p: p.key,
-        )
+        # The snapshot (kept up as pods change) has the pending pods in name order and what each node's
+        # pods request: no walk of every pod per tick.
+        snap = state.snapshot()
+        # A gated pod is not kube-scheduler's yet: neither bound nor marked Unschedulable.
+        pending = [p for p in snap.pending_pods if not p.deleting and not p.scheduling_gates]
         if not pending:
             return 0
-        used: dict[str, dict[str, int]] = {}
-        for p in state.pods.values():
-            if p.node_name and not p.is_terminal:
-                room = used.setdefault(p.node_name, {})
-                for name, amount in p.requests.items():
-                    room[name] = room.get(name, 0) + amount
-        nodes = [state.nodes[n] for n in sorted(state.nodes)]
+        used = {sn.name: dict(sn.requested) for sn in snap.nodes if sn.node is not None}
+        nodes = [sn.node for sn in snap.nodes if sn.node is not None]
         by_room = SortedList(
             _room_key(n.name, n.allocatable, used.get(n.name, {}))
             for n in nodes
