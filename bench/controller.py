@@ -11,12 +11,15 @@ Measured, on the server's clock as requests arrive:
 - the batch window's close: the last pod's arrival plus the controller's idle window (`--batch-idle`;
   the max window is set long, so the idle window is the one that closes the batch; any delay in the
   controller's watch counts against it);
-- for each pod, when the NodeClaim it was nominated to (its `Nominated` Event) was written: p50 and p99
-  of that time after the close, and the last claim's;
+- for each pod, when the NodeClaim it was nominated to (its `Nominated` Event, read as it arrives) was
+  written: p50 and p99 of that time after the close, and the first and last claim's; and the last
+  Event's (Events go out after the claims, from a background writer);
 - the controller's CPU seconds (user + system, from the batch's first pod to its last claim) and peak
   RSS (VmHWM), from /proc.
 
-    python bench/controller.py [--sizes 1000,10000] [--runs 1] [--batch-idle 1]
+    python bench/controller.py [--sizes 1000,10000] [--runs 1] [--batch-idle 1] [--profile FILE]
+
+`--profile FILE` runs the controller under cProfile in every thread and writes the summed stats to FILE.
 
 Prints one JSON line per size (median of --runs by p99; each run has its own server and controller).
 """
