@@ -18,6 +18,7 @@ from provisioner.clock import isoformat
 from provisioner.clusterapi import ClusterAPI, ClusterError
 from provisioner.controllers.conditions import set_condition
 from provisioner.state import Snapshot
+from provisioner.state.cluster import StateNode
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,20 @@ class PodEvents:
     cluster: ClusterAPI
     _seen: dict[str, frozenset[str]] = field(default_factory=dict, init=False)
     """Claim -> the keys of the workload pods it ran at the last `observe`."""
+    _looked_at: dict[str, StateNode] = field(default_factory=dict, init=False)
+    """Claim -> the StateNode it was read from: a snapshot hands the same (frozen) one back while its
+    node, claim and pods are unchanged, and such a claim needs no second look."""
 
     def observe(self, snap: Snapshot, now: datetime) -> None:
         seen: dict[str, frozenset[str]] = {}
+        looked_at: dict[str, StateNode] = {}
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None or sn.node is None or claim.metadata.deletion_timestamp is not None:
+                continue
+            looked_at[claim.name] = sn
+            if self._looked_at.get(claim.name) is sn and claim.name in self._seen:
+                seen[claim.name] = self._seen[claim.name]
                 continue
             pods = frozenset(p.key for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal)
             seen[claim.name] = pods
@@ -56,5 +65,7 @@ class PodEvents:
             try:
                 self.cluster.patch_nodeclaim_status(claim.name, status)
             except ClusterError as err:
+                del looked_at[claim.name]  # looked at again next pass, and written then
                 log.debug("NodeClaim %s: cannot update pod event time: %s", claim.name, err)
         self._seen = seen
+        self._looked_at = looked_at
