@@ -316,8 +316,10 @@ def run_command(
         else None
     )
     is_leader = elector.is_leader if elector is not None else (lambda: True)
-    events = EventWriter(client)
-    cluster = KubeClusterAPI(client, informers.feeder, may_write=is_leader, clock=clock, events=events)
+    event_writer = EventWriter(client)
+    cluster = KubeClusterAPI(
+        client, informers.feeder, may_write=is_leader, clock=clock, event_writer=event_writer
+    )
     settings = Settings(
         cluster_name=cluster_name,
         batch_idle=timedelta(seconds=batch_idle),
@@ -388,7 +390,7 @@ def run_command(
     )
     if recorder is not None:
         recorder.start()
-    events.start()
+    event_writer.start()
     for t in threads:
         t.start()
     log.info(
@@ -404,7 +406,7 @@ def run_command(
         stop.wait(0.5)
     for t in threads:
         t.join(timeout=30)
-    events.stop(timeout=5)
+    event_writer.stop(timeout=5)
     if recorder is not None:
         recorder.stop()
     if elector is not None:

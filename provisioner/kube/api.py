@@ -85,14 +85,14 @@ class KubeClusterAPI:
         may_write: Callable[[], bool] = lambda: True,
         clock: Clock | None = None,
         event_namespace: str = "default",
-        events: EventWriter | None = None,
+        event_writer: EventWriter | None = None,
     ) -> None:
         self.client = client
         self.feeder = feeder
         self.may_write = may_write
         self.clock = clock or RealClock()
         self.event_namespace = event_namespace
-        self.events = events
+        self.event_writer = event_writer
         """Where Events go when given (in the background); None: written at once."""
 
     def _fence(self, what: str) -> None:
@@ -240,8 +240,8 @@ class KubeClusterAPI:
             "lastTimestamp": now,
             "count": 1,
         }
-        if self.events is not None:
-            self.events.put(ns, body)
+        if self.event_writer is not None:
+            self.event_writer.put(ns, body)
         else:
             write_event(self.client, ns, body)
 

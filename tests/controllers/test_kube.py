@@ -12,7 +12,7 @@ from providers.fake import FakeProvider
 from provisioner.clock import VirtualClock
 from provisioner.clusterapi import NotLeader
 from provisioner.kube import client as kc
-from provisioner.kube.api import KubeClusterAPI
+from provisioner.kube.api import EventWriter, KubeClusterAPI
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.state import ClusterState
@@ -218,3 +218,24 @@ current-context: test
         assert last.headers.get("Authorization") == "Bearer abc"
     finally:
         client.close()
+
+
+def test_the_background_event_writer_sends_events_in_order_and_stop_sends_what_is_queued(kube_client):
+    writer = EventWriter(kube_client).start()
+    api = KubeClusterAPI(kube_client, event_writer=writer)
+    names = [f"queued-{i:02d}" for i in range(20)]
+    for name in names:
+        api.record_event(kind="Pod", name=name, namespace="default", reason="Nominated", message="m")
+    writer.stop()
+    events, _ = kube_client.list(kc.EVENT)
+    ours = [e for e in events if e["involvedObject"]["name"] in names]
+    ours.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
+    assert [e["involvedObject"]["name"] for e in ours] == names
+
+
+def test_a_full_event_queue_drops_the_newest_event(kube_client):
+    writer = EventWriter(kube_client, max_pending=1)  # not started: nothing leaves the queue
+    api = KubeClusterAPI(kube_client, event_writer=writer)
+    api.record_event(kind="Pod", name="first", namespace="default", reason="Nominated", message="m")
+    api.record_event(kind="Pod", name="second", namespace="default", reason="Nominated", message="m")
+    assert writer.dropped == 1
