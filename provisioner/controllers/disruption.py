@@ -12,7 +12,10 @@ meantime drops them. Carrying out a command:
 3. delete the old NodeClaims: the termination controller (its finalizer) drains them through the eviction
    API, honouring PDBs and do-not-disrupt, and deletes the instances;
 4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
-   really launched (`provisioner.finops.rows.action_rows` holds the money rules).
+   really launched (`provisioner.finops.rows.action_rows` holds the money rules). Each old claim carries
+   its rows (annotation `provisioner.sh/ledger-actions`) from just before its deletion until the rows are
+   stored: a controller killed in between hands them in again after its restart (termination does), and
+   the ledger stores a (command, node) row once.
 
 Expiration is forceful: its commands skip the validation delay and the wait for replacements (their
 nodes are deleted at once; the drain honours PDBs and do-not-disrupt only until the claim's
@@ -35,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from provisioner import scheduling
+from provisioner import crashpoints, scheduling
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
@@ -52,7 +55,7 @@ from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
+from provisioner.finops.rows import ActionRow, Launched, action_rows, actions_to_json, blocker_rows
 from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.cluster import team_of
@@ -347,22 +350,32 @@ class DisruptionController(Reconciler):
         self.active.pop(active.id, None)
         for sn in active.command.nodes:
             self._backoff.pop(sn.name, None)
-        for name in active.claims:
-            try:
-                self.cluster.delete_nodeclaim(name)
-            except NotFoundError:
-                continue
-            except ClusterError as err:
-                log.warning("disruption %s: cannot delete NodeClaim %s: %s", active.id, name, err)
         rows = [
             dataclasses.replace(r, teams=r.teams or self._last_teams.pop(r.node, ()))
             for r in action_rows(
                 active.command, time=now, command_id=active.id, launched=self._launched(active)
             )
         ]
+        node_of = {sn.claim.name: sn.name for sn in active.command.nodes if sn.claim is not None}
+        for name in active.claims:
+            try:
+                if self.recorder is not None:
+                    # The rows ride on the claim until they are stored: a controller killed before then
+                    # finds them there (the termination finalizer waits for them).
+                    mine = [r for r in rows if r.node == node_of.get(name)]
+                    if mine:
+                        self.cluster.patch_nodeclaim(
+                            name, {"metadata": {"annotations": {wk.LEDGER_ACTIONS: actions_to_json(mine)}}}
+                        )
+                self.cluster.delete_nodeclaim(name)
+            except NotFoundError:
+                continue
+            except ClusterError as err:
+                log.warning("disruption %s: cannot delete NodeClaim %s: %s", active.id, name, err)
         self.actions.extend(rows)
         self.done.append(active)
         if self.recorder is not None:
+            crashpoints.reached("ledger-pending")
             self.recorder.actions(rows)
 
     def _launched(self, active: _Active) -> list[Launched]:
