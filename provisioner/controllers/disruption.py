@@ -159,15 +159,21 @@ class DisruptionController(Reconciler):
                 return
             pending, self.pending = self.pending, None
             result = self._plan(snap, now)
+            fresh: set[tuple[str, tuple[str, ...]]] = set()
             for command in result.commands:
                 if _forceful(command) or (_key(command) in pending.keys and not self._held(command, now)):
                     self._execute(command, snap, now)
-                elif _key(command) not in pending.keys:
+                elif _key(command) not in pending.keys and not self._held(command, now):
+                    # First planned now (a node emptied during validation joined the command): it waits
+                    # a validation delay of its own from now, not the idle evaluation interval.
                     log.info(
-                        "disruption: %s of %s not planned before validation; waiting",
+                        "disruption: %s of %s not planned before validation; validating it now",
                         command.method,
                         command.node_names,
                     )
+                    fresh.add(_key(command))
+            if fresh:
+                self.pending = _Pending(planned_at=now, keys=fresh)
             return
         if self._last_evaluation is not None:
             since = now - self._last_evaluation
