@@ -278,8 +278,17 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
                 f"{n.name}({n.labels.get(wk.INSTANCE_TYPE)},ready={n.ready},taints={[t.key for t in n.taints]})"
                 for n in backend.state.nodes.values()
             )
+            pods = sorted(
+                f"{p.key}({'gated' if p.gated else p.node_name or 'pending'})"
+                for p in backend.state.pods.values()
+            )
+            claims = sorted(
+                f"{c.name}(node={c.status.node_name},deleting={c.metadata.deletion_timestamp is not None})"
+                for c in backend.state.claims.values()
+            )
             result.problems.append(
-                f"timed out waiting for {what} (pending pods: {_stranded(backend, quota)}; nodes: {nodes})"
+                f"timed out waiting for {what} (stranded: {_stranded(backend, quota)}; pods: {pods}; "
+                f"nodes: {nodes}; claims: {claims}; team quota {quota})"
             )
             return False
 
@@ -311,10 +320,17 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
                 emptied[claim.name] = name
                 for p in by_node[name]:
                     backend.delete("Pod", p.name, namespace=p.namespace)
-        wait(
-            "the deleted and the emptied claims gone",
-            lambda: _quiet(backend) and settled() and not gone & set(backend.state.claims),
-        )
+
+        def done() -> bool:
+            """The deleted claim gone; the emptied one gone too, unless a pod landed on it since (a team
+            pod admitted once the quota freed up)."""
+            held = {p.node_name for p in list(backend.state.pods.values()) if p.node_name}
+            claims = set(backend.state.claims)
+            return not (gone - set(emptied)) & claims and all(
+                name not in claims or node in held for name, node in emptied.items()
+            )
+
+        wait("the deleted and the emptied claims gone", lambda: _quiet(backend) and settled() and done())
         # Garbage collection's grace period and one more pass, then the books are checked.
         wait("garbage collection", lambda: sorted(cloud.live()) == sorted(backend.state.claims))
         claims = set(backend.state.claims)

@@ -21,6 +21,9 @@ Expiration is forceful: its commands skip the validation delay and the wait for 
 nodes are deleted at once; the drain honours PDBs and do-not-disrupt only until the claim's
 `terminationGracePeriod`, counted from the moment of expiry).
 
+Marks this process is not carrying out a command for (a controller killed between marking a node and
+deleting its claim) are cleared at the next pass, so the node can be planned again.
+
 Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
 replacements in flight are hidden from later plans so no two commands count on the same room. Blockers go
 to the recorder once per evaluation. The recorder (`provisioner.finops.recorder`) owns writing: a
@@ -146,6 +149,7 @@ class DisruptionController(Reconciler):
         self._warn_invalid_annotations(snap)
         self._pod_events.observe(snap, now)
         self._remember_teams(snap)
+        self._clear_orphaned_marks(snap, now)
         self._progress(snap, now)
         try:
             self._decide(snap, now, changed=changed)
@@ -247,35 +251,50 @@ class DisruptionController(Reconciler):
 
     def _mark(self, command: Command, now: datetime, *, on: bool) -> None:
         for sn in command.nodes:
-            if sn.claim is None:
-                continue
-            with self.state.lock:
-                # The claim and its Node as they are now (a step has passed since the plan), read together.
-                claim = self.state.claims.get(sn.claim.name)
-                node = self.state.nodes.get(claim.status.node_name or sn.name) if claim is not None else None
-            if claim is None:
-                continue
-            try:
-                if node is not None:
-                    taints = [t.to_dict() for t in node.taints if t.key != wk.DISRUPTED_TAINT]
-                    if on:
-                        taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
-                    self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
-                conditions = set_condition(
-                    claim.status.conditions,
-                    DISRUPTING,
-                    on,
-                    reason=command.reason.value if on else "Abandoned",
-                    now=now,
+            if sn.claim is not None:
+                self._mark_claim(
+                    sn.claim.name, sn.name, now, on=on, reason=command.reason.value if on else "Abandoned"
                 )
-                self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+
+    def _mark_claim(self, name: str, node_name: str, now: datetime, *, on: bool, reason: str) -> None:
+        with self.state.lock:
+            # The claim and its Node as they are now (a step has passed since the plan), read together.
+            claim = self.state.claims.get(name)
+            node = self.state.nodes.get(claim.status.node_name or node_name) if claim is not None else None
+        if claim is None:
+            return
+        try:
+            if node is not None:
+                taints = [t.to_dict() for t in node.taints if t.key != wk.DISRUPTED_TAINT]
                 if on:
-                    self.cluster.patch_nodeclaim(
-                        claim.name,
-                        {"metadata": {"annotations": {wk.DISRUPTION_REASON: command.reason.value}}},
-                    )
-            except NotFoundError:
+                    taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
+                self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
+            conditions = set_condition(claim.status.conditions, DISRUPTING, on, reason=reason, now=now)
+            self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+            if on:
+                self.cluster.patch_nodeclaim(
+                    claim.name, {"metadata": {"annotations": {wk.DISRUPTION_REASON: reason}}}
+                )
+        except NotFoundError:
+            return
+
+    def _clear_orphaned_marks(self, snap: Snapshot, now: datetime) -> None:
+        """Unmark nodes marked for a command this process is not carrying out: a controller killed between
+        marking and deleting (or a deletion that failed). Left marked, a node would count as disrupting
+        for ever: never planned again, never holding a pod, still paid for."""
+        carried = {name for a in self.active.values() for name in a.claims}
+        for sn in snap.nodes:
+            claim = sn.claim
+            if claim is None or claim.name in carried or sn.deleting or claim.metadata.deletion_timestamp:
                 continue
+            tainted = sn.node is not None and any(t.key == wk.DISRUPTED_TAINT for t in sn.node.taints)
+            if not tainted and not is_true(claim.status.conditions, DISRUPTING):
+                continue
+            log.info("disruption: unmarking %s, marked for a command no longer carried out", claim.name)
+            try:
+                self._mark_claim(claim.name, sn.name, now, on=False, reason="Orphaned")
+            except ClusterError as err:
+                log.warning("disruption: cannot unmark %s: %s", claim.name, err)
 
     def _execute(self, command: Command, snap: Snapshot, now: datetime) -> None:
         ident = f"{now:%Y%m%dT%H%M%S}-{self.settings.name_suffix()}"
