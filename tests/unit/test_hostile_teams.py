@@ -19,7 +19,7 @@ from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.state import ClusterState
 from tests.controllers.world import gpu_pod, node_class, node_pool
-from tests.hostile import HOSTILE, paths
+from tests.hostile import HOSTILE, examples, paths
 
 GOOD_NAMESPACE = "the-good-namespace"
 
@@ -80,7 +80,7 @@ def _good_team_pod() -> dict[str, Any]:
     return doc
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_objects())
 def test_no_team_or_department_from_the_api_breaks_the_feed_or_admission_of_other_teams(
     obj: tuple[str, dict[str, Any]],
