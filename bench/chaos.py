@@ -26,7 +26,7 @@ A crash point the workload never reached in a run (say the 3rd eviction when the
 run without a crash. A check that fails prints the run's cloud, seed and point; the controllers' logs are
 in `--logs DIR`.
 
-Then, unless `--no-suites`: the fault tests (API conflicts, 410 Gone, dropped watches, 429/5xx; cloud
+Beside the runs, unless `--no-suites` (bench/chaos_suites.py): the fault tests (API conflicts, 410 Gone, dropped watches, 429/5xx; cloud
 capacity, throttling, 5xx, timeouts, slow answers, GCP stockouts and quota; the ledger's database going
 away; crashes around the ledger write) run under pytest and count as `faults_survived` (each must pass),
 and the hostile-input fuzzing (hypothesis, fixed seed) counts its examples as `inputs_tried`.
@@ -47,13 +47,11 @@ import json
 import multiprocessing
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import chaos_clouds  # noqa: E402
+from bench.chaos_suites import run_suites  # noqa: E402
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.clock import RealClock  # noqa: E402
 from provisioner.crashpoints import POINTS  # noqa: E402
@@ -111,18 +110,6 @@ POOL = "gpu"
 TEAM = "vision"
 SETTLE = 90.0
 """Seconds a phase may take before the run is counted as failed."""
-
-FAULT_TESTS = [
-    "tests/controllers/test_faults.py",
-    "tests/providers/gcp/test_create.py",
-    "tests/finops/test_recorder.py",
-    "tests/finops/test_ledger_crash.py",
-    "tests/controllers/test_api_faults.py",
-]
-"""The fault tests; the quick campaign runs all but the last (the API server's, about a minute here)."""
-FUZZ_TESTS = ["tests/unit/test_hostile_input.py", "tests/unit/test_hostile_teams.py"]
-QUICK_EXAMPLES = 25
-"""Examples per fuzzing test in the quick campaign (the full one runs each test's own number)."""
 
 
 @dataclass
@@ -390,48 +377,6 @@ def campaign_runs(clouds: list[str], *, quick: bool, seeds: int) -> list[tuple[s
             specs = [f"{p}:{n}" for p, ns in COUNTS.items() if cloud in REACHES.get(p, {cloud}) for n in ns]
         runs += [(cloud, seed, spec) for seed in range(1 if quick else seeds) for spec in specs]
     return runs
-
-
-def run_suites(logs: Path, *, quick: bool) -> tuple[int, int, list[str]]:
-    """The fault tests and the fuzzing under pytest: (fault tests passed, inputs tried, problems)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if quick:
-        env["PROVISIONER_FUZZ_EXAMPLES"] = str(QUICK_EXAMPLES)
-    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    problems: list[str] = []
-    junit = logs / "faults.xml"
-    faults = subprocess.run(
-        [*pytest, *(FAULT_TESTS[:-1] if quick else FAULT_TESTS), f"--junitxml={junit}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    (logs / "faults.log").write_text(faults.stdout + faults.stderr)
-    passed = 0
-    if junit.exists():
-        for case in ET.parse(junit).iter("testcase"):
-            if any(case.find(tag) is not None for tag in ("failure", "error", "skipped")):
-                if case.find("skipped") is None:
-                    problems.append(f"fault test failed: {case.get('classname')}::{case.get('name')}")
-                continue
-            passed += 1
-    if faults.returncode != 0 and not problems:
-        problems.append(f"the fault tests exited {faults.returncode} (see {logs / 'faults.log'})")
-    fuzz = subprocess.run(
-        [*pytest, *FUZZ_TESTS, "--hypothesis-show-statistics", "--hypothesis-seed=0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    (logs / "fuzz.log").write_text(fuzz.stdout + fuzz.stderr)
-    tried = sum(
-        int(a) + int(b) for a, b in re.findall(r"(\d+) passing, (\d+) failing", fuzz.stdout + fuzz.stderr)
-    )
-    if fuzz.returncode != 0:
-        problems.append(f"the fuzzing found a failure (see {logs / 'fuzz.log'})")
-    return passed, tried, problems
 
 
 def main() -> None:
