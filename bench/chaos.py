@@ -232,6 +232,14 @@ def _team_pod(name: str) -> dict[str, Any]:
     return doc
 
 
+def run_safely(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
+    """One run; a harness error (a stand-in that would not start) fails that run, not the campaign."""
+    try:
+        return run_one(cloud_name, seed, spec, logs=logs)
+    except Exception as err:
+        return RunResult(cloud=cloud_name, seed=seed, point=spec, problems=[f"harness error: {err!r}"])
+
+
 def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
     rng = random.Random(f"{cloud_name}:{seed}:{spec}")
     result = RunResult(cloud=cloud_name, seed=seed, point=spec)
@@ -407,7 +415,7 @@ def main() -> None:
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=max(1, args.jobs), mp_context=multiprocessing.get_context("spawn")
     ) as pool:
-        futures = [pool.submit(run_one, cloud, seed, spec, logs=logs) for cloud, seed, spec in runs]
+        futures = [pool.submit(run_safely, cloud, seed, spec, logs=logs) for cloud, seed, spec in runs]
         for future in concurrent.futures.as_completed(futures):
             r = future.result()
             results.append(r)
