@@ -376,14 +376,17 @@ def _quiet(backend: KubeBackend) -> bool:
     return all(c.metadata.deletion_timestamp is None and c.status.node_name for c in claims)
 
 
-def campaign_runs(clouds: list[str], *, quick: bool, seeds: int) -> list[tuple[str, int, str]]:
+def campaign_runs(
+    clouds: list[str], *, quick: bool, seeds: int, first_seed: int = 0
+) -> list[tuple[str, int, str]]:
     runs = []
     for cloud in clouds:
         if quick:
             specs = QUICK[cloud]
         else:
             specs = [f"{p}:{n}" for p, ns in COUNTS.items() if cloud in REACHES.get(p, {cloud}) for n in ns]
-        runs += [(cloud, seed, spec) for seed in range(1 if quick else seeds) for spec in specs]
+        count = 1 if quick else seeds
+        runs += [(cloud, seed, spec) for seed in range(first_seed, first_seed + count) for spec in specs]
     return runs
 
 
@@ -391,6 +394,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="8 points once on the fake cloud, 2 on AWS")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds FIRST..FIRST+SEEDS-1")
     parser.add_argument("--clouds", default=",".join(chaos_clouds.CLOUDS), help="fake, aws or fake,aws")
     parser.add_argument("--points", default="", help="only these specs (POINT:N, comma-separated)")
     parser.add_argument("--no-suites", action="store_true", help="skip the fault tests and the fuzzing")
@@ -401,7 +405,7 @@ def main() -> None:
     for c in clouds:
         if c not in chaos_clouds.CLOUDS:
             parser.error(f"--clouds: {c!r} is not known; allowed: {', '.join(chaos_clouds.CLOUDS)}")
-    runs = campaign_runs(clouds, quick=args.quick, seeds=args.seeds)
+    runs = campaign_runs(clouds, quick=args.quick, seeds=args.seeds, first_seed=args.first_seed)
     if args.points:
         wanted = set(args.points.split(","))
         runs = [r for r in runs if r[2] in wanted]
