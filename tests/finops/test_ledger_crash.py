@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import event
 
 from provisioner.api import labels as wk
 from provisioner.controllers.settings import Settings
@@ -97,3 +98,24 @@ def test_action_rows_survive_the_trip_through_the_annotation() -> None:
     assert actions_from_json(actions_to_json(rows)) == rows
     with pytest.raises(ValueError, match="not a list of ledger action rows"):
         actions_from_json('[{"node": 1}]')
+
+
+class Interrupted(Exception):
+    """The process stopped in the middle of the ledger's first upgrade."""
+
+
+def test_an_upgrade_interrupted_half_way_leaves_a_ledger_the_next_open_upgrades(tmp_path):
+    target = tmp_path / "l.sqlite"
+    first = Ledger(target, migrate=False)
+
+    def stop_at_the_indexes(_conn, _cursor, statement, *_args) -> None:
+        if statement.lstrip().upper().startswith("CREATE INDEX"):
+            raise Interrupted(statement)
+
+    event.listen(first.engine, "before_cursor_execute", stop_at_the_indexes)
+    with pytest.raises(Interrupted):
+        first.migrate()
+    first.close()
+    with Ledger(target) as again:
+        again.record_actions([action("n1")])
+        assert [a.node for a in again.actions()] == ["n1"]
