@@ -1,28 +1,42 @@
 """The reliability campaign (issue 15): kill `provisioner run` at every crash point, restart it, and count
-what a crash can cost: leaked instances, double launches, stranded pods, pool limits exceeded.
+what a crash can cost: leaked instances, double launches, stranded pods, pool limits and team quotas
+exceeded, ledger rows lost or written twice. Then the fault tests and the hostile-input fuzzing, counted.
 
 Each run: a fresh Kubernetes API (the kmock-based fixture of tests/controllers, over HTTP), a NodeClass, a
-GPU NodePool with a GPU limit, and a seeded workload of 1- and 2-GPU pods. `provisioner run --cloud fake
---fake-state FILE` runs as a real process with `PROVISIONER_CRASH_AT=POINT:N` (provisioner.crashpoints):
-it SIGKILLs itself the N-th time it passes POINT. The workload goes on while it runs: scale-up, then some
-pods end (their nodes empty: consolidation) and a user deletes one claim (drain, terminate, finalizer).
-When the process died, a new one (no crash point) starts on the same API and the same fake cloud file and
-finishes the workload. After garbage collection has had its grace period, the campaign checks:
+GPU NodePool with a GPU limit, a Team with a GPU quota on it (its pods gated by admission), and a seeded
+workload of 1- and 2-GPU pods. `provisioner run` runs as a real process on one of two clouds
+(bench/chaos_clouds.py: the fake cloud with `--fake-state FILE`, or the AWS provider through boto3 to
+moto's server behind the tests' fault-and-price proxy), with a SQLite ledger, and with
+`PROVISIONER_CRASH_AT=POINT:N` (provisioner.crashpoints): it SIGKILLs itself the N-th time it passes
+POINT. The workload goes on while it runs: scale-up, then some pods end (their node empties:
+consolidation, a ledger row) and a user deletes one claim (drain, terminate, finalizer). When the process
+died, a new one (no crash point) starts on the same API, cloud and ledger and finishes the workload. After
+garbage collection has had its grace period, the campaign checks:
 
-- leaked: instances in the fake cloud with no NodeClaim;
-- double launches: launches beyond one per claim name (the fake cloud counts them in its file);
-- stranded: pods still pending that the pool (under its limit) could take;
-- limit breaches: polls at which the pool's claims held more GPUs than its limit.
+- leaked: live instances of ours with no NodeClaim;
+- double launches: launches beyond one per claim name (the fake cloud counts them; on AWS, instances
+  tagged with the claim, terminated ones included);
+- stranded: pods still pending that the pool (under its limit) and their team's quota could take;
+- limit breaches: polls at which the pool's claims held more GPUs than its limit;
+- quota breaches: polls at which the team's admitted pods asked more GPUs of the pool than its quota
+  (the team may not borrow: `overQuota: false`);
+- ledger: a node removed by disruption with no action row (lost), or with more than one (duplicate).
 
 A crash point the workload never reached in a run (say the 3rd eviction when there was one) counts as a
-run without a crash. A check that fails prints the run's seed and point, and its controller logs go to
-`--logs DIR`.
+run without a crash. A check that fails prints the run's cloud, seed and point; the controllers' logs are
+in `--logs DIR`.
 
-    python bench/chaos.py            # every point x 10 seeds (--jobs 4: four runs at once)
-    python bench/chaos.py --quick    # one seed, each point once (what .ci/run runs)
+Beside the runs, unless `--no-suites` (bench/chaos_suites.py): the fault tests (API conflicts, 410 Gone, dropped watches, 429/5xx; cloud
+capacity, throttling, 5xx, timeouts, slow answers, GCP stockouts and quota; the ledger's database going
+away; crashes around the ledger write) run under pytest and count as `faults_survived` (each must pass),
+and the hostile-input fuzzing (hypothesis, fixed seed) counts its examples as `inputs_tried`.
 
-Prints one JSON line: {"crash_points", "seeds", "runs", "crashes", "leaked_instances",
-"double_launches", "stranded_pods", "limit_breaches", "failures", "seconds"}.
+    python bench/chaos.py            # both clouds, every point x 10 seeds (--jobs 2: two runs at once)
+    python bench/chaos.py --quick    # 8 points once on the fake cloud, 2 on AWS (what .ci/run runs)
+
+Prints one JSON line: {"clouds", "crash_points", "seeds", "runs", "crashes", "leaked_instances",
+"double_launches", "stranded_pods", "limit_breaches", "quota_breaches", "ledger_lost_rows",
+"ledger_duplicate_rows", "failures", "faults_survived", "inputs_tried", "by_cloud", "seconds", "logs"}.
 """
 
 from __future__ import annotations
@@ -38,19 +52,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import chaos_clouds  # noqa: E402
+from bench.chaos_suites import run_suites  # noqa: E402
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.clock import RealClock  # noqa: E402
 from provisioner.crashpoints import POINTS  # noqa: E402
+from provisioner.finops.ledger import Ledger  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
 from tests.controllers.kube_server import KubeServer  # noqa: E402
-from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_class, node_pool  # noqa: E402
+from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_pool  # noqa: E402
 
 # How many times each point is worth crashing at: the first pass and a later one (a second claim, a
 # second eviction) hit different moments of the workload.
@@ -65,15 +83,38 @@ COUNTS = {
     "claim-deleted": (1,),
     "finalizer-removed": (1, 2),
     "node-deleted": (1,),
+    "ledger-pending": (1,),
+    "ledger-written": (1,),
 }
 assert set(COUNTS) == set(POINTS), "every crash point is in the campaign"
+REACHES = {"node-registered": {"fake"}}
+"""Points only some clouds pass: on AWS the kubelet (the campaign) registers Nodes, not the controller."""
+QUICK = {
+    "fake": [
+        f"{p}:1"
+        for p in (
+            "claim-written",
+            "launch-called",
+            "status-written",
+            "node-registered",
+            "drain-started",
+            "instance-deleted",
+            "finalizer-removed",
+            "ledger-pending",
+        )
+    ],
+    "aws": ["launch-called:1", "ledger-pending:1"],
+}
+"""The short campaign (.ci/run): the points where a crash costs most, once each; two of them on AWS."""
 POOL = "gpu"
+TEAM = "vision"
 SETTLE = 90.0
 """Seconds a phase may take before the run is counted as failed."""
 
 
 @dataclass
 class RunResult:
+    cloud: str
     seed: int
     point: str
     crashed: bool = False
@@ -81,57 +122,50 @@ class RunResult:
     double_launches: int = 0
     stranded: int = 0
     limit_breaches: int = 0
+    quota_breaches: int = 0
+    ledger_lost: int = 0
+    ledger_duplicates: int = 0
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def bad(self) -> bool:
+        return bool(
+            self.leaked
+            or self.double_launches
+            or self.stranded
+            or self.limit_breaches
+            or self.quota_breaches
+            or self.ledger_lost
+            or self.ledger_duplicates
+            or self.problems
+        )
 
 
 class Controller:
-    """One `provisioner run --cloud fake` process at a time, over the same API and fake cloud file."""
+    """One `provisioner run` process at a time, over the same API, cloud and ledger."""
 
-    def __init__(self, url: str, fake_state: str, logs: Path) -> None:
+    def __init__(self, url: str, cloud: chaos_clouds.Cloud, ledger: str, logs: Path) -> None:
         self.url = url
-        self.fake_state = fake_state
+        self.cloud = cloud
+        self.ledger = ledger
         self.logs = logs
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self, crash_at: str | None) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **self.cloud.env()}
         env.pop("PROVISIONER_CRASH_AT", None)
         if crash_at:
             env["PROVISIONER_CRASH_AT"] = crash_at
         self.starts += 1
         log = open(self.logs.with_suffix(f".{self.starts}.log"), "wb")  # noqa: SIM115 - closed by the child
-        cmd = [
-            sys.executable,
-            "-m",
-            "provisioner.cli",
-            "run",
-            "--cloud",
-            "fake",
-            "--fake-state",
-            self.fake_state,
-            "--url",
-            self.url,
-            "--cluster-name",
-            "chaos",
-            "--batch-idle",
-            "0.2",
-            "--batch-max",
-            "1",
-            "--interval",
-            "0.1",
-            "--gc-grace",
-            "2",
-            "--gc-interval",
-            "1",
-            "--metrics-port",
-            "0",
-            # A killed leader's lease would hold its successor off for the lease duration; one process at a
-            # time needs no election.
-            "--no-leader-elect",
-            "--disruption-validation-delay",
-            "0.5",
-        ]
+        cmd = [sys.executable, "-m", "provisioner.cli", "run", *self.cloud.flags(), "--url", self.url]
+        cmd += ["--cluster-name", self.cloud.cluster, "--ledger", self.ledger]
+        cmd += ["--batch-idle", "0.2", "--batch-max", "1", "--interval", "0.1", "--metrics-port", "0"]
+        cmd += ["--gc-grace", "2", "--gc-interval", "1", "--disruption-validation-delay", "0.5"]
+        # A killed leader's lease would hold its successor off for the lease duration; one process at a
+        # time needs no election.
+        cmd += ["--no-leader-elect"]
         self.proc = subprocess.Popen(cmd, stderr=log, stdout=log, env=env)
         log.close()
 
@@ -149,41 +183,99 @@ class Controller:
             self.proc.wait()
 
 
-def _fake_cloud(path: str) -> dict[str, Any]:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return {"instances": [], "launchesByClaim": {}}
+def _gpus(requests: Any) -> int:
+    return int(requests.get(wk.GPU_RESOURCE, 0) if requests else 0)
 
 
 def _pool_gpus(backend: KubeBackend) -> int:
+    return sum(_gpus(c.status.capacity) for c in list(backend.state.claims.values()) if c.nodepool == POOL)
+
+
+def _team_admitted(backend: KubeBackend) -> int:
+    """GPUs the team's admitted (ungated) pods ask of the pool."""
     return sum(
-        int(c.status.capacity.get(wk.GPU_RESOURCE, 0) if c.status.capacity else 0)
-        for c in list(backend.state.claims.values())
-        if c.nodepool == POOL
+        _gpus(p.requests)
+        for p in list(backend.state.pods.values())
+        if p.namespace == TEAM and not p.gated and not p.is_terminal
     )
 
 
-def run_one(seed: int, spec: str, *, logs: Path) -> RunResult:
-    rng = random.Random(f"{seed}:{spec}")
-    result = RunResult(seed=seed, point=spec)
+def _stranded(backend: KubeBackend, quota: int) -> list[str]:
+    """Pending pods a node could take: every unbound pod but the team's gated ones its quota holds back."""
+    admitted = _team_admitted(backend)
+    out = []
+    for p in list(backend.state.pods.values()):
+        if p.node_name or p.deleting or p.is_terminal:
+            continue
+        if p.gated and p.namespace == TEAM and admitted + _gpus(p.requests) > quota:
+            continue
+        out.append(p.key)
+    return sorted(out)
+
+
+def _team(quota: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "Team",
+        "metadata": {"name": TEAM},
+        "spec": {
+            "namespaces": [TEAM],
+            "quotas": [{"nodePool": POOL, "resources": {wk.GPU_RESOURCE: str(quota)}, "overQuota": False}],
+        },
+    }
+
+
+def _team_pod(name: str) -> dict[str, Any]:
+    """As the admission webhook lets a team's pod in: behind the admission gate."""
+    doc = gpu_pod(name, gpus=1, namespace=TEAM, owner="Job")
+    doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+    return doc
+
+
+def run_safely(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
+    """One run; a harness error (a stand-in that would not start) fails that run, not the campaign."""
+    try:
+        return run_one(cloud_name, seed, spec, logs=logs)
+    except Exception as err:
+        return RunResult(cloud=cloud_name, seed=seed, point=spec, problems=[f"harness error: {err!r}"])
+
+
+def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
+    rng = random.Random(f"{cloud_name}:{seed}:{spec}")
+    result = RunResult(cloud=cloud_name, seed=seed, point=spec)
     server = KubeServer().start()
     client = kc.KubeClient.connect(url=server.url)
     backend = KubeBackend(client, RealClock())  # type: ignore[arg-type]
     binder = TestBinder(backend)
     tmp = tempfile.mkdtemp(prefix="chaos-")
-    ctl = Controller(server.url, os.path.join(tmp, "fake-cloud.json"), logs / f"seed{seed}-{spec}")
-    pods = [gpu_pod(f"job-{i}", gpus=rng.choice((1, 1, 2))) for i in range(rng.randint(3, 5))]
+    cloud = chaos_clouds.make(cloud_name, backend=backend, tmp=tmp)
+    ledger_url = f"sqlite:///{tmp}/ledger.sqlite"
+    ctl = Controller(server.url, cloud, ledger_url, logs / f"{cloud_name}-seed{seed}-{spec}")
+    pods = [gpu_pod(f"job-{i}", gpus=rng.choice((1, 1, 2))) for i in range(rng.randint(2, 4))]
+    pods += [_team_pod(f"{TEAM}-{i}") for i in range(rng.randint(2, 3))]
+    quota = rng.choice((1, 2))
     # Room for every pod even on nodes bigger than needed (a 2-GPU pod takes a 4-GPU g5.12xlarge): a pod
     # held back by the limit is no stranded pod. The limit is still checked at every poll.
-    limit = 4 * sum(int(p["spec"]["containers"][0]["resources"]["limits"][wk.GPU_RESOURCE]) for p in pods)
-    pool = node_pool(POOL, limits={wk.GPU_RESOURCE: str(limit)})
+    limit = 4 * sum(_gpus(p["spec"]["containers"][0]["resources"]["limits"]) for p in pods)
+    pool = node_pool(POOL, limits={wk.GPU_RESOURCE: str(limit)}, zones=cloud.zones())
     pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
+    carried: dict[str, str] = {}
+    """Claim -> node, for every claim seen carrying its ledger rows (disruption deleted it)."""
     try:
-        for obj in (node_class(), pool, *pods):
+        for obj in (cloud.node_class(), pool, _team(quota), *pods):
             backend.create(obj)
         ctl.start(spec)
+
+        def poll() -> None:
+            cloud.sync()
+            binder.sync()
+            if _pool_gpus(backend) > limit:
+                result.limit_breaches += 1
+            if _team_admitted(backend) > quota:
+                result.quota_breaches += 1
+            for c in list(backend.state.claims.values()):
+                if wk.LEDGER_ACTIONS in c.metadata.annotations and c.status.node_name:
+                    carried[c.name] = c.status.node_name
 
         def wait(what: str, done: Any) -> bool:
             """Poll until done(), restarting the controller (no crash point) once it has died."""
@@ -192,29 +284,37 @@ def run_one(seed: int, spec: str, *, logs: Path) -> RunResult:
                 if ctl.died():
                     result.crashed = True
                     ctl.start(None)
-                binder.sync()
-                if _pool_gpus(backend) > limit:
-                    result.limit_breaches += 1
+                poll()
                 if done():
                     return True
                 time.sleep(0.1)
-            pending = sorted(p.name for p in backend.state.pods.values() if not p.node_name)
             nodes = sorted(
                 f"{n.name}({n.labels.get(wk.INSTANCE_TYPE)},ready={n.ready},taints={[t.key for t in n.taints]})"
                 for n in backend.state.nodes.values()
             )
-            result.problems.append(f"timed out waiting for {what} (pending pods: {pending}; nodes: {nodes})")
+            pods = sorted(
+                f"{p.key}({'gated' if p.gated else p.node_name or 'pending'})"
+                for p in backend.state.pods.values()
+            )
+            claims = sorted(
+                f"{c.name}(node={c.status.node_name},deleting={c.metadata.deletion_timestamp is not None})"
+                for c in backend.state.claims.values()
+            )
+            result.problems.append(
+                f"timed out waiting for {what} (stranded: {_stranded(backend, quota)}; pods: {pods}; "
+                f"nodes: {nodes}; claims: {claims}; team quota {quota})"
+            )
             return False
 
         def settled() -> bool:
             nodes = list(backend.state.nodes.values())
-            return all(p.node_name for p in backend.state.pods.values()) and all(
+            return not _stranded(backend, quota) and all(
                 n.labels.get(wk.INITIALIZED) == "true" for n in nodes
             )
 
         wait("pods bound on initialized nodes", settled)
         # A user deletes one node's claim (drain, terminate, finalizer) and, when there is another node,
-        # its jobs end (it empties out: consolidation deletes its claim).
+        # its jobs end (it empties out: consolidation deletes its claim and writes a ledger row).
         by_node: dict[str, list[Any]] = {}
         for p in list(backend.state.pods.values()):
             if p.node_name:
@@ -222,7 +322,11 @@ def run_one(seed: int, spec: str, *, logs: Path) -> RunResult:
         nodes = sorted(by_node)
         rng.shuffle(nodes)
         gone: set[str] = set()
-        for i, name in enumerate(nodes[:2]):
+        emptied: dict[str, str] = {}
+        # With one node, half the seeds empty it rather than delete its claim: the ledger's points are
+        # passed only when disruption removes a node.
+        first = 0 if len(nodes) > 1 or rng.random() < 0.5 else 1
+        for i, name in enumerate(nodes[:2], start=first):
             claim = next((c for c in backend.state.claims.values() if c.status.node_name == name), None)
             if claim is None:
                 continue
@@ -230,25 +334,36 @@ def run_one(seed: int, spec: str, *, logs: Path) -> RunResult:
             if i == 0:
                 backend.delete("NodeClaim", claim.name)
             else:
+                emptied[claim.name] = name
                 for p in by_node[name]:
                     backend.delete("Pod", p.name, namespace=p.namespace)
-        wait(
-            "the deleted and the emptied claims gone",
-            lambda: _quiet(backend) and settled() and not gone & set(backend.state.claims),
-        )
+
+        def done() -> bool:
+            """The deleted claim gone; the emptied one gone too, unless a pod landed on it since (a team
+            pod admitted once the quota freed up)."""
+            held = {p.node_name for p in list(backend.state.pods.values()) if p.node_name}
+            claims = set(backend.state.claims)
+            return not (gone - set(emptied)) & claims and all(
+                name not in claims or node in held for name, node in emptied.items()
+            )
+
+        wait("the deleted and the emptied claims gone", lambda: _quiet(backend) and settled() and done())
         # Garbage collection's grace period and one more pass, then the books are checked.
-        wait("garbage collection", lambda: _books_balance(backend, ctl.fake_state))
-        cloud = _fake_cloud(ctl.fake_state)
-        claims = {c.name for c in backend.state.claims.values()}
-        result.leaked = sum(1 for i in cloud["instances"] if i["nodeclaim"] not in claims)
-        result.double_launches = sum(max(0, n - 1) for n in cloud["launchesByClaim"].values())
-        result.stranded = sum(
-            1 for p in backend.state.pods.values() if not p.node_name and not p.deleting and not p.is_terminal
-        )
-        if _pool_gpus(backend) > limit:
-            result.limit_breaches += 1
+        wait("garbage collection", lambda: sorted(cloud.live()) == sorted(backend.state.claims))
+        claims = set(backend.state.claims)
+        result.leaked = sum(1 for name in cloud.live() if name not in claims)
+        result.double_launches = sum(max(0, n - 1) for n in cloud.launches().values())
+        result.stranded = len(_stranded(backend, quota))
+        poll()
+        ctl.stop()
+        with Ledger(ledger_url) as ledger:
+            rows = Counter(r.node for r in ledger.actions())
+        removed = {node for claim, node in {**carried, **emptied}.items() if claim not in claims}
+        result.ledger_lost = len(removed - set(rows))
+        result.ledger_duplicates = sum(n - 1 for n in rows.values() if n > 1)
     finally:
         ctl.stop()
+        cloud.close()
         backend.close()
         client.close()
         server.stop()
@@ -261,53 +376,93 @@ def _quiet(backend: KubeBackend) -> bool:
     return all(c.metadata.deletion_timestamp is None and c.status.node_name for c in claims)
 
 
-def _books_balance(backend: KubeBackend, fake_state: str) -> bool:
-    claims = {c.name for c in backend.state.claims.values()}
-    instances = {i["nodeclaim"] for i in _fake_cloud(fake_state)["instances"]}
-    return instances == claims
+def campaign_runs(
+    clouds: list[str], *, quick: bool, seeds: int, first_seed: int = 0
+) -> list[tuple[str, int, str]]:
+    runs = []
+    for cloud in clouds:
+        if quick:
+            specs = QUICK[cloud]
+        else:
+            specs = [f"{p}:{n}" for p, ns in COUNTS.items() if cloud in REACHES.get(p, {cloud}) for n in ns]
+        count = 1 if quick else seeds
+        runs += [(cloud, seed, spec) for seed in range(first_seed, first_seed + count) for spec in specs]
+    return runs
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, each point once")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="8 points once on the fake cloud, 2 on AWS")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds FIRST..FIRST+SEEDS-1")
+    parser.add_argument("--clouds", default=",".join(chaos_clouds.CLOUDS), help="fake, aws or fake,aws")
+    parser.add_argument("--points", default="", help="only these specs (POINT:N, comma-separated)")
+    parser.add_argument("--no-suites", action="store_true", help="skip the fault tests and the fuzzing")
     parser.add_argument("--logs", default=None, help="directory for the controllers' logs")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each its own API and process)")
     args = parser.parse_args()
-    specs = [f"{p}:1" for p in POINTS] if args.quick else [f"{p}:{n}" for p, ns in COUNTS.items() for n in ns]
-    seeds = 1 if args.quick else args.seeds
+    clouds = [c.strip() for c in args.clouds.split(",") if c.strip()]
+    for c in clouds:
+        if c not in chaos_clouds.CLOUDS:
+            parser.error(f"--clouds: {c!r} is not known; allowed: {', '.join(chaos_clouds.CLOUDS)}")
+    runs = campaign_runs(clouds, quick=args.quick, seeds=args.seeds, first_seed=args.first_seed)
+    if args.points:
+        wanted = set(args.points.split(","))
+        runs = [r for r in runs if r[2] in wanted]
     logs = Path(args.logs or tempfile.mkdtemp(prefix="chaos-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results: list[RunResult] = []
-    runs = [(seed, spec) for seed in range(seeds) for spec in specs]
+    # The suites wait on servers and sleeps more than they compute: they run beside the crash runs.
+    suites = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    suites_done = None if args.no_suites else suites.submit(run_suites, logs, quick=args.quick)
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=max(1, args.jobs), mp_context=multiprocessing.get_context("spawn")
     ) as pool:
-        futures = [pool.submit(run_one, seed, spec, logs=logs) for seed, spec in runs]
+        futures = [pool.submit(run_safely, cloud, seed, spec, logs=logs) for cloud, seed, spec in runs]
         for future in concurrent.futures.as_completed(futures):
             r = future.result()
             results.append(r)
-            bad = r.leaked or r.double_launches or r.stranded or r.limit_breaches or r.problems
-            verdict = f"FAILED: {r}" if bad else ("crashed, recovered" if r.crashed else "not reached")
-            print(f"seed={r.seed} point={r.point}: {verdict}", file=sys.stderr, flush=True)
-    figures = {
-        "crash_points": len(specs),
-        "seeds": seeds,
+            verdict = f"FAILED: {r}" if r.bad else ("crashed, recovered" if r.crashed else "not reached")
+            print(f"cloud={r.cloud} seed={r.seed} point={r.point}: {verdict}", file=sys.stderr, flush=True)
+    with open(logs / "runs.jsonl", "w") as f:
+        for r in results:
+            f.write(json.dumps(asdict(r)) + "\n")
+    faults, tried, suite_problems = (0, 0, []) if suites_done is None else suites_done.result()
+    suites.shutdown()
+    for problem in suite_problems:
+        print(problem, file=sys.stderr)
+    keys = ("leaked", "double_launches", "stranded", "limit_breaches", "quota_breaches")
+    figures: dict[str, Any] = {
+        "clouds": clouds,
+        "crash_points": len({spec for _, _, spec in runs}),
+        "seeds": 1 if args.quick else args.seeds,
         "runs": len(results),
         "crashes": sum(r.crashed for r in results),
         "leaked_instances": sum(r.leaked for r in results),
         "double_launches": sum(r.double_launches for r in results),
         "stranded_pods": sum(r.stranded for r in results),
         "limit_breaches": sum(r.limit_breaches for r in results),
-        "failures": sum(bool(r.problems) for r in results),
+        "quota_breaches": sum(r.quota_breaches for r in results),
+        "ledger_lost_rows": sum(r.ledger_lost for r in results),
+        "ledger_duplicate_rows": sum(r.ledger_duplicates for r in results),
+        "failures": sum(bool(r.problems) for r in results) + len(suite_problems),
+        "faults_survived": faults,
+        "inputs_tried": tried,
+        "by_cloud": {
+            c: {
+                "runs": sum(r.cloud == c for r in results),
+                "crashes": sum(r.crashed for r in results if r.cloud == c),
+                "bad_runs": sum(r.bad for r in results if r.cloud == c),
+                **{k: sum(getattr(r, k) for r in results if r.cloud == c) for k in keys},
+            }
+            for c in clouds
+        },
         "seconds": round(time.monotonic() - started, 1),
         "logs": str(logs),
     }
     print(json.dumps(figures))
-    if any(figures[k] for k in ("leaked_instances", "double_launches", "stranded_pods", "limit_breaches")):
-        sys.exit(1)
-    if figures["failures"]:
+    if any(r.bad for r in results) or suite_problems:
         sys.exit(1)
 
 

@@ -4,8 +4,8 @@
 Off unless armed: `provisioner run` reads `PROVISIONER_CRASH_AT=POINT:N` once at start-up and calls
 `arm()`; every `reached(POINT)` then counts, and the N-th time POINT is reached the process kills itself
 (SIGKILL: no finally block, no lease release, exactly a lost node). Unarmed, `reached` is one global
-read. Only the I/O layer calls it (provisioner.kube.api, the provider wrappers, the run command), never
-the pure rooms.
+read. Only the I/O layer calls it (provisioner.kube.api, the provider wrappers, the run command, the
+disruption controller and the ledger recorder), never the pure rooms.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ POINTS = (
     "claim-deleted",  # a NodeClaim deletion was requested (garbage collection, disruption)
     "finalizer-removed",  # the termination finalizer is off; the claim is gone
     "node-deleted",  # a Node was deleted
+    "ledger-pending",  # disruption deleted its claims, their ledger rows are not handed to the recorder
+    "ledger-written",  # action rows committed to the ledger, the claims they ride on not yet gone
 )
 """Every point a spec may name."""
 

@@ -4,6 +4,7 @@ a document one can be put."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hypothesis import strategies as st
@@ -23,6 +24,12 @@ QUANTITIES = [
     "1e-999",
     "١٢",  # Arabic-Indic digits: str.isdigit() says yes, int() says yes, Kubernetes says no
 ]
+
+
+def examples(default: int) -> int:
+    """`max_examples` of a fuzzing test: its own, unless PROVISIONER_FUZZ_EXAMPLES says how many (the
+    reliability campaign's short run, bench/chaos.py --quick, sets it to stay short)."""
+    return int(os.environ.get("PROVISIONER_FUZZ_EXAMPLES") or default)
 
 
 def _deep(depth: int) -> Any:

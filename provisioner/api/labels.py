@@ -70,6 +70,10 @@ controller can say so when the launch had to fall back to another."""
 DISRUPTION_REASON = f"{GROUP}/disruption-reason"
 """On a NodeClaim, written just before a deletion the controllers decide: why (`Interrupted`,
 `Unregistered`, `Underutilized`...)."""
+LEDGER_ACTIONS = f"{GROUP}/ledger-actions"
+"""On a NodeClaim that disruption deletes: the FinOps ledger rows of its removal (JSON), written before
+the deletion so a controller killed before the rows are stored finds them again; the termination
+finalizer is held until they are stored (see provisioner.controllers.termination)."""
 
 # Taints and finalizers.
 DISRUPTED_TAINT = f"{GROUP}/disrupted"

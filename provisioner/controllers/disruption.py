@@ -12,11 +12,17 @@ meantime drops them. Carrying out a command:
 3. delete the old NodeClaims: the termination controller (its finalizer) drains them through the eviction
    API, honouring PDBs and do-not-disrupt, and deletes the instances;
 4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
-   really launched (`provisioner.finops.rows.action_rows` holds the money rules).
+   really launched (`provisioner.finops.rows.action_rows` holds the money rules). Each old claim carries
+   its rows (annotation `provisioner.sh/ledger-actions`) from just before its deletion until the rows are
+   stored: a controller killed in between hands them in again after its restart (termination does), and
+   the ledger stores a (command, node) row once.
 
 Expiration is forceful: its commands skip the validation delay and the wait for replacements (their
 nodes are deleted at once; the drain honours PDBs and do-not-disrupt only until the claim's
 `terminationGracePeriod`, counted from the moment of expiry).
+
+Marks this process is not carrying out a command for (a controller killed between marking a node and
+deleting its claim) are cleared at the next pass, so the node can be planned again.
 
 Budgets hold across commands because the planner counts marked and deleting nodes as disrupting. The
 replacements in flight are hidden from later plans so no two commands count on the same room. Blockers go
@@ -35,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from provisioner import scheduling
+from provisioner import crashpoints, scheduling
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
@@ -52,7 +58,7 @@ from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, Launched, action_rows, blocker_rows
+from provisioner.finops.rows import ActionRow, Launched, action_rows, actions_to_json, blocker_rows
 from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.cluster import team_of
@@ -143,6 +149,7 @@ class DisruptionController(Reconciler):
         self._warn_invalid_annotations(snap)
         self._pod_events.observe(snap, now)
         self._remember_teams(snap)
+        self._clear_orphaned_marks(snap, now)
         self._progress(snap, now)
         try:
             self._decide(snap, now, changed=changed)
@@ -156,15 +163,21 @@ class DisruptionController(Reconciler):
                 return
             pending, self.pending = self.pending, None
             result = self._plan(snap, now)
+            fresh: set[tuple[str, tuple[str, ...]]] = set()
             for command in result.commands:
                 if _forceful(command) or (_key(command) in pending.keys and not self._held(command, now)):
                     self._execute(command, snap, now)
-                elif _key(command) not in pending.keys:
+                elif _key(command) not in pending.keys and not self._held(command, now):
+                    # First planned now (a node emptied during validation joined the command): it waits
+                    # a validation delay of its own from now, not the idle evaluation interval.
                     log.info(
-                        "disruption: %s of %s not planned before validation; waiting",
+                        "disruption: %s of %s not planned before validation; validating it now",
                         command.method,
                         command.node_names,
                     )
+                    fresh.add(_key(command))
+            if fresh:
+                self.pending = _Pending(planned_at=now, keys=fresh)
             return
         if self._last_evaluation is not None:
             since = now - self._last_evaluation
@@ -238,35 +251,50 @@ class DisruptionController(Reconciler):
 
     def _mark(self, command: Command, now: datetime, *, on: bool) -> None:
         for sn in command.nodes:
-            if sn.claim is None:
-                continue
-            with self.state.lock:
-                # The claim and its Node as they are now (a step has passed since the plan), read together.
-                claim = self.state.claims.get(sn.claim.name)
-                node = self.state.nodes.get(claim.status.node_name or sn.name) if claim is not None else None
-            if claim is None:
-                continue
-            try:
-                if node is not None:
-                    taints = [t.to_dict() for t in node.taints if t.key != wk.DISRUPTED_TAINT]
-                    if on:
-                        taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
-                    self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
-                conditions = set_condition(
-                    claim.status.conditions,
-                    DISRUPTING,
-                    on,
-                    reason=command.reason.value if on else "Abandoned",
-                    now=now,
+            if sn.claim is not None:
+                self._mark_claim(
+                    sn.claim.name, sn.name, now, on=on, reason=command.reason.value if on else "Abandoned"
                 )
-                self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+
+    def _mark_claim(self, name: str, node_name: str, now: datetime, *, on: bool, reason: str) -> None:
+        with self.state.lock:
+            # The claim and its Node as they are now (a step has passed since the plan), read together.
+            claim = self.state.claims.get(name)
+            node = self.state.nodes.get(claim.status.node_name or node_name) if claim is not None else None
+        if claim is None:
+            return
+        try:
+            if node is not None:
+                taints = [t.to_dict() for t in node.taints if t.key != wk.DISRUPTED_TAINT]
                 if on:
-                    self.cluster.patch_nodeclaim(
-                        claim.name,
-                        {"metadata": {"annotations": {wk.DISRUPTION_REASON: command.reason.value}}},
-                    )
-            except NotFoundError:
+                    taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
+                self.cluster.patch_node(node.name, {"spec": {"taints": taints}})
+            conditions = set_condition(claim.status.conditions, DISRUPTING, on, reason=reason, now=now)
+            self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+            if on:
+                self.cluster.patch_nodeclaim(
+                    claim.name, {"metadata": {"annotations": {wk.DISRUPTION_REASON: reason}}}
+                )
+        except NotFoundError:
+            return
+
+    def _clear_orphaned_marks(self, snap: Snapshot, now: datetime) -> None:
+        """Unmark nodes marked for a command this process is not carrying out: a controller killed between
+        marking and deleting (or a deletion that failed). Left marked, a node would count as disrupting
+        for ever: never planned again, never holding a pod, still paid for."""
+        carried = {name for a in self.active.values() for name in a.claims}
+        for sn in snap.nodes:
+            claim = sn.claim
+            if claim is None or claim.name in carried or sn.deleting or claim.metadata.deletion_timestamp:
                 continue
+            tainted = sn.node is not None and any(t.key == wk.DISRUPTED_TAINT for t in sn.node.taints)
+            if not tainted and not is_true(claim.status.conditions, DISRUPTING):
+                continue
+            log.info("disruption: unmarking %s, marked for a command no longer carried out", claim.name)
+            try:
+                self._mark_claim(claim.name, sn.name, now, on=False, reason="Orphaned")
+            except ClusterError as err:
+                log.warning("disruption: cannot unmark %s: %s", claim.name, err)
 
     def _execute(self, command: Command, snap: Snapshot, now: datetime) -> None:
         ident = f"{now:%Y%m%dT%H%M%S}-{self.settings.name_suffix()}"
@@ -347,22 +375,32 @@ class DisruptionController(Reconciler):
         self.active.pop(active.id, None)
         for sn in active.command.nodes:
             self._backoff.pop(sn.name, None)
-        for name in active.claims:
-            try:
-                self.cluster.delete_nodeclaim(name)
-            except NotFoundError:
-                continue
-            except ClusterError as err:
-                log.warning("disruption %s: cannot delete NodeClaim %s: %s", active.id, name, err)
         rows = [
             dataclasses.replace(r, teams=r.teams or self._last_teams.pop(r.node, ()))
             for r in action_rows(
                 active.command, time=now, command_id=active.id, launched=self._launched(active)
             )
         ]
+        node_of = {sn.claim.name: sn.name for sn in active.command.nodes if sn.claim is not None}
+        for name in active.claims:
+            try:
+                if self.recorder is not None:
+                    # The rows ride on the claim until they are stored: a controller killed before then
+                    # finds them there (the termination finalizer waits for them).
+                    mine = [r for r in rows if r.node == node_of.get(name)]
+                    if mine:
+                        self.cluster.patch_nodeclaim(
+                            name, {"metadata": {"annotations": {wk.LEDGER_ACTIONS: actions_to_json(mine)}}}
+                        )
+                self.cluster.delete_nodeclaim(name)
+            except NotFoundError:
+                continue
+            except ClusterError as err:
+                log.warning("disruption %s: cannot delete NodeClaim %s: %s", active.id, name, err)
         self.actions.extend(rows)
         self.done.append(active)
         if self.recorder is not None:
+            crashpoints.reached("ledger-pending")
             self.recorder.actions(rows)
 
     def _launched(self, active: _Active) -> list[Launched]:

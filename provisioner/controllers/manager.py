@@ -77,7 +77,7 @@ class Manager:
         self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
         self.admission = AdmissionController(**shape)
         self.lifecycle = LifecycleController(**shape)
-        self.termination = TerminationController(**shape)
+        self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**shape)
         self.nodepools = NodePoolStatusController(**shape)
         self.controllers: list[tuple[str, Reconciler]] = [

@@ -33,6 +33,9 @@ class Settings:
     """A Node of ours with no NodeClaim is deleted only once seen orphaned this long."""
     gc_interval: timedelta = timedelta(seconds=30)
     """How often garbage collection lists the cloud (each pass is a paid, rate-limited API call)."""
+    ledger_hold: timedelta = timedelta(seconds=60)
+    """How long a deleted NodeClaim's finalizer waits for the ledger rows of its disruption to be stored
+    (a database that is down holds termination this long at most)."""
     eviction_retry: timedelta = timedelta(seconds=5)
     """How soon an eviction refused by a PDB is tried again."""
     launch_backoff: timedelta = timedelta(seconds=5)

@@ -4,7 +4,15 @@ Steps, each resumable after a crash: taint the Node `provisioner.sh/disrupted:No
 through the Eviction API (a PDB's 429 means try again later; pods with `provisioner.sh/do-not-disrupt`
 block a voluntary disruption; once `terminationGracePeriod` has passed since the drain began, or for an
 expired claim since its expiry, pods are deleted regardless); `provider.delete`; wait until the instance
-is gone; delete the Node; remove the finalizer. DaemonSet pods are not evicted: they go with the node."""
+is gone; delete the Node; hand in the ledger rows the claim carries and wait until they are stored; remove
+the finalizer. DaemonSet pods are not evicted: they go with the node.
+
+The ledger rows (annotation `provisioner.sh/ledger-actions`, written by disruption just before it deleted
+the claim) are what make a disruption's row survive a crash: whichever process removes the finalizer
+hands them in (the recorder and the ledger skip rows they already have) and removes it only once they are
+committed. A ledger that stays down does not hold a node forever: after `ledger_hold` since the deletion
+the finalizer goes anyway and the rows wait in the recorder's queue (lost only if the process then dies
+before the database is back)."""
 
 from __future__ import annotations
 
@@ -22,6 +30,8 @@ from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError,
 from provisioner.controllers.conditions import condition_time, set_condition
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption.candidates import do_not_disrupt
+from provisioner.finops.recorder import LedgerRecorder
+from provisioner.finops.rows import actions_from_json
 from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
@@ -43,6 +53,9 @@ def _expiry(claim: NodeClaim) -> datetime | None:
 
 @dataclass(kw_only=True, eq=False)
 class TerminationController(Reconciler):
+    recorder: LedgerRecorder | None = None
+    """The ledger recorder; None keeps no ledger."""
+    _ledger_said: set[str] = field(default_factory=set, init=False)
     _blocked_said: dict[str, str] = field(default_factory=dict, init=False)
     _retry_at: dict[str, datetime] = field(default_factory=dict, init=False)
 
@@ -97,6 +110,8 @@ class TerminationController(Reconciler):
         if node is not None:
             with contextlib.suppress(NotFoundError):
                 self.cluster.delete_node(node.name)
+        if not self._ledger_settled(claim, now):
+            return
         finalizers = [f for f in claim.metadata.finalizers if f != wk.TERMINATION_FINALIZER]
         self.cluster.patch_nodeclaim(
             claim.name, guarded(claim.metadata.resource_version, {"metadata": {"finalizers": finalizers}})
@@ -104,6 +119,34 @@ class TerminationController(Reconciler):
         self.metrics.nodeclaims_terminated.labels(nodepool=claim.nodepool or "").inc()
         self._blocked_said.pop(claim.name, None)
         log.info("NodeClaim %s terminated", claim.name)
+
+    def _ledger_settled(self, claim: NodeClaim, now: datetime) -> bool:
+        """Hand in the ledger rows the claim carries; True once they are stored (or held long enough)."""
+        text = claim.metadata.annotations.get(wk.LEDGER_ACTIONS)
+        if self.recorder is None or not text:
+            return True
+        try:
+            rows = actions_from_json(text)
+        except ValueError as err:
+            log.warning("NodeClaim %s: annotation %s ignored: %s", claim.name, wk.LEDGER_ACTIONS, err)
+            return True
+        self.recorder.actions(rows)
+        if self.recorder.stored([(r.command_id, r.node) for r in rows]):
+            return True
+        deleted = claim.metadata.deletion_timestamp or now
+        if deleted.tzinfo is None:
+            deleted = deleted.replace(tzinfo=UTC)
+        if now - deleted < self.settings.ledger_hold:
+            return False
+        if claim.name not in self._ledger_said:
+            self._ledger_said.add(claim.name)
+            log.warning(
+                "NodeClaim %s: its ledger rows are not stored after %s; removing its finalizer anyway "
+                "(the rows stay queued)",
+                claim.name,
+                self.settings.ledger_hold,
+            )
+        return True
 
     def _drained(self, claim: NodeClaim, node: Node, pods: list[Pod], now: datetime) -> bool:
         """Taint, evict; True once no pod but DaemonSet pods remain."""

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 PATH = "/mutate-pods"
 MAX_BODY = 3 * 1024 * 1024
 """The API server sends at most a few MiB (a pod's spec); more is refused unread."""
+HANDSHAKE_TIMEOUT = 5.0
+"""Seconds a client has to finish the TLS handshake, and then for each read of its request."""
 
 
 def review(request: Mapping[str, Any], state: ClusterState) -> dict[str, Any]:
@@ -83,6 +85,22 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: ClusterState
+    context: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # TLS only, and the handshake in the request's own thread with a deadline: done in the accept loop
+        # (a wrapped listening socket), one client that connects and says nothing would hold up every
+        # review after it. A plain-HTTP request fails the handshake and is closed unanswered.
+        request.settimeout(HANDSHAKE_TIMEOUT)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except OSError as err:
+            log.debug("webhook: TLS handshake with %s failed: %s", client_address, err)
+            return
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
 
 
 class AdmissionWebhook:
@@ -96,7 +114,7 @@ class AdmissionWebhook:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(certfile, keyfile)
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self._server.context = context
         self._thread = threading.Thread(target=self._server.serve_forever, name="webhook", daemon=True)
 
     @property

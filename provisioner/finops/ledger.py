@@ -15,6 +15,10 @@ these tables. Times are stored in UTC.
 
 Past 500 lines because each of the four tables has its definition, writer and reader here, beside the
 migration bridge they share; a fifth table would move the per-table mapping into a module of its own.
+
+On SQLite every transaction, schema changes included, is SQLite's own (`BEGIN` ... `COMMIT`): Python's
+sqlite3 driver would otherwise commit each CREATE and ALTER at once, and a controller killed in the middle
+of an upgrade would leave a half-made schema that no later open could upgrade ("table already exists").
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     create_engine,
+    event,
     insert,
     inspect,
     select,
@@ -211,6 +216,19 @@ def head_revision() -> str:
     return head
 
 
+def _transactional_sqlite(engine: Engine) -> None:
+    """SQLAlchemy's recipe for SQLite transactions that hold DDL too: the driver begins nothing itself,
+    and every SQLAlchemy transaction starts with an explicit BEGIN."""
+
+    @event.listens_for(engine, "connect")
+    def _driver_begins_nothing(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+
 class Ledger:
     """A ledger on one database. `Ledger(url)` opens it and upgrades its schema to the newest."""
 
@@ -220,6 +238,8 @@ class Ledger:
             self.engine: Engine = create_engine(self.url)
         except Exception as err:  # bad URL or missing driver: say which
             raise LedgerError(f"cannot open ledger {self.url!r}: {err}") from err
+        if self.engine.dialect.name == "sqlite":
+            _transactional_sqlite(self.engine)
         if migrate:
             self.migrate()
 

@@ -5,7 +5,9 @@ A write that fails (the database is down, a connection dropped) is retried with 
 once; if it still fails, the failure is counted (`on_failure`, a metric) and logged, and the rows stay
 queued for the next attempt after a back-off. Only when more than `max_pending` rows wait are the oldest
 dropped, each drop counted (`on_dropped`) and logged as an error. Action rows carry their command id and
-are stored once, so a batch written twice (a timeout after the commit) is harmless.
+are stored once, so a batch written twice (a timeout after the commit) is harmless; an action row handed
+in again (the termination controller hands in the rows a NodeClaim carries) is skipped here, and
+`stored(keys)` says whether rows were committed, so the finalizer can wait for them.
 
 `background=True` (the controller) writes from a thread of its own and opens the ledger there, lazily:
 a database that is down at start-up delays the ledger, never the controller. `background=False` (the
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
+from provisioner import crashpoints
 from provisioner.finops.ledger import Ledger, LedgerError
 from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 
@@ -69,11 +72,24 @@ class LedgerRecorder:
         self._thread: threading.Thread | None = None
         self.written = dict.fromkeys(TABLES, 0)
         """Rows stored per table (a retried action row stored once counts once)."""
+        self._handed: set[tuple[str, str]] = set()
+        """(command id, node) of every action row handed in, queued or stored."""
+        self._stored: set[tuple[str, str]] = set()
+        """(command id, node) of every action row committed (or found already there)."""
 
     # ---- what controllers call ---------------------------------------------------------------------
 
     def actions(self, rows: Sequence[ActionRow]) -> None:
-        self._put(_Batch("actions", list(rows)))
+        """Queue action rows; rows handed in before (same command and node) are skipped."""
+        with self._cond:
+            fresh = [r for r in rows if (r.command_id, r.node) not in self._handed]
+            self._handed.update((r.command_id, r.node) for r in fresh)
+        self._put(_Batch("actions", fresh))
+
+    def stored(self, keys: Sequence[tuple[str, str]]) -> bool:
+        """Whether every action row of these (command id, node) keys is in the ledger."""
+        with self._cond:
+            return all(k in self._stored for k in keys)
 
     def blockers(self, rows: Sequence[BlockerRow]) -> None:
         self._put(_Batch("blockers", list(rows)))
@@ -198,4 +214,8 @@ class LedgerRecorder:
             )
             return False
         self.written[batch.table] += stored
+        if batch.table == "actions":
+            with self._cond:
+                self._stored.update((r.command_id, r.node) for r in batch.rows)  # type: ignore[union-attr]
+            crashpoints.reached("ledger-written")
         return True

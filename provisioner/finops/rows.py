@@ -17,6 +17,8 @@ The money rules that belong to one action live here, where its row is made:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -75,6 +77,34 @@ class ActionRow:
     @property
     def estimated_monthly_savings(self) -> float:
         return self.savings_per_hour * HOURS_PER_MONTH
+
+
+def actions_to_json(rows: Sequence[ActionRow]) -> str:
+    """Action rows as compact JSON, for the NodeClaim annotation that carries them until they are stored
+    (see provisioner.controllers.termination)."""
+    docs = [{**dataclasses.asdict(r), "time": r.time.isoformat()} for r in rows]
+    return json.dumps(docs, separators=(",", ":"))
+
+
+def actions_from_json(text: str) -> list[ActionRow]:
+    """The rows `actions_to_json` wrote; ValueError when the text is not that (a hand-edited annotation)."""
+    try:
+        docs = json.loads(text)
+        return [
+            ActionRow(
+                **{
+                    **doc,
+                    "time": datetime.fromisoformat(doc["time"]),
+                    **{k: tuple(doc[k]) for k in _TUPLE_FIELDS if k in doc},
+                }
+            )
+            for doc in docs
+        ]
+    except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as err:
+        raise ValueError(f"not a list of ledger action rows: {err}") from None
+
+
+_TUPLE_FIELDS = tuple(f.name for f in dataclasses.fields(ActionRow) if str(f.type).startswith("tuple"))
 
 
 @dataclass(frozen=True, slots=True)

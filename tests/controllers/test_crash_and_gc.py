@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from provisioner.api import labels as wk
 from provisioner.controllers.conditions import condition_status
 from tests.controllers.world import gpu_pod, node_class, node_pool
 
@@ -103,3 +104,38 @@ def test_a_node_of_ours_without_a_claim_is_deleted_after_the_grace_period(make_w
     w.run_until(lambda: "stray" not in w.state.nodes, max_ticks=20, seconds=5)
     assert "someone-elses" in w.state.nodes
     assert w.metric("provisioner_nodes_collected_total") == 1
+
+
+class DiesMarkingForDisruption:
+    """A ClusterAPI that kills the process once disruption has tainted a node and set its claim's
+    Disrupting condition, before it deletes the claim."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def patch_nodeclaim(self, name: str, patch: Any) -> None:
+        if wk.DISRUPTION_REASON in (patch.get("metadata") or {}).get("annotations", {}):
+            raise Killed(f"killed while marking {name} for disruption")
+        self.inner.patch_nodeclaim(name, patch)
+
+
+def test_marks_of_a_disruption_killed_half_way_are_cleared_and_the_node_is_consolidated_after_restart(
+    make_world,
+):
+    w = make_world()
+    pool = node_pool("gpu")
+    pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
+    w.apply(node_class(), pool, gpu_pod("train-0", owner="Job"))
+    w.run_until(w.all_bound, max_ticks=30)
+    w.manager = w.new_manager(cluster=DiesMarkingForDisruption(w.backend.cluster), disruption=True)
+    w.backend.delete("Pod", "train-0", namespace="default")
+    with pytest.raises(Killed):
+        w.run_until(lambda: False, max_ticks=30, seconds=5)
+    (claim,) = w.claims()
+    assert condition_status(claim, "Disrupting") == "True", "the crash came after the marks"
+    w.restart()
+    w.manager = w.new_manager(disruption=True)
+    w.run_until(lambda: not w.claims(), max_ticks=30, seconds=5)

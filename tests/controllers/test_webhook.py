@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import http.client
 import ipaddress
 import json
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -186,3 +188,25 @@ def test_a_team_added_later_is_seen_by_the_next_request(webhook, state: ClusterS
     assert _patch(_post(webhook, _review("nlp", _pod()))[1]) is None
     state.upsert("Team", {"kind": "Team", "metadata": {"name": "nlp"}, "spec": {"namespaces": ["nlp"]}})
     assert _patch(_post(webhook, _review("nlp", _pod()))[1]) is not None
+
+
+def test_plain_http_gets_no_admission_review_answer(webhook) -> None:
+    url, _ = webhook
+    plain = url.replace("https://", "http://", 1)
+    body = json.dumps(_review("vision", _pod())).encode()
+    request = urllib.request.Request(plain, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            answer = resp.read()
+    except (OSError, http.client.HTTPException):
+        return  # refused: the connection is closed at the failed TLS handshake
+    raise AssertionError(f"plain HTTP was answered: {answer[:200]!r}")
+
+
+def test_a_client_that_connects_and_says_nothing_does_not_hold_up_the_api_server(webhook) -> None:
+    url, _ = webhook
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port)):
+        # A TLS handshake that never starts (a port scanner, a stuck client): the next review is answered.
+        status, answer = _post(webhook, _review("vision", _pod()))
+    assert status == 200 and answer["response"]["allowed"] is True

@@ -23,7 +23,7 @@ from provisioner.kube import client as kc
 from provisioner.kube.informers import StateFeeder
 from provisioner.state import ClusterState
 from tests.controllers.world import gpu_pod, node_class, node_pool
-from tests.hostile import HOSTILE, paths
+from tests.hostile import HOSTILE, examples, paths
 
 
 def _node() -> dict[str, Any]:
@@ -91,7 +91,7 @@ def _other(kind: str) -> dict[str, Any]:
     return doc
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_objects())
 def test_no_object_from_the_api_breaks_the_feed_or_its_neighbours(obj: tuple[str, dict[str, Any]]) -> None:
     kind, doc = obj
@@ -135,7 +135,7 @@ def hostile_scenarios(draw: st.DrawFn) -> list[Any]:
     return docs
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_scenarios())
 def test_a_hostile_scenario_file_is_refused_with_a_clear_error_or_simulated(tmp_path_factory, docs) -> None:
     path = tmp_path_factory.mktemp("scenario") / "hostile.yaml"

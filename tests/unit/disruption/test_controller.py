@@ -108,6 +108,29 @@ def test_a_node_that_stops_being_empty_during_validation_is_kept(world, ledger):
     assert ledger.actions() == []
 
 
+def test_a_command_first_planned_at_validation_is_validated_then_carried_out_without_idling(world, ledger):
+    w = world
+    w.apply(
+        node_class(),
+        pool_doc(capacity_types=("on-demand",), consolidate_after="0s"),
+        gpu_pod("job-0", gpus=4, owner="Job"),
+        gpu_pod("job-1", gpus=4, owner="Job"),
+    )
+    w.run_until(w.all_bound, max_ticks=30)
+    assert len(w.claims()) == 2
+    ctl = controller(w, ledger)
+    w.backend.delete("Pod", "job-0", namespace="default")
+    step(w, ctl, seconds=5)
+    assert ctl.pending is not None, "one empty node is planned for deletion"
+    w.backend.delete("Pod", "job-1", namespace="default")
+    # Validation finds a command for both nodes, not the one planned: it is validated from then on and
+    # carried out one validation delay (15s) later, well within the idle evaluation interval (1 min).
+    for _ in range(7):
+        step(w, ctl, seconds=5)
+    assert all(c.metadata.deletion_timestamp is not None for c in w.claims()), w.describe()
+    assert len(ledger.actions()) == 2
+
+
 def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(world, ledger):
     w = world
     w.fake.mark_unavailable(capacity_type="spot")
