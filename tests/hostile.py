@@ -5,6 +5,7 @@ a document one can be put."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
@@ -73,3 +74,23 @@ def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         out.append((*prefix, k))
         out.extend(paths(v, (*prefix, k)))
     return out
+
+
+@st.composite
+def hostile_objects(
+    draw: st.DrawFn, bases: Mapping[str, Callable[[], dict[str, Any]]]
+) -> tuple[str, dict[str, Any]]:
+    """A kind of `bases` and its good document with one to three places made hostile: a value replaced,
+    or an unknown field added beside it."""
+    kind = draw(st.sampled_from(sorted(bases)))
+    doc = bases[kind]()
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        path = draw(st.sampled_from(paths(doc)))
+        parent: Any = doc
+        for step in path[:-1]:
+            parent = parent[step]
+        if draw(st.booleans()) and isinstance(parent, dict):
+            parent[draw(st.text(min_size=1, max_size=12))] = draw(HOSTILE)  # an unknown field
+        else:
+            parent[path[-1]] = draw(HOSTILE)
+    return kind, doc

@@ -431,24 +431,11 @@ def test_two_underused_nodes_of_one_type_are_not_swapped_for_one_of_that_type_on
         duration="2h",
         timeline="    - at: 20m\n      delete:\n        - {kind: Deployment, namespace: ml, name: big}\n",
     )
-    text += """\
----
-apiVersion: provisioner.sh/v1
-kind: NodePool
-metadata: {name: cpu}
-spec:
-  template:
-    spec:
-      nodeClassRef: {kind: AWSNodeClass, name: cpu}
-      requirements:
-        - {key: node.kubernetes.io/instance-type, operator: In, values: [m7i.large]}
-        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 5m
-    budgets:
-      - nodes: "100%"
-"""
+    text += CPU_POOL + (
+        "        - {key: node.kubernetes.io/instance-type, operator: In, values: [m7i.large]}\n"
+        "  disruption:\n    consolidationPolicy: WhenEmptyOrUnderutilized\n    consolidateAfter: 5m\n"
+        '    budgets:\n      - nodes: "100%"\n'
+    )
     for name, cpu in (("big", "1200m"), ("small", "500m")):
         text += timeline.workload("Deployment", name, count=2, gpus=0, cpu=cpu).replace(
             'memory: 8Gi, nvidia.com/gpu: "0"', "memory: 1Gi"

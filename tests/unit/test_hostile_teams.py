@@ -10,7 +10,6 @@ import logging
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
 from provisioner.kube import client as kc
@@ -19,7 +18,7 @@ from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.state import ClusterState
 from tests.controllers.world import gpu_pod, node_class, node_pool
-from tests.hostile import HOSTILE, examples, paths
+from tests.hostile import examples, hostile_objects
 
 GOOD_NAMESPACE = "the-good-namespace"
 
@@ -58,22 +57,6 @@ def _team(name: str = "vision", *, namespace: str = "vision", department: str | 
 BASES = {"Team": (kc.TEAM, _team), "Department": (kc.DEPARTMENT, _department)}
 
 
-@st.composite
-def hostile_objects(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
-    kind = draw(st.sampled_from(sorted(BASES)))
-    doc = BASES[kind][1]()
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        path = draw(st.sampled_from(paths(doc)))
-        parent: Any = doc
-        for step in path[:-1]:
-            parent = parent[step]
-        if draw(st.booleans()) and isinstance(parent, dict):
-            parent[draw(st.text(min_size=1, max_size=12))] = draw(HOSTILE)  # an unknown field
-        else:
-            parent[path[-1]] = draw(HOSTILE)
-    return kind, doc
-
-
 def _good_team_pod() -> dict[str, Any]:
     doc = gpu_pod("good-job", gpus=1, namespace=GOOD_NAMESPACE)
     doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
@@ -81,7 +64,7 @@ def _good_team_pod() -> dict[str, Any]:
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hostile_objects())
+@given(hostile_objects({kind: make for kind, (_, make) in BASES.items()}))
 def test_no_team_or_department_from_the_api_breaks_the_feed_or_admission_of_other_teams(
     obj: tuple[str, dict[str, Any]],
 ) -> None:
