@@ -1,12 +1,17 @@
 """Emptiness: candidates with no workload pods, settled for their pool's `consolidateAfter`, are deleted
 together in one command, as many as each pool's budget for `Empty` allows. No re-solve is needed.
 
+An empty reserved node stays while a node of its instance type and zone runs work outside the
+reservation in a pool that consolidates under-used nodes: deleting it would save nothing (the reservation is paid whether used or not), and
+consolidation can then move that work onto it, saving the other node's price.
+
 Owns which empty nodes go now; when a node became empty is read by `candidates`, budgets are `budgets`'.
 """
 
 from __future__ import annotations
 
-from provisioner.api.nodepool import DisruptionReason
+from provisioner.api import labels as wk
+from provisioner.api.nodepool import ConsolidationPolicy, DisruptionReason
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
@@ -18,9 +23,21 @@ METHOD = "emptiness"
 def run(ctx: Context) -> None:
     """Delete every settled empty candidate the budgets allow, in one command."""
     chosen: list[StateNode] = []
+    outside = _outside_reservations(ctx)
     for node in ctx.candidates:
         if not ctx.free(node) or cand.reschedulable(node):
             continue
+        if cand.capacity_type(node) == wk.CAPACITY_TYPE_RESERVED:
+            other = outside.get((cand.instance_type(node), cand.zone(node)))
+            if other is not None:
+                ctx.block(
+                    node,
+                    BlockerKind.RESERVED_FOR_WORK,
+                    f"kept for the work of {other} ({cand.instance_type(node)} outside the reservation): "
+                    "deleting a reserved node saves nothing, the reservation is paid",
+                    method=METHOD,
+                )
+                continue
         pool = ctx.pool(node)
         if not cand.settled(cand.empty_since(node), pool, ctx.now):
             ctx.block(
@@ -48,3 +65,18 @@ def run(ctx: Context) -> None:
         records=ctx.records(chosen, None, reason=DisruptionReason.EMPTY, detail="no workload pods"),
     )
     ctx.accept(command, None)
+
+
+def _outside_reservations(ctx: Context) -> dict[tuple[str, str], str]:
+    """(instance type, zone) -> a candidate of that type and zone running work outside any reservation, in
+    a pool that consolidates under-used nodes (a `WhenEmpty` pool's work would never move)."""
+    out: dict[tuple[str, str], str] = {}
+    for node in ctx.candidates:
+        if (
+            cand.capacity_type(node) != wk.CAPACITY_TYPE_RESERVED
+            and cand.reschedulable(node)
+            and ctx.pool(node).spec.disruption.consolidation_policy
+            == ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+        ):
+            out.setdefault((cand.instance_type(node), cand.zone(node)), node.name)
+    return out

@@ -127,3 +127,23 @@ def test_a_reservation_of_an_unknown_type_is_refused_naming_the_field(tmp_path: 
 
     assert result.returncode != 0
     assert "p9.huge" in result.stderr and "instanceType" in result.stderr
+
+
+def test_with_a_consolidating_on_demand_pool_its_work_moves_onto_the_idle_reserved_node(
+    tmp_path: Path,
+) -> None:
+    """Consolidation moves the on-demand worker onto the reserved node another worker left, saving the
+    on-demand price: the reserved node stays (deleting it saves nothing), none is launched again."""
+    text = RESERVED_DAY.read_text()
+    on_demand = text.index("name: h100-on-demand")
+    policy = text.index("consolidationPolicy: WhenEmpty", on_demand)
+    text = text[:policy] + "consolidationPolicy: WhenEmptyOrUnderutilized" + text[policy + 30 :]
+    doc = run_json(write(tmp_path, text))
+    first = [a for a in doc["actions"] if a["reason"] != "Expired"]
+    assert [(a["method"], a["node"].rsplit("-", 1)[0], a["replacement"]) for a in first] == [
+        ("single-node", "h100-on-demand", None)
+    ]
+    (move,) = first
+    assert move["savingsPerHour"] == pytest.approx(55.04)
+    (landing,) = [c for c in holding(doc, move["pods"][0]) if c["name"] != move["node"]]
+    assert landing["capacityType"] == "reserved" and landing["deletedAt"] is None

@@ -95,3 +95,27 @@ def test_a_reserved_node_is_not_traded_with_an_on_demand_one_for_one_cheaper_on_
     (command,) = result.commands
     assert (command.method, command.node_names, command.action) == ("single-node", ("on-demand",), "delete")
     assert command.records[0].pods[0].destination == "reserved"
+
+
+def test_an_empty_reserved_node_takes_the_work_of_an_on_demand_node_rather_than_being_deleted(solve):
+    """Deleting an empty reserved node saves nothing (the reservation is paid); an on-demand node of its type
+    and zone moving onto it saves the on-demand price, in one plan."""
+    large = with_reservation(LARGE, free=0)
+    idle = reserved_node("reserved", it=large, pods=[])
+    extra = state_node("on-demand", it=large, pods=[pod("b", cpu="3")])
+    result = run([idle, extra], solve=solve, pools=[POOL], types={POOL.name: [large]})
+    (command,) = result.commands
+    assert (command.node_names, command.action) == (("on-demand",), "delete")
+    assert command.records[0].pods[0].destination == "reserved"
+    kept = [b for b in result.blockers if b.node == "reserved"]
+    assert kept and kept[0].kind == BlockerKind.RESERVED_FOR_WORK
+    assert "on-demand" in kept[0].detail
+
+
+def test_an_empty_reserved_node_nothing_could_move_onto_is_deleted(solve):
+    """With no node of its type and zone outside the reservation, the slot is freed for whoever needs it."""
+    large = with_reservation(LARGE, free=0)
+    idle = reserved_node("reserved", it=large, pods=[])
+    other = state_node("small", it=SMALL, pods=[pod("b", cpu="1")])
+    result = run([idle, other], solve=solve, pools=[POOL], types={POOL.name: [SMALL, large]})
+    assert [(c.method, c.node_names) for c in result.commands][:1] == [("emptiness", ("reserved",))]
