@@ -3,9 +3,9 @@ reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This 
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
 `topology`).
 
-About 680 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
+About 690 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
 then a new node, per the pod's pool order), and it grew with pool order, reservations and the batch
-ordering of issues 11, 13 and 17. The reservation pass and `_finalize` (a NewClaim from an opened node)
+ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at is `scan`'s. The reservation pass and `_finalize` (a NewClaim from an opened node)
 are the next pieces to move out.
 
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
@@ -40,7 +40,7 @@ so for the rest of the solve, and scans jump over such nodes (union-find with pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -48,7 +48,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
-from provisioner.scheduling import pool_order, reservations
+from provisioner.scheduling import pool_order, reservations, scan
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
@@ -157,9 +157,9 @@ class _Solver:
         self.shapes: list[Shape] = []
         self.reservations = reservations.Ledger(self.pools)
         self.full: dict[Vec, dict[int, int]] = {}
-        """Per request vector, jumps over the opened nodes too full for it (`_skips`)."""
-        self.skips: dict[int, list[Skip]] = {}
-        """Per variant id, what refuses its pods for good (`_skips`)."""
+        """Per request vector, jumps over the opened nodes too full for it (`scan`)."""
+        self.skips: dict[int, list[scan.Skip]] = {}
+        """Per variant id, what refuses its pods for good (`scan.skips`)."""
 
     # ---- placing
 
@@ -247,8 +247,8 @@ class _Solver:
         pool_names = v.pool_names
         skips = self.skips.get(v.id)
         if skips is None:
-            skips = self.skips[v.id] = _skips(v, self.full)
-        for n in _unblocked(nodes, start, skips):
+            skips = self.skips[v.id] = scan.skips(v, self.full)
+        for n in scan.unblocked(nodes, start, skips):
             pool = n.pool
             if pool_names is not None and pool.name not in pool_names:
                 continue
@@ -570,58 +570,6 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
-
-
-Skip = tuple[dict[int, int], Callable[["_New"], bool]]
-"""Jumps over opened nodes (from an index to a later one) and the test that put a node among them: a
-verdict that, once true, stays true for the rest of the solve."""
-
-
-def _skips(v: Variant, full: dict[Vec, dict[int, int]]) -> list[Skip]:
-    """What refuses the variant's pods for good: a hostname group holding `threshold` counted pods (its
-    counts only grow), and a node too full for the request (totals only grow, options only narrow)."""
-    skips: list[Skip] = [(g.jumps.setdefault(t, {}), _holding(g.counts, t)) for g, t in v.host_blockers]
-    req = v.req
-    skips.append((full.setdefault(req, {}), lambda n: not all(map(le, map(add, n.total, req), n.maxvec))))
-    return skips
-
-
-def _holding(counts: Mapping[str, int], threshold: int) -> Callable[[_New], bool]:
-    return lambda n: counts.get(n.hostname, 0) >= threshold
-
-
-def _unblocked(nodes: Sequence[_New], start: int, skips: Sequence[Skip]) -> Iterator[_New]:
-    """The opened nodes from `start` on that no skip refuses. The refused ones are jumped over
-    (union-find with path compression), so a pod does not re-check every node filled before it."""
-    i = start
-    while True:
-        j = i
-        for jumps, refuses in skips:
-            j = _skip(jumps, refuses, nodes, j)
-        if j != i:
-            i = j
-            continue
-        if i >= len(nodes):
-            return
-        yield nodes[i]
-        i += 1
-
-
-def _skip(jumps: dict[int, int], refuses: Callable[[_New], bool], nodes: Sequence[_New], i: int) -> int:
-    """The first node at or after `i` that is not refused."""
-    path = []
-    end = len(nodes)
-    while i < end:
-        j = jumps.get(i)
-        if j is None:
-            if not refuses(nodes[i]):
-                break
-            j = i + 1
-        path.append(i)
-        i = j
-    for p in path:
-        jumps[p] = i
-    return i
 
 
 def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:
