@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -145,6 +145,24 @@ class ObjectMeta(BaseModel):
     deletion_timestamp: datetime | None = None
     finalizers: list[str] = Field(default_factory=list)
     owner_references: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Named:
+    """A top-level object whose `metadata.name` is required (pools, teams, departments). A mixin, not a
+    model: the model keeps its own field order (apiVersion, kind, metadata, spec), which the CRDs show."""
+
+    if TYPE_CHECKING:
+        metadata: ObjectMeta
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if not self.metadata.name:
+            raise FieldError("metadata.name is required", path=("metadata", "name"))
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
 
 
 class ConditionStatus(StrEnum):

@@ -19,6 +19,7 @@ from provisioner.api.common import (
     FiniteDuration,
     Labels,
     Model,
+    Named,
     NodeClassReference,
     ObjectMeta,
     Requirement,
@@ -221,7 +222,7 @@ class NodePoolStatus(Model):
     """Ready, NodeClassReady, LimitsReached."""
 
 
-class NodePool(Model):
+class NodePool(Named, Model):
     """A NodePool (`provisioner.sh/v1`): a class of capacity. Requirements on node labels, taints, limits, a
     weight among pools, a disruption policy and the NodeClass that launches its nodes. Field-compatible with
     Karpenter's `karpenter.sh/v1` NodePool."""
@@ -231,16 +232,6 @@ class NodePool(Model):
     metadata: ObjectMeta
     spec: NodePoolSpec
     status: NodePoolStatus | None = None
-
-    @model_validator(mode="after")
-    def _named(self) -> NodePool:
-        if not self.metadata.name:
-            raise FieldError("metadata.name is required", path=("metadata", "name"))
-        return self
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
 
     @property
     def weight(self) -> int:

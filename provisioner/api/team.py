@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from provisioner.api import quantities
-from provisioner.api.common import FieldError, Model, ObjectMeta, check_name
+from provisioner.api.common import FieldError, Model, Named, ObjectMeta, check_name
 from provisioner.api.nodepool import check_resource_amounts
 
 Name = Annotated[str, AfterValidator(check_name)]
@@ -128,7 +128,7 @@ class TeamSpec(Model):
         return value
 
 
-class Department(Model):
+class Department(Named, Model):
     """A Department (`provisioner.sh/v1`): a group of Teams with a quota per NodePool per resource."""
 
     api_version: Literal["provisioner.sh/v1"] = Field("provisioner.sh/v1", alias="apiVersion")
@@ -137,21 +137,11 @@ class Department(Model):
     spec: DepartmentSpec = Field(default_factory=DepartmentSpec)
     status: QuotaStatus | None = None
 
-    @model_validator(mode="after")
-    def _named(self) -> Department:
-        if not self.metadata.name:
-            raise FieldError("metadata.name is required", path=("metadata", "name"))
-        return self
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
     def quota_for(self, pool: str) -> DepartmentQuota | None:
         return next((q for q in self.spec.quotas if q.node_pool == pool), None)
 
 
-class Team(Model):
+class Team(Named, Model):
     """A Team (`provisioner.sh/v1`, Run:ai's project): owns the pods of its namespaces, with a quota per
     NodePool, over-quota borrowing and a default pool list."""
 
@@ -160,16 +150,6 @@ class Team(Model):
     metadata: ObjectMeta
     spec: TeamSpec = Field(default_factory=TeamSpec)
     status: QuotaStatus | None = None
-
-    @model_validator(mode="after")
-    def _named(self) -> Team:
-        if not self.metadata.name:
-            raise FieldError("metadata.name is required", path=("metadata", "name"))
-        return self
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
 
     def quota_for(self, pool: str) -> TeamQuota | None:
         return next((q for q in self.spec.quotas if q.node_pool == pool), None)
