@@ -318,19 +318,24 @@ def _snapshot(scenario: Path | None, kubeconfig: str | None, context: str | None
     return _load_cluster(kubeconfig, context)
 
 
-_SOURCE_HELP = "A file of Kubernetes objects (scenario, state dump, kubectl get -o yaml)."
+# The options `nodes`, `nodepools` and `teams` share: where the cluster is read from, and the output.
+_SCENARIO = typer.Option(
+    None, "--scenario", "-f", help="A file of Kubernetes objects (scenario, state dump, kubectl get -o yaml)."
+)
+_KUBECONFIG = typer.Option(None, "--kubeconfig", help="Read a live cluster through this kubeconfig.")
+_CONTEXT = typer.Option(None, "--context", help="The kubeconfig context.")
+_TABLE_OR_CSV = typer.Option(None, "-o", "--output", help="Format: table or csv.")
+_WRITE = typer.Option(None, "--write", help=out.WRITE_HELP)
 
 
 @report.command("nodes")
 def nodes(
-    scenario: Path | None = typer.Option(None, "--scenario", "-f", help=_SOURCE_HELP),
-    kubeconfig: str | None = typer.Option(
-        None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
-    ),
-    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
+    scenario: Path | None = _SCENARIO,
+    kubeconfig: str | None = _KUBECONFIG,
+    context: str | None = _CONTEXT,
     pool: str | None = typer.Option(None, "--pool", help="Only nodes of this NodePool."),
-    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
-    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+    output: str | None = _TABLE_OR_CSV,
+    write: Path | None = _WRITE,
 ) -> None:
     """Every node with its status (Ready / Not ready) and the reasons, capacity and allocation."""
     from provisioner.finops.reports import nodes as builder
@@ -349,13 +354,11 @@ def nodes(
 
 @report.command("nodepools")
 def nodepools(
-    scenario: Path | None = typer.Option(None, "--scenario", "-f", help=_SOURCE_HELP),
-    kubeconfig: str | None = typer.Option(
-        None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
-    ),
-    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
-    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
-    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+    scenario: Path | None = _SCENARIO,
+    kubeconfig: str | None = _KUBECONFIG,
+    context: str | None = _CONTEXT,
+    output: str | None = _TABLE_OR_CSV,
+    write: Path | None = _WRITE,
 ) -> None:
     """Every NodePool with its status and reasons, node counts, GPUs, CPU, memory and $/h."""
     from provisioner.finops.reports import nodes as builder
@@ -368,13 +371,11 @@ def nodepools(
 
 @report.command("teams")
 def teams(
-    scenario: Path | None = typer.Option(None, "--scenario", "-f", help=_SOURCE_HELP),
-    kubeconfig: str | None = typer.Option(
-        None, "--kubeconfig", help="Read a live cluster through this kubeconfig."
-    ),
-    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
-    output: str | None = typer.Option(None, "-o", "--output", help="Format: table or csv."),
-    write: Path | None = typer.Option(None, "--write", help=out.WRITE_HELP),
+    scenario: Path | None = _SCENARIO,
+    kubeconfig: str | None = _KUBECONFIG,
+    context: str | None = _CONTEXT,
+    output: str | None = _TABLE_OR_CSV,
+    write: Path | None = _WRITE,
 ) -> None:
     """Every Team and Department per pool and resource: quota, allocated (and the non-preemptible part),
     over quota, pending."""
