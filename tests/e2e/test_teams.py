@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_timeline import ROOT, cli, run_json, write
+from tests.e2e.test_timeline import scenario as timeline_scenario
 
 TEAMS_DAY = ROOT / "scenarios" / "teams-day.yaml"
 
@@ -17,17 +18,8 @@ TEAMS_DAY = ROOT / "scenarios" / "teams-day.yaml"
 
 
 def scenario(*, duration: str = "2h", timeline: str = "", allow_oversubscription: bool = False) -> str:
-    steps = f"  timeline:\n{timeline}" if timeline else ""
     extra = "  allowOversubscription: true\n" if allow_oversubscription else ""
-    return f"""\
-apiVersion: provisioner.sh/v1alpha1
-kind: Scenario
-metadata: {{name: t}}
-spec:
-  catalog: aws
-  region: us-east-1
-  duration: {duration}
-{extra}{steps}"""
+    return timeline_scenario(duration=duration, timeline=timeline, extra=extra)
 
 
 def l4_pool(name: str = "l4", *, limit: int | None = None, weight: int = 10) -> str:

@@ -33,7 +33,8 @@ def run_json(path: Path, *extra: str | Path) -> dict[str, Any]:
 # Builders ------------------------------------------------------------------------------------------------
 
 
-def scenario(*, duration: str = "3h", timeline: str = "", unavailable: str = "") -> str:
+def scenario(*, duration: str = "3h", timeline: str = "", unavailable: str = "", extra: str = "") -> str:
+    """A Scenario document; `unavailable` and `extra` are lines of its spec, as written."""
     steps = f"  timeline:\n{timeline}" if timeline else ""
     return f"""\
 apiVersion: provisioner.sh/v1alpha1
@@ -43,7 +44,7 @@ spec:
   catalog: aws
   region: us-east-1
   duration: {duration}
-{unavailable}{steps}"""
+{extra}{unavailable}{steps}"""
 
 
 def gpu_pool(
