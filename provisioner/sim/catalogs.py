@@ -19,7 +19,7 @@ from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType
 
 if TYPE_CHECKING:
-    from provisioner.sim.scenario import Unavailable
+    from provisioner.sim.scenario_spec import Unavailable
 
 FieldPath = tuple[str | int, ...]
 Found = list[tuple[str, FieldPath]]

@@ -48,6 +48,7 @@ from provisioner.sim.cluster import (
     daemonset_doc,
 )
 from provisioner.sim.scenario import LoadedScenario
+from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import Step, Timeline, matches_workload
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod
@@ -391,7 +392,7 @@ class Runner:
                     claim.status.provider_id, detail=f"timeline step at {durations.format_duration(step.at)}"
                 )
 
-    def _reserve(self, r: scenario_.ReservationSpec) -> None:
+    def _reserve(self, r: ReservationSpec) -> None:
         ends = durations.parse_duration(r.ends_at) if r.ends_at else None
         kind = wk.RESERVATION_TYPE_CAPACITY_BLOCK if ends is not None else wk.RESERVATION_TYPE_DEFAULT
         if r.instance_type not in {t.name for t in self.fake.catalog}:

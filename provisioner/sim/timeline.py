@@ -19,14 +19,13 @@ from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.team import Department, Team
 from provisioner.sim import catalogs
 from provisioner.sim import scenario as scenario_
-from provisioner.sim.scenario import (
+from provisioner.sim.scenario import LoadedScenario, ScenarioError
+from provisioner.sim.scenario_spec import (
     TIMELINE_QUOTA_KINDS,
     TIMELINE_WORKLOAD_KINDS,
     DeleteRef,
     InterruptSelector,
-    LoadedScenario,
     ReservationSpec,
-    ScenarioError,
     TimelineStep,
     Unavailable,
 )
