@@ -41,12 +41,11 @@ from provisioner.sim.cluster import (
     Binder,
     DaemonSets,
     Kubelets,
-    PoolScopedTypes,
     SimCluster,
     Workloads,
-    admits,
     daemonset_doc,
 )
+from provisioner.sim.pool_types import PoolScopedTypes, admits
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import Step, Timeline, matches_workload
