@@ -40,8 +40,9 @@ from provisioner.cloudprovider.unavailable import UnavailableOfferings
 T = TypeVar("T")
 
 
-class _Forwarding:
-    """Forwards unknown attributes to the wrapped provider."""
+class Forwarding:
+    """A CloudProvider that hands every call to the one it wraps, and unknown attributes too: a wrapper
+    overrides only the calls it changes."""
 
     def __init__(self, provider: CloudProvider) -> None:
         self.provider = provider
@@ -53,6 +54,27 @@ class _Forwarding:
         if item == "provider":
             raise AttributeError(item)
         return getattr(self.provider, item)
+
+    def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        return self.provider.instance_types(node_class)
+
+    def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
+        return self.provider.create(claim, instance_types, node_class)
+
+    def delete(self, provider_id: str) -> None:
+        self.provider.delete(provider_id)
+
+    def get(self, provider_id: str) -> Instance:
+        return self.provider.get(provider_id)
+
+    def list(self) -> builtins.list[Instance]:
+        return self.provider.list()
+
+    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
+        return self.provider.is_drifted(claim, node_class)
+
+    def interruptions(self) -> builtins.list[InterruptionEvent]:
+        return self.provider.interruptions()
 
 
 def backoff(
@@ -73,7 +95,7 @@ def backoff(
     return wait
 
 
-class RetryingProvider(_Forwarding):
+class RetryingProvider(Forwarding):
     """Retries TransientError (throttling, 5xx, timeouts) with exponential backoff and jitter, at most
     `attempts` calls in all, each wait at most `maximum` seconds; every other error passes at once. The
     last TransientError is re-raised when the attempts run out."""
@@ -185,7 +207,7 @@ def launch_failure_reason(err: BaseException) -> str:
     return "other"
 
 
-class MetricsProvider(_Forwarding):
+class MetricsProvider(Forwarding):
     """Counts every call by method and outcome, times it, and counts launches and launch failures.
 
     Metrics (labels): `provisioner_cloudprovider_calls_total` (provider, method, outcome),
@@ -251,7 +273,7 @@ class MetricsProvider(_Forwarding):
         return self._call("interruptions", self.provider.interruptions)
 
 
-class CachingProvider(_Forwarding):
+class CachingProvider(Forwarding):
     """Applies the unavailable-offerings cache: `instance_types()` comes back with cached offerings
     flagged unavailable, `create()` skips them, and an InsufficientCapacity from `create()` marks the
     offerings it names (for its kind's TTL) before it propagates; so do the `skipped` offerings of an
@@ -281,21 +303,6 @@ class CachingProvider(_Forwarding):
             # Stockouts met on the way to this launch: the next claim should not walk into them again.
             self.cache.mark(instance.skipped, now=self._clock(), kind="capacity")
         return instance
-
-    def delete(self, provider_id: str) -> None:
-        self.provider.delete(provider_id)
-
-    def get(self, provider_id: str) -> Instance:
-        return self.provider.get(provider_id)
-
-    def list(self) -> builtins.list[Instance]:
-        return self.provider.list()
-
-    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
-        return self.provider.is_drifted(claim, node_class)
-
-    def interruptions(self) -> builtins.list[InterruptionEvent]:
-        return self.provider.interruptions()
 
 
 def wrap(

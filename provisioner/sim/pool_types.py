@@ -5,14 +5,13 @@ the NodeClass's zones (what a real provider's NodeClass-scoped discovery returns
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
 from provisioner.api.nodepool import NodePool
-from provisioner.cloudprovider import CloudProvider, Instance, InstanceType, InterruptionEvent
+from provisioner.cloudprovider import CloudProvider, Instance, InstanceType
+from provisioner.cloudprovider.wrappers import Forwarding
 from provisioner.scheduling.offerings import OFFERING_KEYS
 from provisioner.state.objects import SelectorRequirement
 
@@ -33,7 +32,7 @@ def admits(pool: NodePool, it: InstanceType) -> bool:
     return True
 
 
-class PoolScopedTypes:
+class PoolScopedTypes(Forwarding):
     """A CloudProvider wrapper that answers `instance_types(node_class)` with only the types some pool
     using that NodeClass could launch (by the pools' instance-level requirements: family, type, GPU...),
     offered only in the NodeClass's zones (as the scenario loader reads them), and keeps the answer until
@@ -50,17 +49,11 @@ class PoolScopedTypes:
         *,
         zones_for: Callable[[NodeClass], Sequence[str]] | None = None,
     ) -> None:
-        self.provider = provider
-        self.name = provider.name
+        super().__init__(provider)
         self._pools = list(pools)
         self._zones_for = zones_for
         """The zones a NodeClass launches in (its subnets or zone list); None: every zone."""
         self._cache: dict[tuple[str, str], list[InstanceType]] = {}
-
-    def __getattr__(self, item: str) -> Any:
-        if item == "provider":
-            raise AttributeError(item)
-        return getattr(self.provider, item)
 
     def invalidate(self) -> None:
         """Forget the answers kept: the cloud's stockouts changed."""
@@ -94,15 +87,3 @@ class PoolScopedTypes:
         reservations = getattr(self.provider, "reservations", None)  # the fake's, not the protocol's
         if reservations is not None and reservations():
             self.invalidate()  # the instance may have given a reservation its slot back
-
-    def get(self, provider_id: str) -> Instance:
-        return self.provider.get(provider_id)
-
-    def list(self) -> builtins.list[Instance]:
-        return self.provider.list()
-
-    def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
-        return self.provider.is_drifted(claim, node_class)
-
-    def interruptions(self) -> builtins.list[InterruptionEvent]:
-        return self.provider.interruptions()
