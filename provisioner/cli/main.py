@@ -3,10 +3,19 @@ imported inside the commands that use them."""
 
 from __future__ import annotations
 
+import gc
+
 # Imported for the commands each one registers on `app`.
 from provisioner.cli import catalog, crds, report, run, simulate, templates  # noqa: F401
 from provisioner.cli.app import app
 
+# The simulator and the controller hold hundreds of thousands of long-lived objects (pods, nodes, claims
+# and their parsed forms). With the default threshold (700) the cyclic collector re-walks the young ones
+# thousands of times a run: a fifth of a 10,000-pod `simulate` (25.5 -> 19.6 CPU s, the same peak RSS).
+# Our objects form few cycles, so collecting rarely costs little memory.
+GC_THRESHOLDS = (50_000, 20, 100)
+
 
 def main() -> None:
+    gc.set_threshold(*GC_THRESHOLDS)
     app()
