@@ -70,34 +70,33 @@ def to_json(result: RunResult) -> dict[str, Any]:
     launched = sorted(
         (r for r in result.claims.values() if r.launched is not None), key=lambda r: (r.launched, r.name)
     )
+    all_pods = list(state.pods.values())
+    # Each node's workload pods, in one pass over the pods (not one pass per node).
+    on_node: dict[str, list[str]] = {}
+    for p in all_pods:
+        if p.node_name and not p.is_daemonset_pod:
+            on_node.setdefault(p.node_name, []).append(p.key)
     alive: list[dict[str, Any]] = []
     for rec in launched:
         claim = state.claims.get(rec.name)
         if claim is None or claim.metadata.deletion_timestamp is not None:
             continue
         node = claim.status.node_name or rec.name
-        pods = [p.key for p in state.pods.values() if p.node_name == node and not p.is_daemonset_pod]
-        alive.append(_claim(result, rec, pods))
+        alive.append(_claim(result, rec, on_node.get(node, [])))
     unschedulable_reasons: dict[str, list[dict[str, str]]] = {}
     last = result.last_results
     for u in getattr(last, "unschedulable", ()) or ():
         unschedulable_reasons[u.pod.key] = [{"nodePool": r.nodepool, "reason": r.reason} for r in u.reasons]
     for key, reasons in result.held.items():
         unschedulable_reasons[key] = [{"nodePool": pool, "reason": why} for pool, why in reasons]
-    pending = sorted(
-        p.key for p in state.pods.values() if not p.node_name and not p.is_terminal and not p.deleting
-    )
+    pending = sorted(p.key for p in all_pods if not p.node_name and not p.is_terminal and not p.deleting)
     return {
         "start": isoformat(result.start),
         "end": isoformat(result.end),
         "duration": _offset(result, result.end),
         "nodeClaims": [_claim(result, r, sorted(r.pods)) for r in launched],
         "placements": sorted(
-            (
-                {"pod": p.key, "node": p.node_name}
-                for p in state.pods.values()
-                if p.node_name and not p.is_daemonset_pod
-            ),
+            ({"pod": p.key, "node": p.node_name} for p in all_pods if p.node_name and not p.is_daemonset_pod),
             key=lambda x: x["pod"],
         ),
         "unschedulable": [{"pod": key, "reasons": unschedulable_reasons.get(key, [])} for key in pending],
