@@ -28,6 +28,7 @@ total and agree with `provisioner report costs`.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -157,17 +158,24 @@ def churn_charges(
         if row.time < now:
             cost_by_node[row.node] += row.cost
         workloads_by_node[row.node].update(row.workloads)
+    # Nodes by birth, so each action looks only at the nodes born in its window; the nodes it follows
+    # are taken in `first`'s order, so the charges are summed in the same order as a walk over `first`.
+    position = {node: i for i, node in enumerate(first)}
+    births = sorted((born, position[node], node) for node, born in first.items())
+    birth_times = [born for born, _, _ in births]
     followed: dict[str, list[int]] = defaultdict(list)
     for index, action in enumerate(actions):
         if not action.workloads:
             continue
         moved = set(action.workloads)
         own = set(action.replacement_nodes)
-        for node, born in first.items():
-            if node in own or not (action.time <= born < action.time + CHURN_WINDOW):
-                continue
-            if moved & workloads_by_node[node]:
-                followed[node].append(index)
+        lo = bisect.bisect_left(birth_times, action.time)
+        hi = bisect.bisect_left(birth_times, action.time + CHURN_WINDOW)
+        hits = sorted(
+            (at, node) for _, at, node in births[lo:hi] if node not in own and moved & workloads_by_node[node]
+        )
+        for _, node in hits:
+            followed[node].append(index)
     charges = [0.0] * len(actions)
     for node, indexes in followed.items():
         for index in indexes:
