@@ -58,12 +58,18 @@ class _OpenNode:
     namespaces: Mapping[str, Mapping[str, str]]
     pool_owner: str
     """...with its namespaces' labels and its pool's owner then: the row's sample."""
+    row: UsageRow | None = None
+    """The last row written from that same sample (None once the sample changed): the next row is it
+    with its own time and hours, since nothing else in a row depends on them."""
 
 
 class UsageMeter:
     def __init__(self, *, interval: timedelta) -> None:
         self.interval = interval
         self._open: dict[str, _OpenNode] = {}
+        self._namespaces: Mapping[str, Mapping[str, str]] = {}
+        """The namespaces' labels as last seen: every snapshot has a copy of its own, and holding one
+        object while they stay equal lets a node's unchanged sample be told by identity."""
         """Claim name -> what is not yet written."""
         self._last_emit: datetime | None = None
         self._reserved: dict[str, _Open[ReservationRow]] = {}
@@ -74,6 +80,9 @@ class UsageMeter:
         """Note the nodes alive at `now`; return the rows of nodes gone since the last pass, and every
         node's row when an interval has passed."""
         owners = pool_owners(snapshot)
+        if snapshot.namespaces != self._namespaces:
+            self._namespaces = snapshot.namespaces
+        namespaces = self._namespaces
         alive: set[str] = set()
         for node in snapshot.nodes:
             claim = node.claim
@@ -84,11 +93,15 @@ class UsageMeter:
             entry = self._open.get(claim.name)
             if entry is None:
                 self._open[claim.name] = _OpenNode(
-                    since=now, last_seen=now, node=node, namespaces=snapshot.namespaces, pool_owner=owner
+                    since=now, last_seen=now, node=node, namespaces=namespaces, pool_owner=owner
                 )
-            else:
-                entry.last_seen, entry.node, entry.namespaces = now, node, snapshot.namespaces
-                entry.pool_owner = owner
+                continue
+            entry.last_seen = now
+            # A snapshot hands back the same (frozen) StateNode while the node, its claim and its pods
+            # are unchanged: only a new one, new namespace labels or a new pool owner make a new sample.
+            if entry.node is not node or entry.namespaces is not namespaces or entry.pool_owner != owner:
+                entry.node, entry.namespaces, entry.pool_owner = node, namespaces, owner
+                entry.row = None
         gone = [self._open.pop(name) for name in sorted(set(self._open) - alive)]
         rows = [self._node_row(entry) for entry in gone if entry.last_seen > entry.since]
         if self._last_emit is None:
@@ -157,10 +170,14 @@ class UsageMeter:
     @staticmethod
     def _node_row(entry: _OpenNode) -> UsageRow:
         hours = (entry.last_seen - entry.since).total_seconds() / 3600
-        return usage_row(
-            entry.node,
-            time=entry.since,
-            hours=hours,
-            namespaces=entry.namespaces,
-            pool_owner=entry.pool_owner,
-        )
+        if entry.row is not None:
+            entry.row = replace(entry.row, time=entry.since, hours=hours)
+        else:
+            entry.row = usage_row(
+                entry.node,
+                time=entry.since,
+                hours=hours,
+                namespaces=entry.namespaces,
+                pool_owner=entry.pool_owner,
+            )
+        return entry.row
