@@ -24,10 +24,10 @@ of an upgrade would leave a half-made schema that no later open could upgrade ("
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -51,6 +51,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 
 from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, TeamAllocation, UsageRow
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 DEFAULT_PATH = "provisioner-ledger.sqlite"
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -304,12 +307,13 @@ class Ledger:
     def record_blockers(self, rows: Iterable[BlockerRow]) -> int:
         rows = list(rows)
         if rows:
+            utc = _memo(_utc)
             with self.engine.begin() as conn:
                 conn.execute(
                     insert(blockers),
                     [
                         {
-                            "time": _utc(r.time),
+                            "time": utc(r.time),
                             "evaluation_id": r.evaluation_id,
                             "node": r.node,
                             "nodepool": r.nodepool,
@@ -325,8 +329,9 @@ class Ledger:
     def record_usage(self, rows: Iterable[UsageRow]) -> int:
         rows = list(rows)
         if rows:
+            values = _UsageValues()
             with self.engine.begin() as conn:
-                conn.execute(insert(usage), [_usage_values(r) for r in rows])
+                conn.execute(insert(usage), [values(r) for r in rows])
         return len(rows)
 
     def record_reservations(self, rows: Iterable[ReservationRow]) -> int:
@@ -365,32 +370,32 @@ class Ledger:
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[ActionRow]:
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(actions, since, until, pool)).mappings().all()
+            result = conn.execute(self._window(actions, since, until, pool)).all()
         return [
             ActionRow(
-                time=_utc(m["time"]),
-                command_id=m["command_id"],
-                action=m["action"],
-                nodepool=m["nodepool"],
-                teams=_split(m["teams"]),
-                node=m["node"],
-                instance_type=m["instance_type"],
-                capacity_type=m["capacity_type"],
-                zone=m["zone"],
-                reason=m["reason"],
-                method=m["method"],
-                price_per_hour=m["price_per_hour"],
-                replacement_type=m["replacement_type"],
-                replacement_capacity_type=m["replacement_capacity_type"],
-                replacement_price_per_hour=m["replacement_price_per_hour"],
-                savings_per_hour=m["savings_per_hour"],
-                pods_moved=m["pods_moved"],
-                pods=tuple(json.loads(m["pods"] or "[]")),
-                detail=m["detail"],
-                replacement_nodes=_split(m["replacement_nodes"]),
-                evicted_pods=tuple(json.loads(m["evicted_pods"] or "[]")),
-                evicted_per_hour=m["evicted_per_hour"],
-                workloads=tuple(json.loads(m["workloads"] or "[]")),
+                time=_utc(m.time),
+                command_id=m.command_id,
+                action=m.action,
+                nodepool=m.nodepool,
+                teams=_split(m.teams),
+                node=m.node,
+                instance_type=m.instance_type,
+                capacity_type=m.capacity_type,
+                zone=m.zone,
+                reason=m.reason,
+                method=m.method,
+                price_per_hour=m.price_per_hour,
+                replacement_type=m.replacement_type,
+                replacement_capacity_type=m.replacement_capacity_type,
+                replacement_price_per_hour=m.replacement_price_per_hour,
+                savings_per_hour=m.savings_per_hour,
+                pods_moved=m.pods_moved,
+                pods=tuple(json.loads(m.pods or "[]")),
+                detail=m.detail,
+                replacement_nodes=_split(m.replacement_nodes),
+                evicted_pods=tuple(json.loads(m.evicted_pods or "[]")),
+                evicted_per_hour=m.evicted_per_hour,
+                workloads=tuple(json.loads(m.workloads or "[]")),
             )
             for m in result
         ]
@@ -398,17 +403,18 @@ class Ledger:
     def blockers(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[BlockerRow]:
+        utc = _memo(_utc)
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(blockers, since, until, pool)).mappings().all()
+            result = conn.execute(self._window(blockers, since, until, pool)).all()
         return [
             BlockerRow(
-                time=_utc(m["time"]),
-                evaluation_id=m["evaluation_id"],
-                node=m["node"],
-                nodepool=m["nodepool"],
-                kind=m["kind"],
-                method=m["method"],
-                detail=m["detail"],
+                time=utc(m.time),
+                evaluation_id=m.evaluation_id,
+                node=m.node,
+                nodepool=m.nodepool,
+                kind=m.kind,
+                method=m.method,
+                detail=m.detail,
             )
             for m in result
         ]
@@ -416,30 +422,32 @@ class Ledger:
     def usage(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[UsageRow]:
+        utc, teams = _memo(_utc), _memo(_split)
+        workloads, allocations = _memo(_strings), _memo(_allocations)
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(usage, since, until, pool)).mappings().all()
+            result = conn.execute(self._window(usage, since, until, pool)).all()
         return [
             UsageRow(
-                time=_utc(m["time"]),
-                hours=m["hours"],
-                node=m["node"],
-                nodepool=m["nodepool"],
-                teams=_split(m["teams"]),
-                instance_type=m["instance_type"],
-                capacity_type=m["capacity_type"],
-                price_per_hour=m["price_per_hour"],
-                cpu_capacity=m["cpu_capacity"],
-                cpu_allocated=m["cpu_allocated"],
-                memory_capacity=m["memory_capacity"],
-                memory_allocated=m["memory_allocated"],
-                gpu_capacity=m["gpu_capacity"],
-                gpu_allocated=m["gpu_allocated"],
-                provider_id=m["provider_id"],
-                zone=m["zone"],
-                region=m["region"],
-                pool_owner=m["pool_owner"],
-                workloads=tuple(json.loads(m["workloads"] or "[]")),
-                allocations=tuple(TeamAllocation(*a) for a in json.loads(m["allocations"] or "[]")),
+                time=utc(m.time),
+                hours=m.hours,
+                node=m.node,
+                nodepool=m.nodepool,
+                teams=teams(m.teams),
+                instance_type=m.instance_type,
+                capacity_type=m.capacity_type,
+                price_per_hour=m.price_per_hour,
+                cpu_capacity=m.cpu_capacity,
+                cpu_allocated=m.cpu_allocated,
+                memory_capacity=m.memory_capacity,
+                memory_allocated=m.memory_allocated,
+                gpu_capacity=m.gpu_capacity,
+                gpu_allocated=m.gpu_allocated,
+                provider_id=m.provider_id,
+                zone=m.zone,
+                region=m.region,
+                pool_owner=m.pool_owner,
+                workloads=workloads(m.workloads),
+                allocations=allocations(m.allocations),
             )
             for m in result
         ]
@@ -449,23 +457,23 @@ class Ledger:
     ) -> list[ReservationRow]:
         """Reservation samples in the window; with `pool`, those of reservations the pool may launch into."""
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(reservation_usage, since, until, None)).mappings().all()
+            result = conn.execute(self._window(reservation_usage, since, until, None)).all()
         rows = [
             ReservationRow(
-                time=_utc(m["time"]),
-                hours=m["hours"],
-                reservation_id=m["reservation_id"],
-                kind=m["kind"],
-                instance_type=m["instance_type"],
-                zone=m["zone"],
-                price_per_hour=m["price_per_hour"],
-                instances=m["instances"],
-                running=m["running"],
-                used=m["used"],
-                gpus_per_instance=m["gpus_per_instance"],
-                gpu_allocated=m["gpu_allocated"],
-                nodepools=_split(m["nodepools"]),
-                ends_at=_utc(m["ends_at"]) if m["ends_at"] is not None else None,
+                time=_utc(m.time),
+                hours=m.hours,
+                reservation_id=m.reservation_id,
+                kind=m.kind,
+                instance_type=m.instance_type,
+                zone=m.zone,
+                price_per_hour=m.price_per_hour,
+                instances=m.instances,
+                running=m.running,
+                used=m.used,
+                gpus_per_instance=m.gpus_per_instance,
+                gpu_allocated=m.gpu_allocated,
+                nodepools=_split(m.nodepools),
+                ends_at=_utc(m.ends_at) if m.ends_at is not None else None,
             )
             for m in result
         ]
@@ -520,33 +528,68 @@ def _action_values(r: ActionRow) -> dict[str, Any]:
     }
 
 
-def _usage_values(r: UsageRow) -> dict[str, Any]:
-    return {
-        "time": _utc(r.time),
-        "hours": r.hours,
-        "node": r.node,
-        "nodepool": r.nodepool,
-        "teams": ",".join(r.teams),
-        "instance_type": r.instance_type,
-        "capacity_type": r.capacity_type,
-        "price_per_hour": r.price_per_hour,
-        "cpu_capacity": r.cpu_capacity,
-        "cpu_allocated": r.cpu_allocated,
-        "memory_capacity": r.memory_capacity,
-        "memory_allocated": r.memory_allocated,
-        "gpu_capacity": r.gpu_capacity,
-        "gpu_allocated": r.gpu_allocated,
-        "provider_id": r.provider_id,
-        "zone": r.zone,
-        "region": r.region,
-        "pool_owner": r.pool_owner,
-        "workloads": json.dumps(list(r.workloads)),
-        "allocations": json.dumps([list(a) for a in r.allocations]),
-    }
+class _UsageValues:
+    """UsageRow -> the columns' values. One per batch: a batch's rows repeat a few times and the same
+    workload and allocation lists (one node's rows, or a fleet's nodes of one Deployment), so each
+    distinct one is converted once."""
+
+    def __init__(self) -> None:
+        self.utc = _memo(_utc)
+        self.teams = _memo(",".join)
+        self.workloads = _memo(lambda w: json.dumps(list(w)))
+        self.allocations = _memo(lambda a: json.dumps([list(x) for x in a]))
+
+    def __call__(self, r: UsageRow) -> dict[str, Any]:
+        return {
+            "time": self.utc(r.time),
+            "hours": r.hours,
+            "node": r.node,
+            "nodepool": r.nodepool,
+            "teams": self.teams(r.teams),
+            "instance_type": r.instance_type,
+            "capacity_type": r.capacity_type,
+            "price_per_hour": r.price_per_hour,
+            "cpu_capacity": r.cpu_capacity,
+            "cpu_allocated": r.cpu_allocated,
+            "memory_capacity": r.memory_capacity,
+            "memory_allocated": r.memory_allocated,
+            "gpu_capacity": r.gpu_capacity,
+            "gpu_allocated": r.gpu_allocated,
+            "provider_id": r.provider_id,
+            "zone": r.zone,
+            "region": r.region,
+            "pool_owner": r.pool_owner,
+            "workloads": self.workloads(r.workloads),
+            "allocations": self.allocations(r.allocations),
+        }
 
 
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(t for t in (value or "").split(",") if t)
+
+
+def _strings(value: str | None) -> tuple[str, ...]:
+    """A JSON list of strings as stored (`[]` when empty or NULL) -> a tuple."""
+    return tuple(json.loads(value or "[]"))
+
+
+def _allocations(value: str | None) -> tuple[TeamAllocation, ...]:
+    return tuple(TeamAllocation(*a) for a in json.loads(value or "[]"))
+
+
+def _memo(convert: Callable[[K], V]) -> Callable[[K], V]:
+    """`convert` remembering its answers, for one batch of rows read or written: their values repeat
+    (the times of one sample, a node's workloads), and equal values then share one object."""
+    seen: dict[K, V] = {}
+
+    def get(value: K) -> V:
+        try:
+            return seen[value]
+        except KeyError:
+            out = seen[value] = convert(value)
+            return out
+
+    return get
 
 
 __all__: Sequence[str] = ("DEFAULT_PATH", "Ledger", "LedgerError", "head_revision", "url_for")
