@@ -8,6 +8,7 @@ launch a node is the scheduler's business.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -71,21 +72,39 @@ class Model(BaseModel):
 
 def check_label_key(key: str) -> str:
     """A Kubernetes label key: optional DNS prefix, `/`, a name of at most 63 characters."""
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        raise ValueError(f"{key!r} is not a valid label key: prefix must be a DNS subdomain")
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
-        raise ValueError(
-            f"{key!r} is not a valid label key: name part must be 1-63 characters of [A-Za-z0-9-_.]"
-        )
+    problem = _label_key_problem(key)
+    if problem is not None:
+        raise ValueError(problem)
     return key
 
 
 def check_label_value(value: str) -> str:
     """A Kubernetes label value: at most 63 characters of [A-Za-z0-9-_.], alphanumeric at both ends."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        raise ValueError(f"{value!r} is not a valid label value (at most 63 characters of [A-Za-z0-9-_.])")
+    problem = _label_value_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
+
+
+# Remembered: every object's labels are checked each time it is validated, and a cluster repeats the same
+# few keys and values on every node and claim. A verdict depends on the string alone.
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_key_problem(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"{key!r} is not a valid label key: prefix must be a DNS subdomain"
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        return f"{key!r} is not a valid label key: name part must be 1-63 characters of [A-Za-z0-9-_.]"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_value_problem(value: str) -> str | None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return f"{value!r} is not a valid label value (at most 63 characters of [A-Za-z0-9-_.])"
+    return None
 
 
 def check_duration(value: str) -> str:
@@ -384,9 +403,15 @@ NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
 
 def condition(conditions: list[Condition], type_: str) -> Condition | None:
     """The condition of that type, if present."""
-    return next((c for c in conditions if c.type == type_), None)
+    # A plain loop: this runs for every node many times a pass, and a generator costs more than the walk.
+    for c in conditions:
+        if c.type == type_:
+            return c
+    return None
 
 
 def is_true(conditions: list[Condition], type_: str) -> bool:
-    found = condition(conditions, type_)
-    return found is not None and found.status == ConditionStatus.TRUE
+    for c in conditions:
+        if c.type == type_:
+            return c.status == ConditionStatus.TRUE
+    return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 
@@ -17,6 +18,12 @@ class DurationError(ValueError):
 
 def parse_duration(value: str, *, allow_never: bool = True) -> timedelta | None:
     """`"90m"` -> 1:30:00; `"Never"` -> None (when allowed). Days are written in hours, as in Go."""
+    if type(value) is str:
+        return _remembered(value, allow_never)
+    return _parse(value, allow_never)
+
+
+def _parse(value: str, allow_never: bool) -> timedelta | None:
     text = str(value).strip()
     if text == NEVER:
         if allow_never:
@@ -29,6 +36,12 @@ def parse_duration(value: str, *, allow_never: bool = True) -> timedelta | None:
         raise DurationError(f"{value!r} is not {allowed}")
     seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _PART.findall(text))
     return timedelta(seconds=seconds)
+
+
+_remembered = functools.lru_cache(maxsize=1024)(_parse)
+"""`_parse` of strings, remembered: a few distinct ones (a pool's consolidateAfter, a claim's expireAfter)
+are parsed for every node on every pass. A timedelta is immutable; an error is not remembered, so a bad
+string raises every time."""
 
 
 def format_duration(delta: timedelta | None) -> str:
