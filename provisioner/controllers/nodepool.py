@@ -4,16 +4,16 @@ LimitsReached. Written only when something changed, so a quiet cluster makes no 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api.common import Condition
+from provisioner.api.quantities import ResourceList
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.provider_set import node_class_of
-from provisioner.controllers.provisioning import pool_usage
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.state import Snapshot
 
@@ -32,13 +32,41 @@ def _node_class_ready(snap: Snapshot, pool: NodePool) -> tuple[bool, str]:
     return True, ""
 
 
+@dataclass(frozen=True, slots=True)
+class _ClaimFacts:
+    """What a pass needs of one claim: its phase, pool, $/h and capacity (base units)."""
+
+    claim: NodeClaim
+    """The claim they were read from: a snapshot hands back the same object while it is unchanged."""
+    phase: str
+    pool: str
+    price: float
+    capacity: ResourceList
+
+
+def _facts(claim: NodeClaim) -> _ClaimFacts:
+    # Launched: the instance's capacity; in flight: the estimate.
+    return _ClaimFacts(
+        claim=claim,
+        phase=_phase(claim),
+        pool=claim.nodepool or "",
+        price=claim.status.price_per_hour or 0.0,
+        capacity=quantities.parse_resource_list(claim.status.capacity or claim.status.allocatable),
+    )
+
+
 @dataclass(kw_only=True, eq=False)
 class NodePoolStatusController(Reconciler):
+    _facts: dict[str, _ClaimFacts] = field(default_factory=dict, init=False)
+    """Claim -> its facts as last read, redone only for a claim that changed since."""
+
     def reconcile(self, now: datetime) -> None:
         snap = self.state.snapshot()
-        self._claim_metrics(snap)
+        facts = self._read(snap)
+        self._claim_metrics(facts)
+        usage_by_pool = _pool_usage(facts)
         for pool in snap.nodepools:
-            usage = pool_usage(snap, pool.name)
+            usage = usage_by_pool.get(pool.name) or {"nodes": 0}
             resources = {
                 k: (str(v) if k == "nodes" else quantities.format_quantity(k, v))
                 for k, v in sorted(usage.items())
@@ -84,17 +112,28 @@ class NodePoolStatusController(Reconciler):
             except ClusterError as err:
                 log.warning("NodePool %s: cannot write status: %s", pool.name, err)
 
-    def _claim_metrics(self, snap: Snapshot) -> None:
-        counts: dict[tuple[str, str], int] = {}
-        cost: dict[str, float] = {}
+    def _read(self, snap: Snapshot) -> list[_ClaimFacts]:
+        """Every claim's facts, in the snapshot's order."""
+        known = self._facts
+        out: list[_ClaimFacts] = []
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None:
                 continue
-            pool = claim.nodepool or ""
-            counts[(_phase(claim), pool)] = counts.get((_phase(claim), pool), 0) + 1
-            if claim.status.price_per_hour:
-                cost[pool] = cost.get(pool, 0.0) + claim.status.price_per_hour
+            facts = known.get(claim.name)
+            if facts is None or facts.claim is not claim:
+                facts = _facts(claim)
+            out.append(facts)
+        self._facts = {f.claim.name: f for f in out}
+        return out
+
+    def _claim_metrics(self, facts: list[_ClaimFacts]) -> None:
+        counts: dict[tuple[str, str], int] = {}
+        cost: dict[str, float] = {}
+        for f in facts:
+            counts[(f.phase, f.pool)] = counts.get((f.phase, f.pool), 0) + 1
+            if f.price:
+                cost[f.pool] = cost.get(f.pool, 0.0) + f.price
         # Computed first, swapped in at once, so a scrape rarely sees a half-written set.
         self.metrics.nodeclaims.clear()
         for (phase, pool), n in counts.items():
@@ -112,6 +151,19 @@ def _phase(claim: NodeClaim) -> str:
         if phase in done:
             return phase
     return "Pending"
+
+
+def _pool_usage(facts: list[_ClaimFacts]) -> dict[str, ResourceList]:
+    """Pool -> the capacity of its claims (launched: the instance's; in flight: the estimate) and `nodes`."""
+    out: dict[str, ResourceList] = {}
+    for f in facts:
+        total = out.get(f.pool)
+        if total is None:
+            total = out[f.pool] = {"nodes": 0}
+        total["nodes"] += 1
+        for name, amount in f.capacity.items():
+            total[name] = total.get(name, 0) + amount
+    return out
 
 
 def _same(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from provisioner import scheduling
-from provisioner.api import NodeClaim, quantities
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.claims import build_nodeclaim
@@ -227,17 +227,3 @@ class ProvisioningController(Reconciler):
             del self._pod_messages[key]
         for key in [k for k in self._nominated if k not in current]:
             del self._nominated[key]
-
-
-def pool_usage(snap: Snapshot, pool: str) -> Mapping[str, int]:
-    """Capacity of the pool's claims (launched: the instance's; in flight: the estimate) and `nodes`."""
-    total: dict[str, int] = {}
-    count = 0
-    for n in snap.nodes:
-        if n.claim is None or n.claim.nodepool != pool:
-            continue
-        count += 1
-        cap = quantities.parse_resource_list(n.claim.status.capacity or n.claim.status.allocatable)
-        total = quantities.add(total, cap)
-    total["nodes"] = count
-    return total
