@@ -50,52 +50,54 @@ def run(
     quiet = logging.getLogger("provisioner")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
-    try:
-        result = _run(loaded, timeline, err=err, ledger_path=ledger_path)
-    finally:
-        quiet.setLevel(level)
-    _finish(loaded, result, err=err, as_json=as_json, report=report, report_format=report_format or "html")
+    # The run's own ledger: in memory unless --ledger names a file. The report and the JSON are read from
+    # it, so it stays open until they are written. (In memory, a day's hundreds of evaluations cost no
+    # disk sync; a file is copied out at the end.)
+    with Ledger("sqlite://") as ledger:
+        try:
+            result = _run(loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path)
+        finally:
+            quiet.setLevel(level)
+        _finish(
+            loaded, result, err=err, as_json=as_json, report=report, report_format=report_format or "html"
+        )
     if ledger_path is not None:
         err.print(
             f"wrote the run's ledger to {ledger_path} (provisioner report scale-down --ledger {ledger_path})"
         )
 
 
-def _run(loaded: LoadedScenario, timeline: Timeline, *, err: Console, ledger_path: Path | None) -> RunResult:
+def _run(
+    loaded: LoadedScenario, timeline: Timeline, *, err: Console, ledger: Ledger, ledger_path: Path | None
+) -> RunResult:
     total = timeline.duration.total_seconds()
-    # The run's own ledger: in memory unless --ledger names a file. The report and the JSON are read from
-    # it. (In memory, a day's hundreds of evaluations cost no disk sync; a file is copied out at the end.)
-    ledger = Ledger("sqlite://")
-    try:
-        with Progress(
-            TextColumn("[bold]simulating[/bold] {task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[at]} of {task.fields[of]}"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=not err.is_terminal,
-        ) as progress:
-            task = progress.add_task(
-                loaded.scenario.metadata.name or loaded.source,
-                total=total,
-                at="0s",
-                of=durations.format_duration(timeline.duration),
+    with Progress(
+        TextColumn("[bold]simulating[/bold] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[at]} of {task.fields[of]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task(
+            loaded.scenario.metadata.name or loaded.source,
+            total=total,
+            at="0s",
+            of=durations.format_duration(timeline.duration),
+        )
+
+        def advance(elapsed: timedelta) -> None:
+            progress.update(
+                task,
+                completed=min(total, elapsed.total_seconds()),
+                at=durations.format_duration(elapsed),
             )
 
-            def advance(elapsed: timedelta) -> None:
-                progress.update(
-                    task,
-                    completed=min(total, elapsed.total_seconds()),
-                    at=durations.format_duration(elapsed),
-                )
-
-            result = Runner(loaded, timeline, ledger=ledger, progress=advance).run()
-        if ledger_path is not None:
-            _save(ledger, ledger_path)
-        return result
-    finally:
-        ledger.close()
+        result = Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+    if ledger_path is not None:
+        _save(ledger, ledger_path)
+    return result
 
 
 def _save(ledger: Ledger, path: Path) -> None:

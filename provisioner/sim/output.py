@@ -52,11 +52,13 @@ def _offset(result: RunResult, when: datetime) -> str:
     return durations.format_duration(when - result.start)
 
 
-def scale_down_report(result: RunResult) -> scale_down.ScaleDownReport:
-    """The scale-down report of the whole run, from its ledger's rows."""
+def scale_down_report(result: RunResult, *, blockers: bool = True) -> scale_down.ScaleDownReport:
+    """The scale-down report of the whole run, from its ledger's rows; without `blockers`, its blocker
+    counts are left empty (and the ledger's blocker rows unread)."""
+    kept = result.ledger.blockers() if blockers and result.ledger is not None else []
     return scale_down.build(
         result.actions,
-        result.blockers,
+        kept,
         result.usage,
         since=result.start,
         now=result.end,
@@ -66,7 +68,8 @@ def scale_down_report(result: RunResult) -> scale_down.ScaleDownReport:
 
 def to_json(result: RunResult) -> dict[str, Any]:
     state = result.state
-    built = scale_down_report(result)
+    # The document carries no blocker counts: they stay in the ledger (the report shows them).
+    built = scale_down_report(result, blockers=False)
     launched = sorted(
         (r for r in result.claims.values() if r.launched is not None), key=lambda r: (r.launched, r.name)
     )

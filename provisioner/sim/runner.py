@@ -35,7 +35,7 @@ from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
+from provisioner.finops.rows import ActionRow, ReservationRow, UsageRow
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.cluster import (
     Binder,
@@ -104,7 +104,6 @@ class RunResult:
     claims: dict[str, ClaimRecord]
     steps: list[StepRecord]
     actions: list[ActionRow]
-    blockers: list[BlockerRow]
     usage: list[UsageRow]
     last_results: Any
     fake: FakeProvider
@@ -120,6 +119,9 @@ class RunResult:
     """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
     reservations: list[ReservationRow] = field(default_factory=list)
     """The ledger's reservation samples: each reservation's instances, running and used, over the run."""
+    ledger: Ledger | None = None
+    """The run's ledger, open while its caller keeps it: the blockers (one row per node kept per
+    evaluation, the most rows of a large run) are read from it only by the report that shows them."""
 
 
 class Runner:
@@ -269,7 +271,6 @@ class Runner:
             claims=self.claims,
             steps=records,
             actions=actions,
-            blockers=self.ledger.blockers(),
             usage=self.ledger.usage(),
             last_results=self.manager.provisioning.last_results,
             fake=self.fake,
@@ -280,6 +281,7 @@ class Runner:
             max_disrupting=dict(sorted(self.cluster.max_disrupting.items())),
             held={k: reasons for k, (_, reasons) in sorted(self.manager.admission.held.items())},
             reservations=self.ledger.reservations(),
+            ledger=self.ledger,
         )
 
     def _tick(self, now: datetime) -> None:
