@@ -26,6 +26,7 @@ attempts into calls.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -109,6 +110,9 @@ def launch_order(
     """
     found: list[Attempt] = []
     skipped: list[OfferingKey] = []
+    # The options' offerings repeat a few zones and capacity types: each is read off the claim's
+    # requirements once.
+    admits = functools.cache(claim.admits)
     for rank, it in enumerate(options_of(claim, instance_types)):
         for offering in it.offerings:
             if zones is not None and offering.zone not in zones:
@@ -116,8 +120,7 @@ def launch_order(
             if capacity_types is not None and offering.capacity_type not in capacity_types:
                 continue
             if not (
-                claim.admits(labels.ZONE, offering.zone)
-                and claim.admits(labels.CAPACITY_TYPE, offering.capacity_type)
+                admits(labels.ZONE, offering.zone) and admits(labels.CAPACITY_TYPE, offering.capacity_type)
             ):
                 continue
             attempt = Attempt(it, offering, rank)
