@@ -68,6 +68,15 @@ def _extended_resources(requests: Mapping[str, str]) -> list[str]:
     return sorted(k for k in requests if k not in builtin and "/" in k)
 
 
+def _settled(claim: NodeClaim) -> bool:
+    """Launched, registered and initialized: nothing left for lifecycle to do."""
+    return (
+        bool(claim.status.provider_id)
+        and condition_status(claim, REGISTERED) == "True"
+        and condition_status(claim, INITIALIZED) == "True"
+    )
+
+
 def _summary(keys: set[OfferingKey], limit: int = 6) -> str:
     names = sorted(str(k) for k in keys)
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
@@ -79,16 +88,29 @@ class LifecycleController(Reconciler):
     # Claim -> (failed launches, not before): a failing launch backs off instead of calling the cloud
     # every step (in memory only: a restart tries at once, which is what a restart is for).
     _retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
+    _settled: dict[str, NodeClaim] = field(default_factory=dict, init=False)
+    """Claim name -> the claim object last seen launched, registered and initialized: a snapshot hands
+    back the same object while the claim is unchanged, and such a claim needs nothing from a pass."""
 
     def reconcile(self, now: datetime) -> None:
         snap = self.state.snapshot()
-        nodes_by_pid = {
-            sn.node.provider_id: sn.node for sn in snap.nodes if sn.node is not None and sn.node.provider_id
-        }
+        settled: dict[str, NodeClaim] = {}
+        todo: list[NodeClaim] = []
         for state_node in snap.nodes:
             claim = state_node.claim
             if claim is None or claim.metadata.deletion_timestamp is not None:
                 continue
+            if self._settled.get(claim.name) is claim or _settled(claim):
+                settled[claim.name] = claim
+            else:
+                todo.append(claim)
+        self._settled = settled
+        if not todo:
+            return
+        nodes_by_pid = {
+            sn.node.provider_id: sn.node for sn in snap.nodes if sn.node is not None and sn.node.provider_id
+        }
+        for claim in todo:
             try:
                 if not claim.status.provider_id:
                     self._launch(claim, snap, now)

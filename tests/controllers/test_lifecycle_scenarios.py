@@ -152,3 +152,45 @@ def test_nodepool_status_drops_resources_the_pool_no_longer_has(make_world):
     assert "nvidia.com/gpu" not in resources and "cpu" not in resources, resources
     w.tick()
     assert w.state.nodepools["gpu"].status.resources == resources
+
+
+def test_a_settled_claim_that_loses_its_initialized_condition_is_initialized_again(make_world):
+    # Lifecycle passes over a claim it saw settled while the claim is unchanged; a changed claim is looked
+    # at again, whatever its name.
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(w.all_bound, max_ticks=30)
+    w.tick()
+    (claim,) = w.claims()
+    assert condition_status(claim, INITIALIZED) == "True"
+    conditions = [
+        {**c.model_dump(by_alias=True, exclude_none=True, mode="json"), "status": "False", "reason": "Edited"}
+        if c.type == INITIALIZED
+        else c.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for c in claim.status.conditions
+    ]
+    w.backend.patch_status("NodeClaim", claim.name, {"conditions": conditions})
+    w.backend.settle()
+    assert condition_status(w.state.claims[claim.name], INITIALIZED) == "False"
+    w.tick()
+    again = w.state.claims[claim.name]
+    assert condition_status(again, INITIALIZED) == "True", w.describe()
+    assert next(c for c in again.status.conditions if c.type == INITIALIZED).reason == "Initialized"
+
+
+def test_nodepool_claim_metrics_follow_each_claim_through_its_phases(make_world):
+    # The pool's claim counts and $/h are redone for a claim only when it changed: each step must show.
+    w = make_world()
+    w.kubelet.hold = True
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(lambda: any(c.status.provider_id for c in w.claims()), max_ticks=20)
+    w.tick()
+    assert w.metric("provisioner_nodeclaims", phase="Launched", nodepool="gpu") == 1
+    (claim,) = w.claims()
+    assert w.metric("provisioner_cost_per_hour", nodepool="gpu") == claim.status.price_per_hour > 0
+    assert w.state.nodepools["gpu"].status.resources["nvidia.com/gpu"] == "1"
+    w.kubelet.hold = False
+    w.run_until(w.all_bound, max_ticks=30)
+    w.tick()
+    assert w.metric("provisioner_nodeclaims", phase="Initialized", nodepool="gpu") == 1
+    assert w.metric("provisioner_nodeclaims", phase="Launched", nodepool="gpu") == 0
