@@ -4,6 +4,7 @@ deletion, and showback that adds up to what was paid, idle cost to the pool's ow
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -143,6 +144,53 @@ def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals()
     assert hours == pytest.approx({"a": 2 / 60, "b": 5 / 60})
     paid = sum(r.cost for r in rows)
     assert paid == pytest.approx(4.0 * 2 / 60 + 2.0 * 5 / 60)
+
+
+def test_each_usage_row_is_the_node_as_it_was_at_the_rows_end_when_only_labels_change():
+    # The meter writes an unchanged node's sample again (the same StateNode from the snapshot) with its
+    # own time and hours: a new team label on the namespace, a new pool owner or a pod more must show.
+    node = state_node("a", it=GPU, pods=[pod("train", gpus=1, node="a")])
+    five = timedelta(minutes=5)
+    meter = UsageMeter(interval=five)
+    assert meter.observe(snapshot([node]), T0) == []
+    (first,) = meter.observe(snapshot([node]), T0 + five)
+    (second,) = meter.observe(snapshot([node]), T0 + 2 * five)
+    assert (first.teams, first.gpu_allocated, first.pool_owner) == (("research",), 1, "")
+    assert second == dataclasses.replace(first, time=T0 + five)
+    vision = {"ml": {"provisioner.sh/team": "vision"}}
+    (third,) = meter.observe(snapshot([node], namespaces=vision), T0 + 3 * five)
+    assert third.teams == ("vision",) and third.allocations[0].team == "vision"
+    owned = node_pool()
+    owned.metadata.labels["provisioner.sh/team"] = "platform"
+    (fourth,) = meter.observe(snapshot([node], pools=[owned], namespaces=vision), T0 + 4 * five)
+    assert (fourth.teams, fourth.pool_owner) == (("vision",), "platform")
+    busier = state_node("a", it=GPU, pods=[pod("train", gpus=1, node="a"), pod("eval", gpus=2, node="a")])
+    (fifth,) = meter.observe(snapshot([busier], pools=[owned], namespaces=vision), T0 + 5 * five)
+    assert (fifth.gpu_allocated, fifth.pool_owner, fifth.time) == (3, "platform", T0 + 4 * five)
+    assert [r.hours for r in (first, second, third, fourth, fifth)] == pytest.approx([5 / 60] * 5)
+
+
+def test_churn_charges_each_node_to_the_actions_whose_window_it_was_born_in():
+    web, api = ("ReplicaSet/ml/web",), ("ReplicaSet/ml/api",)
+    first = action("n1", command_id="c1", time=T0, workloads=web)
+    second = action("n2", command_id="c2", time=T0 + timedelta(minutes=40), workloads=web + api)
+    third = action("n3", command_id="c3", time=T0 + timedelta(hours=3), workloads=api)
+    usage = [
+        # Born inside both web windows: charged half to each. Then an api node inside the second's only.
+        usage_row("both", time=T0 + timedelta(minutes=50), hours=1.0, price_per_hour=4.0, workloads=web),
+        usage_row("api-1", time=T0 + timedelta(minutes=70), hours=1.0, price_per_hour=2.0, workloads=api),
+        # Born exactly at an action (inside its window) and exactly an hour after one (outside it).
+        usage_row("at", time=T0 + timedelta(hours=3), hours=0.5, price_per_hour=1.0, workloads=api),
+        usage_row("edge", time=T0 + timedelta(minutes=100), hours=0.5, price_per_hour=8.0, workloads=web),
+        # Born before every action: never churn.
+        usage_row("early", time=T0 - timedelta(minutes=1), hours=5.0, price_per_hour=1.0, workloads=web),
+    ]
+    report = scale_down.build(
+        [first, second, third], [], usage, since=T0 - timedelta(hours=1), now=T0 + timedelta(hours=5)
+    )
+    assert [v.churn for v in report.actions] == pytest.approx([2.0, 2.0 + 2.0, 0.5])
+    assert report.churn.nodes_launched_again == 3
+    assert report.churn.cost == pytest.approx(6.5)
 
 
 def test_showback_divides_a_node_among_teams_and_charges_idle_to_the_pools_owner():
