@@ -3,6 +3,7 @@ rows in and out, on SQLite and on a real PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -148,6 +149,34 @@ def test_blockers_and_usage_round_trip(ledger_url):
     assert back == sample
     assert back.memory_capacity == 1152 * 2**30
     assert back.gpu_idle_hours == 6.0
+
+
+def test_a_batch_of_rows_repeating_and_differing_in_times_and_lists_reads_back_row_for_row(ledger_url):
+    # Each distinct time, team list and workload/allocation list of a batch is converted once, in and
+    # out: rows that share some of them and differ in others must still come back each as written.
+    later = T0 + timedelta(minutes=5)
+    web, train = ("ReplicaSet/ml/web",), ("Job/ml/train",)
+    research = (TeamAllocation("research", 8000, 64 * 2**30, 2),)
+    samples = [
+        usage_row("n1", time=T0, teams=("research",), workloads=web, allocations=research),
+        usage_row("n2", time=T0, teams=("research",), workloads=train, allocations=research),
+        usage_row("n3", time=T0, teams=(), workloads=(), allocations=()),
+        usage_row("n1", time=later, teams=("research", "vision"), workloads=web + train),
+        usage_row("n2", time=later, teams=("research",), workloads=train, allocations=research),
+        usage_row("n3", time=later.replace(tzinfo=None), teams=(), workloads=web),
+    ]
+    kept = [
+        BlockerRow(
+            time=t, evaluation_id=e, node=n, nodepool="gpu", kind="PDB", method="single-node", detail="x"
+        )
+        for t, e, n in ((T0, "e1", "n1"), (T0, "e1", "n2"), (later, "e2", "n1"))
+    ]
+    with Ledger(ledger_url) as ledger:
+        ledger.record_usage(samples)
+        ledger.record_blockers(kept)
+        back, blocked = ledger.usage(), ledger.blockers()
+    assert back == [*samples[:5], dataclasses.replace(samples[5], time=later)]
+    assert blocked == kept
 
 
 def test_a_naive_time_is_taken_as_utc(ledger_url):
