@@ -9,7 +9,14 @@ import pytest
 from pydantic import ValidationError
 
 from provisioner.api import AWSNodeClass, GCPNodeClass, NodeClaim, NodePool, durations, labels
-from provisioner.api.common import FieldError, Operator, Requirement, requirement_conflicts
+from provisioner.api.common import (
+    FieldError,
+    Operator,
+    Requirement,
+    check_label_key,
+    check_label_value,
+    requirement_conflicts,
+)
 from provisioner.api.labels import ZONE
 from provisioner.api.nodepool import Budget
 
@@ -293,6 +300,28 @@ def test_budget_percent_rounds_up_as_karpenter_does(nodes: str, total: int, allo
 )
 def test_durations_are_written_as_karpenter_writes_them(text: str, expected: timedelta | None) -> None:
     assert durations.parse_duration(text) == expected
+
+
+def test_remembered_durations_answer_as_the_first_time_and_refuse_bad_input_every_time() -> None:
+    # parse_duration remembers strings; the answer for the flag and for a bad string must not leak.
+    assert durations.parse_duration("Never") is None
+    with pytest.raises(durations.DurationError, match="'Never' is not allowed"):
+        durations.parse_duration("Never", allow_never=False)
+    for _ in range(2):
+        assert durations.parse_duration(" 15m ") == timedelta(minutes=15)
+        with pytest.raises(durations.DurationError, match="'15 minutes' is not a duration"):
+            durations.parse_duration("15 minutes")
+    assert durations.parse_duration(0) == timedelta(0), "not a string: parsed as its text"
+
+
+def test_remembered_label_checks_refuse_a_bad_key_or_value_every_time() -> None:
+    for _ in range(2):
+        assert check_label_key("team.example.com/app") == "team.example.com/app"
+        with pytest.raises(ValueError, match="name part must be 1-63 characters"):
+            check_label_key("team.example.com/-app")
+        assert check_label_value("web-1") == "web-1"
+        with pytest.raises(ValueError, match="is not a valid label value"):
+            check_label_value("web 1")
 
 
 def test_aws_node_class_needs_exactly_one_identity_and_no_reserved_tags() -> None:

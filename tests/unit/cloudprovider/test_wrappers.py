@@ -70,6 +70,31 @@ def test_retries_are_bounded_and_the_last_transient_error_is_raised() -> None:
     assert fake.launched_total == 0
 
 
+def test_a_single_attempt_raises_the_first_transient_error_without_waiting() -> None:
+    fake = FakeProvider()
+    fake.fail_next_create(TransientError("throttled once"))
+    sleeps: list[float] = []
+
+    with pytest.raises(TransientError, match="throttled once"):
+        RetryingProvider(fake, attempts=1, sleep=sleeps.append).create(claim(), m5_types(fake), NODE_CLASS)
+
+    assert sleeps == []
+    assert len([c for c in fake.calls if c[0] == "create"]) == 1
+
+
+def test_a_call_throttled_once_is_retried_once_after_the_first_backoff() -> None:
+    fake = FakeProvider()
+    fake.fail_next_create(TransientError("throttled"))
+    sleeps: list[float] = []
+
+    provider = RetryingProvider(fake, attempts=2, initial=0.2, sleep=sleeps.append)
+    instance = provider.create(claim(), m5_types(fake), NODE_CLASS)
+
+    assert instance.instance_type == "m5.large"
+    assert len(sleeps) == 1 and 0.2 <= sleeps[0] <= 0.4, "the wait before retry 1"
+    assert len([c for c in fake.calls if c[0] == "create"]) == 2
+
+
 @pytest.mark.parametrize(
     "error",
     [InsufficientCapacity([OfferingKey("m5.large", "us-east-1a", "on-demand")]), CreateError("bad AMI")],
