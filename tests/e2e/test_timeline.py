@@ -231,6 +231,19 @@ def test_the_html_report_is_written_with_its_charts(day: tuple[dict[str, Any], P
         assert action["node"] in html
 
 
+def test_the_runs_report_shows_the_blockers_its_ledger_holds(day: tuple[dict[str, Any], Path]) -> None:
+    # simulate reads the blocker rows back from the run's ledger only for the report, after the run.
+    _, report = day
+    stored = cli("report", "scale-down", "--ledger", report.parent / "day.sqlite", "-o", "json")
+    assert stored.returncode == 0, stored.stderr
+    top = json.loads(stored.stdout)["topBlockers"]
+    assert top, "the day keeps nodes for reasons"
+    html = report.read_text()
+    assert "Top blockers" in html
+    for blocker in top:
+        assert blocker["kind"] in html and str(blocker["evaluations"]) in html
+
+
 def test_the_same_scenario_gives_the_same_output(day: tuple[dict[str, Any], Path]) -> None:
     doc, _ = day
     again = cli("simulate", DAY, "--output", "json")
