@@ -328,12 +328,18 @@ def reservation_rows(
 
 
 def _fraction(row: UsageRow, cpu: int, memory: int, gpu: int) -> float:
+    # Written out (no list, no generator): the reports ask this of every usage row several times.
     if row.gpu_capacity > 0:
         return min(1.0, gpu / row.gpu_capacity)
-    fractions = [
-        used / cap for used, cap in ((cpu, row.cpu_capacity), (memory, row.memory_capacity)) if cap > 0
-    ]
-    return min(1.0, max(fractions, default=0.0))
+    if row.cpu_capacity > 0:
+        busiest = cpu / row.cpu_capacity
+        if row.memory_capacity > 0:
+            busiest = max(busiest, memory / row.memory_capacity)
+    elif row.memory_capacity > 0:
+        busiest = memory / row.memory_capacity
+    else:
+        busiest = 0.0
+    return min(1.0, busiest)
 
 
 def workload_of(pod: Pod) -> str | None:

@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from provisioner.finops.reports import costs
 from provisioner.finops.reports import reservations as reserved
@@ -78,10 +78,22 @@ class Totals:
         self.realized_savings += realized * share
         self.run_rate_monthly += row.savings_per_hour * HOURS_PER_MONTH * share
 
-    def add_usage(self, row: UsageRow, *, share: float = 1.0) -> None:
-        self.cost += row.cost * share
-        self.idle_cost += row.idle_cost * share
-        self.gpu_idle_hours += row.gpu_idle_hours * share
+    def add_usage(self, money: UsageMoney) -> None:
+        self.cost += money.cost
+        self.idle_cost += money.idle_cost
+        self.gpu_idle_hours += money.gpu_idle_hours
+
+
+class UsageMoney(NamedTuple):
+    """What one usage row adds to a group: worked out once per row, whichever groups it counts in."""
+
+    cost: float
+    idle_cost: float
+    gpu_idle_hours: float
+
+    @classmethod
+    def of(cls, row: UsageRow) -> UsageMoney:
+        return cls(row.cost, row.idle_cost, row.gpu_idle_hours)
 
 
 @dataclass(slots=True)
@@ -233,9 +245,10 @@ def build(
                     group.nodes_replaced += 1
                 else:
                     group.nodes_removed += 1
-    for sample in usage:
-        total.add_usage(sample)
-        by_pool.setdefault(sample.nodepool, Totals(sample.nodepool)).add_usage(sample)
+    money = [UsageMoney.of(sample) for sample in usage]
+    for sample, paid in zip(usage, money, strict=True):
+        total.add_usage(paid)
+        by_pool.setdefault(sample.nodepool, Totals(sample.nodepool)).add_usage(paid)
     # Teams pay as the showback divides each node (`costs`): their requests' share, and the idle part to
     # the pool's owner team or "unallocated"; so the team rows agree with `report costs`.
     for part in costs.shares(usage):
@@ -246,10 +259,10 @@ def build(
             payer.gpu_idle_hours += part.gpu_hours
     # Usage rows carry no reason: put the paid and idle figures of a reason's nodes beside it.
     reason_of_node = {v.row.node: v.row.reason for v in views}
-    for sample in usage:
+    for sample, paid in zip(usage, money, strict=True):
         reason = reason_of_node.get(sample.node)
         if reason is not None:
-            by_reason[reason].add_usage(sample)
+            by_reason[reason].add_usage(paid)
     churn = Churn(
         pods_moved=sum(a.pods_moved for a in actions),
         pods_evicted=sum(len(a.evicted_pods) for a in actions),
