@@ -301,7 +301,7 @@ class Ledger:
             }
             fresh = [r for r in rows if (r.command_id, r.node) not in seen]
             if fresh:
-                conn.execute(insert(actions), [_action_values(r) for r in fresh])
+                _insert(conn, actions, [_action_values(r) for r in fresh])
         return len(fresh)
 
     def record_blockers(self, rows: Iterable[BlockerRow]) -> int:
@@ -309,8 +309,9 @@ class Ledger:
         if rows:
             utc = _memo(_utc)
             with self.engine.begin() as conn:
-                conn.execute(
-                    insert(blockers),
+                _insert(
+                    conn,
+                    blockers,
                     [
                         {
                             "time": utc(r.time),
@@ -331,14 +332,14 @@ class Ledger:
         if rows:
             values = _UsageValues()
             with self.engine.begin() as conn:
-                conn.execute(insert(usage), [values(r) for r in rows])
+                _insert(conn, usage, [values(r) for r in rows])
         return len(rows)
 
     def record_reservations(self, rows: Iterable[ReservationRow]) -> int:
         rows = list(rows)
         if rows:
             with self.engine.begin() as conn:
-                conn.execute(insert(reservation_usage), [_reservation_values(r) for r in rows])
+                _insert(conn, reservation_usage, [_reservation_values(r) for r in rows])
         return len(rows)
 
     # ---- reading -----------------------------------------------------------------------------------
@@ -478,6 +479,33 @@ class Ledger:
             for m in result
         ]
         return [r for r in rows if pool is None or pool in r.nodepools]
+
+
+def _insert(conn: Connection, table: Table, values: list[dict[str, Any]]) -> None:
+    """INSERT rows given as column -> value, every row with the same columns.
+
+    On SQLite straight through the driver's executemany, each value through its column type's own
+    conversion (what SQLAlchemy would send, so the stored rows are the same): SQLAlchemy's processing of
+    every row's parameters is most of the cost of a large batch, and a large run writes a row per node
+    kept per evaluation. Other databases take SQLAlchemy's own path (multi-row INSERTs on PostgreSQL).
+    """
+    dialect = conn.dialect
+    if dialect.name != "sqlite":
+        conn.execute(insert(table), values)
+        return
+    compiled = insert(table).compile(dialect=dialect, column_keys=list(values[0]))
+    assert compiled.positiontup is not None  # SQLite's parameters are positional
+    columns = [
+        (name, table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+        for name in compiled.positiontup
+    ]
+    conn.exec_driver_sql(
+        str(compiled),
+        [
+            tuple(v[name] if convert is None else convert(v[name]) for name, convert in columns)
+            for v in values
+        ],
+    )
 
 
 def _reservation_values(r: ReservationRow) -> dict[str, Any]:
