@@ -522,7 +522,7 @@ def _reservation_values(r: ReservationRow) -> dict[str, Any]:
         "used": r.used,
         "gpus_per_instance": r.gpus_per_instance,
         "gpu_allocated": r.gpu_allocated,
-        "nodepools": ",".join(r.nodepools),
+        "nodepools": _joined(r.nodepools),
         "ends_at": _utc(r.ends_at) if r.ends_at is not None else None,
     }
 
@@ -533,7 +533,7 @@ def _action_values(r: ActionRow) -> dict[str, Any]:
         "command_id": r.command_id,
         "action": r.action,
         "nodepool": r.nodepool,
-        "teams": ",".join(r.teams),
+        "teams": _joined(r.teams),
         "node": r.node,
         "instance_type": r.instance_type,
         "capacity_type": r.capacity_type,
@@ -547,12 +547,12 @@ def _action_values(r: ActionRow) -> dict[str, Any]:
         "savings_per_hour": r.savings_per_hour,
         "estimated_monthly_savings": r.estimated_monthly_savings,
         "pods_moved": r.pods_moved,
-        "pods": json.dumps(list(r.pods)),
+        "pods": _json_strings(r.pods),
         "detail": r.detail,
-        "replacement_nodes": ",".join(r.replacement_nodes),
-        "evicted_pods": json.dumps(list(r.evicted_pods)),
+        "replacement_nodes": _joined(r.replacement_nodes),
+        "evicted_pods": _json_strings(r.evicted_pods),
         "evicted_per_hour": r.evicted_per_hour,
-        "workloads": json.dumps(list(r.workloads)),
+        "workloads": _json_strings(r.workloads),
     }
 
 
@@ -563,9 +563,9 @@ class _UsageValues:
 
     def __init__(self) -> None:
         self.utc = _memo(_utc)
-        self.teams = _memo(",".join)
-        self.workloads = _memo(lambda w: json.dumps(list(w)))
-        self.allocations = _memo(lambda a: json.dumps([list(x) for x in a]))
+        self.teams = _memo(_joined)
+        self.workloads = _memo(_json_strings)
+        self.allocations = _memo(_json_allocations)
 
     def __call__(self, r: UsageRow) -> dict[str, Any]:
         return {
@@ -590,6 +590,18 @@ class _UsageValues:
             "workloads": self.workloads(r.workloads),
             "allocations": self.allocations(r.allocations),
         }
+
+
+def _joined(values: tuple[str, ...]) -> str:
+    return ",".join(values)
+
+
+def _json_strings(values: tuple[str, ...]) -> str:
+    return json.dumps(list(values))
+
+
+def _json_allocations(values: tuple[TeamAllocation, ...]) -> str:
+    return json.dumps([list(a) for a in values])
 
 
 def _split(value: str | None) -> tuple[str, ...]:

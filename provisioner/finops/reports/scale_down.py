@@ -245,8 +245,8 @@ def build(
                     group.nodes_replaced += 1
                 else:
                     group.nodes_removed += 1
-    money = [UsageMoney.of(sample) for sample in usage]
-    for sample, paid in zip(usage, money, strict=True):
+    paid_by_row = [UsageMoney.of(sample) for sample in usage]
+    for sample, paid in zip(usage, paid_by_row, strict=True):
         total.add_usage(paid)
         by_pool.setdefault(sample.nodepool, Totals(sample.nodepool)).add_usage(paid)
     # Teams pay as the showback divides each node (`costs`): their requests' share, and the idle part to
@@ -259,7 +259,7 @@ def build(
             payer.gpu_idle_hours += part.gpu_hours
     # Usage rows carry no reason: put the paid and idle figures of a reason's nodes beside it.
     reason_of_node = {v.row.node: v.row.reason for v in views}
-    for sample, paid in zip(usage, money, strict=True):
+    for sample, paid in zip(usage, paid_by_row, strict=True):
         reason = reason_of_node.get(sample.node)
         if reason is not None:
             by_reason[reason].add_usage(paid)
