@@ -53,7 +53,7 @@ from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
-from provisioner.disruption import Command, Plan, Verdicts, plan
+from provisioner.disruption import Command, Memory, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
@@ -120,9 +120,9 @@ class DisruptionController(Reconciler):
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: Plan | None = field(default=None, init=False)
-    verdicts: Verdicts = field(default_factory=Verdicts, init=False)
-    """Consolidation keep-verdicts of earlier plans: a plan re-solves only candidates whose neighbourhood
-    changed since (the planner is pure and keeps nothing itself)."""
+    memory: Memory = field(default_factory=Memory, init=False)
+    """What the planner keeps of earlier plans (the last plan, consolidation keep-verdicts), so a plan
+    costs what changed since (the planner is pure and keeps nothing itself)."""
     done: list[_Active] = field(default_factory=list, init=False)
     """Commands carried out, oldest first (the simulator reports them)."""
     actions: list[ActionRow] = field(default_factory=list, init=False)
@@ -238,7 +238,7 @@ class DisruptionController(Reconciler):
             now=now,
             settings=self.disruption.planner,
             solve=self._solve_with_defaults,
-            verdicts=self.verdicts,
+            memory=self.memory,
         )
         self.last_plan = result
         self._evaluations += 1

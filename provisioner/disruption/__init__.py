@@ -7,19 +7,19 @@ controller re-plans after a validation delay and acts; the FinOps ledger stores 
 
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.disruption.context import Settings
+from provisioner.disruption.memory import Memory
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.planner import plan
-from provisioner.disruption.verdicts import Verdicts
 
 __all__ = [
     "Blocker",
     "BlockerKind",
     "Command",
+    "Memory",
     "NodeRecord",
     "Plan",
     "PodMove",
     "Settings",
-    "Verdicts",
     "nodeclass_hash",
     "nodepool_hash",
     "plan",

@@ -9,29 +9,33 @@ disrupted count against every reason, and so do the nodes this plan has taken so
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from croniter import croniter
 
 from provisioner.api import NodePool, durations
 from provisioner.api.nodepool import Budget, DisruptionReason
+from provisioner.disruption.clock import Clock, aware
 
 
-def budget_active(budget: Budget, now: datetime) -> bool:
+def budget_active(budget: Budget, now: datetime | Clock) -> bool:
     """Whether the budget's cron window contains `now` (always, without a schedule)."""
     if budget.schedule is None or budget.duration is None:
         return True
+    clock = now if isinstance(now, Clock) else Clock(now)
     length = durations.parse_duration(budget.duration) or timedelta(0)
-    moment = now if now.tzinfo else now.replace(tzinfo=UTC)
+    moment = clock.now
     # Start just after `now` so a tick at exactly `now` counts as the window opening.
-    last_tick: datetime = croniter(budget.schedule, moment + timedelta(microseconds=1)).get_prev(datetime)
-    if last_tick.tzinfo is None:
-        last_tick = last_tick.replace(tzinfo=UTC)
-    return last_tick <= moment < last_tick + length
+    last_tick = aware(croniter(budget.schedule, moment + timedelta(microseconds=1)).get_prev(datetime))
+    # The answer holds from the last tick until the next one (or the window's end, whichever is first).
+    next_tick = aware(croniter(budget.schedule, last_tick).get_next(datetime))
+    clock.reached(last_tick)
+    clock.reached(next_tick)
+    return not clock.reached(last_tick + length)
 
 
 def limit_for(
-    pool: NodePool, reason: DisruptionReason, *, total: int, now: datetime
+    pool: NodePool, reason: DisruptionReason, *, total: int, now: datetime | Clock
 ) -> tuple[int | None, str]:
     """The node count the pool's budgets allow for a reason (None: unlimited) and the budget that set it."""
     best: int | None = None
@@ -58,20 +62,20 @@ class BudgetTracker:
         *,
         totals: dict[str, int],
         disrupting: dict[str, int],
-        now: datetime,
+        clock: Clock,
     ) -> None:
         self._pools = {p.name: p for p in pools}
         self._totals = totals
         self.used: dict[str, int] = dict(disrupting)
         """Nodes of each pool being disrupted: those already in progress plus the ones planned here."""
-        self._now = now
+        self._clock = clock
         self._limits: dict[tuple[str, DisruptionReason], tuple[int | None, str]] = {}
 
     def _limit(self, pool: str, reason: DisruptionReason) -> tuple[int | None, str]:
         key = (pool, reason)
         if key not in self._limits:
             self._limits[key] = limit_for(
-                self._pools[pool], reason, total=self._totals.get(pool, 0), now=self._now
+                self._pools[pool], reason, total=self._totals.get(pool, 0), now=self._clock
             )
         return self._limits[key]
 

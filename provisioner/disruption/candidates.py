@@ -13,22 +13,17 @@ the nodes of one plan)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from provisioner.api import NodePool, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
+from provisioner.disruption.clock import Clock, aware
 from provisioner.disruption.model import BlockerKind
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod, tolerates_all
-
-
-def aware(moment: datetime | None) -> datetime | None:
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
 
 
 def reschedulable(node: StateNode) -> list[Pod]:
@@ -63,7 +58,7 @@ def do_not_disrupt_until(pod: Pod) -> datetime | None:
     return None if start is None or lasts is None else start + lasts
 
 
-def do_not_disrupt(pod: Pod, now: datetime) -> bool:
+def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
     """Whether the pod's annotation protects it now: `true`, or a duration not yet lapsed (a pod whose
     start is not known yet is protected, to be safe)."""
     value = pod.annotations.get(wk.DO_NOT_DISRUPT)
@@ -72,11 +67,12 @@ def do_not_disrupt(pod: Pod, now: datetime) -> bool:
     if value.lower() == "true" or pod.started is None:
         return True
     until = do_not_disrupt_until(pod)
-    return until is not None and now < until
+    clock = now if isinstance(now, Clock) else Clock(now)
+    return until is not None and not clock.reached(until)
 
 
-def do_not_disrupt_pod(node: StateNode, now: datetime) -> Pod | None:
-    return next((p for p in node.pods if do_not_disrupt(p, now)), None)
+def do_not_disrupt_pod(node: StateNode, clock: Clock) -> Pod | None:
+    return next((p for p in node.pods if do_not_disrupt(p, clock)), None)
 
 
 def node_annotations(node: StateNode) -> dict[str, str]:
@@ -130,7 +126,7 @@ def candidate_blocker(
     node: StateNode,
     pools: dict[str, NodePool],
     *,
-    now: datetime,
+    clock: Clock,
     pdbs: PDBLedger,
     pending: Sequence[Pod] = (),
 ) -> tuple[BlockerKind, str] | None:
@@ -143,7 +139,7 @@ def candidate_blocker(
         return BlockerKind.NOT_INITIALIZED, "the node is not initialized yet"
     if node_annotations(node).get(wk.DO_NOT_DISRUPT, "").lower() == "true":
         return BlockerKind.DO_NOT_DISRUPT_NODE, f"node annotation {wk.DO_NOT_DISRUPT}=true"
-    pod = do_not_disrupt_pod(node, now)
+    pod = do_not_disrupt_pod(node, clock)
     if pod is not None:
         value = pod.annotations[wk.DO_NOT_DISRUPT]
         until = do_not_disrupt_until(pod)
@@ -204,14 +200,14 @@ def empty_since(node: StateNode) -> datetime | None:
     return last_pod_event(node)
 
 
-def settled(since: datetime | None, pool: NodePool, now: datetime) -> bool:
+def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
     """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
     wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
     if wait is None:
         return False
     if since is None:
         return True
-    return since + wait <= now
+    return clock.reached(since + wait)
 
 
 def is_gpu_node(node: StateNode) -> bool:

@@ -34,7 +34,7 @@ def consolidatable(ctx: Context, node: StateNode, *, method: str) -> bool:
             method=method,
         )
         return False
-    if not cand.settled(cand.last_pod_event(node), pool, ctx.now):
+    if not cand.settled(cand.last_pod_event(node), pool, ctx.clock):
         ctx.block(
             node,
             BlockerKind.NOT_SETTLED,

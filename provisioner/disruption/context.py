@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from provisioner.api import NodePool
 from provisioner.api.nodepool import DisruptionReason
@@ -21,6 +20,7 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
+from provisioner.disruption.clock import Clock
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.verdicts import Verdict, Verdicts
@@ -61,7 +61,7 @@ class Context:
         *,
         pools: list[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
-        now: datetime,
+        clock: Clock,
         settings: Settings,
         solve: SolveFn,
         budgets: BudgetTracker,
@@ -72,11 +72,12 @@ class Context:
         self.pools = {p.name: p for p in pools}
         self.pool_list = pools
         self.instance_types = instance_types
-        self.now = now
+        self.clock = clock
+        """The plan's `now`: every rule that depends on time asks it (`clock`)."""
         self.settings = settings
         self._solve = solve
         self.budgets = budgets
-        self.result = Plan(now=now)
+        self.result = Plan(now=clock.now)
         self.nodes: dict[str, StateNode] = {n.name: n for n in snapshot.nodes}
         """Every node as this plan leaves it: receivers carry the pods moved onto them."""
         self.removed = removed

@@ -39,7 +39,7 @@ def run(ctx: Context) -> None:
                 )
                 continue
         pool = ctx.pool(node)
-        if not cand.settled(cand.empty_since(node), pool, ctx.now):
+        if not cand.settled(cand.empty_since(node), pool, ctx.clock):
             ctx.block(
                 node,
                 BlockerKind.NOT_SETTLED,

@@ -22,6 +22,7 @@ from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
+from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
 from provisioner.scheduling.results import Results
@@ -72,7 +73,7 @@ def expiration(ctx: Context) -> None:
         assert node.claim is not None
         expire_after = durations.parse_duration(node.claim.spec.expire_after)
         born = cand.created(node)
-        if expire_after is not None and born is not None and born + expire_after <= ctx.now:
+        if expire_after is not None and born is not None and ctx.clock.reached(born + expire_after):
             due.append((node, born))
     # All of them go: none may receive the pods of another.
     ctx.remove(node.name for node, _ in due)
@@ -149,17 +150,21 @@ def _block_ends(instance_types: Mapping[str, Sequence[InstanceType]]) -> dict[st
     }
 
 
-def _ending(instance_types: Mapping[str, Sequence[InstanceType]], now: datetime) -> dict[str, datetime]:
-    """The Capacity Blocks that end within CAPACITY_BLOCK_LEAD of `now`, with their ends."""
-    return {rid: end for rid, end in _block_ends(instance_types).items() if end - now <= CAPACITY_BLOCK_LEAD}
+def _ending(instance_types: Mapping[str, Sequence[InstanceType]], clock: Clock) -> dict[str, datetime]:
+    """The Capacity Blocks that end within CAPACITY_BLOCK_LEAD of now, with their ends."""
+    return {
+        rid: end
+        for rid, end in _block_ends(instance_types).items()
+        if clock.reached(end - CAPACITY_BLOCK_LEAD)
+    }
 
 
 def without_ending_blocks(
-    instance_types: Mapping[str, Sequence[InstanceType]], *, now: datetime
+    instance_types: Mapping[str, Sequence[InstanceType]], *, clock: Clock
 ) -> Mapping[str, Sequence[InstanceType]]:
     """The types with the offerings of Capacity Blocks ending soon flagged unavailable (kept, so their
     ends stay readable); the mapping as given when none ends soon."""
-    ending = set(_ending(instance_types, now))
+    ending = set(_ending(instance_types, clock))
     if not ending:
         return instance_types
     return {
@@ -179,7 +184,7 @@ def without_ending_blocks(
 def reservation_ending(ctx: Context) -> None:
     """Replace every candidate in a Capacity Block that ends within CAPACITY_BLOCK_LEAD, its pods
     re-provisioned ahead of the end on capacity that outlives it."""
-    ends = _ending(ctx.instance_types, ctx.now)
+    ends = _ending(ctx.instance_types, ctx.clock)
     for node in ctx.candidates:
         if ctx.done() or not ctx.free(node):
             continue

@@ -129,6 +129,9 @@ class Plan:
     """Scheduler runs the plan took (the cost of proving pods still fit)."""
     reused: int = 0
     """Consolidation verdicts to keep nodes taken from an earlier plan instead of a re-solve (`verdicts`)."""
+    repeated: bool = False
+    """The last plan handed back whole: nothing it read changed since, nor any answer of its clock
+    (`memory`)."""
 
     @property
     def records(self) -> list[NodeRecord]:

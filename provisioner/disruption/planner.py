@@ -25,9 +25,11 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption import emptiness, expiration_drift, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
+from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context, Settings
+from provisioner.disruption.memory import Inputs, Memory
 from provisioner.disruption.model import Plan
-from provisioner.disruption.verdicts import Shared, Verdicts
+from provisioner.disruption.verdicts import Shared
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot
 
@@ -44,7 +46,7 @@ METHODS: tuple[Callable[[Context], None], ...] = (
 
 
 def _budgets(
-    snapshot: Snapshot, pools: Sequence[NodePool], *, now: datetime
+    snapshot: Snapshot, pools: Sequence[NodePool], *, clock: Clock
 ) -> tuple[BudgetTracker, set[str]]:
     """The pools' budgets as the plan starts, and the nodes already being disrupted (they count against
     every reason)."""
@@ -58,7 +60,7 @@ def _budgets(
         if cand.disrupting(node):
             busy[node.nodepool] = busy.get(node.nodepool, 0) + 1
             disrupting.add(node.name)
-    return BudgetTracker(pools, totals=totals, disrupting=busy, now=now), disrupting
+    return BudgetTracker(pools, totals=totals, disrupting=busy, clock=clock), disrupting
 
 
 def plan(
@@ -69,18 +71,27 @@ def plan(
     settings: Settings = Settings(),
     pools: Sequence[NodePool] | None = None,
     solve: SolveFn | None = None,
-    verdicts: Verdicts | None = None,
+    memory: Memory | None = None,
 ) -> Plan:
     """Every disruption worth doing now, within budgets and PDBs, and the blocker of every node kept.
 
-    `verdicts`: the caller's cache of consolidation keep-verdicts from its earlier plans of the same
-    cluster (`verdicts`); the plan is the same with or without it, only cheaper."""
+    `memory`: what the caller keeps of its earlier plans of the same cluster (`memory`); the plan is the
+    same with or without it, only cheaper."""
     pool_list = list(pools if pools is not None else snapshot.nodepools)
-    moment = cand.aware(now) or now
-    budgets, disrupting = _budgets(snapshot, pool_list, now=moment)
-    # No method may move pods into a Capacity Block about to end (they would be moved out again).
-    types = expiration_drift.without_ending_blocks(instance_types, now=moment)
     solve = solve or scheduling.solve
+    inputs = None
+    if memory is not None:
+        inputs = Inputs.of(
+            snapshot, pools=pool_list, instance_types=instance_types, settings=settings, solve=solve
+        )
+        again = memory.repeat(inputs, now)
+        if again is not None:
+            return again
+    clock = Clock(now)
+    budgets, disrupting = _budgets(snapshot, pool_list, clock=clock)
+    # No method may move pods into a Capacity Block about to end (they would be moved out again).
+    types = expiration_drift.without_ending_blocks(instance_types, clock=clock)
+    verdicts = memory.verdicts if memory is not None else None
     if verdicts is not None:
         verdicts.start(
             Shared.of(
@@ -91,7 +102,7 @@ def plan(
         snapshot,
         pools=pool_list,
         instance_types=types,
-        now=moment,
+        clock=clock,
         settings=settings,
         solve=solve,
         budgets=budgets,
@@ -104,7 +115,7 @@ def plan(
         ctx.result.evaluated += 1
         ctx.owned.append(node)
         blocker = cand.candidate_blocker(
-            node, ctx.pools, now=ctx.now, pdbs=ctx.pdbs, pending=snapshot.pending_pods
+            node, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=snapshot.pending_pods
         )
         if blocker is not None:
             ctx.block(node, blocker[0], blocker[1], method="candidates")
@@ -115,4 +126,6 @@ def plan(
             break
         method(ctx)
     ctx.result.blockers = ctx.blockers()
+    if memory is not None and inputs is not None:
+        memory.made(inputs, clock, ctx.result)
     return ctx.result

@@ -125,7 +125,7 @@ def run(ctx: Context) -> None:
         ]
         if not pods or not (on_fallback_capacity or demoted):
             continue
-        if not cand.settled(cand.last_pod_event(node), pool, ctx.now):
+        if not cand.settled(cand.last_pod_event(node), pool, ctx.clock):
             continue
         if not ctx.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method=METHOD):
             continue

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from provisioner import scheduling
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import Plan, Settings, Verdicts, plan
+from provisioner.disruption import Memory, Plan, Settings, plan
 from provisioner.state.cluster import ClusterState, Snapshot
 from provisioner.state.objects import Pod
 from tests.builders import daemonset, node_pool_manifest
@@ -53,6 +53,8 @@ class World:
         self.state.upsert(
             "Namespace", {"metadata": {"name": NAMESPACE, "labels": {"provisioner.sh/team": "research"}}}
         )
+        self.min_savings = min_savings
+        self.touches = 0
         self.pool(min_savings=min_savings)
         self.types: list[InstanceType] = [SMALL, MEDIUM, LARGE, XLARGE]
         self.pods: dict[str, int] = {}
@@ -96,6 +98,12 @@ class World:
         self.state.remove("Pod", f"{NAMESPACE}/{names[0]}")
         return True
 
+    def touch(self) -> None:
+        """A write no verdict depends on (the pool's status, as the nodepool controller rewrites it), so
+        the next plan runs instead of repeating the last one whole (`Memory`)."""
+        self.touches += 1
+        self.pool(min_savings=self.min_savings, status={"resources": {"cpu": str(self.touches)}})
+
     def reprice(self, node: str, price: float) -> None:
         claim = self.state.snapshot().node(node)
         assert claim is not None and claim.claim is not None
@@ -114,7 +122,7 @@ class World:
     def plan(
         self,
         *,
-        verdicts: Verdicts | None = None,
+        memory: Memory | None = None,
         solve: Callable[..., scheduling.Results] | None = None,
         settings: Settings = ONLY_SINGLE_NODE,
     ) -> Plan:
@@ -124,7 +132,7 @@ class World:
             now=NOW,
             settings=settings,
             solve=solve or scheduling.solve,
-            verdicts=verdicts,
+            memory=memory,
         )
 
 
@@ -156,15 +164,17 @@ def three_kept_nodes() -> World:
 
 def test_a_plan_of_an_unchanged_cluster_reuses_every_keep_verdict():
     world = three_kept_nodes()
-    verdicts = Verdicts()
-    first = world.plan(verdicts=verdicts)
+    memory = Memory()
+    first = world.plan(memory=memory)
     assert first.solves == 3 and first.reused == 0
     assert {b.kind.value for b in first.blockers if b.method == "single-node"} == {"MinSavings"}
     recording = Recording()
-    again = world.plan(verdicts=verdicts, solve=recording)
+    world.touch()
+    again = world.plan(memory=memory, solve=recording)
     # The solve function is part of what verdicts depend on: a new one re-solves everything ...
     assert recording.nodes() == {"a", "b", "c"}
-    third = world.plan(verdicts=verdicts, solve=recording)
+    world.touch()
+    third = world.plan(memory=memory, solve=recording)
     # ... and the same one again re-solves nothing.
     assert third.solves == 0 and third.reused == 3
     assert canonical(third) == canonical(again) == canonical(first) == canonical(world.plan())
@@ -236,12 +246,12 @@ def test_a_change_to_what_a_verdict_depends_on_re_solves_it(
     change: Callable[[World], Settings], resolved: set[str]
 ) -> None:
     world = three_kept_nodes()
-    verdicts = Verdicts()
+    memory = Memory()
     recording = Recording()
-    world.plan(verdicts=verdicts, solve=recording)
+    world.plan(memory=memory, solve=recording)
     recording.solved.clear()
     settings = change(world)
-    cached = world.plan(verdicts=verdicts, solve=recording, settings=settings)
+    cached = world.plan(memory=memory, solve=recording, settings=settings)
     assert resolved <= recording.nodes()
     assert canonical(cached) == canonical(world.plan(solve=recording, settings=settings))
 
@@ -249,12 +259,12 @@ def test_a_change_to_what_a_verdict_depends_on_re_solves_it(
 def test_a_change_to_a_node_no_pod_could_move_to_keeps_the_verdict():
     """c's 5-CPU pod never fits on b: b is not shown to c's re-solve, and a change to b keeps c's verdict."""
     world = three_kept_nodes()
-    verdicts = Verdicts()
+    memory = Memory()
     recording = Recording()
-    world.plan(verdicts=verdicts, solve=recording)
+    world.plan(memory=memory, solve=recording)
     recording.solved.clear()
     world.add_pod("b", "250m")
-    cached = world.plan(verdicts=verdicts, solve=recording)
+    cached = world.plan(memory=memory, solve=recording)
     assert recording.nodes() == {"a", "b"}
     assert cached.reused == 1
     assert canonical(cached) == canonical(world.plan(solve=recording))
@@ -262,10 +272,11 @@ def test_a_change_to_a_node_no_pod_could_move_to_keeps_the_verdict():
 
 def test_multi_node_attempts_that_failed_are_not_re_solved_either():
     world = three_kept_nodes()
-    verdicts = Verdicts()
-    first = world.plan(verdicts=verdicts, settings=Settings())
+    memory = Memory()
+    first = world.plan(memory=memory, settings=Settings())
     assert first.solves > 3  # single-node's three and multi-node's prefixes
-    again = world.plan(verdicts=verdicts, settings=Settings())
+    world.touch()
+    again = world.plan(memory=memory, settings=Settings())
     assert again.solves == 0 and again.reused == first.solves
     assert canonical(again) == canonical(first)
 
@@ -273,22 +284,23 @@ def test_multi_node_attempts_that_failed_are_not_re_solved_either():
 def test_a_pool_status_change_keeps_the_verdicts():
     """The nodepool controller rewrites a pool's status as nodes come and go; re-solves never read it."""
     world = three_kept_nodes()
-    verdicts = Verdicts()
-    world.plan(verdicts=verdicts)
+    memory = Memory()
+    world.plan(memory=memory)
     world.pool(min_savings="1", status={"resources": {"cpu": "12"}})
-    again = world.plan(verdicts=verdicts)
+    again = world.plan(memory=memory)
     assert again.solves == 0 and again.reused == 3
 
 
 def test_verdicts_a_plan_did_not_use_are_forgotten_when_the_next_begins():
     world = three_kept_nodes()
-    verdicts = Verdicts()
-    world.plan(verdicts=verdicts)
-    assert len(verdicts) == 3
+    memory = Memory()
+    world.plan(memory=memory)
+    assert len(memory.verdicts) == 3
     world.remove_node("c")
-    world.plan(verdicts=verdicts)
-    world.plan(verdicts=verdicts)
-    assert len(verdicts) == 2
+    world.plan(memory=memory)
+    world.touch()
+    world.plan(memory=memory)
+    assert len(memory.verdicts) == 2
 
 
 STEPS = st.lists(
@@ -345,10 +357,10 @@ def test_cached_and_uncached_plans_agree_over_random_changes(sizes, loads, min_s
     for i, size in enumerate(sizes):
         world.node(f"n{i}", size, *loads[i])
     config = Settings(nodes_per_pod=per_pod)
-    verdicts = Verdicts()
-    assert canonical(world.plan(verdicts=verdicts, settings=config)) == canonical(world.plan(settings=config))
+    memory = Memory()
+    assert canonical(world.plan(memory=memory, settings=config)) == canonical(world.plan(settings=config))
     for steps in rounds:
         for step in steps:
             _step(world, step)
-        cached = world.plan(verdicts=verdicts, settings=config)
+        cached = world.plan(memory=memory, settings=config)
         assert canonical(cached) == canonical(world.plan(settings=config))
