@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from provisioner.api import NodePool, durations, quantities
 from provisioner.api import labels as wk
@@ -24,6 +25,9 @@ from provisioner.disruption.model import BlockerKind
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod, tolerates_all
+
+if TYPE_CHECKING:
+    from provisioner.disruption.facts import NodeFacts
 
 
 def reschedulable(node: StateNode) -> list[Pod]:
@@ -69,10 +73,6 @@ def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
     until = do_not_disrupt_until(pod)
     clock = now if isinstance(now, Clock) else Clock(now)
     return until is not None and not clock.reached(until)
-
-
-def do_not_disrupt_pod(node: StateNode, clock: Clock) -> Pod | None:
-    return next((p for p in node.pods if do_not_disrupt(p, clock)), None)
 
 
 def node_annotations(node: StateNode) -> dict[str, str]:
@@ -122,8 +122,18 @@ def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
     return None
 
 
+def own_blocker(node: StateNode) -> tuple[BlockerKind, str] | None:
+    """What keeps the node whatever the rest of the cluster and the time: not initialized, or annotated
+    do-not-disrupt itself."""
+    if node.claim is None or node.node is None or not is_true(node.claim.status.conditions, INITIALIZED):
+        return BlockerKind.NOT_INITIALIZED, "the node is not initialized yet"
+    if node_annotations(node).get(wk.DO_NOT_DISRUPT, "").lower() == "true":
+        return BlockerKind.DO_NOT_DISRUPT_NODE, f"node annotation {wk.DO_NOT_DISRUPT}=true"
+    return None
+
+
 def candidate_blocker(
-    node: StateNode,
+    facts: NodeFacts,
     pools: dict[str, NodePool],
     *,
     clock: Clock,
@@ -135,24 +145,25 @@ def candidate_blocker(
     DaemonSet pods are never moved, but they go with the node: a PDB that selects them and allows no
     eviction keeps the node, whatever method would remove it (Karpenter's candidate filter). The PDBs of
     the pods that move are checked per command, where evictions add up."""
-    if node.claim is None or node.node is None or not is_true(node.claim.status.conditions, INITIALIZED):
-        return BlockerKind.NOT_INITIALIZED, "the node is not initialized yet"
-    if node_annotations(node).get(wk.DO_NOT_DISRUPT, "").lower() == "true":
-        return BlockerKind.DO_NOT_DISRUPT_NODE, f"node annotation {wk.DO_NOT_DISRUPT}=true"
-    pod = do_not_disrupt_pod(node, clock)
+    own = facts.own_blocker
+    if own is not None:
+        return own
+    node = facts.node
+    # Only an annotated pod can be protected (`do_not_disrupt`); the first one in force is named.
+    pod = next((p for p in facts.annotated if do_not_disrupt(p, clock)), None)
     if pod is not None:
         value = pod.annotations[wk.DO_NOT_DISRUPT]
         until = do_not_disrupt_until(pod)
         lapses = f" until {until.isoformat()}" if until is not None else ""
         return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}={value}{lapses}"
-    why = pdbs.blocker(p for p in node.pods if p.is_daemonset_pod and not p.is_terminal)
+    why = pdbs.blocker(facts.daemon_pods)
     if why is not None:
         return BlockerKind.PDB, why
     waiting = awaited_by(node, pending)
     if waiting is not None:
         return BlockerKind.AWAITED, f"pending pod {waiting.key} can land on it (capacity launched for it)"
-    if node.nodepool not in pools:
-        return BlockerKind.NO_POOL, f"node pool {node.nodepool!r} does not exist"
+    if facts.nodepool not in pools:
+        return BlockerKind.NO_POOL, f"node pool {facts.nodepool!r} does not exist"
     return None
 
 

@@ -34,7 +34,7 @@ def consolidatable(ctx: Context, node: StateNode, *, method: str) -> bool:
             method=method,
         )
         return False
-    if not cand.settled(cand.last_pod_event(node), pool, ctx.clock):
+    if not cand.settled(ctx.facts(node).last_pod_event, pool, ctx.clock):
         ctx.block(
             node,
             BlockerKind.NOT_SETTLED,
@@ -45,20 +45,15 @@ def consolidatable(ctx: Context, node: StateNode, *, method: str) -> bool:
     return True
 
 
-def gpu_idle(node: StateNode) -> bool:
-    """A GPU node whose pods use no GPU."""
-    return cand.is_gpu_node(node) and all(p.gpus == 0 for p in cand.reschedulable(node))
-
-
 def candidates(ctx: Context, *, method: str) -> list[StateNode]:
-    """The free candidates with pods that may be consolidated, in the order to try them."""
+    """The free candidates with pods that may be consolidated, in the order to try them (`NodeFacts.order`:
+    GPU nodes held only by CPU pods first, then the cheapest to disrupt)."""
     out = [
         n
         for n in ctx.candidates
-        if ctx.free(n) and cand.reschedulable(n) and consolidatable(ctx, n, method=method)
+        if ctx.free(n) and ctx.facts(n).workload and consolidatable(ctx, n, method=method)
     ]
-    # GPU nodes held only by CPU pods first: an idle GPU is the largest waste in the fleet.
-    out.sort(key=lambda n: (not gpu_idle(n), cand.disruption_cost(n), -n.price, n.name))
+    out.sort(key=lambda n: ctx.facts(n).order)
     return out
 
 
@@ -110,7 +105,7 @@ def judge(ctx: Context, nodes: Sequence[StateNode], results: Results) -> tuple[B
                     f"spot-to-spot replacement needs {least_options} cheaper "
                     f"spot options, only {cheaper} offered",
                 )
-    pods = sum(len(cand.reschedulable(n)) for n in nodes)
+    pods = sum(len(ctx.facts(n).workload) for n in nodes)
     least = _min_savings(ctx, nodes)
     saving = before - after
     if pods and least > 0 and Decimal(repr(saving / pods)) < least:
@@ -124,7 +119,7 @@ def judge(ctx: Context, nodes: Sequence[StateNode], results: Results) -> tuple[B
 def command(ctx: Context, nodes: Sequence[StateNode], results: Results, *, method: str) -> Command:
     """The consolidation command: delete the nodes, launch the (pinned, cheaper) replacement if any."""
     detail = ""
-    if any(gpu_idle(n) for n in nodes):
+    if any(ctx.facts(n).gpu_idle for n in nodes):
         detail = "GPU node held only by CPU pods; they move to CPU capacity"
     return Command(
         reason=DisruptionReason.UNDERUTILIZED,

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from provisioner.api import NodePool
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import candidates as cand
 from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.clock import Clock
+from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.verdicts import Verdict, Verdicts
@@ -66,6 +66,7 @@ class Context:
         solve: SolveFn,
         budgets: BudgetTracker,
         removed: set[str],
+        facts: Facts,
         verdicts: Verdicts | None = None,
     ) -> None:
         self.snapshot = snapshot
@@ -87,8 +88,11 @@ class Context:
         self.candidates: list[StateNode] = []
         self.owned: list[StateNode] = []
         """Every node with a claim not already being disrupted, candidate or not (expiration takes any)."""
+        self._facts = facts
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
-        self.view = SolverView(snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod)
+        self.view = SolverView(
+            snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod, facts=facts
+        )
         self._blockers: dict[tuple[str, str], Blocker] = {}
         self.verdicts = verdicts
         """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
@@ -98,7 +102,7 @@ class Context:
     def block(self, node: StateNode, kind: BlockerKind, detail: str, *, method: str) -> None:
         """Record why `method` keeps the node (the last word of a method about a node wins)."""
         self._blockers[(node.name, method)] = Blocker(
-            node=node.name, nodepool=node.nodepool or "", kind=kind, detail=detail, method=method
+            node=node.name, nodepool=self.facts(node).nodepool or "", kind=kind, detail=detail, method=method
         )
 
     def blockers(self) -> list[Blocker]:
@@ -120,9 +124,13 @@ class Context:
         limit = self.settings.max_commands
         return limit is not None and len(self.result.commands) >= limit
 
+    def facts(self, node: StateNode) -> NodeFacts:
+        """What the planner reads of the node alone, worked out once (`facts`)."""
+        return self._facts.of(node)
+
     def pool(self, node: StateNode) -> NodePool:
         """The node's pool (candidates always have one)."""
-        return self.pools[node.nodepool or ""]
+        return self.pools[self._facts.of(node).nodepool or ""]
 
     def simulate(
         self,
@@ -135,7 +143,7 @@ class Context:
 
     def shown(self, nodes: Sequence[StateNode]) -> Snapshot:
         """The snapshot a re-solve of the nodes' pods is shown."""
-        pods = [p for n in nodes for p in cand.reschedulable(n)]
+        pods = [p for n in nodes for p in self.facts(n).workload]
         return self.view.for_pods(pods, removed=self.removed, excluded={n.name for n in nodes})
 
     def solve(
@@ -148,7 +156,7 @@ class Context:
         """Re-solve the nodes' pods, unbound, on what `shown` gave for them."""
         self.result.solves += 1
         return self._solve(
-            [dataclasses.replace(p, node_name=None) for n in nodes for p in cand.reschedulable(n)],
+            [p for n in nodes for p in self.facts(n).unbound],
             shown,
             pools=self.pool_list,
             instance_types=instance_types or self.instance_types,
@@ -178,14 +186,15 @@ class Context:
         """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""
         per_pool: dict[str, int] = {}
         for node in nodes:
-            per_pool[node.nodepool or ""] = per_pool.get(node.nodepool or "", 0) + 1
+            pool = self.facts(node).nodepool or ""
+            per_pool[pool] = per_pool.get(pool, 0) + 1
         for pool, count in per_pool.items():
             why = self.budgets.blocker(pool, reason, count)
             if why is not None:
                 for node in nodes:
                     self.block(node, BlockerKind.BUDGET, why, method=method)
                 return False
-        why = self.pdbs.blocker(p for n in nodes for p in cand.reschedulable(n))
+        why = self.pdbs.blocker(p for n in nodes for p in self.facts(n).workload)
         if why is not None:
             for node in nodes:
                 self.block(node, BlockerKind.PDB, why, method=method)
@@ -209,8 +218,8 @@ class Context:
         where the re-solve put them."""
         for node in command.nodes:
             self.removed.add(node.name)
-            self.budgets.take(node.nodepool or "")
-        self.pdbs.spend(p for n in command.nodes for p in cand.reschedulable(n))
+            self.budgets.take(self.facts(node).nodepool or "")
+        self.pdbs.spend(p for n in command.nodes for p in self.facts(n).workload)
         if results is not None:
             for placement in results.placements:
                 dest = self.nodes.get(placement.node)

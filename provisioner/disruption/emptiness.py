@@ -25,7 +25,7 @@ def run(ctx: Context) -> None:
     chosen: list[StateNode] = []
     outside = _outside_reservations(ctx)
     for node in ctx.candidates:
-        if not ctx.free(node) or cand.reschedulable(node):
+        if not ctx.free(node) or ctx.facts(node).workload:
             continue
         if cand.capacity_type(node) == wk.CAPACITY_TYPE_RESERVED:
             other = outside.get((cand.instance_type(node), cand.zone(node)))
@@ -39,7 +39,7 @@ def run(ctx: Context) -> None:
                 )
                 continue
         pool = ctx.pool(node)
-        if not cand.settled(cand.empty_since(node), pool, ctx.clock):
+        if not cand.settled(ctx.facts(node).empty_since, pool, ctx.clock):
             ctx.block(
                 node,
                 BlockerKind.NOT_SETTLED,
@@ -74,7 +74,7 @@ def _outside_reservations(ctx: Context) -> dict[tuple[str, str], str]:
     for node in ctx.candidates:
         if (
             cand.capacity_type(node) != wk.CAPACITY_TYPE_RESERVED
-            and cand.reschedulable(node)
+            and ctx.facts(node).workload
             and ctx.pool(node).spec.disruption.consolidation_policy
             == ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
         ):

@@ -14,14 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import candidates as cand
 from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
@@ -43,7 +41,7 @@ def _replace_forcefully(
     """Drifted nodes go whatever the price; their pods must still have somewhere to go."""
     if not ctx.gate([node], reason, method=method):
         return
-    results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
+    results = ctx.simulate([node]) if ctx.facts(node).workload else Results()
     if results.unschedulable:
         first = results.unschedulable[0]
         why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
@@ -70,11 +68,9 @@ def expiration(ctx: Context) -> None:
     whether or not all its pods fit elsewhere now. It still counts against the budgets."""
     due: list[tuple[StateNode, datetime]] = []
     for node in ctx.owned:
-        assert node.claim is not None
-        expire_after = durations.parse_duration(node.claim.spec.expire_after)
-        born = cand.created(node)
-        if expire_after is not None and born is not None and ctx.clock.reached(born + expire_after):
-            due.append((node, born))
+        expires = ctx.facts(node).expires
+        if expires is not None and ctx.clock.reached(expires[0] + expires[1]):
+            due.append((node, expires[0]))
     # All of them go: none may receive the pods of another.
     ctx.remove(node.name for node, _ in due)
     for node, born in due:
@@ -82,7 +78,7 @@ def expiration(ctx: Context) -> None:
             return
         assert node.claim is not None
         detail = f"created {born.isoformat()}, expireAfter {node.claim.spec.expire_after}"
-        results = ctx.simulate([node]) if cand.reschedulable(node) else Results()
+        results = ctx.simulate([node]) if ctx.facts(node).workload else Results()
         if results.unschedulable:
             detail += f"; {len(results.unschedulable)} pod(s) fit nowhere now and wait for capacity"
         command = Command(
@@ -128,13 +124,27 @@ def drift_reason(ctx: Context, node: StateNode, hashes: _Hashes) -> str | None:
     return None
 
 
+def _drift(ctx: Context, node: StateNode, hashes: _Hashes) -> str | None:
+    """`drift_reason`, taken from the node's facts when an earlier plan judged this very node against the
+    very same pool with the same hashes (the rest of what it reads is the node's own)."""
+    assert node.claim is not None
+    facts = ctx.facts(node)
+    pool = ctx.pool(node)
+    ref = node.claim.spec.node_class_ref
+    against = (pool, hashes.pools[pool.name], hashes.classes.get((ref.kind, ref.name)))
+    known = facts.drift
+    if known is None or known[0][0] is not pool or known[0][1:] != against[1:]:
+        known = facts.drift = (against, drift_reason(ctx, node, hashes))
+    return known[1]
+
+
 def drift(ctx: Context) -> None:
     """Replace every candidate that drifted."""
     hashes = _Hashes(ctx)
     for node in ctx.candidates:
         if ctx.done() or not ctx.free(node):
             continue
-        why = drift_reason(ctx, node, hashes)
+        why = _drift(ctx, node, hashes)
         if why is not None:
             _replace_forcefully(ctx, node, DisruptionReason.DRIFTED, method="drift", detail=why)
 

@@ -7,7 +7,8 @@ its caller holds a `Memory` and hands it to every plan. It holds
   its clock's answers still hold for (`clock`: no `consolidateAfter`, `expireAfter`, do-not-disrupt
   duration, budget window or Capacity Block lead crossed in between), that plan is handed back as it is
   (`Plan.repeated`), without evaluating a node;
-- consolidation keep-verdicts (`verdicts`), for the plans that do run.
+- consolidation keep-verdicts (`verdicts`) and what each node's facts are (`facts`), for the plans
+  that do run.
 
 Exact, not approximate: ClusterState never changes an object of a snapshot in place (a write replaces
 it), and reuses the StateNode of a node whose Node, NodeClaim and pods did not change, so the inputs are
@@ -27,6 +28,7 @@ from datetime import datetime
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption.clock import Clock, aware
+from provisioner.disruption.facts import Facts
 from provisioner.disruption.model import Plan
 from provisioner.disruption.verdicts import Verdicts
 from provisioner.state.cluster import Snapshot
@@ -93,6 +95,7 @@ class Memory:
 
     def __init__(self) -> None:
         self.verdicts = Verdicts()
+        self.facts = Facts()
         self._last: tuple[Inputs, Clock, Plan] | None = None
 
     def repeat(self, inputs: Inputs, now: datetime) -> Plan | None:

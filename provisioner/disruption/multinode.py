@@ -28,13 +28,13 @@ def _chosen(ctx: Context) -> list[StateNode]:
     pool_room: dict[str, int | None] = {}
     chosen: list[StateNode] = []
     for node in consolidation.candidates(ctx, method=METHOD):
-        pool = node.nodepool or ""
+        pool = ctx.facts(node).nodepool or ""
         if pool not in pool_room:
             pool_room[pool] = ctx.budgets.room(pool, DisruptionReason.UNDERUTILIZED)
         room = pool_room[pool]
         if room is not None and room <= 0:
             continue
-        if ctx.pdbs.blocker(cand.reschedulable(node)) is not None:
+        if ctx.pdbs.blocker(ctx.facts(node).workload) is not None:
             continue
         if room is not None:
             pool_room[pool] = room - 1
@@ -103,7 +103,7 @@ def run(ctx: Context) -> None:
         mid = (lo + hi) // 2
         prefix = chosen[:mid]
         found = None
-        if ctx.pdbs.blocker(p for n in prefix for p in cand.reschedulable(n)) is None:
+        if ctx.pdbs.blocker(p for n in prefix for p in ctx.facts(n).workload) is None:
             found = _attempt(ctx, prefix)
         if found is not None:
             best = found

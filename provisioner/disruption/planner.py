@@ -27,6 +27,7 @@ from provisioner.disruption import emptiness, expiration_drift, multinode, prefe
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context, Settings
+from provisioner.disruption.facts import Facts
 from provisioner.disruption.memory import Inputs, Memory
 from provisioner.disruption.model import Plan
 from provisioner.disruption.verdicts import Shared
@@ -46,7 +47,7 @@ METHODS: tuple[Callable[[Context], None], ...] = (
 
 
 def _budgets(
-    snapshot: Snapshot, pools: Sequence[NodePool], *, clock: Clock
+    snapshot: Snapshot, pools: Sequence[NodePool], *, clock: Clock, facts: Facts
 ) -> tuple[BudgetTracker, set[str]]:
     """The pools' budgets as the plan starts, and the nodes already being disrupted (they count against
     every reason)."""
@@ -54,11 +55,13 @@ def _budgets(
     busy: dict[str, int] = {}
     disrupting: set[str] = set()
     for node in snapshot.nodes:
-        if node.claim is None or node.nodepool is None:
+        known = facts.of(node)
+        pool = known.nodepool
+        if node.claim is None or pool is None:
             continue
-        totals[node.nodepool] = totals.get(node.nodepool, 0) + 1
-        if cand.disrupting(node):
-            busy[node.nodepool] = busy.get(node.nodepool, 0) + 1
+        totals[pool] = totals.get(pool, 0) + 1
+        if known.disrupting:
+            busy[pool] = busy.get(pool, 0) + 1
             disrupting.add(node.name)
     return BudgetTracker(pools, totals=totals, disrupting=busy, clock=clock), disrupting
 
@@ -88,7 +91,9 @@ def plan(
         if again is not None:
             return again
     clock = Clock(now)
-    budgets, disrupting = _budgets(snapshot, pool_list, clock=clock)
+    facts = memory.facts if memory is not None else Facts()
+    facts.start()
+    budgets, disrupting = _budgets(snapshot, pool_list, clock=clock, facts=facts)
     # No method may move pods into a Capacity Block about to end (they would be moved out again).
     types = expiration_drift.without_ending_blocks(instance_types, clock=clock)
     verdicts = memory.verdicts if memory is not None else None
@@ -107,15 +112,17 @@ def plan(
         solve=solve,
         budgets=budgets,
         removed=disrupting,
+        facts=facts,
         verdicts=verdicts,
     )
     for node in snapshot.nodes:
-        if node.claim is None or cand.disrupting(node):
+        known = facts.of(node)
+        if node.claim is None or known.disrupting:
             continue
         ctx.result.evaluated += 1
         ctx.owned.append(node)
         blocker = cand.candidate_blocker(
-            node, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=snapshot.pending_pods
+            known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=snapshot.pending_pods
         )
         if blocker is not None:
             ctx.block(node, blocker[0], blocker[1], method="candidates")

@@ -112,7 +112,7 @@ def run(ctx: Context) -> None:
             return
         if not ctx.free(node):
             continue
-        pods = cand.reschedulable(node)
+        pods = list(ctx.facts(node).workload)
         pool = ctx.pool(node)
         current = cand.capacity_type(node)
         # Any pool's reservation will do (the node may have overflowed into another pool while it was
@@ -125,7 +125,7 @@ def run(ctx: Context) -> None:
         ]
         if not pods or not (on_fallback_capacity or demoted):
             continue
-        if not cand.settled(cand.last_pod_event(node), pool, ctx.clock):
+        if not cand.settled(ctx.facts(node).last_pod_event, pool, ctx.clock):
             continue
         if not ctx.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method=METHOD):
             continue

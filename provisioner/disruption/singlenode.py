@@ -24,6 +24,7 @@ from provisioner.disruption.records import CENT, relabel
 from provisioner.disruption.view import fits
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
+from provisioner.state.objects import Pod
 
 METHOD = "single-node"
 
@@ -53,10 +54,10 @@ class _PriceFloors:
             self._floors = out
         return self._floors
 
-    def of(self, node: StateNode) -> float | None:
-        """The cheapest available offering of any type able to hold all the node's pods at once."""
+    def of(self, pods: Sequence[Pod]) -> float | None:
+        """The cheapest available offering of any type able to hold all these pods at once."""
         total: dict[str, int] = {}
-        for pod in cand.reschedulable(node):
+        for pod in pods:
             total = quantities.add(total, pod.requests)
         for price, allocatable in self._all():
             if fits(total, allocatable):
@@ -87,7 +88,7 @@ def run(ctx: Context) -> None:
         if not ctx.gate([node], DisruptionReason.UNDERUTILIZED, method=METHOD):
             continue
         if not ctx.view.pods_fit_elsewhere(node, removed=ctx.removed):
-            floor = floors.of(node)
+            floor = floors.of(ctx.facts(node).workload)
             if floor is None or floor >= node.price - CENT:
                 cheapest = (
                     "no instance type" if floor is None else f"the cheapest type that fits (${floor:.4f}/h)"

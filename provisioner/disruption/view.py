@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
-from provisioner.disruption import candidates as cand
+from provisioner.disruption.facts import Facts
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Pod, TaintValue, tolerates_all
 
@@ -119,16 +119,17 @@ class SolverView:
         nodes: Mapping[str, StateNode],
         pools: Sequence[NodePool],
         nodes_per_pod: int | None,
+        facts: Facts | None = None,
     ) -> None:
         self._snapshot = snapshot
+        self._facts = facts or Facts()
         self._nodes = nodes
         """The plan's nodes (the context updates them as pods move)."""
         self._per_pod = nodes_per_pod
         limited = {p.name for p in pools if p.spec.limits}
+        facts_of = self._facts.of
         self._always_shown = {
-            n.name
-            for n in snapshot.nodes
-            if n.nodepool in limited or any(p.anti_affinity_required for p in n.pods)
+            n.name for n in snapshot.nodes if (known := facts_of(n)).nodepool in limited or known.repels
         }
         self._order = {name: index for index, name in enumerate(nodes)}
         """The plan's node order (its names never change, only what they hold), so a re-solve's nodes are
@@ -308,7 +309,7 @@ class SolverView:
         topology, which `solve` then checks)."""
         self._build(removed)
         used: dict[str, dict[str, int]] = {}
-        pods = sorted(cand.reschedulable(node), key=lambda p: -p.requests.get(quantities.CPU, 0))
+        pods = sorted(self._facts.of(node).workload, key=lambda p: -p.requests.get(quantities.CPU, 0))
         for pod in pods:
             cpu = pod.requests.get(quantities.CPU, 0)
             requests = pod.requests

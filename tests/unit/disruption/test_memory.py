@@ -14,8 +14,10 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
-from provisioner.disruption import Memory, Plan, Settings, plan
+from provisioner.disruption import Memory, Plan, Settings, nodepool_hash, plan
+from provisioner.disruption.facts import Facts
 from provisioner.state.cluster import Snapshot, StateNode
+from tests import builders
 from tests.builders import aws_node_class, daemonset
 from tests.unit.disruption.builders import (
     NAMESPACE,
@@ -113,6 +115,25 @@ def _policy(i: Inputs) -> Inputs:
     return i.with_(snapshot=dataclasses.replace(i.snapshot, nodepools=(pool,)))
 
 
+def _requirements(i: Inputs) -> Inputs:
+    """Requirements are not in the pool's hash: only the new pool object says a's type drifted from it."""
+    pool = builders.node_pool(
+        "default",
+        requirements=[
+            builders.req(wk.CAPACITY_TYPE, "In", "on-demand"),
+            builders.req(wk.INSTANCE_TYPE, "In", "m.small"),
+        ],
+        expire_after="720h",
+        disruption={
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": "0s",
+            "budgets": [{"nodes": "100%"}],
+        },
+    )
+    assert nodepool_hash(pool) == nodepool_hash(i.snapshot.nodepools[0])
+    return i.with_(snapshot=dataclasses.replace(i.snapshot, nodepools=(pool,)))
+
+
 def _pool_gone(i: Inputs) -> Inputs:
     return i.with_(pools=[])
 
@@ -158,6 +179,7 @@ def _solve(i: Inputs) -> Inputs:
         pytest.param(_pending, True, id="a-pending-pod-can-land"),
         pytest.param(_pdb, True, id="a-pdb-appears"),
         pytest.param(_policy, True, id="the-pool-changes"),
+        pytest.param(_requirements, True, id="the-pool-requirements-change"),
         pytest.param(_pool_gone, True, id="the-pools-given-change"),
         pytest.param(_nodeclass, True, id="a-node-class-changes"),
         pytest.param(_team, True, id="namespace-labels-change"),
@@ -266,3 +288,17 @@ def test_a_moment_before_a_rule_the_last_plan_saw_crossed_plans_again(solve, bou
     assert not earlier.repeated
     assert canonical(earlier) == canonical(inputs.plan(boundary.at - timedelta(seconds=1)))
     assert canonical(earlier) != canonical(first)
+
+
+def test_facts_are_kept_while_plans_look_at_their_node_and_dropped_after():
+    node = node_a()
+    facts = Facts()
+    facts.start()
+    first = facts.of(node)
+    assert facts.of(node) is first
+    facts.start()
+    assert facts.of(node) is first  # looked at by the plan before
+    assert facts.of(node_a()) is not first  # an equal node, but another StateNode: its own facts
+    facts.start()
+    facts.start()
+    assert facts.of(node) is not first  # no plan looked at it in between
