@@ -12,6 +12,7 @@ the nodes of one plan)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -211,9 +212,15 @@ def empty_since(node: StateNode) -> datetime | None:
     return last_pod_event(node)
 
 
+@functools.lru_cache(maxsize=256)
+def _wait(consolidate_after: str) -> timedelta | None:
+    """A pool's `consolidateAfter`, parsed once per value rather than once per node and plan."""
+    return durations.parse_duration(consolidate_after)
+
+
 def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
     """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
-    wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
+    wait = _wait(pool.spec.disruption.consolidate_after)
     if wait is None:
         return False
     if since is None:

@@ -23,11 +23,13 @@ METHOD = "emptiness"
 def run(ctx: Context) -> None:
     """Delete every settled empty candidate the budgets allow, in one command."""
     chosen: list[StateNode] = []
-    outside = _outside_reservations(ctx)
+    outside: dict[tuple[str, str], str] | None = None
     for node in ctx.candidates:
         if not ctx.free(node) or ctx.facts(node).workload:
             continue
         if cand.capacity_type(node) == wk.CAPACITY_TYPE_RESERVED:
+            if outside is None:
+                outside = _outside_reservations(ctx)
             other = outside.get((cand.instance_type(node), cand.zone(node)))
             if other is not None:
                 ctx.block(

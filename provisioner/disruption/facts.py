@@ -41,6 +41,11 @@ class NodeFacts:
         return tuple(dataclasses.replace(p, node_name=None) for p in self.workload)
 
     @cached_property
+    def listing(self) -> tuple[Pod, ...]:
+        """Its workload pods that name an ordered pool list (`provisioner.sh/nodepools`)."""
+        return tuple(p for p in self.workload if p.nodepools)
+
+    @cached_property
     def disrupting(self) -> bool:
         return cand.disrupting(self.node)
 

@@ -51,16 +51,19 @@ class PDBLedger:
 
     def __init__(self, pdbs: Iterable[PodDisruptionBudget], pods: Iterable[Pod]) -> None:
         self._pdbs = list(pdbs)
-        pod_list = [p for p in pods if not p.is_terminal]
         self._by_namespace: dict[str, list[PodDisruptionBudget]] = {}
         for pdb in self._pdbs:
             self._by_namespace.setdefault(pdb.namespace, []).append(pdb)
         self.remaining: dict[str, int] = {}
         self._of: dict[tuple[str, frozenset[tuple[str, str]]], list[PodDisruptionBudget]] = {}
         """(namespace, labels) -> the PDBs selecting pods with them."""
-        # Pods repeat a few label sets per namespace (a Deployment's replicas): match each set once.
+        # Pods repeat a few label sets per namespace (a Deployment's replicas): match each set once. Only
+        # the namespaces of PDBs whose status does not say what they allow are counted.
+        counted = {pdb.namespace for pdb in self._pdbs if pdb.disruptions_allowed is None}
         by_labels: dict[str, dict[frozenset[tuple[str, str]], list[Pod]]] = {}
-        for pod in pod_list:
+        for pod in pods if counted else ():
+            if pod.namespace not in counted or pod.is_terminal:
+                continue
             sets = by_labels.setdefault(pod.namespace, {})
             sets.setdefault(frozenset(pod.labels.items()), []).append(pod)
         for pdb in self._pdbs:

@@ -73,7 +73,7 @@ def _with_reservation_room(ctx: Context) -> list[str]:
 
 
 def _lands_on_preferred(
-    ctx: Context, node: StateNode, pods: list[Pod], results: Results, *, spot: str | None
+    ctx: Context, node: StateNode, pods: Sequence[Pod], results: Results, *, spot: str | None
 ) -> bool:
     """Every pod of the node goes to a strictly better tier than the one it is on (`spot`: onto that
     capacity type, spot or reserved)."""
@@ -107,25 +107,31 @@ def run(ctx: Context) -> None:
     if not ctx.settings.return_to_preferred:
         return
     reserving = _with_reservation_room(ctx)
+    spot_allowed: dict[str, bool] = {}
     for node in ctx.candidates:
         if ctx.done():
             return
         if not ctx.free(node):
             continue
-        pods = list(ctx.facts(node).workload)
+        facts = ctx.facts(node)
+        pods = facts.workload
+        if not pods:
+            continue
         pool = ctx.pool(node)
         current = cand.capacity_type(node)
         # Any pool's reservation will do (the node may have overflowed into another pool while it was
         # full): the re-solve shows those pools' reserved offerings only, and every pod must land there.
         to_reserved = current != wk.CAPACITY_TYPE_RESERVED and bool(reserving)
-        on_fallback_capacity = to_reserved or (current == wk.CAPACITY_TYPE_ON_DEMAND and allows_spot(pool))
+        if current == wk.CAPACITY_TYPE_ON_DEMAND and pool.name not in spot_allowed:
+            spot_allowed[pool.name] = allows_spot(pool)
+        on_fallback_capacity = to_reserved or (
+            current == wk.CAPACITY_TYPE_ON_DEMAND and spot_allowed[pool.name]
+        )
         # Pods whose list names a more preferred pool than the one they run in.
-        demoted = [
-            p for p in pods if p.nodepools and pool.name in p.nodepools and p.nodepools[0] != pool.name
-        ]
-        if not pods or not (on_fallback_capacity or demoted):
+        demoted = [p for p in facts.listing if pool.name in p.nodepools and p.nodepools[0] != pool.name]
+        if not (on_fallback_capacity or demoted):
             continue
-        if not cand.settled(ctx.facts(node).last_pod_event, pool, ctx.clock):
+        if not cand.settled(facts.last_pod_event, pool, ctx.clock):
             continue
         if not ctx.gate([node], DisruptionReason.RETURN_TO_PREFERRED, method=METHOD):
             continue
