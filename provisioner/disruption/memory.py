@@ -85,8 +85,9 @@ class Inputs:
             _same_objects(self.pools, other.pools)
             and self.settings == other.settings
             and self.solve == other.solve
-            and self.instance_types == other.instance_types
             and _same_snapshot(self.snapshot, other.snapshot)
+            # Last: compared by value, the dearest when the provider hands out new objects each time.
+            and self.instance_types == other.instance_types
         )
 
 
