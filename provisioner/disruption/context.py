@@ -11,7 +11,7 @@ order to `planner`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from provisioner.api import NodePool
@@ -88,7 +88,9 @@ class Context:
         self.candidates: list[StateNode] = []
         self.owned: list[StateNode] = []
         """Every node with a claim not already being disrupted, candidate or not (expiration takes any)."""
-        self._facts = facts
+        self.facts: Callable[[StateNode], NodeFacts] = facts.of
+        """What the planner reads of a node alone, worked out once (`facts`); asked in every loop, so the
+        registry's own lookup rather than a method around it."""
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
         self.view = SolverView(
             snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod, facts=facts
@@ -124,13 +126,9 @@ class Context:
         limit = self.settings.max_commands
         return limit is not None and len(self.result.commands) >= limit
 
-    def facts(self, node: StateNode) -> NodeFacts:
-        """What the planner reads of the node alone, worked out once (`facts`)."""
-        return self._facts.of(node)
-
     def pool(self, node: StateNode) -> NodePool:
         """The node's pool (candidates always have one)."""
-        return self.pools[self._facts.of(node).nodepool or ""]
+        return self.pools[self.facts(node).nodepool or ""]
 
     def simulate(
         self,

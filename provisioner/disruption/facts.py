@@ -114,12 +114,15 @@ class Facts:
         self._previous, self._current = self._current, {}
 
     def of(self, node: StateNode) -> NodeFacts:
-        key = id(node)
-        found = self._current.get(key)
-        if found is not None and found.node is node:
-            return found
-        found = self._previous.get(key)
+        found = self._current.get(id(node))
+        if found is None or found.node is not node:
+            found = self._carry(node)
+        return found
+
+    def _carry(self, node: StateNode) -> NodeFacts:
+        """The facts the last plan had of the node, or new ones; kept for this plan."""
+        found = self._previous.get(id(node))
         if found is None or found.node is not node:
             found = NodeFacts(node)
-        self._current[key] = found
+        self._current[id(node)] = found
         return found
