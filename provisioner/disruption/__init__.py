@@ -2,7 +2,9 @@
 
 `plan(snapshot, instance_types=..., now=..., settings=...)` returns a `Plan` of `Command`s, each with
 the `NodeRecord` of every node it removes, and a `Blocker` for every node considered and kept. The live
-controller re-plans after a validation delay and acts; the FinOps ledger stores the records.
+controller re-plans after a validation delay and acts; the FinOps ledger stores the records. A caller
+that plans the same cluster again and again hands every plan the same `Memory`, so each costs what
+changed since the last (the plans are the same without it).
 """
 
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash

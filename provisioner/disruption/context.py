@@ -29,6 +29,7 @@ from provisioner.scheduling.pools import CompiledPools
 from provisioner.scheduling.results import Results
 from provisioner.scheduling.solver import SolveFn, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
+from provisioner.state.objects import Pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,10 @@ class Context:
         self.view = SolverView(
             snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod, facts=facts
         )
+        self._unbound: dict[int, tuple[StateNode, tuple[Pod, ...]]] = {}
+        """Per node re-solved, its workload without a node, made once per plan (multi-node's search
+        re-solves the same nodes in several prefixes); not kept in the facts, where a copy of every
+        re-solved pod would outlive the plan."""
         self._blockers: dict[tuple[str, str], Blocker] = {}
         self.verdicts = verdicts
         """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
@@ -154,13 +159,20 @@ class Context:
         """Re-solve the nodes' pods, unbound, on what `shown` gave for them."""
         self.result.solves += 1
         return self._solve(
-            [p for n in nodes for p in self.facts(n).unbound],
+            [p for n in nodes for p in self._unbound_pods(n)],
             shown,
             pools=self.pool_list,
             instance_types=instance_types or self.instance_types,
             daemonsets=self.snapshot.daemonsets,
             options=self._solve_options,
         )
+
+    def _unbound_pods(self, node: StateNode) -> tuple[Pod, ...]:
+        found = self._unbound.get(id(node))
+        if found is None or found[0] is not node:
+            found = (node, tuple(dataclasses.replace(p, node_name=None) for p in self.facts(node).workload))
+            self._unbound[id(node)] = found
+        return found[1]
 
     def recall(
         self, nodes: Sequence[StateNode], shown: Snapshot

@@ -14,7 +14,6 @@ methods' and `candidates`'.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime, timedelta
 from functools import cached_property
 
@@ -34,11 +33,6 @@ class NodeFacts:
         self.workload: tuple[Pod, ...] = tuple(cand.reschedulable(node))
         """The pods that must find a new home when the node goes."""
         self.nodepool: str | None = node.nodepool
-
-    @cached_property
-    def unbound(self) -> tuple[Pod, ...]:
-        """The workload as pods to re-solve (no node yet)."""
-        return tuple(dataclasses.replace(p, node_name=None) for p in self.workload)
 
     @cached_property
     def listing(self) -> tuple[Pod, ...]:

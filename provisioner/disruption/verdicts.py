@@ -19,8 +19,8 @@ every one of them is the object it was made from (compared by identity, and held
 and its id reused) and the shared part is equal; anything else re-solves. Objects the plan itself made
 (pods moved onto a receiving node) are new on every plan, so such neighbourhoods always re-solve.
 
-The cache is the caller's (the disruption controller holds one), as the pure planner keeps nothing
-between calls; one cache serves one cluster.
+The cache is the caller's, in its `Memory` (the disruption controller holds one), as the pure planner
+keeps nothing between calls; one cache serves one cluster.
 """
 
 from __future__ import annotations
