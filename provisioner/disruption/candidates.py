@@ -213,14 +213,15 @@ def empty_since(node: StateNode) -> datetime | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _wait(consolidate_after: str) -> timedelta | None:
-    """A pool's `consolidateAfter`, parsed once per value rather than once per node and plan."""
-    return durations.parse_duration(consolidate_after)
+def cached_duration(text: str) -> timedelta | None:
+    """`durations.parse_duration`, once per value: pools and claims repeat a few (`consolidateAfter`,
+    `expireAfter`) and plans ask for them per node."""
+    return durations.parse_duration(text)
 
 
 def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
     """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
-    wait = _wait(pool.spec.disruption.consolidate_after)
+    wait = cached_duration(pool.spec.disruption.consolidate_after)
     if wait is None:
         return False
     if since is None:
