@@ -4,7 +4,7 @@ Every rule of the planner that depends on time asks one question: has this momen
 (`consolidateAfter` passed, `expireAfter` passed, a do-not-disrupt duration lapsed, a budget window
 opened or closed, a Capacity Block within its lead)? `Clock.reached` answers it and narrows the span of
 moments, around `now`, at which every answer given so far would be the same. A plan made at `now`
-is therefore the plan of any moment in `Clock.span()`, given the same cluster (`memory` relies on it).
+is therefore the plan of any moment the clock `holds_at`, given the same cluster (`memory` relies on it).
 
 A rule that compared `now` itself, without `reached`, would make that span a lie: time is read only here.
 """
@@ -32,7 +32,7 @@ class Clock:
     __slots__ = ("_now", "_since", "_until")
 
     def __init__(self, now: datetime) -> None:
-        self._now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+        self._now = aware(now)
         self._since: datetime | None = None
         """The latest moment reached so far: at an earlier moment some answer would be "not yet"."""
         self._until: datetime | None = None
@@ -53,10 +53,6 @@ class Clock:
         if self._until is None or moment < self._until:
             self._until = moment
         return False
-
-    def span(self) -> tuple[datetime | None, datetime | None]:
-        """(since, until): every moment `m` with since <= m < until (None: unbounded) gets the same answers."""
-        return self._since, self._until
 
     def holds_at(self, moment: datetime) -> bool:
         """Whether every answer given so far would be the same at `moment`."""

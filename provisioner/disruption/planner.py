@@ -9,9 +9,11 @@ nodes that receive them, so later commands in the same plan see what earlier one
 are proven to fit by re-solving with the scheduler, never by guessing.
 
 This module owns only the orchestration: the budgets as the plan starts, the candidates, the methods in
-order until `Settings.max_commands`, and the resulting `Plan`.
+order until `Settings.max_commands`, and the resulting `Plan` (or the last one again, when the caller's
+`memory` says nothing the plan reads has changed since).
 
-Pure: no clock, no client; `now` and settings come in, a `Plan` goes out.
+Pure: no clock, no client; `now` and settings come in, a `Plan` goes out. Time is read only through the
+plan's `Clock`.
 """
 
 from __future__ import annotations
