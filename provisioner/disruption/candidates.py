@@ -12,7 +12,6 @@ the nodes of one plan)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -212,16 +211,9 @@ def empty_since(node: StateNode) -> datetime | None:
     return last_pod_event(node)
 
 
-@functools.lru_cache(maxsize=256)
-def cached_duration(text: str) -> timedelta | None:
-    """`durations.parse_duration`, once per value: pools and claims repeat a few (`consolidateAfter`,
-    `expireAfter`) and plans ask for them per node."""
-    return durations.parse_duration(text)
-
-
 def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
     """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
-    wait = cached_duration(pool.spec.disruption.consolidate_after)
+    wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
     if wait is None:
         return False
     if since is None:

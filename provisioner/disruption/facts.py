@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.model import BlockerKind
@@ -86,7 +87,7 @@ def _expires(node: StateNode) -> tuple[datetime, timedelta] | None:
     claim = node.claim
     if claim is None:
         return None
-    after = cand.cached_duration(claim.spec.expire_after)
+    after = durations.parse_duration(claim.spec.expire_after)
     born = cand.created(node)
     return None if after is None or born is None else (born, after)
 
