@@ -7,13 +7,14 @@ once; `Facts` keeps them per StateNode.
 
 Exact, not approximate: a StateNode is frozen and ClusterState replaces it (never changes it) when its
 Node, NodeClaim or pods change, so facts derived from the very same StateNode object hold for as long as
-it lives. Kept across plans by `Memory` (the facts of a node no plan looked at since the last one are
-dropped), or for one plan without it. Facts that depend on more than the node (pools, PDBs, time) are the
+it lives. Kept across plans by `Memory` (for the nodes of the last plan only), or for one plan without
+it. Facts that depend on more than the node (pools, PDBs, time) are the
 methods' and `candidates`'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from provisioner.api import durations
@@ -96,23 +97,22 @@ class Facts:
     """NodeFacts per StateNode (by identity; each holds its node, so no id is reused while kept)."""
 
     def __init__(self) -> None:
-        self._current: dict[int, NodeFacts] = {}
-        self._previous: dict[int, NodeFacts] = {}
+        self._kept: dict[int, NodeFacts] = {}
 
-    def start(self) -> None:
-        """A plan begins: facts the last plan did not look at are dropped after this one."""
-        self._previous, self._current = self._current, {}
+    def start(self, nodes: Iterable[StateNode]) -> None:
+        """A plan of these nodes begins: the facts of those an earlier plan saw are carried over, all others
+        dropped at once (a node replaced since, with its pods, must not outlive the plan that replaced it:
+        at 30,000 pods that generation is tens of MiB)."""
+        kept = self._kept
+        carried: dict[int, NodeFacts] = {}
+        for node in nodes:
+            found = kept.get(id(node))
+            carried[id(node)] = found if found is not None and found.node is node else NodeFacts(node)
+        self._kept = carried
 
     def of(self, node: StateNode) -> NodeFacts:
-        found = self._current.get(id(node))
+        found = self._kept.get(id(node))
         if found is None or found.node is not node:
-            found = self._carry(node)
-        return found
-
-    def _carry(self, node: StateNode) -> NodeFacts:
-        """The facts the last plan had of the node, or new ones; kept for this plan."""
-        found = self._previous.get(id(node))
-        if found is None or found.node is not node:
-            found = NodeFacts(node)
-        self._current[id(node)] = found
+            # A node the plan made (a receiver of moved pods), or one asked about before a plan starts.
+            found = self._kept[id(node)] = NodeFacts(node)
         return found

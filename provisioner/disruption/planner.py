@@ -94,7 +94,7 @@ def plan(
             return again
     clock = Clock(now)
     facts = memory.facts if memory is not None else Facts()
-    facts.start()
+    facts.start(snapshot.nodes)
     budgets, disrupting = _budgets(snapshot, pool_list, clock=clock, facts=facts)
     # No method may move pods into a Capacity Block about to end (they would be moved out again).
     types = expiration_drift.without_ending_blocks(instance_types, clock=clock)

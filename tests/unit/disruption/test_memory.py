@@ -6,6 +6,7 @@ Capacity Block ends), plans again, and the plan is then the one made without the
 from __future__ import annotations
 
 import dataclasses
+import gc
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.disruption import Memory, Plan, Settings, nodepool_hash, plan
-from provisioner.disruption.facts import Facts
+from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.state.cluster import Snapshot, StateNode
 from tests import builders
 from tests.builders import aws_node_class, daemonset
@@ -290,15 +291,25 @@ def test_a_moment_before_a_rule_the_last_plan_saw_crossed_plans_again(solve, bou
     assert canonical(earlier) != canonical(first)
 
 
-def test_facts_are_kept_while_plans_look_at_their_node_and_dropped_after():
-    node = node_a()
+def test_facts_are_kept_for_the_nodes_of_the_next_plan_and_dropped_for_the_others():
+    node, other = node_a(), node_b()
     facts = Facts()
-    facts.start()
-    first = facts.of(node)
+    facts.start([node, other])
+    first, second = facts.of(node), facts.of(other)
     assert facts.of(node) is first
-    facts.start()
-    assert facts.of(node) is first  # looked at by the plan before
+    facts.start([node])
+    assert facts.of(node) is first  # the plan before saw it
     assert facts.of(node_a()) is not first  # an equal node, but another StateNode: its own facts
-    facts.start()
-    facts.start()
-    assert facts.of(node) is not first  # no plan looked at it in between
+    facts.start([node, other])
+    assert facts.of(other) is not second  # the plan in between did not see it
+
+
+def test_no_facts_outlive_the_plan_that_replaced_their_node():
+    """A node replaced since the last plan must not stay alive through its facts (with all its pods: at
+    30,000 pods a whole generation of them)."""
+    old = node_a()
+    facts = Facts()
+    facts.start([old])
+    facts.of(old)
+    facts.start([node_a()])
+    assert not [r for r in gc.get_referrers(old) if isinstance(r, NodeFacts)]
