@@ -45,6 +45,8 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
     """Parse `100m`, `4Gi`, `1.5`, `2e3` (or a number) into an exact Decimal."""
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, float | Decimal) and not math.isfinite(value):
+        raise QuantityError(f"{value!r} is not a quantity (it must be a finite number)")
     if isinstance(value, int | Decimal):
         return Decimal(value)
     if isinstance(value, float):

@@ -34,3 +34,20 @@ def test_non_quantities_are_refused_with_examples(bad):
 def test_format_is_the_inverse_of_parse():
     for resource, text in [("cpu", "1500m"), ("cpu", "2"), ("memory", "4Gi"), ("memory", "512Mi")]:
         assert quantities.format_quantity(resource, quantities.to_base_units(resource, text)) == text
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), Decimal("Infinity")])
+def test_non_finite_numbers_are_refused_as_quantities(bad):
+    # A JSON number too large for a float (a Node's allocatable of 1e999) arrives as infinity: it is a
+    # bad quantity (ValueError, which the state turns into "malformed Node"), not an OverflowError.
+    with pytest.raises(quantities.QuantityError, match="finite"):
+        quantities.to_base_units("cpu", bad)
+
+
+def test_a_node_with_infinite_allocatable_is_refused_as_malformed():
+    from provisioner.state.cluster import ClusterState
+
+    state = ClusterState()
+    with pytest.raises(ValueError, match="finite"):
+        state.upsert("Node", {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": float("inf")}}})
+    assert "n" not in state.nodes
