@@ -91,6 +91,15 @@ def test_the_controller_reports_an_invalid_value_once_and_keeps_going():
     (event,) = w.events("InvalidDoNotDisruptAnnotation")
     assert event["involvedObject"]["name"] == "job"
     assert "'forever'" in event["message"] and "ignored" in event["message"]
+    # The pod changes on the same node: the node is looked at again (not taken from the last pass).
+    w.backend.cluster.patch_pod(
+        "default", "job", {"metadata": {"annotations": {wk.DO_NOT_DISRUPT: "2 hours"}}}
+    )
+    for _ in range(2):
+        w.tick(10)
+        ctl.reconcile(w.clock.now())
+    first, second = w.events("InvalidDoNotDisruptAnnotation")
+    assert "'forever'" in first["message"] and "'2 hours'" in second["message"]
 
 
 # PDBs over DaemonSet pods ------------------------------------------------------------------------------
