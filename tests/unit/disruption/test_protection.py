@@ -102,6 +102,32 @@ def test_the_controller_reports_an_invalid_value_once_and_keeps_going():
     assert "'forever'" in first["message"] and "'2 hours'" in second["message"]
 
 
+def test_a_nodes_last_teams_follow_its_namespace_labels():
+    # The empty node's ledger row names the teams its pods were of; the controller keeps what it read of an
+    # unchanged node, but a namespace's team label changing must still reach it.
+    w = World(MemoryBackend)
+    w.apply(node_class(), node_pool("gpu", gpu_names=("a10g",)))
+    w.state.upsert("Namespace", {"metadata": {"name": "default", "labels": {wk.TEAM: "vision"}}})
+    w.apply(gpu_pod("job"))
+    w.run_until(w.all_bound, max_ticks=30)
+    ctl = DisruptionController(
+        state=w.state,
+        cluster=w.backend.cluster,
+        providers=ProviderSet.single(w.provider),
+        settings=w.settings,
+        metrics=Metrics(),
+        clock=w.clock,
+    )
+    for _ in range(3):  # until its own writes (the claim's Empty condition) have settled
+        w.tick(10)
+        ctl.reconcile(w.clock.now())
+    (node,) = {p.node_name for p in w.pods()}
+    assert ctl._last_teams[node] == ("vision",)
+    w.state.upsert("Namespace", {"metadata": {"name": "default", "labels": {wk.TEAM: "speech"}}})
+    ctl.reconcile(w.clock.now())
+    assert ctl._last_teams[node] == ("speech",)
+
+
 # PDBs over DaemonSet pods ------------------------------------------------------------------------------
 
 AGENT = {"app": "agent"}
