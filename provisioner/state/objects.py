@@ -4,14 +4,14 @@ from their JSON (camelCase dicts, as the API server or a manifest gives them) in
 Parsing is lenient about fields we do not use and exact about the ones we do (quantities as integers).
 Only what scheduling, disruption and reporting read is kept; `raw` keeps the original for writers.
 
-About 630 lines because it is one parser per kind plus the checks that make hostile input a located
-error (issues 11 and 15); `Pod` is most of it. The pod's request arithmetic is `state.requests`'; the
-text checks (`_require_text` and the field lists) are the next piece to move out.
+About 530 lines because it is one parser per kind, `Pod` most of it. The pod's request arithmetic is
+`state.requests`'; the text checks that make hostile input a located error (issues 11 and 15) are
+`state.textchecks`'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.api.quantities import ResourceList
+from provisioner.state import textchecks
 from provisioner.state.requests import pod_requests
 
 
@@ -397,103 +398,8 @@ class Pod:
             invalid="; ".join(problems),
             raw=d,
         )
-        _require_text(
-            "Pod",
-            pod.key,
-            [
-                ("metadata.name", pod.name),
-                ("metadata.namespace", pod.namespace),
-                ("spec.nodeName", pod.node_name),
-                *_map_fields("metadata.labels", pod.labels),
-                *_map_fields("metadata.annotations", pod.annotations),
-                *_map_fields("spec.nodeSelector", pod.node_selector),
-                *(
-                    (f"spec.tolerations[{i}].{f}", v)
-                    for i, t in enumerate(pod.tolerations)
-                    for f, v in (
-                        ("key", t.key),
-                        ("operator", t.operator),
-                        ("value", t.value),
-                        ("effect", t.effect),
-                    )
-                ),
-                *(
-                    (f"spec.affinity.nodeAffinity...nodeSelectorTerms[{i}].matchExpressions[{j}].{f}", v)
-                    for i, term in enumerate(pod.required_node_terms)
-                    for j, r in enumerate(term)
-                    for f, v in (("key", r.key), ("operator", r.operator))
-                ),
-                *(
-                    (f"spec.topologySpreadConstraints[{i}].{f}", v)
-                    for i, t in enumerate(pod.topology_spread)
-                    for f, v in (
-                        ("topologyKey", t.topology_key),
-                        ("whenUnsatisfiable", t.when_unsatisfiable),
-                        ("nodeAffinityPolicy", t.node_affinity_policy),
-                        ("nodeTaintsPolicy", t.node_taints_policy),
-                        *((f"matchLabelKeys[{j}]", k) for j, k in enumerate(t.match_label_keys)),
-                    )
-                ),
-                *(
-                    field
-                    for i, t in enumerate(pod.topology_spread)
-                    for field in _selector_fields(
-                        f"spec.topologySpreadConstraints[{i}].labelSelector", t.label_selector
-                    )
-                ),
-                *_term_fields("spec.affinity.podAffinity.required...", pod.affinity_required),
-                *_term_fields("spec.affinity.podAffinity.preferred...", pod.affinity_preferred),
-                *_term_fields("spec.affinity.podAntiAffinity.required...", pod.anti_affinity_required),
-                *_term_fields("spec.affinity.podAntiAffinity.preferred...", pod.anti_affinity_preferred),
-            ],
-        )
-        for i, t in enumerate(pod.topology_spread):
-            if t.min_domains is not None and (
-                not isinstance(t.min_domains, int) or isinstance(t.min_domains, bool)
-            ):
-                raise ValueError(
-                    f"Pod {pod.key}: spec.topologySpreadConstraints[{i}].minDomains: expected an integer, "
-                    f"got {type(t.min_domains).__name__}"
-                )
+        textchecks.check_pod(pod)
         return pod
-
-
-def _map_fields(path: str, mapping: Mapping[Any, Any]) -> list[tuple[str, object]]:
-    return [(f"{path}.{k}", v) for k, v in mapping.items()] + [(f"{path} key {k!r}", k) for k in mapping]
-
-
-def _selector_fields(path: str, selector: LabelSelector | None) -> list[tuple[str, object]]:
-    if selector is None:
-        return []
-    return [
-        *_map_fields(f"{path}.matchLabels", dict(selector.match_labels)),
-        *(
-            (f"{path}.matchExpressions[{j}].{f}", v)
-            for j, e in enumerate(selector.match_expressions)
-            for f, v in (("key", e.key), ("operator", e.operator))
-        ),
-    ]
-
-
-def _term_fields(path: str, terms: Sequence[PodAffinityTerm]) -> list[tuple[str, object]]:
-    """The text fields of pod (anti-)affinity terms: the solver hashes them into its groups."""
-    out: list[tuple[str, object]] = []
-    for i, t in enumerate(terms):
-        at = f"{path}[{i}]"
-        out.append((f"{at}.topologyKey", t.topology_key))
-        out += [(f"{at}.namespaces[{j}]", ns) for j, ns in enumerate(t.namespaces)]
-        out += _selector_fields(f"{at}.labelSelector", t.label_selector)
-        out += _selector_fields(f"{at}.namespaceSelector", t.namespace_selector)
-    return out
-
-
-def _require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]]) -> None:
-    """Fields the decision code matches, joins and hashes on must be strings (or absent). The API
-    server's schema guarantees it; a scenario file or a lax server may not, and one such object taken
-    as it is would break every solve and snapshot after it."""
-    for path, value in fields:
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"{kind} {ident}: {path}: expected a string, got {type(value).__name__}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -551,21 +457,7 @@ class Node:
             deleting=meta.get("deletionTimestamp") is not None,
             raw=d,
         )
-        _require_text(
-            "Node",
-            node.name,
-            [
-                ("metadata.name", node.name),
-                ("spec.providerID", node.provider_id),
-                *_map_fields("metadata.labels", node.labels),
-                *_map_fields("metadata.annotations", node.annotations),
-                *(
-                    (f"spec.taints[{i}].{f}", v)
-                    for i, t in enumerate(node.taints)
-                    for f, v in (("key", t.key), ("effect", t.effect), ("value", t.value))
-                ),
-            ],
-        )
+        textchecks.check_node(node)
         return node
 
 
