@@ -20,7 +20,7 @@ from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.quantities import ResourceList
 from provisioner.api.team import Department, Team
-from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue
+from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue, spec_key
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -187,6 +187,8 @@ class StoreView(Mapping[K, V]):
 
 
 _NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
+_TEMPLATES = 256
+"""How many spec sets `ClusterState` remembers a parsed pod of (the oldest is forgotten first)."""
 
 
 class ClusterState:
@@ -234,6 +236,10 @@ class ClusterState:
         self._inserted = 0
         self._dirty: set[str] = set()
         self._state_nodes: dict[str, StateNode] = {}
+        # The last pod parsed from each recent set of spec objects (`objects.spec_key`): a pod created from
+        # a template its siblings were created from takes their spec's parse instead of parsing it again.
+        # Each entry holds its pod, so the objects its key names stay alive (and their ids theirs).
+        self._templates: dict[tuple[tuple[str, int], ...], Pod] = {}
 
     @property
     def lock(self) -> threading.RLock:
@@ -244,7 +250,11 @@ class ClusterState:
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
         """Add or replace one object given as Kubernetes JSON. A malformed object (wrong types, missing
         keys, bad quantities) raises ValueError naming its kind and name, and changes nothing: whoever
-        feeds the state skips it and keeps the others."""
+        feeds the state skips it and keeps the others.
+
+        The document is kept (as `raw`) and must not be changed in place afterwards, nor what it shares
+        with documents given before: a pod's new version takes the parse of the parts it shares with
+        the last one (see `Pod.from_dict`), as merge patches share what they leave unchanged."""
         try:
             self._upsert(kind, obj)
         except ValueError:
@@ -260,7 +270,12 @@ class ClusterState:
             self.generation += 1
             meta = obj.get("metadata") or {}
             if kind == "Pod":
-                pod = Pod.from_dict(obj)
+                pod = Pod.from_dict(obj, like=self._parsed_like(obj))
+                key = spec_key(obj.get("spec"))
+                if key is not None:
+                    if len(self._templates) >= _TEMPLATES and key not in self._templates:
+                        del self._templates[next(iter(self._templates))]
+                    self._templates[key] = pod
                 self._unindex(pod.key)
                 self._pods[pod.key] = pod
                 self._index(pod)
@@ -293,6 +308,21 @@ class ClusterState:
                 self._departments[department.name] = department
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
+
+    def _parsed_like(self, obj: Mapping[str, Any]) -> list[Pod]:
+        """The pods whose parse a pod's document may share (`Pod.from_dict`'s `like`): its last version,
+        and the last pod parsed from the same spec objects (the pods of one template)."""
+        like: list[Pod] = []
+        meta = obj.get("metadata")
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            last = self._pods.get(f"{meta.get('namespace') or 'default'}/{meta['name']}")
+            if last is not None:
+                like.append(last)
+        key = spec_key(obj.get("spec"))
+        same = self._templates.get(key) if key is not None else None
+        if same is not None:
+            like.append(same)
+        return like
 
     def remove(self, kind: str, key: str) -> None:
         """Forget one object: `namespace/name` for namespaced kinds, `name` otherwise."""

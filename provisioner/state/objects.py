@@ -11,7 +11,7 @@ About 530 lines because it is one parser per kind, `Pod` most of it. The pod's r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -318,10 +318,25 @@ class Pod:
         return self.phase in ("Succeeded", "Failed")
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Pod:
+    def from_dict(cls, d: Mapping[str, Any], *, like: Iterable[Pod] = ()) -> Pod:
+        """Parse and check a pod's JSON. `like`: pods parsed before (this pod's last version, a pod of
+        the same template) whose parts are taken instead of parsed again where `d` holds the very same
+        objects: the spec (all of it but `nodeName`), and the metadata mapping. A stored document is never
+        changed in place (the ClusterState's contract), so the same objects parse the same; a pod given
+        again as its own document is parsed in full, in case it was."""
         meta = d.get("metadata") or {}
         spec = d.get("spec") or {}
         status = d.get("status") or {}
+        spec_from = meta_from = None
+        for other in like:
+            if other.raw is d:
+                continue
+            if spec_from is None and _same_spec(spec, other.raw.get("spec")):
+                spec_from = other
+            if meta_from is None and other.raw.get("metadata") is meta:
+                meta_from = other
+        if spec_from is not None:
+            return cls._with_spec_of(spec_from, d, meta=meta, spec=spec, status=status, meta_from=meta_from)
         affinity = spec.get("affinity") or {}
         node_aff = affinity.get("nodeAffinity") or {}
         required = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
@@ -330,16 +345,10 @@ class Pod:
         preferred = node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
         pod_aff = affinity.get("podAffinity") or {}
         pod_anti = affinity.get("podAntiAffinity") or {}
-        owners = meta.get("ownerReferences") or ()
-        owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+        owner = _owner(meta)
         problems: list[str] = []
         requests = pod_requests(spec, problems)
-        unschedulable = any(
-            c.get("type") == "PodScheduled"
-            and c.get("status") == "False"
-            and c.get("reason") == "Unschedulable"
-            for c in status.get("conditions") or ()
-        )
+        unschedulable = _unschedulable(status)
         pod = cls(
             namespace=meta.get("namespace") or "default",
             name=meta["name"],
@@ -400,6 +409,118 @@ class Pod:
         )
         textchecks.check_pod(pod)
         return pod
+
+    @classmethod
+    def _with_spec_of(
+        cls,
+        spec_from: Pod,
+        d: Mapping[str, Any],
+        *,
+        meta: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        status: Mapping[str, Any],
+        meta_from: Pod | None,
+    ) -> Pod:
+        """`from_dict` taking the spec's parse from `spec_from` (and the metadata's from `meta_from`):
+        the rest is read in `from_dict`'s order, so a bad field is named as a full parse names it (the
+        parts taken passed that parse before)."""
+        owner = _owner(meta) if meta_from is None else None
+        unschedulable = _unschedulable(status)
+        labels: Mapping[str, str]
+        annotations: Mapping[str, str]
+        if meta_from is None:
+            namespace = meta.get("namespace") or "default"
+            name = meta["name"]
+            uid = meta.get("uid") or ""
+            labels = dict(meta.get("labels") or {})
+            annotations = dict(meta.get("annotations") or {})
+        else:
+            namespace, name, uid = meta_from.namespace, meta_from.name, meta_from.uid
+            labels, annotations = meta_from.labels, meta_from.annotations
+        node_name = spec.get("nodeName")
+        phase = status.get("phase") or "Pending"
+        if meta_from is None:
+            owner_kind = owner.get("kind") if owner else None
+            owner_name = owner.get("name") if owner else None
+            deleting = meta.get("deletionTimestamp") is not None
+            created = _parse_time(meta.get("creationTimestamp"))
+        else:
+            owner_kind, owner_name = meta_from.owner_kind, meta_from.owner_name
+            deleting, created = meta_from.deleting, meta_from.created
+        s = spec_from
+        pod = cls(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            labels=labels,
+            annotations=annotations,
+            node_name=node_name,
+            phase=phase,
+            priority=s.priority,
+            requests=s.requests,
+            node_selector=s.node_selector,
+            required_node_terms=s.required_node_terms,
+            preferred_node_terms=s.preferred_node_terms,
+            tolerations=s.tolerations,
+            topology_spread=s.topology_spread,
+            affinity_required=s.affinity_required,
+            affinity_preferred=s.affinity_preferred,
+            anti_affinity_required=s.anti_affinity_required,
+            anti_affinity_preferred=s.anti_affinity_preferred,
+            host_ports=s.host_ports,
+            owner_kind=owner_kind,
+            owner_name=owner_name,
+            unschedulable=unschedulable,
+            deleting=deleting,
+            created=created,
+            scheduling_gates=s.scheduling_gates,
+            started=_parse_time(status.get("startTime")),
+            invalid=s.invalid,
+            raw=d,
+        )
+        textchecks.check_pod(pod, metadata=meta_from is None, spec=False)
+        return pod
+
+
+def _owner(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controller owner reference, else the first one."""
+    owners = meta.get("ownerReferences") or ()
+    return next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+
+
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or ()
+    )
+
+
+_NO_KEY = object()
+
+
+def _same_spec(spec: Any, other: Any) -> bool:
+    """Whether two pod specs hold the very same objects under every key but `nodeName` (a merge patch
+    that binds a pod copies the spec's top level and shares the rest)."""
+    if type(spec) is not dict or type(other) is not dict:
+        return False
+    if spec is other:
+        return True
+    count = 0
+    for key, value in spec.items():
+        if key != "nodeName":
+            if other.get(key, _NO_KEY) is not value:
+                return False
+            count += 1
+    return count == len(other) - ("nodeName" in other)
+
+
+def spec_key(spec: Any) -> tuple[tuple[str, int], ...] | None:
+    """A pod spec's objects (key and identity, `nodeName` left out), to find an earlier pod parsed from
+    the same ones: valid while that pod (which keeps them alive) is held. None for a spec that is not a
+    dict."""
+    if type(spec) is not dict:
+        return None
+    return tuple((k, id(v)) for k, v in spec.items() if k != "nodeName")
 
 
 @dataclass(frozen=True, slots=True, eq=False)

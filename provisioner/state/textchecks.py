@@ -22,14 +22,13 @@ def require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]])
             raise ValueError(f"{kind} {ident}: {path}: expected a string, got {type(value).__name__}")
 
 
-def _text(value: object) -> bool:
-    return value is None or isinstance(value, str)
-
-
 def map_fields(path: str, mapping: Mapping[Any, Any]) -> list[tuple[str, object]]:
     """A map's values then its keys, as fields; none when all are text (the usual case: the paths are
     only spelt out for a map with a bad entry, so the first one is still named)."""
-    if all(_text(k) and _text(v) for k, v in mapping.items()):
+    for k, v in mapping.items():
+        if not (k is None or isinstance(k, str)) or not (v is None or isinstance(v, str)):
+            break
+    else:
         return []
     return [(f"{path}.{k}", v) for k, v in mapping.items()] + [(f"{path} key {k!r}", k) for k in mapping]
 
