@@ -21,7 +21,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from providers.fake.kwok import node_for_instance, node_name_for
-from provisioner.api import durations, quantities
+from provisioner.api import NodeClaim, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
@@ -49,31 +49,31 @@ class SimCluster(MemoryCluster):
         deleted with a voluntary reason), checked at every NodeClaim write so none is missed."""
         self._disrupting: dict[str, str] = {}
         """Claim -> pool, for the claims under a voluntary disruption now: kept at each write of the
-        claim, so a write costs the disrupted few, not the fleet."""
+        claim (every claim write and removal goes through `_store_claim`), so a write costs one claim, not
+        the fleet."""
+        self._busy: dict[str, int] = {}
+        """Pool -> how many of `_disrupting` are its."""
 
-    def _store_claim(self, doc: dict[str, Any]) -> None:
-        super()._store_claim(doc)
-        name = (doc.get("metadata") or {}).get("name", "")
-        claim = self.state.claims.get(name)
+    def _store_claim(self, claim: NodeClaim) -> None:
+        super()._store_claim(claim)
+        name = claim.name
+        stored = self.state.claims.get(name)
+        before = self._disrupting.pop(name, None)
+        if before is not None:
+            self._busy[before] -= 1
         # Only the disruption controller's reasons: a failed launch or an interruption is not a decision
         # the budgets bound.
         if (
-            claim is not None
-            and claim.metadata.annotations.get(wk.DISRUPTION_REASON) in VOLUNTARY
+            stored is not None
+            and stored.metadata.annotations.get(wk.DISRUPTION_REASON) in VOLUNTARY
             and (
-                claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING)
+                stored.metadata.deletion_timestamp is not None
+                or is_true(stored.status.conditions, DISRUPTING)
             )
         ):
-            self._disrupting[name] = claim.nodepool or ""
-        else:
-            self._disrupting.pop(name, None)
-        busy: dict[str, int] = {}
-        for claim_name, pool in list(self._disrupting.items()):
-            if claim_name not in self.state.claims:
-                del self._disrupting[claim_name]
-                continue
-            busy[pool] = busy.get(pool, 0) + 1
-        for pool, count in busy.items():
+            pool = self._disrupting[name] = stored.nodepool or ""
+            # Only this pool's count can have grown.
+            count = self._busy[pool] = self._busy.get(pool, 0) + 1
             self.max_disrupting[pool] = max(self.max_disrupting.get(pool, 0), count)
 
     def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:

@@ -309,6 +309,13 @@ class ClusterState:
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
 
+    def put_claim(self, claim: NodeClaim) -> None:
+        """Keep a NodeClaim model as it is: the embedded cluster's patch of a stored claim, whose fields it
+        validated (`clusterapi.memory.merged`). Claims from anywhere else come through `upsert`."""
+        with self._lock:
+            self.generation += 1
+            self._claims[claim.name] = claim
+
     def _parsed_like(self, obj: Mapping[str, Any]) -> list[Pod]:
         """The pods whose parse a pod's document may share (`Pod.from_dict`'s `like`): its last version,
         and the last pod parsed from the same spec objects (the pods of one template)."""
