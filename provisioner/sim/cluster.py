@@ -418,8 +418,9 @@ class Workloads:
     `sim.provisioner.sh/runs-for` finishes that long after it starts running, and is not created again."""
 
     cluster: SimCluster
-    desired: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    """Pod key -> the manifest to create again when it disappears."""
+    desired: dict[str, Pod] = dataclasses.field(default_factory=dict)
+    """Pod key -> the pod as first added, whose manifest is created again when it disappears (the pods are
+    the scenario's own: keeping them, not a manifest each, costs nothing)."""
     recreated: int = 0
     started: dict[str, datetime] = dataclasses.field(default_factory=dict)
     """Pod key -> when it was first seen running (pods with a run time)."""
@@ -427,6 +428,9 @@ class Workloads:
     """Pods that finished their run time, in order."""
     timed: set[str] = dataclasses.field(default_factory=set)
     """The keys of the pods with a run time (the only ones `sync` has to look at for it)."""
+
+    def __post_init__(self) -> None:
+        self._written = self.cluster.state.changes("Pod")
 
     @staticmethod
     def _manifest(pod: Pod) -> dict[str, Any]:
@@ -450,7 +454,7 @@ class Workloads:
             if RUNS_FOR in pod.annotations:
                 self.timed.add(pod.key)
             if pod.owner_kind is not None and not pod.is_daemonset_pod:
-                self.desired[pod.key] = self._manifest(pod)
+                self.desired[pod.key] = pod
 
     def remove(self, keys: Sequence[str]) -> None:
         """Delete pods for good (their workload was deleted)."""
@@ -462,10 +466,11 @@ class Workloads:
                 self.cluster.delete_pod(namespace, name)
 
     def sync(self, now: datetime) -> None:
-        # The missing pods, by set difference: a walk of every pod per tick would cost a large cluster
-        # more than the pods that changed.
-        for key in sorted(self.desired.keys() - self.cluster.state.pods.keys()):
-            self.cluster.create("Pod", self.desired[key])
+        # The missing pods, among those written (removed) since the last sync: a desired pod is created
+        # at once, so one missing now was removed since.
+        pods = self.cluster.state.pods
+        for key in sorted(k for k in self._written.take() if k in self.desired and k not in pods):
+            self.cluster.create("Pod", self._manifest(self.desired[key]))
             self.recreated += 1
             self.started.pop(key, None)
         # Pods that run for a set time: done once they have run that long (a pod started again after an

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,8 +49,7 @@ from provisioner.sim.pool_types import PoolScopedTypes, admits
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import Step, Timeline, matches_workload
-from provisioner.state import ClusterState
-from provisioner.state.objects import Pod
+from provisioner.state import ClusterState, Pod
 
 log = logging.getLogger(__name__)
 
@@ -346,29 +345,27 @@ class Runner:
 
     def _apply(self, step: Step) -> None:
         log.info("step at %s: %s", step.at, step.describe())
-        # The manifests to create again, parsed once for the step rather than once per workload deleted
-        # (removing a pod twice is harmless, so the lists can be read before the removals).
-        desired = (
-            {key: Pod.from_dict(doc) for key, doc in self.workloads.desired.items()} if step.delete else {}
-        )
-        pods = sorted(self.state.pods.items()) if step.delete else []
+        # The pods now and the pods to create again, read once for the step and grouped by namespace and
+        # by the two names a workload reference can match (its own, its owner's), so each workload
+        # deleted costs its pods, not every pod (removing a pod twice is harmless, so the groups can be
+        # read before the removals).
+        pods = _by_names(self.state.pods.values()) if step.delete else {}
+        desired = _by_names(self.workloads.desired.values()) if step.delete else {}
         for ref in step.delete:
             if ref.kind in ("Team", "Department"):
                 self.state.remove(ref.kind, ref.name)
                 continue
-            doomed = [
-                key
-                for key, pod in pods
-                if pod.namespace == ref.namespace and matches_workload(pod, ref.kind, ref.name)
-            ]
+            doomed = sorted(
+                p.key
+                for p in pods.get((ref.namespace, ref.name), ())
+                if matches_workload(p, ref.kind, ref.name)
+            )
             gone = set(doomed)
-            doomed += [
-                key
-                for key in sorted(desired)
-                if key not in gone
-                and key.startswith(f"{ref.namespace}/")
-                and matches_workload(desired[key], ref.kind, ref.name)
-            ]
+            doomed += sorted(
+                p.key
+                for p in desired.get((ref.namespace, ref.name), ())
+                if p.key not in gone and matches_workload(p, ref.kind, ref.name)
+            )
             self.workloads.remove(doomed)
         for quota_object in step.quota_objects:
             self.state.upsert(quota_object.kind, quota_object.to_dict())
@@ -461,6 +458,17 @@ class Runner:
             for c in self.state.claims.values()
             if c.status.provider_id and c.metadata.deletion_timestamp is None
         )
+
+
+def _by_names(pods: Iterable[Pod]) -> dict[tuple[str, str], set[Pod]]:
+    """(namespace, name) -> the pods of that name or whose owner has it: every pod a workload reference
+    (`timeline.matches_workload`) can match is under the reference's namespace and name."""
+    out: dict[tuple[str, str], set[Pod]] = {}
+    for pod in pods:
+        out.setdefault((pod.namespace, pod.name), set()).add(pod)
+        if pod.owner_name is not None:
+            out.setdefault((pod.namespace, pod.owner_name), set()).add(pod)
+    return out
 
 
 def _available_again(it: Any) -> Any:

@@ -186,6 +186,23 @@ class StoreView(Mapping[K, V]):
             return dict(self._data).items()
 
 
+class Changes:
+    """The keys of one kind's objects written (upserted or removed) since the last `take`, as
+    `ClusterState.changes` hands them out; filled under the state's lock."""
+
+    __slots__ = ("_lock", "keys")
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self.keys: set[str] = set()
+
+    def take(self) -> set[str]:
+        """The keys written since the last take, and a fresh start."""
+        with self._lock:
+            keys, self.keys = self.keys, set()
+            return keys
+
+
 _NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
 _TEMPLATES = 256
 """How many spec sets `ClusterState` remembers a parsed pod of (the oldest is forgotten first)."""
@@ -236,10 +253,11 @@ class ClusterState:
         self._inserted = 0
         self._dirty: set[str] = set()
         self._state_nodes: dict[str, StateNode] = {}
-        # The last pod parsed from each recent set of spec objects (`objects.spec_key`): a pod created from
-        # a template its siblings were created from takes their spec's parse instead of parsing it again.
+        # The first version of each pod made from recent sets of spec objects (`objects.spec_key`): a new
+        # pod made from the template its siblings were made from takes their spec's parse.
         # Each entry holds its pod, so the objects its key names stay alive (and their ids theirs).
         self._templates: dict[tuple[tuple[str, int], ...], Pod] = {}
+        self._feeds: dict[str, list[Changes]] = {}
 
     @property
     def lock(self) -> threading.RLock:
@@ -269,45 +287,79 @@ class ClusterState:
         with self._lock:
             self.generation += 1
             meta = obj.get("metadata") or {}
+            key: str
             if kind == "Pod":
-                pod = Pod.from_dict(obj, like=self._parsed_like(obj))
-                key = spec_key(obj.get("spec"))
-                if key is not None:
-                    if len(self._templates) >= _TEMPLATES and key not in self._templates:
-                        del self._templates[next(iter(self._templates))]
-                    self._templates[key] = pod
-                self._unindex(pod.key)
-                self._pods[pod.key] = pod
+                pod = self._parse_pod(obj, meta)
+                key = pod.key
+                self._unindex(key)
+                self._pods[key] = pod
                 self._index(pod)
             elif kind == "Node":
                 node = Node.from_dict(obj)
-                self._nodes[node.name] = node
+                key = node.name
+                self._nodes[key] = node
             elif kind == "NodeClaim":
                 claim = NodeClaim.model_validate(obj)
-                self._claims[claim.name] = claim
+                key = claim.name
+                self._claims[key] = claim
             elif kind == "NodePool":
                 pool = NodePool.model_validate(obj)
-                self._nodepools[pool.name] = pool
+                key = pool.name
+                self._nodepools[key] = pool
             elif kind in _NODECLASS_KINDS:
                 model = AWSNodeClass if kind == "AWSNodeClass" else GCPNodeClass
                 nc = model.model_validate(obj)
-                self._nodeclasses[(kind, nc.name)] = nc
+                key = nc.name
+                self._nodeclasses[(kind, key)] = nc
             elif kind == "DaemonSet":
                 ds = DaemonSet.from_dict(obj)
-                self._daemonsets[f"{ds.namespace}/{ds.name}"] = ds
+                key = f"{ds.namespace}/{ds.name}"
+                self._daemonsets[key] = ds
             elif kind == "PodDisruptionBudget":
                 pdb = PodDisruptionBudget.from_dict(obj)
-                self._pdbs[f"{pdb.namespace}/{pdb.name}"] = pdb
+                key = f"{pdb.namespace}/{pdb.name}"
+                self._pdbs[key] = pdb
             elif kind == "Namespace":
-                self._namespaces[meta["name"]] = dict(meta.get("labels") or {})
+                key = meta["name"]
+                self._namespaces[key] = dict(meta.get("labels") or {})
             elif kind == "Team":
                 team = Team.model_validate(obj)
-                self._teams[team.name] = team
+                key = team.name
+                self._teams[key] = team
             elif kind == "Department":
                 department = Department.model_validate(obj)
-                self._departments[department.name] = department
+                key = department.name
+                self._departments[key] = department
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
+            self._changed(kind, key)
+
+    def _parse_pod(self, obj: Mapping[str, Any], meta: Any) -> Pod:
+        """The pod, sharing the parse of its last version, or of the first version of a pod made from
+        the same spec objects (a sibling of its template), where they hold the same objects."""
+        last = self._last_version(meta)
+        if last is not None:
+            return Pod.from_dict(obj, like=(last,))
+        key = spec_key(obj.get("spec"))
+        same = self._templates.get(key) if key is not None else None
+        pod = Pod.from_dict(obj, like=() if same is None else (same,))
+        if key is not None:
+            if len(self._templates) >= _TEMPLATES and key not in self._templates:
+                del self._templates[next(iter(self._templates))]
+            self._templates[key] = pod
+        return pod
+
+    def changes(self, kind: str) -> Changes:
+        """A new feed of the keys of `kind` (as `remove` takes them) upserted or removed from now on:
+        for a reader that works in proportion to what changed instead of walking a store."""
+        with self._lock:
+            feed = Changes(self._lock)
+            self._feeds.setdefault(kind, []).append(feed)
+            return feed
+
+    def _changed(self, kind: str, key: str) -> None:
+        for feed in self._feeds.get(kind, ()):
+            feed.keys.add(key)
 
     def put_claim(self, claim: NodeClaim) -> None:
         """Keep a NodeClaim model as it is: the embedded cluster's patch of a stored claim, whose fields it
@@ -315,21 +367,13 @@ class ClusterState:
         with self._lock:
             self.generation += 1
             self._claims[claim.name] = claim
+            self._changed("NodeClaim", claim.name)
 
-    def _parsed_like(self, obj: Mapping[str, Any]) -> list[Pod]:
-        """The pods whose parse a pod's document may share (`Pod.from_dict`'s `like`): its last version,
-        and the last pod parsed from the same spec objects (the pods of one template)."""
-        like: list[Pod] = []
-        meta = obj.get("metadata")
-        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
-            last = self._pods.get(f"{meta.get('namespace') or 'default'}/{meta['name']}")
-            if last is not None:
-                like.append(last)
-        key = spec_key(obj.get("spec"))
-        same = self._templates.get(key) if key is not None else None
-        if same is not None:
-            like.append(same)
-        return like
+    def _last_version(self, meta: Any) -> Pod | None:
+        """The pod held under a document's name: the last version, whose parse the new one may share."""
+        if type(meta) is not dict or type(meta.get("name")) is not str:
+            return None
+        return self._pods.get(f"{meta.get('namespace') or 'default'}/{meta['name']}")
 
     def remove(self, kind: str, key: str) -> None:
         """Forget one object: `namespace/name` for namespaced kinds, `name` otherwise."""
@@ -342,6 +386,7 @@ class ClusterState:
                     self._unindex(key)
                     self._order.pop(key, None)
                 self._store(kind).pop(key, None)
+            self._changed(kind, key)
 
     def _index(self, pod: Pod) -> None:
         if pod.key not in self._order:

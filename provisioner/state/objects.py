@@ -520,7 +520,7 @@ def spec_key(spec: Any) -> tuple[tuple[str, int], ...] | None:
     dict."""
     if type(spec) is not dict:
         return None
-    return tuple((k, id(v)) for k, v in spec.items() if k != "nodeName")
+    return tuple([(k, id(v)) for k, v in spec.items() if k != "nodeName"])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
