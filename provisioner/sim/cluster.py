@@ -12,7 +12,6 @@ grows past that moves to its own module, as the pool-scoped catalog wrapper did 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -135,6 +134,17 @@ class Kubelets:
     deleted: list[Instance] = dataclasses.field(default_factory=list)
     registered: set[str] = dataclasses.field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        # The GPU operator looks at the Nodes (and the claims naming them) written since it last looked:
+        # a Node and claim unchanged since then were decided on then.
+        self._nodes = self.cluster.state.changes("Node")
+        self._claims = self.cluster.state.changes("NodeClaim")
+        self._claim_of: dict[str, str] = {}
+        """Node name -> the claim whose status names it."""
+        self._node_of: dict[str, str] = {}
+        """Claim -> the node name its status gives."""
+        self._looked = False
+
     def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
         self.launched[instance.provider_id] = instance
 
@@ -158,11 +168,26 @@ class Kubelets:
             self.registered.discard(inst.provider_id)
         self.deleted.clear()
         # The GPU operator: once the provisioner registered the Node, its drivers are ready.
-        claims = {c.status.node_name: c for c in state.claims.values() if c.status.node_name}
-        for name in sorted(state.nodes):
-            node = state.nodes[name]
-            claim = claims.get(name)
-            if claim is None or node.labels.get(wk.REGISTERED) != "true":
+        look = self._nodes.take()
+        claims = self._claims.take()
+        if not self._looked:  # the first look takes in what was there before the feeds
+            self._looked = True
+            look |= state.nodes.keys()
+            claims |= state.claims.keys()
+        for claim_name in sorted(claims):
+            before = self._node_of.pop(claim_name, None)
+            if before is not None and self._claim_of.get(before) == claim_name:
+                del self._claim_of[before]
+                look.add(before)
+            written = state.claims.get(claim_name)
+            if written is not None and written.status.node_name:
+                self._node_of[claim_name] = written.status.node_name
+                self._claim_of[written.status.node_name] = claim_name
+                look.add(written.status.node_name)
+        for name in sorted(look):
+            node = state.nodes.get(name)
+            claim = state.claims.get(self._claim_of.get(name, ""))
+            if node is None or claim is None or node.labels.get(wk.REGISTERED) != "true":
                 continue
             startup = {t.key for t in claim.spec.startup_taints}
             if startup and any(t.key in startup for t in node.taints):
@@ -505,15 +530,41 @@ class Workloads:
 @dataclasses.dataclass
 class DaemonSets:
     """The DaemonSet controller: one pod of each DaemonSet on every Node it may run on (taints tolerated,
-    node selector and required affinity met), named `DS-NODE`, created bound; gone with its Node."""
+    node selector and required affinity met), named `DS-NODE`, created bound; gone with its Node.
+
+    Each sync looks at what was written since the last: the Nodes written, and the nodes whose daemon pod
+    was removed (every node when a DaemonSet changed); and deletes the daemon pods of the Nodes removed
+    (or written onto a missing Node). A node unchanged since was decided on then."""
 
     cluster: SimCluster
 
+    def __post_init__(self) -> None:
+        state = self.cluster.state
+        self._nodes = state.changes("Node")
+        self._pods = state.changes("Pod")
+        self._sets = state.changes("DaemonSet")
+        self._looked = False
+        self._node_of: dict[str, str] = {}
+        """Daemon pod key -> the node it is bound to."""
+        self._on_node: dict[str, set[str]] = {}
+        """Node name -> the daemon pods bound to it."""
+
     def sync(self) -> None:
         state = self.cluster.state
-        for name in sorted(state.nodes):
-            node = state.nodes[name]
-            if node.deleting:
+        nodes_written, pods_written = self._nodes.take(), self._pods.take()
+        first = not self._looked
+        self._looked = True
+        if self._sets.take() or first:
+            look = set(state.nodes.keys())
+        else:
+            look = set(nodes_written)
+            starts = [f"{ds.namespace}/{ds.name}-" for ds in state.daemonsets.values()]
+            for key in pods_written:
+                if key not in state.pods:
+                    look.update(key[len(start) :] for start in starts if key.startswith(start))
+        for name in sorted(look):
+            node = state.nodes.get(name)
+            if node is None or node.deleting:
                 continue
             hard = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
             for key in sorted(state.daemonsets):
@@ -530,22 +581,46 @@ class DaemonSets:
                     all(r.matches(node.labels) for r in term) for term in template.required_node_terms
                 ):
                     continue
-                doc = copy.deepcopy(dict(template.raw))
-                doc.update(apiVersion="v1", kind="Pod")
-                doc["metadata"] = {**doc.get("metadata", {}), "name": pod_name, "namespace": ds.namespace}
-                doc.setdefault("spec", {})["nodeName"] = name
-                doc["status"] = {"phase": "Running"}
-                self.cluster.create("Pod", doc)
+                # The template's spec objects are shared (documents are never changed in place), so
+                # the state parses a daemon pod's spec once per DaemonSet.
+                raw = template.raw
+                self.cluster.create(
+                    "Pod",
+                    {
+                        **raw,
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            **(raw.get("metadata") or {}),
+                            "name": pod_name,
+                            "namespace": ds.namespace,
+                        },
+                        "spec": {**(raw.get("spec") or {}), "nodeName": name},
+                        "status": {"phase": "Running"},
+                    },
+                )
+        written = state.pods.keys() if first else pods_written
+        for key in written:
+            self._forget(key)
+            pod = state.pods.get(key)
+            if pod is not None and pod.is_daemonset_pod and pod.node_name:
+                self._node_of[key] = pod.node_name
+                self._on_node.setdefault(pod.node_name, set()).add(key)
         nodes = state.nodes.keys()
-        for pod in sorted(
-            (
-                p
-                for p in state.pods.values()
-                if p.is_daemonset_pod and p.node_name and p.node_name not in nodes
-            ),
-            key=lambda p: p.key,
-        ):
-            self.cluster.delete_pod(pod.namespace, pod.name)
+        doomed = {k for k in written if k in self._node_of and self._node_of[k] not in nodes}
+        for name in nodes_written - nodes:
+            doomed |= self._on_node.get(name, set())
+        for key in sorted(doomed):
+            namespace, _, pod_name = key.partition("/")
+            self.cluster.delete_pod(namespace, pod_name)
+
+    def _forget(self, key: str) -> None:
+        name = self._node_of.pop(key, None)
+        if name is not None:
+            on_node = self._on_node[name]
+            on_node.discard(key)
+            if not on_node:
+                del self._on_node[name]
 
 
 def daemonset_doc(ds: Any) -> dict[str, Any]:
