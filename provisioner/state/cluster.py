@@ -249,6 +249,8 @@ class ClusterState:
         # node's pods are listed in that order), the nodes whose pods changed, and the last StateNodes.
         self._bound: dict[str, dict[str, Pod]] = {}
         self._pending: dict[str, Pod] = {}
+        self.pending = StoreView(self._pending, self._lock)
+        """`namespace/name` -> the pods not bound to a node and not terminal."""
         self._order: dict[str, int] = {}
         self._inserted = 0
         self._dirty: set[str] = set()
@@ -411,6 +413,11 @@ class ClusterState:
             if not on_node:
                 del self._bound[old.node_name]
             self._dirty.add(old.node_name)
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        """The pods bound to a node (by name, whether or not its Node is held) and not terminal."""
+        with self._lock:
+            return list(self._bound.get(node_name, {}).values())
 
     def keys_of(self, kind: str) -> set[str]:
         """The keys held for a kind (`namespace/name` for namespaced kinds, `name` otherwise): what a
