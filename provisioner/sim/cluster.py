@@ -52,6 +52,7 @@ class SimCluster(MemoryCluster):
         the fleet."""
         self._busy: dict[str, int] = {}
         """Pool -> how many of `_disrupting` are its."""
+        self._stamp: tuple[datetime, str] | None = None
 
     def _store_claim(self, claim: NodeClaim) -> None:
         super()._store_claim(claim)
@@ -85,10 +86,18 @@ class SimCluster(MemoryCluster):
 
     # Helpers for the stand-ins below (not part of ClusterAPI).
 
+    def stamp(self) -> str:
+        """The clock's now as Kubernetes writes it: one string per moment, which every document written in
+        that moment shares."""
+        now = self.clock.now()
+        if self._stamp is None or self._stamp[0] != now:
+            self._stamp = (now, isoformat(now))
+        return self._stamp[1]
+
     def create(self, kind: str, doc: Mapping[str, Any]) -> None:
         # A new top level and metadata; the rest is shared with `doc`, as objects' documents are only read
         # (see MemoryCluster).
-        meta = {"creationTimestamp": isoformat(self.clock.now()), **(doc.get("metadata") or {})}
+        meta = {"creationTimestamp": self.stamp(), **(doc.get("metadata") or {})}
         body: Mapping[str, Any] = {**doc, "metadata": meta}
         if kind == "Pod":
             body = gated(body, self.state)
@@ -292,6 +301,10 @@ def _placement_class(pod: Pod) -> tuple[Any, ...]:
     return (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.required_node_terms, pod.nodepools)
 
 
+_SCHEDULED = {"type": "PodScheduled", "status": "True"}
+"""The condition a bound pod carries (one object, in every bound pod's document)."""
+
+
 @dataclasses.dataclass
 class Binder:
     """kube-scheduler, simply: each pending pod (in name order) goes to the fitting node with the least
@@ -325,6 +338,14 @@ class Binder:
             if n.ready and not n.unschedulable and not n.deleting
         )
         placed: list[tuple[Pod, Node]] | None = None
+        # What every pod bound (or refused) in this pass is written: one object each, shared by all.
+        started = self.cluster.stamp()
+        refused = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"0/{len(nodes)} nodes are available",
+        }
         allowed: dict[tuple[Any, ...], dict[str, bool]] = {}
         fitted_nowhere: set[tuple[Any, ...]] = set()
         bound = 0
@@ -356,8 +377,8 @@ class Binder:
                         "spec": {"nodeName": target},
                         "status": {
                             "phase": "Running",
-                            "startTime": isoformat(self.cluster.clock.now()),
-                            "conditions": pod.conditions_with({"type": "PodScheduled", "status": "True"}),
+                            "startTime": started,
+                            "conditions": pod.conditions_with(_SCHEDULED),
                         },
                     },
                 )
@@ -375,18 +396,7 @@ class Binder:
             elif not pod.unschedulable:
                 self.cluster.write_pod(
                     pod,
-                    {
-                        "status": {
-                            "conditions": pod.conditions_with(
-                                {
-                                    "type": "PodScheduled",
-                                    "status": "False",
-                                    "reason": "Unschedulable",
-                                    "message": f"0/{len(nodes)} nodes are available",
-                                }
-                            )
-                        }
-                    },
+                    {"status": {"conditions": pod.conditions_with(refused)}},
                 )
         return bound
 
@@ -474,7 +484,7 @@ class Workloads:
             doc.setdefault("metadata", {}).update(name=pod.name, namespace=pod.namespace)
             if pod.node_name:
                 doc["spec"]["nodeName"] = pod.node_name
-                doc["status"] = {"phase": "Running", "startTime": isoformat(self.cluster.clock.now())}
+                doc["status"] = {"phase": "Running", "startTime": self.cluster.stamp()}
             self.cluster.create("Pod", doc)
             if RUNS_FOR in pod.annotations:
                 self.timed.add(pod.key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from provisioner.api import labels as wk
@@ -26,7 +27,22 @@ from provisioner.state.requests import pod_requests
 def _parse_time(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
+    if type(value) is str:
+        return _time_of(value)
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+@lru_cache(maxsize=1024)
+def _time_of(text: str) -> datetime:
+    """A timestamp's datetime, remembered: the pods written in one moment share its text, and so one
+    (immutable) datetime rather than one each. A bad text raises every time (errors are not cached)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _own(mapping: Any) -> dict[Any, Any]:
+    """A JSON map to keep: the document's own dict, shared (a stored document is never changed in place),
+    else a dict made of it as before (None or empty: a new empty one)."""
+    return mapping if type(mapping) is dict else dict(mapping or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,21 +288,30 @@ class Pod:
     """Why the pod cannot be scheduled as written (malformed or negative requests), empty when it can.
     Such a pod is refused with this reason; its unusable amounts are left out of `requests`."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    _key: str | None = field(default=None, init=False, repr=False, compare=False)
+    """`key`, made on first use and shared with the pod's next versions: every index keyed by pod holds
+    the one string, not one each."""
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        key = self._key
+        if key is None:
+            key = f"{self.namespace}/{self.name}"
+            object.__setattr__(self, "_key", key)
+        return key
 
     @property
     def preemptible(self) -> bool:
         """Labelled `provisioner.sh/preemptible: "true"`: may run over its team's quota."""
         return self.labels.get(wk.PREEMPTIBLE, "").lower() == "true"
 
-    def conditions_with(self, condition: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def conditions_with(self, condition: dict[str, Any]) -> list[dict[str, Any]]:
         """The pod's status conditions with `condition` in place of the one of its type: a merge patch
-        replaces the list whole, so a writer of one condition must send the others back."""
+        replaces the list whole, so a writer of one condition must send the others back. The conditions
+        are the document's own (and `condition` itself), shared, not copied: documents are never changed
+        in place, and a condition written to many pods is then kept once."""
         current = (self.raw.get("status") or {}).get("conditions") or ()
-        return [dict(c) for c in current if c.get("type") != condition["type"]] + [dict(condition)]
+        return [c for c in current if c.get("type") != condition["type"]] + [condition]
 
     @property
     def gated(self) -> bool:
@@ -353,8 +378,8 @@ class Pod:
             namespace=meta.get("namespace") or "default",
             name=meta["name"],
             uid=meta.get("uid") or "",
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
+            labels=_own(meta.get("labels")),
+            annotations=_own(meta.get("annotations")),
             node_name=spec.get("nodeName"),
             phase=status.get("phase") or "Pending",
             priority=int(spec.get("priority") or 0),
@@ -432,8 +457,8 @@ class Pod:
             namespace = meta.get("namespace") or "default"
             name = meta["name"]
             uid = meta.get("uid") or ""
-            labels = dict(meta.get("labels") or {})
-            annotations = dict(meta.get("annotations") or {})
+            labels = _own(meta.get("labels"))
+            annotations = _own(meta.get("annotations"))
         else:
             namespace, name, uid = meta_from.namespace, meta_from.name, meta_from.uid
             labels, annotations = meta_from.labels, meta_from.annotations
@@ -478,6 +503,8 @@ class Pod:
             invalid=s.invalid,
             raw=d,
         )
+        if meta_from is not None:
+            object.__setattr__(pod, "_key", meta_from.key)
         textchecks.check_pod(pod, metadata=meta_from is None, spec=False)
         return pod
 
@@ -563,8 +590,8 @@ class Node:
         status = d.get("status") or {}
         node = cls(
             name=meta["name"],
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
+            labels=_own(meta.get("labels")),
+            annotations=_own(meta.get("annotations")),
             taints=tuple(TaintValue.from_dict(t) for t in spec.get("taints") or ()),
             capacity=quantities.parse_resource_list(status.get("capacity")),
             allocatable=quantities.parse_resource_list(status.get("allocatable") or status.get("capacity")),

@@ -28,7 +28,11 @@ def pod_doc(name: str = "p", *, cpu: str = "1", labels: dict[str, str] | None = 
 
 def parsed(pod: Pod) -> tuple[Any, ...]:
     """Every field of a parsed pod (Pod's == compares only the key)."""
-    return tuple(getattr(pod, f.name) for f in dataclasses.fields(pod) if f.name != "raw")
+    return tuple(
+        getattr(pod, f.name)
+        for f in dataclasses.fields(pod)
+        if f.name != "raw" and not f.name.startswith("_")
+    )
 
 
 def fresh(doc: dict[str, Any]) -> Pod:
