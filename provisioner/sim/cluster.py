@@ -469,10 +469,12 @@ class Workloads:
 
     @staticmethod
     def _manifest(pod: Pod) -> dict[str, Any]:
-        # The pod's document without its node, status and creation time; the rest is shared with it.
+        # The pod's document without its node, status and creation time; the rest is shared with it (its
+        # spec too when it names no node: the pods of one template share one spec).
         doc = {"apiVersion": "v1", **pod.raw, "kind": "Pod"}
         doc.pop("status", None)
-        doc["spec"] = {k: v for k, v in (doc.get("spec") or {}).items() if k != "nodeName"}
+        spec = doc.get("spec") or {}
+        doc["spec"] = {k: v for k, v in spec.items() if k != "nodeName"} if "nodeName" in spec else spec
         doc["metadata"] = {k: v for k, v in (doc.get("metadata") or {}).items() if k != "creationTimestamp"}
         return doc
 
@@ -483,7 +485,7 @@ class Workloads:
             # The loader names expanded pods (and daemon pods per node) itself; the raw template does not.
             doc.setdefault("metadata", {}).update(name=pod.name, namespace=pod.namespace)
             if pod.node_name:
-                doc["spec"]["nodeName"] = pod.node_name
+                doc["spec"] = {**doc["spec"], "nodeName": pod.node_name}
                 doc["status"] = {"phase": "Running", "startTime": self.cluster.stamp()}
             self.cluster.create("Pod", doc)
             if RUNS_FOR in pod.annotations:
