@@ -347,6 +347,7 @@ class Binder:
             "message": f"0/{len(nodes)} nodes are available",
         }
         allowed: dict[tuple[Any, ...], dict[str, bool]] = {}
+        classes: dict[tuple[int, ...], tuple[Any, ...]] = {}
         fitted_nowhere: set[tuple[Any, ...]] = set()
         bound = 0
         for pod in pending:
@@ -364,8 +365,20 @@ class Binder:
                     ]
                 target = self._with_topology(pod, nodes, used, placed)
             else:
-                kind = _placement_class(pod)
-                tried = (kind, tuple(sorted(pod.requests.items())))
+                # Pods of one template share these objects (`Pod.from_dict`), so their class is worked
+                # out once a pass; the ids stay unique while `pending` holds the pods.
+                shape = (
+                    id(pod.tolerations),
+                    id(pod.node_selector),
+                    id(pod.required_node_terms),
+                    id(pod.nodepools),
+                    id(pod.requests),
+                )
+                known = classes.get(shape)
+                if known is None:
+                    known = classes[shape] = (_placement_class(pod), tuple(sorted(pod.requests.items())))
+                kind = known[0]
+                tried = known
                 if tried not in fitted_nowhere:
                     target = self._least_room(pod, by_room, used, allowed.setdefault(kind, {}))
                     if target is None:

@@ -288,6 +288,12 @@ class Pod:
     """Why the pod cannot be scheduled as written (malformed or negative requests), empty when it can.
     Such a pod is refused with this reason; its unusable amounts are left out of `requests`."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    is_terminal: bool = field(init=False, repr=False, compare=False)
+    """Phase Succeeded or Failed."""
+    is_daemonset_pod: bool = field(init=False, repr=False, compare=False)
+    """Owned by a DaemonSet."""
+    nodepools: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
     _key: str | None = field(default=None, init=False, repr=False, compare=False)
     """`key`, made on first use and shared with the pod's next versions: every index keyed by pod holds
     the one string, not one each."""
@@ -324,23 +330,23 @@ class Pod:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Pod) and other.key == self.key
 
-    @property
-    def is_daemonset_pod(self) -> bool:
-        return self.owner_kind == "DaemonSet"
-
-    @property
-    def nodepools(self) -> tuple[str, ...]:
-        """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
-        text = self.annotations.get(wk.NODEPOOLS, "")
-        return tuple(p.strip() for p in text.split(",") if p.strip())
+    def __post_init__(self) -> None:
+        # Read in the solver's and the planner's innermost loops (millions of times a large run): plain
+        # attributes, worked out once, not properties.
+        put = object.__setattr__
+        put(self, "is_terminal", self.phase in ("Succeeded", "Failed"))
+        put(self, "is_daemonset_pod", self.owner_kind == "DaemonSet")
+        text = self.annotations.get(wk.NODEPOOLS) if self.annotations else None
+        # Not text: the pod is refused by its checks (`textchecks`), which name the field.
+        put(
+            self,
+            "nodepools",
+            tuple(p.strip() for p in text.split(",") if p.strip()) if isinstance(text, str) else (),
+        )
 
     @property
     def gpus(self) -> int:
         return self.requests.get(wk.GPU_RESOURCE, 0)
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, like: Iterable[Pod] = ()) -> Pod:
