@@ -5,7 +5,9 @@ finalizers hold a deleted object (deletionTimestamp set) until the last one is r
 status patches, PDB-checked evictions, and Events kept in a list for assertions and reports.
 
 A patched object shares its unchanged parts with the one it replaces (`merge_patch` copies only what it
-changes): the objects' `raw` documents are read, never written in place.
+changes): the objects' `raw` documents are read, never written in place. A NodeClaim is validated once,
+when created; a patch (the controllers' own writes, which every status change is) validates only the
+fields it sets (`merged`), and the new claim shares the rest with the old one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from provisioner.api import NodeClaim
 from provisioner.clock import Clock, isoformat
@@ -78,39 +83,38 @@ class MemoryCluster:
             self.state.upsert("NodeClaim", doc)
             return self.state.claims[claim.name]
 
-    def _claim_doc(self, name: str) -> dict[str, Any]:
+    def _claim(self, name: str) -> NodeClaim:
         claim = self.state.claims.get(name)
         if claim is None:
             raise NotFoundError(f"NodeClaim {name} not found")
-        return claim.to_dict()
+        return claim
 
-    def _store_claim(self, doc: dict[str, Any]) -> None:
-        meta = doc.get("metadata") or {}
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self.state.remove("NodeClaim", meta["name"])
+    def _store_claim(self, claim: NodeClaim) -> None:
+        """Keep a patched claim, or drop it once deleted with no finalizer left (every claim the embedded
+        cluster forgets goes through here)."""
+        if claim.metadata.deletion_timestamp is not None and not claim.metadata.finalizers:
+            self.state.remove("NodeClaim", claim.name)
         else:
-            self.state.upsert("NodeClaim", doc)
+            self.state.put_claim(claim)
 
     def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> None:
         with self._lock:
-            doc = self._claim_doc(name)
-            self._store_claim(merge_patch(doc, {k: v for k, v in patch.items() if k != "status"}))
+            claim = self._claim(name)
+            self._store_claim(merged(claim, {k: v for k, v in patch.items() if k != "status"}))
 
     def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
         with self._lock:
-            doc = self._claim_doc(name)
-            self._store_claim(merge_patch(doc, {"status": status}))
+            self._store_claim(merged(self._claim(name), {"status": status}))
 
     def delete_nodeclaim(self, name: str) -> None:
         with self._lock:
-            doc = self._claim_doc(name)
-            meta = doc["metadata"]
-            if meta.get("finalizers"):
-                meta.setdefault("deletionTimestamp", isoformat(self.clock.now()))
-            else:
-                meta["deletionTimestamp"] = isoformat(self.clock.now())
-                meta["finalizers"] = []
-            self._store_claim(doc)
+            claim = self._claim(name)
+            meta: dict[str, Any] = {}
+            if not claim.metadata.finalizers:
+                meta = {"deletionTimestamp": isoformat(self.clock.now()), "finalizers": []}
+            elif claim.metadata.deletion_timestamp is None:
+                meta = {"deletionTimestamp": isoformat(self.clock.now())}
+            self._store_claim(merged(claim, {"metadata": meta}))
 
     # Nodes and pods
 
@@ -207,3 +211,47 @@ class MemoryCluster:
                     time=self.clock.now(),
                 )
             )
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@cache
+def _field_names(model: type[BaseModel]) -> dict[str, str]:
+    """JSON key (alias, or the field's own name) -> field name."""
+    out: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        out[name] = name
+        if info.alias:
+            out[info.alias] = name
+    return out
+
+
+def merged(model: M, patch: Mapping[str, Any]) -> M:
+    """`model` with a JSON merge patch applied: what validating its merged JSON gives, but validating only
+    the fields the patch sets (a nested model's fields in turn) and sharing the rest with `model`, which
+    was validated when stored. A value a field refuses raises pydantic's ValidationError (a ValueError).
+    A patch key no field has, or a required field removed, validates the whole merged JSON instead."""
+    fields = _field_names(type(model))
+    infos = type(model).model_fields
+    if any(
+        key not in fields or (value is None and infos[fields[key]].is_required())
+        for key, value in patch.items()
+    ):
+        return type(model).model_validate(
+            merge_patch(model.model_dump(by_alias=True, exclude_none=True, mode="json"), patch)
+        )
+    out = model.model_copy()
+    for key, value in patch.items():
+        name = fields[key]
+        current = getattr(model, name)
+        if value is None:
+            new = infos[name].get_default(call_default_factory=True)
+        elif isinstance(value, Mapping) and isinstance(current, BaseModel):
+            new = merged(current, value)
+        elif isinstance(value, Mapping):
+            new = merge_patch(current if isinstance(current, dict) else None, value)
+        else:
+            new = value
+        type(model).__pydantic_validator__.validate_assignment(out, name, new)
+    return out

@@ -12,7 +12,6 @@ grows past that moves to its own module, as the pool-scoped catalog wrapper did 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from providers.fake.kwok import node_for_instance, node_name_for
-from provisioner.api import durations, quantities
+from provisioner.api import NodeClaim, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
@@ -49,31 +48,32 @@ class SimCluster(MemoryCluster):
         deleted with a voluntary reason), checked at every NodeClaim write so none is missed."""
         self._disrupting: dict[str, str] = {}
         """Claim -> pool, for the claims under a voluntary disruption now: kept at each write of the
-        claim, so a write costs the disrupted few, not the fleet."""
+        claim (every claim write and removal goes through `_store_claim`), so a write costs one claim, not
+        the fleet."""
+        self._busy: dict[str, int] = {}
+        """Pool -> how many of `_disrupting` are its."""
+        self._stamp: tuple[datetime, str] | None = None
 
-    def _store_claim(self, doc: dict[str, Any]) -> None:
-        super()._store_claim(doc)
-        name = (doc.get("metadata") or {}).get("name", "")
-        claim = self.state.claims.get(name)
+    def _store_claim(self, claim: NodeClaim) -> None:
+        super()._store_claim(claim)
+        name = claim.name
+        stored = self.state.claims.get(name)
+        before = self._disrupting.pop(name, None)
+        if before is not None:
+            self._busy[before] -= 1
         # Only the disruption controller's reasons: a failed launch or an interruption is not a decision
         # the budgets bound.
         if (
-            claim is not None
-            and claim.metadata.annotations.get(wk.DISRUPTION_REASON) in VOLUNTARY
+            stored is not None
+            and stored.metadata.annotations.get(wk.DISRUPTION_REASON) in VOLUNTARY
             and (
-                claim.metadata.deletion_timestamp is not None or is_true(claim.status.conditions, DISRUPTING)
+                stored.metadata.deletion_timestamp is not None
+                or is_true(stored.status.conditions, DISRUPTING)
             )
         ):
-            self._disrupting[name] = claim.nodepool or ""
-        else:
-            self._disrupting.pop(name, None)
-        busy: dict[str, int] = {}
-        for claim_name, pool in list(self._disrupting.items()):
-            if claim_name not in self.state.claims:
-                del self._disrupting[claim_name]
-                continue
-            busy[pool] = busy.get(pool, 0) + 1
-        for pool, count in busy.items():
+            pool = self._disrupting[name] = stored.nodepool or ""
+            # Only this pool's count can have grown.
+            count = self._busy[pool] = self._busy.get(pool, 0) + 1
             self.max_disrupting[pool] = max(self.max_disrupting.get(pool, 0), count)
 
     def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
@@ -86,10 +86,18 @@ class SimCluster(MemoryCluster):
 
     # Helpers for the stand-ins below (not part of ClusterAPI).
 
+    def stamp(self) -> str:
+        """The clock's now as Kubernetes writes it: one string per moment, which every document written in
+        that moment shares."""
+        now = self.clock.now()
+        if self._stamp is None or self._stamp[0] != now:
+            self._stamp = (now, isoformat(now))
+        return self._stamp[1]
+
     def create(self, kind: str, doc: Mapping[str, Any]) -> None:
         # A new top level and metadata; the rest is shared with `doc`, as objects' documents are only read
         # (see MemoryCluster).
-        meta = {"creationTimestamp": isoformat(self.clock.now()), **(doc.get("metadata") or {})}
+        meta = {"creationTimestamp": self.stamp(), **(doc.get("metadata") or {})}
         body: Mapping[str, Any] = {**doc, "metadata": meta}
         if kind == "Pod":
             body = gated(body, self.state)
@@ -135,6 +143,17 @@ class Kubelets:
     deleted: list[Instance] = dataclasses.field(default_factory=list)
     registered: set[str] = dataclasses.field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        # The GPU operator looks at the Nodes (and the claims naming them) written since it last looked:
+        # a Node and claim unchanged since then were decided on then.
+        self._nodes = self.cluster.state.changes("Node")
+        self._claims = self.cluster.state.changes("NodeClaim")
+        self._claim_of: dict[str, str] = {}
+        """Node name -> the claim whose status names it."""
+        self._node_of: dict[str, str] = {}
+        """Claim -> the node name its status gives."""
+        self._looked = False
+
     def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
         self.launched[instance.provider_id] = instance
 
@@ -158,11 +177,26 @@ class Kubelets:
             self.registered.discard(inst.provider_id)
         self.deleted.clear()
         # The GPU operator: once the provisioner registered the Node, its drivers are ready.
-        claims = {c.status.node_name: c for c in state.claims.values() if c.status.node_name}
-        for name in sorted(state.nodes):
-            node = state.nodes[name]
-            claim = claims.get(name)
-            if claim is None or node.labels.get(wk.REGISTERED) != "true":
+        look = self._nodes.take()
+        claims = self._claims.take()
+        if not self._looked:  # the first look takes in what was there before the feeds
+            self._looked = True
+            look |= state.nodes.keys()
+            claims |= state.claims.keys()
+        for claim_name in sorted(claims):
+            before = self._node_of.pop(claim_name, None)
+            if before is not None and self._claim_of.get(before) == claim_name:
+                del self._claim_of[before]
+                look.add(before)
+            written = state.claims.get(claim_name)
+            if written is not None and written.status.node_name:
+                self._node_of[claim_name] = written.status.node_name
+                self._claim_of[written.status.node_name] = claim_name
+                look.add(written.status.node_name)
+        for name in sorted(look):
+            node = state.nodes.get(name)
+            claim = state.claims.get(self._claim_of.get(name, ""))
+            if node is None or claim is None or node.labels.get(wk.REGISTERED) != "true":
                 continue
             startup = {t.key for t in claim.spec.startup_taints}
             if startup and any(t.key in startup for t in node.taints):
@@ -267,6 +301,10 @@ def _placement_class(pod: Pod) -> tuple[Any, ...]:
     return (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.required_node_terms, pod.nodepools)
 
 
+_SCHEDULED = {"type": "PodScheduled", "status": "True"}
+"""The condition a bound pod carries (one object, in every bound pod's document)."""
+
+
 @dataclasses.dataclass
 class Binder:
     """kube-scheduler, simply: each pending pod (in name order) goes to the fitting node with the least
@@ -300,7 +338,16 @@ class Binder:
             if n.ready and not n.unschedulable and not n.deleting
         )
         placed: list[tuple[Pod, Node]] | None = None
+        # What every pod bound (or refused) in this pass is written: one object each, shared by all.
+        started = self.cluster.stamp()
+        refused = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"0/{len(nodes)} nodes are available",
+        }
         allowed: dict[tuple[Any, ...], dict[str, bool]] = {}
+        classes: dict[tuple[int, ...], tuple[Any, ...]] = {}
         fitted_nowhere: set[tuple[Any, ...]] = set()
         bound = 0
         for pod in pending:
@@ -318,8 +365,20 @@ class Binder:
                     ]
                 target = self._with_topology(pod, nodes, used, placed)
             else:
-                kind = _placement_class(pod)
-                tried = (kind, tuple(sorted(pod.requests.items())))
+                # Pods of one template share these objects (`Pod.from_dict`), so their class is worked
+                # out once a pass; the ids stay unique while `pending` holds the pods.
+                shape = (
+                    id(pod.tolerations),
+                    id(pod.node_selector),
+                    id(pod.required_node_terms),
+                    id(pod.nodepools),
+                    id(pod.requests),
+                )
+                known = classes.get(shape)
+                if known is None:
+                    known = classes[shape] = (_placement_class(pod), tuple(sorted(pod.requests.items())))
+                kind = known[0]
+                tried = known
                 if tried not in fitted_nowhere:
                     target = self._least_room(pod, by_room, used, allowed.setdefault(kind, {}))
                     if target is None:
@@ -331,8 +390,8 @@ class Binder:
                         "spec": {"nodeName": target},
                         "status": {
                             "phase": "Running",
-                            "startTime": isoformat(self.cluster.clock.now()),
-                            "conditions": pod.conditions_with({"type": "PodScheduled", "status": "True"}),
+                            "startTime": started,
+                            "conditions": pod.conditions_with(_SCHEDULED),
                         },
                     },
                 )
@@ -350,18 +409,7 @@ class Binder:
             elif not pod.unschedulable:
                 self.cluster.write_pod(
                     pod,
-                    {
-                        "status": {
-                            "conditions": pod.conditions_with(
-                                {
-                                    "type": "PodScheduled",
-                                    "status": "False",
-                                    "reason": "Unschedulable",
-                                    "message": f"0/{len(nodes)} nodes are available",
-                                }
-                            )
-                        }
-                    },
+                    {"status": {"conditions": pod.conditions_with(refused)}},
                 )
         return bound
 
@@ -418,8 +466,9 @@ class Workloads:
     `sim.provisioner.sh/runs-for` finishes that long after it starts running, and is not created again."""
 
     cluster: SimCluster
-    desired: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    """Pod key -> the manifest to create again when it disappears."""
+    desired: dict[str, Pod] = dataclasses.field(default_factory=dict)
+    """Pod key -> the pod as first added, whose manifest is created again when it disappears (the pods are
+    the scenario's own: keeping them, not a manifest each, costs nothing)."""
     recreated: int = 0
     started: dict[str, datetime] = dataclasses.field(default_factory=dict)
     """Pod key -> when it was first seen running (pods with a run time)."""
@@ -428,12 +477,17 @@ class Workloads:
     timed: set[str] = dataclasses.field(default_factory=set)
     """The keys of the pods with a run time (the only ones `sync` has to look at for it)."""
 
+    def __post_init__(self) -> None:
+        self._written = self.cluster.state.changes("Pod")
+
     @staticmethod
     def _manifest(pod: Pod) -> dict[str, Any]:
-        # The pod's document without its node, status and creation time; the rest is shared with it.
+        # The pod's document without its node, status and creation time; the rest is shared with it (its
+        # spec too when it names no node: the pods of one template share one spec).
         doc = {"apiVersion": "v1", **pod.raw, "kind": "Pod"}
         doc.pop("status", None)
-        doc["spec"] = {k: v for k, v in (doc.get("spec") or {}).items() if k != "nodeName"}
+        spec = doc.get("spec") or {}
+        doc["spec"] = {k: v for k, v in spec.items() if k != "nodeName"} if "nodeName" in spec else spec
         doc["metadata"] = {k: v for k, v in (doc.get("metadata") or {}).items() if k != "creationTimestamp"}
         return doc
 
@@ -444,13 +498,13 @@ class Workloads:
             # The loader names expanded pods (and daemon pods per node) itself; the raw template does not.
             doc.setdefault("metadata", {}).update(name=pod.name, namespace=pod.namespace)
             if pod.node_name:
-                doc["spec"]["nodeName"] = pod.node_name
-                doc["status"] = {"phase": "Running", "startTime": isoformat(self.cluster.clock.now())}
+                doc["spec"] = {**doc["spec"], "nodeName": pod.node_name}
+                doc["status"] = {"phase": "Running", "startTime": self.cluster.stamp()}
             self.cluster.create("Pod", doc)
             if RUNS_FOR in pod.annotations:
                 self.timed.add(pod.key)
             if pod.owner_kind is not None and not pod.is_daemonset_pod:
-                self.desired[pod.key] = self._manifest(pod)
+                self.desired[pod.key] = pod
 
     def remove(self, keys: Sequence[str]) -> None:
         """Delete pods for good (their workload was deleted)."""
@@ -462,10 +516,11 @@ class Workloads:
                 self.cluster.delete_pod(namespace, name)
 
     def sync(self, now: datetime) -> None:
-        # The missing pods, by set difference: a walk of every pod per tick would cost a large cluster
-        # more than the pods that changed.
-        for key in sorted(self.desired.keys() - self.cluster.state.pods.keys()):
-            self.cluster.create("Pod", self.desired[key])
+        # The missing pods, among those written (removed) since the last sync: a desired pod is created
+        # at once, so one missing now was removed since.
+        pods = self.cluster.state.pods
+        for key in sorted(k for k in self._written.take() if k in self.desired and k not in pods):
+            self.cluster.create("Pod", self._manifest(self.desired[key]))
             self.recreated += 1
             self.started.pop(key, None)
         # Pods that run for a set time: done once they have run that long (a pod started again after an
@@ -500,15 +555,41 @@ class Workloads:
 @dataclasses.dataclass
 class DaemonSets:
     """The DaemonSet controller: one pod of each DaemonSet on every Node it may run on (taints tolerated,
-    node selector and required affinity met), named `DS-NODE`, created bound; gone with its Node."""
+    node selector and required affinity met), named `DS-NODE`, created bound; gone with its Node.
+
+    Each sync looks at what was written since the last: the Nodes written, and the nodes whose daemon pod
+    was removed (every node when a DaemonSet changed); and deletes the daemon pods of the Nodes removed
+    (or written onto a missing Node). A node unchanged since was decided on then."""
 
     cluster: SimCluster
 
+    def __post_init__(self) -> None:
+        state = self.cluster.state
+        self._nodes = state.changes("Node")
+        self._pods = state.changes("Pod")
+        self._sets = state.changes("DaemonSet")
+        self._looked = False
+        self._node_of: dict[str, str] = {}
+        """Daemon pod key -> the node it is bound to."""
+        self._on_node: dict[str, set[str]] = {}
+        """Node name -> the daemon pods bound to it."""
+
     def sync(self) -> None:
         state = self.cluster.state
-        for name in sorted(state.nodes):
-            node = state.nodes[name]
-            if node.deleting:
+        nodes_written, pods_written = self._nodes.take(), self._pods.take()
+        first = not self._looked
+        self._looked = True
+        if self._sets.take() or first:
+            look = set(state.nodes.keys())
+        else:
+            look = set(nodes_written)
+            starts = [f"{ds.namespace}/{ds.name}-" for ds in state.daemonsets.values()]
+            for key in pods_written:
+                if key not in state.pods:
+                    look.update(key[len(start) :] for start in starts if key.startswith(start))
+        for name in sorted(look):
+            node = state.nodes.get(name)
+            if node is None or node.deleting:
                 continue
             hard = [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]
             for key in sorted(state.daemonsets):
@@ -525,22 +606,46 @@ class DaemonSets:
                     all(r.matches(node.labels) for r in term) for term in template.required_node_terms
                 ):
                     continue
-                doc = copy.deepcopy(dict(template.raw))
-                doc.update(apiVersion="v1", kind="Pod")
-                doc["metadata"] = {**doc.get("metadata", {}), "name": pod_name, "namespace": ds.namespace}
-                doc.setdefault("spec", {})["nodeName"] = name
-                doc["status"] = {"phase": "Running"}
-                self.cluster.create("Pod", doc)
+                # The template's spec objects are shared (documents are never changed in place), so
+                # the state parses a daemon pod's spec once per DaemonSet.
+                raw = template.raw
+                self.cluster.create(
+                    "Pod",
+                    {
+                        **raw,
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            **(raw.get("metadata") or {}),
+                            "name": pod_name,
+                            "namespace": ds.namespace,
+                        },
+                        "spec": {**(raw.get("spec") or {}), "nodeName": name},
+                        "status": {"phase": "Running"},
+                    },
+                )
+        written = state.pods.keys() if first else pods_written
+        for key in written:
+            self._forget(key)
+            pod = state.pods.get(key)
+            if pod is not None and pod.is_daemonset_pod and pod.node_name:
+                self._node_of[key] = pod.node_name
+                self._on_node.setdefault(pod.node_name, set()).add(key)
         nodes = state.nodes.keys()
-        for pod in sorted(
-            (
-                p
-                for p in state.pods.values()
-                if p.is_daemonset_pod and p.node_name and p.node_name not in nodes
-            ),
-            key=lambda p: p.key,
-        ):
-            self.cluster.delete_pod(pod.namespace, pod.name)
+        doomed = {k for k in written if k in self._node_of and self._node_of[k] not in nodes}
+        for name in nodes_written - nodes:
+            doomed |= self._on_node.get(name, set())
+        for key in sorted(doomed):
+            namespace, _, pod_name = key.partition("/")
+            self.cluster.delete_pod(namespace, pod_name)
+
+    def _forget(self, key: str) -> None:
+        name = self._node_of.pop(key, None)
+        if name is not None:
+            on_node = self._on_node[name]
+            on_node.discard(key)
+            if not on_node:
+                del self._on_node[name]
 
 
 def daemonset_doc(ds: Any) -> dict[str, Any]:

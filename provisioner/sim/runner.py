@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,8 +49,7 @@ from provisioner.sim.pool_types import PoolScopedTypes, admits
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import Step, Timeline, matches_workload
-from provisioner.state import ClusterState
-from provisioner.state.objects import Pod
+from provisioner.state import ClusterState, Pod
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +148,15 @@ class Runner:
         spec = loaded.scenario.spec
         self.clock = VirtualClock(START)
         self.state = ClusterState()
+        # What `_observe` reads each tick: the claims and pods written since the last.
+        self._claims_written = self.state.changes("NodeClaim")
+        self._pods_written = self.state.changes("Pod")
+        self._claim_of: dict[str, str] = {}
+        """Node name -> the claim whose status names it."""
+        self._node_of: dict[str, str] = {}
+        """Claim -> the node name its status gives."""
+        self._unsettled: set[str] = set()
+        """Claims deleting or not yet initialized: what `_in_flight` waits on."""
         self.cluster = SimCluster(self.state, self.clock)
         # Like a real cloud, the simulated one does not publish its stockouts: launches meet them (and
         # fall back), the unavailable-offerings cache remembers them for a while, and a plan may count on
@@ -295,25 +303,29 @@ class Runner:
 
     def _in_flight(self) -> bool:
         """Something that moves with time alone: a claim launching or terminating, a pod not yet marked."""
-        for claim in self.state.claims.values():
-            if claim.metadata.deletion_timestamp is not None:
-                return True
-            if not is_true(claim.status.conditions, INITIALIZED):
-                return True
+        if self._unsettled:  # kept by `_observe`, which runs last in a tick
+            return True
         if getattr(self.disruption, "active", None) or getattr(self.disruption, "pending", None):
             return True
         # A gated pod waits for quota, not for time: it moves only when something else does.
-        return any(
-            not p.node_name and not p.unschedulable and not p.is_terminal and not p.gated
-            for p in self.state.pods.values()
-        )
+        return any(not p.unschedulable and not p.gated for p in self.state.pending.values())
 
     def _observe(self, now: datetime) -> None:
-        live = set()
-        for name in sorted(self.state.claims):
-            claim = self.state.claims[name]
-            live.add(name)
+        """Record the claims and the pods bound to their nodes, from what was written since the last
+        tick: a claim first seen, launched or gone; a pod bound (or a claim newly naming a node that has
+        pods). A claim's record keeps every pod ever bound to its node."""
+        named: list[str] = []
+        for name in sorted(self._claims_written.take()):
+            claim = self.state.claims.get(name)
+            before = self._node_of.pop(name, None)
+            if before is not None and self._claim_of.get(before) == name:
+                del self._claim_of[before]
             rec = self.claims.get(name)
+            if claim is None:
+                self._unsettled.discard(name)
+                if rec is not None and rec.deleted is None:
+                    rec.deleted = now
+                continue
             if rec is None:
                 rec = self.claims[name] = ClaimRecord(
                     name=name,
@@ -329,46 +341,52 @@ class Runner:
                 rec.capacity_type = status.capacity_type or ""
                 rec.reservation_id = claim.metadata.labels.get(wk.CAPACITY_RESERVATION_ID, "")
                 rec.price = status.price_per_hour or 0.0
-        nodes_to_claim = {
-            c.status.node_name: c.name for c in self.state.claims.values() if c.status.node_name
-        }
-        for pod in self.state.pods.values():
-            if pod.is_daemonset_pod:
+            if claim.metadata.deletion_timestamp is not None or not is_true(status.conditions, INITIALIZED):
+                self._unsettled.add(name)
+            else:
+                self._unsettled.discard(name)
+            if status.node_name:
+                self._node_of[name] = status.node_name
+                self._claim_of[status.node_name] = name
+                if status.node_name != before:
+                    named.append(status.node_name)
+        for key in self._pods_written.take():
+            pod = self.state.pods.get(key)
+            if pod is None or pod.is_daemonset_pod:
                 continue
-            claim_name = nodes_to_claim.get(pod.node_name or "")
+            claim_name = self._claim_of.get(pod.node_name or "")
             if claim_name is not None:
-                self.claims[claim_name].pods.add(pod.key)
-        for name, rec in self.claims.items():
-            if name not in live and rec.deleted is None:
-                rec.deleted = now
+                self.claims[claim_name].pods.add(key)
+        for node_name in named:  # the pods already on a node its claim names only now
+            self.claims[self._claim_of[node_name]].pods.update(
+                p.key for p in self.state.pods_on(node_name) if not p.is_daemonset_pod
+            )
 
     # ---- timeline steps ----------------------------------------------------------------------------
 
     def _apply(self, step: Step) -> None:
         log.info("step at %s: %s", step.at, step.describe())
-        # The manifests to create again, parsed once for the step rather than once per workload deleted
-        # (removing a pod twice is harmless, so the lists can be read before the removals).
-        desired = (
-            {key: Pod.from_dict(doc) for key, doc in self.workloads.desired.items()} if step.delete else {}
-        )
-        pods = sorted(self.state.pods.items()) if step.delete else []
+        # The pods now and the pods to create again, read once for the step and grouped by namespace and
+        # by the two names a workload reference can match (its own, its owner's), so each workload
+        # deleted costs its pods, not every pod (removing a pod twice is harmless, so the groups can be
+        # read before the removals).
+        pods = _by_names(self.state.pods.values()) if step.delete else {}
+        desired = _by_names(self.workloads.desired.values()) if step.delete else {}
         for ref in step.delete:
             if ref.kind in ("Team", "Department"):
                 self.state.remove(ref.kind, ref.name)
                 continue
-            doomed = [
-                key
-                for key, pod in pods
-                if pod.namespace == ref.namespace and matches_workload(pod, ref.kind, ref.name)
-            ]
+            doomed = sorted(
+                p.key
+                for p in pods.get((ref.namespace, ref.name), ())
+                if matches_workload(p, ref.kind, ref.name)
+            )
             gone = set(doomed)
-            doomed += [
-                key
-                for key in sorted(desired)
-                if key not in gone
-                and key.startswith(f"{ref.namespace}/")
-                and matches_workload(desired[key], ref.kind, ref.name)
-            ]
+            doomed += sorted(
+                p.key
+                for p in desired.get((ref.namespace, ref.name), ())
+                if p.key not in gone and matches_workload(p, ref.kind, ref.name)
+            )
             self.workloads.remove(doomed)
         for quota_object in step.quota_objects:
             self.state.upsert(quota_object.kind, quota_object.to_dict())
@@ -461,6 +479,17 @@ class Runner:
             for c in self.state.claims.values()
             if c.status.provider_id and c.metadata.deletion_timestamp is None
         )
+
+
+def _by_names(pods: Iterable[Pod]) -> dict[tuple[str, str], set[Pod]]:
+    """(namespace, name) -> the pods of that name or whose owner has it: every pod a workload reference
+    (`timeline.matches_workload`) can match is under the reference's namespace and name."""
+    out: dict[tuple[str, str], set[Pod]] = {}
+    for pod in pods:
+        out.setdefault((pod.namespace, pod.name), set()).add(pod)
+        if pod.owner_name is not None:
+            out.setdefault((pod.namespace, pod.owner_name), set()).add(pod)
+    return out
 
 
 def _available_again(it: Any) -> Any:

@@ -697,21 +697,28 @@ def _load_kube(
             if not _check_runs_for(doc, out, tmeta, ("spec", "template", "metadata")):
                 return
             owner_kind = {"Deployment": "ReplicaSet"}.get(kind, kind)
+            # One of each per workload, shared by its pods (as the spec is): documents are only read, and
+            # a workload of 1,000 pods would otherwise hold 1,000 copies. The first pod's parse of the
+            # spec is shared the same way.
+            labels = dict(tmeta.get("labels") or {})
+            annotations = dict(tmeta.get("annotations") or {})
+            owners = [{"kind": owner_kind, "name": name, "controller": True}]
+            first: tuple[Pod, ...] = ()
             for i in range(count):
-                pod_name = f"{name}-{i}"
                 pod_doc = {
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {
-                        "name": pod_name,
+                        "name": f"{name}-{i}",
                         "namespace": namespace,
-                        "labels": dict(tmeta.get("labels") or {}),
-                        "annotations": dict(tmeta.get("annotations") or {}),
-                        "ownerReferences": [{"kind": owner_kind, "name": name, "controller": True}],
+                        "labels": labels,
+                        "annotations": annotations,
+                        "ownerReferences": owners,
                     },
                     "spec": template["spec"],
                 }
-                pods.append(Pod.from_dict(pod_doc))
+                pods.append(Pod.from_dict(pod_doc, like=first))
+                first = first or (pods[-1],)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         out.add(doc, f"cannot read this {kind}: {err}")
 

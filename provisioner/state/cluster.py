@@ -20,7 +20,7 @@ from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.quantities import ResourceList
 from provisioner.api.team import Department, Team
-from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue
+from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue, spec_key
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -186,7 +186,26 @@ class StoreView(Mapping[K, V]):
             return dict(self._data).items()
 
 
+class Changes:
+    """The keys of one kind's objects written (upserted or removed) since the last `take`, as
+    `ClusterState.changes` hands them out; filled under the state's lock."""
+
+    __slots__ = ("_lock", "keys")
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self.keys: set[str] = set()
+
+    def take(self) -> set[str]:
+        """The keys written since the last take, and a fresh start."""
+        with self._lock:
+            keys, self.keys = self.keys, set()
+            return keys
+
+
 _NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
+_TEMPLATES = 256
+"""How many spec sets `ClusterState` remembers a parsed pod of (the oldest is forgotten first)."""
 
 
 class ClusterState:
@@ -230,10 +249,17 @@ class ClusterState:
         # node's pods are listed in that order), the nodes whose pods changed, and the last StateNodes.
         self._bound: dict[str, dict[str, Pod]] = {}
         self._pending: dict[str, Pod] = {}
+        self.pending = StoreView(self._pending, self._lock)
+        """`namespace/name` -> the pods not bound to a node and not terminal."""
         self._order: dict[str, int] = {}
         self._inserted = 0
         self._dirty: set[str] = set()
         self._state_nodes: dict[str, StateNode] = {}
+        # The first version of each pod made from recent sets of spec objects (`objects.spec_key`): a new
+        # pod made from the template its siblings were made from takes their spec's parse.
+        # Each entry holds its pod, so the objects its key names stay alive (and their ids theirs).
+        self._templates: dict[tuple[tuple[str, int], ...], Pod] = {}
+        self._feeds: dict[str, list[Changes]] = {}
 
     @property
     def lock(self) -> threading.RLock:
@@ -244,7 +270,11 @@ class ClusterState:
     def upsert(self, kind: str, obj: Mapping[str, Any]) -> None:
         """Add or replace one object given as Kubernetes JSON. A malformed object (wrong types, missing
         keys, bad quantities) raises ValueError naming its kind and name, and changes nothing: whoever
-        feeds the state skips it and keeps the others."""
+        feeds the state skips it and keeps the others.
+
+        The document is kept (as `raw`) and must not be changed in place afterwards, nor what it shares
+        with documents given before: a pod's new version takes the parse of the parts it shares with
+        the last one (see `Pod.from_dict`), as merge patches share what they leave unchanged."""
         try:
             self._upsert(kind, obj)
         except ValueError:
@@ -259,40 +289,93 @@ class ClusterState:
         with self._lock:
             self.generation += 1
             meta = obj.get("metadata") or {}
+            key: str
             if kind == "Pod":
-                pod = Pod.from_dict(obj)
-                self._unindex(pod.key)
-                self._pods[pod.key] = pod
+                pod = self._parse_pod(obj, meta)
+                key = pod.key
+                self._unindex(key)
+                self._pods[key] = pod
                 self._index(pod)
             elif kind == "Node":
                 node = Node.from_dict(obj)
-                self._nodes[node.name] = node
+                key = node.name
+                self._nodes[key] = node
             elif kind == "NodeClaim":
                 claim = NodeClaim.model_validate(obj)
-                self._claims[claim.name] = claim
+                key = claim.name
+                self._claims[key] = claim
             elif kind == "NodePool":
                 pool = NodePool.model_validate(obj)
-                self._nodepools[pool.name] = pool
+                key = pool.name
+                self._nodepools[key] = pool
             elif kind in _NODECLASS_KINDS:
                 model = AWSNodeClass if kind == "AWSNodeClass" else GCPNodeClass
                 nc = model.model_validate(obj)
-                self._nodeclasses[(kind, nc.name)] = nc
+                key = nc.name
+                self._nodeclasses[(kind, key)] = nc
             elif kind == "DaemonSet":
                 ds = DaemonSet.from_dict(obj)
-                self._daemonsets[f"{ds.namespace}/{ds.name}"] = ds
+                key = f"{ds.namespace}/{ds.name}"
+                self._daemonsets[key] = ds
             elif kind == "PodDisruptionBudget":
                 pdb = PodDisruptionBudget.from_dict(obj)
-                self._pdbs[f"{pdb.namespace}/{pdb.name}"] = pdb
+                key = f"{pdb.namespace}/{pdb.name}"
+                self._pdbs[key] = pdb
             elif kind == "Namespace":
-                self._namespaces[meta["name"]] = dict(meta.get("labels") or {})
+                key = meta["name"]
+                self._namespaces[key] = dict(meta.get("labels") or {})
             elif kind == "Team":
                 team = Team.model_validate(obj)
-                self._teams[team.name] = team
+                key = team.name
+                self._teams[key] = team
             elif kind == "Department":
                 department = Department.model_validate(obj)
-                self._departments[department.name] = department
+                key = department.name
+                self._departments[key] = department
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
+            self._changed(kind, key)
+
+    def _parse_pod(self, obj: Mapping[str, Any], meta: Any) -> Pod:
+        """The pod, sharing the parse of its last version, or of the first version of a pod made from
+        the same spec objects (a sibling of its template), where they hold the same objects."""
+        last = self._last_version(meta)
+        if last is not None:
+            return Pod.from_dict(obj, like=(last,))
+        key = spec_key(obj.get("spec"))
+        same = self._templates.get(key) if key is not None else None
+        pod = Pod.from_dict(obj, like=() if same is None else (same,))
+        if key is not None:
+            if len(self._templates) >= _TEMPLATES and key not in self._templates:
+                del self._templates[next(iter(self._templates))]
+            self._templates[key] = pod
+        return pod
+
+    def changes(self, kind: str) -> Changes:
+        """A new feed of the keys of `kind` (as `remove` takes them) upserted or removed from now on:
+        for a reader that works in proportion to what changed instead of walking a store."""
+        with self._lock:
+            feed = Changes(self._lock)
+            self._feeds.setdefault(kind, []).append(feed)
+            return feed
+
+    def _changed(self, kind: str, key: str) -> None:
+        for feed in self._feeds.get(kind, ()):
+            feed.keys.add(key)
+
+    def put_claim(self, claim: NodeClaim) -> None:
+        """Keep a NodeClaim model as it is: the embedded cluster's patch of a stored claim, whose fields it
+        validated (`clusterapi.memory.merged`). Claims from anywhere else come through `upsert`."""
+        with self._lock:
+            self.generation += 1
+            self._claims[claim.name] = claim
+            self._changed("NodeClaim", claim.name)
+
+    def _last_version(self, meta: Any) -> Pod | None:
+        """The pod held under a document's name: the last version, whose parse the new one may share."""
+        if type(meta) is not dict or type(meta.get("name")) is not str:
+            return None
+        return self._pods.get(f"{meta.get('namespace') or 'default'}/{meta['name']}")
 
     def remove(self, kind: str, key: str) -> None:
         """Forget one object: `namespace/name` for namespaced kinds, `name` otherwise."""
@@ -305,6 +388,7 @@ class ClusterState:
                     self._unindex(key)
                     self._order.pop(key, None)
                 self._store(kind).pop(key, None)
+            self._changed(kind, key)
 
     def _index(self, pod: Pod) -> None:
         if pod.key not in self._order:
@@ -329,6 +413,11 @@ class ClusterState:
             if not on_node:
                 del self._bound[old.node_name]
             self._dirty.add(old.node_name)
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        """The pods bound to a node (by name, whether or not its Node is held) and not terminal."""
+        with self._lock:
+            return list(self._bound.get(node_name, {}).values())
 
     def keys_of(self, kind: str) -> set[str]:
         """The keys held for a kind (`namespace/name` for namespaced kinds, `name` otherwise): what a

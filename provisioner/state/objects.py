@@ -4,28 +4,45 @@ from their JSON (camelCase dicts, as the API server or a manifest gives them) in
 Parsing is lenient about fields we do not use and exact about the ones we do (quantities as integers).
 Only what scheduling, disruption and reporting read is kept; `raw` keeps the original for writers.
 
-About 630 lines because it is one parser per kind plus the checks that make hostile input a located
-error (issues 11 and 15); `Pod` is most of it. The pod's request arithmetic is `state.requests`'; the
-text checks (`_require_text` and the field lists) are the next piece to move out.
+About 530 lines because it is one parser per kind, `Pod` most of it. The pod's request arithmetic is
+`state.requests`'; the text checks that make hostile input a located error (issues 11 and 15) are
+`state.textchecks`'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.api.quantities import ResourceList
+from provisioner.state import textchecks
 from provisioner.state.requests import pod_requests
 
 
 def _parse_time(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
+    if type(value) is str:
+        return _time_of(value)
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+@lru_cache(maxsize=1024)
+def _time_of(text: str) -> datetime:
+    """A timestamp's datetime, remembered: the pods written in one moment share its text, and so one
+    (immutable) datetime rather than one each. A bad text raises every time (errors are not cached)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _own(mapping: Any) -> dict[Any, Any]:
+    """A JSON map to keep: the document's own dict, shared (a stored document is never changed in place),
+    else a dict made of it as before (None or empty: a new empty one)."""
+    return mapping if type(mapping) is dict else dict(mapping or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,21 +288,36 @@ class Pod:
     """Why the pod cannot be scheduled as written (malformed or negative requests), empty when it can.
     Such a pod is refused with this reason; its unusable amounts are left out of `requests`."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    is_terminal: bool = field(init=False, repr=False, compare=False)
+    """Phase Succeeded or Failed."""
+    is_daemonset_pod: bool = field(init=False, repr=False, compare=False)
+    """Owned by a DaemonSet."""
+    nodepools: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
+    _key: str | None = field(default=None, init=False, repr=False, compare=False)
+    """`key`, made on first use and shared with the pod's next versions: every index keyed by pod holds
+    the one string, not one each."""
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        key = self._key
+        if key is None:
+            key = f"{self.namespace}/{self.name}"
+            object.__setattr__(self, "_key", key)
+        return key
 
     @property
     def preemptible(self) -> bool:
         """Labelled `provisioner.sh/preemptible: "true"`: may run over its team's quota."""
         return self.labels.get(wk.PREEMPTIBLE, "").lower() == "true"
 
-    def conditions_with(self, condition: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def conditions_with(self, condition: dict[str, Any]) -> list[dict[str, Any]]:
         """The pod's status conditions with `condition` in place of the one of its type: a merge patch
-        replaces the list whole, so a writer of one condition must send the others back."""
+        replaces the list whole, so a writer of one condition must send the others back. The conditions
+        are the document's own (and `condition` itself), shared, not copied: documents are never changed
+        in place, and a condition written to many pods is then kept once."""
         current = (self.raw.get("status") or {}).get("conditions") or ()
-        return [dict(c) for c in current if c.get("type") != condition["type"]] + [dict(condition)]
+        return [c for c in current if c.get("type") != condition["type"]] + [condition]
 
     @property
     def gated(self) -> bool:
@@ -298,29 +330,44 @@ class Pod:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Pod) and other.key == self.key
 
-    @property
-    def is_daemonset_pod(self) -> bool:
-        return self.owner_kind == "DaemonSet"
-
-    @property
-    def nodepools(self) -> tuple[str, ...]:
-        """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
-        text = self.annotations.get(wk.NODEPOOLS, "")
-        return tuple(p.strip() for p in text.split(",") if p.strip())
+    def __post_init__(self) -> None:
+        # Read in the solver's and the planner's innermost loops (millions of times a large run): plain
+        # attributes, worked out once, not properties.
+        put = object.__setattr__
+        put(self, "is_terminal", self.phase in ("Succeeded", "Failed"))
+        put(self, "is_daemonset_pod", self.owner_kind == "DaemonSet")
+        text = self.annotations.get(wk.NODEPOOLS) if self.annotations else None
+        # Not text: the pod is refused by its checks (`textchecks`), which name the field.
+        put(
+            self,
+            "nodepools",
+            tuple(p.strip() for p in text.split(",") if p.strip()) if isinstance(text, str) else (),
+        )
 
     @property
     def gpus(self) -> int:
         return self.requests.get(wk.GPU_RESOURCE, 0)
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
-
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Pod:
+    def from_dict(cls, d: Mapping[str, Any], *, like: Iterable[Pod] = ()) -> Pod:
+        """Parse and check a pod's JSON. `like`: pods parsed before (this pod's last version, a pod of
+        the same template) whose parts are taken instead of parsed again where `d` holds the very same
+        objects: the spec (all of it but `nodeName`), and the metadata mapping. A stored document is never
+        changed in place (the ClusterState's contract), so the same objects parse the same; a pod given
+        again as its own document is parsed in full, in case it was."""
         meta = d.get("metadata") or {}
         spec = d.get("spec") or {}
         status = d.get("status") or {}
+        spec_from = meta_from = None
+        for other in like:
+            if other.raw is d:
+                continue
+            if spec_from is None and _same_spec(spec, other.raw.get("spec")):
+                spec_from = other
+            if meta_from is None and other.raw.get("metadata") is meta:
+                meta_from = other
+        if spec_from is not None:
+            return cls._with_spec_of(spec_from, d, meta=meta, spec=spec, status=status, meta_from=meta_from)
         affinity = spec.get("affinity") or {}
         node_aff = affinity.get("nodeAffinity") or {}
         required = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
@@ -329,22 +376,16 @@ class Pod:
         preferred = node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
         pod_aff = affinity.get("podAffinity") or {}
         pod_anti = affinity.get("podAntiAffinity") or {}
-        owners = meta.get("ownerReferences") or ()
-        owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+        owner = _owner(meta)
         problems: list[str] = []
         requests = pod_requests(spec, problems)
-        unschedulable = any(
-            c.get("type") == "PodScheduled"
-            and c.get("status") == "False"
-            and c.get("reason") == "Unschedulable"
-            for c in status.get("conditions") or ()
-        )
+        unschedulable = _unschedulable(status)
         pod = cls(
             namespace=meta.get("namespace") or "default",
             name=meta["name"],
             uid=meta.get("uid") or "",
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
+            labels=_own(meta.get("labels")),
+            annotations=_own(meta.get("annotations")),
             node_name=spec.get("nodeName"),
             phase=status.get("phase") or "Pending",
             priority=int(spec.get("priority") or 0),
@@ -397,103 +438,122 @@ class Pod:
             invalid="; ".join(problems),
             raw=d,
         )
-        _require_text(
-            "Pod",
-            pod.key,
-            [
-                ("metadata.name", pod.name),
-                ("metadata.namespace", pod.namespace),
-                ("spec.nodeName", pod.node_name),
-                *_map_fields("metadata.labels", pod.labels),
-                *_map_fields("metadata.annotations", pod.annotations),
-                *_map_fields("spec.nodeSelector", pod.node_selector),
-                *(
-                    (f"spec.tolerations[{i}].{f}", v)
-                    for i, t in enumerate(pod.tolerations)
-                    for f, v in (
-                        ("key", t.key),
-                        ("operator", t.operator),
-                        ("value", t.value),
-                        ("effect", t.effect),
-                    )
-                ),
-                *(
-                    (f"spec.affinity.nodeAffinity...nodeSelectorTerms[{i}].matchExpressions[{j}].{f}", v)
-                    for i, term in enumerate(pod.required_node_terms)
-                    for j, r in enumerate(term)
-                    for f, v in (("key", r.key), ("operator", r.operator))
-                ),
-                *(
-                    (f"spec.topologySpreadConstraints[{i}].{f}", v)
-                    for i, t in enumerate(pod.topology_spread)
-                    for f, v in (
-                        ("topologyKey", t.topology_key),
-                        ("whenUnsatisfiable", t.when_unsatisfiable),
-                        ("nodeAffinityPolicy", t.node_affinity_policy),
-                        ("nodeTaintsPolicy", t.node_taints_policy),
-                        *((f"matchLabelKeys[{j}]", k) for j, k in enumerate(t.match_label_keys)),
-                    )
-                ),
-                *(
-                    field
-                    for i, t in enumerate(pod.topology_spread)
-                    for field in _selector_fields(
-                        f"spec.topologySpreadConstraints[{i}].labelSelector", t.label_selector
-                    )
-                ),
-                *_term_fields("spec.affinity.podAffinity.required...", pod.affinity_required),
-                *_term_fields("spec.affinity.podAffinity.preferred...", pod.affinity_preferred),
-                *_term_fields("spec.affinity.podAntiAffinity.required...", pod.anti_affinity_required),
-                *_term_fields("spec.affinity.podAntiAffinity.preferred...", pod.anti_affinity_preferred),
-            ],
+        textchecks.check_pod(pod)
+        return pod
+
+    @classmethod
+    def _with_spec_of(
+        cls,
+        spec_from: Pod,
+        d: Mapping[str, Any],
+        *,
+        meta: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        status: Mapping[str, Any],
+        meta_from: Pod | None,
+    ) -> Pod:
+        """`from_dict` taking the spec's parse from `spec_from` (and the metadata's from `meta_from`):
+        the rest is read in `from_dict`'s order, so a bad field is named as a full parse names it (the
+        parts taken passed that parse before)."""
+        owner = _owner(meta) if meta_from is None else None
+        unschedulable = _unschedulable(status)
+        labels: Mapping[str, str]
+        annotations: Mapping[str, str]
+        if meta_from is None:
+            namespace = meta.get("namespace") or "default"
+            name = meta["name"]
+            uid = meta.get("uid") or ""
+            labels = _own(meta.get("labels"))
+            annotations = _own(meta.get("annotations"))
+        else:
+            namespace, name, uid = meta_from.namespace, meta_from.name, meta_from.uid
+            labels, annotations = meta_from.labels, meta_from.annotations
+        node_name = spec.get("nodeName")
+        phase = status.get("phase") or "Pending"
+        if meta_from is None:
+            owner_kind = owner.get("kind") if owner else None
+            owner_name = owner.get("name") if owner else None
+            deleting = meta.get("deletionTimestamp") is not None
+            created = _parse_time(meta.get("creationTimestamp"))
+        else:
+            owner_kind, owner_name = meta_from.owner_kind, meta_from.owner_name
+            deleting, created = meta_from.deleting, meta_from.created
+        s = spec_from
+        pod = cls(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            labels=labels,
+            annotations=annotations,
+            node_name=node_name,
+            phase=phase,
+            priority=s.priority,
+            requests=s.requests,
+            node_selector=s.node_selector,
+            required_node_terms=s.required_node_terms,
+            preferred_node_terms=s.preferred_node_terms,
+            tolerations=s.tolerations,
+            topology_spread=s.topology_spread,
+            affinity_required=s.affinity_required,
+            affinity_preferred=s.affinity_preferred,
+            anti_affinity_required=s.anti_affinity_required,
+            anti_affinity_preferred=s.anti_affinity_preferred,
+            host_ports=s.host_ports,
+            owner_kind=owner_kind,
+            owner_name=owner_name,
+            unschedulable=unschedulable,
+            deleting=deleting,
+            created=created,
+            scheduling_gates=s.scheduling_gates,
+            started=_parse_time(status.get("startTime")),
+            invalid=s.invalid,
+            raw=d,
         )
-        for i, t in enumerate(pod.topology_spread):
-            if t.min_domains is not None and (
-                not isinstance(t.min_domains, int) or isinstance(t.min_domains, bool)
-            ):
-                raise ValueError(
-                    f"Pod {pod.key}: spec.topologySpreadConstraints[{i}].minDomains: expected an integer, "
-                    f"got {type(t.min_domains).__name__}"
-                )
+        if meta_from is not None:
+            object.__setattr__(pod, "_key", meta_from.key)
+        textchecks.check_pod(pod, metadata=meta_from is None, spec=False)
         return pod
 
 
-def _map_fields(path: str, mapping: Mapping[Any, Any]) -> list[tuple[str, object]]:
-    return [(f"{path}.{k}", v) for k, v in mapping.items()] + [(f"{path} key {k!r}", k) for k in mapping]
+def _owner(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controller owner reference, else the first one."""
+    owners = meta.get("ownerReferences") or ()
+    return next((o for o in owners if o.get("controller")), owners[0] if owners else None)
 
 
-def _selector_fields(path: str, selector: LabelSelector | None) -> list[tuple[str, object]]:
-    if selector is None:
-        return []
-    return [
-        *_map_fields(f"{path}.matchLabels", dict(selector.match_labels)),
-        *(
-            (f"{path}.matchExpressions[{j}].{f}", v)
-            for j, e in enumerate(selector.match_expressions)
-            for f, v in (("key", e.key), ("operator", e.operator))
-        ),
-    ]
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or ()
+    )
 
 
-def _term_fields(path: str, terms: Sequence[PodAffinityTerm]) -> list[tuple[str, object]]:
-    """The text fields of pod (anti-)affinity terms: the solver hashes them into its groups."""
-    out: list[tuple[str, object]] = []
-    for i, t in enumerate(terms):
-        at = f"{path}[{i}]"
-        out.append((f"{at}.topologyKey", t.topology_key))
-        out += [(f"{at}.namespaces[{j}]", ns) for j, ns in enumerate(t.namespaces)]
-        out += _selector_fields(f"{at}.labelSelector", t.label_selector)
-        out += _selector_fields(f"{at}.namespaceSelector", t.namespace_selector)
-    return out
+_NO_KEY = object()
 
 
-def _require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]]) -> None:
-    """Fields the decision code matches, joins and hashes on must be strings (or absent). The API
-    server's schema guarantees it; a scenario file or a lax server may not, and one such object taken
-    as it is would break every solve and snapshot after it."""
-    for path, value in fields:
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"{kind} {ident}: {path}: expected a string, got {type(value).__name__}")
+def _same_spec(spec: Any, other: Any) -> bool:
+    """Whether two pod specs hold the very same objects under every key but `nodeName` (a merge patch
+    that binds a pod copies the spec's top level and shares the rest)."""
+    if type(spec) is not dict or type(other) is not dict:
+        return False
+    if spec is other:
+        return True
+    count = 0
+    for key, value in spec.items():
+        if key != "nodeName":
+            if other.get(key, _NO_KEY) is not value:
+                return False
+            count += 1
+    return count == len(other) - ("nodeName" in other)
+
+
+def spec_key(spec: Any) -> tuple[tuple[str, int], ...] | None:
+    """A pod spec's objects (key and identity, `nodeName` left out), to find an earlier pod parsed from
+    the same ones: valid while that pod (which keeps them alive) is held. None for a spec that is not a
+    dict."""
+    if type(spec) is not dict:
+        return None
+    return tuple([(k, id(v)) for k, v in spec.items() if k != "nodeName"])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -536,8 +596,8 @@ class Node:
         status = d.get("status") or {}
         node = cls(
             name=meta["name"],
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
+            labels=_own(meta.get("labels")),
+            annotations=_own(meta.get("annotations")),
             taints=tuple(TaintValue.from_dict(t) for t in spec.get("taints") or ()),
             capacity=quantities.parse_resource_list(status.get("capacity")),
             allocatable=quantities.parse_resource_list(status.get("allocatable") or status.get("capacity")),
@@ -551,21 +611,7 @@ class Node:
             deleting=meta.get("deletionTimestamp") is not None,
             raw=d,
         )
-        _require_text(
-            "Node",
-            node.name,
-            [
-                ("metadata.name", node.name),
-                ("spec.providerID", node.provider_id),
-                *_map_fields("metadata.labels", node.labels),
-                *_map_fields("metadata.annotations", node.annotations),
-                *(
-                    (f"spec.taints[{i}].{f}", v)
-                    for i, t in enumerate(node.taints)
-                    for f, v in (("key", t.key), ("effect", t.effect), ("value", t.value))
-                ),
-            ],
-        )
+        textchecks.check_node(node)
         return node
 
 

@@ -218,3 +218,21 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(chang
         for (kind, _), doc in objects.items():
             fresh.upsert(kind, doc)
         assert _picture(state.snapshot()) == _picture(fresh.snapshot())
+
+
+def test_a_change_feed_hands_out_the_keys_written_since_its_last_take():
+    state = ClusterState()
+    pods, other_pods, nodes = state.changes("Pod"), state.changes("Pod"), state.changes("Node")
+    state.upsert("Pod", pod_doc("a"))
+    state.upsert("Pod", pod_doc("b"))
+    state.remove("Pod", "ml/a")
+    state.upsert("Node", {"metadata": {"name": "n1"}})
+    assert pods.take() == {"ml/a", "ml/b"}
+    assert pods.take() == set()
+    state.upsert("Pod", pod_doc("b", nodeName="n1"))
+    assert pods.take() == {"ml/b"}
+    assert other_pods.take() == {"ml/a", "ml/b"}, "each feed keeps its own keys"
+    assert nodes.take() == {"n1"}
+    with pytest.raises(ValueError):
+        state.upsert("Pod", {"metadata": {"name": "bad", "namespace": "ml"}, "spec": {"nodeName": 5}})
+    assert pods.take() == set(), "a refused object is not a change"
