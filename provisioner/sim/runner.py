@@ -37,8 +37,8 @@ from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, ReservationRow, UsageRow
 from provisioner.sim import scenario as scenario_
+from provisioner.sim.binder import Binder
 from provisioner.sim.cluster import (
-    Binder,
     DaemonSets,
     Kubelets,
     SimCluster,

@@ -1,146 +1,25 @@
 """ClusterState: the in-memory picture of the cluster (nodes, claims, pods, pools, node classes,
 daemonsets, PDBs), fed only by informers or the embedded cluster, and the frozen Snapshot that decision
-code reads.
-
-A StateNode joins a Node and its NodeClaim (either may be missing: a claim in flight has no Node yet; a
-Node we do not own has no claim), with the pods bound to it.
+code reads (`state.snapshot`, whose StateNode and Snapshot are re-exported here).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
-from dataclasses import dataclass, field
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, TypeVar
 
-from provisioner.api import NodeClaim, NodePool, quantities
+from provisioner.api import NodeClaim, NodePool
 from provisioner.api import labels as wk
-from provisioner.api.common import is_true
-from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
-from provisioner.api.quantities import ResourceList
 from provisioner.api.team import Department, Team
-from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue, spec_key
+from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, spec_key
+from provisioner.state.snapshot import Snapshot as Snapshot
+from provisioner.state.snapshot import SnapshotNodes
+from provisioner.state.snapshot import StateNode as StateNode
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class StateNode:
-    """A node or a claim in flight, as capacity the scheduler and the disruption planner can use."""
-
-    name: str
-    node: Node | None = None
-    claim: NodeClaim | None = None
-    pods: tuple[Pod, ...] = ()
-    _requested: ResourceList | None = field(default=None, init=False, repr=False, compare=False)
-    """What `requested` computed, filled on first use: the instance is frozen, so the sum cannot change,
-    and the scheduler and the disruption planner ask for it many times per snapshot."""
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        if self.node is not None:
-            return self.node.labels
-        assert self.claim is not None
-        out = dict(self.claim.metadata.labels)
-        # A claim in flight carries single-valued requirements (its zone, type, capacity type) as labels.
-        for req in self.claim.spec.requirements:
-            if req.operator.value == "In" and len(req.values) == 1:
-                out.setdefault(req.key, req.values[0])
-        return out
-
-    @property
-    def taints(self) -> tuple[TaintValue, ...]:
-        if self.node is not None:
-            return self.node.taints
-        assert self.claim is not None
-        return tuple(
-            TaintValue(key=t.key, effect=t.effect.value, value=t.value) for t in self.claim.spec.taints
-        )
-
-    @property
-    def allocatable(self) -> ResourceList:
-        if self.node is not None and self.node.allocatable:
-            return dict(self.node.allocatable)
-        if self.claim is not None:
-            return quantities.parse_resource_list(self.claim.status.allocatable)
-        return {}
-
-    @property
-    def requested(self) -> ResourceList:
-        """What the node's running (non-terminal) pods request. Memoised; callers must not mutate it."""
-        total = self._requested
-        if total is None:
-            total = {}
-            for pod in self.pods:
-                if not pod.is_terminal:
-                    for name, amount in pod.requests.items():
-                        total[name] = total.get(name, 0) + amount
-            object.__setattr__(self, "_requested", total)
-        return total
-
-    @property
-    def available(self) -> ResourceList:
-        return quantities.subtract(self.allocatable, self.requested)
-
-    @property
-    def nodepool(self) -> str | None:
-        if self.claim is not None:
-            return self.claim.nodepool
-        return self.node.nodepool if self.node is not None else None
-
-    @property
-    def managed(self) -> bool:
-        """Owned by the provisioner (has a claim)."""
-        return self.claim is not None
-
-    @property
-    def initialized(self) -> bool:
-        return self.claim is not None and is_true(self.claim.status.conditions, INITIALIZED)
-
-    @property
-    def in_flight(self) -> bool:
-        return self.node is None
-
-    @property
-    def deleting(self) -> bool:
-        return (self.node is not None and self.node.deleting) or (
-            self.claim is not None and self.claim.metadata.deletion_timestamp is not None
-        )
-
-    @property
-    def cordoned(self) -> bool:
-        return self.node is not None and self.node.unschedulable
-
-    @property
-    def price(self) -> float:
-        return (self.claim.status.price_per_hour or 0.0) if self.claim is not None else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A consistent, frozen view of the cluster at one moment."""
-
-    nodes: tuple[StateNode, ...] = ()
-    pending_pods: tuple[Pod, ...] = ()
-    """Pods not bound to any node and not terminal."""
-    daemonsets: tuple[DaemonSet, ...] = ()
-    pdbs: tuple[PodDisruptionBudget, ...] = ()
-    nodepools: tuple[NodePool, ...] = ()
-    nodeclasses: Mapping[tuple[str, str], NodeClass] = field(default_factory=dict)
-    """(kind, name) -> NodeClass."""
-    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    """Namespace -> its labels (the team label among them)."""
-    teams: tuple[Team, ...] = ()
-    departments: tuple[Department, ...] = ()
-
-    def node(self, name: str) -> StateNode | None:
-        return next((n for n in self.nodes if n.name == name), None)
-
-    def bound_pods(self) -> Iterable[Pod]:
-        for n in self.nodes:
-            yield from n.pods
 
 
 class StoreView(Mapping[K, V]):
@@ -244,17 +123,18 @@ class ClusterState:
         self.generation = 0
         """Incremented on every change, so callers can tell whether anything moved."""
         self._snapshot: tuple[int, Snapshot] | None = None
-        # Kept as pods come and go, so a snapshot costs the nodes and the changes since the last one,
-        # not every pod: the non-terminal pods by node and unbound, each pod's place in `_pods` (a
-        # node's pods are listed in that order), the nodes whose pods changed, and the last StateNodes.
+        # Kept as objects come and go, so a snapshot costs the changes since the last one, not every pod
+        # and node: the non-terminal pods by node and unbound, each pod's place in `_pods` (a node's pods
+        # are listed in that order), the snapshot's nodes (`SnapshotNodes`, told what was written), and
+        # the kinds whose part of the snapshot must be made again.
         self._bound: dict[str, dict[str, Pod]] = {}
         self._pending: dict[str, Pod] = {}
         self.pending = StoreView(self._pending, self._lock)
         """`namespace/name` -> the pods not bound to a node and not terminal."""
         self._order: dict[str, int] = {}
         self._inserted = 0
-        self._dirty: set[str] = set()
-        self._state_nodes: dict[str, StateNode] = {}
+        self._joined = SnapshotNodes()
+        self._stale: set[str] = set(_SNAPSHOT_KINDS)
         # The first version of each pod made from recent sets of spec objects (`objects.spec_key`): a new
         # pod made from the template its siblings were made from takes their spec's parse.
         # Each entry holds its pod, so the objects its key names stay alive (and their ids theirs).
@@ -360,6 +240,12 @@ class ClusterState:
             return feed
 
     def _changed(self, kind: str, key: str) -> None:
+        if kind == "Node":
+            self._joined.nodes_written.add(key)
+        elif kind == "NodeClaim":
+            self._joined.claims_written.add(key)
+        elif kind != "Pod":
+            self._stale.add(kind)
         for feed in self._feeds.get(kind, ()):
             feed.keys.add(key)
 
@@ -398,21 +284,23 @@ class ClusterState:
             return
         if pod.node_name:
             self._bound.setdefault(pod.node_name, {})[pod.key] = pod
-            self._dirty.add(pod.node_name)
+            self._joined.pods_moved.add(pod.node_name)
         else:
             self._pending[pod.key] = pod
+            self._stale.add("pending")
 
     def _unindex(self, key: str) -> None:
         old = self._pods.get(key)
         if old is None:
             return
-        self._pending.pop(key, None)
+        if self._pending.pop(key, None) is not None:
+            self._stale.add("pending")
         if old.node_name and old.node_name in self._bound:
             on_node = self._bound[old.node_name]
             on_node.pop(key, None)
             if not on_node:
                 del self._bound[old.node_name]
-            self._dirty.add(old.node_name)
+            self._joined.pods_moved.add(old.node_name)
 
     def pods_on(self, node_name: str) -> list[Pod]:
         """The pods bound to a node (by name, whether or not its Node is held) and not terminal."""
@@ -443,56 +331,53 @@ class ClusterState:
 
     def snapshot(self) -> Snapshot:
         """The cluster at one moment: nodes joined with their claims (by provider id, then by node name)
-        and pods with their nodes. Built under the lock, and shared by every reader until the next write
-        (a snapshot of a large cluster costs milliseconds; a controller step asks for several)."""
+        and pods with their nodes. Built under the lock from the last one and what changed since, and
+        shared by every reader until the next write (a controller step asks for several)."""
         with self._lock:
             if self._snapshot is not None and self._snapshot[0] == self.generation:
                 return self._snapshot[1]
-            by_provider: dict[str, NodeClaim] = {}
-            by_node_name: dict[str, NodeClaim] = {}
-            for claim in self._claims.values():
-                if claim.status.provider_id:
-                    by_provider[claim.status.provider_id] = claim
-                if claim.status.node_name:
-                    by_node_name[claim.status.node_name] = claim
-            nodes: list[StateNode] = []
-            joined: set[str] = set()
-            kept: dict[str, StateNode] = {}
-            for node in self._nodes.values():
-                joined_claim = by_provider.get(node.provider_id or "") or by_node_name.get(node.name)
-                if joined_claim is not None:
-                    joined.add(joined_claim.name)
-                last = self._state_nodes.get(node.name)
-                if (
-                    last is None
-                    or last.node is not node
-                    or last.claim is not joined_claim
-                    or node.name in self._dirty
-                ):
-                    on_node = self._bound.get(node.name, {})
-                    pods = tuple(sorted(on_node.values(), key=lambda p: self._order[p.key]))
-                    last = StateNode(name=node.name, node=node, claim=joined_claim, pods=pods)
-                kept[node.name] = last
-                nodes.append(last)
-            for claim in self._claims.values():
-                if claim.name not in joined:
-                    nodes.append(StateNode(name=claim.name, claim=claim))
-            self._state_nodes = kept
-            self._dirty.clear()
-            nodes.sort(key=lambda n: n.name)
+            last = self._snapshot[1] if self._snapshot is not None else Snapshot()
+            stale = self._stale
             snap = Snapshot(
-                nodes=tuple(nodes),
-                pending_pods=tuple(sorted(self._pending.values(), key=lambda p: p.key)),
-                daemonsets=tuple(self._daemonsets[k] for k in sorted(self._daemonsets)),
-                pdbs=tuple(self._pdbs[k] for k in sorted(self._pdbs)),
-                nodepools=tuple(self._nodepools[k] for k in sorted(self._nodepools)),
-                nodeclasses=dict(self._nodeclasses),
-                namespaces={k: dict(v) for k, v in self._namespaces.items()},
-                teams=tuple(self._teams[k] for k in sorted(self._teams)),
-                departments=tuple(self._departments[k] for k in sorted(self._departments)),
+                nodes=self._joined.build(self._nodes, self._claims, self._bound, self._order),
+                pending_pods=(
+                    tuple(sorted(self._pending.values(), key=lambda p: p.key))
+                    if "pending" in stale
+                    else last.pending_pods
+                ),
+                daemonsets=_sorted(self._daemonsets) if "DaemonSet" in stale else last.daemonsets,
+                pdbs=_sorted(self._pdbs) if "PodDisruptionBudget" in stale else last.pdbs,
+                nodepools=_sorted(self._nodepools) if "NodePool" in stale else last.nodepools,
+                nodeclasses=(dict(self._nodeclasses) if stale & set(_NODECLASS_KINDS) else last.nodeclasses),
+                namespaces=(
+                    {k: dict(v) for k, v in self._namespaces.items()}
+                    if "Namespace" in stale
+                    else last.namespaces
+                ),
+                teams=_sorted(self._teams) if "Team" in stale else last.teams,
+                departments=_sorted(self._departments) if "Department" in stale else last.departments,
             )
+            stale.clear()
             self._snapshot = (self.generation, snap)
             return snap
+
+
+_SNAPSHOT_KINDS = (
+    "pending",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "NodePool",
+    *_NODECLASS_KINDS,
+    "Namespace",
+    "Team",
+    "Department",
+)
+"""The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
+pending pods)."""
+
+
+def _sorted(store: Mapping[str, V]) -> tuple[V, ...]:
+    return tuple(store[k] for k in sorted(store))
 
 
 def team_of(pod: Pod, namespaces: Mapping[str, Mapping[str, str]]) -> str | None:

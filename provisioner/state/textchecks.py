@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from provisioner.state.objects import LabelSelector, Node, Pod, PodAffinityTerm
+    from provisioner.state.objects import Node, Pod
+    from provisioner.state.terms import LabelSelector, PodAffinityTerm
 
 
 def require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]]) -> None:

@@ -302,7 +302,8 @@ def test_a_late_borrower_gets_its_weighted_share_back_from_an_early_one(tmp_path
 def test_the_simulated_cluster_gates_team_pods_and_its_binder_leaves_them_alone() -> None:
     from provisioner.api import labels as wk
     from provisioner.clock import VirtualClock
-    from provisioner.sim.cluster import Binder, SimCluster
+    from provisioner.sim.binder import Binder
+    from provisioner.sim.cluster import SimCluster
     from provisioner.state import ClusterState
     from tests.e2e.test_timeline import _node, _pod
 

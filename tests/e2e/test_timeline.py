@@ -630,7 +630,8 @@ def _pod(name: str, *, cpu: str) -> dict[str, Any]:
 
 def test_the_binder_fills_the_fullest_node_that_fits_and_marks_the_rest_unschedulable() -> None:
     from provisioner.clock import VirtualClock
-    from provisioner.sim.cluster import Binder, SimCluster
+    from provisioner.sim.binder import Binder
+    from provisioner.sim.cluster import SimCluster
     from provisioner.state import ClusterState
 
     state = ClusterState()
@@ -649,7 +650,8 @@ def test_the_binder_fills_the_fullest_node_that_fits_and_marks_the_rest_unschedu
 
 def test_the_binder_keeps_required_anti_affinity_and_zone_spread() -> None:
     from provisioner.clock import VirtualClock
-    from provisioner.sim.cluster import Binder, SimCluster
+    from provisioner.sim.binder import Binder
+    from provisioner.sim.cluster import SimCluster
     from provisioner.state import ClusterState
 
     state = ClusterState()

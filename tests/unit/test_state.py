@@ -163,26 +163,30 @@ def test_unknown_kinds_are_refused():
 
 
 def _picture(snap):
-    """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending."""
+    """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending; and
+    the parts besides (pools, daemonsets, namespaces)."""
     return (
         [
             (n.name, n.node is not None, n.claim.name if n.claim else None, [p.key for p in n.pods])
             for n in snap.nodes
         ],
         [p.key for p in snap.pending_pods],
+        [d.name for d in snap.daemonsets],
+        dict(snap.namespaces),
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)), max_size=40
+        st.tuples(st.integers(0, 8), st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)), max_size=40
     )
 )
 def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(changes):
-    """The snapshot indexes pods by node as they change and keeps the StateNodes of untouched nodes: after
-    every change it must say exactly what a state filled with the same objects at once says (the same
-    nodes, claims, pods in the same order, pending pods)."""
+    """The snapshot is kept up from the changes since the last one (the pods by node, the nodes and claims
+    written, the other kinds): after every change it must say exactly what a state filled with the same
+    objects at once says (the same nodes, claims joined by provider id then by node name, the last claim
+    winning a shared id, pods in the same order, claims in flight, pending pods, the rest)."""
     state = ClusterState()
     objects: dict[tuple[str, str], dict] = {}
 
@@ -202,22 +206,60 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(chang
             put("Pod", f"ml/p{i}", doc)
         elif op == 1:
             drop("Pod", f"ml/p{i}")
-        elif op == 2:  # a Node, labelled differently each time so it is a new object
+        elif op == 2:  # a Node, labelled differently each time so it is a new object; its provider id moves
             doc = {
                 "metadata": {"name": node, "labels": {"v": str(i)}},
-                "spec": {"providerID": f"fake://z/{j}"},
+                "spec": {"providerID": f"fake://z/{(j + k) % 3}"} if k != 3 else {},
             }
             put("Node", node, doc)
         elif op == 3:
             drop("Node", node)
         elif op == 4:  # a claim, launched onto node j or in flight
             put("NodeClaim", f"c{j}", claim_doc(f"c{j}", provider_id=f"fake://z/{j}" if k % 2 else None))
-        else:
+        elif op == 5:
             drop("NodeClaim", f"c{j}")
+        elif op == 6:  # a second claim with the same provider id, or naming a node, or named as a node
+            doc = claim_doc(node if k == 3 else f"d{i % 2}", provider_id=f"fake://z/{j}" if k == 0 else None)
+            if k == 1:
+                doc["status"]["nodeName"] = node
+            put("NodeClaim", doc["metadata"]["name"], doc)
+        elif op == 7:
+            drop("NodeClaim", f"d{i % 2}")
+        else:  # the kinds besides: a daemonset, a namespace
+            put("Namespace", f"ns{i % 2}", {"metadata": {"name": f"ns{i % 2}", "labels": {"v": str(k)}}})
+            if k == 0:
+                drop("Namespace", "ns0")
+            ds = {
+                "metadata": {"name": f"ds{j}", "namespace": "kube-system"},
+                "spec": {"template": {"spec": {}}},
+            }
+            put("DaemonSet", f"kube-system/ds{j}", ds)
         fresh = ClusterState()
         for (kind, _), doc in objects.items():
             fresh.upsert(kind, doc)
-        assert _picture(state.snapshot()) == _picture(fresh.snapshot())
+        kept_up = _picture(state.snapshot())
+        assert kept_up == _picture(fresh.snapshot())
+        assert kept_up[0] == _joined_from_scratch(state)
+
+
+def _joined_from_scratch(state):
+    """The snapshot's nodes as the rule says, worked out directly: each Node with the last claim (in the
+    claims' order) whose provider id is the Node's, else whose status names it; then each claim no Node
+    joins; by name, a Node first."""
+    by_provider, by_name = {}, {}
+    for claim in state.claims.values():
+        if claim.status.provider_id:
+            by_provider[claim.status.provider_id] = claim
+        if claim.status.node_name:
+            by_name[claim.status.node_name] = claim
+    out, joined = [], set()
+    for node in state.nodes.values():
+        claim = by_provider.get(node.provider_id or "") or by_name.get(node.name)
+        joined |= {claim.name} if claim else set()
+        pods = [p for p in state.pods.values() if p.node_name == node.name and not p.is_terminal]
+        out.append(((node.name, 0), (node.name, True, claim.name if claim else None, [p.key for p in pods])))
+    out += [((c.name, 1), (c.name, False, c.name, [])) for c in state.claims.values() if c.name not in joined]
+    return [entry for _, entry in sorted(out, key=lambda e: e[0])]
 
 
 def test_a_change_feed_hands_out_the_keys_written_since_its_last_take():
