@@ -72,12 +72,8 @@ def test_valid_values_have_no_problem(value):
     assert do_not_disrupt_problem(guarded(value, started_ago=None)) is None
 
 
-def test_the_controller_reports_an_invalid_value_once_and_keeps_going():
-    w = World(MemoryBackend)
-    w.apply(node_class(), node_pool("gpu", gpu_names=("a10g",)))
-    w.apply(gpu_pod("job", annotations={wk.DO_NOT_DISRUPT: "forever"}))
-    w.run_until(w.all_bound, max_ticks=30)
-    ctl = DisruptionController(
+def controller(w: World) -> DisruptionController:
+    return DisruptionController(
         state=w.state,
         cluster=w.backend.cluster,
         providers=ProviderSet.single(w.provider),
@@ -85,6 +81,14 @@ def test_the_controller_reports_an_invalid_value_once_and_keeps_going():
         metrics=Metrics(),
         clock=w.clock,
     )
+
+
+def test_the_controller_reports_an_invalid_value_once_and_keeps_going():
+    w = World(MemoryBackend)
+    w.apply(node_class(), node_pool("gpu", gpu_names=("a10g",)))
+    w.apply(gpu_pod("job", annotations={wk.DO_NOT_DISRUPT: "forever"}))
+    w.run_until(w.all_bound, max_ticks=30)
+    ctl = controller(w)
     for _ in range(3):
         w.tick(10)
         ctl.reconcile(w.clock.now())
@@ -110,14 +114,7 @@ def test_a_nodes_last_teams_follow_its_namespace_labels():
     w.state.upsert("Namespace", {"metadata": {"name": "default", "labels": {wk.TEAM: "vision"}}})
     w.apply(gpu_pod("job"))
     w.run_until(w.all_bound, max_ticks=30)
-    ctl = DisruptionController(
-        state=w.state,
-        cluster=w.backend.cluster,
-        providers=ProviderSet.single(w.provider),
-        settings=w.settings,
-        metrics=Metrics(),
-        clock=w.clock,
-    )
+    ctl = controller(w)
     for _ in range(3):  # until its own writes (the claim's Empty condition) have settled
         w.tick(10)
         ctl.reconcile(w.clock.now())
