@@ -3,10 +3,10 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY provisioner ./provisioner
 COPY providers ./providers
-RUN python -m venv /venv && /venv/bin/pip install --no-compile . && \
+RUN python -m venv /venv && /venv/bin/pip install --no-compile -c constraints.txt . && \
     find /venv -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM python:3.11-slim

@@ -127,17 +127,8 @@ def parse_yaml_documents(text: str, *, source: str = "<string>") -> list[YamlDoc
                 if not loader.check_node():
                     break
                 node = loader.get_node()
-            except yaml.MarkedYAMLError as err:
-                mark = err.problem_mark or err.context_mark
-                line = mark.line + 1 if mark is not None else 1
-                what = err.problem or err.context or "invalid"
-                raise DocumentError(Problem(source, line, f"not valid YAML: {what}"), documents) from None
-            except yaml.YAMLError as err:
-                raise DocumentError(Problem(source, 1, f"not valid YAML: {err}"), documents) from None
-            except RecursionError:
-                raise DocumentError(
-                    Problem(source, 1, f"document {index + 1} nests too deep to read"), documents
-                ) from None
+            except (yaml.YAMLError, RecursionError) as err:
+                raise DocumentError(_unreadable(text, source, index, err), documents) from None
             if node is None:
                 continue
             builder = _Builder(loader, source)
@@ -159,6 +150,48 @@ def parse_yaml_documents(text: str, *, source: str = "<string>") -> list[YamlDoc
     finally:
         loader.dispose()
     return documents
+
+
+def _unreadable(text: str, source: str, index: int, err: Exception) -> Problem:
+    """The problem of a stream the YAML library could not compose at document `index`.
+
+    YAML libraries refuse deep nesting at limits and in words of their own (or overflow the stack), so
+    nesting past our own `_MAX_DEPTH` is looked for first and reported in our words.
+    """
+    too_deep = _first_too_deep(text)
+    if too_deep is not None and too_deep[0] <= index:
+        return Problem(source, too_deep[1], f"nesting deeper than {_MAX_DEPTH} levels")
+    if isinstance(err, RecursionError):
+        return Problem(source, 1, f"document {index + 1} nests too deep to read")
+    if isinstance(err, yaml.MarkedYAMLError):
+        mark = err.problem_mark or err.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        return Problem(source, line, f"not valid YAML: {err.problem or err.context or 'invalid'}")
+    return Problem(source, 1, f"not valid YAML: {err}")
+
+
+def _first_too_deep(text: str) -> tuple[int, int] | None:
+    """(document index, line) of the first collection nested deeper than `_MAX_DEPTH`, or None.
+
+    Read with the pure-Python parser, a state machine over events that neither recurses nor looks far
+    ahead (libyaml's scanner reads a whole flow collection ahead and stops at its own depth first). A
+    stream that breaks before any such collection gives None.
+    """
+    depth = 0
+    index = -1
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.DocumentStartEvent):
+                index += 1
+            elif isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > _MAX_DEPTH:
+                    return index, event.start_mark.line + 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
 
 
 def read_yaml_file(path: str | Path) -> list[YamlDocument]:
