@@ -4,23 +4,32 @@
 Field names already match (that is the point of the API's design); what changes is the group, the
 NodeClass kind and the label prefixes (`labels.KARPENTER_LABEL_MAP`). Everything that cannot be carried
 over (kubelet settings, Karpenter-only fields and labels, AMI families we lack, server-set metadata,
-status) is dropped with a warning naming the field and its line, never silently. Pure: data in, data and
-problems out; reading files and writing results is the CLI's business.
+status) is dropped with a warning naming the field and its line, never silently.
+
+The fleet must route as it did under Karpenter, where pool names mean nothing and pools are tried by
+weight: a pool named `default` is annotated `provisioner.sh/default-pool: "false"` (else it would take
+every pod that names no list), a weight of 0 becomes no weight, and requirements on Karpenter's
+name-derived labels (instance category, generation, size) become the instance families or types they
+select in the AWS catalog (`karpenter_aws`). What changed meaning and what to check goes in the
+migration report (`Conversion.notes`). Pure: data in, data and problems out; reading files, the catalog
+and writing results is the CLI's business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from provisioner.api import labels
+from provisioner.api import karpenter_aws, labels
 from provisioner.api.documents import FieldPath, Problem, YamlDocument, expand_lists, format_path, identify
 
 NODEPOOL_API_VERSION = "karpenter.sh/v1"
 EC2NODECLASS_API_VERSION = "karpenter.k8s.aws/v1"
 AWS_GROUP = "karpenter.k8s.aws"
 KARPENTER_DOMAINS = ("karpenter.sh/", "karpenter.k8s.aws/")
+DEFAULT_POOL_NAME = "default"
+"""The pool name that means something here (`provisioner.scheduling.pool_order`) and nothing in Karpenter."""
 
 # Metadata the API server sets: meaningless in a template, dropped with one warning.
 _SERVER_METADATA = (
@@ -46,12 +55,30 @@ _UNMAPPED_HINTS = {
 }
 
 
+Section = Literal["changed", "check"]
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One line of the migration report: what changed meaning, or what a person should check."""
+
+    section: Section
+    subject: str
+    """`Kind/name`, or empty for the fleet as a whole."""
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.text}" if self.subject else self.text
+
+
 @dataclass
 class Conversion:
     """What converting a set of documents gave: our objects (as dicts, in input order) and problems."""
 
     objects: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    """The migration report: what changed meaning, what to check (dropped fields are `problems`)."""
     converted: int = 0
     """How many Karpenter objects were converted (documents passed through unchanged not counted)."""
 
@@ -63,10 +90,15 @@ class Conversion:
 class _Converter:
     """Converts one document; collects its problems located in the source."""
 
-    def __init__(self, document: YamlDocument) -> None:
+    def __init__(self, document: YamlDocument, *, instance_types: Sequence[str] = ()) -> None:
         self.document = document
         self.kind, self.name = identify(document)
         self.problems: list[Problem] = []
+        self.notes: list[Note] = []
+        self.instance_types = instance_types
+
+    def note(self, section: Section, text: str) -> None:
+        self.notes.append(Note(section, f"{self.kind}/{self.name}", text))
 
     def problem(self, path: FieldPath, message: str, *, severity: str = "warning") -> None:
         self.problems.append(
@@ -186,12 +218,18 @@ class _Converter:
                 self.dropped((*tpath, key), "not a NodeClaim template field")
         if "template" in spec:
             spec["template"] = template
-        return {
-            "apiVersion": labels.API_VERSION,
-            "kind": "NodePool",
-            "metadata": self.metadata(data.get("metadata")),
-            "spec": spec,
-        }
+        if spec.get("weight") == 0:
+            del spec["weight"]
+            self.note("changed", "weight 0 written as no weight (the same rank: tried after weighted pools)")
+        metadata = self.metadata(data.get("metadata"))
+        if metadata.get("name") == DEFAULT_POOL_NAME:
+            metadata.setdefault("annotations", {})[labels.DEFAULT_POOL] = "false"
+            self.note(
+                "changed",
+                f"a pool named {DEFAULT_POOL_NAME!r} here takes every pod that names no pool list; annotated "
+                f'{labels.DEFAULT_POOL}: "false" so pods try every pool by weight, as under Karpenter',
+            )
+        return {"apiVersion": labels.API_VERSION, "kind": "NodePool", "metadata": metadata, "spec": spec}
 
     def template_spec(self, src: Any, path: FieldPath) -> dict[str, Any] | None:
         spec = self.copy(
@@ -211,6 +249,9 @@ class _Converter:
         ref = spec.get("nodeClassRef")
         if isinstance(ref, dict):
             group, kind = ref.get("group"), ref.get("kind")
+            if group == f"{AWS_GROUP}/v1":
+                # Karpenter's own Windows example spells the group with its version.
+                group = AWS_GROUP
             if group == AWS_GROUP and kind == "EC2NodeClass":
                 spec["nodeClassRef"] = {
                     "group": labels.GROUP,
@@ -228,10 +269,18 @@ class _Converter:
                 )
                 return None
         requirements = []
+        name_derived: list[tuple[int, dict[str, Any]]] = []
         for i, req in enumerate(spec.get("requirements") or []):
+            if isinstance(req, dict) and req.get("key") in karpenter_aws.NAME_DERIVED:
+                name_derived.append((i, req))
+                continue
             converted = self.requirement(req, (*path, "requirements", i))
             if converted is not None:
                 requirements.append(converted)
+        if name_derived:
+            rewritten = self.name_derived(name_derived, (*path, "requirements"))
+            if rewritten is not None:
+                requirements.append(rewritten)
         if "requirements" in spec:
             spec["requirements"] = requirements
         for taints in ("taints", "startupTaints"):
@@ -240,6 +289,37 @@ class _Converter:
                     self.problem((*path, taints, i, "key"), f"{taint['key']} renamed")
                     taint["key"] = labels.KARPENTER_LABEL_MAP[taint["key"]]
         return spec
+
+    def name_derived(self, reqs: list[tuple[int, dict[str, Any]]], path: FieldPath) -> dict[str, Any] | None:
+        """Karpenter's category/generation/size requirements as one list of families or types."""
+        shown = " and ".join(
+            f"{str(r.get('key')).rpartition('/')[2]} {r.get('operator')} {_values(r.get('values'))}".rstrip()
+            for _, r in reqs
+        )
+        found = (
+            karpenter_aws.rewrite([r for _, r in reqs], self.instance_types) if self.instance_types else None
+        )
+        if found is None or found.requirement is None:
+            why = found.described if found is not None else "no catalog to read the instance types from"
+            for i, req in reqs:
+                hint = _UNMAPPED_HINTS.get(str(req.get("key")), "no equivalent label here")
+                self.dropped(
+                    (*path, i, "key"),
+                    f"requirement on {req.get('key')} dropped ({why}), so the pool admits more instance "
+                    f"types than before ({hint})",
+                )
+            return None
+        self.note(
+            "changed", f"{shown} written as {found.described}; types added to AWS later are not included"
+        )
+        for i, req in reqs:
+            if "minValues" in req:
+                self.problem(
+                    (*path, i, "minValues"),
+                    f"not carried over: minValues {req['minValues']} on {req.get('key')} has no equivalent "
+                    f"(put minValues on {found.requirement['key']} instead)",
+                )
+        return dict(found.requirement)
 
     def requirement(self, given: object, path: FieldPath) -> object | None:
         if not isinstance(given, dict):
@@ -373,23 +453,37 @@ class _Converter:
         }
 
 
-def convert_document(document: YamlDocument) -> tuple[dict[str, Any] | None, list[Problem], bool]:
+def _values(values: object) -> str:
+    return f"[{', '.join(map(str, values))}]" if isinstance(values, list) else ""
+
+
+def convert_document(
+    document: YamlDocument, *, instance_types: Sequence[str] = ()
+) -> tuple[dict[str, Any] | None, list[Problem], bool]:
     """One document: (our object or None, problems, whether it was a Karpenter object converted).
 
-    Our own objects pass through unchanged; anything else is skipped with a warning.
+    Our own objects pass through unchanged; anything else is skipped with a warning. `instance_types`:
+    the AWS type names Karpenter's name-derived requirements are read against (none: they are dropped).
     """
-    converter = _Converter(document)
+    obj, converter, converted = _convert(document, instance_types=instance_types)
+    return obj, converter.problems, converted
+
+
+def _convert(
+    document: YamlDocument, *, instance_types: Sequence[str]
+) -> tuple[dict[str, Any] | None, _Converter, bool]:
+    converter = _Converter(document, instance_types=instance_types)
     data = document.data
     if not isinstance(data, dict):
         converter.problem((), "skipped: not a Kubernetes object (expected a mapping)", severity="error")
-        return None, converter.problems, False
+        return None, converter, False
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if api_version == NODEPOOL_API_VERSION and kind == "NodePool":
-        return converter.nodepool(data), converter.problems, True
+        return converter.nodepool(data), converter, True
     if api_version == EC2NODECLASS_API_VERSION and kind == "EC2NodeClass":
-        return converter.ec2nodeclass(data), converter.problems, True
+        return converter.ec2nodeclass(data), converter, True
     if api_version == labels.API_VERSION:
-        return data, [], False
+        return data, _Converter(document), False
     if isinstance(api_version, str) and api_version.startswith(("karpenter.sh/", "karpenter.k8s.aws/")):
         converter.problem(
             ("apiVersion",),
@@ -397,18 +491,66 @@ def convert_document(document: YamlDocument) -> tuple[dict[str, Any] | None, lis
             f"{EC2NODECLASS_API_VERSION} EC2NodeClasses (upgrade older objects to Karpenter v1 first)",
             severity="error",
         )
-        return None, converter.problems, False
+        return None, converter, False
     converter.problem((), f"skipped: {api_version}/{kind} is not a Karpenter NodePool or EC2NodeClass")
-    return None, converter.problems, False
+    return None, converter, False
 
 
-def convert_documents(documents: Iterable[YamlDocument]) -> Conversion:
-    """Every document converted (or passed through / skipped), in order; `kind: List` counts as its items."""
+def convert_documents(documents: Iterable[YamlDocument], *, instance_types: Sequence[str] = ()) -> Conversion:
+    """Every document converted (or passed through / skipped), in order; `kind: List` counts as its items.
+    `instance_types`: see `convert_document`."""
     result = Conversion()
     for document in expand_lists(documents):
-        obj, problems, converted = convert_document(document)
-        result.problems.extend(problems)
+        obj, converter, converted = _convert(document, instance_types=instance_types)
+        result.problems.extend(converter.problems)
+        result.notes.extend(converter.notes)
         if obj is not None:
             result.objects.append(obj)
             result.converted += converted
+    result.notes.extend(fleet_notes(result.objects) if result.converted else [])
     return result
+
+
+def fleet_notes(objects: Sequence[dict[str, Any]]) -> list[Note]:
+    """What to check about the converted pools as a whole: ties in weight, and what pods must change."""
+    notes: list[Note] = []
+    by_weight: dict[int, list[str]] = {}
+    for obj in objects:
+        if obj.get("kind") == "NodePool" and isinstance(obj.get("spec"), dict):
+            weight = obj["spec"].get("weight") or 0
+            by_weight.setdefault(weight, []).append(str((obj.get("metadata") or {}).get("name")))
+    for weight, names in sorted(by_weight.items(), reverse=True):
+        if len(names) > 1:
+            notes.append(
+                Note(
+                    "check",
+                    "",
+                    f"pools {', '.join(sorted(names))} share weight {weight}: here they are tried in name "
+                    "order, where Karpenter's order between them is unspecified; give them distinct weights "
+                    "if a pod can fit more than one",
+                )
+            )
+    notes.append(
+        Note(
+            "check",
+            "",
+            "pods that select Karpenter's labels (nodeSelector, affinity, topologySpreadConstraints) or carry "
+            f"karpenter.sh/do-not-disrupt must use ours: {', '.join(f'{k} -> {v}' for k, v in KARPENTER_LABEL_MAP_SHOWN)}",
+        )
+    )
+    notes.append(
+        Note(
+            "check",
+            "",
+            "EC2 user data and the AMI are used as given: kubelet flags, max pods and reserved resources set "
+            "there are not known to the scheduler, which assumes the catalog's pods per node and overhead",
+        )
+    )
+    return notes
+
+
+KARPENTER_LABEL_MAP_SHOWN = [
+    (k, v)
+    for k, v in labels.KARPENTER_LABEL_MAP.items()
+    if k in ("karpenter.sh/nodepool", "karpenter.sh/capacity-type", "karpenter.sh/do-not-disrupt")
+] + [("karpenter.k8s.aws/instance-*", "provisioner.sh/instance-* and gpu-*")]

@@ -60,6 +60,9 @@ NODE_LABELS = (
 DO_NOT_DISRUPT = f"{GROUP}/do-not-disrupt"
 NODEPOOLS = f"{GROUP}/nodepools"
 TEAM = f"{GROUP}/team"
+DEFAULT_POOL = f"{GROUP}/default-pool"
+"""NodePool annotation: `"false"` keeps a pool named `default` from taking every pod that names no list,
+so pods go to every pool by weight as under Karpenter (`templates import-karpenter` sets it)."""
 PREEMPTIBLE = f"{GROUP}/preemptible"
 """Pod label: `"true"` lets the pod run over its team's quota (and be reclaimed)."""
 NODEPOOL_HASH = f"{GROUP}/nodepool-hash"

@@ -244,7 +244,7 @@ def explain(
     )
     console.print(f"[bold]{target.key}[/bold] requests {req}")
     order = pool_order.resolve(
-        target, defaults=loaded.pool_defaults, pool_names={p.name for p in loaded.nodepools}
+        target, defaults=loaded.pool_defaults, pool_names=pool_order.default_pool_names(loaded.nodepools)
     )
     table = Table(
         title=f"NodePools in the order tried (from {order.described})", title_justify="left", show_lines=True

@@ -15,6 +15,7 @@ import yaml
 
 from provisioner.api import documents, karpenter
 from provisioner.cli.app import app
+from provisioner.cloudprovider import catalog
 
 templates = typer.Typer(
     name="templates",
@@ -70,9 +71,13 @@ def import_karpenter(
 ) -> None:
     """Convert Karpenter NodePools and EC2NodeClasses into provisioner.sh/v1 NodePools and AWSNodeClasses.
 
-    Whatever cannot be carried over is printed (stderr) as a warning naming the field. The result is then
-    validated; exit 1 when a file cannot be read or converted, or the result does not validate.
+    Whatever cannot be carried over is printed (stderr) as a warning naming the field, then a migration
+    report: what changed meaning (a pool named `default`, weights, Karpenter's instance category,
+    generation and size read against the AWS catalog) and what to check. The result is then validated;
+    exit 1 when a file cannot be read or converted, or the result does not validate.
     """
+    aws_types = sorted(t.name for t in catalog.load("aws"))
+    notes: list[karpenter.Note] = []
     failed = False
     converted_count = warning_count = 0
     outputs: list[tuple[str, str]] = []  # (output name or source, YAML)
@@ -84,7 +89,8 @@ def import_karpenter(
             typer.echo(str(err.problem), err=True)
             failed = True
             continue
-        conversion = karpenter.convert_documents(docs)
+        conversion = karpenter.convert_documents(docs, instance_types=aws_types)
+        notes.extend(n for n in conversion.notes if n not in notes)
         for problem in sorted(conversion.problems, key=lambda p: (p.line, p.path)):
             typer.echo(str(problem), err=True)
         failed = failed or not conversion.ok
@@ -127,6 +133,7 @@ def import_karpenter(
     for problem in report.sorted_problems():
         typer.echo(f"{problem} (in the converted output)", err=True)
     failed = failed or not report.ok
+    _print_report(notes)
     typer.echo(
         f"{_plural(converted_count, 'object')} converted from {_plural(len(files), 'file')}, "
         f"{_plural(warning_count, 'field')} not carried over (see the warnings above)"
@@ -135,3 +142,13 @@ def import_karpenter(
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _print_report(notes: list[karpenter.Note]) -> None:
+    """The migration report on stderr: what changed meaning, then what to check."""
+    for section, title in (("changed", "Changed meaning"), ("check", "To check")):
+        lines = [n for n in notes if n.section == section]
+        if lines:
+            typer.echo(f"{title}:", err=True)
+            for note in lines:
+                typer.echo(f"  - {note}", err=True)

@@ -77,6 +77,7 @@ class QuotaBook:
         self.teams = {t.name: t for t in teams}
         self.departments = {d.name: d for d in departments}
         self.pools = {p.name: p for p in nodepools if p.metadata.deletion_timestamp is None}
+        self._default_pool_names = pool_order.default_pool_names(self.pools.values())
         self._team_of_namespace: dict[str, str] = {}
         for ns, labels in namespaces.items():
             if labels.get(wk.TEAM) in self.teams:
@@ -126,6 +127,6 @@ class QuotaBook:
             pod,
             team_default=team.spec.default_node_pools if team else (),
             defaults=self.defaults,
-            pool_names=self.pools,
+            pool_names=self._default_pool_names,
         )
         return found.pools if found.pools is not None else self.cluster_order

@@ -9,14 +9,26 @@ scenario's `spec.defaultNodePools`) is the callers' business.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from provisioner.api import labels as wk
+from provisioner.api.nodepool import NodePool
 from provisioner.state.objects import Pod
 
 DEFAULT_POOL = "default"
-"""With no list set anywhere, a pool of this name takes every pod (Run:ai's Default pool)."""
+"""With no list set anywhere, a pool of this name takes every pod (Run:ai's Default pool), unless it is
+annotated `provisioner.sh/default-pool: "false"` (a pool imported from Karpenter, where names mean
+nothing and pools are tried by weight)."""
+
+
+def default_pool_names(nodepools: Iterable[NodePool]) -> frozenset[str]:
+    """The names `resolve` may treat as the default pool: `default`, unless the pool opts out."""
+    return frozenset(
+        p.name
+        for p in nodepools
+        if p.name == DEFAULT_POOL and p.metadata.annotations.get(wk.DEFAULT_POOL, "").lower() != "false"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +90,8 @@ def resolve(
 ) -> PoolOrder:
     """The pod's pool order, first rule that applies: its `provisioner.sh/nodepools` annotation; its
     team's default list; the cluster's default GPU pools (a pod asking for GPUs) or CPU pools (any
-    other); the pool named `default` when `pool_names` holds one; else every pool by weight (None)."""
+    other); the pool named `default` when `pool_names` (see `default_pool_names`) holds it; else every
+    pool by weight (None)."""
     if pod.nodepools:
         return PoolOrder(pod.nodepools, "annotation")
     team = _names(team_default)

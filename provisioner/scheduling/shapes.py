@@ -152,6 +152,7 @@ class Compiler:
         self.dims = dims
         self.topology = topology
         self.defaults = defaults
+        self.default_pool_names = pool_order.default_pool_names(p.pool for p in pools)
         self.gpu_pools = frozenset(
             p.name for p in pools if any(t.it.gpu is not None and t.it.gpu.count for t in p.types)
         )
@@ -169,7 +170,7 @@ class Compiler:
 
     def compile(self, pod: Pod) -> Shape:
         alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
-        chosen = pool_order.resolve(pod, defaults=self.defaults, pool_names=self.pool_by_name)
+        chosen = pool_order.resolve(pod, defaults=self.defaults, pool_names=self.default_pool_names)
         requested = chosen.pools or ()
         names: frozenset[str] | None
         if requested:

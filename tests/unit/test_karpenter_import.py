@@ -128,13 +128,6 @@ WARNINGS = [
         id="kubelet",
     ),
     pytest.param(
-        "gpu.yaml",
-        38,
-        "spec.template.spec.requirements[4].key: warning: not carried over: requirement on "
-        "karpenter.k8s.aws/instance-size dropped",
-        id="karpenter-only-label",
-    ),
-    pytest.param(
         "gpu.yaml", 31, "warning: GPU names lowercased: ['A10G', 't4'] -> ['a10g', 't4']", id="gpu-case"
     ),
     pytest.param(
@@ -166,12 +159,6 @@ WARNINGS = [
         11,
         "metadata.creationTimestamp: warning: not carried over: server-set metadata",
         id="server-metadata",
-    ),
-    pytest.param(
-        "general-purpose.yaml",
-        22,
-        "requirement on karpenter.k8s.aws/instance-category dropped",
-        id="category",
     ),
 ]
 
