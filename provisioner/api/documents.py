@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,21 +223,26 @@ def expand_lists(documents: Iterable[YamlDocument]) -> list[YamlDocument]:
 
 
 def validate_documents(
-    documents: Iterable[YamlDocument], *, allow_oversubscription: bool = False
+    documents: Iterable[YamlDocument],
+    *,
+    allow_oversubscription: bool = False,
+    resources: Collection[str] | None = None,
 ) -> ValidationReport:
-    """Validate each document, then the checks across the set: duplicate names (an error), a
-    NodePool's `nodeClassRef` naming no NodeClass of the set (a warning: it may exist in the cluster),
-    and the Teams' and Departments' (`provisioner.api.team_checks`: over-subscription is an error unless
-    `allow_oversubscription`).
+    """Validate each document and its keys (`provisioner.api.key_checks`, shown even when the document
+    does not validate; `resources`: what the catalogs' instance types offer), then the checks across the
+    set: duplicate names (an error), a NodePool's `nodeClassRef` naming no NodeClass of the set (a
+    warning: it may exist in the cluster), and the Teams' and Departments' (`provisioner.api.team_checks`:
+    over-subscription is an error unless `allow_oversubscription`).
 
     A `kind: List` document counts as its items."""
-    from provisioner.api import team_checks
+    from provisioner.api import key_checks, team_checks
 
     report = ValidationReport()
     for document in expand_lists(documents):
         report.documents += 1
         obj, problems = validate_document(document)
         report.problems.extend(problems)
+        report.problems.extend(key_checks.check(document, resources=resources))
         if obj is not None:
             report.objects.append(LoadedObject(obj, document))
             report.problems.extend(lint(obj, document))
@@ -247,11 +252,16 @@ def validate_documents(
 
 
 def validate_paths(
-    paths: Sequence[str | Path], *, stdin: str | None = None, allow_oversubscription: bool = False
+    paths: Sequence[str | Path],
+    *,
+    stdin: str | None = None,
+    allow_oversubscription: bool = False,
+    resources: Collection[str] | None = None,
 ) -> ValidationReport:
     """Validate files and folders (every *.yaml / *.yml below a folder, in name order) as one set.
 
-    A path `-` stands for `stdin`, the text the caller read from standard input."""
+    A path `-` stands for `stdin`, the text the caller read from standard input; `resources`: see
+    `validate_documents`."""
     report = ValidationReport()
     documents: list[YamlDocument] = []
     for path in paths:
@@ -281,7 +291,9 @@ def validate_paths(
                 if not found:
                     report.problems.append(Problem(str(file), 1, "file holds no YAML documents"))
             documents.extend(found)
-    checked = validate_documents(documents, allow_oversubscription=allow_oversubscription)
+    checked = validate_documents(
+        documents, allow_oversubscription=allow_oversubscription, resources=resources
+    )
     report.objects = checked.objects
     report.problems.extend(checked.problems)
     report.documents = checked.documents
@@ -364,14 +376,7 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
         )
 
     base: FieldPath = ("spec", "template", "spec", "requirements")
-    for key in obj.spec.template.metadata.labels:
-        why = _unknown_key(key)
-        if why is not None:
-            warn(("spec", "template", "metadata", "labels", key), why)
     for i, req in enumerate(obj.spec.template.spec.requirements):
-        why = _unknown_key(req.key)
-        if why is not None:
-            warn((*base, i, "key"), why)
         ours = labels.KARPENTER_LABEL_MAP.get(req.key)
         if ours is not None:
             warn((*base, i, "key"), f"{req.key} is Karpenter's label; nodes here carry {ours}")
@@ -394,12 +399,6 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
                         f"{req.key} values are whole numbers; {value!r} matches no node",
                     )
     spec = obj.spec
-    for name in spec.limits:
-        if name in _LIMIT_TYPOS:
-            warn(
-                ("spec", "limits", name),
-                f"no node has a resource {name!r}; did you mean {_LIMIT_TYPOS[name]!r}?",
-            )
     asks_for_gpus = any(
         req.key in (labels.GPU_NAME, labels.GPU_COUNT, labels.GPU_MEMORY, labels.GPU_MANUFACTURER)
         and req.operator.value in ("In", "Gt", "Exists")
@@ -421,29 +420,7 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
     return problems
 
 
-def _unknown_key(key: str) -> str | None:
-    """A key under `provisioner.sh/` that is none of ours (a typo such as `capacity-typ`), said with the
-    nearest of ours; None for our keys and keys of other prefixes."""
-    prefix = f"{labels.GROUP}/"
-    if not key.startswith(prefix) or key in labels.NODE_LABELS:
-        return None
-    names = [k.removeprefix(prefix) for k in labels.NODE_LABELS]
-    close = difflib.get_close_matches(key.removeprefix(prefix), names, n=1, cutoff=0.7)
-    hint = f"did you mean {prefix + close[0]!r}?" if close else "ours are " + ", ".join(labels.NODE_LABELS)
-    return f"{key} is not one of the provisioner's labels ({hint})"
-
-
 # Labels whose values are integers (so In/NotIn values must be digits).
 _INTEGER_LABELS = frozenset(
     {labels.GPU_COUNT, labels.GPU_MEMORY, labels.INSTANCE_CPU, labels.INSTANCE_MEMORY}
 )
-# Resource names people write for GPUs and mean `nvidia.com/gpu`.
-_LIMIT_TYPOS = {
-    "gpu": labels.GPU_RESOURCE,
-    "gpus": labels.GPU_RESOURCE,
-    "nvidia.com/gpus": labels.GPU_RESOURCE,
-    "nvidia/gpu": labels.GPU_RESOURCE,
-    "nvidia-gpu": labels.GPU_RESOURCE,
-    "mem": "memory",
-    "cpus": "cpu",
-}

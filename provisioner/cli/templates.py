@@ -46,7 +46,9 @@ def validate(
     Exit 0 when every document is valid (warnings allowed); else exit 1, one line per problem.
     """
     stdin = sys.stdin.read() if any(str(p) == "-" for p in paths) else None
-    report = documents.validate_paths(paths, stdin=stdin, allow_oversubscription=allow_oversubscription)
+    report = documents.validate_paths(
+        paths, stdin=stdin, allow_oversubscription=allow_oversubscription, resources=catalog_resources()
+    )
     for problem in report.sorted_problems():
         typer.echo(str(problem))
     errors, warnings = len(report.errors), len(report.warnings)
@@ -142,6 +144,17 @@ def import_karpenter(
     )
     if failed:
         raise typer.Exit(1)
+
+
+def catalog_resources() -> frozenset[str]:
+    """Every resource some instance type of the built-in catalogs offers (what limits and quotas may name)."""
+    return frozenset(
+        resource
+        for name in catalog.names()
+        for region in (catalog.regions(name) or [None])
+        for it in catalog.load(name, region)
+        for resource in it.capacity
+    )
 
 
 def _print_report(notes: list[karpenter.Note]) -> None:

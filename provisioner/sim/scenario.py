@@ -35,6 +35,7 @@ from provisioner.api import (
     Team,
     documents,
     durations,
+    key_checks,
     quantities,
 )
 from provisioner.api import labels as wk
@@ -295,6 +296,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         elif kind in OUR_KINDS:
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
+            for found in key_checks.check(doc):
+                (out.problems if found.is_error else out.warnings).append(found)
             if obj is not None:
                 out.warnings.extend(documents.lint(obj, doc))
             if isinstance(obj, NodePool):

@@ -1,5 +1,6 @@
 """`provisioner templates validate` reports every problem of a list at once (each at its own line), refuses
-volume sizes that are not positive, and warns about keys under `provisioner.sh/` that are none of ours."""
+volume sizes that are not positive, and refuses requirement keys under `provisioner.sh/` that are none of
+ours."""
 
 from __future__ import annotations
 
@@ -84,12 +85,13 @@ def test_a_volume_size_that_is_not_positive_is_an_error_at_its_line(write, size,
     assert says in problem
 
 
-def test_a_typo_under_our_prefix_is_a_warning_with_did_you_mean(write):
+def test_a_requirement_on_a_typo_under_our_prefix_is_an_error_with_did_you_mean(write):
     text = with_lines({25: "- key: provisioner.sh/capacity-typ"})
     code, lines, _ = run_validate(write(text))
-    assert code == 0, "a warning, not an error"
+    assert code == 1, "no node ever carries the key: the pool could never mean it"
     (problem,) = problems(lines)
-    assert problem.startswith("25: NodePool/gpu: spec.template.spec.requirements[0].key: warning: ")
+    assert problem.startswith("25: NodePool/gpu: spec.template.spec.requirements[0].key: ")
+    assert "warning" not in problem
     assert "did you mean 'provisioner.sh/capacity-type'?" in problem
 
 

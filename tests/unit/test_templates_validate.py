@@ -475,12 +475,6 @@ def test_a_dash_reads_standard_input() -> None:
     ("replacements", "line", "expected"),
     [
         pytest.param(
-            {9: "gpus: 8"},
-            9,
-            "spec.limits.gpus: warning: no node has a resource 'gpus'; did you mean 'nvidia.com/gpu'?",
-            id="gpu-limit-typo",
-        ),
-        pytest.param(
             {30: 'values: ["eight"]', 29: "operator: In"},
             30,
             "spec.template.spec.requirements[1].values[0]: warning: provisioner.sh/instance-cpu values are whole "
