@@ -137,7 +137,10 @@ def _safe_url(target: str) -> str:
 @app.command("run")
 def run_command(
     cloud: str = typer.Option(
-        "fake", "--cloud", envvar="PROVISIONER_CLOUD", help="aws, gcp, fake, or several: aws,gcp."
+        "",
+        "--cloud",
+        envvar="PROVISIONER_CLOUD",
+        help="Required: aws, gcp, or several (aws,gcp); fake only for a dev cluster (its Nodes are not real).",
     ),
     cluster_name: str = typer.Option(
         "default",
@@ -252,6 +255,13 @@ def run_command(
         crashpoints.arm(os.environ.get(crashpoints.ENV))
     except ValueError as err:
         raise _fail(str(err)) from None
+    if not cloud.strip():
+        # Never a silent default: the fake cloud would create Ready Node objects for instances that do not
+        # exist in whatever cluster the current kubeconfig points at.
+        raise _fail(
+            "--cloud: required; allowed: aws, gcp, fake (or a comma-separated list); fake creates Nodes for "
+            "instances that do not exist, for a development cluster only"
+        )
     setup_logging(log_format, log_level)
 
     from prometheus_client import start_http_server

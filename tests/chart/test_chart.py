@@ -12,7 +12,7 @@ import yaml
 helm = pytest.importorskip("helm_python")
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "provisioner"
-BASE = {"clusterName": "prod"}
+BASE = {"clusterName": "prod", "aws": {"region": "us-east-1"}}
 
 
 def render(**values: Any) -> list[dict[str, Any]]:
@@ -120,7 +120,7 @@ def test_the_deployment_runs_two_replicas_non_root_read_only_with_no_capabilitie
     ("values", "annotation", "expected"),
     [
         (
-            {"aws": {"roleArn": "arn:aws:iam::123456789012:role/provisioner"}},
+            {"aws": {"region": "us-east-1", "roleArn": "arn:aws:iam::123456789012:role/provisioner"}},
             "eks.amazonaws.com/role-arn",
             "arn:aws:iam::123456789012:role/provisioner",
         ),
@@ -288,3 +288,26 @@ def test_the_schema_refuses_a_sqlite_ledger_with_more_than_one_replica():
         render(replicas=2, ledger={"type": "sqlite"})
     result = helm.lint(str(CHART), {**BASE, "replicas": 2, "ledger": {"type": "sqlite"}})
     assert any("replicas" in e for e in result["errors"])
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        pytest.param({"cloud": "aws", "aws": {"region": ""}}, "aws.region is required", id="aws-region"),
+        pytest.param(
+            {"cloud": "aws,gcp", "gcp": {"region": "us-central1"}}, "gcp.project is required", id="gcp"
+        ),
+        pytest.param({"cloud": ""}, "cloud", id="no-cloud"),
+    ],
+)
+def test_the_chart_refuses_a_cloud_without_its_location(values: dict[str, Any], says: str) -> None:
+    with pytest.raises(Exception, match=says):
+        render(**values)
+
+
+def test_the_region_reaches_the_controller_only_for_the_clouds_asked_for() -> None:
+    args = one(render(cloud="gcp", gcp={"project": "p", "region": "europe-west4"}), "Deployment")["spec"][
+        "template"
+    ]["spec"]["containers"][0]["args"]
+    assert "--gcp-region=europe-west4" in args
+    assert not any(a.startswith("--aws-region") for a in args)

@@ -93,6 +93,14 @@ def test_run_refuses_bad_flags_with_a_clear_message():
     assert "--batch-max" in result.output
 
 
+def test_run_refuses_to_start_without_an_explicit_cloud(monkeypatch):
+    """No silent fake cloud: it would make Ready Nodes for instances that do not exist in a real cluster."""
+    monkeypatch.delenv("PROVISIONER_CLOUD", raising=False)
+    result = CliRunner().invoke(app, ["run", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --cloud: required; allowed: aws, gcp, fake")
+
+
 def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step():
     w = _world(launch_backoff=timedelta(seconds=5), launch_backoff_max=timedelta(seconds=40))
     w.fake.fail_next_create(CreateError("quota for the AMI"), times=1000)
