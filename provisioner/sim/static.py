@@ -2,7 +2,9 @@
 pools, and the result as the JSON document `provisioner simulate --output json` prints.
 
 The timeline (launches, interruptions, consolidation over virtual time) is a separate runner; this is
-the static case the scheduling engine answers on its own. With Teams, the pending pods of teams go
+the static case the scheduling engine answers on its own. The scenario's `spec.reservations` are offered
+here as the timeline's fake cloud offers them (a zero-priced `reserved` offering per reservation, its
+free count less the scenario's nodes already in it), so a reservation fills first in both. With Teams, the pending pods of teams go
 through admission first, as the webhook and the admission controller would take them: the admitted ones
 are solved pinned to their pool, the others are unschedulable with their quota reasons.
 """
@@ -13,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from provisioner.api import labels as wk
+from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
@@ -30,12 +33,51 @@ def run(loaded: LoadedScenario) -> Results:
         pods,
         snapshot,
         pools=loaded.nodepools,
-        instance_types=loaded.instance_types,
+        instance_types=with_reservations(loaded),
         daemonsets=loaded.daemonsets,
         options=SolveOptions(pool_defaults=loaded.pool_defaults),
     )
     results.unschedulable.extend(held)
     return results
+
+
+def with_reservations(loaded: LoadedScenario) -> dict[str, list[InstanceType]]:
+    """Each pool's types, a type held by a reservation of `spec.reservations` with one `reserved`
+    offering per reservation in front (price 0: paid either way; free: its count less the scenario's
+    nodes labelled with its id). With no time passing, a Capacity Block's end plays no part."""
+    specs = loaded.scenario.spec.reservations
+    if not specs:
+        return loaded.instance_types
+    in_use: dict[str, int] = {}
+    for node in loaded.nodes:
+        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
+        if rid:
+            in_use[rid] = in_use.get(rid, 0) + 1
+    out: dict[str, list[InstanceType]] = {}
+    for pool, types in loaded.instance_types.items():
+        out[pool] = []
+        for it in types:
+            held = [r for r in specs if r.instance_type == it.name]
+            if not held:
+                out[pool].append(it)
+                continue
+            reserved = []
+            for r in held:
+                on_demand = it.cheapest(zones={r.zone}, capacity_types={wk.CAPACITY_TYPE_ON_DEMAND})
+                free = max(r.count - in_use.get(r.id, 0), 0)
+                kind = wk.RESERVATION_TYPE_CAPACITY_BLOCK if r.ends_at else wk.RESERVATION_TYPE_DEFAULT
+                reservation = Reservation(
+                    id=r.id,
+                    kind=kind,
+                    free=free,
+                    total=r.count,
+                    hourly_price=on_demand.price if on_demand else 0.0,
+                )
+                reserved.append(
+                    Offering(r.zone, wk.CAPACITY_TYPE_RESERVED, 0.0, free > 0, reservation=reservation)
+                )
+            out[pool].append(it.with_offerings((*reserved, *it.offerings)))
+    return out
 
 
 def admit(loaded: LoadedScenario, snapshot: Snapshot) -> tuple[list[Pod], list[Unschedulable]]:
@@ -80,7 +122,7 @@ def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
         pod,
         loaded.snapshot(),
         pools=loaded.nodepools,
-        instance_types=loaded.instance_types,
+        instance_types=with_reservations(loaded),
         daemonsets=loaded.daemonsets,
         defaults=loaded.pool_defaults,
         pods=loaded.pods,

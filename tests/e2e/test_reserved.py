@@ -147,3 +147,42 @@ def test_with_a_consolidating_on_demand_pool_its_work_moves_onto_the_idle_reserv
     assert move["savingsPerHour"] == pytest.approx(55.04)
     (landing,) = [c for c in holding(doc, move["pods"][0]) if c["name"] != move["node"]]
     assert landing["capacityType"] == "reserved" and landing["deletedAt"] is None
+
+
+def _two_pools_and_workers(workers: int, *, duration: str | None) -> str:
+    text = (
+        "apiVersion: provisioner.sh/v1alpha1\nkind: Scenario\nmetadata: {name: r}\nspec:\n"
+        "  catalog: aws\n  region: us-east-1\n"
+        + (f"  duration: {duration}\n" if duration else "")
+        + "  reservations:\n    - {id: cr-h100, instanceType: p5.48xlarge, zone: us-east-1a, count: 2}\n"
+    )
+    for name, weight, capacity in (
+        ("on-demand", 50, "[on-demand]"),
+        ("reserved", 10, "[reserved, on-demand]"),
+    ):
+        text += (
+            f"---\napiVersion: provisioner.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n"
+            f"  weight: {weight}\n  template:\n    spec:\n      nodeClassRef: {{kind: AWSNodeClass, name: gpu}}\n"
+            "      taints: [{key: nvidia.com/gpu, value: 'true', effect: NoSchedule}]\n"
+            f"      requirements:\n        - {{key: provisioner.sh/capacity-type, operator: In, values: {capacity}}}\n"
+            "        - {key: provisioner.sh/gpu-name, operator: In, values: [h100]}\n"
+        )
+    for i in range(1, workers + 1):
+        text += (
+            f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: w{i}, namespace: ml}}\nspec:\n"
+            "  tolerations: [{key: nvidia.com/gpu, operator: Exists}]\n"
+            "  containers:\n    - name: c\n      image: trainer\n"
+            "      resources: {requests: {nvidia.com/gpu: 8}, limits: {nvidia.com/gpu: 8}}\n"
+        )
+    return text
+
+
+@pytest.mark.parametrize("duration", [None, "1h"], ids=["static", "timeline"])
+def test_the_reservation_fills_first_with_or_without_a_timeline(tmp_path: Path, duration: str | None) -> None:
+    doc = run_json(write(tmp_path, _two_pools_and_workers(3, duration=duration)))
+    placed = sorted((c["nodePool"], c["capacityType"], c["zone"]) for c in doc["nodeClaims"])
+    assert placed == [
+        ("on-demand", "on-demand", "us-east-1a"),
+        ("reserved", "reserved", "us-east-1a"),
+        ("reserved", "reserved", "us-east-1a"),
+    ]
