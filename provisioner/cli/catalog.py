@@ -24,30 +24,38 @@ carries `reservation: {id, type, free, total, endsAt, hourlyPrice}`.
 
 from __future__ import annotations
 
-import json
 import os
-from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from provisioner.api import labels
+from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.cloudprovider import CloudProviderError, InstanceType, Reservation
 from provisioner.cloudprovider import catalog as catalog_
+from provisioner.finops.reports.text import csv_text, dump
 
 ONLINE_CLOUDS = ("aws", "gcp", "fake")
 GCP_ENDPOINT_ENV = "PROVISIONER_GCP_ENDPOINT"
 
 
-class Output(StrEnum):
-    TABLE = "table"
-    JSON = "json"
+FORMATS = ("table", "json", "yaml", "csv")
+CSV_COLUMNS = (
+    "instance_type",
+    "vcpu",
+    "memory_gib",
+    "gpu",
+    "zones",
+    "spot_price_per_hour",
+    "on_demand_price_per_hour",
+    "reserved",
+)
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(1)
+def _fail(message: str, *, flag: str | None = None) -> typer.Exit:
+    return out.fail(message, flag=flag, code=1)
 
 
 def _default_region(cloud: str) -> str:
@@ -75,7 +83,7 @@ def _read_cloud(
     elif cloud == "gcp":
         project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
-            raise _fail("--cloud gcp needs a project: pass --project or set GOOGLE_CLOUD_PROJECT")
+            raise _fail("required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT)", flag="--project")
         from providers.gcp import GCPProvider
 
         provider = GCPProvider(
@@ -142,36 +150,37 @@ def _price(t: InstanceType, capacity_type: str) -> str:
     return f"{min(prices):.4f}" if prices else "-"
 
 
+def _row(t: InstanceType) -> tuple[str, ...]:
+    """One type's cells, in the order of `CSV_COLUMNS` (and of the table's headers)."""
+    gpu = f"{t.gpu.count}x {t.gpu.name} {t.gpu.memory_mib // 1024}GiB" if t.gpu else "-"
+    zones = sorted({o.zone for o in t.offerings if o.available})
+    return (
+        t.name,
+        str(t.vcpu),
+        f"{t.memory_mib / 1024:g}",
+        gpu,
+        str(len(zones)),
+        _price(t, "spot"),
+        _price(t, "on-demand"),
+        _reserved(t),
+    )
+
+
 def table(types: list[InstanceType]) -> str:
     """A fixed-width table: one line per type, the cheapest available spot and on-demand price, and
     (when the account has any) the instances free/held in its reservations."""
     held = any(o.reservation is not None for t in types for o in t.offerings)
     header: tuple[str, ...] = (
-        "INSTANCE TYPE",
-        "VCPU",
-        "MEMORY GiB",
+        "Instance type",
+        "vCPU",
+        "Memory GiB",
         "GPU",
-        "ZONES",
-        "SPOT $/h",
-        "ON-DEMAND $/h",
+        "Zones",
+        "Spot $/h",
+        "On-demand $/h",
     )
-    header += ("RESERVED",) if held else ()
-    rows = [header]
-    for t in types:
-        gpu = f"{t.gpu.count}x {t.gpu.name} {t.gpu.memory_mib // 1024}GiB" if t.gpu else "-"
-        zones = sorted({o.zone for o in t.offerings if o.available})
-        rows.append(
-            (
-                t.name,
-                str(t.vcpu),
-                f"{t.memory_mib / 1024:g}",
-                gpu,
-                str(len(zones)),
-                _price(t, "spot"),
-                _price(t, "on-demand"),
-                *((_reserved(t),) if held else ()),
-            )
-        )
+    header += ("Reserved",) if held else ()
+    rows = [header] + [row[: len(header)] for row in map(_row, types)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     right = {1, 2, 4, 5, 6, 7}
     lines = [
@@ -198,7 +207,8 @@ def catalog_command(
     gpu_name: str | None = typer.Option(
         None, "--gpu-name", help="Only this GPU model (h100, a100, l4, t4...)."
     ),
-    output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table or json."),
+    output: str | None = out.output_option(FORMATS),
+    write: Path | None = out.write_option(),
     offline: bool = typer.Option(False, "--offline", help="Print the built-in catalog; no network."),
     project: str | None = typer.Option(None, "--project", help="GCP project (default GOOGLE_CLOUD_PROJECT)."),
     endpoint: str | None = typer.Option(
@@ -208,11 +218,12 @@ def catalog_command(
     ),
 ) -> None:
     """What a pool could launch in a region: shapes, GPUs, zones and prices per capacity type."""
+    fmt = out.resolve(output, write, allowed=FORMATS)
     allowed = catalog_.names() if offline else list(ONLINE_CLOUDS)
     if cloud not in allowed:
         raise _fail(
-            f"--cloud {cloud!r} is not one of {', '.join(allowed)}"
-            + ("" if offline else " (or use --offline)")
+            f"{cloud!r} is not one of {', '.join(allowed)}" + ("" if offline else " (or use --offline)"),
+            flag="--cloud",
         )
     region = region or (catalog_.default_region(cloud) if offline else _default_region(cloud))
     try:
@@ -231,7 +242,10 @@ def catalog_command(
     if gpu_name:
         types = [t for t in types if t.gpu is not None and t.gpu.name == gpu_name.lower()]
     types = sorted(types, key=sort_key)
-    if output is Output.JSON:
-        typer.echo(json.dumps([instance_type_json(t) for t in types], indent=2))
+    if fmt == "table":
+        text = table(types) + "\n"
+    elif fmt == "csv":
+        text = csv_text(CSV_COLUMNS, [_row(t) for t in types])
     else:
-        typer.echo(table(types))
+        text = dump([instance_type_json(t) for t in types], fmt)
+    out.emit(text, write)

@@ -35,8 +35,9 @@ _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _fail = out.fail
 
 
-def parse_since(text: str, *, now: datetime) -> datetime:
-    """`7d`, `36h`, `90m`, `2w`, a Go duration such as `1h30m`, or an ISO time (UTC when no zone)."""
+def parse_since(text: str, *, now: datetime, flag: str = "--since") -> datetime:
+    """`7d`, `36h`, `90m`, `2w`, a Go duration such as `1h30m` (counted back from `now`), or an ISO time
+    (UTC when no zone); else exit 2 blaming `flag`."""
     value = text.strip()
     match = _SINCE.match(value)
     if match:
@@ -53,7 +54,8 @@ def parse_since(text: str, *, now: datetime) -> datetime:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise _fail(
-            f"--since {text!r}: give a span such as 7d, 36h, 90m, 2w, or a time such as 2026-11-01T00:00Z"
+            f"{text!r} is not a span such as 7d, 36h, 90m, 2w, nor a time such as 2026-11-01T00:00Z",
+            flag=flag,
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
@@ -67,7 +69,8 @@ def _ledger_target(target: str | None) -> str:
         if not path.exists():
             raise _fail(
                 f"no ledger at {path} (the default is ./{DEFAULT_PATH}); pass --ledger FILE or a URL "
-                f"such as postgresql://user@host/db, or set ${LEDGER_ENV}"
+                f"such as postgresql://user@host/db, or set ${LEDGER_ENV}",
+                flag="--ledger",
             )
     return url
 
@@ -94,15 +97,20 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
             known = ledger.pools()
             if pool is not None and pool not in known:
                 raise _fail(
-                    f"--pool {pool!r}: no such pool in the ledger; pools: {', '.join(sorted(known)) or 'none yet'}"
+                    f"{pool!r}: no such pool in the ledger; pools: {', '.join(sorted(known)) or 'none yet'}",
+                    flag="--pool",
                 )
             if now_text is not None:
-                now = parse_since(now_text, now=datetime.now(UTC))
+                now = parse_since(now_text, now=datetime.now(UTC), flag="--now")
             else:
                 samples = ledger.usage(since=datetime.now(UTC) - timedelta(days=3650))
                 ends = [u.time + timedelta(hours=u.hours) for u in samples]
                 now = max(ends, default=datetime.now(UTC))
             start = parse_since(since, now=now)
+            if start > now:
+                raise _fail(
+                    f"{since!r} is after --now ({now.isoformat()}): the window would be empty", flag="--since"
+                )
             # A sample that starts exactly at `now` has no hours before it: read up to just past it.
             until = now + timedelta(microseconds=1)
             return _Rows(
@@ -114,12 +122,12 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
                 now=now,
             )
     except LedgerError as err:
-        raise _fail(str(err)) from None
+        raise _fail(str(err), flag="--ledger") from None
     except typer.Exit:
         raise
     except Exception as err:  # a database that cannot be reached: one line, not a traceback
         if type(err).__module__.startswith("sqlalchemy"):
-            raise _fail(f"ledger {url}: {getattr(err, 'orig', None) or err}") from None
+            raise _fail(f"{url}: {getattr(err, 'orig', None) or err}", flag="--ledger") from None
         raise
 
 
@@ -223,13 +231,16 @@ def costs(
 def _load_file(path: Path):
     """A snapshot from a YAML/JSON file of Kubernetes objects (a scenario's documents, a `kind: List`, or a
     state dump). Kinds the cluster state does not track are skipped."""
-    from provisioner.api import documents
+    from pydantic import ValidationError
+
+    from provisioner.api import KINDS, documents
     from provisioner.state.cluster import ClusterState
 
     try:
         docs = documents.read_yaml_file(path)
     except documents.DocumentError as err:
-        raise _fail(str(err.problem)) from None
+        typer.echo(str(err.problem), err=True)
+        raise typer.Exit(2) from None
     if any(isinstance(d.data, dict) and d.data.get("kind") == "Scenario" for d in docs):
         # A scenario file: its own loader expands workloads and fills nodes from the catalog.
         from provisioner.sim import scenario
@@ -255,13 +266,13 @@ def _load_file(path: Path):
         "Department",
     }
 
-    def visit(obj: Any, line: int) -> None:
+    def visit(obj: Any, doc: documents.YamlDocument, base: tuple[str | int, ...]) -> None:
         if not isinstance(obj, dict):
             return
         kind = obj.get("kind")
         if kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in obj):
-            for item in obj.get("items") or ():
-                visit(item, line)
+            for i, item in enumerate(obj.get("items") or ()):
+                visit(item, doc, (*base, "items", i))
             return
         if kind not in tracked:
             # A scenario document may embed objects (spec.objects / spec.cluster): look one level in.
@@ -270,17 +281,25 @@ def _load_file(path: Path):
                 for key in ("objects", "cluster", "state"):
                     embedded = spec.get(key)
                     if isinstance(embedded, list):
-                        for item in embedded:
-                            visit(item, line)
+                        for i, item in enumerate(embedded):
+                            visit(item, doc, (*base, "spec", key, i))
             return
         name = (obj.get("metadata") or {}).get("name", "?")
         try:
             state.upsert(kind, obj)
+        except ValidationError as err:
+            # Located as `templates validate` locates them: FILE:LINE: Kind/name: field: message.
+            model = KINDS.get(kind)
+            found = documents.located_problems(err, doc, kind=kind, name=name, base=base, model=model)
+            for problem in sorted(found, key=lambda p: (p.line, p.path)):
+                typer.echo(str(problem), err=True)
+            raise typer.Exit(2) from None
         except Exception as err:
-            raise _fail(f"{path}:{line}: {kind}/{name}: {err}") from None
+            typer.echo(f"{path}:{doc.line_of(base)}: {kind}/{name}: {err}", err=True)
+            raise typer.Exit(2) from None
 
     for doc in docs:
-        visit(doc.data, doc.line)
+        visit(doc.data, doc, ())
     return state.snapshot()
 
 
@@ -294,7 +313,7 @@ def _load_cluster(kubeconfig: str | None, context: str | None):
     try:
         client = KubeClient.connect(kubeconfig=kubeconfig, context=context)
     except Exception as err:
-        raise _fail(f"cannot load the kubeconfig: {err}") from None
+        raise _fail(f"cannot load it: {err}", flag="--kubeconfig") from None
     state = ClusterState()
     try:
         for res in WATCHED:
@@ -324,8 +343,9 @@ _SCENARIO = typer.Option(
 )
 _KUBECONFIG = typer.Option(None, "--kubeconfig", help="Read a live cluster through this kubeconfig.")
 _CONTEXT = typer.Option(None, "--context", help="The kubeconfig context.")
-_TABLE_OR_CSV = typer.Option(None, "-o", "--output", help="Format: table or csv.")
-_WRITE = typer.Option(None, "--write", help=out.WRITE_HELP)
+TABLE_FORMATS = ("table", "json", "yaml", "csv")
+_OUTPUT = out.output_option(TABLE_FORMATS)
+_WRITE = out.write_option()
 
 
 @report.command("nodes")
@@ -334,19 +354,20 @@ def nodes(
     kubeconfig: str | None = _KUBECONFIG,
     context: str | None = _CONTEXT,
     pool: str | None = typer.Option(None, "--pool", help="Only nodes of this NodePool."),
-    output: str | None = _TABLE_OR_CSV,
+    output: str | None = _OUTPUT,
     write: Path | None = _WRITE,
 ) -> None:
     """Every node with its status (Ready / Not ready) and the reasons, capacity and allocation."""
     from provisioner.finops.reports import nodes as builder
 
-    fmt = out.resolve(output, write, allowed=("table", "csv"))
+    fmt = out.resolve(output, write, allowed=TABLE_FORMATS)
     snap = _snapshot(scenario, kubeconfig, context)
     if pool is not None and pool not in {p.metadata.name for p in snap.nodepools} | {
         n.nodepool for n in snap.nodes if n.nodepool
     }:
         raise _fail(
-            f"--pool {pool!r}: no such NodePool; pools: {', '.join(sorted(p.metadata.name for p in snap.nodepools)) or 'none'}"
+            f"{pool!r}: no such NodePool; pools: {', '.join(sorted(p.metadata.name for p in snap.nodepools)) or 'none'}",
+            flag="--pool",
         )
     width = None if write else out.terminal_width()
     out.emit(builder.render_nodes(builder.node_rows(snap, pool=pool), fmt=fmt, width=width), write)
@@ -357,13 +378,13 @@ def nodepools(
     scenario: Path | None = _SCENARIO,
     kubeconfig: str | None = _KUBECONFIG,
     context: str | None = _CONTEXT,
-    output: str | None = _TABLE_OR_CSV,
+    output: str | None = _OUTPUT,
     write: Path | None = _WRITE,
 ) -> None:
     """Every NodePool with its status and reasons, node counts, GPUs, CPU, memory and $/h."""
     from provisioner.finops.reports import nodes as builder
 
-    fmt = out.resolve(output, write, allowed=("table", "csv"))
+    fmt = out.resolve(output, write, allowed=TABLE_FORMATS)
     snap = _snapshot(scenario, kubeconfig, context)
     width = None if write else out.terminal_width()
     out.emit(builder.render_nodepools(builder.nodepool_rows(snap), fmt=fmt, width=width), write)
@@ -374,13 +395,13 @@ def teams(
     scenario: Path | None = _SCENARIO,
     kubeconfig: str | None = _KUBECONFIG,
     context: str | None = _CONTEXT,
-    output: str | None = _TABLE_OR_CSV,
+    output: str | None = _OUTPUT,
     write: Path | None = _WRITE,
 ) -> None:
     """Every Team and Department per pool and resource: quota, allocated (and the non-preemptible part),
     over quota, pending."""
     from provisioner.quota import report as builder
 
-    fmt = out.resolve(output, write, allowed=("table", "csv"))
+    fmt = out.resolve(output, write, allowed=TABLE_FORMATS)
     snap = _snapshot(scenario, kubeconfig, context)
     out.emit(builder.render(builder.rows(snap), fmt=fmt), write)

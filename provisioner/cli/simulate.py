@@ -7,10 +7,8 @@ deciding in `provisioner.scheduling`. An invalid scenario prints one line per pr
 
 from __future__ import annotations
 
-import json
-from enum import StrEnum
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,15 +16,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from provisioner.api import quantities
+from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.scheduling import NewClaim, Results, pool_order
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import static
+from provisioner.state.objects import Pod
 
-
-class Output(StrEnum):
-    TABLE = "table"
-    JSON = "json"
+SIMULATE_FORMATS = ("table", "json", "yaml", "csv")
+EXPLAIN_FORMATS = ("table", "json", "yaml")
 
 
 def _load(paths: list[Path]) -> scenario_.LoadedScenario:
@@ -145,9 +143,9 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
     new_nodes = len(doc["nodeClaims"])
     console.print(
-        f"[bold]{new_nodes} new node{'s' if new_nodes != 1 else ''}[/bold] ({gpus} GPUs), "
-        f"[bold]${doc['costPerHour']:.2f}/h[/bold]; {len(doc['placements'])} pods on existing capacity, "
-        f"{len(doc['unschedulable'])} unschedulable"
+        f"[bold]{out.plural(new_nodes, 'new node')}[/bold] ({out.plural(gpus, 'GPU')}), "
+        f"[bold]${doc['costPerHour']:.2f}/h[/bold]; {out.plural(len(doc['placements']), 'pod')} on existing "
+        f"capacity, {len(doc['unschedulable'])} unschedulable"
     )
 
 
@@ -164,7 +162,8 @@ def simulate(
         help="Scenario YAML (NodePools, NodeClasses, workloads, nodes, at most one Scenario); several files "
         "and folders are read as one scenario, e.g. nodepool_templates/ my-pods.yaml.",
     ),
-    output: Output = typer.Option(Output.TABLE, "--output", "-o", help="table (for people) or json."),
+    output: str | None = out.output_option(SIMULATE_FORMATS),
+    write: Path | None = out.write_option(),
     report: Path | None = typer.Option(
         None,
         "--report",
@@ -182,8 +181,10 @@ def simulate(
     (launches, stockouts, interruptions, consolidation) and prints what happened, with the disruption
     ledger's rows.
 
+    Output: a table for people; the result document as json or yaml; csv: one row per NodeClaim.
     Exit 0 when the scenario ran (unschedulable pods included); exit 1 when it is invalid.
     """
+    fmt = out.resolve(output, write, allowed=SIMULATE_FORMATS)
     loaded = _load(scenario)
     from provisioner.sim import timeline as timeline_
 
@@ -192,96 +193,156 @@ def simulate(
     except scenario_.ScenarioError as err:
         _fail(scenario, err)
     if timeline is not None:
-        from provisioner.cli import output as out
         from provisioner.sim import console
 
         report_format = (
             out.format_of(report, allowed=("html", "csv", "json"), flag="--report") if report else None
         )
-        console.run(
-            loaded,
-            timeline,
-            as_json=output == Output.JSON,
-            report=report,
-            report_format=report_format,
-            ledger_path=ledger,
-        )
+        with out.to_write(write):
+            console.run(
+                loaded,
+                timeline,
+                fmt=fmt,
+                report=report,
+                report_format=report_format,
+                ledger_path=ledger,
+            )
         return
     for flag, given in (("--report", report), ("--ledger", ledger)):
         if given is not None:
-            typer.echo(
-                f"{' '.join(map(str, scenario))}: {flag} needs a run with time (spec.timeline or "
-                "spec.duration) to report on",
-                err=True,
+            raise out.fail(
+                f"needs a run with time (spec.timeline or spec.duration in {' '.join(map(str, scenario))}) "
+                "to report on",
+                flag=flag,
+                code=1,
             )
-            raise typer.Exit(1)
     results = static.run(loaded)
-    if output == Output.JSON:
-        typer.echo(json.dumps(static.to_json(results), indent=2))
-    else:
-        _print_table(loaded, results)
+    with out.to_write(write):
+        if fmt == "table":
+            _print_table(loaded, results)
+        else:
+            typer.echo(static.document_text(static.to_json(results), fmt), nl=False)
 
 
 @app.command("explain")
 def explain(
     scenario: list[Path] = typer.Argument(..., help="Scenario YAML: files and folders read as one scenario."),
     pod: str = typer.Option(..., "--pod", help="The pod, NAMESPACE/NAME (namespace defaults to `default`)."),
+    output: str | None = out.output_option(EXPLAIN_FORMATS),
+    write: Path | None = out.write_option(),
 ) -> None:
     """For one pod: each pool in the order tried, whether it fits, why not, and what it would cost;
     then where the whole scenario's solve put it."""
+    fmt = out.resolve(output, write, allowed=EXPLAIN_FORMATS)
     loaded = _load(scenario)
     target = loaded.find_pod(pod)
     if target is None:
         known = ", ".join(sorted(p.key for p in loaded.pods)[:10])
-        typer.echo(
-            f"{' '.join(map(str, scenario))}: no pending pod {pod!r} in the scenario; pods: {known}", err=True
+        raise out.fail(
+            f"no pending pod {pod!r} in {' '.join(map(str, scenario))}; pods: {known}", flag="--pod", code=1
         )
-        raise typer.Exit(1)
+    doc = _explanation(loaded, target)
+    with out.to_write(write):
+        if fmt == "table":
+            _print_explanation(doc)
+        else:
+            typer.echo(static.document_text(doc, fmt), nl=False)
+
+
+def _explanation(loaded: scenario_.LoadedScenario, target: Pod) -> dict[str, Any]:
+    """What `explain` says, as data: the pod, its pools in order with each verdict, the full solve."""
     verdicts = static.explain_pod(loaded, target)
-    console = _console()
-    req = ", ".join(
-        f"{k} {quantities.format_quantity(k, v)}" for k, v in sorted(target.requests.items()) if k != "pods"
-    )
-    console.print(f"[bold]{target.key}[/bold] requests {req}")
     order = pool_order.resolve(
         target, defaults=loaded.pool_defaults, pool_names=pool_order.default_pool_names(loaded.nodepools)
     )
+    pools = []
+    for v in verdicts:
+        entry: dict[str, Any] = {"nodePool": v.nodepool, "fits": v.fits}
+        if v.fits and v.instance_type is not None and v.offering is not None:
+            entry.update(
+                instanceType=v.instance_type.name,
+                capacityType=v.offering.capacity_type,
+                zone=v.offering.zone,
+                pricePerHour=round(v.offering.price, 6),
+                relaxed=v.relaxed,
+            )
+        else:
+            entry["reason"] = v.reason
+        pools.append(entry)
+    results = static.run(loaded)
+    solve: dict[str, Any] = {"outcome": "unschedulable"}
+    refused = next((u for u in results.unschedulable if u.pod.key == target.key), None)
+    if refused is not None:
+        held = bool(refused.reasons) and "quota" in refused.reasons[0].reason
+        solve = {
+            "outcome": "held-by-quota" if held else "unschedulable",
+            "reasons": [{"nodePool": r.nodepool, "reason": r.reason} for r in refused.reasons],
+        }
+    for p in results.placements:
+        if p.pod.key == target.key:
+            solve = {"outcome": "existing-node", "node": p.node}
+    for c in results.new_claims:
+        if any(p.key == target.key for p in c.pods):
+            solve = {
+                "outcome": "new-node",
+                "nodeClaim": c.hostname,
+                "nodePool": c.nodepool.name,
+                "instanceType": c.instance_type.name,
+                "capacityType": c.offering.capacity_type,
+                "zone": c.offering.zone,
+                "pricePerHour": round(c.offering.price, 6),
+                "podsOnNode": len(c.pods),
+            }
+    return {
+        "pod": target.key,
+        "requests": {
+            k: quantities.format_quantity(k, v) for k, v in sorted(target.requests.items()) if k != "pods"
+        },
+        "poolOrigin": order.origin,
+        "poolOrder": order.described,
+        "pools": pools,
+        "fullSolve": solve,
+    }
+
+
+def _print_explanation(doc: dict[str, Any]) -> None:
+    # Every value goes through escape(): rich would read `[h100]` in a reason as markup and drop it.
+    console = _console()
+    req = ", ".join(f"{k} {v}" for k, v in doc["requests"].items())
+    console.print(f"[bold]{escape(doc['pod'])}[/bold] requests {escape(req)}")
     table = Table(
-        title=f"NodePools in the order tried (from {order.described})", title_justify="left", show_lines=True
+        title=f"NodePools in the order tried (from {escape(doc['poolOrder'])})",
+        title_justify="left",
+        show_lines=True,
     )
     table.add_column("#", justify="right")
     table.add_column("NodePool")
     table.add_column("Fits")
     table.add_column("Cheapest node / why not")
     table.add_column("$/h", justify="right")
-    for i, v in enumerate(verdicts, 1):
-        if v.fits and v.instance_type is not None and v.offering is not None:
-            what = f"{v.instance_type.name} {v.offering.capacity_type} in {v.offering.zone}"
-            if v.relaxed:
+    for i, v in enumerate(doc["pools"], 1):
+        if v["fits"]:
+            what = f"{v['instanceType']} {v['capacityType']} in {v['zone']}"
+            if v["relaxed"]:
                 what += " (after relaxing preferences)"
-            table.add_row(str(i), v.nodepool, "yes", what, f"{v.offering.price:.4f}")
+            table.add_row(str(i), escape(v["nodePool"]), "yes", escape(what), f"{v['pricePerHour']:.4f}")
         else:
-            table.add_row(str(i), v.nodepool, "no", escape(v.reason), "-")
+            table.add_row(str(i), escape(v["nodePool"]), "no", escape(v["reason"]), "-")
     console.print(table)
-    results = static.run(loaded)
-    refused = next((u for u in results.unschedulable if u.pod.key == target.key), None)
-    where = "unschedulable"
-    if refused is not None:
-        where += ": " + "; ".join(
-            f"{r.nodepool}: {r.reason}" if r.nodepool else r.reason for r in refused.reasons
+    solve = doc["fullSolve"]
+    reasons = "; ".join(
+        f"{r['nodePool']}: {r['reason']}" if r["nodePool"] else r["reason"] for r in solve.get("reasons", ())
+    )
+    if solve["outcome"] == "new-node":
+        where = (
+            f"on new node {solve['nodeClaim']} (NodePool {solve['nodePool']}, {solve['instanceType']}, "
+            f"{solve['capacityType']} in {solve['zone']}, ${solve['pricePerHour']:.4f}/h, "
+            f"{out.plural(solve['podsOnNode'], 'pod')} on it)"
         )
-    for p in results.placements:
-        if p.pod.key == target.key:
-            where = f"placed on existing node {p.node}"
-    for u in results.unschedulable:
-        if u.pod.key == target.key and u.reasons and "quota" in u.reasons[0].reason:
-            where = "held by quota (not admitted, so no pool is tried): " + "; ".join(
-                f"{r.nodepool}: {r.reason}" for r in u.reasons
-            )
-    for c in results.new_claims:
-        if any(p.key == target.key for p in c.pods):
-            where = (
-                f"on new node {c.hostname} (NodePool {c.nodepool.name}, {c.instance_type.name}, "
-                f"{c.offering.capacity_type} in {c.offering.zone}, ${c.offering.price:.4f}/h, {len(c.pods)} pod(s) on it)"
-            )
-    console.print(f"In the full solve: {where}")
+    elif solve["outcome"] == "existing-node":
+        where = f"placed on existing node {solve['node']}"
+    elif solve["outcome"] == "held-by-quota":
+        where = f"held by quota (not admitted, so no pool is tried): {reasons}"
+    else:
+        where = "unschedulable" + (f": {reasons}" if reasons else "")
+    console.print(f"In the full solve: {escape(where)}")

@@ -9,24 +9,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from provisioner.api.team import Department, Team
-from provisioner.finops.reports.text import csv_text, table
+from provisioner.finops.reports.text import csv_text, dump, records, table
 from provisioner.quota import admission, status
 from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import pinned_pool
 from provisioner.state import Snapshot
 
-HEADERS = (
-    "Kind",
-    "Name",
-    "Department",
-    "NodePool",
-    "Resource",
-    "Quota",
-    "Allocated",
-    "NonPreemptible",
-    "OverQuota",
-    "Pending",
+COLUMNS = (
+    ("kind", "Kind"),
+    ("name", "Name"),
+    ("department", "Department"),
+    ("nodepool", "NodePool"),
+    ("resource", "Resource"),
+    ("quota", "Quota"),
+    ("allocated", "Allocated"),
+    ("allocated_non_preemptible", "Non-preemptible"),
+    ("over_quota", "Over quota"),
+    ("pending", "Pending"),
 )
+"""(CSV column, and its JSON key in camelCase; header in words for the table)."""
+KEYS = tuple(k for k, _ in COLUMNS)
+HEADERS = tuple(h for _, h in COLUMNS)
 
 
 def status_documents(snap: Snapshot) -> list[tuple[str, str, dict[str, Any]]]:
@@ -81,6 +84,9 @@ def status_rows(
 
 
 def render(values: Sequence[Sequence[str]], *, fmt: str) -> str:
+    """`table` (headers in words), `csv` (snake_case columns), `json` or `yaml` (camelCase records)."""
     if fmt == "csv":
-        return csv_text(HEADERS, values)
+        return csv_text(KEYS, values)
+    if fmt in ("json", "yaml"):
+        return dump(records(KEYS, values), fmt)
     return table(HEADERS, values) + "\n"

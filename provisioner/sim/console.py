@@ -7,7 +7,6 @@ Wiring and printing only: `provisioner.sim.runner` runs, `provisioner.sim.output
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from rich.table import Table
 from provisioner.api import durations
 from provisioner.finops.ledger import Ledger
 from provisioner.sim import output as output_
+from provisioner.sim import static
 from provisioner.sim.runner import Runner, RunResult
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Timeline
@@ -30,7 +30,7 @@ def run(
     loaded: LoadedScenario,
     timeline: Timeline,
     *,
-    as_json: bool,
+    fmt: str = "table",
     report: Path | None,
     report_format: str | None = None,
     ledger_path: Path | None = None,
@@ -58,9 +58,7 @@ def run(
             result = _run(loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path)
         finally:
             quiet.setLevel(level)
-        _finish(
-            loaded, result, err=err, as_json=as_json, report=report, report_format=report_format or "html"
-        )
+        _finish(loaded, result, err=err, fmt=fmt, report=report, report_format=report_format or "html")
     if ledger_path is not None:
         err.print(
             f"wrote the run's ledger to {ledger_path} (provisioner report scale-down --ledger {ledger_path})"
@@ -120,7 +118,7 @@ def _finish(
     result: RunResult,
     *,
     err: Console,
-    as_json: bool,
+    fmt: str,
     report: Path | None,
     report_format: str,
 ) -> None:
@@ -131,8 +129,8 @@ def _finish(
             typer.echo(f"error: cannot write the report {report}: {e.strerror or e}", err=True)
             raise typer.Exit(2) from None
     doc = output_.to_json(result)
-    if as_json:
-        typer.echo(json.dumps(doc, indent=2))
+    if fmt != "table":
+        typer.echo(static.document_text(doc, fmt), nl=False)
     else:
         _print(loaded, result, doc)
     if report is not None:

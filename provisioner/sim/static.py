@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from provisioner.api import labels as wk
+from provisioner.finops.reports.text import camel, csv_text, dump
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
@@ -127,6 +128,34 @@ def explain_pod(loaded: LoadedScenario, pod: Pod) -> list[PoolVerdict]:
         defaults=loaded.pool_defaults,
         pods=loaded.pods,
     )
+
+
+CLAIM_COLUMNS = (
+    "name",
+    "node_pool",
+    "instance_type",
+    "zone",
+    "capacity_type",
+    "price_per_hour",
+    "gpu",
+    "gpus",
+    "pods",
+    "launched_at",
+    "deleted_at",
+)
+"""The CSV of `simulate -o csv`: one row per NodeClaim (launched over a timeline, or planned)."""
+
+
+def document_text(doc: dict[str, Any], fmt: str) -> str:
+    """`simulate`'s result document as `json`, `yaml`, or `csv` (its NodeClaims, one row each)."""
+    if fmt != "csv":
+        return dump(doc, fmt)
+    rows = []
+    for c in doc["nodeClaims"]:
+        gpu = c.get("gpu") or {}
+        record = {**c, "gpu": gpu.get("name"), "gpus": gpu.get("count", 0), "pods": " ".join(c["pods"])}
+        rows.append([record.get(camel(k)) for k in CLAIM_COLUMNS])
+    return csv_text(CLAIM_COLUMNS, rows)
 
 
 def to_json(results: Results) -> dict[str, Any]:

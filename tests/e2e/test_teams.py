@@ -274,8 +274,8 @@ def test_report_teams_prints_quota_and_use_as_csv() -> None:
     result = cli("report", "teams", "-f", TEAMS_DAY, "-o", "csv")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert (
-        lines[0] == "Kind,Name,Department,NodePool,Resource,Quota,Allocated,NonPreemptible,OverQuota,Pending"
+    assert lines[0] == (
+        "kind,name,department,nodepool,resource,quota,allocated,allocated_non_preemptible,over_quota,pending"
     )
     assert "Team,vision,research,a100-train,nvidia.com/gpu,16,32,16,16,0" in lines
     assert "Department,research,,a100-train,nvidia.com/gpu,32,32,16,0,0" in lines

@@ -68,12 +68,18 @@ def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["-o", "xml"], "allowed: table, csv, json, html", id="bad-format"),
-        pytest.param(["--write", "r.pdf"], "use one of .html, .csv, .json, .txt", id="bad-extension"),
+        pytest.param(["-o", "xml"], "error: --output: 'xml' is not a format", id="bad-format"),
+        pytest.param(["--write", "r.pdf"], "error: --write: r.pdf: the extension does not name", id="bad-extension"),
         pytest.param(
-            ["--pool", "gpux"], "--pool 'gpux': no such pool in the ledger; pools: cpu, gpu", id="bad-pool"
+            ["--pool", "gpux"], "error: --pool: 'gpux': no such pool in the ledger; pools: cpu, gpu", id="bad-pool"
         ),
-        pytest.param(["--since", "last tuesday"], "--since 'last tuesday'", id="bad-since"),
+        pytest.param(["--since", "last tuesday"], "error: --since: 'last tuesday' is not a span", id="bad-since"),
+        pytest.param(["--now", "notatime"], "error: --now: 'notatime' is not a span", id="bad-now"),
+        pytest.param(
+            ["--now", "2026-01-01T00:00Z", "--since", "2026-02-01T00:00Z"],
+            "error: --since: '2026-02-01T00:00Z' is after --now",
+            id="since-after-now",
+        ),
     ],
 )
 def test_bad_options_say_what_is_allowed(ledger_file, args, message):

@@ -13,7 +13,7 @@ from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
-from provisioner.finops.reports.text import csv_text, table
+from provisioner.finops.reports.text import csv_text, dump, records, table
 from provisioner.state.cluster import Snapshot, StateNode
 
 _PRESSURES = (
@@ -179,43 +179,46 @@ def nodepool_rows(snapshot: Snapshot) -> list[NodePoolRow]:
     return rows
 
 
-NODE_HEADERS = (
-    "name",
-    "nodepool",
-    "status",
-    "reasons",
-    "instance_type",
-    "capacity_type",
-    "zone",
-    "gpu",
-    "gpus",
-    "gpus_allocated",
-    "cpu",
-    "cpu_requested",
-    "memory",
-    "memory_requested",
-    "pods",
-    "price_per_hour",
+NODE_COLUMNS = (
+    ("name", "Name"),
+    ("nodepool", "NodePool"),
+    ("status", "Status"),
+    ("reasons", "Reasons"),
+    ("instance_type", "Instance type"),
+    ("capacity_type", "Capacity type"),
+    ("zone", "Zone"),
+    ("gpu", "GPU"),
+    ("gpus", "GPUs"),
+    ("gpus_allocated", "GPUs allocated"),
+    ("cpu", "CPU"),
+    ("cpu_requested", "CPU requested"),
+    ("memory", "Memory"),
+    ("memory_requested", "Memory requested"),
+    ("pods", "Pods"),
+    ("price_per_hour", "$/h"),
 )
+"""(CSV column, and its JSON key in camelCase; header in words for the table)."""
+NODE_HEADERS = tuple(k for k, _ in NODE_COLUMNS)
 
-POOL_HEADERS = (
-    "name",
-    "status",
-    "reasons",
-    "nodes",
-    "ready",
-    "not_ready",
-    "in_flight",
-    "gpus",
-    "gpus_allocated",
-    "cpu",
-    "memory",
-    "price_per_hour",
-    "weight",
-    "consolidation",
-    "labels",
-    "taints",
+POOL_COLUMNS = (
+    ("name", "Name"),
+    ("status", "Status"),
+    ("reasons", "Reasons"),
+    ("nodes", "Nodes"),
+    ("ready", "Ready"),
+    ("not_ready", "Not ready"),
+    ("in_flight", "In flight"),
+    ("gpus", "GPUs"),
+    ("gpus_allocated", "GPUs allocated"),
+    ("cpu", "CPU"),
+    ("memory", "Memory"),
+    ("price_per_hour", "$/h"),
+    ("weight", "Weight"),
+    ("consolidation", "Consolidation"),
+    ("labels", "Labels"),
+    ("taints", "Taints"),
 )
+POOL_HEADERS = tuple(k for k, _ in POOL_COLUMNS)
 
 
 def _node_values(r: NodeRow) -> list[Any]:
@@ -261,14 +264,22 @@ def _pool_values(r: NodePoolRow) -> list[Any]:
 
 
 def render_nodes(rows: Sequence[NodeRow], *, fmt: str, width: int | None = None) -> str:
+    """`table` (headers in words), `csv` (snake_case columns) or the records for `json`/`yaml`."""
     values = [_node_values(r) for r in rows]
-    if fmt == "csv":
-        return csv_text(NODE_HEADERS, values)
-    return table(NODE_HEADERS, values, width=width) + "\n"
+    return _render(NODE_COLUMNS, values, fmt=fmt, width=width)
 
 
 def render_nodepools(rows: Sequence[NodePoolRow], *, fmt: str, width: int | None = None) -> str:
     values = [_pool_values(r) for r in rows]
+    return _render(POOL_COLUMNS, values, fmt=fmt, width=width)
+
+
+def _render(
+    columns: Sequence[tuple[str, str]], values: list[list[Any]], *, fmt: str, width: int | None
+) -> str:
+    keys = [k for k, _ in columns]
     if fmt == "csv":
-        return csv_text(POOL_HEADERS, values)
-    return table(POOL_HEADERS, values, width=width) + "\n"
+        return csv_text(keys, values)
+    if fmt in ("json", "yaml"):
+        return dump(records(keys, values), fmt)
+    return table([h for _, h in columns], values, width=width) + "\n"

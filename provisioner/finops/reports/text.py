@@ -96,6 +96,28 @@ def _cut(value: str, width: int) -> str:
     return value if len(value) <= width else value[: max(0, width - 1)] + "…"
 
 
+def camel(key: str) -> str:
+    """A snake_case CSV column as its JSON key: `price_per_hour` -> `pricePerHour`."""
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def records(keys: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Rows as JSON objects keyed by the camelCase form of each CSV column."""
+    return [{camel(k): v for k, v in zip(keys, row, strict=True)} for row in rows]
+
+
+def dump(data: Any, fmt: str) -> str:
+    """Plain data as `json` (indented) or `yaml` text, ending in a newline."""
+    if fmt == "yaml":
+        import yaml
+
+        return str(yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
+    import json
+
+    return json.dumps(data, indent=2) + "\n"
+
+
 def csv_text(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

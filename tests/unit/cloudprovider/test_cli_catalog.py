@@ -88,7 +88,7 @@ def test_table_output_shows_gpus_and_cheapest_prices() -> None:
 
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.strip().splitlines()
-    assert header.split()[:3] == ["INSTANCE", "TYPE", "VCPU"]
+    assert header.split()[:3] == ["Instance", "type", "vCPU"]
     assert len(rows) == 1
     assert rows[0].split()[:5] == ["p5.48xlarge", "192", "2048", "8x", "h100"]
     assert rows[0].split()[-1] == "55.0400"
@@ -100,7 +100,7 @@ def test_table_output_shows_gpus_and_cheapest_prices() -> None:
         (("--cloud", "azure"), "is not one of aws, gcp, fake"),
         (("--cloud", "azure", "--offline"), "is not one of aws, gcp, karpenter-benchmark"),
         (("--cloud", "aws", "--offline", "--region", "mars-1"), "use one of us-east-1, us-east-2, us-west-2"),
-        (("--cloud", "gcp"), "needs a project: pass --project or set GOOGLE_CLOUD_PROJECT"),
+        (("--cloud", "gcp"), "error: --project: required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT)"),
     ],
     ids=["unknown-cloud", "unknown-offline-catalog", "unknown-region", "gcp-without-project"],
 )
