@@ -1,4 +1,5 @@
-"""`provisioner crds`: print the CustomResourceDefinitions generated from the API models, or write them."""
+"""`provisioner crds`: print the CustomResourceDefinitions generated from the API models, or write them
+(one file per CRD into a folder, or all into one file ending in .yaml)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,22 @@ from pathlib import Path
 import typer
 
 from provisioner.api import crds as api_crds
+from provisioner.cli import output as out
 from provisioner.cli.app import app
+
+FORMATS = ("yaml",)
 
 
 @app.command("crds")
 def crds_command(
-    write: Path | None = typer.Option(
-        None,
-        "--write",
-        help="Write one file per CRD into this folder (e.g. charts/provisioner/crds) instead of printing.",
-        file_okay=False,
-    ),
+    output: str | None = out.output_option(FORMATS),
+    write: Path | None = out.write_option(folder=True),
 ) -> None:
-    """Print the CRDs (NodePool, NodeClaim, AWSNodeClass, GCPNodeClass) as multi-document YAML."""
-    if write is None:
-        typer.echo(api_crds.multi_document_yaml(), nl=False)
+    """Print the CRDs (NodePool, NodeClaim, AWSNodeClass, GCPNodeClass, Team, Department) as
+    multi-document YAML, e.g. for `kubectl apply -f -` (or `--write charts/provisioner/crds`)."""
+    out.resolve(output, None, allowed=FORMATS, default="yaml")
+    if write is None or write.suffix in (".yaml", ".yml"):
+        out.emit(api_crds.multi_document_yaml(), write)
         return
     try:
         write.mkdir(parents=True, exist_ok=True)
@@ -29,5 +31,4 @@ def crds_command(
             (write / name).write_text(text, encoding="utf-8")
             typer.echo(f"wrote {write / name}", err=True)
     except OSError as err:
-        typer.echo(f"error: cannot write {write}: {err.strerror or err}", err=True)
-        raise typer.Exit(1) from None
+        raise out.fail(f"cannot write {write}: {err.strerror or err}", flag="--write", code=1) from None

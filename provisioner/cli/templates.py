@@ -7,15 +7,20 @@ on stdout; the summary goes to stderr. User errors never end in a traceback.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 import yaml
 
 from provisioner.api import documents, karpenter
+from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.cloudprovider import catalog
+
+IMPORT_FORMATS = ("yaml", "json")
 
 templates = typer.Typer(
     name="templates",
@@ -67,9 +72,8 @@ def import_karpenter(
     files: list[Path] = typer.Argument(
         ..., help="Karpenter YAML files (karpenter.sh/v1, karpenter.k8s.aws/v1)."
     ),
-    output: Path | None = typer.Option(
-        None, "--write", help="Write one converted file per input into this folder instead of stdout."
-    ),
+    output: str | None = out.output_option(IMPORT_FORMATS),
+    write: Path | None = out.write_option(folder=True),
 ) -> None:
     """Convert Karpenter NodePools and EC2NodeClasses into provisioner.sh/v1 NodePools and AWSNodeClasses.
 
@@ -78,11 +82,14 @@ def import_karpenter(
     generation and size read against the AWS catalog) and what to check. The result is then validated;
     exit 1 when a file cannot be read or converted, or the result does not validate.
     """
+    fmt = out.resolve(
+        output, write if write is not None and write.suffix else None, allowed=IMPORT_FORMATS, default="yaml"
+    )
     aws_types = sorted(t.name for t in catalog.load("aws"))
     notes: list[karpenter.Note] = []
     failed = False
     converted_count = warning_count = 0
-    outputs: list[tuple[str, str]] = []  # (output name or source, YAML)
+    outputs: list[tuple[str, str, list[dict[str, Any]]]] = []  # (output name, source file name, objects)
     used_names: set[str] = set()
     for file in files:
         try:
@@ -101,37 +108,29 @@ def import_karpenter(
         if not conversion.objects:
             typer.echo(f"{file}: nothing to convert", err=True)
             continue
-        header = f"# Converted from {file.name} by `provisioner templates import-karpenter`.\n"
-        text = header + "---\n".join(
-            yaml.safe_dump(obj, sort_keys=False, width=120, allow_unicode=True) for obj in conversion.objects
-        )
         name = file.stem
         while name in used_names:
             name += "-1"
         used_names.add(name)
-        outputs.append((name, text))
+        outputs.append((name, file.name, conversion.objects))
+    texts = _converted_texts(outputs, fmt=fmt, write=write)
     # The converted set is validated as one, so a NodePool and the EC2NodeClass it names, given in two
     # files, do not warn about each other.
     converted: list[documents.YamlDocument] = []
-    written: list[Path] = []
-    for name, text in outputs:
-        if output is None:
-            typer.echo(text if len(outputs) == 1 else f"---\n{text}", nl=False)
-            converted.extend(documents.parse_yaml_documents(text, source=f"<converted {name}>"))
-            continue
-        target = output / f"{name}.yaml"
-        try:
-            output.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        except OSError as err:
-            typer.echo(f"{target}:1: cannot write: {err.strerror or err}", err=True)
-            failed = True
-            continue
-        typer.echo(f"wrote {target}", err=True)
-        written.append(target)
-    report = (
-        documents.validate_paths(written) if output is not None else documents.validate_documents(converted)
-    )
+    for target, text in texts:
+        if target is None:
+            typer.echo(text, nl=False)
+        else:
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            except OSError as err:
+                typer.echo(f"error: --write: cannot write {target}: {err.strerror or err}", err=True)
+                failed = True
+                continue
+            typer.echo(f"wrote {target}", err=True)
+        converted.extend(documents.parse_yaml_documents(text, source=str(target or "<converted>")))
+    report = documents.validate_documents(converted)
     for problem in report.sorted_problems():
         typer.echo(f"{problem} (in the converted output)", err=True)
     failed = failed or not report.ok
@@ -144,6 +143,30 @@ def import_karpenter(
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _converted_texts(
+    outputs: list[tuple[str, str, list[dict[str, Any]]]], *, fmt: str, write: Path | None
+) -> list[tuple[Path | None, str]]:
+    """(where, text) to write: stdout (None) or one file holding everything, or one file per input in a
+    folder; YAML documents with a header naming the source, or JSON (a `kind: List` per file)."""
+
+    def text_of(items: list[tuple[str, str, list[dict[str, Any]]]]) -> str:
+        if fmt == "json":
+            objects = [o for _, _, objs in items for o in objs]
+            return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n"
+        return "---\n".join(
+            f"# Converted from {source} by `provisioner templates import-karpenter`.\n"
+            + "---\n".join(yaml.safe_dump(o, sort_keys=False, width=120, allow_unicode=True) for o in objs)
+            for _, source, objs in items
+        )
+
+    if not outputs:
+        return []
+    if write is None or write.suffix:
+        return [(write, text_of(outputs))]
+    ext = ".json" if fmt == "json" else ".yaml"
+    return [(write / f"{name}{ext}", text_of([item])) for item in outputs for name in [item[0]]]
 
 
 def catalog_resources() -> frozenset[str]:

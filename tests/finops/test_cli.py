@@ -69,11 +69,17 @@ def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file, tmp_path):
     ("args", "message"),
     [
         pytest.param(["-o", "xml"], "error: --output: 'xml' is not a format", id="bad-format"),
-        pytest.param(["--write", "r.pdf"], "error: --write: r.pdf: the extension does not name", id="bad-extension"),
         pytest.param(
-            ["--pool", "gpux"], "error: --pool: 'gpux': no such pool in the ledger; pools: cpu, gpu", id="bad-pool"
+            ["--write", "r.pdf"], "error: --write: r.pdf: the extension does not name", id="bad-extension"
         ),
-        pytest.param(["--since", "last tuesday"], "error: --since: 'last tuesday' is not a span", id="bad-since"),
+        pytest.param(
+            ["--pool", "gpux"],
+            "error: --pool: 'gpux': no such pool in the ledger; pools: cpu, gpu",
+            id="bad-pool",
+        ),
+        pytest.param(
+            ["--since", "last tuesday"], "error: --since: 'last tuesday' is not a span", id="bad-since"
+        ),
         pytest.param(["--now", "notatime"], "error: --now: 'notatime' is not a span", id="bad-now"),
         pytest.param(
             ["--now", "2026-01-01T00:00Z", "--since", "2026-02-01T00:00Z"],
