@@ -15,8 +15,8 @@ import dataclasses
 from typing import Any
 
 from provisioner.api import labels as wk
-from provisioner.finops.reports.text import camel, csv_text, dump
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
+from provisioner.finops.reports.text import camel, csv_text, dump
 from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
