@@ -98,7 +98,7 @@ def build_providers(
             from providers.aws import AWSProvider
 
             if not aws_region:
-                raise _fail("--cloud aws needs --aws-region (or AWS_REGION)")
+                raise _fail("--aws-region: required with --cloud aws (or set AWS_REGION)")
             aws = AWSProvider(
                 region=aws_region,
                 cluster_name=cluster_name,
@@ -110,14 +110,14 @@ def build_providers(
             from providers.gcp import GCPProvider
 
             if not gcp_project or not gcp_region:
-                raise _fail("--cloud gcp needs --gcp-project and --gcp-region")
+                raise _fail("--gcp-project, --gcp-region: both required with --cloud gcp")
             gcp = GCPProvider(
                 project=gcp_project, region=gcp_region, cluster_name=cluster_name, endpoint=gcp_endpoint
             )
             by_kind["GCPNodeClass"] = wrappers.wrap(gcp, clock=clock.now, registry=registry)
         else:
             raise _fail(
-                f"--cloud {cloud!r} is not known; allowed: aws, gcp, fake (or a comma-separated list)"
+                f"--cloud: {cloud!r} is not known; allowed: aws, gcp, fake (or a comma-separated list)"
             )
     return ProviderSet(by_kind)
 
@@ -243,11 +243,11 @@ def run_command(
 ) -> None:
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
-        raise _fail(f"--log-format {log_format!r} is not known; allowed: json, text")
+        raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
     if batch_idle <= 0 or batch_max < batch_idle:
-        raise _fail("--batch-idle must be > 0 and --batch-max >= --batch-idle")
+        raise _fail("--batch-max: must be >= --batch-idle, and --batch-idle > 0")
     if gc_grace < 0 or gc_interval <= 0:
-        raise _fail("--gc-grace must be >= 0 and --gc-interval > 0")
+        raise _fail("--gc-grace, --gc-interval: --gc-grace must be >= 0 and --gc-interval > 0")
     from provisioner import crashpoints
 
     try:
@@ -284,7 +284,7 @@ def run_command(
     try:
         client = kc.KubeClient.connect(url=url, kubeconfig=kubeconfig, context=context)
     except Exception as err:  # kubeconfig parsing errors come in many types
-        raise _fail(f"cannot configure the Kubernetes client: {err}") from None
+        raise _fail(f"--kubeconfig: cannot configure the Kubernetes client: {err}") from None
     metrics = Metrics()
     state = ClusterState()
     informers = Informers(client, state)
@@ -385,7 +385,7 @@ def run_command(
         try:
             webhook = AdmissionWebhook(state, certfile=webhook_cert, keyfile=webhook_key, port=webhook_port)
         except (OSError, ValueError) as err:
-            raise _fail(f"cannot serve the admission webhook on port {webhook_port}: {err}") from None
+            raise _fail(f"--webhook-port: cannot serve the admission webhook on {webhook_port}: {err}") from None
         webhook.start()
     informers.start()
     if not informers.wait_synced(60):

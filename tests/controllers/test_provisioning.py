@@ -87,7 +87,7 @@ def test_a_claim_that_cannot_launch_is_replaced_after_the_launch_timeout():
 def test_run_refuses_bad_flags_with_a_clear_message():
     result = CliRunner().invoke(app, ["run", "--log-format", "xml"])
     assert result.exit_code == 2
-    assert "--log-format 'xml' is not known; allowed: json, text" in result.output
+    assert "error: --log-format: 'xml' is not known; allowed: json, text" in result.output
     result = CliRunner().invoke(app, ["run", "--batch-idle", "5", "--batch-max", "1"])
     assert result.exit_code == 2
     assert "--batch-max" in result.output
