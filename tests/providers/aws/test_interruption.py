@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +185,42 @@ def test_parse_reads_the_kind_of_each_message(body: dict[str, Any], kind: str | 
     assert (parsed.kind if parsed else None) == kind
     if parsed:
         assert parsed.instance_ids == ("i-1",)
+
+
+RULES = json.loads(
+    (Path(__file__).resolve().parents[3] / "deploy" / "aws" / "interruption-rules.json").read_text()
+)["rules"]
+
+
+def test_the_documented_eventbridge_rules_route_each_kind_into_the_queue(
+    stack: Stack, new_provider: Callable[..., AWSProvider], queue_url: str, instance: tuple[str, str]
+) -> None:
+    """README "Production": the rules of deploy/aws/interruption-rules.json, put in moto's EventBridge with
+    the queue as target, deliver every kind the provider reads (and nothing of another kind)."""
+    instance_id, zone = instance
+    sqs, events = stack.client("sqs"), stack.client("events")
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    for rule in RULES:
+        events.put_rule(Name=rule["name"], EventPattern=json.dumps(rule["eventPattern"]))
+        events.put_targets(Rule=rule["name"], Targets=[{"Id": "queue", "Arn": arn}])
+    sent = [
+        spot_warning(instance_id),
+        rebalance(instance_id),
+        scheduled_change(instance_id),
+        state_change(instance_id, "stopping"),
+        {"detail-type": "AWS API Call via CloudTrail", "source": "aws.ec2", "detail": {}},
+    ]
+    events.put_events(
+        Entries=[
+            {"Source": e["source"], "DetailType": e["detail-type"], "Detail": json.dumps(e["detail"])}
+            for e in sent
+        ]
+    )
+
+    got = new_provider(interruption_queue_url=queue_url).interruptions()
+
+    parsed = [interruption.parse(json.dumps(e)) for e in sent]
+    expected = {p.kind for p in parsed if p is not None}
+    assert len(expected) == 4
+    assert {e.kind for e in got} == expected
+    assert {e.provider_id for e in got} == {f"aws:///{zone}/{instance_id}"}
