@@ -385,7 +385,9 @@ def run_command(
         try:
             webhook = AdmissionWebhook(state, certfile=webhook_cert, keyfile=webhook_key, port=webhook_port)
         except (OSError, ValueError) as err:
-            raise _fail(f"--webhook-port: cannot serve the admission webhook on {webhook_port}: {err}") from None
+            raise _fail(
+                f"--webhook-port: cannot serve the admission webhook on {webhook_port}: {err}"
+            ) from None
         webhook.start()
     informers.start()
     if not informers.wait_synced(60):

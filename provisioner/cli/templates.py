@@ -174,7 +174,7 @@ def catalog_resources() -> frozenset[str]:
     return frozenset(
         resource
         for name in catalog.names()
-        for region in (catalog.regions(name) or [None])
+        for region in catalog.regions(name)
         for it in catalog.load(name, region)
         for resource in it.capacity
     )

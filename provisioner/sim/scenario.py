@@ -296,8 +296,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         elif kind in OUR_KINDS:
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
-            for found in key_checks.check(doc):
-                (out.problems if found.is_error else out.warnings).append(found)
+            for key_problem in key_checks.check(doc):
+                (out.problems if key_problem.is_error else out.warnings).append(key_problem)
             if obj is not None:
                 out.warnings.extend(documents.lint(obj, doc))
             if isinstance(obj, NodePool):

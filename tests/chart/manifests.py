@@ -28,7 +28,15 @@ VALUES: dict[str, Any] = {
         "interruptionQueue": "QUEUE_URL",
     },
 }
-ORDER = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"]
+ORDER = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "Deployment",
+]
 HEADER = """\
 # The provisioner for a cluster installed without Helm: ServiceAccount, RBAC, Deployment, Service, PDB and
 # the pod admission webhook, rendered from charts/provisioner (see README "Production"). Replace
@@ -47,7 +55,9 @@ def render() -> str:
             docs.extend(d for d in yaml.safe_load_all(files[path]) if d)
     kept = [d for d in docs if not (d["kind"] == "Secret" and d["metadata"]["name"].endswith("-webhook-tls"))]
     # Apply order: what the Deployment needs (identity, permissions) before it.
-    kept.sort(key=lambda d: (ORDER.index(d["kind"]) if d["kind"] in ORDER else len(ORDER), d["metadata"]["name"]))
+    kept.sort(
+        key=lambda d: (ORDER.index(d["kind"]) if d["kind"] in ORDER else len(ORDER), d["metadata"]["name"])
+    )
     for doc in kept:
         _strip_helm(doc)
         for hook in doc.get("webhooks", ()):
@@ -59,7 +69,9 @@ def _strip_helm(node: Any) -> None:
     if isinstance(node, dict):
         labels = node.get("labels")
         if isinstance(labels, dict):
-            for key in [k for k in labels if k == "app.kubernetes.io/managed-by" or re.match(r"helm\.sh/", k)]:
+            for key in [
+                k for k in labels if k == "app.kubernetes.io/managed-by" or re.match(r"helm\.sh/", k)
+            ]:
                 del labels[key]
         for value in node.values():
             _strip_helm(value)

@@ -8,7 +8,7 @@ import yaml
 
 pytest.importorskip("helm_python")
 
-from tests.chart import manifests  # noqa: E402
+from tests.chart import manifests
 
 
 def test_the_committed_manifests_are_the_chart_rendered() -> None:
