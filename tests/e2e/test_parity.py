@@ -83,16 +83,16 @@ def test_a_pod_asking_for_minus_one_gpu_is_unschedulable_with_the_reason(tmp_pat
     assert "spec.containers[0].resources.requests.nvidia.com/gpu: '-1' is negative" in reason["reason"]
 
 
-def test_simulate_warns_of_a_typo_under_our_prefix_and_still_runs(tmp_path):
+def test_simulate_refuses_a_requirement_on_a_typo_under_our_prefix_as_validate_does(tmp_path):
     pool = CPU_POOL + "        - {key: provisioner.sh/capacity-typ, operator: Exists}\n"
     path = tmp_path / "scenario.yaml"
     path.write_text(HEADER + pool + pod("p", requests='{cpu: "1"}'))
     result = cli("simulate", path, "--output", "json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["unschedulable"] == []
+    assert result.returncode == 1
+    assert result.stdout == ""
     assert (
-        f"{path}:18: NodePool/cpu: spec.template.spec.requirements[2].key: warning: provisioner.sh/capacity-typ"
-        " is not one of the provisioner's labels (did you mean 'provisioner.sh/capacity-type'?)"
+        f"{path}:18: NodePool/cpu: spec.template.spec.requirements[2].key: provisioner.sh/capacity-typ"
+        " is not one of the provisioner's well-known labels (did you mean 'provisioner.sh/capacity-type'?)"
     ) in result.stderr
 
 
