@@ -22,6 +22,10 @@ from typing import Any
 
 import typer
 
+from provisioner.finops.reports.text import plural
+
+__all__ = ["EXTENSIONS", "WRITE_HELP", "emit", "fail", "format_of", "plural", "resolve", "to_write"]
+
 EXTENSIONS = {
     ".html": "html",
     ".htm": "html",
@@ -39,11 +43,6 @@ def fail(message: str, *, flag: str | None = None, code: int = 2) -> typer.Exit:
     """Print `error: --flag: message` (or `error: message`) on stderr; the Exit to raise."""
     typer.echo(f"error: {flag}: {message}" if flag else f"error: {message}", err=True)
     return typer.Exit(code)
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """`1 node`, `2 nodes` (`many` for irregular plurals)."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def output_option(formats: Sequence[str], *, default: str | None = None) -> Any:

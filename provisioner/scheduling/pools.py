@@ -256,7 +256,8 @@ def limit_reason(pool: Pool, options: Sequence[Option], req: Vec, *, dims: Dims)
     for dim, limit in pool.limits.items():
         if dim == NODES:
             if pool.used[dim] + 1 > limit:
-                parts.append(f"limit nodes={limit} reached: {pool.used[dim]} nodes already")
+                used = pool.used[dim]
+                parts.append(f"limit nodes={limit} reached: {used} node{'' if used == 1 else 's'} already")
             continue
         name = dims.names[dim]
         if pool.used[dim] + t.capacity[dim] > limit:

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from provisioner.api import durations
 from provisioner.finops.ledger import Ledger
+from provisioner.finops.reports.text import plural
 from provisioner.sim import output as output_
 from provisioner.sim import static
 from provisioner.sim.runner import Runner, RunResult
@@ -147,7 +148,7 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
     console.print(
         f"[bold]{loaded.source}[/bold]: catalog {loaded.where}, "
         f"{doc['duration']} of virtual time in {result.ticks} controller steps, "
-        f"{len(doc['nodeClaims'])} nodes launched, {len(doc['actions'])} disruption actions"
+        f"{plural(len(doc['nodeClaims']), 'node')} launched, {plural(len(doc['actions']), 'disruption action')}"
     )
     table = Table(title="Timeline", title_justify="left")
     table.add_column("At", justify="right")
@@ -264,11 +265,11 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
         console.print(f"Pending at the end: {escape(', '.join(u['pod'] for u in doc['unschedulable']))}")
     money = doc["finops"]
     console.print(
-        f"[bold]{len(doc['nodes'])} nodes[/bold] at the end, [bold]{_money(doc['costPerHour'])}[/bold]; "
+        f"[bold]{plural(len(doc['nodes']), 'node')}[/bold] at the end, [bold]{_money(doc['costPerHour'])}[/bold]; "
         f"paid [bold]${doc['cost']:,.2f}[/bold] over {doc['duration']}; "
-        f"disruption saved {_money(money['savingsPerHour'])} in {len(doc['actions'])} actions, "
+        f"disruption saved {_money(money['savingsPerHour'])} in {plural(len(doc['actions']), 'action')}, "
         f"realized [bold]${money['realizedSavings']:,.2f}[/bold]; "
-        f"{len(doc['unschedulable'])} pods pending at the end"
+        f"{plural(len(doc['unschedulable']), 'pod')} pending at the end"
     )
     if doc["reservations"]:
         total = doc["reservations"]["total"]

@@ -4,8 +4,8 @@ pools, and the result as the JSON document `provisioner simulate --output json` 
 The timeline (launches, interruptions, consolidation over virtual time) is a separate runner; this is
 the static case the scheduling engine answers on its own. The scenario's `spec.reservations` are offered
 here as the timeline's fake cloud offers them (a zero-priced `reserved` offering per reservation, its
-free count less the scenario's nodes already in it), so a reservation fills first in both. With Teams, the pending pods of teams go
-through admission first, as the webhook and the admission controller would take them: the admitted ones
+free count less the scenario's nodes already in it), so a reservation fills first in both. With Teams,
+the pending pods of teams go through admission first, as the webhook and the admission controller would take them: the admitted ones
 are solved pinned to their pool, the others are unschedulable with their quota reasons.
 """
 

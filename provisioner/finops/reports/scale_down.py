@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 from provisioner.finops.reports import costs
 from provisioner.finops.reports import reservations as reserved
-from provisioner.finops.reports.text import csv_text, table
+from provisioner.finops.reports.text import csv_text, plural, table
 from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BlockerRow, ReservationRow, UsageRow
 
 NO_TEAM = costs.NO_TEAM
@@ -390,7 +390,10 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
         ("Idle cost", f"${t.idle_cost:,.2f}"),
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
         ("Workload evicted", f"{t.pods_evicted:,.0f} bare pods, ${t.evicted_per_hour:,.2f}/h"),
-        ("Churn charged back", f"${report.churn.cost:,.2f} ({report.churn.nodes_launched_again} nodes)"),
+        (
+            "Churn charged back",
+            f"${report.churn.cost:,.2f} ({plural(report.churn.nodes_launched_again, 'node')})",
+        ),
         *extra,
     ]
 

@@ -96,6 +96,11 @@ def _cut(value: str, width: int) -> str:
     return value if len(value) <= width else value[: max(0, width - 1)] + "…"
 
 
+def plural(n: int | float, word: str, many: str | None = None) -> str:
+    """`1 node`, `2 nodes` (`many` for irregular plurals)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def camel(key: str) -> str:
     """A snake_case CSV column as its JSON key: `price_per_hour` -> `pricePerHour`."""
     head, *rest = key.split("_")

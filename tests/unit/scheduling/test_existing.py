@@ -38,7 +38,7 @@ def test_a_pool_at_its_node_limit_opens_nothing_while_its_node_is_being_deleted(
     results = run([moved], pool, snap=snapshot([(gone, [pod("moved", cpu="1", node_name="gone")])]))
     assert not results.new_claims
     (unschedulable,) = results.unschedulable
-    assert "limit nodes=1 reached: 1 nodes already" in unschedulable.reasons[0].reason
+    assert "limit nodes=1 reached: 1 node already" in unschedulable.reasons[0].reason
 
 
 def test_requested_sums_the_running_pods_once_and_a_replaced_node_sums_again():
