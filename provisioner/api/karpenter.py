@@ -283,6 +283,15 @@ class _Converter:
                 requirements.append(rewritten)
         if "requirements" in spec:
             spec["requirements"] = requirements
+        if any(
+            isinstance(r, dict) and r.get("key") == labels.OS and "windows" in (r.get("values") or [])
+            for r in requirements
+        ):
+            self.note(
+                "changed",
+                "Windows nodes are not launched here (every instance type is labelled kubernetes.io/os=linux): "
+                "this pool takes no pod until you run Windows workloads another way",
+            )
         for taints in ("taints", "startupTaints"):
             for i, taint in enumerate(spec.get(taints) or []):
                 if isinstance(taint, dict) and taint.get("key") in labels.KARPENTER_LABEL_MAP:

@@ -308,6 +308,7 @@ def test_a_windows_pool_whose_ref_spells_the_group_with_its_version_converts() -
     assert conversion.ok
     ref = pool_of(conversion, "win")["spec"]["template"]["spec"]["nodeClassRef"]
     assert ref == {"group": "provisioner.sh", "kind": "AWSNodeClass", "name": "nodes"}
+    assert any("Windows nodes are not launched here" in line for line in changed(conversion))
 
 
 def test_one_pool_per_architecture_keeps_its_arch() -> None:
