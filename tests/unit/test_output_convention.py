@@ -155,3 +155,27 @@ def test_an_unknown_format_is_refused_in_the_flag_error_style(ledger: Path, name
     result = run(*name.split(), *invocations(ledger)[name], "-o", "nosuch")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --output: 'nosuch' is not a format of this command; allowed: ")
+
+
+def test_a_bad_object_in_a_report_file_is_located_not_a_raw_validation_dump(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: provisioner.sh/v1\nkind: NodePool\nmetadata: {name: bad}\nspec:\n  weight: 500\n"
+        "  template:\n    spec:\n      nodeClassRef: {kind: AWSNodeClass, name: x}\n      expireAftr: 3h\n"
+    )
+    result = run("report", "nodepools", "-f", str(bad))
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert [line.split(": ")[0:3] for line in lines] == [
+        [f"{bad}:5", "NodePool/bad", "spec.weight"],
+        [f"{bad}:9", "NodePool/bad", "spec.template.spec.expireAftr"],
+    ]
+    assert "pydantic" not in result.stderr
+
+
+def test_explain_keeps_bracketed_values_in_its_table_and_its_last_line() -> None:
+    result = run("explain", str(DEMO), "--pod", "ml/giant-pretrain")
+    assert result.exit_code == 0, result.stderr
+    assert "provisioner.sh/gpu-name In [h100] conflicts" in result.stdout.replace("\n", " ")
+    last = result.stdout[result.stdout.index("In the full solve") :]
+    assert "(wanted In [h100])" in " ".join(last.split())
