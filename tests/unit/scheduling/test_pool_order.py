@@ -197,3 +197,20 @@ def test_an_untyped_gpu_pod_does_not_grow_an_open_a100_node_when_a_t4_node_of_it
     results = run([a100_job, notebook], pools, types)
     placed = {p.name: (c.nodepool.name, c.instance_type.name) for c in results.new_claims for p in c.pods}
     assert placed == {"finetune": ("a100", "p.a100x1"), "notebook": ("t4", "g.t4x1")}
+
+
+def _default_and_gpu_pools(*, opted_out: bool) -> list:
+    default = node_pool("default")
+    if opted_out:
+        default.metadata.annotations[wk.DEFAULT_POOL] = "false"
+    return [default, node_pool("gpu", weight=20, requirements=[req(wk.GPU_NAME, "In", "a100", "h100")])]
+
+
+@pytest.mark.parametrize(
+    ("opted_out", "pool"), [(False, "default"), (True, "gpu")], ids=["named", "opted-out"]
+)
+def test_a_pool_named_default_takes_unlisted_pods_unless_annotated_out(opted_out: bool, pool: str) -> None:
+    pools = _default_and_gpu_pools(opted_out=opted_out)
+    types = {"default": cpu_types() + gpu_types(), "gpu": gpu_types()}
+    results = run([gpu_pod("train", gpus=4, gpu_name=None)], pools, types)
+    assert [c.nodepool.name for c in results.new_claims] == [pool]
