@@ -30,10 +30,6 @@ templates = typer.Typer(
 app.add_typer(templates, name="templates")
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 @templates.command("validate")
 def validate(
     paths: list[Path] = typer.Argument(
@@ -57,9 +53,9 @@ def validate(
     for problem in report.sorted_problems():
         typer.echo(str(problem))
     errors, warnings = len(report.errors), len(report.warnings)
-    summary = f"{_plural(report.files, 'file')}, {_plural(report.documents, 'document')}: "
+    summary = f"{out.plural(report.files, 'file')}, {out.plural(report.documents, 'document')}: "
     if errors or warnings:
-        summary += f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+        summary += f"{out.plural(errors, 'error')}, {out.plural(warnings, 'warning')}"
     else:
         summary += "all valid"
     typer.echo(summary, err=True)
@@ -136,8 +132,8 @@ def import_karpenter(
     failed = failed or not report.ok
     _print_report(notes)
     typer.echo(
-        f"{_plural(converted_count, 'object')} converted from {_plural(len(files), 'file')}, "
-        f"{_plural(warning_count, 'field')} not carried over (see the warnings above)"
+        f"{out.plural(converted_count, 'object')} converted from {out.plural(len(files), 'file')}, "
+        f"{out.plural(warning_count, 'field')} not carried over (see the warnings above)"
         + ("; the result does not validate" if not report.ok else ""),
         err=True,
     )
