@@ -78,7 +78,7 @@ def test_an_interruption_cordons_the_node_and_replaces_it_at_once(make_world):
     w.run_until(lambda: claim.name not in w.state.claims and w.all_bound(), max_ticks=20)
     assert any(e["involvedObject"]["name"] == claim.name for e in w.events("Interrupted"))
     (pod,) = w.pods()
-    assert pod.name.startswith("pinned~"), "evicted although do-not-disrupt: the node goes anyway"
+    assert pod.name.startswith("pinned."), "evicted although do-not-disrupt: the node goes anyway"
     assert pod.node_name == replacement[0].status.node_name or pod.node_name in w.state.nodes
     assert w.metric("provisioner_interruptions_total", kind="spot-interruption") == 1
 

@@ -24,7 +24,16 @@ from provisioner.api import quantities
 from provisioner.clock import VirtualClock, isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.cloudprovider.wrappers import CachingProvider
-from provisioner.clusterapi import ClusterAPI, ClusterError, MemoryCluster, NotFoundError, merge_patch
+from provisioner.clusterapi import (
+    ClusterAPI,
+    ClusterError,
+    ConflictError,
+    MemoryCluster,
+    NotFoundError,
+    guarded,
+    merge_patch,
+    node_rv,
+)
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
@@ -34,6 +43,7 @@ from provisioner.state.objects import Node, Pod, tolerates_all
 from tests.builders import aws_node_class_manifest, node_pool_manifest, pdb_manifest, pod_manifest, req
 
 _ids = itertools.count(1)
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 # Builders -----------------------------------------------------------------------------------------------
 
@@ -123,6 +133,7 @@ class Backend(Protocol):
         self, kind: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
     ) -> None: ...
     def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None: ...
+    def finish_pod(self, namespace: str, name: str) -> None: ...
     def bind(self, namespace: str, name: str, node: str) -> None: ...
     def events(self) -> list[dict[str, Any]]: ...
     def settle(self) -> None: ...
@@ -170,6 +181,9 @@ class MemoryBackend:
         key = f"{namespace or 'default'}/{name}" if RESOURCES[kind].namespaced else name
         self.state.remove(kind, key)
 
+    def finish_pod(self, namespace: str, name: str) -> None:
+        self.state.remove("Pod", f"{namespace}/{name}")
+
     def bind(self, namespace: str, name: str, node: str) -> None:
         self.patch("Pod", name, {"spec": {"nodeName": node}}, namespace=namespace)
 
@@ -209,6 +223,7 @@ class KubeBackend:
         self.cleanup = cleanup
         """Delete what the test made when done (a real cluster outlives the test)."""
         self.created: list[tuple[kc.Resource, str, str | None]] = []
+        self.namespaces: set[str] = set()
         self.state = ClusterState()
         self.informers = Informers(client, self.state, watch_timeout=30)
         self.informers.start()
@@ -219,9 +234,28 @@ class KubeBackend:
 
     def create(self, obj: Mapping[str, Any]) -> None:
         res = RESOURCES[obj["kind"]]
-        ns = obj["metadata"].get("namespace") if res.namespaced else None
-        self.feeder.upsert(res, self.client.create(res, obj, namespace=ns))
-        self.created.append((res, obj["metadata"]["name"], ns))
+        ns = (obj["metadata"].get("namespace") or "default") if res.namespaced else None
+        if ns is not None:
+            self._ensure_namespace(ns)
+        stored = self.client.create(res, obj, namespace=ns)
+        self.created.append((res, stored["metadata"]["name"], ns))
+        if obj.get("status") and (res.kind == "Pod" or res.group == wk.GROUP):
+            # A server drops the status a create carries (Pods are reset to Pending, custom objects
+            # lose it): a client that means it writes it through the status subresource.
+            stored = self.client.patch(
+                res, stored["metadata"]["name"], {"status": obj["status"]}, namespace=ns, sub="status"
+            )
+        self.feeder.upsert(res, stored)
+
+    def _ensure_namespace(self, name: str) -> None:
+        # A namespace must exist before anything is created in it. Namespaces are left in place on a
+        # real cluster: deleting one takes the namespace controller a while, and a test that makes it
+        # again meanwhile would be refused.
+        if name in self.namespaces:
+            return
+        with contextlib.suppress(ConflictError):  # there already
+            self.client.create(kc.NAMESPACE, {"metadata": {"name": name}})
+        self.namespaces.add(name)
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
         res = RESOURCES[kind]
@@ -238,11 +272,19 @@ class KubeBackend:
     def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         res = RESOURCES[kind]
         doc = self.client.delete(res, name, namespace=namespace)
-        meta = doc.get("metadata") or {}
-        if meta.get("finalizers"):
-            self.feeder.upsert(res, doc)
-        else:
+        try:  # still there when finalizers hold it, or when a bound pod waits for its kubelet
+            self.feeder.upsert(res, self.client.get(res, name, namespace=namespace))
+        except NotFoundError:
             self.feeder.remove(res, doc)
+
+    def finish_pod(self, namespace: str, name: str) -> None:
+        """What a kubelet does once a Terminating pod's containers stopped: delete it with grace 0."""
+        with contextlib.suppress(NotFoundError):
+            self.delete_now(kc.POD, name, namespace)
+
+    def delete_now(self, res: kc.Resource, name: str, namespace: str | None) -> None:
+        doc = self.client.delete(res, name, namespace=namespace, body={"gracePeriodSeconds": 0})
+        self.feeder.remove(res, doc)
 
     def bind(self, namespace: str, name: str, node: str) -> None:
         body = {
@@ -290,6 +332,20 @@ class KubeBackend:
 
 
 # The kubelet and the binder ------------------------------------------------------------------------------
+
+
+def cluster_controllers(backend: Backend) -> None:
+    """What kube-controller-manager's node-lifecycle controller and the kubelets do on a real cluster:
+    the `not-ready` taint TaintNodesByCondition puts on a new Node comes off once it is Ready, and a
+    Terminating pod is finished (its kubelet stops the containers, then deletes it with grace 0)."""
+    for node in list(backend.state.nodes.values()):
+        if node.ready and any(t.key == NOT_READY_TAINT for t in node.taints):
+            kept = [t.to_dict() for t in node.taints if t.key != NOT_READY_TAINT]
+            with contextlib.suppress(ClusterError):  # a conflict or an injected fault: next tick
+                backend.patch("Node", node.name, guarded(node_rv(node), {"spec": {"taints": kept}}))
+    for pod in [p for p in backend.state.pods.values() if p.deleting]:
+        with contextlib.suppress(ClusterError):
+            backend.finish_pod(pod.namespace, pod.name)
 
 
 @dataclass
@@ -345,6 +401,7 @@ class TestKubelet:
             )
             self.backend.create(node)
             self.registered.add(inst.provider_id)
+        cluster_controllers(self.backend)
         for inst in self.deleted:
             name = node_name_for(inst)
             if name in self.backend.state.nodes:
@@ -494,9 +551,9 @@ class World:
             meta = doc["metadata"]
             if f"{meta['namespace']}/{meta['name']}" in self.state.pods:
                 continue
-            base = meta["name"].split("~")[0]
+            base = meta["name"].split(".")[0]
             again = copy.deepcopy(doc)
-            again["metadata"]["name"] = f"{base}~{next(_ids)}"
+            again["metadata"]["name"] = f"{base}.{next(_ids)}"
             again.pop("status", None)
             self._kept[i] = again
             self.backend.create(again)
