@@ -37,7 +37,7 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from provisioner.clusterapi import ClusterError, NotFoundError, guarded, node_rv
+from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError, guarded, node_rv
 from provisioner.controllers.conditions import condition_status, condition_time, set_condition, with_ready
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.controllers.reconciler import Reconciler
@@ -137,6 +137,8 @@ class LifecycleController(Reconciler):
                     self._initialize(claim, nodes_by_pid.get(claim.status.provider_id), now)
             except NotFoundError:
                 continue  # deleted meanwhile; the next reconcile sees it gone
+            except ConflictError as err:
+                log.info("NodeClaim %s: %s; the next reconcile works from the newer copy", claim.name, err)
             except ClusterError as err:
                 log.warning("NodeClaim %s: %s", claim.name, err)
 

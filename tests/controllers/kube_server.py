@@ -73,6 +73,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
     requests: dict[str, int] = attrs.field(factory=dict)
     """`"PATCH nodeclaims"` -> how many such requests arrived (to bound a controller's call rate)."""
     last_request: rendering.Request | None = None
+    conflicts: int = 0
+    """How many writes were refused for a stale resourceVersion (409)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -214,6 +216,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
             wanted = (patch.get("metadata") or {}).get("resourceVersion")
             held = old["metadata"].get("resourceVersion")
             if wanted is not None and str(wanted) != str(held):
+                self.conflicts += 1
                 raise kmock.KubernetesError(
                     status=409,
                     reason="Conflict",
