@@ -125,6 +125,34 @@ def pod_problems(pod: Mapping[str, Any]) -> list[str]:
     return out
 
 
+WORKLOADS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
+
+
+def workload_problems(kind: str, obj: Mapping[str, Any]) -> list[str]:
+    """apps/v1 and batch/v1 rules: a pod template that is a valid pod; apps/v1 kinds need a selector
+    matching the template's labels; a Job's pods restart `Never` or `OnFailure`."""
+    spec = obj.get("spec") or {}
+    template = spec.get("template") or {}
+    out = [f"spec.template.{p}" for p in pod_problems(template)]
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    for key, value in labels.items():
+        out += label_key_problems(key, f"spec.template.metadata.labels[{key}]")
+        if not _LABEL_VALUE.match(str(value)):
+            out.append(f"spec.template.metadata.labels[{key}]: Invalid value: {value!r}")
+    if kind == "Job":
+        if (template.get("spec") or {}).get("restartPolicy") not in ("Never", "OnFailure"):
+            out.append('spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"')
+        return out
+    selector = (spec.get("selector") or {}).get("matchLabels") or {}
+    if not spec.get("selector"):
+        out.append("spec.selector: Required value")
+    elif any(labels.get(k) != v for k, v in selector.items()):
+        out.append(
+            "spec.template.metadata.labels: Invalid value: `selector` does not match template `labels`"
+        )
+    return out
+
+
 def node_problems(node: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     status = node.get("status") or {}
@@ -145,6 +173,8 @@ def problems_on_create(kind: str, obj: dict[str, Any]) -> list[str]:
         out += pod_problems(obj)
     elif kind == "Node":
         out += node_problems(obj)
+    elif kind in WORKLOADS:
+        out += workload_problems(kind, obj)
     return out
 
 
