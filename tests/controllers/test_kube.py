@@ -10,7 +10,7 @@ import pytest
 
 from providers.fake import FakeProvider
 from provisioner.clock import VirtualClock
-from provisioner.clusterapi import NotLeader
+from provisioner.clusterapi import NotFoundError, NotLeader
 from provisioner.kube import client as kc
 from provisioner.kube.api import EventWriter, KubeClusterAPI
 from provisioner.kube.client import ApiError
@@ -253,3 +253,20 @@ def test_a_full_event_queue_drops_the_newest_event(kube_client):
     api.record_event(kind="Pod", name="first", namespace="default", reason="Nominated", message="m")
     api.record_event(kind="Pod", name="second", namespace="default", reason="Nominated", message="m")
     assert writer.dropped == 1
+
+
+def test_a_world_that_fails_to_build_closes_what_it_made(kube_client):
+    # On a real cluster a World(...) that raised left its informers running and its objects behind, and
+    # every later test met `already exists`.
+    made: list[KubeBackend] = []
+
+    def factory(clock: VirtualClock) -> KubeBackend:
+        made.append(KubeBackend(kube_client, clock, cleanup=True))
+        made[0].create(node_class())
+        return made[0]
+
+    with pytest.raises(AttributeError):
+        World(factory, settings=object())  # type: ignore[arg-type]
+    assert made[0].informers.stop_event.is_set()
+    with pytest.raises(NotFoundError):
+        kube_client.get(kc.AWSNODECLASS, "default")

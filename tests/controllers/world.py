@@ -215,6 +215,9 @@ class KubeBackend:
         may_write: Callable[[], bool] = lambda: True,
         cleanup: bool = False,
     ):
+        """`cleanup`: a real cluster (PROVISIONER_TEST_KUBECONFIG) outlives the test; everything the test
+        made is deleted at `close()`, and new namespaces are waited on until their `default`
+        ServiceAccount exists (a real server refuses pods in a namespace without it)."""
         from provisioner.kube.api import KubeClusterAPI
         from provisioner.kube.informers import Informers
 
@@ -255,6 +258,17 @@ class KubeBackend:
             return
         with contextlib.suppress(ConflictError):  # there already
             self.client.create(kc.NAMESPACE, {"metadata": {"name": name}})
+        if self.cleanup:  # kube-controller-manager makes the ServiceAccount a pod needs
+            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    self.client.request("GET", path)
+                    break
+                except NotFoundError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
         self.namespaces.add(name)
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
@@ -319,7 +333,9 @@ class KubeBackend:
             try:
                 if res is kc.NODECLAIM:
                     self.client.patch(res, name, {"metadata": {"finalizers": None}})
-                self.client.delete(res, name, namespace=ns)
+                # Grace 0: with no kubelet a bound pod would stay Terminating and hold its name.
+                body = {"gracePeriodSeconds": 0} if res is kc.POD else None
+                self.client.delete(res, name, namespace=ns, body=body)
             except ClusterError:
                 pass
 
@@ -454,7 +470,11 @@ class TestBinder:
                 None,
             )
             if target is not None:
-                self.backend.bind(p.namespace, p.name, target.name)
+                try:
+                    self.backend.bind(p.namespace, p.name, target.name)
+                except ConflictError:
+                    continue  # on a real cluster kube-scheduler bound it first
+
                 self.backend.patch_status(
                     "Pod",
                     p.name,
@@ -501,6 +521,13 @@ class World:
     ) -> None:
         self.clock = clock or VirtualClock(start or datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
         self.backend = backend_factory(self.clock)
+        try:
+            self._build(settings, provider)
+        except BaseException:
+            self.backend.close()  # its informers and, on a real cluster, what it made would leak
+            raise
+
+    def _build(self, settings: Settings | None, provider: Any) -> None:
         self.state = self.backend.state
         self.settings = settings or Settings(cluster_name="test")
         self.fake = provider or FakeProvider(
