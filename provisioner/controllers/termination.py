@@ -48,7 +48,9 @@ from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
 
-INVOLUNTARY = frozenset({"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed"})
+INVOLUNTARY = frozenset(
+    {"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed", "Unhealthy"}
+)
 """Disruption reasons that do not respect do-not-disrupt (the node is going or never worked)."""
 
 
