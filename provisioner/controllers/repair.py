@@ -3,7 +3,8 @@
 replaced: its NodeClaim is deleted with the disruption reason `Unhealthy`, so termination drains it
 (PodDisruptionBudgets honoured, `do-not-disrupt` not: the node is broken) and its pods are provisioned
 again. What to repair is decided by provisioner.disruption.repair (no pool repairs when more than 20% of
-its nodes are unhealthy; a pool's repairs stay within its budgets).
+its nodes are unhealthy; a pool's repairs stay within its budgets). Only initialized nodes are repaired:
+one still coming up is the lifecycle controller's, with its own timeouts.
 
 Each repair has an Event (`NodeRepair`, on the NodeClaim), the metric `provisioner_node_repairs_total`,
 and a ledger row (reason and method `repair`, no saving: the node is replaced, not saved), carried on the
@@ -20,7 +21,9 @@ from datetime import datetime, timedelta
 
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
+from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.clusterapi import ClusterError, NotFoundError
+from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption.repair import (
     DEFAULT_POLICIES,
@@ -64,8 +67,8 @@ class RepairController(Reconciler):
             if claim.metadata.deletion_timestamp is not None or (node is not None and node.deleting):
                 disrupting[pool] = disrupting.get(pool, 0) + 1
                 continue
-            if node is None:
-                continue
+            if node is None or condition_status(claim, INITIALIZED) != "True":
+                continue  # not up yet: the lifecycle controller's timeouts deal with it
             if gpus_withdrawn(node):
                 withdrawn[node.name] = self._withdrawn.get(node.name, now)
             pairs.append((node, claim))
