@@ -1,12 +1,18 @@
-"""A Kubernetes API server for the controller tests: kmock's KubernetesEmulator, filled where the
-controller relies on the real server's behaviour, served over real HTTP from a background thread with its
-own event loop.
+"""A Kubernetes API server for the controller tests: kmock's KubernetesEmulator, made strict where a real
+server is (tests/controllers/kube_rules.py and crd_schema.py say what it refuses and changes, from the
+Kubernetes API documentation), served over real HTTP from a background thread with its own event loop.
 
-Gaps filled (measured with kmock 0.8): resourceVersion (one counter, bumped on every write), uid,
-creationTimestamp, generateName, 201 on POST, optimistic concurrency (a patch carrying a stale
-metadata.resourceVersion answers 409), the status subresource (a patch to /status changes only status),
-a list's resourceVersion, the Eviction subresource (PDBs checked, 429 when they forbid), and a
-`compact()` hook that makes watches from older versions answer 410 Gone.
+Gaps filled (measured with kmock 0.8): resourceVersion (one counter, bumped on every write; a no-op
+write bumps nothing and sends no event), uid, creationTimestamp, generateName, 201 on POST, the
+namespaces a new cluster has (and 404 for objects in a namespace that does not exist), validation (422)
+of names, labels, pods, nodes and workloads, custom objects admitted through their CRD schema (pruned,
+defaulted, CEL rules), optimistic concurrency (a patch carrying a stale metadata.resourceVersion answers
+409), `metadata.generation` and the status subresource (a patch to /status changes only status, one to
+the object ignores status), graceful deletion (a bound pod stays Terminating until deleted again with
+grace 0; finalizers hold any object, and none may be added once it is going), scheduling gates that can
+only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
+(PDBs checked, 429 when they forbid; the pod then terminates gracefully), and a `compact()` hook that
+makes watches from older versions answer 410 Gone.
 
 Made linear in the requests served (bench/controller.py sends tens of thousands): kmock matched each
 request by scanning every request it had served, and found a named object by scanning every object. Here
