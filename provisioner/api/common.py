@@ -70,6 +70,16 @@ class Model(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+def cel_rules(*rules: tuple[str, str]) -> ConfigDict:
+    """A model config carrying `x-kubernetes-validations` for its CRD schema: (CEL rule, message) pairs
+    the API server checks on create and update. Each mirrors a validator of the model (which gives the
+    friendlier message and runs in `templates validate`); a rule reads only bounded fields (a list it sits
+    under has `maxItems`, a string it matches has `maxLength`) so the server's cost estimate accepts it."""
+    return ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+    )
+
+
 def check_label_key(key: str) -> str:
     """A Kubernetes label key: optional DNS prefix, `/`, a name of at most 63 characters."""
     problem = _label_key_problem(key)
@@ -238,12 +248,38 @@ class Operator(StrEnum):
 class Requirement(Model):
     """A node selector requirement with Karpenter's `minValues`."""
 
+    model_config = cel_rules(
+        (
+            "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0) : true",
+            "operator In and NotIn need at least one value",
+        ),
+        (
+            "self.operator in ['Exists', 'DoesNotExist'] ? (!has(self.values) || size(self.values) == 0) : true",
+            "operator Exists and DoesNotExist take no values",
+        ),
+        (
+            "self.operator in ['Gt', 'Lt'] ? (has(self.values) && size(self.values) == 1"
+            " && self.values[0].matches('^[-+]?[0-9]+$')) : true",
+            "operator Gt and Lt take exactly one integer value",
+        ),
+        (
+            "has(self.minValues) ? self.operator in ['In', 'Exists'] : true",
+            "minValues is allowed only with operator In or Exists",
+        ),
+        (
+            "(has(self.minValues) && self.operator == 'In') ? (has(self.values)"
+            " && size(self.values) >= self.minValues) : true",
+            "minValues must not be more than the values listed",
+        ),
+    )
+
     key: LabelKey
     """The node label the requirement is on, e.g. `provisioner.sh/gpu-name` or `topology.kubernetes.io/zone`."""
     operator: Operator
     """`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`."""
-    values: list[str] = Field(default_factory=list)
-    """Values for In/NotIn (at least one); exactly one integer for Gt/Lt; none for Exists/DoesNotExist."""
+    values: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list)
+    """Values for In/NotIn (at least one); exactly one integer for Gt/Lt; none for Exists/DoesNotExist. Each
+    at most 63 characters (a label value)."""
     min_values: int | None = Field(default=None, ge=1, le=50)
     """Least number of distinct values of this key the launch options must span (1..50); default none."""
 

@@ -3,8 +3,10 @@
 Owns the translation from a pydantic JSON schema to a structural `openAPIV3Schema` (apiextensions.k8s.io/v1):
 `$ref`s inlined, `X | None` written as a plain optional field, `str | int` quantities as
 `x-kubernetes-int-or-string`, `additionalProperties: false` dropped (structural schemas prune unknown
-fields instead), descriptions taken from the field docstrings, plus the names, scope, status subresource
-and printer columns of each kind. `charts/provisioner/crds/` holds the output; a test keeps it in step.
+fields instead), descriptions taken from the field docstrings, the models' `x-kubernetes-validations`
+(CEL) and list types kept, the top-level `metadata` left to the API server (`type: object` only), plus
+the names, scope, status subresource and printer columns of each kind (each column reads a field some
+controller sets: NodeClasses have no Ready column, as no controller writes their conditions yet). `charts/provisioner/crds/` holds the output; a test keeps it in step.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ _KEPT = {
     "additionalProperties",
     "anyOf",
     "nullable",
+    "x-kubernetes-validations",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
 }
 
 
@@ -141,14 +146,14 @@ KINDS = (
         kind="AWSNodeClass",
         plural="awsnodeclasses",
         short_names=("awsnc", "awsnodeclass"),
-        columns=(_READY, _AGE, PrinterColumn("Role", ".spec.role", priority=1)),
+        columns=(_AGE, PrinterColumn("Role", ".spec.role", priority=1)),
     ),
     Kind(
         model=GCPNodeClass,
         kind="GCPNodeClass",
         plural="gcpnodeclasses",
         short_names=("gcpnc", "gcpnodeclass"),
-        columns=(PrinterColumn("Project", ".spec.project"), _READY, _AGE),
+        columns=(PrinterColumn("Project", ".spec.project"), _AGE),
     ),
     Kind(
         model=Department,
@@ -178,8 +183,9 @@ def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="validation")
     defs: dict[str, Any] = schema.pop("$defs", {})
     root = _convert(schema, defs, depth=0)
-    # Top-level metadata is Kubernetes' ObjectMeta: the API server owns its schema.
-    root["properties"]["metadata"] = {"type": "object", "description": "Standard object metadata."}
+    # Top-level metadata is Kubernetes' ObjectMeta: the API server owns its schema and refuses a CRD that
+    # says anything about it beyond `type: object` (not even a description).
+    root["properties"]["metadata"] = {"type": "object"}
     for name in ("apiVersion", "kind"):
         root["properties"][name] = {
             "type": "string",

@@ -45,7 +45,7 @@ class NodeClaimSpec(Model):
 
     node_class_ref: NodeClassReference
     """The NodeClass that launches it."""
-    requirements: list[Requirement] = Field(default_factory=list)
+    requirements: list[Requirement] = Field(default_factory=list, max_length=100)
     """Narrowed requirements; the `node.kubernetes.io/instance-type` In values are the launch options,
     cheapest first."""
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)

@@ -9,11 +9,26 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from provisioner.api import labels, quantities
-from provisioner.api.common import Condition, FieldError, Model, ObjectMeta, raise_all
+from provisioner.api.common import Condition, FieldError, Model, ObjectMeta, cel_rules, raise_all
 
 
 class SelectorTerm(Model):
     """Select a cloud object by `id`, by `name` or by `tags` (all tags must match; `*` matches any value)."""
+
+    model_config = cel_rules(
+        (
+            "has(self.id) || has(self.name) || has(self.tags) || has(self.alias)",
+            "a selector term needs one of id, name, tags or alias",
+        ),
+        (
+            "has(self.id) ? !(has(self.tags) || has(self.name) || has(self.alias)) : true",
+            "id selects one object: do not combine it with tags, name or alias",
+        ),
+        (
+            "has(self.alias) ? !(has(self.tags) || has(self.name)) : true",
+            "alias selects a family: do not combine it with tags or name",
+        ),
+    )
 
     id: str | None = None
     """The object's id (`subnet-0abc`, `sg-0abc`, `ami-0abc`). Excludes `tags` and `name`."""
@@ -41,6 +56,17 @@ class SelectorTerm(Model):
 class CapacityReservationSelectorTerm(Model):
     """Select EC2 capacity reservations (On-Demand Capacity Reservations and Capacity Blocks) by `id`,
     or by `tags` and/or `ownerID`. Only active reservations are used."""
+
+    model_config = cel_rules(
+        (
+            "has(self.id) || has(self.tags) || has(self.ownerID)",
+            "a capacity reservation selector term needs id, tags or ownerID",
+        ),
+        (
+            "has(self.id) ? !(has(self.tags) || has(self.ownerID)) : true",
+            "id selects one reservation: do not combine it with tags or ownerID",
+        ),
+    )
 
     id: str | None = None
     """The reservation's id (`cr-0abc`). Excludes `tags` and `ownerID`."""
@@ -125,11 +151,15 @@ class MetadataOptions(Model):
 class AWSNodeClassSpec(Model):
     """How to launch an EC2 instance."""
 
-    subnet_selector_terms: list[SelectorTerm] = Field(min_length=1)
+    model_config = cel_rules(
+        ("has(self.role) != has(self.instanceProfile)", "give exactly one of role or instanceProfile"),
+    )
+
+    subnet_selector_terms: list[SelectorTerm] = Field(min_length=1, max_length=30)
     """Subnets to launch into, by id or tags; their zones are the zones the pool can use."""
-    security_group_selector_terms: list[SelectorTerm] = Field(min_length=1)
+    security_group_selector_terms: list[SelectorTerm] = Field(min_length=1, max_length=30)
     """Security groups, by id, name or tags."""
-    ami_selector_terms: list[SelectorTerm] = Field(min_length=1)
+    ami_selector_terms: list[SelectorTerm] = Field(min_length=1, max_length=30)
     """AMIs, by id, name, tags or alias (`al2023@latest`); the newest matching the instance's arch wins."""
     ami_family: Literal["AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2022", "Custom"] | None = None
     """Bootstrap format of the user data. Default: taken from the alias, else `Custom`."""
@@ -149,7 +179,9 @@ class AWSNodeClassSpec(Model):
     """Give instances a public IP. Default: the subnet's setting."""
     detailed_monitoring: bool = False
     """CloudWatch detailed monitoring. Default false."""
-    capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] = Field(default_factory=list)
+    capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] = Field(
+        default_factory=list, max_length=30
+    )
     """Capacity reservations and Capacity Blocks to launch into, by id, tags or owner. Their free
     instances become `reserved` offerings, used before any spot or on-demand. Default: none."""
 

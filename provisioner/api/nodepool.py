@@ -24,6 +24,7 @@ from provisioner.api.common import (
     ObjectMeta,
     Requirement,
     Taint,
+    cel_rules,
     raise_all,
     requirement_conflicts,
 )
@@ -65,6 +66,10 @@ def _check_cron(value: str) -> str:
 class Budget(Model):
     """How many nodes of the pool may be disrupted at once, optionally only in a cron window."""
 
+    model_config = cel_rules(
+        ("has(self.schedule) == has(self.duration)", "schedule and duration must be given together")
+    )
+
     nodes: Annotated[str, AfterValidator(_check_budget_nodes)] = "10%"
     """A count (`5`) or a percent of the pool's nodes (`10%`, 0-100). Default `10%`; `0` blocks disruption."""
     schedule: Annotated[str, AfterValidator(_check_cron)] | None = None
@@ -99,7 +104,7 @@ class Disruption(Model):
     consolidate_after: Duration = "0s"
     """How long a node must be empty or under-used before it is a candidate; `Never` turns consolidation
     off. Default `0s`."""
-    budgets: list[Budget] = Field(default_factory=lambda: [Budget()])
+    budgets: list[Budget] = Field(default_factory=lambda: [Budget()], max_length=50)
     """Disruption budgets; the most restrictive active one wins. Default one budget of `10%`."""
     min_savings_per_pod_hour: Annotated[
         str, AfterValidator(_check_dollars), Field(json_schema_extra={"pattern": r"^[0-9]+(\.[0-9]+)?$"})
@@ -157,7 +162,7 @@ class NodeClaimTemplateSpec(Model):
 
     node_class_ref: NodeClassReference
     """The NodeClass that launches the nodes (`kind: AWSNodeClass` or `GCPNodeClass`)."""
-    requirements: list[Requirement] = Field(default_factory=list)
+    requirements: list[Requirement] = Field(default_factory=list, max_length=100)
     """Constraints on node labels (instance type, zone, capacity type, GPU name/count/memory, arch...).
     Default none: any type the NodeClass offers."""
     taints: list[Taint] = Field(default_factory=list)

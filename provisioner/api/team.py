@@ -9,7 +9,7 @@ admission decision are `provisioner.quota`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -44,6 +44,12 @@ class TeamQuota(DepartmentQuota):
     over_quota_weight: int = Field(1, ge=1, le=1000)
     """The team's share of borrowed (idle) capacity among the teams borrowing on this pool: a team of
     weight 2 gets twice what a team of weight 1 gets. 1-1000, default 1."""
+
+
+# The API server refuses the repeats the validators below refuse: a list of quotas keyed by pool, lists
+# of names that are sets.
+_ONE_PER_POOL: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["nodePool"]}
+_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 
 
 def _one_entry_per_pool(value: list[DepartmentQuota]) -> None:
@@ -89,7 +95,7 @@ class QuotaStatus(Model):
 class DepartmentSpec(Model):
     """A department's quotas."""
 
-    quotas: list[DepartmentQuota] = Field(default_factory=list)
+    quotas: list[DepartmentQuota] = Field(default_factory=list, json_schema_extra=_ONE_PER_POOL)
     """One entry per NodePool. A pool with no entry counts as quota 0 with over-quota allowed."""
 
     @field_validator("quotas")
@@ -104,13 +110,13 @@ class TeamSpec(Model):
 
     department: Name | None = None
     """The Department the team belongs to; its quota bounds the sum of its teams'. Default none."""
-    namespaces: list[Name] = Field(default_factory=list)
+    namespaces: list[Name] = Field(default_factory=list, json_schema_extra=_SET)
     """Namespaces whose pods are the team's. A namespace labelled `provisioner.sh/team: NAME` is the
     team's too. Default none."""
-    default_node_pools: list[Name] = Field(default_factory=list)
+    default_node_pools: list[Name] = Field(default_factory=list, json_schema_extra=_SET)
     """Ordered pool list for the team's pods that name none (`provisioner.sh/nodepools`). Default none
     (the cluster's order)."""
-    quotas: list[TeamQuota] = Field(default_factory=list)
+    quotas: list[TeamQuota] = Field(default_factory=list, json_schema_extra=_ONE_PER_POOL)
     """One entry per NodePool. A pool with no entry counts as quota 0 with over-quota allowed."""
 
     @field_validator("quotas")

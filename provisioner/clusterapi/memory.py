@@ -102,6 +102,11 @@ class MemoryCluster:
             claim = self._claim(name)
             self._store_claim(merged(claim, {k: v for k, v in patch.items() if k != "status"}))
 
+    def refresh(self, kind: str, name: str) -> None:
+        # The state is the server: nothing is staler than it.
+        if (self.state.claims if kind == "NodeClaim" else self.state.nodes).get(name) is None:
+            raise NotFoundError(f"{kind} {name} not found")
+
     def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
         with self._lock:
             self._store_claim(merged(self._claim(name), {"status": status}))

@@ -53,6 +53,11 @@ class ClusterAPI(Protocol):
         """Merge-patch `status` (the status subresource). Raises NotFoundError."""
         ...
 
+    def refresh(self, kind: str, name: str) -> None:
+        """Read a NodeClaim or Node from the server itself (not the informers' cache) into the state, as
+        a writer does after a conflict. Raises NotFoundError."""
+        ...
+
     def delete_nodeclaim(self, name: str) -> None:
         """Ask for deletion (the finalizer keeps it until termination is done). Raises NotFoundError."""
         ...

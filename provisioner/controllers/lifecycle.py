@@ -3,14 +3,16 @@
 - Launched: `provider.create` with the claim's options (the claim name is the idempotency token, so a
   controller restarted between the launch and the status write gets the same instance back). An
   InsufficientCapacity marks those offerings unavailable (the CachingProvider wrapper also remembers
-  them, so the next solve avoids them) and the next option is tried; when none is left the claim is deleted and its pods are solved again, so they fall
-  to the next tier or pool. When the launch fell back from the offering the scheduler priced, an Event
+  them, so the next solve avoids them) and the next option is tried; when none is left the claim is
+  deleted and its pods are solved again, so they fall to the next tier or pool. When the launch fell back from the offering the scheduler priced, an Event
   says so.
 - Registered: the Node with the claim's provider id appeared; it gets the pool's labels and taints, and
   loses the unregistered taint. None after `registration_timeout`: the claim is replaced.
 - Initialized: the Node is Ready, the start-up taints are gone (removed by their owners), and every
   extended resource the claim asked for (`nvidia.com/gpu`) is allocatable. A claim asking for extended
   resources that are not there after `initialization_timeout` is replaced, with an Event.
+- Ready (the root condition `kubectl get nodeclaims` shows): True once all three are, False when one
+  failed, Unknown while one is pending; Karpenter's semantics.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from provisioner.api import NodeClaim, quantities
 from provisioner.api import labels as wk
+from provisioner.api.common import Condition
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
 from provisioner.cloudprovider import (
     CloudProviderError,
@@ -34,14 +37,28 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from provisioner.clusterapi import ClusterError, NotFoundError, guarded, node_rv
-from provisioner.controllers.conditions import condition_status, condition_time, set_condition
+from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError, guarded, node_rv
+from provisioner.controllers.conditions import condition_status, condition_time, set_condition, with_ready
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.state import Snapshot
 from provisioner.state.objects import Node
 
 log = logging.getLogger(__name__)
+
+
+def _step_condition(
+    conditions: list[Condition],
+    type_: str,
+    status: bool | None,
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """One lifecycle step's condition set, and the root `Ready` derived from the three steps."""
+    stepped = set_condition(conditions, type_, status, reason=reason, message=message, now=now)
+    return with_ready(stepped, (LAUNCHED, REGISTERED, INITIALIZED), now=now)
 
 
 def _flag_unavailable(types: list[InstanceType], gone: set[OfferingKey]) -> list[InstanceType]:
@@ -120,6 +137,8 @@ class LifecycleController(Reconciler):
                     self._initialize(claim, nodes_by_pid.get(claim.status.provider_id), now)
             except NotFoundError:
                 continue  # deleted meanwhile; the next reconcile sees it gone
+            except ConflictError as err:
+                log.info("NodeClaim %s: %s; the next reconcile works from the newer copy", claim.name, err)
             except ClusterError as err:
                 log.warning("NodeClaim %s: %s", claim.name, err)
 
@@ -149,7 +168,7 @@ class LifecycleController(Reconciler):
         first_seen = condition_time(claim, LAUNCHED)
         if first_seen is None:
             # Start the launch clock durably, so a restarted controller keeps counting from here.
-            conditions = set_condition(
+            conditions = _step_condition(
                 claim.status.conditions, LAUNCHED, None, reason="Launching", message="", now=now
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
@@ -226,7 +245,7 @@ class LifecycleController(Reconciler):
             c.type == LAUNCHED and c.reason == reason for c in claim.status.conditions
         ):
             return
-        conditions = set_condition(
+        conditions = _step_condition(
             claim.status.conditions, LAUNCHED, False, reason=reason, message=message, now=now
         )
         self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
@@ -263,7 +282,7 @@ class LifecycleController(Reconciler):
             "pricePerHour": instance.price,
             "capacity": capacity,
             "allocatable": allocatable,
-            "conditions": set_condition(
+            "conditions": _step_condition(
                 claim.status.conditions,
                 LAUNCHED,
                 True,
@@ -330,7 +349,7 @@ class LifecycleController(Reconciler):
                 {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}},
             ),
         )
-        conditions = set_condition(
+        conditions = _step_condition(
             claim.status.conditions, REGISTERED, True, reason="Registered", message=node.name, now=now
         )
         self.cluster.patch_nodeclaim_status(claim.name, {"nodeName": node.name, "conditions": conditions})
@@ -356,7 +375,7 @@ class LifecycleController(Reconciler):
                 )
         if not missing:
             self.cluster.patch_node(node.name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-            conditions = set_condition(
+            conditions = _step_condition(
                 claim.status.conditions, INITIALIZED, True, reason="Initialized", now=now
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
@@ -378,7 +397,7 @@ class LifecycleController(Reconciler):
         message = "; ".join(missing)
         current = next((c for c in claim.status.conditions if c.type == INITIALIZED), None)
         if current is None or current.message != message:
-            conditions = set_condition(
+            conditions = _step_condition(
                 claim.status.conditions, INITIALIZED, False, reason="NotInitialized", message=message, now=now
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})

@@ -3,7 +3,7 @@ runs them in order, one `step(now)` at a time, only while this replica leads.
 
 Order matters within a step: interruptions first (so provisioning solves their pods in the same step),
 then admission (team pods through their quota), provisioning, lifecycle, usage metering (with a ledger),
-disruption (when enabled), termination, garbage collection, pool status. `provisioner run` calls `run()`;
+node repair, disruption (when enabled), termination, garbage collection, pool status. `provisioner run` calls `run()`;
 `provisioner simulate` and the tests call `step()` with a virtual clock.
 
 With a ledger recorder, disruption hands it its actions and blockers and the usage controller its
@@ -31,6 +31,7 @@ from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.repair import RepairController
 from provisioner.controllers.settings import Settings
 from provisioner.controllers.termination import TerminationController
 from provisioner.controllers.usage import UsageController
@@ -79,12 +80,14 @@ class Manager:
         self.lifecycle = LifecycleController(**shape)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**shape)
+        self.repair = RepairController(**shape, recorder=recorder)
         self.nodepools = NodePoolStatusController(**shape)
         self.controllers: list[tuple[str, Reconciler]] = [
             ("interruption", self.interruption),
             ("admission", self.admission),
             ("provisioning", self.provisioning),
             ("lifecycle", self.lifecycle),
+            ("repair", self.repair),
             ("termination", self.termination),
             ("gc", self.gc),
             ("nodepool", self.nodepools),

@@ -43,6 +43,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.node_repairs = Counter(
+            "provisioner_node_repairs",
+            "Nodes replaced because a condition stayed unhealthy past its toleration (node repair)",
+            ["nodepool", "condition"],
+            registry=r,
+        )
         self.launch_failures = Counter(
             "provisioner_launch_failures", "Failed launches by reason", ["reason"], registry=r
         )

@@ -7,6 +7,10 @@ expired claim since its expiry, pods are deleted regardless); `provider.delete`;
 is gone; delete the Node; hand in the ledger rows the claim carries and wait until they are stored; remove
 the finalizer. DaemonSet pods are not evicted: they go with the node.
 
+Writes to a list (the finalizers, the taints) are guarded by the resourceVersion they were computed
+from; a conflict is retried once on the object read afresh from the server, and a second one is left to
+the next reconcile without a warning (Karpenter's controllers requeue on conflicts the same way).
+
 The ledger rows (annotation `provisioner.sh/ledger-actions`, written by disruption just before it deleted
 the claim) are what make a disruption's row survive a crash: whichever process removes the finalizer
 hands them in (the recorder and the ledger skip rows they already have) and removes it only once they are
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -26,7 +31,14 @@ from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import DRAINING
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider import CloudProviderError, NotFound
-from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError, guarded, node_rv
+from provisioner.clusterapi import (
+    ClusterError,
+    ConflictError,
+    EvictionBlocked,
+    NotFoundError,
+    guarded,
+    node_rv,
+)
 from provisioner.controllers.conditions import condition_time, set_condition
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.disruption.candidates import do_not_disrupt
@@ -36,7 +48,9 @@ from provisioner.state.objects import Node, Pod
 
 log = logging.getLogger(__name__)
 
-INVOLUNTARY = frozenset({"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed"})
+INVOLUNTARY = frozenset(
+    {"Interrupted", "Unregistered", "NotInitialized", "InstanceGone", "LaunchFailed", "Unhealthy"}
+)
 """Disruption reasons that do not respect do-not-disrupt (the node is going or never worked)."""
 
 
@@ -71,6 +85,10 @@ class TerminationController(Reconciler):
                 self._terminate(claim, sn.node, list(sn.pods), now)
             except NotFoundError:
                 continue
+            except ConflictError as err:
+                # Someone wrote the object between our read and our write, twice: the next reconcile
+                # works from the newer copy. Routine on a busy cluster, not worth a warning.
+                log.info("terminating NodeClaim %s: %s; will retry", claim.name, err)
             except ClusterError as err:
                 log.warning("terminating NodeClaim %s: %s", claim.name, err)
 
@@ -112,13 +130,39 @@ class TerminationController(Reconciler):
                 self.cluster.delete_node(node.name)
         if not self._ledger_settled(claim, now):
             return
-        finalizers = [f for f in claim.metadata.finalizers if f != wk.TERMINATION_FINALIZER]
-        self.cluster.patch_nodeclaim(
-            claim.name, guarded(claim.metadata.resource_version, {"metadata": {"finalizers": finalizers}})
-        )
+        self._retry_once("NodeClaim", claim.name, self._remove_finalizer)
         self.metrics.nodeclaims_terminated.labels(nodepool=claim.nodepool or "").inc()
         self._blocked_said.pop(claim.name, None)
         log.info("NodeClaim %s terminated", claim.name)
+
+    def _retry_once(self, kind: str, name: str, write: Callable[[str], None]) -> None:
+        """Run a guarded write; on a conflict read the object afresh from the server and run it once more.
+        `write` reads the object from the state each time, so the second try carries the new version."""
+        try:
+            write(name)
+        except ConflictError:
+            self.cluster.refresh(kind, name)
+            write(name)
+
+    def _remove_finalizer(self, name: str) -> None:
+        # The list may hold other controllers' finalizers: the patch is guarded by the version it was
+        # computed from (the state's copy, which our own status writes keep current).
+        claim = self.state.claims.get(name)
+        if claim is None:
+            raise NotFoundError(f"NodeClaim {name} not found")
+        finalizers = [f for f in claim.metadata.finalizers if f != wk.TERMINATION_FINALIZER]
+        self.cluster.patch_nodeclaim(
+            name, guarded(claim.metadata.resource_version, {"metadata": {"finalizers": finalizers}})
+        )
+
+    def _taint(self, name: str) -> None:
+        node = self.state.nodes.get(name)
+        if node is None:
+            raise NotFoundError(f"Node {name} not found")
+        if any(t.key == wk.DISRUPTED_TAINT for t in node.taints):
+            return
+        taints = [*(t.to_dict() for t in node.taints), {"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"}]
+        self.cluster.patch_node(name, guarded(node_rv(node), {"spec": {"taints": taints}}))
 
     def _ledger_settled(self, claim: NodeClaim, now: datetime) -> bool:
         """Hand in the ledger rows the claim carries; True once they are stored (or held long enough)."""
@@ -151,9 +195,7 @@ class TerminationController(Reconciler):
     def _drained(self, claim: NodeClaim, node: Node, pods: list[Pod], now: datetime) -> bool:
         """Taint, evict; True once no pod but DaemonSet pods remain."""
         if not any(t.key == wk.DISRUPTED_TAINT for t in node.taints):
-            taints = [t.to_dict() for t in node.taints]
-            taints.append({"key": wk.DISRUPTED_TAINT, "effect": "NoSchedule"})
-            self.cluster.patch_node(node.name, guarded(node_rv(node), {"spec": {"taints": taints}}))
+            self._retry_once("Node", node.name, self._taint)
         started = condition_time(claim, DRAINING)
         if started is None:
             conditions = set_condition(claim.status.conditions, DRAINING, True, reason="Draining", now=now)

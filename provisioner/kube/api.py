@@ -149,6 +149,10 @@ class KubeClusterAPI:
         if "finalizers" in (patch.get("metadata") or {}):
             crashpoints.reached("finalizer-removed")
 
+    def refresh(self, kind: str, name: str) -> None:
+        res = kc.NODECLAIM if kind == "NodeClaim" else kc.NODE
+        self._feed(res, self.client.get(res, name))
+
     def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
         self._fence(f"patch NodeClaim {name} status")
         self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, {"status": status}, sub="status"))

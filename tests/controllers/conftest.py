@@ -1,5 +1,10 @@
-"""Fixtures: a Kubernetes API over real HTTP (a fresh kmock-based server per test, or the cluster named
-by PROVISIONER_TEST_KUBECONFIG), and `world` factories over it or over the in-memory cluster."""
+"""Fixtures: a Kubernetes API over real HTTP (a fresh strict kmock-based server per test, or the cluster
+named by PROVISIONER_TEST_KUBECONFIG), and `world` factories over it or over the in-memory cluster.
+
+On a real cluster (any conformant one: kind, k3s, a managed one, with the chart's CRDs installed) the
+worlds create the namespaces they use, delete everything they made when the test ends (passed or not),
+and assume no kubelet: tests/controllers/world.py registers Nodes for launched instances and finishes
+Terminating pods itself. Tests that inspect or fault the imitation are skipped there."""
 
 from __future__ import annotations
 
@@ -61,8 +66,20 @@ def make_world(request: pytest.FixtureRequest) -> Iterator[Callable[..., World]]
             return w
 
     yield factory
+    _close(worlds)
+
+
+def _close(worlds: list[World]) -> None:
+    # Every world is closed, even when one fails to (on a real cluster, what a test made must go, or the
+    # next test meets `already exists`).
+    errors = []
     for w in worlds:
-        w.backend.close()
+        try:
+            w.backend.close()
+        except Exception as err:  # reported after the others are closed
+            errors.append(err)
+    if errors:
+        raise errors[0]
 
 
 @pytest.fixture
@@ -75,5 +92,4 @@ def make_kube_world(kube_client: kc.KubeClient) -> Iterator[Callable[..., World]
         return w
 
     yield factory
-    for w in worlds:
-        w.backend.close()
+    _close(worlds)

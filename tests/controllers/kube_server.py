@@ -1,12 +1,18 @@
-"""A Kubernetes API server for the controller tests: kmock's KubernetesEmulator, filled where the
-controller relies on the real server's behaviour, served over real HTTP from a background thread with its
-own event loop.
+"""A Kubernetes API server for the controller tests: kmock's KubernetesEmulator, made strict where a real
+server is (tests/controllers/kube_rules.py and crd_schema.py say what it refuses and changes, from the
+Kubernetes API documentation), served over real HTTP from a background thread with its own event loop.
 
-Gaps filled (measured with kmock 0.8): resourceVersion (one counter, bumped on every write), uid,
-creationTimestamp, generateName, 201 on POST, optimistic concurrency (a patch carrying a stale
-metadata.resourceVersion answers 409), the status subresource (a patch to /status changes only status),
-a list's resourceVersion, the Eviction subresource (PDBs checked, 429 when they forbid), and a
-`compact()` hook that makes watches from older versions answer 410 Gone.
+Gaps filled (measured with kmock 0.8): resourceVersion (one counter, bumped on every write; a no-op
+write bumps nothing and sends no event), uid, creationTimestamp, generateName, 201 on POST, the
+namespaces a new cluster has (and 404 for objects in a namespace that does not exist), validation (422)
+of names, labels, pods, nodes and workloads, custom objects admitted through their CRD schema (pruned,
+defaulted, CEL rules), optimistic concurrency (a patch carrying a stale metadata.resourceVersion answers
+409), `metadata.generation` and the status subresource (a patch to /status changes only status, one to
+the object ignores status), graceful deletion (a bound pod stays Terminating until deleted again with
+grace 0; finalizers hold any object, and none may be added once it is going), scheduling gates that can
+only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
+(PDBs checked, 429 when they forbid; the pod then terminates gracefully), and a `compact()` hook that
+makes watches from older versions answer 410 Gone.
 
 Made linear in the requests served (bench/controller.py sends tens of thousands): kmock matched each
 request by scanning every request it had served, and found a named object by scanning every object. Here
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import datetime
 import json
 import threading
@@ -32,8 +39,12 @@ from kmock._internal import enums, parsing, rendering
 
 from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
+from tests.controllers import kube_rules as rules
+from tests.controllers.crd_schema import Invalid
 
 RESOURCES = [*kc.WATCHED, kc.EVENT, kc.LEASE]
+_KINDS = {r.plural: r.kind for r in RESOURCES}
+_NAMESPACED = {r.plural: r.namespaced for r in RESOURCES}
 _MATCHING: contextvars.ContextVar[rendering.Request] = contextvars.ContextVar("matching")
 """The request this task is serving (see FilledEmulator._handle)."""
 
@@ -68,6 +79,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
     requests: dict[str, int] = attrs.field(factory=dict)
     """`"PATCH nodeclaims"` -> how many such requests arrived (to bound a controller's call rate)."""
     last_request: rendering.Request | None = None
+    conflicts: int = 0
+    """How many writes were refused for a stale resourceVersion (409)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -76,6 +89,13 @@ class FilledEmulator(kmock.KubernetesEmulator):
             info.kind = r.kind
             info.namespaced = r.namespaced
             info.verbs = {"get", "list", "watch", "create", "patch", "delete"}
+        for name in rules.INITIAL_NAMESPACES:  # what a new cluster has
+            self._objects[(_res(kc.NAMESPACE), None, name)] = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "uid": str(uuid.uuid4()), "resourceVersion": self._next_rv()},
+                "status": {"phase": "Active"},
+            }
 
     def _next_rv(self) -> str:
         self.rv += 1
@@ -149,45 +169,138 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if request.subresource == "binding" and request.method == enums.method.POST:
             return await self._bind(request)
         action = request.action
+        kind = _KINDS.get(request.resource.plural, "")
         if action == enums.action.CREATE and isinstance(request.data, dict):
-            meta = request.data.setdefault("metadata", {})
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            meta["generation"] = 1
-            meta.pop("deletionTimestamp", None)
-            async with self._lock:
-                meta["resourceVersion"] = self._next_rv()
-            response = await super()._handle(request)
-            if response.status == 200:
-                response.set_status(201)
-            return response
+            return await self._create(request, kind)
         if action == enums.action.UPDATE and request.name and isinstance(request.data, dict):
-            async with self._lock:
-                obj = self._find(request.resource, request.namespace, request.name)
-                if obj is not None:
-                    meta = request.data.get("metadata") or {}
-                    wanted = meta.get("resourceVersion")
-                    held = (obj.get("metadata") or {}).get("resourceVersion")
-                    if wanted is not None and str(wanted) != str(held):
-                        raise kmock.KubernetesError(
-                            status=409,
-                            reason="Conflict",
-                            message=f"the object has been modified (resourceVersion {wanted} != {held})",
-                        )
-                    if request.subresource == "status":
-                        request.data.clear()
-                        request.data.update({"status": json.loads(request.body or b"{}").get("status")})
-                    request.data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
-            return await super()._handle(request)
+            return await self._update(request, kind)
         if action == enums.action.DELETE and request.name:
-            async with self._lock:
-                obj = self._find(request.resource, request.namespace, request.name)
-                if obj is not None:
-                    obj.patch({"metadata": {"resourceVersion": self._next_rv()}})
-            return await super()._handle(request)
+            return await self._delete(request, kind)
         return await super()._handle(request)
+
+    async def _create(self, request: rendering.Request, kind: str) -> aiohttp.web.StreamResponse:
+        meta = request.data.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        namespaced = request.resource is not None and _NAMESPACED.get(request.resource.plural, False)
+        if namespaced:
+            namespace = request.namespace or meta.get("namespace") or "default"
+            meta["namespace"] = namespace
+            if self._find(_res(kc.NAMESPACE), None, namespace) is None:
+                raise kmock.KubernetesError(
+                    status=404, reason="NotFound", message=f'namespaces "{namespace}" not found'
+                )
+        try:
+            stored = rules.on_create(kind, request.data)
+        except Invalid as err:
+            raise _invalid(kind, meta.get("name"), err.problems) from None
+        problems = rules.problems_on_create(kind, stored)
+        if problems:
+            raise _invalid(kind, meta.get("name"), problems)
+        stored_meta = stored.setdefault("metadata", {})
+        stored_meta["uid"] = str(uuid.uuid4())
+        stored_meta["creationTimestamp"] = _now()
+        stored_meta["generation"] = 1
+        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            stored_meta.pop(server_set, None)
+        async with self._lock:
+            stored_meta["resourceVersion"] = self._next_rv()
+        request.data.clear()
+        request.data.update(stored)
+        response = await super()._handle(request)
+        if response.status == 200:
+            response.set_status(201)
+        return response
+
+    async def _update(self, request: rendering.Request, kind: str) -> aiohttp.web.StreamResponse:
+        async with self._lock:
+            obj = self._find(request.resource, request.namespace, request.name)
+            if obj is None:
+                return await super()._handle(request)  # 404 as kmock answers it
+            old = copy.deepcopy(obj.raw)
+            patch = json.loads(request.body or b"{}")
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            held = old["metadata"].get("resourceVersion")
+            if wanted is not None and str(wanted) != str(held):
+                self.conflicts += 1
+                raise kmock.KubernetesError(
+                    status=409,
+                    reason="Conflict",
+                    message=f"the object has been modified (resourceVersion {wanted} != {held})",
+                )
+            try:
+                new = rules.merge_write(kind, old, patch, status=request.subresource == "status")
+            except Invalid as err:
+                raise _invalid(kind, request.name, err.problems) from None
+            for server_set in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "name"):
+                if server_set in old["metadata"]:
+                    new["metadata"][server_set] = old["metadata"][server_set]
+                else:
+                    new["metadata"].pop(server_set, None)
+            problems = rules.problems_on_update(kind, old, new)
+            if old["metadata"].get("deletionTimestamp"):
+                added = set(new["metadata"].get("finalizers") or []) - set(
+                    old["metadata"].get("finalizers") or []
+                )
+                if added:
+                    problems.append(
+                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted"
+                    )
+            if problems:
+                raise _invalid(kind, request.name, problems)
+            if new == old:  # a no-op write: no new resourceVersion, no watch event
+                return aiohttp.web.json_response(old)
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            request.data.clear()
+            request.data.update(_diff(old, new))
+        return await super()._handle(request)
+
+    async def _delete(self, request: rendering.Request, kind: str) -> aiohttp.web.StreamResponse:
+        async with self._lock:
+            obj = self._find(request.resource, request.namespace, request.name)
+            if obj is not None and kind == "Pod":
+                return await self._delete_pod(request, obj)
+            if obj is not None:
+                obj.patch({"metadata": {"resourceVersion": self._next_rv()}})
+        return await super()._handle(request)
+
+    async def _delete_pod(self, request: rendering.Request, obj: Any) -> aiohttp.web.StreamResponse:
+        body = request.data if isinstance(request.data, dict) else {}
+        grace = request.params.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
+        assert request.resource is not None
+        return await self._terminate(request.resource, obj, grace=grace)
+
+    async def _terminate(self, resource: Any, obj: Any, *, grace: Any) -> aiohttp.web.StreamResponse:
+        """Graceful deletion of a pod: bound to a node, it stays Terminating (deletionTimestamp set)
+        until its kubelet finishes it (deletes it again with grace 0); unbound, it goes at once; with
+        finalizers, it stays until they are removed. Called under the lock."""
+        meta = obj.raw["metadata"]
+        bound = bool((obj.raw.get("spec") or {}).get("nodeName"))
+        finishing = str(grace) == "0" or not bound
+        if not meta.get("deletionTimestamp") and (not finishing or meta.get("finalizers")):
+            seconds = (
+                int(grace)
+                if grace is not None
+                else int((obj.raw.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+            )
+            obj.patch(
+                {
+                    "metadata": {
+                        "deletionTimestamp": _now(),
+                        "deletionGracePeriodSeconds": seconds,
+                        "resourceVersion": self._next_rv(),
+                    }
+                }
+            )
+            await self._buses[resource].put({"type": "MODIFIED", "object": obj.raw})
+            return aiohttp.web.json_response(obj.raw)
+        if meta.get("finalizers") or not finishing:
+            return aiohttp.web.json_response(obj.raw)  # still Terminating
+        raw = copy.deepcopy(obj.raw)
+        raw["metadata"]["resourceVersion"] = self._next_rv()
+        obj.delete()
+        await self._buses[resource].put({"type": "DELETED", "object": raw})
+        return aiohttp.web.json_response(raw)
 
     async def _evict(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         pods_res, pdb_res = _res(kc.POD), _res(kc.PDB)
@@ -195,6 +308,10 @@ class FilledEmulator(kmock.KubernetesEmulator):
             obj = self._find(pods_res, request.namespace, request.name)
             if obj is None:
                 raise kmock.KubernetesObjectNotFoundError()
+            if obj.raw["metadata"].get("deletionTimestamp"):  # already going: nothing to budget
+                return aiohttp.web.json_response(
+                    {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, status=201
+                )
             pod = Pod.from_dict(obj.raw)
             pods = [
                 Pod.from_dict(o.raw)
@@ -211,10 +328,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
                         reason="TooManyRequests",
                         message=f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}",
                     )
-            raw = obj.raw
-            raw["metadata"]["resourceVersion"] = self._next_rv()
-            obj.delete()
-            await self._buses[pods_res].put({"type": "DELETED", "object": raw})
+            await self._terminate(pods_res, obj, grace=None)
         return aiohttp.web.json_response(
             {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, status=201
         )
@@ -257,6 +371,29 @@ class FilledEmulator(kmock.KubernetesEmulator):
         finally:
             if task is not None:
                 self.watches.discard(task)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _invalid(kind: str, name: Any, problems: list[str]) -> kmock.KubernetesError:
+    return kmock.KubernetesError(
+        status=422, reason="Invalid", message=f'{kind} "{name}" is invalid: ' + "; ".join(problems)
+    )
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that turns `old` into `new` (how kmock is told to store a computed object)."""
+    out: dict[str, Any] = {k: None for k in old if k not in new}
+    for key, value in new.items():
+        if key in old and old[key] == value:
+            continue
+        if isinstance(value, dict) and isinstance(old.get(key), dict) and value:
+            out[key] = _diff(old[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def _allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:

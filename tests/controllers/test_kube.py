@@ -10,9 +10,10 @@ import pytest
 
 from providers.fake import FakeProvider
 from provisioner.clock import VirtualClock
-from provisioner.clusterapi import NotLeader
+from provisioner.clusterapi import NotFoundError, NotLeader
 from provisioner.kube import client as kc
 from provisioner.kube.api import EventWriter, KubeClusterAPI
+from provisioner.kube.client import ApiError
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.state import ClusterState
@@ -155,6 +156,8 @@ def test_with_two_controllers_only_the_leader_writes(kube_client):
         b_world.backend.delete("NodeClaim", claim.name)
         for _ in range(10):
             electors[1].step()
+            a_world.kubelet.sync()  # the cluster's kubelets still finish the pods b evicts
+            a_world.backend.settle()
             b_world.backend.settle()
             b_world.manager.step(clock.now() + timedelta(seconds=1))
             if claim.name not in b_world.state.claims:
@@ -173,8 +176,9 @@ def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(ku
     informers.start()
     try:
         assert informers.wait_synced(10)
+        # The CRD's schema lets it through (no rule can tell a cron schedule), our models do not.
         bad = node_pool("bad")
-        bad["spec"]["weight"] = 1000
+        bad["spec"]["disruption"] = {"budgets": [{"nodes": "1", "schedule": "not a cron", "duration": "1h"}]}
         kube_client.create(kc.NODEPOOL, bad)
         kube_client.create(kc.NODEPOOL, node_pool("good"))
         wait_until("'good' in state.nodepools", lambda: "good" in state.nodepools)
@@ -182,6 +186,16 @@ def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(ku
         assert any("ignoring invalid NodePool bad" in r.getMessage() for r in caplog.records)
     finally:
         informers.stop()
+
+
+def test_the_api_server_refuses_a_nodepool_the_crd_schema_refuses(kube_client):
+    # With the chart's CRDs installed, a real server refuses it too: `kubectl apply` fails, not only
+    # `provisioner templates validate`.
+    bad = node_pool("bad")
+    bad["spec"]["weight"] = 1000
+    with pytest.raises(ApiError) as err:
+        kube_client.create(kc.NODEPOOL, bad)
+    assert err.value.status == 422 and "spec.weight" in str(err.value)
 
 
 @pytest.mark.skipif(bool(REAL_CLUSTER), reason="injects API failures through the fixture")
@@ -239,3 +253,20 @@ def test_a_full_event_queue_drops_the_newest_event(kube_client):
     api.record_event(kind="Pod", name="first", namespace="default", reason="Nominated", message="m")
     api.record_event(kind="Pod", name="second", namespace="default", reason="Nominated", message="m")
     assert writer.dropped == 1
+
+
+def test_a_world_that_fails_to_build_closes_what_it_made(kube_client):
+    # On a real cluster a World(...) that raised left its informers running and its objects behind, and
+    # every later test met `already exists`.
+    made: list[KubeBackend] = []
+
+    def factory(clock: VirtualClock) -> KubeBackend:
+        made.append(KubeBackend(kube_client, clock, cleanup=True))
+        made[0].create(node_class())
+        return made[0]
+
+    with pytest.raises(AttributeError):
+        World(factory, settings=object())  # type: ignore[arg-type]
+    assert made[0].informers.stop_event.is_set()
+    with pytest.raises(NotFoundError):
+        kube_client.get(kc.AWSNODECLASS, "default")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from provisioner.api import labels as wk
-from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
+from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, READY, REGISTERED
+from provisioner.cloudprovider import CreateError
 from provisioner.controllers.conditions import condition_status
 from tests.controllers.world import gpu_pod, node_class, node_pool
 
@@ -17,7 +18,7 @@ def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world):
     for claim in claims:
         assert claim.nodepool == "gpu"
         assert wk.TERMINATION_FINALIZER in claim.metadata.finalizers
-        for cond in (LAUNCHED, REGISTERED, INITIALIZED):
+        for cond in (LAUNCHED, REGISTERED, INITIALIZED, READY):
             assert condition_status(claim, cond) == "True", (claim.name, cond, claim.status.conditions)
         assert claim.status.instance_type and claim.status.instance_type.startswith(("g5", "g6"))
     nodes = list(w.state.nodes.values())
@@ -27,6 +28,33 @@ def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world):
         assert node.labels[wk.INITIALIZED] == "true"
         assert not any(t.key == wk.UNREGISTERED_TAINT for t in node.taints)
     assert len(w.fake.list()) == len(claims)
+
+
+def test_the_ready_condition_follows_the_lifecycle_for_the_printer_column(make_world):
+    # `kubectl get nodeclaims` reads .status.conditions[?(@.type=="Ready")].status: Unknown while the
+    # node is on its way, False with the failed step's reason, True once initialized.
+    w = make_world()
+    w.kubelet.hold = True
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(lambda: any(condition_status(c, LAUNCHED) == "True" for c in w.claims()), max_ticks=30)
+    (claim,) = w.claims()
+    assert condition_status(claim, READY) == "Unknown"
+    ready = next(c for c in claim.status.conditions if c.type == READY)
+    assert ready.reason == "AwaitingRegistered"
+    w.kubelet.hold = False
+    w.run_until(w.all_bound, max_ticks=30)
+    (claim,) = w.claims()
+    assert condition_status(claim, READY) == "True"
+
+
+def test_a_failed_launch_makes_the_claim_not_ready_with_its_reason(make_world):
+    w = make_world()
+    w.fake.fail_next_create(CreateError("launch template refused"), times=100)
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(lambda: any(condition_status(c, LAUNCHED) == "False" for c in w.claims()), max_ticks=30)
+    claim = w.claims()[0]
+    ready = next(c for c in claim.status.conditions if c.type == READY)
+    assert (ready.status.value, ready.reason) == ("False", "CreateError")
 
 
 def _on_demand_nodes(w):

@@ -14,7 +14,14 @@ import pytest
 
 from provisioner.clock import RealClock
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_class, node_pool
+from tests.controllers.world import (
+    KubeBackend,
+    TestBinder,
+    cluster_controllers,
+    gpu_pod,
+    node_class,
+    node_pool,
+)
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
@@ -54,11 +61,15 @@ def test_no_token_or_cloud_key_appears_in_logs_or_events(kube_server, kube_clien
         wait_until(
             "the pod bound",
             lambda: all(p.node_name for p in backend.state.pods.values()),
-            step=binder.sync,
+            step=lambda: (cluster_controllers(backend), binder.sync()),
         )
         for c in list(backend.state.claims.values()):
             backend.delete("NodeClaim", c.name)
-        wait_until("the claim terminated", lambda: not backend.state.claims, step=backend.settle)
+        wait_until(
+            "the claim terminated",
+            lambda: not backend.state.claims,
+            step=lambda: (cluster_controllers(backend), backend.settle()),
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

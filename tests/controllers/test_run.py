@@ -16,7 +16,14 @@ from provisioner.clock import RealClock
 from provisioner.finops.ledger import Ledger
 from provisioner.kube import client as kc
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_class, node_pool
+from tests.controllers.world import (
+    KubeBackend,
+    TestBinder,
+    cluster_controllers,
+    gpu_pod,
+    node_class,
+    node_pool,
+)
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
@@ -55,7 +62,11 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
                 and all(n.labels.get("provisioner.sh/initialized") == "true" for n in nodes)
             )
 
-        wait_until("pods bound on initialized nodes", settled, step=binder.sync)
+        wait_until(
+            "pods bound on initialized nodes",
+            settled,
+            step=lambda: (cluster_controllers(backend), binder.sync()),
+        )
         nodes = list(backend.state.nodes.values())
         assert all(n.ready for n in nodes)
         assert len({p.node_name for p in backend.state.pods.values()}) == 2, "one 1-GPU node per 1-GPU pod"
@@ -77,7 +88,7 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         wait_until(
             "claims terminated",
             lambda: not backend.state.claims and not backend.state.nodes,
-            step=backend.settle,
+            step=lambda: (cluster_controllers(backend), backend.settle()),
         )
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -122,7 +133,7 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
         wait_until(
             "two pods bound on two nodes",
             lambda: len({p.node_name for p in backend.state.pods.values() if p.node_name}) == 2,
-            step=binder.sync,
+            step=lambda: (cluster_controllers(backend), binder.sync()),
         )
         backend.delete("Pod", "train-0", namespace="default")
 
@@ -133,7 +144,12 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
                 return bool(opened.actions())
 
         # The row is written as the command is carried out (the claim deleted), not at shutdown.
-        wait_until("the empty node's action in the ledger", action_written, limit=90)
+        wait_until(
+            "the empty node's action in the ledger",
+            action_written,
+            limit=90,
+            step=lambda: cluster_controllers(backend),  # the kubelet finishes the deleted pod
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

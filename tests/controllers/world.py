@@ -1,7 +1,8 @@
 """The world the controller tests run in: a cluster (in memory, or a Kubernetes API over HTTP), the fake
-cloud behind the caching wrapper, a virtual clock, the controllers' Manager, and two stand-ins for what a
-real cluster has: a kubelet that registers a Node for each launched instance, and a binder that binds
-pending pods as kube-scheduler would (or marks them Unschedulable).
+cloud behind the caching wrapper, a virtual clock, the controllers' Manager, and the stand-ins for what a
+real cluster has besides its API server (tests/controllers/standins.py): a kubelet that registers a Node
+for each launched instance, a binder that binds pending pods as kube-scheduler would (or marks them
+Unschedulable), and what kube-controller-manager does for them.
 
 Time moves only through `tick()`: the clock advances, the kubelet and binder act, the Manager steps.
 """
@@ -13,25 +14,39 @@ import copy
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from providers.fake import FakeProvider
-from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.clock import VirtualClock, isoformat
-from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.cloudprovider.wrappers import CachingProvider
-from provisioner.clusterapi import ClusterAPI, ClusterError, MemoryCluster, NotFoundError, merge_patch
+from provisioner.clusterapi import (
+    ClusterAPI,
+    ClusterError,
+    ConflictError,
+    MemoryCluster,
+    NotFoundError,
+    merge_patch,
+)
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
-from provisioner.state.objects import Node, Pod, tolerates_all
+from provisioner.state.objects import Pod
 from tests.builders import aws_node_class_manifest, node_pool_manifest, pdb_manifest, pod_manifest, req
+from tests.controllers.standins import TestBinder, TestKubelet, cluster_controllers
+
+__all__ = [
+    "Backend",
+    "KubeBackend",
+    "MemoryBackend",
+    "TestBinder",
+    "TestKubelet",
+    "World",
+    "cluster_controllers",
+]
 
 _ids = itertools.count(1)
 
@@ -123,6 +138,7 @@ class Backend(Protocol):
         self, kind: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
     ) -> None: ...
     def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None: ...
+    def finish_pod(self, namespace: str, name: str) -> None: ...
     def bind(self, namespace: str, name: str, node: str) -> None: ...
     def events(self) -> list[dict[str, Any]]: ...
     def settle(self) -> None: ...
@@ -170,6 +186,9 @@ class MemoryBackend:
         key = f"{namespace or 'default'}/{name}" if RESOURCES[kind].namespaced else name
         self.state.remove(kind, key)
 
+    def finish_pod(self, namespace: str, name: str) -> None:
+        self.state.remove("Pod", f"{namespace}/{name}")
+
     def bind(self, namespace: str, name: str, node: str) -> None:
         self.patch("Pod", name, {"spec": {"nodeName": node}}, namespace=namespace)
 
@@ -201,6 +220,9 @@ class KubeBackend:
         may_write: Callable[[], bool] = lambda: True,
         cleanup: bool = False,
     ):
+        """`cleanup`: a real cluster (PROVISIONER_TEST_KUBECONFIG) outlives the test; everything the test
+        made is deleted at `close()`, and new namespaces are waited on until their `default`
+        ServiceAccount exists (a real server refuses pods in a namespace without it)."""
         from provisioner.kube.api import KubeClusterAPI
         from provisioner.kube.informers import Informers
 
@@ -209,6 +231,7 @@ class KubeBackend:
         self.cleanup = cleanup
         """Delete what the test made when done (a real cluster outlives the test)."""
         self.created: list[tuple[kc.Resource, str, str | None]] = []
+        self.namespaces: set[str] = set()
         self.state = ClusterState()
         self.informers = Informers(client, self.state, watch_timeout=30)
         self.informers.start()
@@ -219,9 +242,39 @@ class KubeBackend:
 
     def create(self, obj: Mapping[str, Any]) -> None:
         res = RESOURCES[obj["kind"]]
-        ns = obj["metadata"].get("namespace") if res.namespaced else None
-        self.feeder.upsert(res, self.client.create(res, obj, namespace=ns))
-        self.created.append((res, obj["metadata"]["name"], ns))
+        ns = (obj["metadata"].get("namespace") or "default") if res.namespaced else None
+        if ns is not None:
+            self._ensure_namespace(ns)
+        stored = self.client.create(res, obj, namespace=ns)
+        self.created.append((res, stored["metadata"]["name"], ns))
+        if obj.get("status") and (res.kind == "Pod" or res.group == wk.GROUP):
+            # A server drops the status a create carries (Pods are reset to Pending, custom objects
+            # lose it): a client that means it writes it through the status subresource.
+            stored = self.client.patch(
+                res, stored["metadata"]["name"], {"status": obj["status"]}, namespace=ns, sub="status"
+            )
+        self.feeder.upsert(res, stored)
+
+    def _ensure_namespace(self, name: str) -> None:
+        # A namespace must exist before anything is created in it. Namespaces are left in place on a
+        # real cluster: deleting one takes the namespace controller a while, and a test that makes it
+        # again meanwhile would be refused.
+        if name in self.namespaces:
+            return
+        with contextlib.suppress(ConflictError):  # there already
+            self.client.create(kc.NAMESPACE, {"metadata": {"name": name}})
+        if self.cleanup:  # kube-controller-manager makes the ServiceAccount a pod needs
+            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    self.client.request("GET", path)
+                    break
+                except NotFoundError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        self.namespaces.add(name)
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
         res = RESOURCES[kind]
@@ -238,11 +291,19 @@ class KubeBackend:
     def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         res = RESOURCES[kind]
         doc = self.client.delete(res, name, namespace=namespace)
-        meta = doc.get("metadata") or {}
-        if meta.get("finalizers"):
-            self.feeder.upsert(res, doc)
-        else:
+        try:  # still there when finalizers hold it, or when a bound pod waits for its kubelet
+            self.feeder.upsert(res, self.client.get(res, name, namespace=namespace))
+        except NotFoundError:
             self.feeder.remove(res, doc)
+
+    def finish_pod(self, namespace: str, name: str) -> None:
+        """What a kubelet does once a Terminating pod's containers stopped: delete it with grace 0."""
+        with contextlib.suppress(NotFoundError):
+            self.delete_now(kc.POD, name, namespace)
+
+    def delete_now(self, res: kc.Resource, name: str, namespace: str | None) -> None:
+        doc = self.client.delete(res, name, namespace=namespace, body={"gracePeriodSeconds": 0})
+        self.feeder.remove(res, doc)
 
     def bind(self, namespace: str, name: str, node: str) -> None:
         body = {
@@ -277,7 +338,9 @@ class KubeBackend:
             try:
                 if res is kc.NODECLAIM:
                     self.client.patch(res, name, {"metadata": {"finalizers": None}})
-                self.client.delete(res, name, namespace=ns)
+                # Grace 0: with no kubelet a bound pod would stay Terminating and hold its name.
+                body = {"gracePeriodSeconds": 0} if res is kc.POD else None
+                self.client.delete(res, name, namespace=ns, body=body)
             except ClusterError:
                 pass
 
@@ -287,146 +350,6 @@ class KubeBackend:
         again = KubeBackend(self.client, self.clock, cleanup=self.cleanup)
         again.created = self.created
         return again
-
-
-# The kubelet and the binder ------------------------------------------------------------------------------
-
-
-@dataclass
-class TestKubelet:
-    __test__ = False
-    """Registers a Ready Node for each launched instance (with its capacity and GPUs), unless told not to."""
-
-    backend: Backend
-    clock: VirtualClock
-    types: Mapping[str, InstanceType]
-    never_register: set[str] = field(default_factory=set)
-    """Claim names whose instance never gets a Node."""
-    no_devices: set[str] = field(default_factory=set)
-    """Claim names whose Node never advertises its GPUs."""
-    all_without_devices: bool = False
-    hold: bool = False
-    """While True, launched instances wait (no Node yet)."""
-    launched: list[Instance] = field(default_factory=list)
-    deleted: list[Instance] = field(default_factory=list)
-    registered: set[str] = field(default_factory=set)
-    poll: Any = None
-    """A cloud without launch hooks (AWS on moto): its instances are found by listing it."""
-
-    def _poll(self) -> None:
-        live = {i.provider_id: i for i in self.poll.list() if i.state in ("pending", "running")}
-        for inst in live.values():
-            if all(x.provider_id != inst.provider_id for x in self.launched):
-                self.launched.append(inst)
-                if inst.instance_type not in self.types:
-                    for nc in list(self.backend.state.nodeclasses.values()):
-                        self.types = {**self.types, **{t.name: t for t in self.poll.instance_types(nc)}}
-        for inst in self.launched:
-            if inst.provider_id not in live and all(d.provider_id != inst.provider_id for d in self.deleted):
-                self.deleted.append(inst)
-
-    def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
-        self.launched.append(instance)
-
-    def on_delete(self, instance: Instance) -> None:
-        self.deleted.append(instance)
-
-    def sync(self) -> None:
-        if self.poll is not None:
-            self._poll()
-        for inst in [] if self.hold else self.launched:
-            if inst.provider_id in self.registered or inst.nodeclaim in self.never_register:
-                continue
-            if any(d.provider_id == inst.provider_id for d in self.deleted):
-                continue
-            devices = not self.all_without_devices and inst.nodeclaim not in self.no_devices
-            node = node_for_instance(
-                inst, self.types.get(inst.instance_type), devices=devices, now=self.clock.now()
-            )
-            self.backend.create(node)
-            self.registered.add(inst.provider_id)
-        for inst in self.deleted:
-            name = node_name_for(inst)
-            if name in self.backend.state.nodes:
-                with contextlib.suppress(NotFoundError):
-                    self.backend.delete("Node", name)
-        self.deleted = [d for d in self.deleted if node_name_for(d) in self.backend.state.nodes]
-
-
-def _fits(pod: Pod, node: Node, bound: Sequence[Pod]) -> bool:
-    if not node.ready or node.unschedulable or node.deleting:
-        return False
-    if tolerates_all(pod.tolerations, [t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")]):
-        return False
-    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
-        return False
-    if pod.required_node_terms and not any(
-        all(r.matches(node.labels) for r in term) for term in pod.required_node_terms
-    ):
-        return False
-    used: dict[str, int] = {}
-    for p in bound:
-        used = quantities.add(used, p.requests)
-    return quantities.fits(pod.requests, quantities.subtract(node.allocatable, used))
-
-
-@dataclass
-class TestBinder:
-    __test__ = False
-    """Binds pending pods to a node they fit, else marks them PodScheduled=False/Unschedulable."""
-
-    backend: Backend
-
-    def sync(self) -> list[str]:
-        bound: list[str] = []
-        state = self.backend.state
-        by_node: dict[str, list[Pod]] = {}
-        for p in state.pods.values():
-            if p.node_name:
-                by_node.setdefault(p.node_name, []).append(p)
-        for p in sorted(state.pods.values(), key=lambda p: p.key):
-            # kube-scheduler leaves a pod with scheduling gates alone: not bound, not Unschedulable.
-            if p.node_name or p.deleting or p.is_terminal or p.scheduling_gates:
-                continue
-            target = next(
-                (
-                    n
-                    for n in sorted(state.nodes.values(), key=lambda n: n.name)
-                    if _fits(p, n, by_node.get(n.name, []))
-                ),
-                None,
-            )
-            if target is not None:
-                self.backend.bind(p.namespace, p.name, target.name)
-                self.backend.patch_status(
-                    "Pod",
-                    p.name,
-                    {
-                        "phase": "Running",
-                        "startTime": isoformat(self.backend.clock.now()),
-                        "conditions": p.conditions_with({"type": "PodScheduled", "status": "True"}),
-                    },
-                    namespace=p.namespace,
-                )
-                by_node.setdefault(target.name, []).append(p)
-                bound.append(p.key)
-            elif not p.unschedulable:
-                self.backend.patch_status(
-                    "Pod",
-                    p.name,
-                    {
-                        "conditions": p.conditions_with(
-                            {
-                                "type": "PodScheduled",
-                                "status": "False",
-                                "reason": "Unschedulable",
-                                "message": "0/N nodes are available",
-                            }
-                        )
-                    },
-                    namespace=p.namespace,
-                )
-        return bound
 
 
 # The world ----------------------------------------------------------------------------------------------
@@ -444,6 +367,13 @@ class World:
     ) -> None:
         self.clock = clock or VirtualClock(start or datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
         self.backend = backend_factory(self.clock)
+        try:
+            self._build(settings, provider)
+        except BaseException:
+            self.backend.close()  # its informers and, on a real cluster, what it made would leak
+            raise
+
+    def _build(self, settings: Settings | None, provider: Any) -> None:
         self.state = self.backend.state
         self.settings = settings or Settings(cluster_name="test")
         self.fake = provider or FakeProvider(
@@ -494,9 +424,9 @@ class World:
             meta = doc["metadata"]
             if f"{meta['namespace']}/{meta['name']}" in self.state.pods:
                 continue
-            base = meta["name"].split("~")[0]
+            base = meta["name"].split(".")[0]
             again = copy.deepcopy(doc)
-            again["metadata"]["name"] = f"{base}~{next(_ids)}"
+            again["metadata"]["name"] = f"{base}.{next(_ids)}"
             again.pop("status", None)
             self._kept[i] = again
             self.backend.create(again)

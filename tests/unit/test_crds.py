@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from provisioner.api import crds
+from provisioner.api.nodeclass import AWSNodeClass
+from provisioner.api.nodepool import NodePool
 from provisioner.cli.main import app
+from tests.builders import aws_node_class_manifest, node_pool_manifest, req
+from tests.controllers.crd_schema import Invalid, admit, structural_problems
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "provisioner" / "crds"
 KINDS = ("NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass", "Department", "Team")
@@ -93,7 +99,7 @@ def test_schemas_are_structural(kind: str) -> None:
         assert not isinstance(node.get("additionalProperties"), bool), where
         assert "null" not in str(node.get("type")), where
         assert set(node.get("required", [])) <= set(node.get("properties", {})), where
-        if path and not path.endswith(("[]", "{}")):  # every field is documented (the root's metadata too)
+        if path and path != ".metadata" and not path.endswith(("[]", "{}")):  # every field is documented
             assert node.get("description"), f"{where} has no description"
 
 
@@ -109,7 +115,8 @@ def test_limits_are_int_or_string_quantities_and_only_top_metadata_is_free_form(
         if node.get("x-kubernetes-preserve-unknown-fields")
     ]
     assert preserved == []
-    assert schema_of("NodePool")["properties"]["metadata"]["type"] == "object"
+    for kind in KINDS:  # a real API server refuses anything else there, even a description
+        assert schema_of(kind)["properties"]["metadata"] == {"type": "object"}
 
 
 def test_field_docstrings_become_descriptions_and_enums_are_listed() -> None:
@@ -217,3 +224,188 @@ def test_every_default_in_the_schemas_is_valid_for_its_own_field(kind: str) -> N
     for path, node in walk(schema_of(kind)):
         if "default" in node:
             assert conforms(node["default"], node, f"{kind}{path}") == []
+
+
+# What a real API server checks (tests/controllers/crd_schema.py, from the Kubernetes documentation) -----
+
+
+def chart_copies() -> list[dict[str, Any]]:
+    return [yaml.safe_load(p.read_text()) for p in sorted(CRD_DIR.glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("source", ["generated", "chart"])
+def test_every_crd_passes_every_structural_rule(source: str) -> None:
+    documents = crds.all_crds() if source == "generated" else chart_copies()
+    assert len(documents) == len(KINDS)
+    for crd in documents:
+        assert structural_problems(crd) == [], crd["metadata"]["name"]
+
+
+def _nodepool_crd() -> dict[str, Any]:
+    return copy.deepcopy(by_kind()["NodePool"])
+
+
+def _mutated(change: Any) -> list[str]:
+    crd = _nodepool_crd()
+    change(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    return structural_problems(crd)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            lambda s: s["properties"]["metadata"].update(description="Standard object metadata."),
+            "metadata: must not specify anything other than type: object",
+            id="metadata-description",  # the defect a real v1.36 server reported on every CRD
+        ),
+        pytest.param(lambda s: s["properties"]["spec"].pop("type"), ".spec: type must be", id="no-type"),
+        pytest.param(
+            lambda s: s["properties"]["spec"].update(additionalProperties={"type": "string"}),
+            "mutually exclusive",
+            id="properties-and-additionalProperties",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"]["properties"]["limits"].update(additionalProperties=False),
+            "cannot be set to false",
+            id="additionalProperties-false",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"].update(anyOf=[{"properties": {"x": {"type": "string"}}}]),
+            "not specified outside it",
+            id="field-only-in-anyOf",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"].update(anyOf=[{"description": "no"}]),
+            "anyOf must not set description",
+            id="description-in-anyOf",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"]["properties"]["weight"].update(default=1000),
+            "default 1000 is invalid",
+            id="default-out-of-range",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"][
+                "requirements"
+            ].pop("maxItems"),
+            "a list above a CEL rule needs maxItems",
+            id="unbounded-list-above-rule",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"].update({"x-kubernetes-validations": [{"rule": "self.a >"}]}),
+            "does not compile",
+            id="rule-does-not-compile",
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"].update(uniqueItems=True), "uniqueItems", id="unique-items"
+        ),
+        pytest.param(
+            lambda s: s["properties"]["spec"]["properties"].update({"x": {"$ref": "#/d"}}),
+            "$ref is not allowed",
+            id="ref",
+        ),
+    ],
+)
+def test_the_structural_check_finds_each_rule_broken(change: Any, expected: str) -> None:
+    problems = _mutated(change)
+    assert any(expected in p for p in problems), problems
+
+
+def _admit_pool(**kw: Any) -> dict[str, Any]:
+    return admit(node_pool_manifest("gpu", **kw), schema_of("NodePool"), root=True)
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        pytest.param({"weight": 1000}, ".spec.weight: Invalid value: 1000", id="weight-above-100"),
+        pytest.param({"requirements": [req("a", "In")]}, "need at least one value", id="in-without-values"),
+        pytest.param({"requirements": [req("a", "Exists", "x")]}, "take no values", id="exists-with-values"),
+        pytest.param({"requirements": [req("a", "Gt", "x")]}, "exactly one integer", id="gt-not-integer"),
+        pytest.param({"requirements": [req("a", "Gt", "1", "2")]}, "exactly one integer", id="gt-two-values"),
+        pytest.param(
+            {"requirements": [{**req("a", "In", "x"), "minValues": 2}]},
+            "minValues must not be more",
+            id="min-values-over-values",
+        ),
+        pytest.param(
+            {"requirements": [{**req("a", "NotIn", "x"), "minValues": 1}]},
+            "only with operator In or Exists",
+            id="min-values-with-notin",
+        ),
+        pytest.param(
+            {"requirements": [req("a", "Near", "x")]}, "Unsupported value: 'Near'", id="unknown-operator"
+        ),
+        pytest.param(
+            {"disruption": {"budgets": [{"nodes": "1", "schedule": "@daily"}]}},
+            "schedule and duration must be given together",
+            id="schedule-without-duration",
+        ),
+        pytest.param({"limits": {"cpu": "1x"}}, ".spec.limits.cpu: Invalid value: '1x'", id="bad-quantity"),
+    ],
+)
+def test_the_crd_schema_refuses_what_the_model_refuses(kw: dict[str, Any], expected: str) -> None:
+    # The API server itself refuses a bad NodePool (`kubectl apply` fails), not only `templates validate`.
+    with pytest.raises(Invalid) as err:
+        _admit_pool(**kw)
+    assert any(expected in p for p in err.value.problems), err.value.problems
+    with pytest.raises(ValidationError):
+        NodePool.model_validate(node_pool_manifest("gpu", **kw))
+
+
+def test_the_crd_schema_accepts_a_good_pool_prunes_unknown_fields_and_fills_defaults() -> None:
+    doc = node_pool_manifest("gpu", weight=10, requirements=[{**req("a", "In", "x", "y"), "minValues": 2}])
+    doc["spec"]["typo"] = True
+    stored = admit(doc, schema_of("NodePool"), root=True)
+    assert "typo" not in stored["spec"]
+    assert stored["spec"]["template"]["spec"]["expireAfter"] == "720h"
+    assert stored["spec"]["weight"] == 10
+
+
+def test_teams_refuse_a_repeated_pool_or_namespace_as_the_model_does() -> None:
+    doc = {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "Team",
+        "metadata": {"name": "vision"},
+        "spec": {
+            "namespaces": ["vision", "vision"],
+            "quotas": [{"nodePool": "a"}, {"nodePool": "a"}],
+        },
+    }
+    with pytest.raises(Invalid) as err:
+        admit(doc, schema_of("Team"), root=True)
+    assert [p.split(":")[0] for p in err.value.problems] == [".spec.namespaces[1]", ".spec.quotas[1]"]
+
+
+@pytest.mark.parametrize(
+    ("term", "ok"),
+    [
+        pytest.param({"id": "subnet-1"}, True, id="id"),
+        pytest.param({"tags": {"a": "b"}}, True, id="tags"),
+        pytest.param({}, False, id="empty"),
+        pytest.param({"id": "subnet-1", "tags": {"a": "b"}}, False, id="id-and-tags"),
+        pytest.param({"alias": "al2023@latest", "name": "x"}, False, id="alias-and-name"),
+    ],
+)
+def test_selector_term_rules_agree_with_the_model(term: dict[str, Any], ok: bool) -> None:
+    doc = aws_node_class_manifest("default")
+    doc["spec"]["subnetSelectorTerms"] = [term]
+    schema = schema_of("AWSNodeClass")
+    if ok:
+        admit(doc, schema, root=True)
+        AWSNodeClass.model_validate(doc)
+    else:
+        with pytest.raises(Invalid):
+            admit(doc, schema, root=True)
+        with pytest.raises(ValidationError):
+            AWSNodeClass.model_validate(doc)
+
+
+def test_every_bundled_template_passes_the_crd_rules_as_a_server_would() -> None:
+    from provisioner.api import documents
+
+    templates = Path(__file__).resolve().parents[2] / "nodepool_templates"
+    report = documents.validate_paths([templates])
+    for loaded in report.objects:
+        admit(loaded.document.data, schema_of(loaded.kind), root=True)
