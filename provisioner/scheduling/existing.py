@@ -7,6 +7,8 @@
 - A node of ours that registered but is not initialized yet counts as what it will be: without the
   unregistered taint and its claim's start-up taints, with the allocatable its claim promised (GPUs appear
   only when the device plugin starts). Otherwise a solve during registration launches a second node.
+- A node no pool owns (a managed node group, a node added by hand) is capacity
+  like any other: kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
 - A claim in flight offers the allocatable of its chosen type (else its first option), less what the
   daemonsets that will run there request.
 
@@ -41,6 +43,8 @@ class Existing:
     taints: tuple[TaintValue, ...]
     avail: Vec
     pool: str | None
+    """The pool that owns it; None for a node no pool owns (no pool label, no claim): such a node is
+    capacity for every pod, whatever its pool list."""
     label_ok: dict[int, bool] = field(default_factory=dict)
     """Per variant id: whether the node's labels meet the variant's requirements (cached)."""
     taint_ok: dict[int, bool] = field(default_factory=dict)

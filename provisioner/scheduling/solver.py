@@ -70,6 +70,8 @@ from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, HostPort, Pod
 
 MAX_OPTIONS = 60
+_UNOWNED_HINT = ""
+"""The key of a variant's existing-node hint for the scan of the nodes no pool owns (no pool is named "")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,8 @@ class _Solver:
         self.existing = ex.capacity(
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
+        self.unowned = any(n.pool is None for n in self.existing)
+        """Whether some node no pool owns may take pods (tried first by pods with a pool list)."""
         self.topology = Topology(
             snapshot, existing=self.existing, pools=self.pools, cache=self.cache, dims=self.dims
         )
@@ -163,21 +167,25 @@ class _Solver:
 
     # ---- placing
 
-    def _try_existing(self, v: Variant, *, pool: str | None = None) -> ex.Existing | None:
+    def _try_existing(self, v: Variant, *, pool: str | None = None, unowned: bool = False) -> ex.Existing | None:
         """The first node with room that takes the variant (ready nodes, then claims in flight); only the
-        pool's nodes when `pool` is given."""
+        pool's nodes when `pool` is given, only the nodes no pool owns when `unowned`. A node no pool owns
+        (a managed node group, a node added by hand) is capacity for every pod, whatever its pool list:
+        kube-scheduler places the pod there anyway."""
         req = v.req
         nodes = self.existing
         # The hint skips nodes that refused this variant before; a scan of one pool keeps its own, as it
         # skips the other pools' nodes without their refusing.
-        start = v.hint_existing.get(pool, 0) if v.monotone else 0
+        hint = _UNOWNED_HINT if unowned else pool
+        start = v.hint_existing.get(hint, 0) if v.monotone else 0
         for i in range(start, len(nodes)):
             n = nodes[i]
             if not all(map(le, req, n.avail)):
                 continue
-            if v.pool_names is not None and n.pool not in v.pool_names:
-                continue
-            if pool is not None and n.pool != pool:
+            if unowned or pool is not None:
+                if n.pool != pool:  # pool is None when `unowned`
+                    continue
+            elif n.pool is not None and v.pool_names is not None and n.pool not in v.pool_names:
                 continue
             ok = n.taint_ok.get(v.id)
             if ok is None:
@@ -194,13 +202,13 @@ class _Solver:
             if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
                 continue
             if v.monotone:
-                v.hint_existing[pool] = i
+                v.hint_existing[hint] = i
             n.avail = tuple(map(sub, n.avail, req))
             n.host_ports.extend(v.host_ports)
             record(v, n.domain)
             return n
         if v.monotone:
-            v.hint_existing[pool] = len(nodes)
+            v.hint_existing[hint] = len(nodes)
         return None
 
     def _narrow(self, v: Variant, n: _New) -> tuple[rq.Reqs, list[Option]] | None:
@@ -398,6 +406,10 @@ class _Solver:
                 node = self._try_new_nodes(v, pod)
                 if node is not None:
                     return node
+            elif self.unowned:
+                existing = self._try_existing(v, unowned=True)
+                if existing is not None:
+                    return existing
             why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
             if self.reservations and self.reservations.left():
                 # Reservations before any pool launches spot or on-demand (a listed pod still takes

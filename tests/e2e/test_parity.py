@@ -450,3 +450,33 @@ def test_two_underused_nodes_of_one_type_are_not_swapped_for_one_of_that_type_on
         "ml/small-0",
         "ml/small-1",
     ]
+
+
+# Existing capacity, DaemonSets, pod order and capacity in flight (issue 30) ------------------------------
+
+DEFAULT_POOL = CPU_POOL.replace("name: cpu}", "name: default}")
+
+
+def bare_node(name: str, *, cpu: str, labels: str = "") -> str:
+    """A Ready node no pool owns (a managed node group): no pool label, no claim."""
+    return f"""\
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels: {{kubernetes.io/hostname: {name}{labels}}}
+status:
+  allocatable: {{cpu: "{cpu}", memory: 10Gi, pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+"""
+
+
+def test_pods_go_to_an_existing_node_no_pool_owns(tmp_path):
+    """Karpenter's "should schedule (multiple) pods to an existing node unowned by Karpenter", with the
+    pool named `default` (which gives every pod a pool list)."""
+    text = HEADER + DEFAULT_POOL + bare_node("managed-1", cpu="10")
+    text += "".join(pod(f"p{i}", requests="{cpu: 10m}") for i in range(3))
+    doc = simulate(tmp_path, text)
+    assert doc["nodeClaims"] == [], "no node is launched while the managed node has room"
+    assert {p["pod"]: p["node"] for p in doc["placements"]} == {f"ml/p{i}": "managed-1" for i in range(3)}
