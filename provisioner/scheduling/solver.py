@@ -9,7 +9,8 @@ ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at 
 are the next pieces to move out.
 
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
-anti-affinity before the pods they constrain; then largest first: GPUs, fewest GPU models accepted, cpu,
+anti-affinity before the pods they constrain, except that pods pinned to one domain go before a pod free
+to go elsewhere that repels them; then largest first: GPUs, fewest GPU models accepted, cpu,
 memory, fewest pools). Its pools and their
 order come from `pool_order`: its `provisioner.sh/nodepools` list, else a default list, else every pool
 by weight (desc, then name).
@@ -587,7 +588,9 @@ class SolveFn(Protocol):
 def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:
     """Per shape, how many shapes must be placed before it: the pods its required affinity follows, and
     the pods whose required anti-affinity selects it (their owners go first, so the selected pods keep
-    out of their domains). Shapes in a cycle share a depth."""
+    out of their domains), unless the selected pods are pinned to one domain of the term's key and the
+    owner is not: then they go first and the owner takes a domain they left (or waits), so a pod that
+    repels others never strands pods that have nowhere else to go. Shapes in a cycle share a depth."""
     index = {id(shape): i for i, (shape, _) in enumerate(firsts)}
     before: dict[int, set[int]] = {}
     matched: dict[int, list[int]] = {}
@@ -602,8 +605,15 @@ def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int
         for g, _ in shape.variants[-1].affinity:
             before.setdefault(i, set()).update(j for j in members(g) if j != i)
         for t in pod.anti_affinity_required:
+            free = not _pinned(shape, t.topology_key)
             for j in members(topology.owner(pod, t)):
-                if j != i:
+                if j == i:
+                    continue
+                if free and _pinned(firsts[j][0], t.topology_key):
+                    # The repelled pods cannot go elsewhere, the repeller can: they go first, and it
+                    # takes a domain they left free (or waits), instead of taking one of theirs.
+                    before.setdefault(i, set()).add(j)
+                else:
                     before.setdefault(j, set()).add(i)
     comp = _components(before)
     # Longest chain of components before each one (the graph between components has no cycle).
@@ -618,6 +628,13 @@ def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int
                 depth[i] = d
                 changed = True
     return {id(shape): depth.get(index[id(shape)], 0) for shape, _ in firsts}
+
+
+def _pinned(shape: Shape, key: str) -> bool:
+    """Whether the shape's own required constraints fix its domain of `key` (a node selector or required
+    node affinity on one zone, say): it has no other domain to go to."""
+    alts = shape.variants[-1].alts
+    return bool(alts) and all(alt.get(key).single is not None for alt in alts)
 
 
 def _components(before: Mapping[int, set[int]]) -> dict[int, int]:

@@ -480,3 +480,23 @@ def test_pods_go_to_an_existing_node_no_pool_owns(tmp_path):
     doc = simulate(tmp_path, text)
     assert doc["nodeClaims"] == [], "no node is launched while the managed node has room"
     assert {p["pod"]: p["node"] for p in doc["placements"]} == {f"ml/p{i}": "managed-1" for i in range(3)}
+
+
+def test_pods_pinned_to_each_zone_run_and_a_pod_that_repels_them_stays_pending(tmp_path):
+    """Karpenter's "should not violate pod anti-affinity on zone"."""
+    pool = CPU_POOL + (
+        "        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b, us-east-1c]}\n"
+    )
+    text = HEADER + pool
+    for zone in ("a", "b", "c"):
+        spec = f"  nodeSelector: {{topology.kubernetes.io/zone: us-east-1{zone}}}\n"
+        text += cpu_pod(f"z{zone}", cpu="2", labels="{security: s2}", spec=spec)
+    anti = (
+        "  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "        - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {security: s2}}}\n"
+    )
+    text += cpu_pod("repels", cpu="1", spec=anti)
+    doc = simulate(tmp_path, text)
+    assert [u["pod"] for u in doc["unschedulable"]] == ["ml/repels"]
+    placed = pods_of(doc)
+    assert {z: placed[f"ml/z{z}"]["zone"] for z in "abc"} == {z: f"us-east-1{z}" for z in "abc"}
