@@ -9,8 +9,10 @@
   only when the device plugin starts). Otherwise a solve during registration launches a second node.
 - A node no pool owns (a managed node group, a node added by hand) is capacity
   like any other: kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
-- A claim in flight offers the allocatable of its chosen type (else its first option), less what the
-  daemonsets that will run there request.
+- A claim in flight offers the allocatable of its chosen type (else its first option), and a node that
+  is starting what its claim promised, less what the daemonsets that will run there and run no pod there
+  yet request: on a node, those its labels admit; on a claim, those its requirements and launch leave
+  possible. A daemonset kept to another zone takes nothing.
 
 Callers (the provisioning controller, the disruption planner, simulate) pass the snapshot as it is."""
 
@@ -21,9 +23,10 @@ from dataclasses import dataclass, field
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
+from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import PoolType
-from provisioner.scheduling.pools import Pool, count_node, daemonset_runs_on
-from provisioner.scheduling.resources import Dims, Vec, minus
+from provisioner.scheduling.pools import Pool, count_node, daemonset_may_run_on, daemonset_runs_on
+from provisioner.scheduling.resources import Dims, Vec, minus, plus
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, HostPort, Pod, TaintValue
 
@@ -85,19 +88,20 @@ def capacity(
             claim_type = _claim_type(sn, pools)
             if sn.in_flight and claim_type is None:
                 continue
-            alloc = claim_type.alloc if claim_type is not None else dims.zero
+            # The type's allocatable before any daemonset: which daemonsets run here is decided below,
+            # for this node, not for every zone the type is offered in.
+            alloc = plus(claim_type.alloc, claim_type.ds_overhead) if claim_type is not None else dims.zero
         else:
             alloc = dims.vec(alloc_map)
             if quantities.PODS not in alloc_map:
                 pods_dim = dims.index[quantities.PODS]
                 alloc = tuple(DEFAULT_MAX_PODS if i == pods_dim else a for i, a in enumerate(alloc))
-            if sn.in_flight:
-                # No daemonset pod runs on a claim in flight yet: keep room for them.
-                for ds in daemonsets:
-                    if daemonset_runs_on(ds, labels, taints):
-                        alloc = minus(alloc, dims.vec(ds.pod.requests))
-        if sn.node is not None and sn.claim is not None and not sn.initialized:
+        starting = sn.node is not None and sn.claim is not None and not sn.initialized
+        if starting:
             taints, alloc = _starting(sn, taints, alloc, pools, dims=dims)
+        if sn.in_flight or starting:
+            # Daemon pods not running there yet will: keep room for them.
+            alloc = minus(alloc, _daemon_room(sn, labels, taints, daemonsets, dims=dims))
         out.append(
             Existing(
                 index=len(out),
@@ -124,6 +128,48 @@ def anti_affine_pods(nodes: Sequence[Existing]) -> list[Pod]:
     return [p for n in nodes for p in n.state.pods if p.anti_affinity_required and not p.is_terminal]
 
 
+def _daemon_room(
+    sn: StateNode,
+    labels: Mapping[str, str],
+    taints: Sequence[TaintValue],
+    daemonsets: Sequence[DaemonSet],
+    *,
+    dims: Dims,
+) -> Vec:
+    """What the daemonsets that will run on a new node, and run no pod there yet, request. On a node, those
+    whose selectors its labels meet; on a claim in flight, those its requirements (and the zone, type and
+    capacity type it launched with) leave possible. A daemonset held off by node affinity (another zone)
+    takes nothing (Karpenter's "should not subtract daemonset overhead that is not strictly compatible")."""
+    room = dims.zero
+    if not daemonsets:
+        return room
+    running = {(p.namespace, p.owner_name) for p in sn.pods if p.is_daemonset_pod}
+    reqs = _claim_reqs(sn) if sn.node is None else None
+    for ds in daemonsets:
+        if (ds.namespace, ds.name) in running:
+            continue
+        if reqs is None:
+            runs = daemonset_runs_on(ds, labels, taints)
+        else:
+            runs = daemonset_may_run_on(ds, reqs, taints)
+        if runs:
+            room = plus(room, dims.vec(ds.pod.requests))
+    return room
+
+
+def _claim_reqs(sn: StateNode) -> rq.Reqs:
+    """A claim's requirements with what its launch settled (zone, instance type, capacity type)."""
+    assert sn.claim is not None
+    status = sn.claim.status
+    known = {
+        wk.ZONE: status.zone,
+        wk.INSTANCE_TYPE: status.instance_type,
+        wk.CAPACITY_TYPE: status.capacity_type,
+    }
+    launched = rq.from_labels({k: v for k, v in known.items() if v})
+    return rq.from_api(sn.claim.spec.requirements).intersect(launched)
+
+
 def _starting(
     sn: StateNode, taints: Sequence[TaintValue], alloc: Vec, pools: Mapping[str, Pool], *, dims: Dims
 ) -> tuple[tuple[TaintValue, ...], Vec]:
@@ -139,7 +185,7 @@ def _starting(
         promised = dims.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
     else:
         claim_type = _claim_type(sn, pools)
-        promised = claim_type.alloc if claim_type is not None else None
+        promised = plus(claim_type.alloc, claim_type.ds_overhead) if claim_type is not None else None
     if promised is not None:
         alloc = tuple(map(max, alloc, promised))
     return kept, alloc

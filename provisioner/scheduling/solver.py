@@ -168,7 +168,9 @@ class _Solver:
 
     # ---- placing
 
-    def _try_existing(self, v: Variant, *, pool: str | None = None, unowned: bool = False) -> ex.Existing | None:
+    def _try_existing(
+        self, v: Variant, *, pool: str | None = None, unowned: bool = False
+    ) -> ex.Existing | None:
         """The first node with room that takes the variant (ready nodes, then claims in flight); only the
         pool's nodes when `pool` is given, only the nodes no pool owns when `unowned`. A node no pool owns
         (a managed node group, a node added by hand) is capacity for every pod, whatever its pool list:

@@ -500,3 +500,33 @@ def test_pods_pinned_to_each_zone_run_and_a_pod_that_repels_them_stays_pending(t
     assert [u["pod"] for u in doc["unschedulable"]] == ["ml/repels"]
     placed = pods_of(doc)
     assert {z: placed[f"ml/z{z}"]["zone"] for z in "abc"} == {z: f"us-east-1{z}" for z in "abc"}
+
+
+ZONE_A_DAEMONSET = """\
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: zonal, namespace: kube-system}
+spec:
+  template:
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}]
+      containers:
+        - {name: c, resources: {requests: {cpu: "100", memory: 100Gi}}}
+"""
+
+
+def test_a_daemonset_kept_to_another_zone_takes_nothing_from_an_existing_node(tmp_path):
+    """Karpenter's "should not subtract daemonset overhead that is not strictly compatible with an
+    existing node": the node in zone b has exactly the pod's CPU free."""
+    node = bare_node(
+        "node-b", cpu="1", labels=", provisioner.sh/nodepool: cpu, topology.kubernetes.io/zone: us-east-1b"
+    )
+    text = HEADER + CPU_POOL + node + ZONE_A_DAEMONSET + pod("p", requests='{cpu: "1", memory: 1Gi}')
+    doc = simulate(tmp_path, text)
+    assert doc["nodeClaims"] == []
+    assert doc["placements"] == [{"pod": "ml/p", "node": "node-b"}]

@@ -4,10 +4,13 @@ pinned to a domain go before a pod that repels them."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from provisioner.api import labels as wk
-from tests.builders import claim_of, node, pod, req, run, snapshot
+from provisioner.state.cluster import StateNode
+from tests.builders import claim_of, daemonset, node, node_claim, pod, req, run, snapshot
 
 
 def zone_of(results, name: str) -> str:
@@ -103,3 +106,45 @@ def test_a_repeller_with_flexible_targets_still_goes_first_so_both_run():
     results = run([pod("target", cpu="2", labels=SECURE), repeller(cpu="100m")])
     assert not results.unschedulable
     assert zone_of(results, "target") != zone_of(results, "repels")
+
+
+# DaemonSet overhead only where the DaemonSet can run ----------------------------------------------------
+
+
+def zone_a_daemonset(cpu: str = "3"):
+    """A DaemonSet whose node affinity keeps it to zone-a, asking most of an m.xlarge."""
+    return daemonset("zonal", cpu=cpu, memory="1Gi", required=[[req(wk.ZONE, "In", "zone-a")]])
+
+
+def in_flight(name: str, *, zone: str, launched: bool = True) -> StateNode:
+    """A claim for an m.xlarge (4 CPU) not registered yet: launched in `zone`, or not launched yet and
+    free to land in zone-a or `zone`."""
+    claim = node_claim(name, ["m.xlarge"], zones=None if launched else ["zone-a", zone])
+    if launched:
+        status = claim.status.model_copy(update={"instance_type": "m.xlarge", "zone": zone})
+        claim = claim.model_copy(update={"status": status})
+    return StateNode(name=name, claim=claim)
+
+
+def test_a_daemonset_that_cannot_run_on_an_existing_node_takes_nothing_from_it():
+    """Karpenter's "should not subtract daemonset overhead that is not strictly compatible with an
+    existing node"."""
+    there = node("node-b", cpu=1, memory_gib=1, zone="zone-b")
+    results = run([pod("p", cpu="1", memory="1Gi")], snap=snapshot([(there, [])], [zone_a_daemonset("100")]))
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "node-b")]
+
+
+def test_a_daemonset_that_cannot_run_in_a_launched_claims_zone_takes_nothing_from_it():
+    snap = snapshot(daemonsets=[zone_a_daemonset()])
+    snap = dataclasses.replace(snap, nodes=(in_flight("claim-b", zone="zone-b"),))
+    results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "claim-b")]
+    assert not results.new_claims
+
+
+def test_a_daemonset_that_may_run_where_a_claim_may_land_keeps_its_room():
+    snap = snapshot(daemonsets=[zone_a_daemonset()])
+    snap = dataclasses.replace(snap, nodes=(in_flight("claim-ab", zone="zone-b", launched=False),))
+    results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
+    assert not results.placements, "the claim may land in zone-a, where the DaemonSet takes 3 of its 4 CPUs"
+    assert len(results.new_claims) == 1
