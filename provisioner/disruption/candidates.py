@@ -12,7 +12,7 @@ the nodes of one plan)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -96,8 +96,13 @@ def disrupting(node: StateNode) -> bool:
 def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
     """A pending pod that can land on the node now (room, taints, node selector and affinity, pool list):
     the capacity was most likely launched for it and it is not bound yet, so it must not go."""
+    return next(landing(node, pending), None)
+
+
+def landing(node: StateNode, pending: Sequence[Pod]) -> Iterator[Pod]:
+    """The pending pods that can land on the node now, in their order (`awaited_by`)."""
     if node.node is None or node.cordoned:
-        return None
+        return
     free = node.available
     for pod in pending:
         if (
@@ -118,8 +123,13 @@ def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
             all(r.matches(labels) for r in term) for term in pod.required_node_terms
         ):
             continue
-        return pod
-    return None
+        yield pod
+
+
+def not_initialized(node: StateNode) -> bool:
+    """A node or claim of ours still starting: pods a command moves must not count on it (Karpenter's
+    "would schedule against uninitialized nodeclaim"). A node no pool owns is settled once it exists."""
+    return node.claim is not None and (node.node is None or not node.initialized)
 
 
 def own_blocker(node: StateNode) -> tuple[BlockerKind, str] | None:

@@ -14,9 +14,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from provisioner.api import NodePool
+from provisioner.api import NodePool, quantities
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
+from provisioner.disruption import candidates as cand
 from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.clock import Clock
@@ -26,7 +27,7 @@ from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.verdicts import Verdict, Verdicts
 from provisioner.disruption.view import SolverView
 from provisioner.scheduling.pools import CompiledPools
-from provisioner.scheduling.results import Results
+from provisioner.scheduling.results import Placement, Results
 from provisioner.scheduling.solver import SolveFn, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Pod
@@ -101,6 +102,8 @@ class Context:
         re-solves the same nodes in several prefixes); not kept in the facts, where a copy of every
         re-solved pod would outlive the plan."""
         self._blockers: dict[tuple[str, str], Blocker] = {}
+        self._landing: dict[str, tuple[Pod, ...]] = {}
+        """Per node looked at as a destination, the pending pods that can land on it (`in_flight`)."""
         self.verdicts = verdicts
         """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
         # Every re-solve of the plan is over the same pools, types and daemonsets: compile them once.
@@ -188,9 +191,43 @@ class Context:
         return key, found
 
     def remember(self, nodes: Sequence[StateNode], key: tuple[object, ...], verdict: Verdict) -> None:
-        """Keep the verdict of a re-solve that `recall` did not know, for the next plans."""
-        if self.verdicts is not None:
+        """Keep the verdict of a re-solve that `recall` did not know, for the next plans. A verdict that
+        rests on pending pods (`AWAITED`) is not kept: the verdict's inputs do not hold them."""
+        if self.verdicts is not None and verdict[0] != BlockerKind.AWAITED:
             self.verdicts.keep(tuple(n.name for n in nodes), key, verdict)
+
+    def in_flight(self, placements: Sequence[Placement]) -> tuple[BlockerKind, str] | None:
+        """Why the pods a command moves must not go where a re-solve put them, or None: capacity still in
+        flight, that is a node or claim not initialized yet, or room that the pending pods able to land
+        on a node (those it was launched for, or pods being placed there, not bound yet) need together with
+        the moved pods."""
+        by_node: dict[str, list[Pod]] = {}
+        for placement in placements:
+            by_node.setdefault(placement.node, []).append(placement.pod)
+        for name, pods in by_node.items():
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            if cand.not_initialized(node):
+                return (
+                    BlockerKind.PODS_DO_NOT_FIT,
+                    f"pod {pods[0].key} would go to {name}, not initialized yet",
+                )
+            landing = self._landing.get(name)
+            if landing is None:
+                landing = self._landing[name] = tuple(cand.landing(node, self.snapshot.pending_pods))
+            if not landing:
+                continue
+            wanted: dict[str, int] = {}
+            for pod in (*landing, *pods):
+                wanted = quantities.add(wanted, pod.requests)
+            if not quantities.fits(wanted, node.available):
+                return (
+                    BlockerKind.AWAITED,
+                    f"pod {pods[0].key} would take the room on {name} that pending pod {landing[0].key} "
+                    "is about to use",
+                )
+        return None
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
         """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""

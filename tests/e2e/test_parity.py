@@ -530,3 +530,34 @@ def test_a_daemonset_kept_to_another_zone_takes_nothing_from_an_existing_node(tm
     doc = simulate(tmp_path, text)
     assert doc["nodeClaims"] == []
     assert doc["placements"] == [{"pod": "ml/p", "node": "node-b"}]
+
+
+def test_a_node_launched_for_pods_still_on_their_way_receives_no_pods_from_consolidation(tmp_path):
+    """Karpenter's "won't delete node if it would require pods to schedule on an uninitialized node" and
+    "should not schedule an additional node when receiving pending pods while consolidating": work arrives
+    ten minutes after the first node settled; the node launched for it is not where the first node's pod
+    goes, and no third node is launched."""
+    later = timeline.workload("Deployment", "b", count=1, gpus=0, cpu="1200m").replace(
+        'memory: 8Gi, nvidia.com/gpu: "0"', "memory: 1Gi"
+    )
+    steps = "    - at: 10m\n      apply:\n" + "".join(
+        f"          {line}\n" if i else f"        - {line}\n" for i, line in enumerate(yaml_lines(later))
+    )
+    text = timeline.scenario(duration="40m", timeline=steps)
+    text += CPU_POOL + (
+        "        - {key: node.kubernetes.io/instance-type, operator: In, values: [m7i.large]}\n"
+        "  disruption:\n    consolidationPolicy: WhenEmptyOrUnderutilized\n    consolidateAfter: 30s\n"
+        '    budgets:\n      - nodes: "100%"\n'
+    )
+    text += timeline.workload("Deployment", "a", count=1, gpus=0, cpu="1200m").replace(
+        'memory: 8Gi, nvidia.com/gpu: "0"', "memory: 1Gi"
+    )
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    assert doc["actions"] == [], "neither node may go: each holds a pod the other has no room for"
+    assert len(doc["nodeClaims"]) == 2
+    assert sorted(c["pods"] for c in doc["nodeClaims"]) == [["ml/a-0"], ["ml/b-0"]]
+
+
+def yaml_lines(manifest: str) -> list[str]:
+    """A one-document manifest's lines, for a timeline step's list (the leading `---` dropped)."""
+    return [line for line in manifest.splitlines() if line and line != "---"]

@@ -1,11 +1,13 @@
-"""Consolidation as Karpenter's own suite defines it (issue 11): multi-node consolidation never swaps N
-nodes for N of the same type, and capacity launched for pods still on their way is left alone."""
+"""Consolidation as Karpenter's own suite defines it (issues 11 and 30): multi-node consolidation never
+swaps N nodes for N of the same type, capacity launched for pods still on their way is left alone, and no
+command moves pods onto capacity in flight (a node not initialized, room a pending pod is about to take)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from provisioner.disruption import plan
+from provisioner.disruption.model import BlockerKind
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
 CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)
@@ -55,3 +57,40 @@ def test_an_underused_node_a_pending_pod_is_about_to_use_is_not_consolidated(sol
     node = state_node("n", it=BIG, pods=[pod("running", cpu="500m")])
     result = run([node], solve=solve, pending=[pod("next", cpu="3")])
     assert result.commands == []
+
+
+# Capacity in flight is no destination (issue 30) ----------------------------------------------------------
+
+
+def blocker_of(result, node: str):
+    (found,) = [b for b in result.blockers if b.node == node and b.method != "candidates"]
+    return found
+
+
+def test_no_node_is_deleted_when_its_pods_would_go_to_an_uninitialized_node(solve):
+    """Karpenter's "won't delete node if it would require pods to schedule on an uninitialized node"."""
+    starting = state_node("starting", it=CHEAP, initialized=False, pods=[pod("a", cpu="300m")])
+    ready = state_node("ready", it=CHEAP, pods=[pod("b", cpu="300m")])
+    result = run([starting, ready], solve=solve)
+    assert result.commands == []
+    blocker = blocker_of(result, "ready")
+    assert "ml/b" in blocker.detail and "starting" in blocker.detail and "not initialized" in blocker.detail
+
+
+def test_no_pods_are_moved_into_room_a_pending_pod_is_about_to_take(solve):
+    """The node launched for `waiting` has room for it or for the moved pod, not both: moving the pod
+    there would strand `waiting` and launch a third node."""
+    busy = state_node("busy", it=CHEAP, pods=[pod("a", cpu="1200m")])
+    launched = state_node("launched", it=CHEAP)
+    waiting = pod("waiting", cpu="1200m")
+    result = run([busy, launched], solve=solve, pending=[waiting], types=(CHEAP,))
+    assert result.commands == []
+    blocker = blocker_of(result, "busy")
+    assert blocker.kind == BlockerKind.AWAITED and "ml/waiting" in blocker.detail
+
+
+def test_pods_still_move_onto_a_settled_node_with_room_for_them_and_the_pending_pod(solve):
+    busy = state_node("busy", it=CHEAP, pods=[pod("a", cpu="300m")])
+    roomy = state_node("roomy", it=BIG, pods=[pod("b", cpu="300m")])
+    result = run([busy, roomy], solve=solve, pending=[pod("waiting", cpu="1800m")], types=(CHEAP,))
+    assert [c.node_names for c in result.commands] == [("busy",)]
