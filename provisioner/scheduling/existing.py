@@ -5,8 +5,9 @@
 - A node being deleted or cordoned takes no new pods (the pods of a deleting node are solved again with
   the pending ones by whoever calls `solve`).
 - A node of ours that registered but is not initialized yet counts as what it will be: without the
-  unregistered taint and its claim's start-up taints, with the allocatable its claim promised (GPUs appear
-  only when the device plugin starts). Otherwise a solve during registration launches a second node.
+  unregistered taint, the known ephemeral taints (not-ready, ...) and its claim's start-up taints, with
+  the allocatable its claim promised (GPUs appear only when the device plugin starts). Otherwise a solve
+  during registration launches a second node. Initialized nodes are tried before it.
 - A node no pool owns (a managed node group, a node added by hand) is capacity
   like any other: kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
 - A claim in flight offers the allocatable of its chosen type (else its first option), and a node that
@@ -68,9 +69,11 @@ def capacity(
     dims: Dims,
     daemonsets: Sequence[DaemonSet],
 ) -> list[Existing]:
-    """The snapshot's nodes that may take pods (ready nodes by name, then claims in flight by name), after
-    counting every node toward its pool's limits (`Pool.used`)."""
+    """The snapshot's nodes that may take pods (initialized nodes by name, then nodes still starting, then
+    claims in flight, as Karpenter orders initialized nodes before the others), after counting every node
+    toward its pool's limits (`Pool.used`)."""
     ready: list[StateNode] = []
+    starting: list[StateNode] = []
     flight: list[StateNode] = []
     for sn in snapshot.nodes:
         pool = pools.get(sn.nodepool or "")
@@ -78,9 +81,17 @@ def capacity(
             count_node(pool, _capacity_of(sn, pools, dims=dims))
         if sn.deleting or sn.cordoned:
             continue
-        (flight if sn.in_flight else ready).append(sn)
+        if sn.in_flight:
+            flight.append(sn)
+        elif sn.claim is not None and not sn.initialized:
+            starting.append(sn)
+        else:
+            ready.append(sn)
     out: list[Existing] = []
-    for sn in sorted(ready, key=lambda n: n.name) + sorted(flight, key=lambda n: n.name):
+    by_name = sorted(ready, key=lambda n: n.name)
+    by_name += sorted(starting, key=lambda n: n.name)
+    by_name += sorted(flight, key=lambda n: n.name)
+    for sn in by_name:
         labels = dict(sn.labels)
         taints = sn.taints
         alloc_map = sn.allocatable
@@ -173,13 +184,13 @@ def _claim_reqs(sn: StateNode) -> rq.Reqs:
 def _starting(
     sn: StateNode, taints: Sequence[TaintValue], alloc: Vec, pools: Mapping[str, Pool], *, dims: Dims
 ) -> tuple[tuple[TaintValue, ...], Vec]:
-    """A node that registered but is not initialized yet still carries its start-up taints and the
-    unregistered taint, and its device plugins may not report GPUs yet: pods need not tolerate those
+    """A node that registered but is not initialized yet still carries its start-up taints, the
+    unregistered taint and taints such as not-ready (`EPHEMERAL_TAINTS`), and its device plugins may not report GPUs yet: pods need not tolerate those
     taints, and it offers what its claim promised (both clear once it is initialized)."""
     assert sn.claim is not None
     # A start-up taint is matched by key and effect, as Karpenter matches them.
     startup = {(t.key, t.effect.value) for t in sn.claim.spec.startup_taints}
-    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and t.key != wk.UNREGISTERED_TAINT)
+    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and not _ephemeral(t))
     promised: Vec | None = None
     if sn.claim.status.allocatable:
         promised = dims.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
@@ -189,6 +200,25 @@ def _starting(
     if promised is not None:
         alloc = tuple(map(max, alloc, promised))
     return kept, alloc
+
+
+EPHEMERAL_TAINTS = frozenset(
+    {
+        ("node.kubernetes.io/not-ready", "NoSchedule", None),
+        ("node.kubernetes.io/not-ready", "NoExecute", None),
+        ("node.kubernetes.io/unreachable", "NoSchedule", None),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"),
+    }
+)
+"""Taints a node carries while it starts, whoever sets them (Karpenter's known ephemeral taints, matched
+by key and effect, and value where one is given), besides our unregistered taint and `readiness.k8s.io/`
+taints of the node readiness controller."""
+
+
+def _ephemeral(t: TaintValue) -> bool:
+    if t.key == wk.UNREGISTERED_TAINT or t.key.startswith("readiness.k8s.io/"):
+        return True
+    return (t.key, t.effect, None) in EPHEMERAL_TAINTS or (t.key, t.effect, t.value) in EPHEMERAL_TAINTS
 
 
 def _capacity_of(sn: StateNode, pools: Mapping[str, Pool], *, dims: Dims) -> Vec:

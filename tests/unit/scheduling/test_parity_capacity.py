@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.state.cluster import StateNode
-from tests.builders import claim_of, daemonset, node, node_claim, pod, req, run, snapshot
+from provisioner.state.cluster import Snapshot, StateNode
+from tests.builders import claim_of, daemonset, node, node_claim, pod, req, run, snapshot, state_node
 
 
 def zone_of(results, name: str) -> str:
@@ -148,3 +148,36 @@ def test_a_daemonset_that_may_run_where_a_claim_may_land_keeps_its_room():
     results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
     assert not results.placements, "the claim may land in zone-a, where the DaemonSet takes 3 of its 4 CPUs"
     assert len(results.new_claims) == 1
+
+
+# Nodes still starting --------------------------------------------------------------------------------------
+
+
+def with_taints(sn: StateNode, *taints: dict[str, str]) -> StateNode:
+    assert sn.node is not None
+    raw = dict(sn.node.raw)
+    raw["spec"] = {**raw["spec"], "taints": list(taints)}
+    return dataclasses.replace(sn, node=type(sn.node).from_dict(raw))
+
+
+def test_an_initialized_node_is_tried_before_nodes_still_starting():
+    """Karpenter's "should order initialized nodes for scheduling uninitialized nodes"."""
+    starting = [state_node(f"a-starting-{i}", initialized=False) for i in range(5)]
+    ready = state_node("z-ready")
+    results = run([pod("p", cpu="100m")], snap=Snapshot(nodes=(*starting, ready)))
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "z-ready")]
+
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+
+
+@pytest.mark.parametrize(
+    ("initialized", "placed"), [(False, True), (True, False)], ids=["starting", "initialized"]
+)
+def test_a_not_ready_taint_is_ignored_only_while_the_node_starts(initialized, placed):
+    """Karpenter's "should assume pod will schedule to a node with ephemeral taint
+    node.kubernetes.io/not-ready:NoExecute when the node is uninitialized"."""
+    sn = with_taints(state_node("n", initialized=initialized), NOT_READY)
+    results = run([pod("p", cpu="100m")], snap=Snapshot(nodes=(sn,)))
+    assert bool(results.placements) is placed
+    assert bool(results.new_claims) is not placed
