@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from provisioner.api import NodePool, quantities
+from provisioner.api import NodePool, durations, quantities
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
@@ -192,15 +192,16 @@ class Context:
 
     def remember(self, nodes: Sequence[StateNode], key: tuple[object, ...], verdict: Verdict) -> None:
         """Keep the verdict of a re-solve that `recall` did not know, for the next plans. A verdict that
-        rests on pending pods (`AWAITED`) is not kept: the verdict's inputs do not hold them."""
-        if self.verdicts is not None and verdict[0] != BlockerKind.AWAITED:
+        rests on pending pods or on the time (`AWAITED`, `NOT_SETTLED`) is not kept: the verdict's inputs
+        hold neither."""
+        if self.verdicts is not None and verdict[0] not in (BlockerKind.AWAITED, BlockerKind.NOT_SETTLED):
             self.verdicts.keep(tuple(n.name for n in nodes), key, verdict)
 
     def in_flight(self, placements: Sequence[Placement]) -> tuple[BlockerKind, str] | None:
         """Why the pods a command moves must not go where a re-solve put them, or None: capacity still in
-        flight, that is a node or claim not initialized yet, or room that the pending pods able to land
-        on a node (those it was launched for, or pods being placed there, not bound yet) need together with
-        the moved pods."""
+        flight, that is a node or claim not initialized yet, a node within its pool's consolidateAfter, or
+        room that the pending pods able to land on a node (those it was launched for, or pods being placed
+        there, not bound yet) need together with the moved pods."""
         by_node: dict[str, list[Pod]] = {}
         for placement in placements:
             by_node.setdefault(placement.node, []).append(placement.pod)
@@ -212,6 +213,12 @@ class Context:
                 return (
                     BlockerKind.PODS_DO_NOT_FIT,
                     f"pod {pods[0].key} would go to {name}, not initialized yet",
+                )
+            if self._settling(node):
+                return (
+                    BlockerKind.NOT_SETTLED,
+                    f"pod {pods[0].key} would go to {name}, where a pod arrived or left less than its pool's "
+                    "consolidateAfter ago",
                 )
             landing = self._landing.get(name)
             if landing is None:
@@ -228,6 +235,19 @@ class Context:
                     "is about to use",
                 )
         return None
+
+    def _settling(self, node: StateNode) -> bool:
+        """Whether a node of ours is still within its pool's consolidateAfter since a pod last arrived or
+        left: it takes no pods a command moves (Karpenter's "should not consolidate pods onto a destination
+        node that is under its consolidateAfter window"). `Never` and zero never hold a node."""
+        known = self.facts(node)
+        pool = self.pools.get(known.nodepool or "")
+        if pool is None or node.claim is None or known.last_pod_event is None:
+            return False
+        wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
+        if not wait:
+            return False
+        return not self.clock.reached(known.last_pod_event + wait)
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
         """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""
