@@ -31,8 +31,17 @@ if TYPE_CHECKING:
 
 
 def reschedulable(node: StateNode) -> list[Pod]:
-    """The pods that must find a new home when the node goes (daemonset and finished pods do not)."""
-    return [p for p in node.pods if not p.is_daemonset_pod and not p.is_terminal]
+    """The pods that must find a new home when the node goes: not DaemonSet or static (Node-owned) pods,
+    not finished ones, and not terminating ones, except a StatefulSet's, whose replacement is made only once
+    it is gone (Karpenter's `IsReschedulable`)."""
+    return [
+        p
+        for p in node.pods
+        if not p.is_daemonset_pod
+        and not p.is_terminal
+        and p.owner_kind != "Node"
+        and (not p.deleting or p.owner_kind == "StatefulSet")
+    ]
 
 
 def do_not_disrupt_problem(pod: Pod) -> str | None:

@@ -5,6 +5,7 @@ command moves pods onto capacity in flight (a node not initialized, room a pendi
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from provisioner.disruption import plan
 from provisioner.disruption.model import BlockerKind
@@ -94,3 +95,46 @@ def test_pods_still_move_onto_a_settled_node_with_room_for_them_and_the_pending_
     roomy = state_node("roomy", it=BIG, pods=[pod("b", cpu="300m")])
     result = run([busy, roomy], solve=solve, pending=[pod("waiting", cpu="1800m")], types=(CHEAP,))
     assert [c.node_names for c in result.commands] == [("busy",)]
+
+
+def test_no_pods_are_moved_onto_a_node_within_its_pools_consolidate_after(solve):
+    """Karpenter's "should not consolidate pods onto a destination node that is under its consolidateAfter
+    window": deleting `one` would move its pod onto `two`, where a pod arrived a minute ago."""
+    pools = [node_pool(consolidate_after="5m", budgets=[{"nodes": "100%"}])]
+    one = state_node("one", it=CHEAP, pods=[pod("a", cpu="300m")])
+    recent = NOW - timedelta(minutes=1)
+    two = state_node(
+        "two", it=CHEAP, pods=[pod("b", cpu="300m"), pod("c", cpu="300m")], last_pod_event=recent
+    )
+    snap = snapshot([one, two], pools=pools)
+    types = {"default": [CHEAP, BIG]}
+    result = plan(snap, instance_types=types, now=NOW, solve=solve)
+    assert result.commands == []
+    blocker = blocker_of(result, "one")
+    assert blocker.kind == BlockerKind.NOT_SETTLED and "two" in blocker.detail
+    later = plan(snap, instance_types=types, now=NOW + timedelta(minutes=5), solve=solve)
+    assert [c.node_names for c in later.commands] == [("one",)]
+
+
+# What a node's pods are, for emptiness ----------------------------------------------------------------------
+
+
+def terminating(p):
+    raw = dict(p.raw)
+    raw["metadata"] = {**raw["metadata"], "deletionTimestamp": NOW.isoformat()}
+    return type(p).from_dict(raw)
+
+
+def test_a_node_whose_deployment_pods_are_terminating_is_empty(solve):
+    """Karpenter's "will consider a node with terminating Deployment pods as empty"."""
+    pods = [terminating(pod(f"p{i}", cpu="100m")) for i in range(3)]
+    result = run([state_node("n", it=CHEAP, pods=pods)], solve=solve)
+    assert [(c.node_names, c.reason) for c in result.commands] == [(("n",), "Empty")]
+
+
+def test_a_node_with_a_terminating_stateful_set_pod_is_not_empty(solve):
+    """Karpenter's "will not consider a node with a terminating StatefulSet pod as empty": its replacement
+    comes back under the same name only once it is gone, so it still needs a home."""
+    sts = terminating(pod("db-0", cpu="100m", owner="StatefulSet"))
+    result = run([state_node("n", it=CHEAP, pods=[sts])], solve=solve, types=(CHEAP,))
+    assert not [c for c in result.commands if c.reason == "Empty"]
