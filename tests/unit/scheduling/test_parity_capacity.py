@@ -10,7 +10,18 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.state.cluster import Snapshot, StateNode
-from tests.builders import claim_of, daemonset, node, node_claim, pod, req, run, snapshot, state_node
+from tests.builders import (
+    claim_of,
+    daemonset,
+    instance_type,
+    node,
+    node_claim,
+    pod,
+    req,
+    run,
+    snapshot,
+    state_node,
+)
 
 
 def zone_of(results, name: str) -> str:
@@ -181,3 +192,24 @@ def test_a_not_ready_taint_is_ignored_only_while_the_node_starts(initialized, pl
     results = run([pod("p", cpu="100m")], snap=Snapshot(nodes=(sn,)))
     assert bool(results.placements) is placed
     assert bool(results.new_claims) is not placed
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["daemon-pod-bound", "daemon-pod-not-yet"])
+def test_a_starting_node_keeps_room_for_daemonset_pods_not_running_there_yet(bound):
+    """Karpenter's "should track daemonset usage separately so we know how many DS resources are remaining
+    to be scheduled": 16 CPUs less 100m overhead, a 1-CPU DaemonSet; a 14.9-CPU pod fits only beside the
+    DaemonSet's pod, bound or still to come, never in its room."""
+    agent = daemonset("agent", cpu="1", memory="1Gi")
+    it = instance_type("m.4xlarge", cpu=16, memory_gib=64)
+    running = [
+        pod("agent-n", namespace="kube-system", cpu="1", memory="1Gi", owner="DaemonSet", owner_name="agent")
+    ]
+    sn = state_node("n", it=it, initialized=False, pods=running if bound else ())
+    fits = run(
+        [pod("p", cpu="14900m", memory="1Gi")], types=[it], snap=Snapshot(nodes=(sn,), daemonsets=(agent,))
+    )
+    assert [p.node for p in fits.placements] == ["n"]
+    too_big = run(
+        [pod("p", cpu="15", memory="1Gi")], types=[it], snap=Snapshot(nodes=(sn,), daemonsets=(agent,))
+    )
+    assert not too_big.placements
