@@ -95,7 +95,12 @@ class Context:
         registry's own lookup rather than a method around it."""
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
         self.view = SolverView(
-            snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod, facts=facts
+            snapshot,
+            nodes=self.nodes,
+            pools=pools,
+            nodes_per_pod=settings.nodes_per_pod,
+            facts=facts,
+            receives=lambda n: not cand.not_initialized(n) and not self._settling(n),
         )
         self._unbound: dict[int, tuple[StateNode, tuple[Pod, ...]]] = {}
         """Per node re-solved, its workload without a node, made once per plan (multi-node's search
