@@ -6,7 +6,8 @@ exists, with
   is `true` (for ever) or a duration such as `2h` (counted from the pod's start, as Karpenter); any other
   value is ignored, and reported by `do_not_disrupt_problem` for an Event;
 - no DaemonSet pod held by a PDB;
-- no pending pod that can land on it (capacity launched for pods not bound yet).
+- no pod on its way that can land on it (capacity launched for pods not bound yet: pending pods, and the
+  pods of nodes already being disrupted).
 Whether its other pods are evictable under their PDBs is checked per command (evictions add up across
 the nodes of one plan)."""
 
@@ -180,7 +181,8 @@ def candidate_blocker(
         return BlockerKind.PDB, why
     waiting = awaited_by(node, pending)
     if waiting is not None:
-        return BlockerKind.AWAITED, f"pending pod {waiting.key} can land on it (capacity launched for it)"
+        where = "on a node being disrupted" if waiting.node_name else "pending"
+        return BlockerKind.AWAITED, f"{where} pod {waiting.key} can land on it (capacity launched for it)"
     if facts.nodepool not in pools:
         return BlockerKind.NO_POOL, f"node pool {facts.nodepool!r} does not exist"
     return None

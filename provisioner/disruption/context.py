@@ -107,6 +107,12 @@ class Context:
         re-solves the same nodes in several prefixes); not kept in the facts, where a copy of every
         re-solved pod would outlive the plan."""
         self._blockers: dict[tuple[str, str], Blocker] = {}
+        self.on_the_way: tuple[Pod, ...] = (
+            *snapshot.pending_pods,
+            *(p for n in snapshot.nodes if n.name in removed for p in facts.of(n).workload),
+        )
+        """Pods with no settled node yet: the pending ones, and those of the nodes already being disrupted
+        (the capacity launched for them must not be taken from them)."""
         self._landing: dict[str, tuple[Pod, ...]] = {}
         """Per node looked at as a destination, the pending pods that can land on it (`in_flight`)."""
         self.verdicts = verdicts
@@ -227,7 +233,7 @@ class Context:
                 )
             landing = self._landing.get(name)
             if landing is None:
-                landing = self._landing[name] = tuple(cand.landing(node, self.snapshot.pending_pods))
+                landing = self._landing[name] = tuple(cand.landing(node, self.on_the_way))
             if not landing:
                 continue
             wanted: dict[str, int] = {}
@@ -236,7 +242,7 @@ class Context:
             if not quantities.fits(wanted, node.available):
                 return (
                     BlockerKind.AWAITED,
-                    f"pod {pods[0].key} would take the room on {name} that pending pod {landing[0].key} "
+                    f"pod {pods[0].key} would take the room on {name} that pod {landing[0].key}, on its way, "
                     "is about to use",
                 )
         return None

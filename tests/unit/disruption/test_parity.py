@@ -150,3 +150,16 @@ def test_a_node_with_a_terminating_stateful_set_pod_is_not_empty(solve):
     sts = terminating(pod("db-0", cpu="100m", owner="StatefulSet"))
     result = run([state_node("n", it=CHEAP, pods=[sts])], solve=solve, types=(CHEAP,))
     assert not [c for c in result.commands if c.reason == "Empty"]
+
+
+def test_an_empty_node_launched_for_the_pods_of_a_deleting_node_is_kept(solve):
+    """Karpenter's "should not consolidate a node that is launched for pods on a deleting node": the pods
+    are still bound to the node being deleted, on their way to the new one."""
+    leaving = state_node(
+        "leaving", it=CHEAP, deleting=True, pods=[pod("a", cpu="900m"), pod("b", cpu="900m")]
+    )
+    fresh = state_node("fresh", it=CHEAP)
+    result = run([leaving, fresh], solve=solve)
+    assert result.commands == []
+    (blocker,) = [b for b in result.blockers if b.node == "fresh"]
+    assert blocker.kind == BlockerKind.AWAITED and "ml/a" in blocker.detail
