@@ -1,12 +1,13 @@
 """The scheduling simulator: pods in, Results out (placements, new NodeClaims, unschedulable pods with one
 reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This module orchestrates; the
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
-`topology`).
+`topology`, `order`).
 
-About 690 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
+About 640 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
 then a new node, per the pod's pool order), and it grew with pool order, reservations and the batch
-ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at is `scan`'s. The reservation pass and `_finalize` (a NewClaim from an opened node)
-are the next pieces to move out.
+ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at is `scan`'s, which shapes
+go first because pods constrain each other is `order`'s. The reservation pass and `_finalize` (a NewClaim
+from an opened node) are the next pieces to move out.
 
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
 anti-affinity before the pods they constrain, except that pods pinned to one domain go before a pod free
@@ -16,8 +17,9 @@ order come from `pool_order`: its `provisioner.sh/nodepools` list, else a defaul
 by weight (desc, then name).
 1. A pod without a list: existing nodes with room, then claims in flight, then the nodes this solve
    already opened, in any pool; else a new node from the first pool that takes it.
-2. A pod with a list: pool by pool from the top, each pool's nodes, claims in flight, opened nodes and
-   then a new node, so it never takes a free node of its third pool while its first can launch one.
+2. A pod with a list: a node no pool owns with room, then pool by pool from the top, each pool's nodes,
+   claims in flight, opened nodes and then a new node, so it never takes a free node of its third pool
+   while its first can launch one.
 A pool takes a new node when it tolerates the pod, its requirements meet the pod's, a type is big enough,
 an offering is available, its limits leave room and its domains suit the pod's topology constraints.
 A new node keeps every instance type that can still hold its pods; the cheapest one wins at the end
@@ -49,6 +51,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
+from provisioner.scheduling import order as batch_order
 from provisioner.scheduling import pool_order, reservations, scan
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
@@ -66,7 +69,7 @@ from provisioner.scheduling.pools import (
 from provisioner.scheduling.resources import Dims, Vec, add, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, selected_keys, shape_key
-from provisioner.scheduling.topology import Group, Topology, record, topology_reason
+from provisioner.scheduling.topology import Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, HostPort, Pod
 
@@ -399,8 +402,9 @@ class _Solver:
         for v in shape.variants:
             # A pod with a pool list (its own, or a default one) tries its pools from the top, each with
             # its nodes, its claims in flight, the nodes this solve opened there and then a new node: it
-            # does not take a free node of its third pool while its first pool can launch one. A pod
-            # without a list takes free capacity anywhere first, as Karpenter does.
+            # does not take a free node of its third pool while its first pool can launch one; room on a
+            # node no pool owns comes first (kube-scheduler would use it anyway). A pod without a list
+            # takes free capacity anywhere first, as Karpenter does.
             listed = v.pool_names is not None
             if not listed:
                 existing = self._try_existing(v)
@@ -473,7 +477,7 @@ class _Solver:
 
         dim_gpu = self.dims.index.get(wk.GPU_RESOURCE)
         cpu, mem = self.dims.index[quantities.CPU], self.dims.index[quantities.MEMORY]
-        depth = _depths(firsts, self.topology)
+        depth = batch_order.depths(firsts, self.topology)
         choice: dict[int, tuple[int, int]] = {id(shape): self._choice(shape) for shape, _ in firsts}
 
         def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, int, int, int, str]:
@@ -585,97 +589,6 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
-
-
-def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:
-    """Per shape, how many shapes must be placed before it: the pods its required affinity follows, and
-    the pods whose required anti-affinity selects it (their owners go first, so the selected pods keep
-    out of their domains), unless the selected pods are pinned to one domain of the term's key and the
-    owner is not: then they go first and the owner takes a domain they left (or waits), so a pod that
-    repels others never strands pods that have nowhere else to go. Shapes in a cycle share a depth."""
-    index = {id(shape): i for i, (shape, _) in enumerate(firsts)}
-    before: dict[int, set[int]] = {}
-    matched: dict[int, list[int]] = {}
-
-    def members(g: Group) -> list[int]:
-        found = matched.get(id(g))
-        if found is None:
-            found = matched[id(g)] = [i for i, (_, pod) in enumerate(firsts) if g.matches(pod)]
-        return found
-
-    for i, (shape, pod) in enumerate(firsts):
-        for g, _ in shape.variants[-1].affinity:
-            before.setdefault(i, set()).update(j for j in members(g) if j != i)
-        for t in pod.anti_affinity_required:
-            free = not _pinned(shape, t.topology_key)
-            for j in members(topology.owner(pod, t)):
-                if j == i:
-                    continue
-                if free and _pinned(firsts[j][0], t.topology_key):
-                    # The repelled pods cannot go elsewhere, the repeller can: they go first, and it
-                    # takes a domain they left free (or waits), instead of taking one of theirs.
-                    before.setdefault(i, set()).add(j)
-                else:
-                    before.setdefault(j, set()).add(i)
-    comp = _components(before)
-    # Longest chain of components before each one (the graph between components has no cycle).
-    depth: dict[int, int] = {}
-    changed = True
-    while changed:
-        changed = False
-        for i in sorted(before):
-            d = max((depth.get(j, 0) + 1 for j in before[i] if comp[j] != comp[i]), default=0)
-            d = max(d, max((depth.get(j, 0) for j in before if comp[j] == comp[i]), default=0))
-            if d > depth.get(i, 0):
-                depth[i] = d
-                changed = True
-    return {id(shape): depth.get(index[id(shape)], 0) for shape, _ in firsts}
-
-
-def _pinned(shape: Shape, key: str) -> bool:
-    """Whether the shape's own required constraints fix its domain of `key` (a node selector or required
-    node affinity on one zone, say): it has no other domain to go to."""
-    alts = shape.variants[-1].alts
-    return bool(alts) and all(alt.get(key).single is not None for alt in alts)
-
-
-def _components(before: Mapping[int, set[int]]) -> dict[int, int]:
-    """Strongly connected components of the "placed before" graph (Kosaraju, iteratively): node ->
-    component id. Shapes that must each go before the other (mutual anti-affinity) share one."""
-    nodes = sorted(set(before) | {j for js in before.values() for j in js})
-    after: dict[int, list[int]] = {}
-    for i, js in before.items():
-        for j in js:
-            after.setdefault(j, []).append(i)
-    seen: set[int] = set()
-    finished: list[int] = []
-    for root in nodes:
-        if root in seen:
-            continue
-        seen.add(root)
-        stack = [(root, iter(sorted(before.get(root, ()))))]
-        while stack:
-            node, it = stack[-1]
-            nxt = next((j for j in it if j not in seen), None)
-            if nxt is None:
-                stack.pop()
-                finished.append(node)
-            else:
-                seen.add(nxt)
-                stack.append((nxt, iter(sorted(before.get(nxt, ())))))
-    comp: dict[int, int] = {}
-    for root in reversed(finished):
-        if root in comp:
-            continue
-        comp[root] = root
-        todo = [root]
-        while todo:
-            node = todo.pop()
-            for j in after.get(node, ()):
-                if j not in comp:
-                    comp[j] = root
-                    todo.append(j)
-    return comp
 
 
 def _custom_labels(pool: Pool, reqs: rq.Reqs) -> tuple[rq.Reqs, dict[str, str]]:
