@@ -107,10 +107,10 @@ def capacity(
             if quantities.PODS not in alloc_map:
                 pods_dim = dims.index[quantities.PODS]
                 alloc = tuple(DEFAULT_MAX_PODS if i == pods_dim else a for i, a in enumerate(alloc))
-        starting = sn.node is not None and sn.claim is not None and not sn.initialized
-        if starting:
+        registering = sn.node is not None and sn.claim is not None and not sn.initialized
+        if registering:
             taints, alloc = _starting(sn, taints, alloc, pools, dims=dims)
-        if sn.in_flight or starting:
+        if sn.in_flight or registering:
             # Daemon pods not running there yet will: keep room for them.
             alloc = minus(alloc, _daemon_room(sn, labels, taints, daemonsets, dims=dims))
         out.append(
