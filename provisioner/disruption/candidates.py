@@ -6,13 +6,14 @@ exists, with
   is `true` (for ever) or a duration such as `2h` (counted from the pod's start, as Karpenter); any other
   value is ignored, and reported by `do_not_disrupt_problem` for an Event;
 - no DaemonSet pod held by a PDB;
-- no pending pod that can land on it (capacity launched for pods not bound yet).
+- no pod on its way that can land on it (capacity launched for pods not bound yet: pending pods, and the
+  pods of nodes already being disrupted).
 Whether its other pods are evictable under their PDBs is checked per command (evictions add up across
 the nodes of one plan)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -31,8 +32,17 @@ if TYPE_CHECKING:
 
 
 def reschedulable(node: StateNode) -> list[Pod]:
-    """The pods that must find a new home when the node goes (daemonset and finished pods do not)."""
-    return [p for p in node.pods if not p.is_daemonset_pod and not p.is_terminal]
+    """The pods that must find a new home when the node goes: not DaemonSet or static (Node-owned) pods,
+    not finished ones, and not terminating ones, except a StatefulSet's, whose replacement is made only once
+    it is gone (Karpenter's `IsReschedulable`)."""
+    return [
+        p
+        for p in node.pods
+        if not p.is_daemonset_pod
+        and not p.is_terminal
+        and p.owner_kind != "Node"
+        and (not p.deleting or p.owner_kind == "StatefulSet")
+    ]
 
 
 def do_not_disrupt_problem(pod: Pod) -> str | None:
@@ -96,8 +106,13 @@ def disrupting(node: StateNode) -> bool:
 def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
     """A pending pod that can land on the node now (room, taints, node selector and affinity, pool list):
     the capacity was most likely launched for it and it is not bound yet, so it must not go."""
+    return next(landing(node, pending), None)
+
+
+def landing(node: StateNode, pending: Sequence[Pod]) -> Iterator[Pod]:
+    """The pending pods that can land on the node now, in their order (`awaited_by`)."""
     if node.node is None or node.cordoned:
-        return None
+        return
     free = node.available
     for pod in pending:
         if (
@@ -118,8 +133,13 @@ def awaited_by(node: StateNode, pending: Sequence[Pod]) -> Pod | None:
             all(r.matches(labels) for r in term) for term in pod.required_node_terms
         ):
             continue
-        return pod
-    return None
+        yield pod
+
+
+def not_initialized(node: StateNode) -> bool:
+    """A node or claim of ours still starting: pods a command moves must not count on it (Karpenter's
+    "would schedule against uninitialized nodeclaim"). A node no pool owns is settled once it exists."""
+    return node.claim is not None and (node.node is None or not node.initialized)
 
 
 def own_blocker(node: StateNode) -> tuple[BlockerKind, str] | None:
@@ -161,7 +181,8 @@ def candidate_blocker(
         return BlockerKind.PDB, why
     waiting = awaited_by(node, pending)
     if waiting is not None:
-        return BlockerKind.AWAITED, f"pending pod {waiting.key} can land on it (capacity launched for it)"
+        where = "on a node being disrupted" if waiting.node_name else "pending"
+        return BlockerKind.AWAITED, f"{where} pod {waiting.key} can land on it (capacity launched for it)"
     if facts.nodepool not in pools:
         return BlockerKind.NO_POOL, f"node pool {facts.nodepool!r} does not exist"
     return None

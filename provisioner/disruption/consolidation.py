@@ -1,8 +1,8 @@
 """Consolidation, the part multi-node and single-node share: which candidates may be consolidated (the
 pool's policy, `consolidateAfter`), in what order (idle GPUs first, then the cheapest to disrupt), and
-whether a re-solve is worth acting on (every pod fits, at most one replacement, cheaper, never a reserved
-node traded for capacity outside a reservation, enough spot options for spot-to-spot, the pool's minimum
-savings per pod) and the command it makes.
+whether a re-solve is worth acting on (every pod fits, none onto capacity still in flight, at most one
+replacement, cheaper, never a reserved node traded for capacity outside a reservation, enough spot options
+for spot-to-spot, the pool's minimum savings per pod) and the command it makes.
 
 How many nodes to try at once is left to `multinode` and `singlenode`; the re-solve and accepting the
 command to the context.
@@ -67,6 +67,9 @@ def judge(ctx: Context, nodes: Sequence[StateNode], results: Results) -> tuple[B
         first = results.unschedulable[0]
         why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
         return BlockerKind.PODS_DO_NOT_FIT, f"pod {first.pod.key} fits nowhere else ({why})"
+    arriving = ctx.in_flight(results.placements)
+    if arriving is not None:
+        return arriving
     before = sum(n.price for n in nodes)
     if len(results.new_claims) > 1:
         return BlockerKind.NOT_CHEAPER, f"its pods would need {len(results.new_claims)} new nodes"

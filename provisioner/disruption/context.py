@@ -14,9 +14,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from provisioner.api import NodePool
+from provisioner.api import NodePool, durations, quantities
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
+from provisioner.disruption import candidates as cand
 from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.clock import Clock
@@ -26,7 +27,7 @@ from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.verdicts import Verdict, Verdicts
 from provisioner.disruption.view import SolverView
 from provisioner.scheduling.pools import CompiledPools
-from provisioner.scheduling.results import Results
+from provisioner.scheduling.results import Placement, Results
 from provisioner.scheduling.solver import SolveFn, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Pod
@@ -94,13 +95,26 @@ class Context:
         registry's own lookup rather than a method around it."""
         self.pdbs = PDBLedger(snapshot.pdbs, snapshot.bound_pods())
         self.view = SolverView(
-            snapshot, nodes=self.nodes, pools=pools, nodes_per_pod=settings.nodes_per_pod, facts=facts
+            snapshot,
+            nodes=self.nodes,
+            pools=pools,
+            nodes_per_pod=settings.nodes_per_pod,
+            facts=facts,
+            receives=lambda n: not cand.not_initialized(n) and not self._settling(n),
         )
         self._unbound: dict[int, tuple[StateNode, tuple[Pod, ...]]] = {}
         """Per node re-solved, its workload without a node, made once per plan (multi-node's search
         re-solves the same nodes in several prefixes); not kept in the facts, where a copy of every
         re-solved pod would outlive the plan."""
         self._blockers: dict[tuple[str, str], Blocker] = {}
+        self.on_the_way: tuple[Pod, ...] = (
+            *snapshot.pending_pods,
+            *(p for n in snapshot.nodes if n.name in removed for p in facts.of(n).workload),
+        )
+        """Pods with no settled node yet: the pending ones, and those of the nodes already being disrupted
+        (the capacity launched for them must not be taken from them)."""
+        self._landing: dict[str, tuple[Pod, ...]] = {}
+        """Per node looked at as a destination, the pending pods that can land on it (`in_flight`)."""
         self.verdicts = verdicts
         """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
         # Every re-solve of the plan is over the same pools, types and daemonsets: compile them once.
@@ -188,9 +202,63 @@ class Context:
         return key, found
 
     def remember(self, nodes: Sequence[StateNode], key: tuple[object, ...], verdict: Verdict) -> None:
-        """Keep the verdict of a re-solve that `recall` did not know, for the next plans."""
-        if self.verdicts is not None:
+        """Keep the verdict of a re-solve that `recall` did not know, for the next plans. A verdict that
+        rests on pending pods or on the time (`AWAITED`, `NOT_SETTLED`) is not kept: the verdict's inputs
+        hold neither."""
+        if self.verdicts is not None and verdict[0] not in (BlockerKind.AWAITED, BlockerKind.NOT_SETTLED):
             self.verdicts.keep(tuple(n.name for n in nodes), key, verdict)
+
+    def in_flight(self, placements: Sequence[Placement]) -> tuple[BlockerKind, str] | None:
+        """Why the pods a command moves must not go where a re-solve put them, or None: capacity still in
+        flight, that is a node or claim not initialized yet, a node within its pool's consolidateAfter, or
+        room that the pending pods able to land on a node (those it was launched for, or pods being placed
+        there, not bound yet) need together with the moved pods."""
+        by_node: dict[str, list[Pod]] = {}
+        for placement in placements:
+            by_node.setdefault(placement.node, []).append(placement.pod)
+        for name, pods in by_node.items():
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            if cand.not_initialized(node):
+                return (
+                    BlockerKind.PODS_DO_NOT_FIT,
+                    f"pod {pods[0].key} would go to {name}, not initialized yet",
+                )
+            if self._settling(node):
+                return (
+                    BlockerKind.NOT_SETTLED,
+                    f"pod {pods[0].key} would go to {name}, where a pod arrived or left less than its pool's "
+                    "consolidateAfter ago",
+                )
+            landing = self._landing.get(name)
+            if landing is None:
+                landing = self._landing[name] = tuple(cand.landing(node, self.on_the_way))
+            if not landing:
+                continue
+            wanted: dict[str, int] = {}
+            for pod in (*landing, *pods):
+                wanted = quantities.add(wanted, pod.requests)
+            if not quantities.fits(wanted, node.available):
+                return (
+                    BlockerKind.AWAITED,
+                    f"pod {pods[0].key} would take the room on {name} that pod {landing[0].key}, on its way, "
+                    "is about to use",
+                )
+        return None
+
+    def _settling(self, node: StateNode) -> bool:
+        """Whether a node of ours is still within its pool's consolidateAfter since a pod last arrived or
+        left: it takes no pods a command moves (Karpenter's "should not consolidate pods onto a destination
+        node that is under its consolidateAfter window"). `Never` and zero never hold a node."""
+        known = self.facts(node)
+        pool = self.pools.get(known.nodepool or "")
+        if pool is None or node.claim is None or known.last_pod_event is None:
+            return False
+        wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
+        if not wait:
+            return False
+        return not self.clock.reached(known.last_pod_event + wait)
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
         """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""

@@ -30,7 +30,8 @@ class BlockerKind(StrEnum):
     NO_POOL = "NodePoolMissing"
     IN_PLAN = "DestinationInPlan"
     AWAITED = "AwaitedByPendingPod"
-    """A pending pod can land on the node (often the pod it was launched for, not bound yet)."""
+    """A pod on its way, pending or on a node being disrupted, can land on the node (often the pod it was
+    launched for, not bound yet)."""
     RESERVED_FOR_WORK = "ReservedForWork"
     """An empty reserved node stays for the work of a node of its type and zone outside the reservation:
     deleting it saves nothing (the reservation is paid), that work moving onto it saves its price."""

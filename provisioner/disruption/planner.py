@@ -124,7 +124,7 @@ def plan(
         ctx.result.evaluated += 1
         ctx.owned.append(node)
         blocker = cand.candidate_blocker(
-            known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=snapshot.pending_pods
+            known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=ctx.on_the_way
         )
         if blocker is not None:
             ctx.block(node, blocker[0], blocker[1], method="candidates")

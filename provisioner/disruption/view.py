@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from provisioner.api import NodePool, quantities
@@ -120,9 +120,13 @@ class SolverView:
         pools: Sequence[NodePool],
         nodes_per_pod: int | None,
         facts: Facts | None = None,
+        receives: Callable[[StateNode], bool] | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._facts = facts or Facts()
+        self._receives = receives
+        """Whether a node may receive moved pods at all (None: every schedulable node): the nodes it refuses
+        (capacity in flight) are no targets, so the best-fitting nodes shown are ones a command may use."""
         self._nodes = nodes
         """The plan's nodes (the context updates them as pods move)."""
         self._per_pod = nodes_per_pod
@@ -225,7 +229,10 @@ class SolverView:
                 available=n.available,
             )
             for n in self._nodes.values()
-            if n.name not in removed and not n.cordoned and not n.deleting
+            if n.name not in removed
+            and not n.cordoned
+            and not n.deleting
+            and (self._receives is None or self._receives(n))
         ]
         targets.sort(key=lambda t: -t.available.get(quantities.CPU, 0))
         self._shelves = {}

@@ -5,10 +5,15 @@
 - A node being deleted or cordoned takes no new pods (the pods of a deleting node are solved again with
   the pending ones by whoever calls `solve`).
 - A node of ours that registered but is not initialized yet counts as what it will be: without the
-  unregistered taint and its claim's start-up taints, with the allocatable its claim promised (GPUs appear
-  only when the device plugin starts). Otherwise a solve during registration launches a second node.
-- A claim in flight offers the allocatable of its chosen type (else its first option), less what the
-  daemonsets that will run there request.
+  unregistered taint, the known ephemeral taints (not-ready, ...) and its claim's start-up taints, with
+  the allocatable its claim promised (GPUs appear only when the device plugin starts). Otherwise a solve
+  during registration launches a second node. Initialized nodes are tried before it.
+- A node no pool owns (a managed node group, a node added by hand) is capacity
+  like any other: kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
+- A claim in flight offers the allocatable of its chosen type (else its first option), and a node that
+  is starting what its claim promised, less what the daemonsets that will run there and run no pod there
+  yet request: on a node, those its labels admit; on a claim, those its requirements and launch leave
+  possible. A daemonset kept to another zone takes nothing.
 
 Callers (the provisioning controller, the disruption planner, simulate) pass the snapshot as it is."""
 
@@ -19,9 +24,10 @@ from dataclasses import dataclass, field
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
+from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import PoolType
-from provisioner.scheduling.pools import Pool, count_node, daemonset_runs_on
-from provisioner.scheduling.resources import Dims, Vec, minus
+from provisioner.scheduling.pools import Pool, count_node, daemonset_may_run_on, daemonset_runs_on
+from provisioner.scheduling.resources import Dims, Vec, minus, plus
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, HostPort, Pod, TaintValue
 
@@ -41,6 +47,8 @@ class Existing:
     taints: tuple[TaintValue, ...]
     avail: Vec
     pool: str | None
+    """The pool that owns it; None for a node no pool owns (no pool label, no claim): such a node is
+    capacity for every pod, whatever its pool list."""
     label_ok: dict[int, bool] = field(default_factory=dict)
     """Per variant id: whether the node's labels meet the variant's requirements (cached)."""
     taint_ok: dict[int, bool] = field(default_factory=dict)
@@ -61,9 +69,11 @@ def capacity(
     dims: Dims,
     daemonsets: Sequence[DaemonSet],
 ) -> list[Existing]:
-    """The snapshot's nodes that may take pods (ready nodes by name, then claims in flight by name), after
-    counting every node toward its pool's limits (`Pool.used`)."""
+    """The snapshot's nodes that may take pods (initialized nodes by name, then nodes still starting, then
+    claims in flight, as Karpenter orders initialized nodes before the others), after counting every node
+    toward its pool's limits (`Pool.used`)."""
     ready: list[StateNode] = []
+    starting: list[StateNode] = []
     flight: list[StateNode] = []
     for sn in snapshot.nodes:
         pool = pools.get(sn.nodepool or "")
@@ -71,9 +81,17 @@ def capacity(
             count_node(pool, _capacity_of(sn, pools, dims=dims))
         if sn.deleting or sn.cordoned:
             continue
-        (flight if sn.in_flight else ready).append(sn)
+        if sn.in_flight:
+            flight.append(sn)
+        elif sn.claim is not None and not sn.initialized:
+            starting.append(sn)
+        else:
+            ready.append(sn)
     out: list[Existing] = []
-    for sn in sorted(ready, key=lambda n: n.name) + sorted(flight, key=lambda n: n.name):
+    by_name = sorted(ready, key=lambda n: n.name)
+    by_name += sorted(starting, key=lambda n: n.name)
+    by_name += sorted(flight, key=lambda n: n.name)
+    for sn in by_name:
         labels = dict(sn.labels)
         taints = sn.taints
         alloc_map = sn.allocatable
@@ -81,19 +99,20 @@ def capacity(
             claim_type = _claim_type(sn, pools)
             if sn.in_flight and claim_type is None:
                 continue
-            alloc = claim_type.alloc if claim_type is not None else dims.zero
+            # The type's allocatable before any daemonset: which daemonsets run here is decided below,
+            # for this node, not for every zone the type is offered in.
+            alloc = plus(claim_type.alloc, claim_type.ds_overhead) if claim_type is not None else dims.zero
         else:
             alloc = dims.vec(alloc_map)
             if quantities.PODS not in alloc_map:
                 pods_dim = dims.index[quantities.PODS]
                 alloc = tuple(DEFAULT_MAX_PODS if i == pods_dim else a for i, a in enumerate(alloc))
-            if sn.in_flight:
-                # No daemonset pod runs on a claim in flight yet: keep room for them.
-                for ds in daemonsets:
-                    if daemonset_runs_on(ds, labels, taints):
-                        alloc = minus(alloc, dims.vec(ds.pod.requests))
-        if sn.node is not None and sn.claim is not None and not sn.initialized:
+        registering = sn.node is not None and sn.claim is not None and not sn.initialized
+        if registering:
             taints, alloc = _starting(sn, taints, alloc, pools, dims=dims)
+        if sn.in_flight or registering:
+            # Daemon pods not running there yet will: keep room for them.
+            alloc = minus(alloc, _daemon_room(sn, labels, taints, daemonsets, dims=dims))
         out.append(
             Existing(
                 index=len(out),
@@ -120,25 +139,86 @@ def anti_affine_pods(nodes: Sequence[Existing]) -> list[Pod]:
     return [p for n in nodes for p in n.state.pods if p.anti_affinity_required and not p.is_terminal]
 
 
+def _daemon_room(
+    sn: StateNode,
+    labels: Mapping[str, str],
+    taints: Sequence[TaintValue],
+    daemonsets: Sequence[DaemonSet],
+    *,
+    dims: Dims,
+) -> Vec:
+    """What the daemonsets that will run on a new node, and run no pod there yet, request. On a node, those
+    whose selectors its labels meet; on a claim in flight, those its requirements (and the zone, type and
+    capacity type it launched with) leave possible. A daemonset held off by node affinity (another zone)
+    takes nothing (Karpenter's "should not subtract daemonset overhead that is not strictly compatible")."""
+    room = dims.zero
+    if not daemonsets:
+        return room
+    running = {(p.namespace, p.owner_name) for p in sn.pods if p.is_daemonset_pod}
+    reqs = _claim_reqs(sn) if sn.node is None else None
+    for ds in daemonsets:
+        if (ds.namespace, ds.name) in running:
+            continue
+        if reqs is None:
+            runs = daemonset_runs_on(ds, labels, taints)
+        else:
+            runs = daemonset_may_run_on(ds, reqs, taints)
+        if runs:
+            room = plus(room, dims.vec(ds.pod.requests))
+    return room
+
+
+def _claim_reqs(sn: StateNode) -> rq.Reqs:
+    """A claim's requirements with what its launch settled (zone, instance type, capacity type)."""
+    assert sn.claim is not None
+    status = sn.claim.status
+    known = {
+        wk.ZONE: status.zone,
+        wk.INSTANCE_TYPE: status.instance_type,
+        wk.CAPACITY_TYPE: status.capacity_type,
+    }
+    launched = rq.from_labels({k: v for k, v in known.items() if v})
+    return rq.from_api(sn.claim.spec.requirements).intersect(launched)
+
+
 def _starting(
     sn: StateNode, taints: Sequence[TaintValue], alloc: Vec, pools: Mapping[str, Pool], *, dims: Dims
 ) -> tuple[tuple[TaintValue, ...], Vec]:
-    """A node that registered but is not initialized yet still carries its start-up taints and the
-    unregistered taint, and its device plugins may not report GPUs yet: pods need not tolerate those
+    """A node that registered but is not initialized yet still carries its start-up taints, the
+    unregistered taint and taints such as not-ready (`EPHEMERAL_TAINTS`), and its device plugins may not report GPUs yet: pods need not tolerate those
     taints, and it offers what its claim promised (both clear once it is initialized)."""
     assert sn.claim is not None
     # A start-up taint is matched by key and effect, as Karpenter matches them.
     startup = {(t.key, t.effect.value) for t in sn.claim.spec.startup_taints}
-    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and t.key != wk.UNREGISTERED_TAINT)
+    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and not _ephemeral(t))
     promised: Vec | None = None
     if sn.claim.status.allocatable:
         promised = dims.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
     else:
         claim_type = _claim_type(sn, pools)
-        promised = claim_type.alloc if claim_type is not None else None
+        promised = plus(claim_type.alloc, claim_type.ds_overhead) if claim_type is not None else None
     if promised is not None:
         alloc = tuple(map(max, alloc, promised))
     return kept, alloc
+
+
+EPHEMERAL_TAINTS = frozenset(
+    {
+        ("node.kubernetes.io/not-ready", "NoSchedule", None),
+        ("node.kubernetes.io/not-ready", "NoExecute", None),
+        ("node.kubernetes.io/unreachable", "NoSchedule", None),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"),
+    }
+)
+"""Taints a node carries while it starts, whoever sets them (Karpenter's known ephemeral taints, matched
+by key and effect, and value where one is given), besides our unregistered taint and `readiness.k8s.io/`
+taints of the node readiness controller."""
+
+
+def _ephemeral(t: TaintValue) -> bool:
+    if t.key == wk.UNREGISTERED_TAINT or t.key.startswith("readiness.k8s.io/"):
+        return True
+    return (t.key, t.effect, None) in EPHEMERAL_TAINTS or (t.key, t.effect, t.value) in EPHEMERAL_TAINTS
 
 
 def _capacity_of(sn: StateNode, pools: Mapping[str, Pool], *, dims: Dims) -> Vec:

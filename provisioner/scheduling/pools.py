@@ -63,6 +63,16 @@ def daemonset_runs_on(ds: DaemonSet, labels: Mapping[str, str], taints: Sequence
     return any(alt.matches(labels) for alt in alts)
 
 
+def daemonset_may_run_on(ds: DaemonSet, reqs: rq.Reqs, taints: Sequence[TaintValue]) -> bool:
+    """Whether the daemonset's pod may run on a node still to come whose labels meet `reqs` (a claim in
+    flight): it tolerates the taints and its node constraints leave some node possible."""
+    pod = ds.pod
+    if tolerates_all(pod.tolerations, tuple(taints)) is not None:
+        return False
+    alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
+    return any(reqs.intersect(alt).conflict() is None for alt in alts)
+
+
 def _daemonset_runs_on_type(
     ds: DaemonSet, pool_reqs: rq.Reqs, it: InstanceType, taints: tuple[TaintValue, ...]
 ) -> bool:

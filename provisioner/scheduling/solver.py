@@ -1,22 +1,25 @@
 """The scheduling simulator: pods in, Results out (placements, new NodeClaims, unschedulable pods with one
 reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This module orchestrates; the
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
-`topology`).
+`topology`, `order`).
 
-About 690 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
+About 640 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
 then a new node, per the pod's pool order), and it grew with pool order, reservations and the batch
-ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at is `scan`'s. The reservation pass and `_finalize` (a NewClaim from an opened node)
-are the next pieces to move out.
+ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at is `scan`'s, which shapes
+go first because pods constrain each other is `order`'s. The reservation pass and `_finalize` (a NewClaim
+from an opened node) are the next pieces to move out.
 
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
-anti-affinity before the pods they constrain; then largest first: GPUs, fewest GPU models accepted, cpu,
+anti-affinity before the pods they constrain, except that pods pinned to one domain go before a pod free
+to go elsewhere that repels them; then largest first: GPUs, fewest GPU models accepted, cpu,
 memory, fewest pools). Its pools and their
 order come from `pool_order`: its `provisioner.sh/nodepools` list, else a default list, else every pool
 by weight (desc, then name).
 1. A pod without a list: existing nodes with room, then claims in flight, then the nodes this solve
    already opened, in any pool; else a new node from the first pool that takes it.
-2. A pod with a list: pool by pool from the top, each pool's nodes, claims in flight, opened nodes and
-   then a new node, so it never takes a free node of its third pool while its first can launch one.
+2. A pod with a list: a node no pool owns with room, then pool by pool from the top, each pool's nodes,
+   claims in flight, opened nodes and then a new node, so it never takes a free node of its third pool
+   while its first can launch one.
 A pool takes a new node when it tolerates the pod, its requirements meet the pod's, a type is big enough,
 an offering is available, its limits leave room and its domains suit the pod's topology constraints.
 A new node keeps every instance type that can still hold its pods; the cheapest one wins at the end
@@ -48,6 +51,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
+from provisioner.scheduling import order as batch_order
 from provisioner.scheduling import pool_order, reservations, scan
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
@@ -65,11 +69,13 @@ from provisioner.scheduling.pools import (
 from provisioner.scheduling.resources import Dims, Vec, add, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
 from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, selected_keys, shape_key
-from provisioner.scheduling.topology import Group, Topology, record, topology_reason
+from provisioner.scheduling.topology import Topology, record, topology_reason
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, HostPort, Pod
 
 MAX_OPTIONS = 60
+_UNOWNED_HINT = ""
+"""The key of a variant's existing-node hint for the scan of the nodes no pool owns (no pool is named "")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +152,8 @@ class _Solver:
         self.existing = ex.capacity(
             snapshot, {p.name: p for p in self.pools}, dims=self.dims, daemonsets=daemonsets
         )
+        self.unowned = any(n.pool is None for n in self.existing)
+        """Whether some node no pool owns may take pods (tried first by pods with a pool list)."""
         self.topology = Topology(
             snapshot, existing=self.existing, pools=self.pools, cache=self.cache, dims=self.dims
         )
@@ -163,21 +171,27 @@ class _Solver:
 
     # ---- placing
 
-    def _try_existing(self, v: Variant, *, pool: str | None = None) -> ex.Existing | None:
+    def _try_existing(
+        self, v: Variant, *, pool: str | None = None, unowned: bool = False
+    ) -> ex.Existing | None:
         """The first node with room that takes the variant (ready nodes, then claims in flight); only the
-        pool's nodes when `pool` is given."""
+        pool's nodes when `pool` is given, only the nodes no pool owns when `unowned`. A node no pool owns
+        (a managed node group, a node added by hand) is capacity for every pod, whatever its pool list:
+        kube-scheduler places the pod there anyway."""
         req = v.req
         nodes = self.existing
         # The hint skips nodes that refused this variant before; a scan of one pool keeps its own, as it
         # skips the other pools' nodes without their refusing.
-        start = v.hint_existing.get(pool, 0) if v.monotone else 0
+        hint = _UNOWNED_HINT if unowned else pool
+        start = v.hint_existing.get(hint, 0) if v.monotone else 0
         for i in range(start, len(nodes)):
             n = nodes[i]
             if not all(map(le, req, n.avail)):
                 continue
-            if v.pool_names is not None and n.pool not in v.pool_names:
-                continue
-            if pool is not None and n.pool != pool:
+            if unowned or pool is not None:
+                if n.pool != pool:  # pool is None when `unowned`
+                    continue
+            elif n.pool is not None and v.pool_names is not None and n.pool not in v.pool_names:
                 continue
             ok = n.taint_ok.get(v.id)
             if ok is None:
@@ -194,13 +208,13 @@ class _Solver:
             if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
                 continue
             if v.monotone:
-                v.hint_existing[pool] = i
+                v.hint_existing[hint] = i
             n.avail = tuple(map(sub, n.avail, req))
             n.host_ports.extend(v.host_ports)
             record(v, n.domain)
             return n
         if v.monotone:
-            v.hint_existing[pool] = len(nodes)
+            v.hint_existing[hint] = len(nodes)
         return None
 
     def _narrow(self, v: Variant, n: _New) -> tuple[rq.Reqs, list[Option]] | None:
@@ -388,8 +402,9 @@ class _Solver:
         for v in shape.variants:
             # A pod with a pool list (its own, or a default one) tries its pools from the top, each with
             # its nodes, its claims in flight, the nodes this solve opened there and then a new node: it
-            # does not take a free node of its third pool while its first pool can launch one. A pod
-            # without a list takes free capacity anywhere first, as Karpenter does.
+            # does not take a free node of its third pool while its first pool can launch one; room on a
+            # node no pool owns comes first (kube-scheduler would use it anyway). A pod without a list
+            # takes free capacity anywhere first, as Karpenter does.
             listed = v.pool_names is not None
             if not listed:
                 existing = self._try_existing(v)
@@ -398,6 +413,10 @@ class _Solver:
                 node = self._try_new_nodes(v, pod)
                 if node is not None:
                     return node
+            elif self.unowned:
+                existing = self._try_existing(v, unowned=True)
+                if existing is not None:
+                    return existing
             why = {name: f"NodePool {name} does not exist" for name in v.missing_pools}
             if self.reservations and self.reservations.left():
                 # Reservations before any pool launches spot or on-demand (a listed pod still takes
@@ -458,7 +477,7 @@ class _Solver:
 
         dim_gpu = self.dims.index.get(wk.GPU_RESOURCE)
         cpu, mem = self.dims.index[quantities.CPU], self.dims.index[quantities.MEMORY]
-        depth = _depths(firsts, self.topology)
+        depth = batch_order.depths(firsts, self.topology)
         choice: dict[int, tuple[int, int]] = {id(shape): self._choice(shape) for shape, _ in firsts}
 
         def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, int, int, int, str]:
@@ -570,81 +589,6 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
-
-
-def _depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:
-    """Per shape, how many shapes must be placed before it: the pods its required affinity follows, and
-    the pods whose required anti-affinity selects it (their owners go first, so the selected pods keep
-    out of their domains). Shapes in a cycle share a depth."""
-    index = {id(shape): i for i, (shape, _) in enumerate(firsts)}
-    before: dict[int, set[int]] = {}
-    matched: dict[int, list[int]] = {}
-
-    def members(g: Group) -> list[int]:
-        found = matched.get(id(g))
-        if found is None:
-            found = matched[id(g)] = [i for i, (_, pod) in enumerate(firsts) if g.matches(pod)]
-        return found
-
-    for i, (shape, pod) in enumerate(firsts):
-        for g, _ in shape.variants[-1].affinity:
-            before.setdefault(i, set()).update(j for j in members(g) if j != i)
-        for t in pod.anti_affinity_required:
-            for j in members(topology.owner(pod, t)):
-                if j != i:
-                    before.setdefault(j, set()).add(i)
-    comp = _components(before)
-    # Longest chain of components before each one (the graph between components has no cycle).
-    depth: dict[int, int] = {}
-    changed = True
-    while changed:
-        changed = False
-        for i in sorted(before):
-            d = max((depth.get(j, 0) + 1 for j in before[i] if comp[j] != comp[i]), default=0)
-            d = max(d, max((depth.get(j, 0) for j in before if comp[j] == comp[i]), default=0))
-            if d > depth.get(i, 0):
-                depth[i] = d
-                changed = True
-    return {id(shape): depth.get(index[id(shape)], 0) for shape, _ in firsts}
-
-
-def _components(before: Mapping[int, set[int]]) -> dict[int, int]:
-    """Strongly connected components of the "placed before" graph (Kosaraju, iteratively): node ->
-    component id. Shapes that must each go before the other (mutual anti-affinity) share one."""
-    nodes = sorted(set(before) | {j for js in before.values() for j in js})
-    after: dict[int, list[int]] = {}
-    for i, js in before.items():
-        for j in js:
-            after.setdefault(j, []).append(i)
-    seen: set[int] = set()
-    finished: list[int] = []
-    for root in nodes:
-        if root in seen:
-            continue
-        seen.add(root)
-        stack = [(root, iter(sorted(before.get(root, ()))))]
-        while stack:
-            node, it = stack[-1]
-            nxt = next((j for j in it if j not in seen), None)
-            if nxt is None:
-                stack.pop()
-                finished.append(node)
-            else:
-                seen.add(nxt)
-                stack.append((nxt, iter(sorted(before.get(nxt, ())))))
-    comp: dict[int, int] = {}
-    for root in reversed(finished):
-        if root in comp:
-            continue
-        comp[root] = root
-        todo = [root]
-        while todo:
-            node = todo.pop()
-            for j in after.get(node, ()):
-                if j not in comp:
-                    comp[j] = root
-                    todo.append(j)
-    return comp
 
 
 def _custom_labels(pool: Pool, reqs: rq.Reqs) -> tuple[rq.Reqs, dict[str, str]]:

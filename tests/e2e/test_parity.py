@@ -450,3 +450,114 @@ def test_two_underused_nodes_of_one_type_are_not_swapped_for_one_of_that_type_on
         "ml/small-0",
         "ml/small-1",
     ]
+
+
+# Existing capacity, DaemonSets, pod order and capacity in flight (issue 30) ------------------------------
+
+DEFAULT_POOL = CPU_POOL.replace("name: cpu}", "name: default}")
+
+
+def bare_node(name: str, *, cpu: str, labels: str = "") -> str:
+    """A Ready node no pool owns (a managed node group): no pool label, no claim."""
+    return f"""\
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels: {{kubernetes.io/hostname: {name}{labels}}}
+status:
+  allocatable: {{cpu: "{cpu}", memory: 10Gi, pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+"""
+
+
+def test_pods_go_to_an_existing_node_no_pool_owns(tmp_path):
+    """Karpenter's "should schedule (multiple) pods to an existing node unowned by Karpenter", with the
+    pool named `default` (which gives every pod a pool list)."""
+    text = HEADER + DEFAULT_POOL + bare_node("managed-1", cpu="10")
+    text += "".join(pod(f"p{i}", requests="{cpu: 10m}") for i in range(3))
+    doc = simulate(tmp_path, text)
+    assert doc["nodeClaims"] == [], "no node is launched while the managed node has room"
+    assert {p["pod"]: p["node"] for p in doc["placements"]} == {f"ml/p{i}": "managed-1" for i in range(3)}
+
+
+def test_pods_pinned_to_each_zone_run_and_a_pod_that_repels_them_stays_pending(tmp_path):
+    """Karpenter's "should not violate pod anti-affinity on zone"."""
+    pool = CPU_POOL + (
+        "        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b, us-east-1c]}\n"
+    )
+    text = HEADER + pool
+    for zone in ("a", "b", "c"):
+        spec = f"  nodeSelector: {{topology.kubernetes.io/zone: us-east-1{zone}}}\n"
+        text += cpu_pod(f"z{zone}", cpu="2", labels="{security: s2}", spec=spec)
+    anti = (
+        "  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "        - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {security: s2}}}\n"
+    )
+    text += cpu_pod("repels", cpu="1", spec=anti)
+    doc = simulate(tmp_path, text)
+    assert [u["pod"] for u in doc["unschedulable"]] == ["ml/repels"]
+    placed = pods_of(doc)
+    assert {z: placed[f"ml/z{z}"]["zone"] for z in "abc"} == {z: f"us-east-1{z}" for z in "abc"}
+
+
+ZONE_A_DAEMONSET = """\
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: zonal, namespace: kube-system}
+spec:
+  template:
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}]
+      containers:
+        - {name: c, resources: {requests: {cpu: "100", memory: 100Gi}}}
+"""
+
+
+def test_a_daemonset_kept_to_another_zone_takes_nothing_from_an_existing_node(tmp_path):
+    """Karpenter's "should not subtract daemonset overhead that is not strictly compatible with an
+    existing node": the node in zone b has exactly the pod's CPU free."""
+    node = bare_node(
+        "node-b", cpu="1", labels=", provisioner.sh/nodepool: cpu, topology.kubernetes.io/zone: us-east-1b"
+    )
+    text = HEADER + CPU_POOL + node + ZONE_A_DAEMONSET + pod("p", requests='{cpu: "1", memory: 1Gi}')
+    doc = simulate(tmp_path, text)
+    assert doc["nodeClaims"] == []
+    assert doc["placements"] == [{"pod": "ml/p", "node": "node-b"}]
+
+
+def test_a_node_launched_for_pods_still_on_their_way_receives_no_pods_from_consolidation(tmp_path):
+    """Karpenter's "won't delete node if it would require pods to schedule on an uninitialized node" and
+    "should not schedule an additional node when receiving pending pods while consolidating": work arrives
+    ten minutes after the first node settled; the node launched for it is not where the first node's pod
+    goes, and no third node is launched."""
+    later = timeline.workload("Deployment", "b", count=1, gpus=0, cpu="1200m").replace(
+        'memory: 8Gi, nvidia.com/gpu: "0"', "memory: 1Gi"
+    )
+    steps = "    - at: 10m\n      apply:\n" + "".join(
+        f"          {line}\n" if i else f"        - {line}\n" for i, line in enumerate(yaml_lines(later))
+    )
+    text = timeline.scenario(duration="40m", timeline=steps)
+    text += CPU_POOL + (
+        "        - {key: node.kubernetes.io/instance-type, operator: In, values: [m7i.large]}\n"
+        "  disruption:\n    consolidationPolicy: WhenEmptyOrUnderutilized\n    consolidateAfter: 30s\n"
+        '    budgets:\n      - nodes: "100%"\n'
+    )
+    text += timeline.workload("Deployment", "a", count=1, gpus=0, cpu="1200m").replace(
+        'memory: 8Gi, nvidia.com/gpu: "0"', "memory: 1Gi"
+    )
+    doc = timeline.run_json(timeline.write(tmp_path, text))
+    assert doc["actions"] == [], "neither node may go: each holds a pod the other has no room for"
+    assert len(doc["nodeClaims"]) == 2
+    assert sorted(c["pods"] for c in doc["nodeClaims"]) == [["ml/a-0"], ["ml/b-0"]]
+
+
+def yaml_lines(manifest: str) -> list[str]:
+    """A one-document manifest's lines, for a timeline step's list (the leading `---` dropped)."""
+    return [line for line in manifest.splitlines() if line and line != "---"]

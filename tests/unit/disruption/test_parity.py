@@ -1,11 +1,14 @@
-"""Consolidation as Karpenter's own suite defines it (issue 11): multi-node consolidation never swaps N
-nodes for N of the same type, and capacity launched for pods still on their way is left alone."""
+"""Consolidation as Karpenter's own suite defines it (issues 11 and 30): multi-node consolidation never
+swaps N nodes for N of the same type, capacity launched for pods still on their way is left alone, and no
+command moves pods onto capacity in flight (a node not initialized, room a pending pod is about to take)."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from provisioner.disruption import plan
+from provisioner.disruption.model import BlockerKind
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
 CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)
@@ -55,3 +58,108 @@ def test_an_underused_node_a_pending_pod_is_about_to_use_is_not_consolidated(sol
     node = state_node("n", it=BIG, pods=[pod("running", cpu="500m")])
     result = run([node], solve=solve, pending=[pod("next", cpu="3")])
     assert result.commands == []
+
+
+# Capacity in flight is no destination (issue 30) ----------------------------------------------------------
+
+
+def blocker_of(result, node: str):
+    (found,) = [b for b in result.blockers if b.node == node and b.method != "candidates"]
+    return found
+
+
+def test_no_node_is_deleted_when_its_pods_would_go_to_an_uninitialized_node(solve):
+    """Karpenter's "won't delete node if it would require pods to schedule on an uninitialized node"."""
+    starting = state_node("starting", it=CHEAP, initialized=False, pods=[pod("a", cpu="300m")])
+    ready = state_node("ready", it=CHEAP, pods=[pod("b", cpu="300m")])
+    result = run([starting, ready], solve=solve)
+    assert result.commands == []
+    assert blocker_of(result, "ready").kind == BlockerKind.NOT_CHEAPER, "no room but on the starting node"
+
+
+def test_pods_move_onto_the_one_initialized_node_among_many_starting(solve):
+    """Karpenter's "should consider initialized nodes before uninitialized nodes"."""
+    big = instance_type("c.3", cpu=3, memory_gib=3, price=0.30)
+    small = instance_type("c.1", cpu=1, memory_gib=1, price=0.10)
+    nodes = [
+        state_node(f"n{i:02}", it=big, initialized=i == 37, pods=[pod(f"p{i}", cpu="2", memory="2Gi")])
+        for i in range(60)
+    ]
+    nodes.append(state_node("small", it=small, pods=[pod("mover", cpu="1", memory="1Gi")]))
+    result = run(nodes, solve=solve, types=(big, small))
+    (command,) = result.commands
+    assert command.node_names == ("small",)
+    assert [m.destination for r in command.records for m in r.pods] == ["n37"]
+
+
+def test_no_pods_are_moved_into_room_a_pending_pod_is_about_to_take(solve):
+    """The node launched for `waiting` has room for it or for the moved pod, not both: moving the pod
+    there would strand `waiting` and launch a third node."""
+    busy = state_node("busy", it=CHEAP, pods=[pod("a", cpu="1200m")])
+    launched = state_node("launched", it=CHEAP)
+    waiting = pod("waiting", cpu="1200m")
+    result = run([busy, launched], solve=solve, pending=[waiting], types=(CHEAP,))
+    assert result.commands == []
+    blocker = blocker_of(result, "busy")
+    assert blocker.kind == BlockerKind.AWAITED and "ml/waiting" in blocker.detail
+
+
+def test_pods_still_move_onto_a_settled_node_with_room_for_them_and_the_pending_pod(solve):
+    busy = state_node("busy", it=CHEAP, pods=[pod("a", cpu="300m")])
+    roomy = state_node("roomy", it=BIG, pods=[pod("b", cpu="300m")])
+    result = run([busy, roomy], solve=solve, pending=[pod("waiting", cpu="1800m")], types=(CHEAP,))
+    assert [c.node_names for c in result.commands] == [("busy",)]
+
+
+def test_no_pods_are_moved_onto_a_node_within_its_pools_consolidate_after(solve):
+    """Karpenter's "should not consolidate pods onto a destination node that is under its consolidateAfter
+    window": deleting `one` would move its pod onto `two`, where a pod arrived a minute ago."""
+    pools = [node_pool(consolidate_after="5m", budgets=[{"nodes": "100%"}])]
+    one = state_node("one", it=CHEAP, pods=[pod("a", cpu="300m")])
+    recent = NOW - timedelta(minutes=1)
+    two = state_node(
+        "two", it=CHEAP, pods=[pod("b", cpu="300m"), pod("c", cpu="300m")], last_pod_event=recent
+    )
+    snap = snapshot([one, two], pools=pools)
+    types = {"default": [CHEAP, BIG]}
+    result = plan(snap, instance_types=types, now=NOW, solve=solve)
+    assert result.commands == []
+    later = plan(snap, instance_types=types, now=NOW + timedelta(minutes=5), solve=solve)
+    assert [c.node_names for c in later.commands] == [("one",)]
+
+
+# What a node's pods are, for emptiness ----------------------------------------------------------------------
+
+
+def terminating(p):
+    raw = dict(p.raw)
+    raw["metadata"] = {**raw["metadata"], "deletionTimestamp": NOW.isoformat()}
+    return type(p).from_dict(raw)
+
+
+def test_a_node_whose_deployment_pods_are_terminating_is_empty(solve):
+    """Karpenter's "will consider a node with terminating Deployment pods as empty"."""
+    pods = [terminating(pod(f"p{i}", cpu="100m")) for i in range(3)]
+    result = run([state_node("n", it=CHEAP, pods=pods)], solve=solve)
+    assert [(c.node_names, c.reason) for c in result.commands] == [(("n",), "Empty")]
+
+
+def test_a_node_with_a_terminating_stateful_set_pod_is_not_empty(solve):
+    """Karpenter's "will not consider a node with a terminating StatefulSet pod as empty": its replacement
+    comes back under the same name only once it is gone, so it still needs a home."""
+    sts = terminating(pod("db-0", cpu="100m", owner="StatefulSet"))
+    result = run([state_node("n", it=CHEAP, pods=[sts])], solve=solve, types=(CHEAP,))
+    assert not [c for c in result.commands if c.reason == "Empty"]
+
+
+def test_an_empty_node_launched_for_the_pods_of_a_deleting_node_is_kept(solve):
+    """Karpenter's "should not consolidate a node that is launched for pods on a deleting node": the pods
+    are still bound to the node being deleted, on their way to the new one."""
+    leaving = state_node(
+        "leaving", it=CHEAP, deleting=True, pods=[pod("a", cpu="900m"), pod("b", cpu="900m")]
+    )
+    fresh = state_node("fresh", it=CHEAP)
+    result = run([leaving, fresh], solve=solve)
+    assert result.commands == []
+    (blocker,) = [b for b in result.blockers if b.node == "fresh"]
+    assert blocker.kind == BlockerKind.AWAITED and "ml/a" in blocker.detail
