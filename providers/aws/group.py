@@ -129,7 +129,9 @@ def launch_group(
     zone_of_subnet = {s.id: s.zone for s in subnets}
     tried: list[OfferingKey] = list(plan.unavailable)
     others: list[str] = []
-    for attempt in plan.attempts:
+    pending = list(plan.attempts)
+    while pending:
+        attempt = pending.pop(0)
         if attempt.capacity_type == launch.RESERVED:
             try:
                 return launch_one_by_one(
@@ -181,6 +183,10 @@ def launch_group(
             )
             provider.terminate_ids(outcome.instance_ids)
             found_out.append(chosen.key)
+            # The request's other offerings were not tried: the same request without what ran short.
+            rest = tuple(c for c in attempt.candidates if c.key not in found_out and c.key not in tried)
+            if rest:
+                pending.insert(0, launch.Attempt(attempt.capacity_type, rest))
         elif outcome.other_errors and not outcome.capacity_failures:
             others.extend(outcome.other_errors)
             continue

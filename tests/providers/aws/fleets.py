@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
+from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
 if TYPE_CHECKING:
@@ -301,15 +302,16 @@ def with_placement(proxy: FaultProxy, data: bytes) -> bytes:
         groups = {i: launched.group for i, launched in proxy.fleet_instances.items() if launched.group}
     if not groups:
         return data
-    text = data.decode()
-
-    def patch(m: re.Match[str]) -> str:
-        item = m.group(0)
-        iid = re.search(r"<instanceId>(i-[0-9a-f]+)</instanceId>", item)
-        group = groups.get(iid.group(1)) if iid else None
-        if not group:
-            return item
-        item = re.sub(r"<groupName\s*/>|<groupName>[^<]*</groupName>", "", item, count=1)
-        return item.replace("<placement>", f"<placement><groupName>{escape(group)}</groupName>", 1)
-
-    return re.sub(r"<item>\s*<instanceId>i-.*?</placement>", patch, text, flags=re.S).encode()
+    root = ET.fromstring(data)
+    ns = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
+    ET.register_namespace("", ns)
+    q = f"{{{ns}}}" if ns else ""
+    for item in root.iter(f"{q}item"):
+        group = groups.get(item.findtext(f"{q}instanceId") or "")
+        placement = item.find(f"{q}placement")
+        if group and placement is not None:
+            name = placement.find(f"{q}groupName")
+            if name is None:
+                name = ET.SubElement(placement, f"{q}groupName")
+            name.text = group
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
