@@ -43,17 +43,20 @@ def pinned_order(
     *,
     zones: Collection[str] | None = None,
     capacity_types: Collection[str] | None = None,
+    unavailable: Collection[OfferingKey] = (),
 ) -> tuple[list[NodeClaim], list[Attempt], tuple[OfferingKey, ...]]:
     """The claims still to launch and the offerings to try for them: those of the group launch order,
     pinned to the offering of a member already running (else to the placement's zone). `zones` and
-    `capacity_types` narrow to what the provider can launch."""
+    `capacity_types` narrow to what the provider can launch; `unavailable` offerings are not tried."""
     missing = [c for c in claims if c.name not in existing]
     running = next(iter(existing.values()), None)
     zone = running.zone if running else (placement.zone if placement else None)
     types = [t for t in instance_types if running is None or t.name == running.instance_type]
     if running is not None:
         capacity_types = [c for c in capacity_types or [running.capacity_type] if c == running.capacity_type]
-    order = group_launch_order(missing, types, zone=zone, zones=zones, capacity_types=capacity_types)
+    order = group_launch_order(
+        missing, types, zone=zone, zones=zones, capacity_types=capacity_types, unavailable=unavailable
+    )
     return missing, list(order.attempts), order.unavailable
 
 

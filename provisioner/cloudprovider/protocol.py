@@ -39,6 +39,9 @@ class Instance:
     """`default` or `capacity-block`, with `reservation_id`."""
     placement_group: str | None = None
     """The placement group (AWS) or resource policy (GCP) the instance launched into, if any."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Node labels only the cloud knows, as it reports them: the network topology
+    (`topology.k8s.aws/network-node-layer-N`, `cloud.google.com/gce-topology-block`...)."""
     skipped: tuple[OfferingKey, ...] = ()
     """Offerings the launch found out of capacity before this one succeeded (e.g. CreateFleet errors
     beside the instance it did launch); the caching wrapper marks them unavailable."""

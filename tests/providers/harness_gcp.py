@@ -61,6 +61,17 @@ class GCPHarness:
             machine_type=instance_type, zone=zone, provisioning_model=_CAPACITY_MODEL[capacity_type]
         )
 
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        self.standin.set_capacity(
+            machine_type=instance_type,
+            zone=zone,
+            provisioning_model=_CAPACITY_MODEL[capacity_type],
+            count=count,
+        )
+
+    def break_atomicity(self) -> None:
+        self.standin.ignore_min_count()
+
     def throttle(self, *, times: int = 1) -> None:
         self.standin.throttle(times=times, methods={"instances.insert"})
 
