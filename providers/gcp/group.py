@@ -251,8 +251,6 @@ def _policy(
         return None
     name = naming.policy_name(provider.cluster_name, placement.gang)
     group = compute_v1.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED")
-    if spec.max_distance is not None:
-        group.max_distance = spec.max_distance
     policy = compute_v1.ResourcePolicy(
         name=name,
         description=f"provisioner {provider.cluster_name} gang {placement.gang}",
