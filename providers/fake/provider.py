@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodeclass import AWSPlacement, NodeClass
 from provisioner.cloudprovider import catalog as catalog_
 from provisioner.cloudprovider.errors import (
     CloudProviderError,
@@ -106,6 +106,8 @@ class FakeProvider:
         self._type_of: dict[str, str] = {}
         """Reservation id -> (zone, the reservation with its total); free counts come from `_held`."""
         self._held: dict[str, int] = {}
+        self.placement_groups: dict[str, datetime] = {}
+        """Placement groups made per gang (the NodeClass's `groupPerGang`/`compactPerGang`) -> when."""
         self.launches_by_claim: dict[str, int] = {}
         """Instances launched per claim name, over every process that shared `state_path`."""
         self.state_path = state_path
@@ -337,6 +339,7 @@ class FakeProvider:
                 raise self._failures.pop(0)
             running = next(iter(existing.values()), None)
             group = (placement.group if placement else None) or (running.placement_group if running else None)
+            group = group or self._placement_group(node_class, placement)
             for attempt in attempts:
                 room = self._room(attempt.key)
                 if room is not None and room < len(missing):
@@ -369,6 +372,28 @@ class FakeProvider:
             for instance, it in launched:
                 hook(instance, it)
         return [existing[n] for n in names]
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        with self._lock:
+            self.calls.append(("collect_placement",))
+            used = {i.placement_group for i in self._instances.values()}
+            gone = sorted(n for n, at in self.placement_groups.items() if n not in used and at <= older_than)
+            for name in gone:
+                del self.placement_groups[name]
+            return gone
+
+    def _placement_group(self, node_class: NodeClass, placement: GangPlacement | None) -> str | None:
+        """The NodeClass's placement: its existing group or policy, or one made for the gang."""
+        spec = node_class.spec.placement
+        if spec is None:
+            return None
+        existing = spec.group_name if isinstance(spec, AWSPlacement) else spec.policy
+        per_gang = spec.group_per_gang if isinstance(spec, AWSPlacement) else spec.compact_per_gang
+        if existing or not per_gang or placement is None:
+            return existing
+        name = f"fake-pg-{placement.gang}"
+        self.placement_groups.setdefault(name, self._clock())
+        return name
 
     def delete(self, provider_id: str) -> None:
         with self._lock:

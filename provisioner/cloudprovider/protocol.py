@@ -115,6 +115,12 @@ class CloudProvider(Protocol):
         launched members terminated before the raise). Also raises CreateError, NodeClassNotReady."""
         ...
 
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        """Delete the placement groups (AWS) or compact placement policies (GCP) this cluster created for
+        gangs that no live instance is in any more, created before `older_than` (a group made for a
+        launch under way is not yet used); returns their names. Garbage collection calls it."""
+        ...
+
     def delete(self, provider_id: str) -> None:
         """Terminate. Raises NotFound when the instance is already gone."""
         ...

@@ -4,7 +4,7 @@ the local Compute Engine stand-in (tests/providers/gcp/standin.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from providers.gcp import GCPProvider
 from provisioner.api import GCPNodeClass
@@ -45,6 +45,9 @@ class GCPHarness:
     standin: ComputeStandIn
     provider: GCPProvider
     node_class: GCPNodeClass
+    placement_node_class: GCPNodeClass = field(
+        default_factory=lambda: gcp_node_class(placement={"compactPerGang": True})
+    )
     name: str = "gcp"
     gpu8_h100_type: str = "a3-highgpu-8g"
 
