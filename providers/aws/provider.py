@@ -24,13 +24,24 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from providers.aws import bootstrap, errors, group, instancetypes, interruption, launch, pricing, reservations
+from providers.aws import (
+    bootstrap,
+    errors,
+    group,
+    instancetypes,
+    interruption,
+    launch,
+    pricing,
+    reservations,
+    topology,
+)
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
 from provisioner.api import NodeClaim
@@ -133,6 +144,8 @@ class AWSProvider:
         )
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
+        self._topology: dict[str, dict[str, str]] = {}
+        """Instance id -> its network-topology labels, once EC2 reported them (they do not change)."""
 
     # --- protocol --------------------------------------------------------------------------------------
 
@@ -303,7 +316,7 @@ class AWSProvider:
         instance = self._describe_one(provider_id)
         if instance is None or instance["State"]["Name"] == "terminated":
             raise NotFound(f"instance {provider_id} not found")
-        return self._instance(instance)
+        return self.with_topology([self._instance(instance)])[0]
 
     def list(self) -> builtins.list[Instance]:
         """Every instance tagged with this cluster that is not terminated."""
@@ -311,7 +324,24 @@ class AWSProvider:
             {"Name": f"tag:{wk.CLUSTER}", "Values": [self.cluster_name]},
             {"Name": "instance-state-name", "Values": LIVE_STATES},
         ]
-        return [self._instance(i) for i in self._describe_instances(filters)]
+        return self.with_topology([self._instance(i) for i in self._describe_instances(filters)])
+
+    def with_topology(self, instances: builtins.list[Instance]) -> builtins.list[Instance]:
+        """The instances with their network-topology labels (providers.aws.topology), asking EC2 only
+        about running instances of supported types it has not answered for yet."""
+        wanted = [
+            i.provider_id.rsplit("/", 1)[-1]
+            for i in instances
+            if i.state == "running" and topology.supported(i.instance_type)
+        ]
+        unknown = [iid for iid in wanted if iid not in self._topology]
+        if unknown:
+            self._topology.update(topology.fetch(self._sdk, unknown))
+        return [
+            replace(i, labels={**i.labels, **self._topology[iid]}) if iid in self._topology else i
+            for i in instances
+            for iid in [i.provider_id.rsplit("/", 1)[-1]]
+        ]
 
     def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
         """`AMIDrift: ...` when the instance's image is not the AMI the NodeClass resolves to now."""

@@ -153,3 +153,30 @@ def test_a_gang_that_fits_nowhere_names_every_offering_and_leaves_no_placement_g
     assert len(caught.value.offerings) == len(account.zones)
     assert provider.list() == []
     assert len(provider.collect_placement(older_than=LATER)) == 1
+
+
+def test_nodes_of_a_gang_carry_the_network_nodes_ec2_reports_and_no_labels_when_refused(
+    new_provider: Any, account: world.World, proxy: FaultProxy
+) -> None:
+    node_class = world.node_class(placement={"groupPerGang": True})
+    provider = new_provider()
+    provider.create_group(
+        gang(node_class, "topo", 3, ["p5.48xlarge"]),
+        options(provider, node_class, ["p5.48xlarge"]),
+        node_class,
+        placement=GangPlacement(gang="ml/topo"),
+    )
+
+    listed = provider.list()
+    proxy.fail_next("DescribeInstanceTopology", status=403, code="UnauthorizedOperation")
+    without = new_provider().list()
+
+    layers = [f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)]
+    for instance in listed:
+        nodes = proxy.fleet_instances[instance.provider_id.rsplit("/", 1)[1]].network_nodes
+        assert [instance.labels[k] for k in layers] == nodes
+    assert len({i.labels[layers[1]] for i in listed}) == 1, "one placement group, one layer-2 node"
+    assert [i.labels for i in without] == [{}, {}, {}]
+    assert proxy.actions.count("DescribeInstanceTopology") == 2  # once each: answers are kept
+    provider.list()
+    assert proxy.actions.count("DescribeInstanceTopology") == 2
