@@ -30,7 +30,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from providers.aws import errors, launch
+from providers.aws import efa, errors, launch
 from providers.aws.sdk import call
 from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
@@ -111,6 +111,7 @@ def launch_group(
         group=missing,
         zone=zone,
         capacity_types=capacity_types,
+        efa_interfaces=provider.efa_interfaces(nc),
     )
     if not plan.attempts:
         raise InsufficientCapacity(
@@ -224,7 +225,7 @@ def _tag_members(
             state="pending",
             nodeclaim=claim.name,
             nodepool=claim.nodepool,
-            image_id=resolved.images.get(chosen.image_key),
+            image_id=resolved.images.get(efa.split(chosen.image_key)[0]),
             tags={**tags, **own},
             placement_group=group_name,
         )

@@ -33,6 +33,7 @@ from botocore.config import Config
 
 from providers.aws import (
     bootstrap,
+    efa,
     errors,
     group,
     instancetypes,
@@ -44,7 +45,7 @@ from providers.aws import (
 )
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
-from provisioner.api import NodeClaim
+from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (
@@ -145,6 +146,8 @@ class AWSProvider:
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
         self._topology: dict[str, dict[str, str]] = {}
+        self._efa_max: dict[str, int] = {}
+        """Type -> the EFA interfaces it allows (0 without EFA), read with the shapes."""
         """Instance id -> its network-topology labels, once EC2 reported them (they do not change)."""
 
     # --- protocol --------------------------------------------------------------------------------------
@@ -157,11 +160,20 @@ class AWSProvider:
         zones = {s.zone for s in resolved.subnets}
         terms = nc.spec.capacity_reservation_selector_terms
         reserved = self._reserved_offerings(terms, zones) if terms else {}
-        return [
+        types = [
             it
             for it in reservations.with_reserved(self._priced_types(zones), reserved)
             if launch.image_key(it, set(resolved.images)) is not None and it.offerings
         ]
+        efa_counts = self.efa_interfaces(nc)
+        return efa.with_resource(types, efa_counts) if efa_counts else types
+
+    def efa_interfaces(self, nc: AWSNodeClass) -> dict[str, int]:
+        """Type -> EFA interfaces to launch with, when the NodeClass asks for EFA ({} otherwise)."""
+        if nc.spec.placement is None or not nc.spec.placement.efa:
+            return {}
+        self._shapes()
+        return {name: n for name, n in self._efa_max.items() if n > 0}
 
     def region_instance_types(self) -> list[InstanceType]:
         """Every type offered in the region, in every zone, priced (no NodeClass needed), with a
@@ -187,7 +199,11 @@ class AWSProvider:
             return existing
         resolved = self._nodeclasses.resolve(nc)
         plan = launch.plan(
-            claim, instance_types, subnets=list(resolved.subnets), image_keys=set(resolved.images)
+            claim,
+            instance_types,
+            subnets=list(resolved.subnets),
+            image_keys=set(resolved.images),
+            efa_interfaces=self.efa_interfaces(nc),
         )
         unavailable = list(plan.unavailable)
         if not plan.attempts:
@@ -250,7 +266,7 @@ class AWSProvider:
                     state="pending",
                     nodeclaim=claim.name,
                     nodepool=claim.nodepool,
-                    image_id=resolved.images.get(chosen.image_key),
+                    image_id=resolved.images.get(efa.split(chosen.image_key)[0]),
                     tags=tags,
                     skipped=tuple(dict.fromkeys(skipped)),
                 )
@@ -419,6 +435,7 @@ class AWSProvider:
                 it = instancetypes.from_description(info, region=self.region)
                 if it is not None:
                     out[it.name] = it
+                    self._efa_max[it.name] = efa.interfaces(info)
             return out
 
         return self._cache.get("shapes", load)

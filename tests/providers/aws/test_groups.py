@@ -180,3 +180,32 @@ def test_nodes_of_a_gang_carry_the_network_nodes_ec2_reports_and_no_labels_when_
     assert proxy.actions.count("DescribeInstanceTopology") == 2  # once each: answers are kept
     provider.list()
     assert proxy.actions.count("DescribeInstanceTopology") == 2
+
+
+def test_an_efa_node_class_offers_the_efa_resource_on_efa_types_and_launches_with_efa_interfaces(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    efa_class = world.node_class("efa", placement={"efa": True, "groupPerGang": True})
+    types = {t.name: t for t in provider.instance_types(efa_class)}
+    plain = {t.name: t for t in provider.instance_types(account.node_class)}
+
+    provider.create_group(
+        gang(efa_class, "efa", 2, ["p5.48xlarge"]),
+        [types["p5.48xlarge"]],
+        efa_class,
+        placement=GangPlacement(gang="ml/efa"),
+    )
+
+    assert types["p5.48xlarge"].capacity[wk.EFA_RESOURCE] == 32
+    assert types["p5.48xlarge"].allocatable[wk.EFA_RESOURCE] == 32
+    assert wk.EFA_RESOURCE not in types["m5.large"].capacity
+    assert wk.EFA_RESOURCE not in plain["p5.48xlarge"].capacity
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    nics = data["NetworkInterfaces"]
+    assert len(nics) == 32
+    assert {n["InterfaceType"] for n in nics} == {"efa"}
+    assert [(n["NetworkCardIndex"], n["DeviceIndex"]) for n in nics[:2]] == [(0, 0), (1, 1)]
+    assert "SecurityGroupIds" not in data
