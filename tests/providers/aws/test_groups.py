@@ -12,7 +12,13 @@ import pytest
 from providers.aws import AWSProvider
 from providers.aws.group import LAUNCH_GROUP
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import CreateError, GangPlacement, InstanceType, InsufficientCapacity
+from provisioner.cloudprovider import (
+    CreateError,
+    GangPlacement,
+    InstanceType,
+    InsufficientCapacity,
+    TransientError,
+)
 from tests.builders import node_claim
 from tests.providers.aws import world
 from tests.providers.aws.faults import FaultProxy
@@ -209,3 +215,23 @@ def test_an_efa_node_class_offers_the_efa_resource_on_efa_types_and_launches_wit
     assert {n["InterfaceType"] for n in nics} == {"efa"}
     assert [(n["NetworkCardIndex"], n["DeviceIndex"]) for n in nics[:2]] == [(0, 0), (1, 1)]
     assert "SecurityGroupIds" not in data
+
+
+def test_members_left_without_their_claim_tag_by_a_failure_are_adopted_by_the_retry(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy, ec2: Any
+) -> None:
+    claims = gang(account.node_class, "adopt", 3, ["m5.large"])
+    types = options(provider, account.node_class, ["m5.large"])
+    proxy.fail_next("CreateTags", status=503, code="ServiceUnavailable")
+
+    with pytest.raises(TransientError):
+        provider.create_group(claims, types, account.node_class)
+    (fleet,) = proxy.fleet_calls
+    untagged = [tags_of(ec2, f"aws:///x/{i}") for i in fleet.launched]
+    assert all(wk.NODECLAIM not in t and t[wk.CLUSTER] == "contract" for t in untagged), "GC's to collect"
+
+    instances = provider.create_group(claims, types, account.node_class)
+
+    assert len(proxy.fleet_calls) == 1, "no second fleet: the first one's instances were adopted"
+    assert sorted(i.provider_id.rsplit("/", 1)[1] for i in instances) == sorted(fleet.launched)
+    assert sorted(i.nodeclaim or "" for i in provider.list()) == ["adopt-0", "adopt-1", "adopt-2"]
