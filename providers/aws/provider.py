@@ -7,14 +7,17 @@ an AWSNodeClass resolves to (subnets, security groups, AMIs, instance profile, l
 providers.aws.nodeclass; which offerings in which CreateFleet requests, and how an answer reads, in
 providers.aws.launch (the order itself is provisioner.cloudprovider.launch_order's); shapes in
 providers.aws.instancetypes; prices in providers.aws.pricing; message parsing in
-providers.aws.interruption; node bootstrap user data in providers.aws.bootstrap.
+providers.aws.interruption and the queue in providers.aws.queue; node bootstrap user data in
+providers.aws.bootstrap; gang launches and placement groups in providers.aws.group; EFA in
+providers.aws.efa; network-topology labels in providers.aws.topology.
 
 Credentials come from boto3's default chain (environment, IRSA web identity token, instance profile)
 unless a session is given; they are never logged, and error messages carry AWS's code and message only.
 The endpoint is the `endpoint_url` argument, else `AWS_ENDPOINT_URL`, else AWS's own.
 
-Over 500 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
-instances) in one place; what each decides lives in the modules above.
+Over 600 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
+instances) in one place; what each decides lives in the modules above. Next to move out: the single-
+claim CreateFleet loop of `create`, beside providers.aws.group's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -37,9 +39,9 @@ from providers.aws import (
     errors,
     group,
     instancetypes,
-    interruption,
     launch,
     pricing,
+    queue,
     reservations,
     topology,
 )
@@ -145,10 +147,9 @@ class AWSProvider:
         )
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
-        self._topology: dict[str, dict[str, str]] = {}
+        self._topology = topology.Known()
         self._efa_max: dict[str, int] = {}
         """Type -> the EFA interfaces it allows (0 without EFA), read with the shapes."""
-        """Instance id -> its network-topology labels, once EC2 reported them (they do not change)."""
 
     # --- protocol --------------------------------------------------------------------------------------
 
@@ -343,21 +344,8 @@ class AWSProvider:
         return self.with_topology([self._instance(i) for i in self._describe_instances(filters)])
 
     def with_topology(self, instances: builtins.list[Instance]) -> builtins.list[Instance]:
-        """The instances with their network-topology labels (providers.aws.topology), asking EC2 only
-        about running instances of supported types it has not answered for yet."""
-        wanted = [
-            i.provider_id.rsplit("/", 1)[-1]
-            for i in instances
-            if i.state == "running" and topology.supported(i.instance_type)
-        ]
-        unknown = [iid for iid in wanted if iid not in self._topology]
-        if unknown:
-            self._topology.update(topology.fetch(self._sdk, unknown))
-        return [
-            replace(i, labels={**i.labels, **self._topology[iid]}) if iid in self._topology else i
-            for i in instances
-            for iid in [i.provider_id.rsplit("/", 1)[-1]]
-        ]
+        """The instances with their network-topology labels (providers.aws.topology)."""
+        return self._topology.labelled(self._sdk, instances)
 
     def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
         """`AMIDrift: ...` when the instance's image is not the AMI the NodeClass resolves to now."""
@@ -379,28 +367,7 @@ class AWSProvider:
         """Events from the interruption queue; every message read is deleted (unknown ones with a log)."""
         if not self._queue_url:
             return []
-        sqs = self._sdk.client("sqs")
-        parsed: list[tuple[interruption.ParsedMessage, str]] = []
-        for _ in range(10):  # at most 100 messages a call, so a flood cannot starve the controller loop
-            answer = call(
-                "ReceiveMessage",
-                sqs.receive_message,
-                QueueUrl=self._queue_url,
-                MaxNumberOfMessages=10,
-                WaitTimeSeconds=0,
-            )
-            messages = answer.get("Messages") or []
-            if not messages:
-                break
-            done: builtins.list[dict[str, str]] = []
-            for m in messages:
-                message = interruption.parse(m.get("Body", ""))
-                if message is None:
-                    log.info("deleting message %s: not an interruption we act on", m.get("MessageId"))
-                else:
-                    parsed.append((message, m.get("MessageId", "")))
-                done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
-            call("DeleteMessageBatch", sqs.delete_message_batch, QueueUrl=self._queue_url, Entries=done)
+        parsed = queue.receive(self._sdk.client("sqs"), self._queue_url)
         if not parsed:
             return []
         ids = sorted({iid for message, _ in parsed for iid in message.instance_ids})

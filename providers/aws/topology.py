@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from providers.aws import errors
 from providers.aws.sdk import SDK
+from provisioner.cloudprovider import Instance
 
 log = logging.getLogger("providers.aws")
 
@@ -69,3 +71,28 @@ def fetch(sdk: SDK, instance_ids: Sequence[str]) -> dict[str, dict[str, str]]:
             if labels and item.get("InstanceId"):
                 out[str(item["InstanceId"])] = labels
     return out
+
+
+class Known:
+    """The topology labels EC2 reported, by instance id (an instance does not move)."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, dict[str, str]] = {}
+
+    def labelled(self, sdk: SDK, instances: list[Instance]) -> list[Instance]:
+        """The instances with their labels, asking EC2 only about running instances of supported types
+        it has not answered for yet."""
+        unknown = [
+            iid
+            for i in instances
+            if i.state == "running" and supported(i.instance_type)
+            for iid in [i.provider_id.rsplit("/", 1)[-1]]
+            if iid not in self._labels
+        ]
+        if unknown:
+            self._labels.update(fetch(sdk, unknown))
+        out = []
+        for i in instances:
+            known = self._labels.get(i.provider_id.rsplit("/", 1)[-1])
+            out.append(replace(i, labels={**i.labels, **known}) if known else i)
+        return out
