@@ -106,6 +106,8 @@ class FakeProvider:
         self._type_of: dict[str, str] = {}
         """Reservation id -> (zone, the reservation with its total); free counts come from `_held`."""
         self._held: dict[str, int] = {}
+        self.cloud_labels: dict[str, str] = {}
+        """Labels every instance launched from now on reports (`Instance.labels`: network topology)."""
         self.placement_groups: dict[str, datetime] = {}
         """Placement groups made per gang (the NodeClass's `groupPerGang`/`compactPerGang`) -> when."""
         self.launches_by_claim: dict[str, int] = {}
@@ -523,6 +525,7 @@ class FakeProvider:
             reservation_id=offering.reservation.id if offering.reservation else None,
             reservation_type=offering.reservation.kind if offering.reservation else None,
             placement_group=placement_group,
+            labels=dict(self.cloud_labels),
             skipped=skipped,
         )
         self._instances[provider_id] = instance
@@ -580,4 +583,5 @@ _SAVED_FIELDS = (
     "reservation_id",
     "reservation_type",
     "placement_group",
+    "labels",
 )
