@@ -35,7 +35,13 @@ from providers.aws.sdk import call
 from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CreateError, Instance, InstanceType, InsufficientCapacity, OfferingKey
-from provisioner.cloudprovider.group import check_claims, launch_one_by_one, pinned_order, with_skipped
+from provisioner.cloudprovider.group import (
+    check_claims,
+    launch_one_by_one,
+    only_capacity_type,
+    pinned_order,
+    with_skipped,
+)
 from provisioner.cloudprovider.protocol import GangPlacement
 
 if TYPE_CHECKING:
@@ -137,7 +143,7 @@ def launch_group(
             try:
                 return launch_one_by_one(
                     claims,
-                    instance_types,
+                    only_capacity_type(instance_types, attempt.capacity_type),
                     nc,
                     create=provider.create,
                     delete=provider.delete,

@@ -41,6 +41,7 @@ from provisioner.cloudprovider.errors import (
 from provisioner.cloudprovider.group import (
     check_claims,
     launch_one_by_one,
+    only_capacity_type,
     pinned_order,
     terminate,
     with_skipped,
@@ -131,7 +132,7 @@ def launch_group(
             try:
                 return launch_one_by_one(
                     claims,
-                    instance_types,
+                    only_capacity_type(instance_types, attempt.capacity_type),
                     nc,
                     create=provider.create,
                     delete=provider.delete,

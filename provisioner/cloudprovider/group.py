@@ -97,6 +97,17 @@ def launch_one_by_one(
     raise InsufficientCapacity(tried, f"no offering has room for {len(missing)} instances")
 
 
+def only_capacity_type(instance_types: Sequence[InstanceType], capacity_type: str) -> list[InstanceType]:
+    """The types with only their offerings of one capacity type (those without any left out): what a
+    provider hands the fallback for the phase its atomic call cannot make (reservations)."""
+    out = []
+    for it in instance_types:
+        kept = tuple(o for o in it.offerings if o.capacity_type == capacity_type)
+        if kept:
+            out.append(it.with_offerings(kept))
+    return out
+
+
 def with_skipped(instance: Instance, skipped: tuple[OfferingKey, ...]) -> Instance:
     """The instance also naming the offerings its group found out of room before it launched."""
     if not skipped:

@@ -235,3 +235,21 @@ def test_members_left_without_their_claim_tag_by_a_failure_are_adopted_by_the_re
     assert len(proxy.fleet_calls) == 1, "no second fleet: the first one's instances were adopted"
     assert sorted(i.provider_id.rsplit("/", 1)[1] for i in instances) == sorted(fleet.launched)
     assert sorted(i.nodeclaim or "" for i in provider.list()) == ["adopt-0", "adopt-1", "adopt-2"]
+
+
+def test_a_gang_fills_a_reservation_with_room_for_all_of_it_and_skips_one_without(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    small = proxy.add_reservation(instance_type="p5.48xlarge", zone=A, count=1, tags={"for": "gangs"})
+    big = proxy.add_reservation(instance_type="p5.48xlarge", zone=B, count=2, tags={"for": "gangs"})
+    node_class = world.node_class(capacityReservationSelectorTerms=[{"tags": {"for": "gangs"}}])
+    types = options(provider, node_class, ["p5.48xlarge"])
+    claims = gang(
+        node_class, "res", 2, ["p5.48xlarge"], capacity_types=(wk.CAPACITY_TYPE_RESERVED, ON_DEMAND)
+    )
+
+    instances = provider.create_group(claims, types, node_class)
+
+    assert {(i.capacity_type, i.reservation_id) for i in instances} == {(wk.CAPACITY_TYPE_RESERVED, big.id)}
+    assert (small.used, big.used) == (0, 2)
+    assert proxy.fleet_calls == [], "reservations go through RunInstances, one per member"
