@@ -76,10 +76,6 @@ in the account (our own launches drop the cached answer at once)."""
 RECENT_LAUNCH_WINDOW = 300.0
 """Seconds a launch is remembered in memory, covering DescribeInstances' eventual consistency."""
 
-_LT_MISSING_CODES = frozenset(
-    {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
-)
-
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
     """(zone, instance id) of `aws:///ZONE/i-...`. Raises NotFound for anything else."""
@@ -273,7 +269,7 @@ class AWSProvider:
                 )
                 self._recent[claim.name] = (launched, self._clock())
                 return launched
-            if any(e.split(":", 1)[0] in _LT_MISSING_CODES for e in outcome.other_errors):
+            if any(e.split(":", 1)[0] in group.LT_MISSING_CODES for e in outcome.other_errors):
                 # Someone deleted our template: forget it so the retry makes it again.
                 self._nodeclasses.forget_templates(set(templates.values()))
                 raise TransientError(f"CreateFleet: launch template missing for node class {nc.name}")

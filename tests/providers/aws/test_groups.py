@@ -253,3 +253,19 @@ def test_a_gang_fills_a_reservation_with_room_for_all_of_it_and_skips_one_withou
     assert {(i.capacity_type, i.reservation_id) for i in instances} == {(wk.CAPACITY_TYPE_RESERVED, big.id)}
     assert (small.used, big.used) == (0, 2)
     assert proxy.fleet_calls == [], "reservations go through RunInstances, one per member"
+
+
+def test_a_deleted_launch_template_is_made_again_by_the_retry(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    types = options(provider, account.node_class, ["m5.large"])
+    provider.create_group(gang(account.node_class, "first", 2, ["m5.large"]), types, account.node_class)
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    ec2.delete_launch_template(LaunchTemplateId=template["LaunchTemplateId"])
+    claims = gang(account.node_class, "second", 2, ["m5.large"])
+
+    with pytest.raises(TransientError, match="launch template"):
+        provider.create_group(claims, types, account.node_class)
+    instances = provider.create_group(claims, types, account.node_class)
+
+    assert [i.nodeclaim for i in instances] == ["second-0", "second-1"]
