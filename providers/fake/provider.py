@@ -3,7 +3,9 @@
 How it chooses: in the launch order every provider follows (provisioner.cloudprovider.launch_order:
 reserved, then the cheapest of spot and on-demand, as the claim allows, offerings flagged
 unavailable skipped). An offering out of capacity here is skipped and named in the InsufficientCapacity
-raised when none is left.
+raised when none is left. A group (`create_group`, a gang) launches whole under one lock in the first
+offering with room for all of it, or not at all; a NodeClass asking for a placement group per gang gets
+one (`placement_groups`), collected by `collect_placement` once no instance is in it.
 
 Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
 a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).

@@ -5,7 +5,8 @@ Orchestrates the pieces, each in its own module: clients, credentials, translate
 waits in providers.gcp.sdk (no google.api_core exception leaves a call; errors are classified in
 providers.gcp.errors); which offerings a claim tries, in which order, and the insert body in
 providers.gcp.launch (the order itself is provisioner.cloudprovider.launch_order's); instance types
-from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming.
+from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming;
+gang launches (bulkInsert with minCount) and compact placement policies in providers.gcp.group.
 
 What it decides itself: how many offerings one create tries (`max_launch_attempts`), that a quota error
 rules out the other zones of that type and capacity type, and how an instance is named (from the

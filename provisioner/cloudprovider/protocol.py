@@ -108,7 +108,8 @@ class CloudProvider(Protocol):
         type), or none. The offerings are those every claim allows among `instance_types`, tried in the
         launch order (provisioner.cloudprovider.launch_order); an offering that cannot take all the
         claims at once is skipped. Returns the Instances in claim order. Idempotent by claim names:
-        a second call for claims already launched returns their instances.
+        a second call for claims already launched returns their instances; claims that have one keep it
+        and the others launch in its offering and placement group (a member replaced beside its gang).
 
         All or nothing: when no offering takes the whole group, raises InsufficientCapacity naming
         every offering tried, with nothing left running (a cloud answer that ends partial has its
