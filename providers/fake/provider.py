@@ -21,13 +21,13 @@ after every launch and termination and read at construction: a restarted `provis
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from providers.fake import saved
 from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import AWSPlacement, NodeClass
@@ -42,6 +42,19 @@ from provisioner.cloudprovider.group import check_claims, pinned_order
 from provisioner.cloudprovider.launch_order import launch_order
 from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
+
+EFA_INTERFACES = {
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5e.48xlarge": 32,
+    "p5en.48xlarge": 16,
+    "trn1.32xlarge": 8,
+    "trn1n.32xlarge": 16,
+    "trn2.48xlarge": 16,
+}
+"""EFA interfaces of the AWS types that have them (EC2's MaximumEfaInterfaces): what an AWSNodeClass
+with `placement.efa` offers as `vpc.amazonaws.com/efa` here, as the AWS provider does."""
 
 LaunchHook = Callable[[Instance, InstanceType], None]
 DeleteHook = Callable[[Instance], None]
@@ -267,6 +280,18 @@ class FakeProvider:
     # --- the CloudProvider protocol ----------------------------------------------------------------------
 
     def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        types = self._instance_types(node_class)
+        placement = node_class.spec.placement
+        if not isinstance(placement, AWSPlacement) or not placement.efa:
+            return types
+        return [
+            replace(t, capacity={**t.capacity, labels.EFA_RESOURCE: EFA_INTERFACES[t.name]})
+            if t.name in EFA_INTERFACES
+            else t
+            for t in types
+        ]
+
+    def _instance_types(self, node_class: NodeClass) -> list[InstanceType]:
         with self._lock:
             self.calls.append(("instance_types", node_class.name))
             if not self.reveal_stockouts:
@@ -538,52 +563,12 @@ class FakeProvider:
         return instance
 
     def _save(self) -> None:
-        if self.state_path is None:
-            return
-        doc = {
-            "instances": [
-                {
-                    **{f: getattr(i, f) for f in _SAVED_FIELDS},
-                    "launched_at": i.launched_at.isoformat() if i.launched_at else None,
-                }
-                for i in self._instances.values()
-            ],
-            "launchesByClaim": self.launches_by_claim,
-        }
-        # Write then rename: a process killed mid-write leaves the previous state, never half a file.
-        tmp = f"{self.state_path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, self.state_path)
+        if self.state_path is not None:
+            saved.save(self.state_path, self._instances.values(), self.launches_by_claim)
 
     def _load(self, path: str) -> None:
-        with open(path) as f:
-            doc = json.load(f)
-        for raw in doc.get("instances", []):
-            born = raw.get("launched_at")
-            instance = Instance(
-                **{f: raw[f] for f in _SAVED_FIELDS if f in raw},
-                launched_at=datetime.fromisoformat(born) if born else None,
-            )
+        instances, self.launches_by_claim = saved.load(path)
+        for instance in instances:
             self._instances[instance.provider_id] = instance
             if instance.nodeclaim:
                 self._by_claim[instance.nodeclaim] = instance.provider_id
-        self.launches_by_claim = {str(k): int(v) for k, v in doc.get("launchesByClaim", {}).items()}
-
-
-_SAVED_FIELDS = (
-    "provider_id",
-    "instance_type",
-    "zone",
-    "capacity_type",
-    "price",
-    "state",
-    "nodeclaim",
-    "nodepool",
-    "image_id",
-    "tags",
-    "reservation_id",
-    "reservation_type",
-    "placement_group",
-    "labels",
-)
