@@ -40,12 +40,14 @@ from provisioner.cloudprovider import (
     InstanceType,
     InsufficientCapacity,
     OfferingKey,
+    PartialLaunch,
     TransientError,
 )
 from provisioner.cloudprovider.group import (
     check_claims,
     launch_one_by_one,
     only_capacity_type,
+    with_partial,
     with_skipped,
 )
 from provisioner.cloudprovider.protocol import GangPlacement
@@ -144,25 +146,30 @@ def launch_group(
         tags[wk.GANG] = placement.gang
     zone_of_subnet = {s.id: s.zone for s in subnets}
     tried: list[OfferingKey] = list(plan.unavailable)
+    partial: list[PartialLaunch] = []
     others: list[str] = []
     pending = list(plan.attempts)
     while pending:
         attempt = pending.pop(0)
         if attempt.capacity_type == launch.RESERVED:
             try:
-                return launch_one_by_one(
-                    claims,
-                    only_capacity_type(instance_types, attempt.capacity_type),
-                    nc,
-                    create=provider.create,
-                    delete=provider.delete,
-                    existing=existing,
-                    placement=GangPlacement(
-                        gang=placement.gang if placement else "", zone=attempt.candidates[0].zone
+                return with_partial(
+                    launch_one_by_one(
+                        claims,
+                        only_capacity_type(instance_types, attempt.capacity_type),
+                        nc,
+                        create=provider.create,
+                        delete=provider.delete,
+                        existing=existing,
+                        placement=GangPlacement(
+                            gang=placement.gang if placement else "", zone=attempt.candidates[0].zone
+                        ),
                     ),
+                    partial,
                 )
             except InsufficientCapacity as err:
                 tried.extend(k for k in err.offerings if k not in tried)
+                partial.extend(err.partial)
                 continue
         request = group_request(
             attempt, count=len(missing), launch_templates=templates, tags=tags, placement_group=group_name
@@ -190,7 +197,7 @@ def launch_group(
             skipped = tuple(
                 dict.fromkeys(k for k in tried[len(plan.unavailable) :] + found_out if k != chosen.key)
             )
-            return [with_skipped(existing[c.name], skipped) for c in claims]
+            return with_partial([with_skipped(existing[c.name], skipped) for c in claims], partial)
         if outcome.instance_ids:
             # Short of the group: nothing of it may stay billed.
             log.warning(
@@ -201,6 +208,13 @@ def launch_group(
                 chosen.key,
             )
             provider.terminate_ids(outcome.instance_ids)
+            partial.append(
+                PartialLaunch(
+                    chosen.key,
+                    tuple(f"aws:///{chosen.zone}/{i}" for i in outcome.instance_ids),
+                    chosen.price,
+                )
+            )
             found_out.append(chosen.key)
             # The request's other offerings were not tried: the same request without what ran short.
             rest = tuple(c for c in attempt.candidates if c.key not in found_out and c.key not in tried)
@@ -222,6 +236,7 @@ def launch_group(
         tried,
         f"gang of {len(missing)} ({', '.join(c.name for c in missing)}): no offering had room for all of "
         "them: " + ", ".join(str(k) for k in tried),
+        partial=tuple(partial),
     )
 
 

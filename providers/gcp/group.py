@@ -36,6 +36,7 @@ from provisioner.cloudprovider.errors import (
     InsufficientCapacity,
     NotFound,
     OfferingKey,
+    PartialLaunch,
     TransientError,
 )
 from provisioner.cloudprovider.group import (
@@ -44,6 +45,7 @@ from provisioner.cloudprovider.group import (
     only_capacity_type,
     pinned_order,
     terminate,
+    with_partial,
     with_skipped,
 )
 from provisioner.cloudprovider.launch_order import Attempt
@@ -127,34 +129,41 @@ def launch_group(
     policy = _policy(provider, nc, placement, running)
     members = {names[c.name]: c.name for c in missing}
     tried: list[OfferingKey] = []
+    partial: list[PartialLaunch] = []
     for attempt in attempts[: provider.max_launch_attempts]:
         if attempt.capacity_type == wk.CAPACITY_TYPE_RESERVED:
             try:
-                return launch_one_by_one(
-                    claims,
-                    only_capacity_type(instance_types, attempt.capacity_type),
-                    nc,
-                    create=provider.create,
-                    delete=provider.delete,
-                    existing=existing,
-                    placement=GangPlacement(gang=placement.gang if placement else "", zone=attempt.zone),
+                return with_partial(
+                    launch_one_by_one(
+                        claims,
+                        only_capacity_type(instance_types, attempt.capacity_type),
+                        nc,
+                        create=provider.create,
+                        delete=provider.delete,
+                        existing=existing,
+                        placement=GangPlacement(gang=placement.gang if placement else "", zone=attempt.zone),
+                    ),
+                    partial,
                 )
             except InsufficientCapacity as err:
                 tried.extend(k for k in err.offerings if k not in tried)
+                partial.extend(err.partial)
                 continue
         try:
             launched = _bulk_insert(provider, missing, names, attempt, nc, members, placement, policy)
         except InsufficientCapacity as err:
             log.info("gcp: gang of %s: %s; trying the next offering", missing[0].name, err)
             tried.append(attempt.key)
+            partial.extend(err.partial)
             provider.mark_out([attempt.key] if err.kind != "quota" else launch.quota_scope(attempt))
             continue
         existing.update(launched)
-        return [with_skipped(existing[c.name], tuple(tried)) for c in claims]
+        return with_partial([with_skipped(existing[c.name], tuple(tried)) for c in claims], partial)
     raise InsufficientCapacity(
         tried,
         f"gang of {len(missing)} ({', '.join(c.name for c in missing)}): no offering had room for all of "
         "them: " + ", ".join(str(k) for k in tried),
+        partial=tuple(partial),
     )
 
 
@@ -222,7 +231,13 @@ def _bulk_insert(
             len(missing),
         )
         terminate(list(found.values()), provider.delete)
-        raise InsufficientCapacity([attempt.key], f"{what}: only {len(found)} of {len(missing)} were created")
+        raise InsufficientCapacity(
+            [attempt.key],
+            f"{what}: only {len(found)} of {len(missing)} were created",
+            partial=(
+                PartialLaunch(attempt.key, tuple(i.provider_id for i in found.values()), attempt.price),
+            ),
+        )
     log.info(
         "gcp: launched a gang of %d (%s in %s, %s)",
         len(found),

@@ -8,6 +8,7 @@ from provisioner.cloudprovider.errors import (
     NodeClassNotReady,
     NotFound,
     OfferingKey,
+    PartialLaunch,
     TransientError,
 )
 from provisioner.cloudprovider.protocol import CloudProvider, GangPlacement, Instance, InterruptionEvent
@@ -27,6 +28,7 @@ __all__ = [
     "NotFound",
     "Offering",
     "OfferingKey",
+    "PartialLaunch",
     "Reservation",
     "TransientError",
     "instance_labels",

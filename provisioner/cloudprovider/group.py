@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
-from provisioner.cloudprovider.errors import InsufficientCapacity, NotFound, OfferingKey
+from provisioner.cloudprovider.errors import InsufficientCapacity, NotFound, OfferingKey, PartialLaunch
 from provisioner.cloudprovider.launch_order import Attempt, group_launch_order
 from provisioner.cloudprovider.protocol import GangPlacement, Instance
 from provisioner.cloudprovider.types import InstanceType
@@ -77,6 +77,7 @@ def launch_one_by_one(
     if not missing:
         return [have[c.name] for c in claims]
     tried: list[OfferingKey] = []
+    partial: list[PartialLaunch] = []
     for attempt in attempts:
         only = attempt.instance_type.with_offerings((attempt.offering,))
         launched: list[Instance] = []
@@ -86,15 +87,21 @@ def launch_one_by_one(
         except InsufficientCapacity:
             tried.append(attempt.key)
             terminate(launched, delete)
+            if launched:
+                partial.append(
+                    PartialLaunch(attempt.key, tuple(i.provider_id for i in launched), attempt.price)
+                )
             continue
         except Exception:
             terminate(launched, delete)
             raise
         have.update({c.name: i for c, i in zip(missing, launched, strict=True)})
-        return [with_skipped(have[c.name], tuple(tried)) for c in claims]
+        return with_partial([with_skipped(have[c.name], tuple(tried)) for c in claims], partial)
     if not tried:
         raise InsufficientCapacity([], "no available offering is allowed by every claim of the group")
-    raise InsufficientCapacity(tried, f"no offering has room for {len(missing)} instances")
+    raise InsufficientCapacity(
+        tried, f"no offering has room for {len(missing)} instances", partial=tuple(partial)
+    )
 
 
 def only_capacity_type(instance_types: Sequence[InstanceType], capacity_type: str) -> list[InstanceType]:
@@ -113,6 +120,14 @@ def with_skipped(instance: Instance, skipped: tuple[OfferingKey, ...]) -> Instan
     if not skipped:
         return instance
     return replace(instance, skipped=tuple(dict.fromkeys((*skipped, *instance.skipped))))
+
+
+def with_partial(instances: list[Instance], partial: Sequence[PartialLaunch]) -> list[Instance]:
+    """The group's instances, the first one naming the partial launches terminated on the way."""
+    if not partial or not instances:
+        return instances
+    first = instances[0]
+    return [replace(first, partial=(*first.partial, *partial)), *instances[1:]]
 
 
 def terminate(instances: Sequence[Instance], delete: Delete) -> None:

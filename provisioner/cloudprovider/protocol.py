@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
-from provisioner.cloudprovider.errors import OfferingKey
+from provisioner.cloudprovider.errors import OfferingKey, PartialLaunch
 from provisioner.cloudprovider.types import InstanceType
 
 
@@ -45,6 +45,9 @@ class Instance:
     skipped: tuple[OfferingKey, ...] = ()
     """Offerings the launch found out of capacity before this one succeeded (e.g. CreateFleet errors
     beside the instance it did launch); the caching wrapper marks them unavailable."""
+    partial: tuple[PartialLaunch, ...] = ()
+    """Group launches that ended partial on the way to this group and were terminated; on the group's
+    first instance only, so a ledger counts them once."""
 
 
 @dataclass(frozen=True, slots=True)

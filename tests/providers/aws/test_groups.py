@@ -17,6 +17,7 @@ from provisioner.cloudprovider import (
     GangPlacement,
     InstanceType,
     InsufficientCapacity,
+    OfferingKey,
     TransientError,
 )
 from tests.builders import node_claim
@@ -81,6 +82,11 @@ def test_a_short_fleet_is_terminated_and_the_gang_launches_whole_in_the_next_zon
     first, second = proxy.fleet_calls
     assert len(first.launched) == 3 and set(first.launched) <= proxy.terminated
     assert {i.zone for i in instances} == {B}
+    (partial,) = instances[0].partial  # for the ledger: what the short attempt billed
+    assert partial.offering == OfferingKey("p5.48xlarge", A, ON_DEMAND)
+    assert sorted(p.rsplit("/", 1)[1] for p in partial.provider_ids) == sorted(first.launched)
+    assert partial.price == types[0].cheapest(zones={A}, capacity_types={ON_DEMAND}).price
+    assert all(i.partial == () for i in instances[1:])
     assert {i.provider_id.rsplit("/", 1)[1] for i in provider.list()} == set(second.launched)
 
 

@@ -76,6 +76,8 @@ def test_a_bulk_insert_that_ignores_min_count_is_deleted_before_the_error(
         gang(provider, "short", 3, zones=(zone,))
 
     assert caught.value.offerings == [OfferingKey(H100, zone, wk.CAPACITY_TYPE_ON_DEMAND)]
+    (partial,) = caught.value.partial
+    assert len(partial.provider_ids) == 2 and partial.price > 0
     assert standin.launches() == 2
     assert provider.list() == []
 

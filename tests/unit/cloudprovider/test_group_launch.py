@@ -61,6 +61,8 @@ def test_one_by_one_terminates_the_members_of_an_offering_that_ran_short_and_mov
     assert [i.nodeclaim for i in instances] == ["g-0", "g-1", "g-2"]
     assert instances[0].skipped == (OfferingKey("m5.large", "us-east-1a", OD),)
     assert fake.launched_total == 5, "two launched in the short zone, then terminated"
+    (partial,) = instances[0].partial
+    assert (partial.offering, len(partial.provider_ids)) == (OfferingKey("m5.large", "us-east-1a", OD), 2)
     assert sorted(i.zone for i in fake.list()) == ["us-east-1b"] * 3
     assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type=OD) == 2
 
