@@ -202,20 +202,25 @@ def _bulk_insert(
     )
     what = f"bulkInsert {len(missing)} instances ({attempt.key})"
     sdk = provider.sdk
-    op = sdk.call(
-        what,
-        sdk.clients().instances.bulk_insert_unary,
-        offering=attempt.key,
-        project=provider.project,
-        zone=zone,
-        bulk_insert_instance_resource_resource=request,
-    )
-    failed = failure(sdk.wait(provider.project, zone, op, what=what))
+    try:
+        op = sdk.clients().instances.bulk_insert_unary(
+            project=provider.project,
+            zone=zone,
+            bulk_insert_instance_resource_resource=request,
+            retry=None,
+            timeout=sdk.request_timeout,
+        )
+    except gexc.Conflict:
+        # Some already exist: an earlier call got this far (a listing lagging behind hid them).
+        op = None
+    except Exception as err:
+        raise errors.translate(err, what=what, offering=attempt.key) from err
+    failed = failure(sdk.wait(provider.project, zone, op, what=what)) if op is not None else None
     if failed is not None and failed.kind in ("capacity", "quota"):
         raise InsufficientCapacity([attempt.key], f"{what}: {failed.message}", kind=failed.kind)
     if failed is not None and failed.kind == "transient":
         raise TransientError(f"{what}: {failed.message}")
-    if failed is not None:
+    if failed is not None and failed.kind != "exists":
         raise CreateError(f"{what}: {failed.message}")
     found: dict[str, Instance] = {}
     for claim in missing:

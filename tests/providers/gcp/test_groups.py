@@ -112,3 +112,16 @@ def test_an_existing_policy_is_named_and_an_unknown_one_is_a_create_error(
     with pytest.raises(CreateError):
         gang(provider, "missing", 2, nc=gcp_node_class(placement={"policy": "no-such-policy"}))
     assert provider.list() == []
+
+
+def test_a_retry_that_a_lagging_listing_misleads_finds_the_gang_instead_of_launching_it_again(
+    standin: ComputeStandIn, provider: GCPProvider
+) -> None:
+    zone = zones_of(provider)[0]
+    first = gang(provider, "lag", 2, zones=(zone,))
+    standin.stale_aggregated_instances()  # the listing does not show them yet
+
+    again = gang(provider, "lag", 2, zones=(zone,))
+
+    assert [i.provider_id for i in again] == [i.provider_id for i in first]
+    assert standin.launches() == 2
