@@ -115,6 +115,7 @@ def test_a_launch_that_ends_partial_is_terminated_before_the_error(harness: Harn
     zone = harness.zones[0]
     harness.break_atomicity()
     harness.set_capacity(instance_type=small, zone=zone, capacity_type=ON_DEMAND, count=2)
+    before = harness.launches()
 
     with pytest.raises(InsufficientCapacity) as caught:
         harness.provider.create_group(
@@ -123,6 +124,8 @@ def test_a_launch_that_ends_partial_is_terminated_before_the_error(harness: Harn
 
     assert OfferingKey(small, zone, ON_DEMAND) in caught.value.offerings
     assert [i for i in harness.provider.list() if i.zone == zone and i.instance_type == small] == []
+    # Whatever was launched on the way is reported, for the ledger to count its cost.
+    assert sum(len(p.provider_ids) for p in caught.value.partial) == harness.launches() - before
 
 
 def test_a_member_added_to_a_running_gang_joins_its_offering(harness: Harness) -> None:
