@@ -5,7 +5,8 @@ Orchestrates the pieces, each in its own module: clients, credentials, translate
 waits in providers.gcp.sdk (no google.api_core exception leaves a call; errors are classified in
 providers.gcp.errors); which offerings a claim tries, in which order, and the insert body in
 providers.gcp.launch (the order itself is provisioner.cloudprovider.launch_order's); instance types
-from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming.
+from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming;
+gang launches (bulkInsert with minCount) and compact placement policies in providers.gcp.group.
 
 What it decides itself: how many offerings one create tries (`max_launch_attempts`), that a quota error
 rules out the other zones of that type and capacity type, and how an instance is named (from the
@@ -29,13 +30,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.gcp import errors, instances, launch, machines, naming, reservations
+from providers.gcp import errors, group, instances, launch, machines, naming, reservations
 from providers.gcp.sdk import SDK, failure
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import GCPNodeClass, NodeClass
@@ -50,7 +52,7 @@ from provisioner.cloudprovider.errors import (
     TransientError,
 )
 from provisioner.cloudprovider.launch_order import Attempt
-from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
+from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType
 
 log = logging.getLogger(__name__)
@@ -412,6 +414,36 @@ class GCPProvider:
                 if inst.labels.get(naming.LABEL_CLUSTER) == self._cluster_label:
                     out.append(self._instance(inst, zone=naming.last(inst.zone or scope)))
         return sorted(out, key=lambda i: i.provider_id)
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        """One bulkInsert with minCount for every member, all of one offering, or none
+        (providers.gcp.group)."""
+        return group.launch_group(self, claims, instance_types, self._node_class(node_class), placement)
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        """Delete the compact placement policies made per gang that no instance uses (providers.gcp.group)."""
+        return group.collect_placement(self, older_than=older_than)
+
+    @property
+    def sdk(self) -> SDK:
+        return self._sdk
+
+    def launch_of(self, instance_type: str) -> machines.Launch:
+        return self._launch_of(instance_type)
+
+    def recently_out(self) -> set[OfferingKey]:
+        """Offerings this provider found out of capacity within `unavailable_ttl`."""
+        return set(self._unavailable_now())
+
+    def mark_out(self, keys: Iterable[OfferingKey]) -> None:
+        self._mark_unavailable(builtins.list(keys))
 
     def delete(self, provider_id: str) -> None:
         project, zone, name = naming.parse_provider_id(provider_id)

@@ -36,6 +36,9 @@ CAPACITY_RESERVATION_ID = f"{GROUP}/capacity-reservation-id"
 """On a node (and, on AWS, a tag of its instance) in a reservation: the reservation's id or name."""
 CAPACITY_RESERVATION_TYPE = f"{GROUP}/capacity-reservation-type"
 """On a node in a reservation: `default` or `capacity-block` (a block ends at a fixed time)."""
+GANG = f"{GROUP}/gang"
+"""On an instance (tag or GCE label) launched by `create_group`, and on the placement group or policy
+created for its gang: the gang's key."""
 RESERVATION_TYPE_DEFAULT = "default"
 RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
 
@@ -93,6 +96,8 @@ CAPACITY_TYPES = (CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RES
 
 GPU_RESOURCE = "nvidia.com/gpu"
 AMD_GPU_RESOURCE = "amd.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+"""EFA interfaces of an AWS node (the EFA device plugin's extended resource), requested like GPUs."""
 
 # GPU model names as label values: lowercase, the same on every cloud.
 GPU_NAMES = ("h100", "h200", "a100", "a10g", "l4", "l40s", "t4", "v100", "k80", "p100", "p4", "b200")

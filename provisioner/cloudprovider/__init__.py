@@ -8,9 +8,10 @@ from provisioner.cloudprovider.errors import (
     NodeClassNotReady,
     NotFound,
     OfferingKey,
+    PartialLaunch,
     TransientError,
 )
-from provisioner.cloudprovider.protocol import CloudProvider, Instance, InterruptionEvent
+from provisioner.cloudprovider.protocol import CloudProvider, GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, Reservation, instance_labels
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "CloudProvider",
     "CloudProviderError",
     "CreateError",
+    "GangPlacement",
     "Instance",
     "InstanceType",
     "InsufficientCapacity",
@@ -26,6 +28,7 @@ __all__ = [
     "NotFound",
     "Offering",
     "OfferingKey",
+    "PartialLaunch",
     "Reservation",
     "TransientError",
     "instance_labels",

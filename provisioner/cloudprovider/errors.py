@@ -21,6 +21,17 @@ class OfferingKey:
         return f"{base}/{self.reservation_id}" if self.reservation_id else base
 
 
+@dataclass(frozen=True, slots=True)
+class PartialLaunch:
+    """Instances a group launch started in one offering and terminated because the offering could not
+    take the whole group: billed from launch to termination, for the ledger to count."""
+
+    offering: OfferingKey
+    provider_ids: tuple[str, ...]
+    price: float
+    """$/h of each."""
+
+
 class CloudProviderError(Exception):
     """Base of the provider errors."""
 
@@ -29,9 +40,18 @@ class InsufficientCapacity(CloudProviderError):
     """No capacity for these offerings now. `kind` says which (stockout, quota) so caches can keep each
     for its own TTL."""
 
-    def __init__(self, offerings: list[OfferingKey], message: str = "", *, kind: str = "capacity") -> None:
+    def __init__(
+        self,
+        offerings: list[OfferingKey],
+        message: str = "",
+        *,
+        kind: str = "capacity",
+        partial: tuple[PartialLaunch, ...] = (),
+    ) -> None:
         self.offerings = list(offerings)
         self.kind = kind
+        self.partial = partial
+        """Group launches that ended partial on the way and were terminated (see PartialLaunch)."""
         names = ", ".join(str(o) for o in self.offerings) or "no offering"
         super().__init__(message or f"insufficient {kind} for {names}")
 

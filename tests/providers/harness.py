@@ -23,6 +23,8 @@ class Harness(Protocol):
     """A NodeClass that resolves against the stand-in."""
     zones: list[str]
     """The zones the node class can launch in, sorted."""
+    placement_node_class: NodeClass
+    """`node_class` asking for a placement group (policy) made per gang."""
     small_types: list[str]
     """At least two cheap CPU instance types that every zone offers, cheapest first."""
     gpu8_h100_type: str
@@ -30,6 +32,15 @@ class Harness(Protocol):
 
     def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
         """From now on, launching this offering fails with the cloud's capacity error."""
+        ...
+
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        """From now on, the offering can launch at most `count` more instances."""
+        ...
+
+    def break_atomicity(self) -> None:
+        """From now on, the cloud's all-or-nothing launch may end partial (launches what fits), as a
+        cloud without the atomic call would: the provider must clean up."""
         ...
 
     def throttle(self, *, times: int = 1) -> None:

@@ -21,12 +21,23 @@ class AWSHarness:
     zones: list[str]
     proxy: FaultProxy
     world: world.World
+    placement_node_class: NodeClass = field(
+        default_factory=lambda: world.node_class(placement={"groupPerGang": True})
+    )
     name: str = "aws"
     small_types: list[str] = field(default_factory=lambda: ["m5.large", "m5.xlarge"])
     gpu8_h100_type: str = "p5.48xlarge"
 
     def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
         self.proxy.stockout(instance_type=instance_type, zone=zone, capacity_type=capacity_type)
+
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        self.proxy.set_capacity(
+            instance_type=instance_type, zone=zone, capacity_type=capacity_type, count=count
+        )
+
+    def break_atomicity(self) -> None:
+        self.proxy.partial_fleets = True
 
     def throttle(self, *, times: int = 1) -> None:
         self.proxy.throttle(times=times)

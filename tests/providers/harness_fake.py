@@ -12,15 +12,23 @@ from provisioner.cloudprovider import TransientError, catalog
 from tests.builders import aws_node_class
 
 
-def fake_node_class(name: str = "default") -> AWSNodeClass:
-    """Any NodeClass will do for the fake; an AWSNodeClass because the fake serves the AWS catalog."""
-    return aws_node_class(name)
+def fake_node_class(name: str = "default", **spec: object) -> AWSNodeClass:
+    """Any NodeClass will do for the fake; an AWSNodeClass because the fake serves the AWS catalog.
+    `spec` sets fields of its spec (e.g. `placement`)."""
+    node_class = aws_node_class(name)
+    if not spec:
+        return node_class
+    merged = {**node_class.spec.to_dict(), **spec}
+    return node_class.model_copy(update={"spec": type(node_class.spec).model_validate(merged)})
 
 
 @dataclass
 class FakeHarness:
     provider: FakeProvider
     node_class: NodeClass = field(default_factory=fake_node_class)
+    placement_node_class: NodeClass = field(
+        default_factory=lambda: fake_node_class(placement={"groupPerGang": True})
+    )
     name: str = "fake"
     zones: list[str] = field(default_factory=lambda: catalog.zones("aws", "us-east-1"))
     small_types: list[str] = field(default_factory=lambda: ["m5.large", "m5.xlarge"])
@@ -28,6 +36,14 @@ class FakeHarness:
 
     def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
         self.provider.mark_unavailable(instance_type=instance_type, zone=zone, capacity_type=capacity_type)
+
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        self.provider.set_capacity(
+            instance_type=instance_type, zone=zone, capacity_type=capacity_type, count=count
+        )
+
+    def break_atomicity(self) -> None:
+        pass  # the fake launches a group under one lock: it cannot end partial
 
     def throttle(self, *, times: int = 1) -> None:
         self.provider.fail_next_create(TransientError("RequestLimitExceeded (fake)"), times=times)
