@@ -8,9 +8,10 @@ database.
 Reservations are sampled too (`ReservationRow`): a reservation is paid for every hour it exists, used or
 not, so its idle part is money the node rows (whose reserved nodes cost $0/h more) cannot show.
 
-The money rules that belong to one action live here, where its row is made:
-- its `savings_per_hour` is the $/h of the node removed minus its share of the replacements *really
-  launched* (their prices from the claims' status, not the plan's), minus `evicted_per_hour`;
+An action's row is made here, and its money by `provisioner.finops.money`'s one rule:
+- its `savings_per_hour` is `money.claimed_saving` of the node removed against its share of the
+  replacements *really launched* (their prices from the claims' status, not the plan's); expiration,
+  drift and a Capacity Block ending claim none (`change_per_hour` shows what they moved);
 - pods nothing recreates (no controller owner: bare pods) are evicted for good, so their share of the
   node's $/h is `evicted_per_hour` ("workload evicted"), never a saving.
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.disruption.preferred import allows
+from provisioner.finops import money
 from provisioner.state.cluster import team_of
 
 if TYPE_CHECKING:
@@ -77,6 +79,27 @@ class ActionRow:
     @property
     def estimated_monthly_savings(self) -> float:
         return self.savings_per_hour * HOURS_PER_MONTH
+
+    @property
+    def is_saving(self) -> bool:
+        """Whether the action was made to save money (`money.is_saving`)."""
+        return money.is_saving(self.reason, self.method)
+
+    @property
+    def claimed_per_hour(self) -> float:
+        """The saving the money rule allows this row, whatever program wrote `savings_per_hour`."""
+        return money.claimed_saving(
+            reason=self.reason,
+            method=self.method,
+            removed=self.price_per_hour,
+            launched=self.replacement_price_per_hour,
+            evicted=self.evicted_per_hour,
+        )
+
+    @property
+    def change_per_hour(self) -> float:
+        """How much the fleet's $/h fell through this row (negative: it rose), saving or not."""
+        return money.change_per_hour(self.price_per_hour, self.replacement_price_per_hour)
 
 
 def actions_to_json(rows: Sequence[ActionRow]) -> str:
@@ -422,7 +445,13 @@ def action_rows(
                 replacement_type=rtype,
                 replacement_capacity_type=rcapacity,
                 replacement_price_per_hour=replacement,
-                savings_per_hour=r.price_per_hour - replacement - evicted,
+                savings_per_hour=money.claimed_saving(
+                    reason=str(r.reason.value),
+                    method=command.method,
+                    removed=r.price_per_hour,
+                    launched=replacement,
+                    evicted=evicted,
+                ),
                 pods_moved=len(moved),
                 pods=moved,
                 detail=r.detail,

@@ -2,11 +2,14 @@
 capacity still costs, the churn it caused, and what kept nodes alive.
 
 The money rules (each has a test in tests/finops/test_money.py):
-- *Claimed* $/h of an action is its row's `savings_per_hour`: the node's $/h minus its share of the
-  replacements really launched, minus the share of bare pods evicted (`provisioner.finops.rows`).
+- *Claimed* $/h of an action is `provisioner.finops.money`'s one rule applied to its row: the node's
+  $/h minus its share of the replacements really launched, less the bare pods' share, for moves made to
+  save money; expiration, drift and a Capacity Block ending claim nothing, and what they changed the
+  fleet's $/h by is its own column ("Not a saving"), never added to the savings.
 - Pods nothing recreates are *workload evicted*, with their share of the node's $/h, never a saving.
 - *Churn*: a node launched within `CHURN_WINDOW` after an action, for pods of the workloads that action
-  moved (and not one of its own replacements), is charged back: its cost (from the usage samples, up to
+  moved (and not a replacement of any action: that is the launching action's own doing), is charged
+  back, node by node: its cost (from the usage samples, up to
   `now`) comes off that action's realized savings, split evenly when it follows several actions.
 - *Realized* savings of an action are its claimed $/h over the hours from the action (or the window's
   start) to `now`, minus its churn charge; they may be negative. The *run-rate* is the window's claimed
@@ -57,6 +60,9 @@ class Totals:
     """Bare pods evicted for good (workload evicted)."""
     evicted_per_hour: float = 0.0
     savings_per_hour: float = 0.0
+    forced_change_per_hour: float = 0.0
+    """What moves made for another reason than saving (expiration, drift, a Capacity Block ending...)
+    changed the fleet's $/h by (positive: it fell); shown beside the savings, never counted in them."""
     churn_cost: float = 0.0
     realized_savings: float = 0.0
     run_rate_monthly: float = 0.0
@@ -73,10 +79,13 @@ class Totals:
         self.pods_moved += row.pods_moved * share
         self.pods_evicted += len(row.evicted_pods) * share
         self.evicted_per_hour += row.evicted_per_hour * share
-        self.savings_per_hour += row.savings_per_hour * share
+        claimed = row.claimed_per_hour
+        self.savings_per_hour += claimed * share
+        if not row.is_saving:
+            self.forced_change_per_hour += row.change_per_hour * share
         self.churn_cost += churn * share
         self.realized_savings += realized * share
-        self.run_rate_monthly += row.savings_per_hour * HOURS_PER_MONTH * share
+        self.run_rate_monthly += claimed * HOURS_PER_MONTH * share
 
     def add_usage(self, money: UsageMoney) -> None:
         self.cost += money.cost
@@ -176,15 +185,16 @@ def churn_charges(
     births = sorted((born, position[node], node) for node, born in first.items())
     birth_times = [born for born, _, _ in births]
     followed: dict[str, list[int]] = defaultdict(list)
+    # A node an action launched as its replacement is that action's doing, never another one's churn.
+    replacements = {node for action in actions for node in action.replacement_nodes}
     for index, action in enumerate(actions):
         if not action.workloads:
             continue
         moved = set(action.workloads)
-        own = set(action.replacement_nodes)
         lo = bisect.bisect_left(birth_times, action.time)
         hi = bisect.bisect_left(birth_times, action.time + CHURN_WINDOW)
         hits = sorted(
-            (at, node) for _, at, node in births[lo:hi] if node not in own and moved & workloads_by_node[node]
+            (at, node) for _, at, node in births[lo:hi] if node not in replacements and moved & workloads_by_node[node]
         )
         for _, node in hits:
             followed[node].append(index)
@@ -219,7 +229,7 @@ def build(
     views = [
         ActionView(
             row=a,
-            realized=a.savings_per_hour * max(0.0, (now - max(a.time, since)).total_seconds() / 3600) - c,
+            realized=a.claimed_per_hour * max(0.0, (now - max(a.time, since)).total_seconds() / 3600) - c,
             churn=c,
         )
         for a, c in zip(actions, charges, strict=True)
@@ -344,6 +354,7 @@ COLUMNS = (
     ("pods_evicted", "Bare pods evicted"),
     ("evicted_per_hour", "Evicted workload $/h"),
     ("savings_per_hour", "Saved $/h"),
+    ("forced_change_per_hour", "Not a saving: fleet $/h fell by"),
     ("churn_cost", "Churn charged $"),
     ("realized_savings", "Realized savings $"),
     ("run_rate_monthly", "Run-rate $/month"),
@@ -370,6 +381,7 @@ def totals_row(t: Totals) -> list[Any]:
         _count(t.pods_evicted),
         round(t.evicted_per_hour, 4),
         round(t.savings_per_hour, 4),
+        round(t.forced_change_per_hour, 4),
         round(t.churn_cost, 2),
         round(t.realized_savings, 2),
         round(t.run_rate_monthly, 2),
@@ -387,6 +399,10 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
         ("Total paid", f"${t.cost:,.2f}"),
         ("Realized savings", f"${t.realized_savings:,.2f}"),
         ("Run-rate saved", f"${t.savings_per_hour:,.2f}/h (${t.run_rate_monthly:,.0f} per 730 h month)"),
+        (
+            "Not a saving",
+            f"fleet $/h fell ${t.forced_change_per_hour:,.2f}/h through expiration, drift and other forced moves",
+        ),
         ("Idle cost", f"${t.idle_cost:,.2f}"),
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
         ("Workload evicted", f"{t.pods_evicted:,.0f} bare pods, ${t.evicted_per_hour:,.2f}/h"),
@@ -404,6 +420,7 @@ ACTION_HEADERS = (
     "Before",
     "After",
     "Saved $/h",
+    "Fleet $/h fell by",
     "Realized $",
     "Pods moved",
     "Bare pods evicted",
@@ -426,7 +443,8 @@ def action_values(view: ActionView) -> list[Any]:
         a.reason,
         before,
         after,
-        round(a.savings_per_hour, 4),
+        round(a.claimed_per_hour, 4) if a.is_saving else "not a saving",
+        round(a.change_per_hour, 4),
         round(view.realized, 2),
         a.pods_moved,
         len(a.evicted_pods),
@@ -574,7 +592,9 @@ def to_dict(report: ScaleDownReport) -> dict[str, Any]:
                 "replacementCapacityType": v.row.replacement_capacity_type,
                 "replacementPricePerHour": round(v.row.replacement_price_per_hour, 6),
                 "replacementNodes": list(v.row.replacement_nodes),
-                "savingsPerHour": round(v.row.savings_per_hour, 6),
+                "savingsPerHour": round(v.row.claimed_per_hour, 6),
+                "isSaving": v.row.is_saving,
+                "changePerHour": round(v.row.change_per_hour, 6),
                 "evictedPods": list(v.row.evicted_pods),
                 "evictedPerHour": round(v.row.evicted_per_hour, 6),
                 "pods": list(v.row.pods),
