@@ -206,14 +206,18 @@ def costs(
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
     if fmt == "table":
         text = builder.to_table(
-            rows.usage, since=rows.since, now=rows.now, width=None if write else out.terminal_width()
+            rows.usage,
+            since=rows.since,
+            now=rows.now,
+            width=None if write else out.terminal_width(),
+            reservations=rows.reservations,
         )
     elif fmt == "json":
-        text = builder.to_json(rows.usage, since=rows.since, now=rows.now)
+        text = builder.to_json(rows.usage, since=rows.since, now=rows.now, reservations=rows.reservations)
     elif fmt == "csv":
-        text = builder.to_csv(rows.usage)
+        text = builder.to_csv(rows.usage, rows.reservations)
     else:
-        text = builder.to_focus_csv(rows.usage, cluster=cluster)
+        text = builder.to_focus_csv(rows.usage, rows.reservations, cluster=cluster)
     out.emit(text, write)
 
 

@@ -142,6 +142,7 @@ usage = Table(
     Column("pool_owner", String(253), nullable=False, default=""),
     Column("workloads", Text, nullable=False, default="[]"),
     Column("allocations", Text, nullable=False, default="[]"),
+    Column("reservation_id", String(253), nullable=False, default=""),
 )
 
 reservation_usage = Table(
@@ -162,6 +163,7 @@ reservation_usage = Table(
     Column("gpu_allocated", Integer, nullable=False, default=0),
     Column("nodepools", String(2000), nullable=False, default=""),
     Column("ends_at", DateTime(timezone=True), nullable=True),
+    Column("owner", String(253), nullable=False, default=""),
 )
 
 
@@ -452,6 +454,7 @@ class Ledger:
                 pool_owner=m.pool_owner,
                 workloads=workloads(m.workloads),
                 allocations=allocations(m.allocations),
+                reservation_id=m.reservation_id,
             )
             for m in result
         ]
@@ -478,6 +481,7 @@ class Ledger:
                 gpu_allocated=m.gpu_allocated,
                 nodepools=_split(m.nodepools),
                 ends_at=_utc(m.ends_at) if m.ends_at is not None else None,
+                owner=m.owner,
             )
             for m in result
         ]
@@ -527,6 +531,7 @@ def _reservation_values(r: ReservationRow) -> dict[str, Any]:
         "gpu_allocated": r.gpu_allocated,
         "nodepools": _joined(r.nodepools),
         "ends_at": _utc(r.ends_at) if r.ends_at is not None else None,
+        "owner": r.owner,
     }
 
 
@@ -592,6 +597,7 @@ class _UsageValues:
             "pool_owner": r.pool_owner,
             "workloads": self.workloads(r.workloads),
             "allocations": self.allocations(r.allocations),
+            "reservation_id": r.reservation_id,
         }
 
 

@@ -183,6 +183,9 @@ class UsageRow:
     """`Kind/namespace/name` of the owners of the pods on the node."""
     allocations: tuple[TeamAllocation, ...] = ()
     """Requests per team (DaemonSet pods are the node's overhead and belong to no team)."""
+    reservation_id: str = ""
+    """The reservation the node runs in (its `capacity-reservation-id` label): its $/h is 0 here, and the
+    showback charges it at the reservation's $/h instead."""
 
     @property
     def cost(self) -> float:
@@ -232,6 +235,9 @@ class ReservationRow:
     nodepools: tuple[str, ...] = ()
     """The pools that may launch into it."""
     ends_at: datetime | None = None
+    owner: str = ""
+    """Who pays for its idle part: the team its NodeClass names (label `provisioner.sh/team`), else the
+    owner team of its first pool; "" when neither names one (the showback then charges its pool)."""
 
     @property
     def cost(self) -> float:
@@ -267,6 +273,8 @@ class OfferedReservation:
     """The pools that may launch into it (their capacity-type requirement allows reserved)."""
     others: int
     """Instances running in it that are not ours (another cluster or account), as of that answer."""
+    owner: str = ""
+    """Who pays for its idle part (`ReservationRow.owner`)."""
 
 
 def _inside(snapshot: Snapshot) -> dict[str, list[StateNode]]:
@@ -306,9 +314,24 @@ def offered_reservations(
             gpus_per_instance=it.gpu.count if it.gpu is not None else 0,
             nodepools=tuple(sorted(users.get(rid, ()))),
             others=max(0, reservation.total - reservation.free - len(inside.get(rid, ()))),
+            owner=_reservation_owner(snapshot, [pools[p] for p in sorted(users.get(rid, ())) if p in pools]),
         )
         for rid, (it, zone, reservation) in sorted(found.items())
     ]
+
+
+def _reservation_owner(snapshot: Snapshot, users: Sequence[NodePool]) -> str:
+    """The team a user pool's NodeClass names (label `provisioner.sh/team`), else a user pool's owner."""
+    for pool in users:
+        ref = pool.spec.template.spec.node_class_ref
+        nodeclass = snapshot.nodeclasses.get((ref.kind, ref.name))
+        team = (getattr(getattr(nodeclass, "metadata", None), "labels", None) or {}).get(wk.TEAM)
+        if team:
+            return str(team)
+    for pool in users:
+        if team := (pool.metadata.labels or {}).get(wk.TEAM):
+            return str(team)
+    return ""
 
 
 def reservation_rows(
@@ -345,6 +368,7 @@ def reservation_rows(
                 gpu_allocated=sum(min(s.gpu_allocated, gpus) for s in ours) + o.others * gpus,
                 nodepools=o.nodepools,
                 ends_at=r.ends_at,
+                owner=o.owner,
             )
         )
     return rows
@@ -526,6 +550,7 @@ def usage_row(
             )
             for team, r in sorted(per_team.items())
         ),
+        reservation_id=labels.get(wk.CAPACITY_RESERVATION_ID, ""),
     )
 
 
