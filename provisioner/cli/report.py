@@ -86,6 +86,7 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
     """The ledger's rows over the window. `now` defaults to the end of the last usage sample (the last
     time the fleet was observed): realized savings run to there, and a simulated run's ledger reports as
     it ended. A pool the ledger never saw is an error that names the pools it knows."""
+    from provisioner.finops import window
     from provisioner.finops.ledger import Ledger, LedgerError
 
     url = _ledger_target(ledger_target)
@@ -105,11 +106,14 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
             start = parse_since(since, now=now)
             # A sample that starts exactly at `now` has no hours before it: read up to just past it.
             until = now + timedelta(microseconds=1)
+            # Usage and reservation rows that straddle an edge count for their hours inside the window.
             return _Rows(
                 actions=ledger.actions(since=start, until=until, pool=pool),
                 blockers=ledger.blockers(since=start, until=until, pool=pool),
-                usage=ledger.usage(since=start, until=until, pool=pool),
-                reservations=ledger.reservations(since=start, until=until, pool=pool),
+                usage=window.clip(ledger.usage(since=start, until=until, pool=pool), since=start, now=until),
+                reservations=window.clip(
+                    ledger.reservations(since=start, until=until, pool=pool), since=start, now=until
+                ),
                 since=start,
                 now=now,
             )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +46,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    func,
     insert,
     inspect,
     select,
@@ -56,6 +57,7 @@ from sqlalchemy.engine import Connection, Engine
 from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, TeamAllocation, UsageRow
 
 K = TypeVar("K", bound=Hashable)
+Row = TypeVar("Row", UsageRow, ReservationRow)
 V = TypeVar("V")
 
 DEFAULT_PATH = "provisioner-ledger.sqlite"
@@ -350,9 +352,16 @@ class Ledger:
     # ---- reading -----------------------------------------------------------------------------------
 
     @staticmethod
-    def _window(table: Table, since: datetime | None, until: datetime | None, pool: str | None) -> Select:
+    def _window(
+        table: Table, since: datetime | None, until: datetime | None, pool: str | None, conn: Connection | None = None
+    ) -> Select:
+        """Rows that start in [since, until); with `conn`, on a table of rows that span `hours`, every row
+        that overlaps the window (starting up to the longest row's hours before `since`)."""
         query = select(table).order_by(table.c.time, table.c.id)
-        if since is not None:
+        if since is not None and conn is not None:
+            longest = conn.execute(select(func.max(table.c.hours))).scalar() or 0.0
+            query = query.where(table.c.time >= _utc(since) - timedelta(hours=float(longest)))
+        elif since is not None:
             query = query.where(table.c.time >= _utc(since))
         if until is not None:
             query = query.where(table.c.time < _utc(until))
@@ -428,11 +437,12 @@ class Ledger:
     def usage(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[UsageRow]:
+        """Usage rows that overlap [since, until), whole (the reports keep the part inside the window)."""
         utc, teams = _memo(_utc), _memo(_split)
         workloads, allocations = _memo(_strings), _memo(_allocations)
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(usage, since, until, pool)).all()
-        return [
+            result = conn.execute(self._window(usage, since, until, pool, conn)).all()
+        rows = [
             UsageRow(
                 time=utc(m.time),
                 hours=m.hours,
@@ -458,13 +468,14 @@ class Ledger:
             )
             for m in result
         ]
+        return _overlapping(rows, since)
 
     def reservations(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[ReservationRow]:
         """Reservation samples in the window; with `pool`, those of reservations the pool may launch into."""
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(reservation_usage, since, until, None)).all()
+            result = conn.execute(self._window(reservation_usage, since, until, None, conn)).all()
         rows = [
             ReservationRow(
                 time=_utc(m.time),
@@ -485,7 +496,15 @@ class Ledger:
             )
             for m in result
         ]
-        return [r for r in rows if pool is None or pool in r.nodepools]
+        return [r for r in _overlapping(rows, since) if pool is None or pool in r.nodepools]
+
+
+def _overlapping(rows: list[Row], since: datetime | None) -> list[Row]:
+    """The rows whose span reaches past `since` (a row of no hours: that starts at or after it)."""
+    if since is None:
+        return rows
+    start = _utc(since)
+    return [r for r in rows if r.time >= start or r.time + timedelta(hours=r.hours) > start]
 
 
 def _insert(conn: Connection, table: Table, values: list[dict[str, Any]]) -> None:

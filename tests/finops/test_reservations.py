@@ -157,7 +157,7 @@ def test_a_node_moved_from_on_demand_into_a_reservation_saves_the_whole_on_deman
     assert row.savings_per_hour == pytest.approx(55.04)
 
 
-def test_a_reserved_node_moved_onto_on_demand_saves_a_negative_amount():
+def test_a_reserved_node_moved_onto_on_demand_is_not_a_saving_and_shows_what_it_costs():
     """A Capacity Block ending: its $0 node is replaced by an on-demand one, really launched at $55.04/h."""
     node = state_node("cb", it=instance_type("p5", price=55.04), capacity_type="on-demand", price=0.0)
     record = NodeRecord(
@@ -179,7 +179,8 @@ def test_a_reserved_node_moved_onto_on_demand_saves_a_negative_amount():
     launched = [Launched("r1", "p5", "on-demand", price_per_hour=55.04)]
     (row,) = action_rows(command, time=T0, command_id="c", launched=launched)
     assert row.replacement_price_per_hour == pytest.approx(55.04)
-    assert row.savings_per_hour == pytest.approx(-55.04)
+    assert row.savings_per_hour == 0.0 and not row.is_saving
+    assert row.change_per_hour == pytest.approx(-55.04), "the fleet's $/h rose by the on-demand price"
 
 
 def test_the_meter_bills_a_reservation_while_offered_and_cuts_its_row_where_a_node_leaves():

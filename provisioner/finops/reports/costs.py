@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from provisioner.finops.reports.text import csv_text, table
+from provisioner.finops.reports.text import csv_text, largest_remainder, table
 from provisioner.finops.rows import ReservationRow, UsageRow
 
 NO_TEAM = "(no team)"
@@ -213,14 +213,14 @@ HEADERS = ("Team", "Pool", "Idle reservation", "Workload $", "Idle $", "Total $"
 KEYS = ("team", "nodepool", "reservation", "cost", "idle_cost", "total", "gpu_hours", "gpu_idle_hours")
 
 
-def _values(c: CostLine, digits: int = 2) -> list[Any]:
+def _values(c: CostLine) -> list[Any]:
     return [
         c.team,
         c.nodepool,
         c.reservation,
-        round(c.cost, digits),
-        round(c.idle_cost, digits),
-        round(c.total, digits),
+        round(c.cost, 2),
+        round(c.idle_cost, 2),
+        round(c.total, 2),
         round(c.gpu_hours, 2),
         round(c.gpu_idle_hours, 2),
     ]
@@ -263,17 +263,22 @@ def to_table(
 
 
 def to_csv(usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = ()) -> str:
-    """One row per clock hour, team and pool (and idle reservation), to four decimals so the rows add up
-    to the printed total; then the total."""
+    """One row per clock hour, team and pool (and idle reservation), then the total. Dollars are in
+    cents rounded by largest remainder, so the rows add up to the printed total to the cent (and the
+    workload column to its own total; idle is total less workload)."""
     found = lines(usage, reservations, by_hour=True)
-    rows = [[c.hour.isoformat() if c.hour else "", *_values(c, 4)] for c in found]
-    total = CostLine(team="total", nodepool="", hour=None)
-    for c in found:
-        total.cost += c.cost
-        total.idle_cost += c.idle_cost
-        total.gpu_hours += c.gpu_hours
-        total.gpu_idle_hours += c.gpu_idle_hours
-    return csv_text(("hour", *KEYS), [*rows, ["", *_values(total, 4)]])
+    totals = largest_remainder([c.total for c in found])
+    workload = largest_remainder([c.cost for c in found])
+    rows = []
+    for c, total, cost in zip(found, totals, workload, strict=True):
+        values = _values(c)
+        values[3:6] = [cost, round(total - cost, 2), total]
+        rows.append([c.hour.isoformat() if c.hour else "", *values])
+    gpu = round(sum(c.gpu_hours for c in found), 2)
+    gpu_idle = round(sum(c.gpu_idle_hours for c in found), 2)
+    cost, total = round(sum(workload), 2), round(sum(totals), 2)
+    rows.append(["", "total", "", "", cost, round(total - cost, 2), total, gpu, gpu_idle])
+    return csv_text(("hour", *KEYS), rows)
 
 
 def to_json(

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from provisioner.finops import window
 from provisioner.finops.reports import costs
 from provisioner.finops.reports import reservations as reserved
 from provisioner.finops.reports.text import csv_text, table
@@ -224,7 +225,7 @@ def build(
 
     actions = [a for a in actions if keep(a)]
     blockers = [b for b in blockers if keep(b)]
-    usage = [u for u in usage if keep(u)]
+    usage = [u for u in window.clip(usage, since=since, now=now) if keep(u)]
     charges, relaunched = churn_charges(actions, usage, now=now)
     views = [
         ActionView(
