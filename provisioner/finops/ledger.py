@@ -353,7 +353,11 @@ class Ledger:
 
     @staticmethod
     def _window(
-        table: Table, since: datetime | None, until: datetime | None, pool: str | None, conn: Connection | None = None
+        table: Table,
+        since: datetime | None,
+        until: datetime | None,
+        pool: str | None,
+        conn: Connection | None = None,
     ) -> Select:
         """Rows that start in [since, until); with `conn`, on a table of rows that span `hours`, every row
         that overlaps the window (starting up to the longest row's hours before `since`)."""

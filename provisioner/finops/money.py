@@ -37,7 +37,9 @@ def change_per_hour(removed: float, launched: float) -> float:
     return removed - launched
 
 
-def claimed_saving(*, reason: str, method: str, removed: float, launched: float, evicted: float = 0.0) -> float:
+def claimed_saving(
+    *, reason: str, method: str, removed: float, launched: float, evicted: float = 0.0
+) -> float:
     """The $/h an action claims as saved (see the module's rule). `removed` and `launched` are the $/h
     of the nodes it removed and of the replacements it launched; `evicted` is the part of `removed` that
     paid for bare pods evicted for good."""

@@ -135,9 +135,13 @@ def test_showback_and_focus_charge_everything_paid_reservations_included(
     reserved_pool = [line for line in shown["byTeamAndPool"] if line["nodePool"] == "h100-prod"]
     assert sum(line["total"] for line in reserved_pool) > 0.9 * paid - 1
     assert {line["reservation"] for line in reserved_pool} >= {"cr-h100-prod", "cb-h100-block"}
-    focus = list(csv.DictReader(io.StringIO(cli("report", "costs", "--ledger", ledger, "-o", "focus-csv").stdout)))
+    focus = list(
+        csv.DictReader(io.StringIO(cli("report", "costs", "--ledger", ledger, "-o", "focus-csv").stdout))
+    )
     assert sum(float(r["BilledCost"]) for r in focus) == pytest.approx(paid + nodes, abs=0.02)
-    committed = {r["CommitmentDiscountId"] for r in focus if r["CommitmentDiscountStatus"] in ("Used", "Unused")}
+    committed = {
+        r["CommitmentDiscountId"] for r in focus if r["CommitmentDiscountStatus"] in ("Used", "Unused")
+    }
     assert committed == {"cr-h100-prod", "cb-h100-block"}
 
 

@@ -33,8 +33,12 @@ from tests.e2e import test_timeline as timeline
         pytest.param("Repair", "repair", 1.0, 1.0, 0.0, 0.0, id="repair"),
     ],
 )
-def test_only_moves_made_to_save_claim_removed_minus_launched(reason, method, removed, launched, evicted, claimed):
-    got = money.claimed_saving(reason=reason, method=method, removed=removed, launched=launched, evicted=evicted)
+def test_only_moves_made_to_save_claim_removed_minus_launched(
+    reason, method, removed, launched, evicted, claimed
+):
+    got = money.claimed_saving(
+        reason=reason, method=method, removed=removed, launched=launched, evicted=evicted
+    )
     assert got == pytest.approx(claimed)
     assert got <= money.change_per_hour(removed, launched) + 1e-12 or not money.is_saving(reason, method)
 
@@ -79,7 +83,8 @@ def _expiring() -> str:
 
 def _pdb_empty_node() -> str:
     text = timeline.scenario(
-        duration="2h", timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: train}\n"
+        duration="2h",
+        timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: train}\n",
     )
     text += timeline.gpu_pool(types="[g6.xlarge]", consolidate_after="5m", capacity="[on-demand]")
     return text + timeline.workload("Job", "train", count=1, gpus=1) + parity.AGENT_DAEMONSET
@@ -139,7 +144,9 @@ def test_no_command_claims_a_saving_the_fleets_cost_does_not_show(tmp_path: Path
         fell = _fleet_rate(usage, start - second) - _fleet_rate(usage, up + second)
         claimed = sum(a.savings_per_hour for a in rows)
         assert claimed == pytest.approx(sum(a.claimed_per_hour for a in rows))
-        assert fell >= claimed - 1e-6, f"{name}: {rows[0].method} claims ${claimed:.4f}/h, fleet fell ${fell:.4f}/h"
+        assert fell >= claimed - 1e-6, (
+            f"{name}: {rows[0].method} claims ${claimed:.4f}/h, fleet fell ${fell:.4f}/h"
+        )
         for a in rows:
             if not a.is_saving:
                 assert a.savings_per_hour == 0.0, f"{a.method} is not a saving"

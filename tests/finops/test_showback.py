@@ -90,7 +90,10 @@ def test_any_split_of_a_period_into_windows_adds_up_to_the_whole():
     for cut in (25, 45, 60, 95, 120, 150):
         edge = T0 + timedelta(minutes=cut)
         parts = [
-            sum(c.total for c in costs.lines(window.clip(rows, since=s, now=e), window.clip(held, since=s, now=e)))
+            sum(
+                c.total
+                for c in costs.lines(window.clip(rows, since=s, now=e), window.clip(held, since=s, now=e))
+            )
             for s, e in ((T0, edge), (edge, T0 + timedelta(hours=4)))
         ]
         assert sum(parts) == pytest.approx(whole), f"cut at {cut} min"

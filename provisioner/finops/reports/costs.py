@@ -197,7 +197,9 @@ def lines(
     for s in shares(usage, reservations):
         rid = s.node if s.kind == "reserved-idle" else ""
         key = (s.team, s.nodepool, s.hour if by_hour else None, rid)
-        line = groups.setdefault(key, CostLine(team=s.team, nodepool=s.nodepool, hour=key[2], reservation=rid))
+        line = groups.setdefault(
+            key, CostLine(team=s.team, nodepool=s.nodepool, hour=key[2], reservation=rid)
+        )
         if s.kind == "workload":
             line.cost += s.cost
             line.gpu_hours += s.gpu_hours
@@ -205,11 +207,22 @@ def lines(
             line.idle_cost += s.cost
             line.gpu_idle_hours += s.gpu_hours
     if by_hour:
-        return sorted(groups.values(), key=lambda c: (c.hour or datetime.min, c.team, c.nodepool, c.reservation))
+        return sorted(
+            groups.values(), key=lambda c: (c.hour or datetime.min, c.team, c.nodepool, c.reservation)
+        )
     return sorted(groups.values(), key=lambda c: (-c.total, c.team, c.nodepool, c.reservation))
 
 
-HEADERS = ("Team", "Pool", "Idle reservation", "Workload $", "Idle $", "Total $", "GPU hours", "Idle GPU hours")
+HEADERS = (
+    "Team",
+    "Pool",
+    "Idle reservation",
+    "Workload $",
+    "Idle $",
+    "Total $",
+    "GPU hours",
+    "Idle GPU hours",
+)
 KEYS = ("team", "nodepool", "reservation", "cost", "idle_cost", "total", "gpu_hours", "gpu_idle_hours")
 
 
@@ -409,7 +422,9 @@ def focus_rows(
             price, provider, capacity = r.price_per_hour, "unknown", "reserved"
             instance_type, zone, region, resource = r.instance_type, r.zone, "", r.reservation_id
             what = f"reservation {r.reservation_id}, unused part charged to {s.team}"
-            provider = next((_provider(x.provider_id) for x in usage if x.reservation_id == r.reservation_id), provider)
+            provider = next(
+                (_provider(x.provider_id) for x in usage if x.reservation_id == r.reservation_id), provider
+            )
         # Instance-hours in this share, so that ListUnitPrice x PricingQuantity = ListCost.
         quantity = round(s.cost / price, 6) if price else 0.0
         tags = {
@@ -447,7 +462,9 @@ def focus_rows(
             "InvoiceIssuerName": provider,
             "ListCost": cost,
             "ListUnitPrice": price,
-            "PricingCategory": "Committed" if committed else ("Dynamic" if capacity == "spot" else "Standard"),
+            "PricingCategory": "Committed"
+            if committed
+            else ("Dynamic" if capacity == "spot" else "Standard"),
             "PricingQuantity": quantity,
             "PricingUnit": "Hours",
             "ProviderName": provider,
@@ -469,5 +486,7 @@ def focus_rows(
     return out
 
 
-def to_focus_csv(usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = (), *, cluster: str = "") -> str:
+def to_focus_csv(
+    usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = (), *, cluster: str = ""
+) -> str:
     return csv_text(FOCUS_COLUMNS, focus_rows(usage, reservations, cluster=cluster))

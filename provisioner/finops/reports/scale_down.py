@@ -195,7 +195,9 @@ def churn_charges(
         lo = bisect.bisect_left(birth_times, action.time)
         hi = bisect.bisect_left(birth_times, action.time + CHURN_WINDOW)
         hits = sorted(
-            (at, node) for _, at, node in births[lo:hi] if node not in replacements and moved & workloads_by_node[node]
+            (at, node)
+            for _, at, node in births[lo:hi]
+            if node not in replacements and moved & workloads_by_node[node]
         )
         for _, node in hits:
             followed[node].append(index)
