@@ -78,6 +78,7 @@ class _Rows:
     blockers: list[Any]
     usage: list[Any]
     reservations: list[Any]
+    best: list[Any]
     since: datetime
     now: datetime
 
@@ -114,6 +115,8 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
                 reservations=window.clip(
                     ledger.reservations(since=start, until=until, pool=pool), since=start, now=until
                 ),
+                # A simulated run's best possible cost covers the whole fleet: not shown for one pool.
+                best=ledger.best() if pool is None else [],
                 since=start,
                 now=now,
             )
@@ -156,6 +159,7 @@ def scale_down(
         now=rows.now,
         pool=pool,
         reservations=rows.reservations,
+        best=rows.best,
     )
     if fmt == "table":
         text = builder.to_table(built, width=None if write else out.terminal_width())
@@ -204,10 +208,18 @@ def costs(
 ) -> None:
     """Cost by team, pool and hour (showback). Idle capacity goes to the pool's owner team (the NodePool
     label provisioner.sh/team), else to "unallocated"."""
+    from provisioner.finops.reports import best as best_possible
     from provisioner.finops.reports import costs as builder
+    from provisioner.finops.reports import scale_down
 
     fmt = out.resolve(output, write, allowed=COST_FORMATS)
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
+    compared: best_possible.Comparison | None = None
+    if rows.best:
+        realized = scale_down.build(rows.actions, [], rows.usage, since=rows.since, now=rows.now).total
+        compared = best_possible.compare(
+            rows.best, rows.usage, realized=realized.realized_savings, since=rows.since, now=rows.now
+        )
     if fmt == "table":
         text = builder.to_table(
             rows.usage,
@@ -215,9 +227,12 @@ def costs(
             now=rows.now,
             width=None if write else out.terminal_width(),
             reservations=rows.reservations,
+            best=compared,
         )
     elif fmt == "json":
-        text = builder.to_json(rows.usage, since=rows.since, now=rows.now, reservations=rows.reservations)
+        text = builder.to_json(
+            rows.usage, since=rows.since, now=rows.now, reservations=rows.reservations, best=compared
+        )
     elif fmt == "csv":
         text = builder.to_csv(rows.usage, rows.reservations)
     else:

@@ -54,7 +54,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
-from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, TeamAllocation, UsageRow
+from provisioner.finops.rows import ActionRow, BestRow, BlockerRow, ReservationRow, TeamAllocation, UsageRow
 
 K = TypeVar("K", bound=Hashable)
 Row = TypeVar("Row", UsageRow, ReservationRow)
@@ -166,6 +166,18 @@ reservation_usage = Table(
     Column("nodepools", String(2000), nullable=False, default=""),
     Column("ends_at", DateTime(timezone=True), nullable=True),
     Column("owner", String(253), nullable=False, default=""),
+)
+
+
+best_possible = Table(
+    "best_possible",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("hours", Float, nullable=False),
+    Column("cost_per_hour", Float, nullable=True),
+    Column("status", String(253), nullable=False),
+    Column("pods", Integer, nullable=False),
 )
 
 
@@ -349,7 +361,34 @@ class Ledger:
                 _insert(conn, reservation_usage, [_reservation_values(r) for r in rows])
         return len(rows)
 
+    def record_best(self, rows: Iterable[BestRow]) -> int:
+        """Store a simulated run's best possible cost, interval by interval."""
+        rows = list(rows)
+        if rows:
+            with self.engine.begin() as conn:
+                _insert(
+                    conn,
+                    best_possible,
+                    [
+                        {
+                            "time": _utc(r.time),
+                            "hours": r.hours,
+                            "cost_per_hour": r.cost_per_hour,
+                            "status": r.status,
+                            "pods": r.pods,
+                        }
+                        for r in rows
+                    ],
+                )
+        return len(rows)
+
     # ---- reading -----------------------------------------------------------------------------------
+
+    def best(self) -> list[BestRow]:
+        """The best possible cost rows of a simulated run (none for a controller's ledger)."""
+        with self.engine.connect() as conn:
+            result = conn.execute(select(best_possible).order_by(best_possible.c.time)).all()
+        return [BestRow(_utc(m.time), m.hours, m.cost_per_hour, m.status, m.pods) for m in result]
 
     @staticmethod
     def _window(

@@ -262,6 +262,23 @@ class ReservationRow:
 
 
 @dataclass(frozen=True, slots=True)
+class BestRow:
+    """The best possible cost over `hours` from `time` of a simulated run: an exact optimum packing of the
+    pods wanting capacity then (`provisioner.scheduling.optimum`)."""
+
+    time: datetime
+    hours: float
+    cost_per_hour: float | None
+    """None where HiGHS proved no optimum in its time limit (`status` says why)."""
+    status: str
+    pods: int
+
+    @property
+    def cost(self) -> float:
+        return (self.cost_per_hour or 0.0) * self.hours
+
+
+@dataclass(frozen=True, slots=True)
 class OfferedReservation:
     """A reservation as the cloud last answered, for sampling between answers."""
 

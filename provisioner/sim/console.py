@@ -34,6 +34,7 @@ def run(
     report: Path | None,
     report_format: str | None = None,
     ledger_path: Path | None = None,
+    best_possible: bool = False,
 ) -> None:
     """Run the timeline and print; exit 2 when the report or the ledger cannot be written."""
     err = Console(stderr=True)
@@ -55,7 +56,9 @@ def run(
     # disk sync; a file is copied out at the end.)
     with Ledger("sqlite://") as ledger:
         try:
-            result = _run(loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path)
+            result = _run(
+                loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path, best_possible=best_possible
+            )
         finally:
             quiet.setLevel(level)
         _finish(
@@ -68,7 +71,13 @@ def run(
 
 
 def _run(
-    loaded: LoadedScenario, timeline: Timeline, *, err: Console, ledger: Ledger, ledger_path: Path | None
+    loaded: LoadedScenario,
+    timeline: Timeline,
+    *,
+    err: Console,
+    ledger: Ledger,
+    ledger_path: Path | None,
+    best_possible: bool = False,
 ) -> RunResult:
     total = timeline.duration.total_seconds()
     with Progress(
@@ -95,6 +104,14 @@ def _run(
             )
 
         result = Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+    if best_possible:
+        from provisioner.sim.best import best_rows
+
+        with err.status("solving the best possible cost, interval by interval (HiGHS)"):
+            result.best = best_rows(loaded, result)
+        ledger.record_best(result.best)
+        if not result.best:
+            err.print("no best possible cost: the run used reservations, or had too many pods to solve")
     if ledger_path is not None:
         _save(ledger, ledger_path)
     return result

@@ -19,7 +19,7 @@ from tests.finops import shipped_ledger
 
 def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
     with Ledger(ledger_url) as ledger:
-        assert ledger.revision() == head_revision() == "0006"
+        assert ledger.revision() == head_revision() == "0007"
         tables = set(inspect(ledger.engine).get_table_names())
     assert {
         "alembic_version",
@@ -207,7 +207,7 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     old.record_usage([usage_row()])
     old.close()
     with Ledger(ledger_url) as ledger:
-        assert ledger.revision() == "0006"
+        assert ledger.revision() == "0007"
         assert [a.node for a in ledger.actions()] == ["n1"] and len(ledger.usage()) == 1
         assert ledger.reservations() == []
         ledger.record_reservations([reservation_row()])

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from provisioner.finops.reports.best import Comparison
 from provisioner.finops.reports.text import csv_text, largest_remainder, table
 from provisioner.finops.rows import ReservationRow, UsageRow
 
@@ -246,6 +247,7 @@ def to_table(
     now: datetime,
     width: int | None = None,
     reservations: Sequence[ReservationRow] = (),
+    best: Comparison | None = None,
 ) -> str:
     found = lines(usage, reservations)
     total = sum(c.total for c in found)
@@ -260,6 +262,7 @@ def to_table(
         f"else to {UNALLOCATED!r}.\nReserved nodes are charged at their reservation's $/h; a reservation's "
         "idle part is its own line, charged to the team its NodeClass names (label provisioner.sh/team), "
         "else its pool's owner."
+        + (f"\nBest possible (this simulated run): {best.sentence()}." if best is not None else "")
     )
     teams = table(
         ("Team", "Total $"),
@@ -295,7 +298,12 @@ def to_csv(usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = (
 
 
 def to_json(
-    usage: Sequence[UsageRow], *, since: datetime, now: datetime, reservations: Sequence[ReservationRow] = ()
+    usage: Sequence[UsageRow],
+    *,
+    since: datetime,
+    now: datetime,
+    reservations: Sequence[ReservationRow] = (),
+    best: Comparison | None = None,
 ) -> str:
     found = lines(usage, reservations)
     hourly = lines(usage, reservations, by_hour=True)
@@ -305,6 +313,7 @@ def to_json(
                 "since": since.isoformat(),
                 "now": now.isoformat(),
                 "total": round(sum(c.total for c in found), 4),
+                "bestPossible": best.to_dict() if best is not None else None,
                 "byTeamAndPool": [
                     {
                         "team": c.team,

@@ -40,10 +40,11 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from provisioner.finops import window
+from provisioner.finops.reports import best as best_possible
 from provisioner.finops.reports import costs
 from provisioner.finops.reports import reservations as reserved
 from provisioner.finops.reports.text import csv_text, table
-from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BlockerRow, ReservationRow, UsageRow
+from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BestRow, BlockerRow, ReservationRow, UsageRow
 
 NO_TEAM = costs.NO_TEAM
 CHURN_WINDOW = timedelta(hours=1)
@@ -154,6 +155,8 @@ class ScaleDownReport:
     actions: list[ActionView] = field(default_factory=list)
     reservations: reserved.ReservationReport | None = None
     """Reservation utilization over the window; None when the ledger has no reservation samples."""
+    best: best_possible.Comparison | None = None
+    """Paid beside the best possible (a simulated run's `--best-possible`); None without its rows."""
 
     @property
     def run_rate_per_hour(self) -> float:
@@ -218,6 +221,7 @@ def build(
     pool: str | None = None,
     top_blockers: int = 10,
     reservations: Sequence[ReservationRow] = (),
+    best: Sequence[BestRow] = (),
 ) -> ScaleDownReport:
     """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored."""
     utilization = reserved.build(reservations, since=since, now=now, pool=pool)
@@ -319,6 +323,7 @@ def build(
         cost_per_hour=hourly_cost(usage, since=since, now=now),
         actions=views,
         reservations=utilization if utilization.reservations else None,
+        best=best_possible.compare(best, usage, realized=total.realized_savings, since=since, now=now),
     )
 
 
@@ -410,6 +415,7 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
         ("Workload evicted", f"{t.pods_evicted:,.0f} bare pods, ${t.evicted_per_hour:,.2f}/h"),
         ("Churn charged back", f"${report.churn.cost:,.2f} ({report.churn.nodes_launched_again} nodes)"),
+        *([("Best possible", report.best.sentence())] if report.best is not None else []),
         *extra,
     ]
 
@@ -578,6 +584,7 @@ def to_dict(report: ScaleDownReport) -> dict[str, Any]:
             for pool, points in report.cost_per_hour.items()
         },
         "reservations": reserved.to_dict(report.reservations) if report.reservations else None,
+        "bestPossible": report.best.to_dict() if report.best is not None else None,
         "actions": [
             {
                 "time": v.row.time.isoformat(),
