@@ -195,7 +195,9 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     """Revision 0004 is what the previous release shipped: its rows stay, and reservations can be added."""
     from alembic import command
 
-    from provisioner.finops.ledger import _alembic_config
+    from sqlalchemy import column, insert, table
+
+    from provisioner.finops.ledger import _alembic_config, _UsageValues
 
     engine = create_engine(url_for(ledger_url))
     with engine.begin() as conn:
@@ -204,11 +206,15 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     old = Ledger(ledger_url, migrate=False)
     assert old.revision() == "0004"
     old.record_actions([action()])
-    old.record_usage([usage_row()])
+    # The columns that release wrote (later revisions add `reservation_id`).
+    values = {k: v for k, v in _UsageValues()(usage_row()).items() if k != "reservation_id"}
+    with old.engine.begin() as conn:
+        conn.execute(insert(table("node_usage", *map(column, values))), [values])
     old.close()
     with Ledger(ledger_url) as ledger:
         assert ledger.revision() == "0007"
         assert [a.node for a in ledger.actions()] == ["n1"] and len(ledger.usage()) == 1
+        assert ledger.usage()[0].reservation_id == "", "an old row runs in no reservation"
         assert ledger.reservations() == []
         ledger.record_reservations([reservation_row()])
         assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]
