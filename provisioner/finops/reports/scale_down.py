@@ -408,8 +408,8 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
         ("Realized savings", f"${t.realized_savings:,.2f}"),
         ("Run-rate saved", f"${t.savings_per_hour:,.2f}/h (${t.run_rate_monthly:,.0f} per 730 h month)"),
         (
-            "Not a saving",
-            f"fleet $/h fell ${t.forced_change_per_hour:,.2f}/h through expiration, drift and other forced moves",
+            "Not a saving (expiration, drift, block ends): fleet $/h fell by",
+            f"${t.forced_change_per_hour:,.2f}/h",
         ),
         ("Idle cost", f"${t.idle_cost:,.2f}"),
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
