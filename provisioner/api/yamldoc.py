@@ -186,7 +186,8 @@ def _first_too_deep(text: str) -> tuple[int, int] | None:
             elif isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > _MAX_DEPTH:
-                    return index, event.start_mark.line + 1
+                    # The pure-Python parser always marks its events; the stubs allow None.
+                    return index, event.start_mark.line + 1 if event.start_mark is not None else 0
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError:

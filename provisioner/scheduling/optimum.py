@@ -71,7 +71,7 @@ def problem(
     types: Sequence[InstanceType] | Mapping[str, Sequence[InstanceType]],
 ) -> Problem:
     """Pods, pools and the instance types (one list for every pool, or pool -> its list) as a `Problem`."""
-    classes: dict[tuple, tuple[Pod, int]] = {}
+    classes: dict[tuple[object, ...], tuple[Pod, int]] = {}
     for p in pods:
         key = (
             tuple(sorted(p.requests.items())),

@@ -194,7 +194,6 @@ def test_a_path_is_a_sqlite_file_and_postgresql_urls_use_psycopg(tmp_path):
 def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows(ledger_url):
     """Revision 0004 is what the previous release shipped: its rows stay, and reservations can be added."""
     from alembic import command
-
     from sqlalchemy import column, insert, table
 
     from provisioner.finops.ledger import _alembic_config, _UsageValues
