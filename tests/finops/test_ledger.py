@@ -196,7 +196,8 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     from alembic import command
     from sqlalchemy import column, insert, table
 
-    from provisioner.finops.ledger import _alembic_config, _UsageValues
+    from provisioner.finops.columns import UsageValues
+    from provisioner.finops.ledger import _alembic_config
 
     engine = create_engine(url_for(ledger_url))
     with engine.begin() as conn:
@@ -206,7 +207,7 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     assert old.revision() == "0004"
     old.record_actions([action()])
     # The columns that release wrote (later revisions add `reservation_id`).
-    values = {k: v for k, v in _UsageValues()(usage_row()).items() if k != "reservation_id"}
+    values = {k: v for k, v in UsageValues()(usage_row()).items() if k != "reservation_id"}
     with old.engine.begin() as conn:
         conn.execute(insert(table("node_usage", *map(column, values))), [values])
     old.close()
