@@ -31,7 +31,6 @@ total and agree with `provisioner report costs`.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -41,13 +40,15 @@ from typing import Any, NamedTuple
 
 from provisioner.finops import window
 from provisioner.finops.reports import best as best_possible
+from provisioner.finops.reports import churn as churn_
 from provisioner.finops.reports import costs
 from provisioner.finops.reports import reservations as reserved
 from provisioner.finops.reports.text import csv_text, table
 from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BestRow, BlockerRow, ReservationRow, UsageRow
 
 NO_TEAM = costs.NO_TEAM
-CHURN_WINDOW = timedelta(hours=1)
+CHURN_WINDOW = churn_.CHURN_WINDOW
+churn_charges = churn_.charges
 
 
 @dataclass(slots=True)
@@ -161,54 +162,6 @@ class ScaleDownReport:
     @property
     def run_rate_per_hour(self) -> float:
         return self.total.savings_per_hour
-
-
-def _first_seen(usage: Sequence[UsageRow]) -> dict[str, datetime]:
-    first: dict[str, datetime] = {}
-    for row in usage:
-        if row.node not in first or row.time < first[row.node]:
-            first[row.node] = row.time
-    return first
-
-
-def churn_charges(
-    actions: Sequence[ActionRow], usage: Sequence[UsageRow], *, now: datetime
-) -> tuple[list[float], int]:
-    """Per action, the cost charged back for capacity launched again for the pods it moved; and how many
-    nodes were charged."""
-    first = _first_seen(usage)
-    cost_by_node: dict[str, float] = defaultdict(float)
-    workloads_by_node: dict[str, set[str]] = defaultdict(set)
-    for row in usage:
-        if row.time < now:
-            cost_by_node[row.node] += row.cost
-        workloads_by_node[row.node].update(row.workloads)
-    # Nodes by birth, so each action looks only at the nodes born in its window; the nodes it follows
-    # are taken in `first`'s order, so the charges are summed in the same order as a walk over `first`.
-    position = {node: i for i, node in enumerate(first)}
-    births = sorted((born, position[node], node) for node, born in first.items())
-    birth_times = [born for born, _, _ in births]
-    followed: dict[str, list[int]] = defaultdict(list)
-    # A node an action launched as its replacement is that action's doing, never another one's churn.
-    replacements = {node for action in actions for node in action.replacement_nodes}
-    for index, action in enumerate(actions):
-        if not action.workloads:
-            continue
-        moved = set(action.workloads)
-        lo = bisect.bisect_left(birth_times, action.time)
-        hi = bisect.bisect_left(birth_times, action.time + CHURN_WINDOW)
-        hits = sorted(
-            (at, node)
-            for _, at, node in births[lo:hi]
-            if node not in replacements and moved & workloads_by_node[node]
-        )
-        for _, node in hits:
-            followed[node].append(index)
-    charges = [0.0] * len(actions)
-    for node, indexes in followed.items():
-        for index in indexes:
-            charges[index] += cost_by_node[node] / len(indexes)
-    return charges, len(followed)
 
 
 def build(
