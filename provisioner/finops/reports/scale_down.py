@@ -356,6 +356,11 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
     """The figures a reviewer reads first, as (label, value)."""
     t = report.total
     extra = reserved.headline(report.reservations) if report.reservations else []
+    if report.reservations:
+        # What `report costs` totals: the nodes, and the reservations paid whether used or not.
+        held = report.reservations.total.cost
+        everything = f"${t.cost + held:,.2f} (nodes ${t.cost:,.2f} + reservations ${held:,.2f})"
+        extra = [("Paid with reservations", everything), *extra]
     return [
         ("Total paid", f"${t.cost:,.2f}"),
         ("Realized savings", f"${t.realized_savings:,.2f}"),
