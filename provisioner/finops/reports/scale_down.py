@@ -352,6 +352,11 @@ def totals_row(t: Totals) -> list[Any]:
     ]
 
 
+def _dollars(value: float) -> str:
+    """-$55.04 rather than $-55.04."""
+    return f"{'-' if value < -0.005 else ''}${abs(value):,.2f}"
+
+
 def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
     """The figures a reviewer reads first, as (label, value)."""
     t = report.total
@@ -367,7 +372,7 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
         ("Run-rate saved", f"${t.savings_per_hour:,.2f}/h (${t.run_rate_monthly:,.0f} per 730 h month)"),
         (
             "Not a saving (expiration, drift, block ends): fleet $/h fell by",
-            f"${t.forced_change_per_hour:,.2f}/h",
+            _dollars(t.forced_change_per_hour) + "/h",
         ),
         ("Idle cost", f"${t.idle_cost:,.2f}"),
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
