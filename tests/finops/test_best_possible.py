@@ -59,7 +59,10 @@ def test_simulate_best_possible_is_in_the_json_the_ledger_and_report_costs(tmp_p
     text += timeline.workload("Job", "big", count=1, gpus=3, cpu="8")
     text += timeline.workload("Deployment", "small", count=1, gpus=1)
     ledger = tmp_path / "l.sqlite"
-    doc = timeline.run_json(timeline.write(tmp_path, text), "--best-possible", "--ledger", ledger)
+    page = tmp_path / "report.html"
+    doc = timeline.run_json(
+        timeline.write(tmp_path, text), "--best-possible", "--ledger", ledger, "--report", page
+    )
     found = doc["bestPossible"]
     assert found["solvedHours"] == pytest.approx(found["hours"]) and found["hours"] == pytest.approx(2.0)
     assert 0 < found["bestPossible"] <= found["paid"] + 1e-6, "no run goes under the optimum"
@@ -73,6 +76,8 @@ def test_simulate_best_possible_is_in_the_json_the_ledger_and_report_costs(tmp_p
     assert (
         f"paid ${found['paid']:,.2f}, best possible ${found['bestPossible']:,.2f}, realized" in shown.stdout
     )
+    html = page.read_text()
+    assert "Paid beside the best possible" in html and "realized" in html and html.count("<svg") >= 3
     as_json = json.loads(timeline.cli("report", "costs", "--ledger", ledger, "-o", "json").stdout)
     assert as_json["bestPossible"]["bestPossible"] == pytest.approx(found["bestPossible"], abs=1e-3)
 

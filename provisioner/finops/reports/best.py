@@ -62,6 +62,22 @@ class Comparison:
         }
 
 
+def per_hour(best: Sequence[BestRow], *, since: datetime, now: datetime) -> list[tuple[datetime, float]]:
+    """The best possible $ in each clock hour of [since, now) its rows cover (proved optima only)."""
+    hours: dict[datetime, float] = {}
+    for r in best:
+        if r.cost_per_hour is None or r.hours <= 0:
+            continue
+        start, end = max(r.time, since), min(r.time + timedelta(hours=r.hours), now)
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        while hour < end:
+            overlap = (min(end, hour + timedelta(hours=1)) - max(start, hour)) / timedelta(hours=1)
+            if overlap > 0:
+                hours[hour] = hours.get(hour, 0.0) + r.cost_per_hour * overlap
+            hour += timedelta(hours=1)
+    return sorted(hours.items())
+
+
 def compare(
     best: Sequence[BestRow], usage: Sequence[UsageRow], *, realized: float, since: datetime, now: datetime
 ) -> Comparison | None:

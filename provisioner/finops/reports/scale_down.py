@@ -158,6 +158,8 @@ class ScaleDownReport:
     """Reservation utilization over the window; None when the ledger has no reservation samples."""
     best: best_possible.Comparison | None = None
     """Paid beside the best possible (a simulated run's `--best-possible`); None without its rows."""
+    best_per_hour: list[tuple[datetime, float]] = field(default_factory=list)
+    """The best possible $ in each clock hour, for the chart beside what was paid."""
 
     @property
     def run_rate_per_hour(self) -> float:
@@ -277,6 +279,7 @@ def build(
         actions=views,
         reservations=utilization if utilization.reservations else None,
         best=best_possible.compare(best, usage, realized=total.realized_savings, since=since, now=now),
+        best_per_hour=best_possible.per_hour(best, since=since, now=now),
     )
 
 
