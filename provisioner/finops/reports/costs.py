@@ -18,8 +18,8 @@ nodes cost plus what the reservations cost: `report reservations`' paid plus on-
 
 FOCUS (the FinOps Foundation's FinOps Open Cost and Usage Specification, 1.0): one charge row per node,
 clock hour and team share, one per reservation and clock hour for its unused part (CommitmentDiscount*
-columns: Used on a reserved node's shares, Unused on the idle part), with `Tags` naming the team, the pool and whether the share is workload or
-idle, so FinOps tools allocate the cost as this report does. Prices are list prices: BilledCost,
+columns: Used on a reserved node's shares, Unused on the idle part), with `Tags` naming the team, the
+pool and whether the share is workload or idle, so FinOps tools allocate the cost as this report does. Prices are list prices: BilledCost,
 EffectiveCost, ListCost and ContractedCost are equal (the provisioner knows no discounts).
 """
 
