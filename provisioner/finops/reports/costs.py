@@ -416,6 +416,8 @@ def focus_rows(
     """FOCUS 1.0 rows: one per node, clock hour and team share, and one per reservation and clock hour
     for its unused part (values in `FOCUS_COLUMNS` order). A share of a node in a reservation, and a
     reservation's unused part, carry the CommitmentDiscount* columns (Used / Unused)."""
+    # A reservation's cloud is the cloud of the nodes that ran in it.
+    providers = {u.reservation_id: _provider(u.provider_id) for u in usage if u.reservation_id}
     out = []
     for s in shares(usage, reservations):
         u, r = s.usage, s.reservation
@@ -431,9 +433,7 @@ def focus_rows(
             price, provider, capacity = r.price_per_hour, "unknown", "reserved"
             instance_type, zone, region, resource = r.instance_type, r.zone, "", r.reservation_id
             what = f"reservation {r.reservation_id}, unused part charged to {s.team}"
-            provider = next(
-                (_provider(x.provider_id) for x in usage if x.reservation_id == r.reservation_id), provider
-            )
+            provider = providers.get(r.reservation_id, provider)
         # Instance-hours in this share, so that ListUnitPrice x PricingQuantity = ListCost.
         quantity = round(s.cost / price, 6) if price else 0.0
         tags = {
