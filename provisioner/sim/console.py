@@ -103,7 +103,7 @@ def _run(
                 at=durations.format_duration(elapsed),
             )
 
-        result = Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+        result = Runner(loaded, timeline, ledger=ledger, progress=advance, note_demand=best_possible).run()
     if best_possible:
         from provisioner.sim.best import best_rows
 

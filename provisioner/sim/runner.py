@@ -139,8 +139,11 @@ class Runner:
         tick: timedelta = TICK,
         idle_jump: timedelta = IDLE_JUMP,
         progress: Callable[[timedelta], None] | None = None,
+        note_demand: bool = False,
     ) -> None:
         self.loaded = loaded
+        self.note_demand = note_demand
+        """Note the pods wanting capacity at every change (`simulate --best-possible` solves over them)."""
         self.timeline = timeline
         self.ledger = ledger
         self.tick = tick
@@ -317,7 +320,7 @@ class Runner:
         """Note the pods that want capacity (pending or running, DaemonSet pods apart) whenever they
         change: the intervals the best possible cost is solved over (`provisioner.sim.best`). Left off
         past `DEMAND_PODS` pods, where an exact optimum would not solve anyway."""
-        if not self._demand_changed or self.demand_too_large:
+        if not self.note_demand or not self._demand_changed or self.demand_too_large:
             return
         self._demand_changed = False
         if len(self.state.pods) > DEMAND_PODS:
