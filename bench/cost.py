@@ -19,7 +19,7 @@ Any real packing is a feasible point, so the LP optimum can only be below it; ra
 much of the gap is only the LP's fractional nodes (three single-H100 pods need a whole p5.48xlarge).
 
 The exact optimum (`--exact-limit` seconds, 0 to skip) is the cheapest real packing: a MILP with whole
-nodes and whole pods per node (see `exact_optimum`); it is reported where HiGHS proves it in time
+nodes and whole pods per node (`provisioner.scheduling.optimum.exact_optimum`, which `simulate` uses too); it is reported where HiGHS proves it in time
 (`--copies N` runs the suite N times over, to find the sizes where it still does).
 
 Prints one JSON line per catalog ({"catalog", "pods", "nodes", "costPerHour", "lowerBound", "ratio",
@@ -37,21 +37,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import LinearConstraint, linprog, milp
 from scipy.sparse import lil_matrix
 
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
-from provisioner.api.quantities import CPU, MEMORY, PODS
+from provisioner.api.quantities import PODS
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.scheduling import requirements as rq
 from provisioner.scheduling import solve
+from provisioner.scheduling.optimum import RESOURCES, exact_optimum, problem
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import Pod, TaintValue, tolerates_all
+from provisioner.state.objects import Pod
 
 GPU_TAINT = {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
-RESOURCES = (CPU, MEMORY, PODS, wk.GPU_RESOURCE)
 
 
 def pool(name: str, requirements: list[dict[str, Any]], taints: list[dict[str, Any]]) -> NodePool:
@@ -124,68 +123,13 @@ def suite(prefix: str = "") -> list[Pod]:
     return pods
 
 
-def _price(it: InstanceType, reqs: rq.Reqs) -> float | None:
-    zreq, creq = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
-    prices = [
-        o.price
-        for o in it.offerings
-        if o.available and zreq.matches(o.zone) and creq.matches(o.capacity_type)
-    ]
-    return min(prices) if prices else None
-
-
-def _problem(
-    pods: list[Pod], node_pools: list[NodePool], types: list[InstanceType]
-) -> tuple[list[tuple[Pod, int]], list[tuple[NodePool, InstanceType, float]], list[tuple[int, int]]]:
-    """The shared input of the bounds: pod classes (a pod, how many alike), columns (pool, type, price)
-    and the (class, column) pairs where a pod of the class may run on a node of the column."""
-    classes: dict[tuple, tuple[Pod, int]] = {}
-    for p in pods:
-        key = (
-            tuple(sorted(p.requests.items())),
-            tuple(sorted(p.node_selector.items())),
-            p.required_node_terms,
-            p.tolerations,
-        )
-        first, n = classes.get(key, (p, 0))
-        classes[key] = (first, n + 1)
-    # Columns: one node variable per (pool, type) with a price, then assignments z[c, column].
-    columns: list[tuple[NodePool, InstanceType, float]] = []
-    for np_ in node_pools:
-        reqs = rq.from_api(np_.spec.template.spec.requirements)
-        for it in types:
-            if not all(
-                req.matches(it.labels.get(key))
-                for key, req in reqs.items
-                if key not in (wk.ZONE, wk.CAPACITY_TYPE)
-            ):
-                continue
-            price = _price(it, reqs)
-            if price is not None:
-                columns.append((np_, it, price))
-    class_list = list(classes.values())
-    pairs: list[tuple[int, int]] = []
-    for ci, (p, _) in enumerate(class_list):
-        alts = rq.pod_alternatives(p.node_selector, p.required_node_terms)
-        for ti, (np_, it, _) in enumerate(columns):
-            taints = tuple(TaintValue(t.key, t.effect.value, t.value) for t in np_.spec.template.spec.taints)
-            if tolerates_all(p.tolerations, taints) is not None:
-                continue
-            if not any(alt.matches(it.labels) for alt in alts):
-                continue
-            alloc = it.allocatable
-            alloc.setdefault(PODS, it.max_pods)
-            if all(p.requests.get(r, 0) <= alloc.get(r, 0) for r in RESOURCES):
-                pairs.append((ci, ti))
-    return class_list, columns, pairs
-
-
 def lower_bound(
     pods: list[Pod], node_pools: list[NodePool], types: list[InstanceType], *, integral_nodes: bool = False
 ) -> float:
     """The LP optimum (fractional nodes and assignments). With `integral_nodes`, node counts must be whole
     (pods may still split across nodes): a tighter bound, still below any real packing."""
-    class_list, columns, pairs = _problem(pods, node_pools, types)
+    found = problem(pods, node_pools, types)
+    class_list, columns, pairs = found.classes, found.columns, found.pairs
     n_x, n_z = len(columns), len(pairs)
     cost = np.concatenate([np.array([c[2] for c in columns]), np.zeros(n_z)])
     a_eq = lil_matrix((len(class_list), n_x + n_z))
@@ -233,92 +177,6 @@ def lower_bound(
     if result.status != 0:
         raise SystemExit(f"LP failed: {result.message}")
     return float(result.fun)
-
-
-def _alloc(it: InstanceType) -> dict[str, int]:
-    alloc = dict(it.allocatable)
-    alloc.setdefault(PODS, it.max_pods)
-    return alloc
-
-
-def exact_optimum(
-    pods: list[Pod],
-    node_pools: list[NodePool],
-    types: list[InstanceType],
-    *,
-    ceiling: float,
-    time_limit: float,
-) -> tuple[float | None, str]:
-    """The cheapest real packing: whole nodes, whole pods, each node's resources respected (a MILP,
-    HiGHS). Returns (its $/h or None, HiGHS's status).
-
-    Per column, node slots y[t,k] (binary, used in order) and pods per class and slot z[c,t,k] (integer).
-    Exact reductions keep it small: a column another column dominates (no dearer, at least as large in
-    every resource, able to take every class it takes) is dropped, since swapping such a node never
-    costs more; and a column has at most min(pods it can take, ceiling / its price) slots, since an
-    optimum costs at most `ceiling` (our packing)."""
-    class_list, columns, pairs = _problem(pods, node_pools, types)
-    takes: dict[int, set[int]] = {}
-    for ci, ti in pairs:
-        takes.setdefault(ti, set()).add(ci)
-    allocs = {ti: _alloc(columns[ti][1]) for ti in takes}
-
-    def dominated(ti: int) -> bool:
-        for other in takes:
-            if other == ti or not takes[ti] <= takes[other] or columns[other][2] > columns[ti][2]:
-                continue
-            larger = all(allocs[other].get(r, 0) >= allocs[ti].get(r, 0) for r in RESOURCES)
-            # Equal columns: keep the first, drop the later ones.
-            strictly = (
-                columns[other][2] < columns[ti][2]
-                or other < ti
-                or any(allocs[other].get(r, 0) > allocs[ti].get(r, 0) for r in RESOURCES)
-            )
-            if larger and strictly:
-                return True
-        return False
-
-    kept = [ti for ti in sorted(takes) if not dominated(ti)]
-    slots: list[tuple[int, int]] = []  # (column, k)
-    for ti in kept:
-        eligible = sum(class_list[ci][1] for ci in takes[ti])
-        slots.extend((ti, k) for k in range(min(eligible, int(ceiling / columns[ti][2] + 1e-9))))
-    z_vars = [(ci, si) for si, (ti, _) in enumerate(slots) for ci in sorted(takes[ti])]
-    n_y, n_z = len(slots), len(z_vars)
-    cost = np.concatenate([np.array([columns[ti][2] for ti, _ in slots]), np.zeros(n_z)])
-    a_eq = lil_matrix((len(class_list), n_y + n_z))
-    for j, (ci, _) in enumerate(z_vars):
-        a_eq[ci, n_y + j] = 1.0
-    b_eq = np.array([float(n) for _, n in class_list])
-    a_ub = lil_matrix((n_y * len(RESOURCES) + n_y, n_y + n_z))
-    for si, (ti, k) in enumerate(slots):
-        alloc = allocs[ti]
-        for r_index, r in enumerate(RESOURCES):
-            a_ub[si * len(RESOURCES) + r_index, si] = -alloc.get(r, 0) / float(max(alloc.get(r, 0), 1))
-        if k > 0:  # slots of a column are used in order (symmetry)
-            a_ub[n_y * len(RESOURCES) + si, si] = 1.0
-            a_ub[n_y * len(RESOURCES) + si, si - 1] = -1.0
-    for j, (ci, si) in enumerate(z_vars):
-        pod = class_list[ci][0]
-        alloc = allocs[slots[si][0]]
-        for r_index, r in enumerate(RESOURCES):
-            amount = pod.requests.get(r, 0)
-            if amount:
-                a_ub[si * len(RESOURCES) + r_index, n_y + j] = amount / float(max(alloc.get(r, 0), 1))
-    upper = np.concatenate([np.ones(n_y), np.full(n_z, np.inf)])
-    found = milp(
-        cost,
-        constraints=[
-            LinearConstraint(a_ub.tocsr(), -np.inf, np.zeros(a_ub.shape[0])),
-            LinearConstraint(a_eq.tocsr(), b_eq, b_eq),
-        ],
-        integrality=np.ones(n_y + n_z),
-        bounds=Bounds(np.zeros(n_y + n_z), upper),
-        options={"time_limit": time_limit},
-    )
-    if found.status == 0 and found.x is not None:
-        return float(found.fun), "optimal"
-    return None, str(found.message)
 
 
 def run(name: str, *, integral: bool = False, exact_limit: float = 0.0, copies: int = 1) -> dict[str, Any]:

@@ -81,6 +81,7 @@ class _Rows:
     blockers: list[Any]
     usage: list[Any]
     reservations: list[Any]
+    best: list[Any]
     since: datetime
     now: datetime
 
@@ -89,6 +90,7 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
     """The ledger's rows over the window. `now` defaults to the end of the last usage sample (the last
     time the fleet was observed): realized savings run to there, and a simulated run's ledger reports as
     it ended. A pool the ledger never saw is an error that names the pools it knows."""
+    from provisioner.finops import window
     from provisioner.finops.ledger import Ledger, LedgerError
 
     url = _ledger_target(ledger_target)
@@ -113,11 +115,16 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
                 )
             # A sample that starts exactly at `now` has no hours before it: read up to just past it.
             until = now + timedelta(microseconds=1)
+            # Usage and reservation rows that straddle an edge count for their hours inside the window.
             return _Rows(
                 actions=ledger.actions(since=start, until=until, pool=pool),
                 blockers=ledger.blockers(since=start, until=until, pool=pool),
-                usage=ledger.usage(since=start, until=until, pool=pool),
-                reservations=ledger.reservations(since=start, until=until, pool=pool),
+                usage=window.clip(ledger.usage(since=start, until=until, pool=pool), since=start, now=until),
+                reservations=window.clip(
+                    ledger.reservations(since=start, until=until, pool=pool), since=start, now=until
+                ),
+                # A simulated run's best possible cost covers the whole fleet: not shown for one pool.
+                best=ledger.best() if pool is None else [],
                 since=start,
                 now=now,
             )
@@ -160,6 +167,7 @@ def scale_down(
         now=rows.now,
         pool=pool,
         reservations=rows.reservations,
+        best=rows.best,
     )
     if fmt == "table":
         text = builder.to_table(built, width=None if write else out.terminal_width())
@@ -208,20 +216,35 @@ def costs(
 ) -> None:
     """Cost by team, pool and hour (showback). Idle capacity goes to the pool's owner team (the NodePool
     label provisioner.sh/team), else to "unallocated"."""
+    from provisioner.finops.reports import best as best_possible
     from provisioner.finops.reports import costs as builder
+    from provisioner.finops.reports import scale_down
 
     fmt = out.resolve(output, write, allowed=COST_FORMATS)
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
+    compared: best_possible.Comparison | None = None
+    if rows.best:
+        realized = scale_down.build(rows.actions, [], rows.usage, since=rows.since, now=rows.now).total
+        compared = best_possible.compare(
+            rows.best, rows.usage, realized=realized.realized_savings, since=rows.since, now=rows.now
+        )
     if fmt == "table":
         text = builder.to_table(
-            rows.usage, since=rows.since, now=rows.now, width=None if write else out.terminal_width()
+            rows.usage,
+            since=rows.since,
+            now=rows.now,
+            width=None if write else out.terminal_width(),
+            reservations=rows.reservations,
+            best=compared,
         )
     elif fmt == "json":
-        text = builder.to_json(rows.usage, since=rows.since, now=rows.now)
+        text = builder.to_json(
+            rows.usage, since=rows.since, now=rows.now, reservations=rows.reservations, best=compared
+        )
     elif fmt == "csv":
-        text = builder.to_csv(rows.usage)
+        text = builder.to_csv(rows.usage, rows.reservations)
     else:
-        text = builder.to_focus_csv(rows.usage, cluster=cluster)
+        text = builder.to_focus_csv(rows.usage, rows.reservations, cluster=cluster)
     out.emit(text, write)
 
 

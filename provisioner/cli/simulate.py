@@ -174,6 +174,12 @@ def simulate(
         "--ledger",
         help="With a timeline: write the run's ledger to this SQLite file, for `provisioner report ... --ledger`.",
     ),
+    best_possible: bool = typer.Option(
+        False,
+        "--best-possible",
+        help="With a timeline: also solve the run's best possible cost (an exact optimum per interval, HiGHS) "
+        "and put it beside what the run paid (report, JSON, ledger).",
+    ),
 ) -> None:
     """Decide which nodes to launch for a scenario's pending pods, and say why for the rest.
 
@@ -206,9 +212,14 @@ def simulate(
                 report=report,
                 report_format=report_format,
                 ledger_path=ledger,
+                best_possible=best_possible,
             )
         return
-    for flag, given in (("--report", report), ("--ledger", ledger)):
+    for flag, given in (
+        ("--report", report),
+        ("--ledger", ledger),
+        ("--best-possible", best_possible or None),
+    ):
         if given is not None:
             raise out.fail(
                 f"needs a run with time (spec.timeline or spec.duration in {' '.join(map(str, scenario))}) "

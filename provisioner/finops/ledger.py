@@ -8,16 +8,15 @@ matching revision first, then upgraded; that table is kept, with a row that make
 refuse the upgraded ledger instead of writing to it.
 
 Reservations have a table of their own (`reservation_usage`, revision 0005): each reservation's
-instances, those running and used, per sample.
+instances, those running and used, per sample. A simulated run's best possible cost has one too
+(`best_possible`, revision 0007).
 
 Rows go in and come out as the values of `provisioner.finops.rows`; nothing else in the project touches
 these tables. Times are stored in UTC.
 
-About 635 lines because each of the four tables has its definition, writer and reader here, beside the
-migration bridge they share, and the batch path a large run needs (the driver's executemany on SQLite;
-each repeated time, team list and JSON list converted once per batch). The row <-> column conversions at
-the end (`_reservation_values` to `_memo`) are the next piece to move into a module of their own, and a
-fifth table would move the per-table mapping with them.
+Each table has its definition, writer and reader here, beside the migration bridge they share and the
+batch path a large run needs (the driver's executemany on SQLite); the row <-> column conversions (each
+repeated time, team list and JSON list converted once per batch) are `provisioner.finops.columns`'.
 
 On SQLite every transaction, schema changes included, is SQLite's own (`BEGIN` ... `COMMIT`): Python's
 sqlite3 driver would otherwise commit each CREATE and ALTER at once, and a controller killed in the middle
@@ -27,8 +26,8 @@ of an upgrade would leave a half-made schema that no later open could upgrade ("
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +45,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    func,
     insert,
     inspect,
     select,
@@ -53,10 +53,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
-from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, TeamAllocation, UsageRow
+from provisioner.finops import columns as col
+from provisioner.finops.rows import ActionRow, BestRow, BlockerRow, ReservationRow, UsageRow
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
+Row = TypeVar("Row", UsageRow, ReservationRow)
 
 DEFAULT_PATH = "provisioner-ledger.sqlite"
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -142,6 +142,7 @@ usage = Table(
     Column("pool_owner", String(253), nullable=False, default=""),
     Column("workloads", Text, nullable=False, default="[]"),
     Column("allocations", Text, nullable=False, default="[]"),
+    Column("reservation_id", String(253), nullable=False, default=""),
 )
 
 reservation_usage = Table(
@@ -162,6 +163,19 @@ reservation_usage = Table(
     Column("gpu_allocated", Integer, nullable=False, default=0),
     Column("nodepools", String(2000), nullable=False, default=""),
     Column("ends_at", DateTime(timezone=True), nullable=True),
+    Column("owner", String(253), nullable=False, default=""),
+)
+
+
+best_possible = Table(
+    "best_possible",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("hours", Float, nullable=False),
+    Column("cost_per_hour", Float, nullable=True),
+    Column("status", String(253), nullable=False),
+    Column("pods", Integer, nullable=False),
 )
 
 
@@ -176,12 +190,6 @@ def url_for(target: str | Path | None) -> str:
             return "postgresql+psycopg://" + value[len("postgresql://") :]
         return value
     return f"sqlite:///{value}"
-
-
-def _utc(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 class LedgerError(RuntimeError):
@@ -304,13 +312,13 @@ class Ledger:
             }
             fresh = [r for r in rows if (r.command_id, r.node) not in seen]
             if fresh:
-                _insert(conn, actions, [_action_values(r) for r in fresh])
+                _insert(conn, actions, [col.action_values(r) for r in fresh])
         return len(fresh)
 
     def record_blockers(self, rows: Iterable[BlockerRow]) -> int:
         rows = list(rows)
         if rows:
-            utc = _memo(_utc)
+            utc = col.memo(col.utc)
             with self.engine.begin() as conn:
                 _insert(
                     conn,
@@ -333,7 +341,7 @@ class Ledger:
     def record_usage(self, rows: Iterable[UsageRow]) -> int:
         rows = list(rows)
         if rows:
-            values = _UsageValues()
+            values = col.UsageValues()
             with self.engine.begin() as conn:
                 _insert(conn, usage, [values(r) for r in rows])
         return len(rows)
@@ -342,18 +350,56 @@ class Ledger:
         rows = list(rows)
         if rows:
             with self.engine.begin() as conn:
-                _insert(conn, reservation_usage, [_reservation_values(r) for r in rows])
+                _insert(conn, reservation_usage, [col.reservation_values(r) for r in rows])
+        return len(rows)
+
+    def record_best(self, rows: Iterable[BestRow]) -> int:
+        """Store a simulated run's best possible cost, interval by interval."""
+        rows = list(rows)
+        if rows:
+            with self.engine.begin() as conn:
+                _insert(
+                    conn,
+                    best_possible,
+                    [
+                        {
+                            "time": col.utc(r.time),
+                            "hours": r.hours,
+                            "cost_per_hour": r.cost_per_hour,
+                            "status": r.status,
+                            "pods": r.pods,
+                        }
+                        for r in rows
+                    ],
+                )
         return len(rows)
 
     # ---- reading -----------------------------------------------------------------------------------
 
+    def best(self) -> list[BestRow]:
+        """The best possible cost rows of a simulated run (none for a controller's ledger)."""
+        with self.engine.connect() as conn:
+            result = conn.execute(select(best_possible).order_by(best_possible.c.time)).all()
+        return [BestRow(col.utc(m.time), m.hours, m.cost_per_hour, m.status, m.pods) for m in result]
+
     @staticmethod
-    def _window(table: Table, since: datetime | None, until: datetime | None, pool: str | None) -> Select:
+    def _window(
+        table: Table,
+        since: datetime | None,
+        until: datetime | None,
+        pool: str | None,
+        conn: Connection | None = None,
+    ) -> Select:
+        """Rows that start in [since, until); with `conn`, on a table of rows that span `hours`, every row
+        that overlaps the window (starting up to the longest row's hours before `since`)."""
         query = select(table).order_by(table.c.time, table.c.id)
-        if since is not None:
-            query = query.where(table.c.time >= _utc(since))
+        if since is not None and conn is not None:
+            longest = conn.execute(select(func.max(table.c.hours))).scalar() or 0.0
+            query = query.where(table.c.time >= col.utc(since) - timedelta(hours=float(longest)))
+        elif since is not None:
+            query = query.where(table.c.time >= col.utc(since))
         if until is not None:
-            query = query.where(table.c.time < _utc(until))
+            query = query.where(table.c.time < col.utc(until))
         if pool is not None:
             query = query.where(table.c.nodepool == pool)
         return query
@@ -367,7 +413,7 @@ class Ledger:
                 found: list[str] = list(conn.execute(select(table.c.nodepool).distinct()).scalars())
                 names.update(found)
             lists: list[str] = list(conn.execute(select(reservation_usage.c.nodepools).distinct()).scalars())
-            names.update(p for value in lists for p in _split(value))
+            names.update(p for value in lists for p in col.split(value))
         return names
 
     def actions(
@@ -377,11 +423,11 @@ class Ledger:
             result = conn.execute(self._window(actions, since, until, pool)).all()
         return [
             ActionRow(
-                time=_utc(m.time),
+                time=col.utc(m.time),
                 command_id=m.command_id,
                 action=m.action,
                 nodepool=m.nodepool,
-                teams=_split(m.teams),
+                teams=col.split(m.teams),
                 node=m.node,
                 instance_type=m.instance_type,
                 capacity_type=m.capacity_type,
@@ -396,7 +442,7 @@ class Ledger:
                 pods_moved=m.pods_moved,
                 pods=tuple(json.loads(m.pods or "[]")),
                 detail=m.detail,
-                replacement_nodes=_split(m.replacement_nodes),
+                replacement_nodes=col.split(m.replacement_nodes),
                 evicted_pods=tuple(json.loads(m.evicted_pods or "[]")),
                 evicted_per_hour=m.evicted_per_hour,
                 workloads=tuple(json.loads(m.workloads or "[]")),
@@ -407,7 +453,7 @@ class Ledger:
     def blockers(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[BlockerRow]:
-        utc = _memo(_utc)
+        utc = col.memo(col.utc)
         with self.engine.connect() as conn:
             result = conn.execute(self._window(blockers, since, until, pool)).all()
         return [
@@ -426,11 +472,12 @@ class Ledger:
     def usage(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[UsageRow]:
-        utc, teams = _memo(_utc), _memo(_split)
-        workloads, allocations = _memo(_strings), _memo(_allocations)
+        """Usage rows that overlap [since, until), whole (the reports keep the part inside the window)."""
+        utc, teams = col.memo(col.utc), col.memo(col.split)
+        workloads, allocations = col.memo(col.strings), col.memo(col.allocations)
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(usage, since, until, pool)).all()
-        return [
+            result = conn.execute(self._window(usage, since, until, pool, conn)).all()
+        rows = [
             UsageRow(
                 time=utc(m.time),
                 hours=m.hours,
@@ -452,19 +499,21 @@ class Ledger:
                 pool_owner=m.pool_owner,
                 workloads=workloads(m.workloads),
                 allocations=allocations(m.allocations),
+                reservation_id=m.reservation_id,
             )
             for m in result
         ]
+        return _overlapping(rows, since)
 
     def reservations(
         self, *, since: datetime | None = None, until: datetime | None = None, pool: str | None = None
     ) -> list[ReservationRow]:
         """Reservation samples in the window; with `pool`, those of reservations the pool may launch into."""
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(reservation_usage, since, until, None)).all()
+            result = conn.execute(self._window(reservation_usage, since, until, None, conn)).all()
         rows = [
             ReservationRow(
-                time=_utc(m.time),
+                time=col.utc(m.time),
                 hours=m.hours,
                 reservation_id=m.reservation_id,
                 kind=m.kind,
@@ -476,12 +525,21 @@ class Ledger:
                 used=m.used,
                 gpus_per_instance=m.gpus_per_instance,
                 gpu_allocated=m.gpu_allocated,
-                nodepools=_split(m.nodepools),
-                ends_at=_utc(m.ends_at) if m.ends_at is not None else None,
+                nodepools=col.split(m.nodepools),
+                ends_at=col.utc(m.ends_at) if m.ends_at is not None else None,
+                owner=m.owner,
             )
             for m in result
         ]
-        return [r for r in rows if pool is None or pool in r.nodepools]
+        return [r for r in _overlapping(rows, since) if pool is None or pool in r.nodepools]
+
+
+def _overlapping(rows: list[Row], since: datetime | None) -> list[Row]:
+    """The rows whose span reaches past `since` (a row of no hours: that starts at or after it)."""
+    if since is None:
+        return rows
+    start = col.utc(since)
+    return [r for r in rows if r.time >= start or r.time + timedelta(hours=r.hours) > start]
 
 
 def _insert(conn: Connection, table: Table, values: list[dict[str, Any]]) -> None:
@@ -509,130 +567,6 @@ def _insert(conn: Connection, table: Table, values: list[dict[str, Any]]) -> Non
             for v in values
         ],
     )
-
-
-def _reservation_values(r: ReservationRow) -> dict[str, Any]:
-    return {
-        "time": _utc(r.time),
-        "hours": r.hours,
-        "reservation_id": r.reservation_id,
-        "kind": r.kind,
-        "instance_type": r.instance_type,
-        "zone": r.zone,
-        "price_per_hour": r.price_per_hour,
-        "instances": r.instances,
-        "running": r.running,
-        "used": r.used,
-        "gpus_per_instance": r.gpus_per_instance,
-        "gpu_allocated": r.gpu_allocated,
-        "nodepools": _joined(r.nodepools),
-        "ends_at": _utc(r.ends_at) if r.ends_at is not None else None,
-    }
-
-
-def _action_values(r: ActionRow) -> dict[str, Any]:
-    return {
-        "time": _utc(r.time),
-        "command_id": r.command_id,
-        "action": r.action,
-        "nodepool": r.nodepool,
-        "teams": _joined(r.teams),
-        "node": r.node,
-        "instance_type": r.instance_type,
-        "capacity_type": r.capacity_type,
-        "zone": r.zone,
-        "reason": r.reason,
-        "method": r.method,
-        "price_per_hour": r.price_per_hour,
-        "replacement_type": r.replacement_type,
-        "replacement_capacity_type": r.replacement_capacity_type,
-        "replacement_price_per_hour": r.replacement_price_per_hour,
-        "savings_per_hour": r.savings_per_hour,
-        "estimated_monthly_savings": r.estimated_monthly_savings,
-        "pods_moved": r.pods_moved,
-        "pods": _json_strings(r.pods),
-        "detail": r.detail,
-        "replacement_nodes": _joined(r.replacement_nodes),
-        "evicted_pods": _json_strings(r.evicted_pods),
-        "evicted_per_hour": r.evicted_per_hour,
-        "workloads": _json_strings(r.workloads),
-    }
-
-
-class _UsageValues:
-    """UsageRow -> the columns' values. One per batch: a batch's rows repeat a few times and the same
-    workload and allocation lists (one node's rows, or a fleet's nodes of one Deployment), so each
-    distinct one is converted once."""
-
-    def __init__(self) -> None:
-        self.utc = _memo(_utc)
-        self.teams = _memo(_joined)
-        self.workloads = _memo(_json_strings)
-        self.allocations = _memo(_json_allocations)
-
-    def __call__(self, r: UsageRow) -> dict[str, Any]:
-        return {
-            "time": self.utc(r.time),
-            "hours": r.hours,
-            "node": r.node,
-            "nodepool": r.nodepool,
-            "teams": self.teams(r.teams),
-            "instance_type": r.instance_type,
-            "capacity_type": r.capacity_type,
-            "price_per_hour": r.price_per_hour,
-            "cpu_capacity": r.cpu_capacity,
-            "cpu_allocated": r.cpu_allocated,
-            "memory_capacity": r.memory_capacity,
-            "memory_allocated": r.memory_allocated,
-            "gpu_capacity": r.gpu_capacity,
-            "gpu_allocated": r.gpu_allocated,
-            "provider_id": r.provider_id,
-            "zone": r.zone,
-            "region": r.region,
-            "pool_owner": r.pool_owner,
-            "workloads": self.workloads(r.workloads),
-            "allocations": self.allocations(r.allocations),
-        }
-
-
-def _joined(values: tuple[str, ...]) -> str:
-    return ",".join(values)
-
-
-def _json_strings(values: tuple[str, ...]) -> str:
-    return json.dumps(list(values))
-
-
-def _json_allocations(values: tuple[TeamAllocation, ...]) -> str:
-    return json.dumps([list(a) for a in values])
-
-
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(t for t in (value or "").split(",") if t)
-
-
-def _strings(value: str | None) -> tuple[str, ...]:
-    """A JSON list of strings as stored (`[]` when empty or NULL) -> a tuple."""
-    return tuple(json.loads(value or "[]"))
-
-
-def _allocations(value: str | None) -> tuple[TeamAllocation, ...]:
-    return tuple(TeamAllocation(*a) for a in json.loads(value or "[]"))
-
-
-def _memo(convert: Callable[[K], V]) -> Callable[[K], V]:
-    """`convert` remembering its answers, for one batch of rows read or written: their values repeat
-    (the times of one sample, a node's workloads), and equal values then share one object."""
-    seen: dict[K, V] = {}
-
-    def get(value: K) -> V:
-        try:
-            return seen[value]
-        except KeyError:
-            out = seen[value] = convert(value)
-            return out
-
-    return get
 
 
 __all__: Sequence[str] = ("DEFAULT_PATH", "Ledger", "LedgerError", "head_revision", "url_for")

@@ -8,9 +8,10 @@ database.
 Reservations are sampled too (`ReservationRow`): a reservation is paid for every hour it exists, used or
 not, so its idle part is money the node rows (whose reserved nodes cost $0/h more) cannot show.
 
-The money rules that belong to one action live here, where its row is made:
-- its `savings_per_hour` is the $/h of the node removed minus its share of the replacements *really
-  launched* (their prices from the claims' status, not the plan's), minus `evicted_per_hour`;
+An action's row is made here, and its money by `provisioner.finops.money`'s one rule:
+- its `savings_per_hour` is `money.claimed_saving` of the node removed against its share of the
+  replacements *really launched* (their prices from the claims' status, not the plan's); expiration,
+  drift and a Capacity Block ending claim none (`change_per_hour` shows what they moved);
 - pods nothing recreates (no controller owner: bare pods) are evicted for good, so their share of the
   node's $/h is `evicted_per_hour` ("workload evicted"), never a saving.
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.disruption.preferred import allows
+from provisioner.finops import money
 from provisioner.state.cluster import team_of
 
 if TYPE_CHECKING:
@@ -77,6 +79,27 @@ class ActionRow:
     @property
     def estimated_monthly_savings(self) -> float:
         return self.savings_per_hour * HOURS_PER_MONTH
+
+    @property
+    def is_saving(self) -> bool:
+        """Whether the action was made to save money (`money.is_saving`)."""
+        return money.is_saving(self.reason, self.method)
+
+    @property
+    def claimed_per_hour(self) -> float:
+        """The saving the money rule allows this row, whatever program wrote `savings_per_hour`."""
+        return money.claimed_saving(
+            reason=self.reason,
+            method=self.method,
+            removed=self.price_per_hour,
+            launched=self.replacement_price_per_hour,
+            evicted=self.evicted_per_hour,
+        )
+
+    @property
+    def change_per_hour(self) -> float:
+        """How much the fleet's $/h fell through this row (negative: it rose), saving or not."""
+        return money.change_per_hour(self.price_per_hour, self.replacement_price_per_hour)
 
 
 def actions_to_json(rows: Sequence[ActionRow]) -> str:
@@ -160,6 +183,9 @@ class UsageRow:
     """`Kind/namespace/name` of the owners of the pods on the node."""
     allocations: tuple[TeamAllocation, ...] = ()
     """Requests per team (DaemonSet pods are the node's overhead and belong to no team)."""
+    reservation_id: str = ""
+    """The reservation the node runs in (its `capacity-reservation-id` label): its $/h is 0 here, and the
+    showback charges it at the reservation's $/h instead."""
 
     @property
     def cost(self) -> float:
@@ -209,6 +235,9 @@ class ReservationRow:
     nodepools: tuple[str, ...] = ()
     """The pools that may launch into it."""
     ends_at: datetime | None = None
+    owner: str = ""
+    """Who pays for its idle part: the team its NodeClass names (label `provisioner.sh/team`), else the
+    owner team of its first pool; "" when neither names one (the showback then charges its pool)."""
 
     @property
     def cost(self) -> float:
@@ -233,6 +262,23 @@ class ReservationRow:
 
 
 @dataclass(frozen=True, slots=True)
+class BestRow:
+    """The best possible cost over `hours` from `time` of a simulated run: an exact optimum packing of the
+    pods wanting capacity then (`provisioner.scheduling.optimum`)."""
+
+    time: datetime
+    hours: float
+    cost_per_hour: float | None
+    """None where HiGHS proved no optimum in its time limit (`status` says why)."""
+    status: str
+    pods: int
+
+    @property
+    def cost(self) -> float:
+        return (self.cost_per_hour or 0.0) * self.hours
+
+
+@dataclass(frozen=True, slots=True)
 class OfferedReservation:
     """A reservation as the cloud last answered, for sampling between answers."""
 
@@ -244,6 +290,8 @@ class OfferedReservation:
     """The pools that may launch into it (their capacity-type requirement allows reserved)."""
     others: int
     """Instances running in it that are not ours (another cluster or account), as of that answer."""
+    owner: str = ""
+    """Who pays for its idle part (`ReservationRow.owner`)."""
 
 
 def _inside(snapshot: Snapshot) -> dict[str, list[StateNode]]:
@@ -283,9 +331,24 @@ def offered_reservations(
             gpus_per_instance=it.gpu.count if it.gpu is not None else 0,
             nodepools=tuple(sorted(users.get(rid, ()))),
             others=max(0, reservation.total - reservation.free - len(inside.get(rid, ()))),
+            owner=_reservation_owner(snapshot, [pools[p] for p in sorted(users.get(rid, ())) if p in pools]),
         )
         for rid, (it, zone, reservation) in sorted(found.items())
     ]
+
+
+def _reservation_owner(snapshot: Snapshot, users: Sequence[NodePool]) -> str:
+    """The team a user pool's NodeClass names (label `provisioner.sh/team`), else a user pool's owner."""
+    for pool in users:
+        ref = pool.spec.template.spec.node_class_ref
+        nodeclass = snapshot.nodeclasses.get((ref.kind, ref.name))
+        team = (getattr(getattr(nodeclass, "metadata", None), "labels", None) or {}).get(wk.TEAM)
+        if team:
+            return str(team)
+    for pool in users:
+        if team := (pool.metadata.labels or {}).get(wk.TEAM):
+            return str(team)
+    return ""
 
 
 def reservation_rows(
@@ -322,6 +385,7 @@ def reservation_rows(
                 gpu_allocated=sum(min(s.gpu_allocated, gpus) for s in ours) + o.others * gpus,
                 nodepools=o.nodepools,
                 ends_at=r.ends_at,
+                owner=o.owner,
             )
         )
     return rows
@@ -422,7 +486,13 @@ def action_rows(
                 replacement_type=rtype,
                 replacement_capacity_type=rcapacity,
                 replacement_price_per_hour=replacement,
-                savings_per_hour=r.price_per_hour - replacement - evicted,
+                savings_per_hour=money.claimed_saving(
+                    reason=str(r.reason.value),
+                    method=command.method,
+                    removed=r.price_per_hour,
+                    launched=replacement,
+                    evicted=evicted,
+                ),
                 pods_moved=len(moved),
                 pods=moved,
                 detail=r.detail,
@@ -497,6 +567,7 @@ def usage_row(
             )
             for team, r in sorted(per_team.items())
         ),
+        reservation_id=labels.get(wk.CAPACITY_RESERVATION_ID, ""),
     )
 
 

@@ -35,6 +35,7 @@ def run(
     report: Path | None,
     report_format: str | None = None,
     ledger_path: Path | None = None,
+    best_possible: bool = False,
 ) -> None:
     """Run the timeline and print; exit 2 when the report or the ledger cannot be written."""
     err = Console(stderr=True)
@@ -56,7 +57,9 @@ def run(
     # disk sync; a file is copied out at the end.)
     with Ledger("sqlite://") as ledger:
         try:
-            result = _run(loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path)
+            result = _run(
+                loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path, best_possible=best_possible
+            )
         finally:
             quiet.setLevel(level)
         _finish(loaded, result, err=err, fmt=fmt, report=report, report_format=report_format or "html")
@@ -67,7 +70,13 @@ def run(
 
 
 def _run(
-    loaded: LoadedScenario, timeline: Timeline, *, err: Console, ledger: Ledger, ledger_path: Path | None
+    loaded: LoadedScenario,
+    timeline: Timeline,
+    *,
+    err: Console,
+    ledger: Ledger,
+    ledger_path: Path | None,
+    best_possible: bool = False,
 ) -> RunResult:
     total = timeline.duration.total_seconds()
     with Progress(
@@ -93,7 +102,15 @@ def _run(
                 at=durations.format_duration(elapsed),
             )
 
-        result = Runner(loaded, timeline, ledger=ledger, progress=advance).run()
+        result = Runner(loaded, timeline, ledger=ledger, progress=advance, note_demand=best_possible).run()
+    if best_possible:
+        from provisioner.sim.best import best_rows
+
+        with err.status("solving the best possible cost, interval by interval (HiGHS)"):
+            result.best = best_rows(loaded, result)
+        ledger.record_best(result.best)
+        if not result.best:
+            err.print("no best possible cost: the run used reservations, or had too many pods to solve")
     if ledger_path is not None:
         _save(ledger, ledger_path)
     return result

@@ -63,6 +63,7 @@ def scale_down_report(result: RunResult, *, blockers: bool = True) -> scale_down
         since=result.start,
         now=result.end,
         reservations=result.reservations,
+        best=result.best,
     )
 
 
@@ -114,6 +115,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "churnCost": round(built.churn.cost, 4),
         },
         "reservations": reservations.to_dict(built.reservations) if built.reservations else None,
+        **({"bestPossible": built.best.to_dict()} if built.best is not None else {}),
         "actions": [
             {
                 "time": isoformat(a.time),

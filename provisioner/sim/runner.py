@@ -35,7 +35,7 @@ from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, ReservationRow, UsageRow
+from provisioner.finops.rows import ActionRow, BestRow, ReservationRow, UsageRow
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.binder import Binder
 from provisioner.sim.cluster import (
@@ -58,6 +58,8 @@ START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
 TICK = timedelta(seconds=15)
 IDLE_JUMP = timedelta(minutes=5)
 QUIET_TICKS = 4
+DEMAND_PODS = 2000
+"""Past this many pods a run notes no demand for the best possible cost (an exact MILP would not solve)."""
 """Ticks without any change (and nothing in flight) before the clock starts jumping."""
 
 
@@ -118,6 +120,10 @@ class RunResult:
     """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
     reservations: list[ReservationRow] = field(default_factory=list)
     """The ledger's reservation samples: each reservation's instances, running and used, over the run."""
+    best: list[BestRow] = field(default_factory=list)
+    """The best possible cost per interval, when `simulate --best-possible` solved it."""
+    demand: list[tuple[datetime, tuple[Pod, ...]]] = field(default_factory=list)
+    """(time, the pods wanting capacity from then on) at every change; empty past `DEMAND_PODS` pods."""
     ledger: Ledger | None = None
     """The run's ledger, open while its caller keeps it: the blockers (one row per node kept per
     evaluation, the most rows of a large run) are read from it only by the report that shows them."""
@@ -133,8 +139,11 @@ class Runner:
         tick: timedelta = TICK,
         idle_jump: timedelta = IDLE_JUMP,
         progress: Callable[[timedelta], None] | None = None,
+        note_demand: bool = False,
     ) -> None:
         self.loaded = loaded
+        self.note_demand = note_demand
+        """Note the pods wanting capacity at every change (`simulate --best-possible` solves over them)."""
         self.timeline = timeline
         self.ledger = ledger
         self.tick = tick
@@ -158,6 +167,10 @@ class Runner:
         self._unsettled: set[str] = set()
         """Claims deleting or not yet initialized: what `_in_flight` waits on."""
         self.cluster = SimCluster(self.state, self.clock)
+        self.demand: list[tuple[datetime, tuple[Pod, ...]]] = []
+        """(time, the pods wanting capacity from then on), at every change (`_note_demand`)."""
+        self.demand_too_large = False
+        self._demand_changed = True
         # Like a real cloud, the simulated one does not publish its stockouts: launches meet them (and
         # fall back), the unavailable-offerings cache remembers them for a while, and a plan may count on
         # capacity that is out, fail to launch it, and back off.
@@ -290,6 +303,7 @@ class Runner:
             held={k: reasons for k, (_, reasons) in sorted(self.manager.admission.held.items())},
             reservations=self.ledger.reservations(),
             ledger=self.ledger,
+            demand=[] if self.demand_too_large else list(self.demand),
         )
 
     def _tick(self, now: datetime) -> None:
@@ -300,6 +314,31 @@ class Runner:
         self.manager.step(now)
         self.kubelets.sync(now)
         self._observe(now)
+        self._note_demand(now)
+
+    def _note_demand(self, now: datetime) -> None:
+        """Note the pods that want capacity (pending or running, DaemonSet pods apart) whenever they
+        change: the intervals the best possible cost is solved over (`provisioner.sim.best`). Left off
+        past `DEMAND_PODS` pods, where an exact optimum would not solve anyway."""
+        if not self.note_demand or not self._demand_changed or self.demand_too_large:
+            return
+        self._demand_changed = False
+        if len(self.state.pods) > DEMAND_PODS:
+            self.demand_too_large = True
+            self.demand.clear()
+            return
+        pods = tuple(
+            sorted(
+                (
+                    p
+                    for p in self.state.pods.values()
+                    if not p.is_daemonset_pod and not p.is_terminal and not p.deleting and not p.gated
+                ),
+                key=lambda p: p.key,
+            )
+        )
+        if not self.demand or {p.key for p in self.demand[-1][1]} != {p.key for p in pods}:
+            self.demand.append((now, pods))
 
     def _in_flight(self) -> bool:
         """Something that moves with time alone: a claim launching or terminating, a pod not yet marked."""
@@ -350,7 +389,10 @@ class Runner:
                 self._claim_of[status.node_name] = name
                 if status.node_name != before:
                     named.append(status.node_name)
-        for key in self._pods_written.take():
+        written = self._pods_written.take()
+        if written:
+            self._demand_changed = True
+        for key in written:
             pod = self.state.pods.get(key)
             if pod is None or pod.is_daemonset_pod:
                 continue

@@ -4,6 +4,8 @@ ledger through `provisioner report`."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,30 @@ def test_the_report_and_the_ledger_show_the_same_utilization(
     headline = cli("report", "scale-down", "--ledger", ledger)
     assert headline.returncode == 0, headline.stderr
     assert "Idle reserved GPUs: " in headline.stdout and "Idle reserved: $" in headline.stdout
+
+
+def test_showback_and_focus_charge_everything_paid_reservations_included(
+    reported: tuple[dict[str, Any], Path, Path],
+) -> None:
+    """`report costs` (table, JSON, CSV, FOCUS) sums to what the reservations were paid plus what the
+    on-demand and spot nodes cost, and the reserved pool's GPU-hours are no longer free."""
+    doc, _, ledger = reported
+    paid = json.loads(cli("report", "reservations", "--ledger", ledger, "-o", "json").stdout)["total"]["cost"]
+    nodes = doc["cost"]  # the usage rows: on-demand and spot (a reserved node costs $0/h more)
+    assert paid > nodes > 0
+    shown = json.loads(cli("report", "costs", "--ledger", ledger, "-o", "json").stdout)
+    assert shown["total"] == pytest.approx(paid + nodes, abs=0.02)
+    reserved_pool = [line for line in shown["byTeamAndPool"] if line["nodePool"] == "h100-prod"]
+    assert sum(line["total"] for line in reserved_pool) > 0.9 * paid - 1
+    assert {line["reservation"] for line in reserved_pool} >= {"cr-h100-prod", "cb-h100-block"}
+    focus = list(
+        csv.DictReader(io.StringIO(cli("report", "costs", "--ledger", ledger, "-o", "focus-csv").stdout))
+    )
+    assert sum(float(r["BilledCost"]) for r in focus) == pytest.approx(paid + nodes, abs=0.02)
+    committed = {
+        r["CommitmentDiscountId"] for r in focus if r["CommitmentDiscountStatus"] in ("Used", "Unused")
+    }
+    assert committed == {"cr-h100-prod", "cb-h100-block"}
 
 
 def test_a_reservation_of_an_unknown_type_is_refused_naming_the_field(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from tests.finops import shipped_ledger
 
 def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
     with Ledger(ledger_url) as ledger:
-        assert ledger.revision() == head_revision() == "0005"
+        assert ledger.revision() == head_revision() == "0007"
         tables = set(inspect(ledger.engine).get_table_names())
     assert {
         "alembic_version",
@@ -194,7 +194,9 @@ def test_a_path_is_a_sqlite_file_and_postgresql_urls_use_psycopg(tmp_path):
 def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows(ledger_url):
     """Revision 0004 is what the previous release shipped: its rows stay, and reservations can be added."""
     from alembic import command
+    from sqlalchemy import column, insert, table
 
+    from provisioner.finops.columns import UsageValues
     from provisioner.finops.ledger import _alembic_config
 
     engine = create_engine(url_for(ledger_url))
@@ -204,11 +206,15 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     old = Ledger(ledger_url, migrate=False)
     assert old.revision() == "0004"
     old.record_actions([action()])
-    old.record_usage([usage_row()])
+    # The columns that release wrote (later revisions add `reservation_id`).
+    values = {k: v for k, v in UsageValues()(usage_row()).items() if k != "reservation_id"}
+    with old.engine.begin() as conn:
+        conn.execute(insert(table("node_usage", *map(column, values))), [values])
     old.close()
     with Ledger(ledger_url) as ledger:
-        assert ledger.revision() == "0005"
+        assert ledger.revision() == "0007"
         assert [a.node for a in ledger.actions()] == ["n1"] and len(ledger.usage()) == 1
+        assert ledger.usage()[0].reservation_id == "", "an old row runs in no reservation"
         assert ledger.reservations() == []
         ledger.record_reservations([reservation_row()])
         assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]

@@ -21,7 +21,7 @@ from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import reservations, scale_down
 from provisioner.finops.rows import Launched, action_rows, offered_reservations, reservation_rows
 from tests.builders import NOW as T0
-from tests.builders import reservation_row, usage_row
+from tests.builders import aws_node_class, reservation_row, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
 NOW = T0 + timedelta(hours=10)
@@ -157,7 +157,7 @@ def test_a_node_moved_from_on_demand_into_a_reservation_saves_the_whole_on_deman
     assert row.savings_per_hour == pytest.approx(55.04)
 
 
-def test_a_reserved_node_moved_onto_on_demand_saves_a_negative_amount():
+def test_a_reserved_node_moved_onto_on_demand_is_not_a_saving_and_shows_what_it_costs():
     """A Capacity Block ending: its $0 node is replaced by an on-demand one, really launched at $55.04/h."""
     node = state_node("cb", it=instance_type("p5", price=55.04), capacity_type="on-demand", price=0.0)
     record = NodeRecord(
@@ -179,7 +179,8 @@ def test_a_reserved_node_moved_onto_on_demand_saves_a_negative_amount():
     launched = [Launched("r1", "p5", "on-demand", price_per_hour=55.04)]
     (row,) = action_rows(command, time=T0, command_id="c", launched=launched)
     assert row.replacement_price_per_hour == pytest.approx(55.04)
-    assert row.savings_per_hour == pytest.approx(-55.04)
+    assert row.savings_per_hour == 0.0 and not row.is_saving
+    assert row.change_per_hour == pytest.approx(-55.04), "the fleet's $/h rose by the on-demand price"
 
 
 def test_the_meter_bills_a_reservation_while_offered_and_cuts_its_row_where_a_node_leaves():
@@ -261,3 +262,37 @@ def test_the_recorder_keeps_reservation_rows_while_the_database_is_down(tmp_path
     recorder.stop()
     with Ledger(target) as ledger:
         assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]
+
+
+def test_a_reservations_idle_part_belongs_to_the_team_its_nodeclass_names_else_its_pools_owner():
+    it = instance_type("p5", cpu=192, memory_gib=2048, price=55.04, gpus=8, gpu_name="h100")
+    reservation = Reservation(id="cr-1", total=2, free=1, hourly_price=55.04)
+    with_it = replace(
+        it, offerings=(*it.offerings, Offering("zone-a", "reserved", 0.0, reservation=reservation))
+    )
+    owned = node_pool("h100", capacity_types=("reserved",))
+    owned.metadata.labels[wk.TEAM] = "platform"
+    node = state_node(
+        "r1",
+        it=with_it,
+        capacity_type="reserved",
+        pods=[pod("train", gpus=8)],
+        labels={wk.CAPACITY_RESERVATION_ID: "cr-1"},
+    )
+    by_pool = offered_reservations(snapshot([node], pools=[owned]), {"h100": [with_it]})
+    assert [o.owner for o in by_pool] == ["platform"], "no NodeClass names a team: the pool's owner"
+    labelled = aws_node_class()
+    labelled.metadata.labels[wk.TEAM] = "ml-infra"
+    named = replace(snapshot([node], pools=[owned]), nodeclasses={("AWSNodeClass", "default"): labelled})
+    (offered,) = offered_reservations(named, {"h100": [with_it]})
+    assert offered.owner == "ml-infra"
+    (row,) = reservation_rows(named, [offered], time=T0, hours=1.0)
+    assert row.owner == "ml-infra"
+    used = usage_row_of(node)
+    assert used.reservation_id == "cr-1" and used.price_per_hour == 0.0
+
+
+def usage_row_of(node):
+    from provisioner.finops.rows import usage_row as row_of
+
+    return row_of(node, time=T0, hours=1.0, namespaces={})

@@ -21,7 +21,9 @@ def _svg(chart: alt.Chart) -> str:
     return svg[svg.index("<svg") :]
 
 
-def cost_lines(series: Mapping[str, Sequence[tuple[datetime, float]]], *, title: str) -> str:
+def cost_lines(
+    series: Mapping[str, Sequence[tuple[datetime, float]]], *, title: str, legend: str = "Pool"
+) -> str:
     """$ per hour, one line per pool. Every hour is a point (zero when the pool had no node), so a pool
     that scales to zero draws down to 0, and the axis starts at 0 and never goes below it."""
     rows = [
@@ -39,7 +41,7 @@ def cost_lines(series: Mapping[str, Sequence[tuple[datetime, float]]], *, title:
             y=alt.Y(
                 "dollars:Q", title="$ paid in the hour", scale=alt.Scale(domainMin=0, zero=True, clamp=True)
             ),
-            color=alt.Color("pool:N", title="Pool"),
+            color=alt.Color("pool:N", title=legend),
         )
     )
     return _svg(chart)

@@ -10,9 +10,16 @@ How a node's cost is divided, per clock hour:
 - GPU-hours requested go to the teams, idle GPU-hours to the owner.
 So every row's cost adds up to what the fleet paid: the showback total equals the scale-down report's.
 
+Reserved capacity is paid whether used or not (`ReservationRow`): a node in a reservation is charged at
+the reservation's $/h per instance (its own row says $0/h more), divided as above, and what the
+reservation was paid beyond its running nodes is its own idle line, charged to its owner (the team its
+NodeClass names, else its pool's owner, else "unallocated" on its first pool). So the total is what the
+nodes cost plus what the reservations cost: `report reservations`' paid plus on-demand and spot.
+
 FOCUS (the FinOps Foundation's FinOps Open Cost and Usage Specification, 1.0): one charge row per node,
-clock hour and team share, with `Tags` naming the team, the pool and whether the share is workload or
-idle, so FinOps tools allocate the cost as this report does. Prices are list prices: BilledCost,
+clock hour and team share, one per reservation and clock hour for its unused part (CommitmentDiscount*
+columns: Used on a reserved node's shares, Unused on the idle part), with `Tags` naming the team, the
+pool and whether the share is workload or idle, so FinOps tools allocate the cost as this report does. Prices are list prices: BilledCost,
 EffectiveCost, ListCost and ContractedCost are equal (the provisioner knows no discounts).
 """
 
@@ -25,7 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from provisioner.finops.reports.text import csv_text, table
+from provisioner.finops.reports.best import Comparison
+from provisioner.finops.reports.text import csv_text, largest_remainder, table
 from provisioner.finops.rows import ReservationRow, UsageRow
 
 NO_TEAM = "(no team)"
@@ -45,7 +53,10 @@ class Share(NamedTuple):
     hours: float
     cost: float
     gpu_hours: float
-    usage: UsageRow
+    usage: UsageRow | None
+    """The node's usage row; None on a reservation's idle line."""
+    reservation: ReservationRow | None = None
+    """The reservation the node runs in, or whose idle part this is."""
 
 
 def clock_hours(row: UsageRow | ReservationRow) -> list[tuple[datetime, float]]:
@@ -61,8 +72,20 @@ def clock_hours(row: UsageRow | ReservationRow) -> list[tuple[datetime, float]]:
     return out
 
 
-def shares(usage: Sequence[UsageRow]) -> list[Share]:
-    """Every usage row divided into team shares per clock hour (see the module's rules)."""
+def _covering(reservations: Sequence[ReservationRow]) -> dict[str, ReservationRow]:
+    """Reservation id -> its latest sample (its $/h per instance, kind and owner)."""
+    latest: dict[str, ReservationRow] = {}
+    for r in reservations:
+        if r.reservation_id not in latest or r.time >= latest[r.reservation_id].time:
+            latest[r.reservation_id] = r
+    return latest
+
+
+def shares(usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = ()) -> list[Share]:
+    """Every usage row divided into team shares per clock hour (see the module's rules), then each
+    reservation's idle part per clock hour as a share of its owner."""
+    by_id = _covering(reservations)
+    charged: dict[tuple[str, datetime], float] = defaultdict(float)
     out = []
     for row in usage:
         used = row.used_fraction
@@ -72,8 +95,13 @@ def shares(usage: Sequence[UsageRow]) -> list[Share]:
             used = 0.0
         owner = row.pool_owner or UNALLOCATED
         idle_gpus = max(0, row.gpu_capacity - sum(g for _, _, g in weights))
+        reservation = by_id.get(row.reservation_id) if row.reservation_id else None
+        # A node in a reservation costs $0/h more; its part of the reservation is its slot's $/h.
+        rate = row.price_per_hour + (reservation.price_per_hour if reservation is not None else 0.0)
         for hour, hours in clock_hours(row):
-            cost = row.price_per_hour * hours
+            cost = rate * hours
+            if reservation is not None:
+                charged[(reservation.reservation_id, hour)] += reservation.price_per_hour * hours
             for team, weight, gpus in weights:
                 if weight > 0 or gpus > 0:
                     out.append(
@@ -87,6 +115,7 @@ def shares(usage: Sequence[UsageRow]) -> list[Share]:
                             cost=cost * used * weight / total_weight if total_weight else 0.0,
                             gpu_hours=gpus * hours,
                             usage=row,
+                            reservation=reservation,
                         )
                     )
             out.append(
@@ -100,8 +129,44 @@ def shares(usage: Sequence[UsageRow]) -> list[Share]:
                     cost=cost * (1.0 - used),
                     gpu_hours=idle_gpus * hours,
                     usage=row,
+                    reservation=reservation,
                 )
             )
+    return out + _reservation_idle(reservations, charged)
+
+
+def _reservation_idle(
+    reservations: Sequence[ReservationRow], charged: dict[tuple[str, datetime], float]
+) -> list[Share]:
+    """Per reservation and clock hour, what it was paid less what its running nodes were charged: its
+    own idle line, charged to its owner (`ReservationRow.owner`), else to its first pool's "unallocated".
+    Paid covers every instance, so the node shares and these lines add up to what the reservation cost."""
+    paid: dict[tuple[str, datetime], list[Any]] = {}
+    for r in reservations:
+        if r.hours <= 0:
+            continue
+        for hour, hours in clock_hours(r):
+            entry = paid.setdefault((r.reservation_id, hour), [0.0, 0.0, 0.0, r])
+            entry[0] += r.instances * r.price_per_hour * hours
+            entry[1] += hours
+            entry[2] += max(0, r.instances - r.running) * r.gpus_per_instance * hours
+            entry[3] = r
+    out = []
+    for (rid, hour), (cost, hours, gpu_hours, r) in sorted(paid.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        out.append(
+            Share(
+                hour=hour,
+                node=rid,
+                nodepool=r.nodepools[0] if r.nodepools else rid,
+                team=r.owner or UNALLOCATED,
+                kind="reserved-idle",
+                hours=hours,
+                cost=cost - charged.get((rid, hour), 0.0),
+                gpu_hours=gpu_hours,
+                usage=None,
+                reservation=r,
+            )
+        )
     return out
 
 
@@ -112,6 +177,8 @@ class CostLine:
     team: str
     nodepool: str
     hour: datetime | None
+    reservation: str = ""
+    """Set on a reservation's idle line: the reservation's id."""
     cost: float = 0.0
     idle_cost: float = 0.0
     gpu_hours: float = 0.0
@@ -122,12 +189,18 @@ class CostLine:
         return self.cost + self.idle_cost
 
 
-def lines(usage: Sequence[UsageRow], *, by_hour: bool = False) -> list[CostLine]:
-    """Showback lines by team and pool (and clock hour with `by_hour`), biggest first (or by hour)."""
-    groups: dict[tuple[str, str, datetime | None], CostLine] = {}
-    for s in shares(usage):
-        key = (s.team, s.nodepool, s.hour if by_hour else None)
-        line = groups.setdefault(key, CostLine(team=s.team, nodepool=s.nodepool, hour=key[2]))
+def lines(
+    usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = (), *, by_hour: bool = False
+) -> list[CostLine]:
+    """Showback lines by team and pool (and clock hour with `by_hour`), biggest first (or by hour); a
+    reservation's idle part is a line of its own."""
+    groups: dict[tuple[str, str, datetime | None, str], CostLine] = {}
+    for s in shares(usage, reservations):
+        rid = s.node if s.kind == "reserved-idle" else ""
+        key = (s.team, s.nodepool, s.hour if by_hour else None, rid)
+        line = groups.setdefault(
+            key, CostLine(team=s.team, nodepool=s.nodepool, hour=key[2], reservation=rid)
+        )
         if s.kind == "workload":
             line.cost += s.cost
             line.gpu_hours += s.gpu_hours
@@ -135,18 +208,30 @@ def lines(usage: Sequence[UsageRow], *, by_hour: bool = False) -> list[CostLine]
             line.idle_cost += s.cost
             line.gpu_idle_hours += s.gpu_hours
     if by_hour:
-        return sorted(groups.values(), key=lambda c: (c.hour or datetime.min, c.team, c.nodepool))
-    return sorted(groups.values(), key=lambda c: (-c.total, c.team, c.nodepool))
+        return sorted(
+            groups.values(), key=lambda c: (c.hour or datetime.min, c.team, c.nodepool, c.reservation)
+        )
+    return sorted(groups.values(), key=lambda c: (-c.total, c.team, c.nodepool, c.reservation))
 
 
-HEADERS = ("Team", "Pool", "Workload $", "Idle $", "Total $", "GPU hours", "Idle GPU hours")
-KEYS = ("team", "nodepool", "cost", "idle_cost", "total", "gpu_hours", "gpu_idle_hours")
+HEADERS = (
+    "Team",
+    "Pool",
+    "Idle reservation",
+    "Workload $",
+    "Idle $",
+    "Total $",
+    "GPU hours",
+    "Idle GPU hours",
+)
+KEYS = ("team", "nodepool", "reservation", "cost", "idle_cost", "total", "gpu_hours", "gpu_idle_hours")
 
 
 def _values(c: CostLine) -> list[Any]:
     return [
         c.team,
         c.nodepool,
+        c.reservation,
         round(c.cost, 2),
         round(c.idle_cost, 2),
         round(c.total, 2),
@@ -155,16 +240,29 @@ def _values(c: CostLine) -> list[Any]:
     ]
 
 
-def to_table(usage: Sequence[UsageRow], *, since: datetime, now: datetime, width: int | None = None) -> str:
-    found = lines(usage)
+def to_table(
+    usage: Sequence[UsageRow],
+    *,
+    since: datetime,
+    now: datetime,
+    width: int | None = None,
+    reservations: Sequence[ReservationRow] = (),
+    best: Comparison | None = None,
+) -> str:
+    found = lines(usage, reservations)
     total = sum(c.total for c in found)
     by_team: dict[str, float] = defaultdict(float)
     for c in found:
         by_team[c.team] += c.total
     head = (
-        f"Cost by team and pool, {since:%Y-%m-%d %H:%M} to {now:%Y-%m-%d %H:%M} UTC: ${total:,.2f} paid\n"
+        f"Cost by team and pool, {since:%Y-%m-%d %H:%M} to {now:%Y-%m-%d %H:%M} UTC: ${total:,.2f} paid"
+        + (f" (reservations ${sum(r.cost for r in reservations):,.2f} of it)" if reservations else "")
+        + "\n"
         f"Idle capacity is charged to the pool's owner team (NodePool label provisioner.sh/team), "
-        f"else to {UNALLOCATED!r}."
+        f"else to {UNALLOCATED!r}.\nReserved nodes are charged at their reservation's $/h; a reservation's "
+        "idle part is its own line, charged to the team its NodeClass names (label provisioner.sh/team), "
+        "else its pool's owner."
+        + (f"\nBest possible (this simulated run): {best.sentence()}." if best is not None else "")
     )
     teams = table(
         ("Team", "Total $"),
@@ -180,27 +278,47 @@ def to_table(usage: Sequence[UsageRow], *, since: datetime, now: datetime, width
     )
 
 
-def to_csv(usage: Sequence[UsageRow]) -> str:
-    """One row per clock hour, team and pool."""
-    return csv_text(
-        ("hour", *KEYS),
-        [[c.hour.isoformat() if c.hour else "", *_values(c)] for c in lines(usage, by_hour=True)],
-    )
+def to_csv(usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = ()) -> str:
+    """One row per clock hour, team and pool (and idle reservation), then the total. Dollars are in
+    cents rounded by largest remainder, so the rows add up to the printed total to the cent (and the
+    workload column to its own total; idle is total less workload)."""
+    found = lines(usage, reservations, by_hour=True)
+    totals = largest_remainder([c.total for c in found])
+    workload = largest_remainder([c.cost for c in found])
+    rows = []
+    for c, total, cost in zip(found, totals, workload, strict=True):
+        values = _values(c)
+        values[3:6] = [cost, round(total - cost, 2), total]
+        rows.append([c.hour.isoformat() if c.hour else "", *values])
+    gpu = round(sum(c.gpu_hours for c in found), 2)
+    gpu_idle = round(sum(c.gpu_idle_hours for c in found), 2)
+    cost, total = round(sum(workload), 2), round(sum(totals), 2)
+    rows.append(["", "total", "", "", cost, round(total - cost, 2), total, gpu, gpu_idle])
+    return csv_text(("hour", *KEYS), rows)
 
 
-def to_json(usage: Sequence[UsageRow], *, since: datetime, now: datetime) -> str:
-    found = lines(usage)
-    hourly = lines(usage, by_hour=True)
+def to_json(
+    usage: Sequence[UsageRow],
+    *,
+    since: datetime,
+    now: datetime,
+    reservations: Sequence[ReservationRow] = (),
+    best: Comparison | None = None,
+) -> str:
+    found = lines(usage, reservations)
+    hourly = lines(usage, reservations, by_hour=True)
     return (
         json.dumps(
             {
                 "since": since.isoformat(),
                 "now": now.isoformat(),
                 "total": round(sum(c.total for c in found), 4),
+                "bestPossible": best.to_dict() if best is not None else None,
                 "byTeamAndPool": [
                     {
                         "team": c.team,
                         "nodePool": c.nodepool,
+                        "reservation": c.reservation or None,
                         "cost": round(c.cost, 4),
                         "idleCost": round(c.idle_cost, 4),
                         "total": round(c.total, 4),
@@ -214,6 +332,7 @@ def to_json(usage: Sequence[UsageRow], *, since: datetime, now: datetime) -> str
                         "hour": c.hour.isoformat() if c.hour else None,
                         "team": c.team,
                         "nodePool": c.nodepool,
+                        "reservation": c.reservation or None,
                         "cost": round(c.cost, 4),
                         "idleCost": round(c.idle_cost, 4),
                     }
@@ -287,25 +406,46 @@ def _provider(provider_id: str) -> str:
     return PROVIDERS.get(scheme, scheme or "unknown")
 
 
-def focus_rows(usage: Sequence[UsageRow], *, cluster: str = "") -> list[list[Any]]:
-    """FOCUS 1.0 rows: one per node, clock hour and team share (values in `FOCUS_COLUMNS` order)."""
+COMMITMENT_TYPES = {"capacity-block": "Capacity Block", "default": "Capacity Reservation"}
+"""FOCUS CommitmentDiscountType per reservation kind (the provider's own names)."""
+
+
+def focus_rows(
+    usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = (), *, cluster: str = ""
+) -> list[list[Any]]:
+    """FOCUS 1.0 rows: one per node, clock hour and team share, and one per reservation and clock hour
+    for its unused part (values in `FOCUS_COLUMNS` order). A share of a node in a reservation, and a
+    reservation's unused part, carry the CommitmentDiscount* columns (Used / Unused)."""
+    # A reservation's cloud is the cloud of the nodes that ran in it.
+    providers = {u.reservation_id: _provider(u.provider_id) for u in usage if u.reservation_id}
     out = []
-    for s in shares(usage):
-        u = s.usage
+    for s in shares(usage, reservations):
+        u, r = s.usage, s.reservation
         month = s.hour.replace(day=1, hour=0)
         next_month = (month + timedelta(days=32)).replace(day=1)
-        provider = _provider(u.provider_id)
-        # Node-hours in this share, so that ListUnitPrice x PricingQuantity = ListCost.
-        quantity = round(s.cost / u.price_per_hour, 6) if u.price_per_hour else 0.0
+        if u is not None:
+            price = u.price_per_hour + (r.price_per_hour if r is not None else 0.0)
+            provider = _provider(u.provider_id)
+            capacity, instance_type, zone, region = u.capacity_type, u.instance_type, u.zone, u.region
+            resource, what = u.provider_id or s.node, f"node {s.node}, {s.kind} share of {s.team}"
+        else:
+            assert r is not None
+            price, provider, capacity = r.price_per_hour, "unknown", "reserved"
+            instance_type, zone, region, resource = r.instance_type, r.zone, "", r.reservation_id
+            what = f"reservation {r.reservation_id}, unused part charged to {s.team}"
+            provider = providers.get(r.reservation_id, provider)
+        # Instance-hours in this share, so that ListUnitPrice x PricingQuantity = ListCost.
+        quantity = round(s.cost / price, 6) if price else 0.0
         tags = {
             "provisioner.sh/nodepool": s.nodepool,
             "provisioner.sh/team": s.team,
             "provisioner.sh/allocation": s.kind,
-            "provisioner.sh/capacity-type": u.capacity_type,
+            "provisioner.sh/capacity-type": capacity,
         }
         cost = round(s.cost, 6)
+        committed = r is not None
         values = {
-            "AvailabilityZone": u.zone or None,
+            "AvailabilityZone": zone or None,
             "BilledCost": cost,
             "BillingAccountId": cluster or "provisioner",
             "BillingAccountName": cluster or "provisioner",
@@ -314,37 +454,39 @@ def focus_rows(usage: Sequence[UsageRow], *, cluster: str = "") -> list[list[Any
             "BillingPeriodStart": _stamp(month),
             "ChargeCategory": "Usage",
             "ChargeClass": None,
-            "ChargeDescription": f"{u.instance_type} {u.capacity_type} node {s.node}, {s.kind} share of {s.team}",
+            "ChargeDescription": f"{instance_type} {capacity} {what}",
             "ChargeFrequency": "Usage-Based",
             "ChargePeriodEnd": _stamp(s.hour + timedelta(hours=1)),
             "ChargePeriodStart": _stamp(s.hour),
-            "CommitmentDiscountCategory": None,
-            "CommitmentDiscountId": None,
-            "CommitmentDiscountName": None,
-            "CommitmentDiscountStatus": None,
-            "CommitmentDiscountType": None,
-            "ConsumedQuantity": quantity,
-            "ConsumedUnit": "Hours",
+            "CommitmentDiscountCategory": "Usage" if committed else None,
+            "CommitmentDiscountId": r.reservation_id if r is not None else None,
+            "CommitmentDiscountName": r.reservation_id if r is not None else None,
+            "CommitmentDiscountStatus": ("Used" if u is not None else "Unused") if committed else None,
+            "CommitmentDiscountType": COMMITMENT_TYPES.get(r.kind, r.kind) if r is not None else None,
+            "ConsumedQuantity": quantity if u is not None else None,
+            "ConsumedUnit": "Hours" if u is not None else None,
             "ContractedCost": cost,
-            "ContractedUnitPrice": u.price_per_hour,
+            "ContractedUnitPrice": price,
             "EffectiveCost": cost,
             "InvoiceIssuerName": provider,
             "ListCost": cost,
-            "ListUnitPrice": u.price_per_hour,
-            "PricingCategory": "Dynamic" if u.capacity_type == "spot" else "Standard",
+            "ListUnitPrice": price,
+            "PricingCategory": "Committed"
+            if committed
+            else ("Dynamic" if capacity == "spot" else "Standard"),
             "PricingQuantity": quantity,
             "PricingUnit": "Hours",
             "ProviderName": provider,
             "PublisherName": provider,
-            "RegionId": u.region or None,
-            "RegionName": u.region or None,
-            "ResourceId": u.provider_id or s.node,
+            "RegionId": region or None,
+            "RegionName": region or None,
+            "ResourceId": resource,
             "ResourceName": s.node,
-            "ResourceType": "Virtual Machine",
+            "ResourceType": "Virtual Machine" if u is not None else "Capacity Reservation",
             "ServiceCategory": "Compute",
             "ServiceName": "Kubernetes nodes (provisioner)",
-            "SkuId": u.instance_type,
-            "SkuPriceId": f"{u.instance_type}/{u.capacity_type}/{u.region or '-'}",
+            "SkuId": instance_type,
+            "SkuPriceId": f"{instance_type}/{capacity}/{region or zone or '-'}",
             "SubAccountId": s.nodepool,
             "SubAccountName": s.nodepool,
             "Tags": json.dumps(tags, sort_keys=True),
@@ -353,5 +495,7 @@ def focus_rows(usage: Sequence[UsageRow], *, cluster: str = "") -> list[list[Any
     return out
 
 
-def to_focus_csv(usage: Sequence[UsageRow], *, cluster: str = "") -> str:
-    return csv_text(FOCUS_COLUMNS, focus_rows(usage, cluster=cluster))
+def to_focus_csv(
+    usage: Sequence[UsageRow], reservations: Sequence[ReservationRow] = (), *, cluster: str = ""
+) -> str:
+    return csv_text(FOCUS_COLUMNS, focus_rows(usage, reservations, cluster=cluster))

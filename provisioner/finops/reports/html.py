@@ -61,6 +61,24 @@ def page(title: str, body: str) -> str:
     )
 
 
+def _best_section(report: Any) -> list[str]:
+    """What the whole fleet paid per clock hour beside the best possible (`simulate --best-possible`)."""
+    paid: dict[Any, float] = {}
+    for points in report.cost_per_hour.values():
+        for hour, dollars in points:
+            paid[hour] = paid.get(hour, 0.0) + dollars
+    return [
+        "<h2>Paid beside the best possible</h2>",
+        f'<p class="note">{escape(report.best.sentence())}: the best possible is an exact optimum packing of '
+        "the pods wanting capacity, interval by interval (HiGHS), a floor no run goes under.</p>",
+        charts.cost_lines(
+            {"paid": sorted(paid.items()), "best possible": report.best_per_hour},
+            title="$ per hour: paid and best possible",
+            legend="Fleet",
+        ),
+    ]
+
+
 def scale_down_page(report: Any) -> str:
     """The scale-down report (`scale_down.ScaleDownReport`) as a page."""
     from provisioner.finops.reports import scale_down as sd
@@ -73,10 +91,12 @@ def scale_down_page(report: Any) -> str:
         "Paid is what the nodes cost from launch to deletion. Realized savings count each action's saved $/h "
         "(against the replacements really launched) from the moment it happened, less the churn charged back; "
         "the run-rate is an estimate of a 730 h month and is never added to them. Pods nothing recreates "
-        "are reported as workload evicted, never as a saving.</p>",
+        "are reported as workload evicted, never as a saving. Expiration, drift and a Capacity Block's end "
+        "are not savings: their change to the fleet's $/h is shown apart.</p>",
         kpis(sd.headline(report)),
         "<h2>Cost per hour by pool</h2>",
         charts.cost_lines(report.cost_per_hour, title="$ paid per hour, by pool"),
+        *(_best_section(report) if report.best_per_hour else ()),
         "<h2>Saved per hour by reason</h2>",
         charts.bars(
             [(t.name, t.savings_per_hour) for t in report.reasons], title="Saved $/h by reason", axis="$/h"

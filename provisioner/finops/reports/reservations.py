@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from provisioner.finops import window
 from provisioner.finops.reports.costs import clock_hours
 from provisioner.finops.reports.text import csv_text, table
 from provisioner.finops.rows import ReservationRow
@@ -88,7 +89,9 @@ def build(
 ) -> ReservationReport:
     """The report over [since, now) for the reservations one pool may launch into, or all."""
     rows = [
-        r for r in rows if since <= r.time < now and (pool is None or pool in r.nodepools) and r.hours > 0
+        r
+        for r in window.clip(rows, since=since, now=now)
+        if (pool is None or pool in r.nodepools) and r.hours > 0
     ]
     total = Utilization("total")
     by_id: dict[str, Utilization] = {}

@@ -2,11 +2,14 @@
 capacity still costs, the churn it caused, and what kept nodes alive.
 
 The money rules (each has a test in tests/finops/test_money.py):
-- *Claimed* $/h of an action is its row's `savings_per_hour`: the node's $/h minus its share of the
-  replacements really launched, minus the share of bare pods evicted (`provisioner.finops.rows`).
+- *Claimed* $/h of an action is `provisioner.finops.money`'s one rule applied to its row: the node's
+  $/h minus its share of the replacements really launched, less the bare pods' share, for moves made to
+  save money; expiration, drift and a Capacity Block ending claim nothing, and what they changed the
+  fleet's $/h by is its own column ("Not a saving"), never added to the savings.
 - Pods nothing recreates are *workload evicted*, with their share of the node's $/h, never a saving.
 - *Churn*: a node launched within `CHURN_WINDOW` after an action, for pods of the workloads that action
-  moved (and not one of its own replacements), is charged back: its cost (from the usage samples, up to
+  moved (and not a replacement of any action: that is the launching action's own doing), is charged
+  back, node by node: its cost (from the usage samples, up to
   `now`) comes off that action's realized savings, split evenly when it follows several actions.
 - *Realized* savings of an action are its claimed $/h over the hours from the action (or the window's
   start) to `now`, minus its churn charge; they may be negative. The *run-rate* is the window's claimed
@@ -28,7 +31,6 @@ total and agree with `provisioner report costs`.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -36,13 +38,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from provisioner.finops import window
+from provisioner.finops.reports import best as best_possible
+from provisioner.finops.reports import churn as churn_
 from provisioner.finops.reports import costs
 from provisioner.finops.reports import reservations as reserved
 from provisioner.finops.reports.text import csv_text, plural, table
-from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BlockerRow, ReservationRow, UsageRow
+from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BestRow, BlockerRow, ReservationRow, UsageRow
 
 NO_TEAM = costs.NO_TEAM
-CHURN_WINDOW = timedelta(hours=1)
+CHURN_WINDOW = churn_.CHURN_WINDOW
+churn_charges = churn_.charges
 
 
 @dataclass(slots=True)
@@ -57,6 +63,9 @@ class Totals:
     """Bare pods evicted for good (workload evicted)."""
     evicted_per_hour: float = 0.0
     savings_per_hour: float = 0.0
+    forced_change_per_hour: float = 0.0
+    """What moves made for another reason than saving (expiration, drift, a Capacity Block ending...)
+    changed the fleet's $/h by (positive: it fell); shown beside the savings, never counted in them."""
     churn_cost: float = 0.0
     realized_savings: float = 0.0
     run_rate_monthly: float = 0.0
@@ -73,10 +82,13 @@ class Totals:
         self.pods_moved += row.pods_moved * share
         self.pods_evicted += len(row.evicted_pods) * share
         self.evicted_per_hour += row.evicted_per_hour * share
-        self.savings_per_hour += row.savings_per_hour * share
+        claimed = row.claimed_per_hour
+        self.savings_per_hour += claimed * share
+        if not row.is_saving:
+            self.forced_change_per_hour += row.change_per_hour * share
         self.churn_cost += churn * share
         self.realized_savings += realized * share
-        self.run_rate_monthly += row.savings_per_hour * HOURS_PER_MONTH * share
+        self.run_rate_monthly += claimed * HOURS_PER_MONTH * share
 
     def add_usage(self, money: UsageMoney) -> None:
         self.cost += money.cost
@@ -144,55 +156,14 @@ class ScaleDownReport:
     actions: list[ActionView] = field(default_factory=list)
     reservations: reserved.ReservationReport | None = None
     """Reservation utilization over the window; None when the ledger has no reservation samples."""
+    best: best_possible.Comparison | None = None
+    """Paid beside the best possible (a simulated run's `--best-possible`); None without its rows."""
+    best_per_hour: list[tuple[datetime, float]] = field(default_factory=list)
+    """The best possible $ in each clock hour, for the chart beside what was paid."""
 
     @property
     def run_rate_per_hour(self) -> float:
         return self.total.savings_per_hour
-
-
-def _first_seen(usage: Sequence[UsageRow]) -> dict[str, datetime]:
-    first: dict[str, datetime] = {}
-    for row in usage:
-        if row.node not in first or row.time < first[row.node]:
-            first[row.node] = row.time
-    return first
-
-
-def churn_charges(
-    actions: Sequence[ActionRow], usage: Sequence[UsageRow], *, now: datetime
-) -> tuple[list[float], int]:
-    """Per action, the cost charged back for capacity launched again for the pods it moved; and how many
-    nodes were charged."""
-    first = _first_seen(usage)
-    cost_by_node: dict[str, float] = defaultdict(float)
-    workloads_by_node: dict[str, set[str]] = defaultdict(set)
-    for row in usage:
-        if row.time < now:
-            cost_by_node[row.node] += row.cost
-        workloads_by_node[row.node].update(row.workloads)
-    # Nodes by birth, so each action looks only at the nodes born in its window; the nodes it follows
-    # are taken in `first`'s order, so the charges are summed in the same order as a walk over `first`.
-    position = {node: i for i, node in enumerate(first)}
-    births = sorted((born, position[node], node) for node, born in first.items())
-    birth_times = [born for born, _, _ in births]
-    followed: dict[str, list[int]] = defaultdict(list)
-    for index, action in enumerate(actions):
-        if not action.workloads:
-            continue
-        moved = set(action.workloads)
-        own = set(action.replacement_nodes)
-        lo = bisect.bisect_left(birth_times, action.time)
-        hi = bisect.bisect_left(birth_times, action.time + CHURN_WINDOW)
-        hits = sorted(
-            (at, node) for _, at, node in births[lo:hi] if node not in own and moved & workloads_by_node[node]
-        )
-        for _, node in hits:
-            followed[node].append(index)
-    charges = [0.0] * len(actions)
-    for node, indexes in followed.items():
-        for index in indexes:
-            charges[index] += cost_by_node[node] / len(indexes)
-    return charges, len(followed)
 
 
 def build(
@@ -205,6 +176,7 @@ def build(
     pool: str | None = None,
     top_blockers: int = 10,
     reservations: Sequence[ReservationRow] = (),
+    best: Sequence[BestRow] = (),
 ) -> ScaleDownReport:
     """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored."""
     utilization = reserved.build(reservations, since=since, now=now, pool=pool)
@@ -214,12 +186,12 @@ def build(
 
     actions = [a for a in actions if keep(a)]
     blockers = [b for b in blockers if keep(b)]
-    usage = [u for u in usage if keep(u)]
+    usage = [u for u in window.clip(usage, since=since, now=now) if keep(u)]
     charges, relaunched = churn_charges(actions, usage, now=now)
     views = [
         ActionView(
             row=a,
-            realized=a.savings_per_hour * max(0.0, (now - max(a.time, since)).total_seconds() / 3600) - c,
+            realized=a.claimed_per_hour * max(0.0, (now - max(a.time, since)).total_seconds() / 3600) - c,
             churn=c,
         )
         for a, c in zip(actions, charges, strict=True)
@@ -306,6 +278,8 @@ def build(
         cost_per_hour=hourly_cost(usage, since=since, now=now),
         actions=views,
         reservations=utilization if utilization.reservations else None,
+        best=best_possible.compare(best, usage, realized=total.realized_savings, since=since, now=now),
+        best_per_hour=best_possible.per_hour(best, since=since, now=now),
     )
 
 
@@ -344,6 +318,7 @@ COLUMNS = (
     ("pods_evicted", "Bare pods evicted"),
     ("evicted_per_hour", "Evicted workload $/h"),
     ("savings_per_hour", "Saved $/h"),
+    ("forced_change_per_hour", "Not a saving: fleet $/h fell by"),
     ("churn_cost", "Churn charged $"),
     ("realized_savings", "Realized savings $"),
     ("run_rate_monthly", "Run-rate $/month"),
@@ -370,6 +345,7 @@ def totals_row(t: Totals) -> list[Any]:
         _count(t.pods_evicted),
         round(t.evicted_per_hour, 4),
         round(t.savings_per_hour, 4),
+        round(t.forced_change_per_hour, 4),
         round(t.churn_cost, 2),
         round(t.realized_savings, 2),
         round(t.run_rate_monthly, 2),
@@ -379,14 +355,28 @@ def totals_row(t: Totals) -> list[Any]:
     ]
 
 
+def _dollars(value: float) -> str:
+    """-$55.04 rather than $-55.04."""
+    return f"{'-' if value < -0.005 else ''}${abs(value):,.2f}"
+
+
 def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
     """The figures a reviewer reads first, as (label, value)."""
     t = report.total
     extra = reserved.headline(report.reservations) if report.reservations else []
+    if report.reservations:
+        # What `report costs` totals: the nodes, and the reservations paid whether used or not.
+        held = report.reservations.total.cost
+        everything = f"${t.cost + held:,.2f} (nodes ${t.cost:,.2f} + reservations ${held:,.2f})"
+        extra = [("Paid with reservations", everything), *extra]
     return [
         ("Total paid", f"${t.cost:,.2f}"),
         ("Realized savings", f"${t.realized_savings:,.2f}"),
         ("Run-rate saved", f"${t.savings_per_hour:,.2f}/h (${t.run_rate_monthly:,.0f} per 730 h month)"),
+        (
+            "Not a saving (expiration, drift, block ends): fleet $/h fell by",
+            _dollars(t.forced_change_per_hour) + "/h",
+        ),
         ("Idle cost", f"${t.idle_cost:,.2f}"),
         ("GPU idle", f"{t.gpu_idle_hours:,.1f} GPU-hours"),
         ("Workload evicted", f"{t.pods_evicted:,.0f} bare pods, ${t.evicted_per_hour:,.2f}/h"),
@@ -394,6 +384,7 @@ def headline(report: ScaleDownReport) -> list[tuple[str, str]]:
             "Churn charged back",
             f"${report.churn.cost:,.2f} ({plural(report.churn.nodes_launched_again, 'node')})",
         ),
+        *([("Best possible", report.best.sentence())] if report.best is not None else []),
         *extra,
     ]
 
@@ -407,6 +398,7 @@ ACTION_HEADERS = (
     "Before",
     "After",
     "Saved $/h",
+    "Fleet $/h fell by",
     "Realized $",
     "Pods moved",
     "Bare pods evicted",
@@ -429,7 +421,8 @@ def action_values(view: ActionView) -> list[Any]:
         a.reason,
         before,
         after,
-        round(a.savings_per_hour, 4),
+        round(a.claimed_per_hour, 4) if a.is_saving else "not a saving",
+        round(a.change_per_hour, 4),
         round(view.realized, 2),
         a.pods_moved,
         len(a.evicted_pods),
@@ -560,6 +553,7 @@ def to_dict(report: ScaleDownReport) -> dict[str, Any]:
             for pool, points in report.cost_per_hour.items()
         },
         "reservations": reserved.to_dict(report.reservations) if report.reservations else None,
+        "bestPossible": report.best.to_dict() if report.best is not None else None,
         "actions": [
             {
                 "time": v.row.time.isoformat(),
@@ -577,7 +571,9 @@ def to_dict(report: ScaleDownReport) -> dict[str, Any]:
                 "replacementCapacityType": v.row.replacement_capacity_type,
                 "replacementPricePerHour": round(v.row.replacement_price_per_hour, 6),
                 "replacementNodes": list(v.row.replacement_nodes),
-                "savingsPerHour": round(v.row.savings_per_hour, 6),
+                "savingsPerHour": round(v.row.claimed_per_hour, 6),
+                "isSaving": v.row.is_saving,
+                "changePerHour": round(v.row.change_per_hour, 6),
                 "evictedPods": list(v.row.evicted_pods),
                 "evictedPerHour": round(v.row.evicted_per_hour, 6),
                 "pods": list(v.row.pods),

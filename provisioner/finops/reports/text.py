@@ -137,3 +137,16 @@ def csv_text(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
             ]
         )
     return buffer.getvalue()
+
+
+def largest_remainder(values: Sequence[float], digits: int = 2) -> list[float]:
+    """`values` rounded to `digits` so that they add up to their sum rounded the same way: each is cut
+    down to the unit, and the units still missing go to the largest remainders (Hamilton's method)."""
+    scale = 10**digits
+    target = round(sum(values) * scale)
+    floors = [int(v * scale // 1) for v in values]
+    missing = target - sum(floors)
+    order = sorted(range(len(values)), key=lambda i: (-(values[i] * scale - floors[i]), i))
+    for i in order[: max(0, missing)]:
+        floors[i] += 1
+    return [f / scale for f in floors]
