@@ -9,10 +9,12 @@ admission decision are `provisioner.quota`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.api.common import FieldError, Model, Named, ObjectMeta, check_name
 from provisioner.api.nodepool import check_resource_amounts
@@ -153,3 +155,15 @@ class Team(Named, Model):
 
     def quota_for(self, pool: str) -> TeamQuota | None:
         return next((q for q in self.spec.quotas if q.node_pool == pool), None)
+
+
+def namespace_teams(teams: Iterable[Team], labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The one rule for whose a namespace's pods are, used by quota, the ledger and disruption records
+    alike: the Team whose `spec.namespaces` lists it (the first by name, when two do), else the team its
+    `provisioner.sh/team` label names (a label may name a team with no Team object: its cost is still
+    booked to it; no quota applies). Namespace -> team name."""
+    out = {ns: found for ns, ns_labels in labels.items() if (found := ns_labels.get(wk.TEAM))}
+    for team in sorted(teams, key=lambda t: t.name, reverse=True):
+        for ns in team.spec.namespaces:
+            out[ns] = team.name
+    return out

@@ -244,7 +244,10 @@ def explain(
     )
     console.print(f"[bold]{target.key}[/bold] requests {req}")
     order = pool_order.resolve(
-        target, defaults=loaded.pool_defaults, pool_names={p.name for p in loaded.nodepools}
+        target,
+        team_default=pool_order.team_lists(loaded.snapshot()),
+        defaults=loaded.pool_defaults,
+        pool_names={p.name for p in loaded.nodepools},
     )
     table = Table(
         title=f"NodePools in the order tried (from {order.described})", title_justify="left", show_lines=True

@@ -1,7 +1,8 @@
 """The QuotaBook: Teams, Departments and NodePools as one lookup, with Run:ai's rules for what is not
 written down.
 
-- A pod's team: the Team listing its namespace, else the namespace's `provisioner.sh/team` label.
+- A pod's team: `provisioner.api.team.namespace_teams` (the Team listing its namespace, else the
+  namespace's `provisioner.sh/team` label), the rule the ledger and the disruption records use too.
 - A pool a Team (or Department) has no entry for counts as quota 0 for every resource, over-quota
   allowed, weight 1. A resource an entry does not name is not limited by it.
 - A pod's pool order: `provisioner.scheduling.pool_order.resolve` (its `provisioner.sh/nodepools` list,
@@ -15,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from provisioner.api import NodePool, quantities
-from provisioner.api import labels as wk
-from provisioner.api.team import Department, DepartmentQuota, Team
+from provisioner.api.team import Department, DepartmentQuota, Team, namespace_teams
 from provisioner.scheduling import pool_order
 from provisioner.state.objects import Pod
 
@@ -77,20 +77,11 @@ class QuotaBook:
         self.teams = {t.name: t for t in teams}
         self.departments = {d.name: d for d in departments}
         self.pools = {p.name: p for p in nodepools if p.metadata.deletion_timestamp is None}
-        self._team_of_namespace: dict[str, str] = {}
-        for ns, labels in namespaces.items():
-            if labels.get(wk.TEAM) in self.teams:
-                self._team_of_namespace[ns] = labels[wk.TEAM]
-        # A Team's own list wins over a namespace label (the label may be stale).
-        for team in sorted(self.teams.values(), key=lambda t: t.name, reverse=True):
-            for ns in team.spec.namespaces:
-                self._team_of_namespace[ns] = team.name
+        self._team_of_namespace = namespace_teams(self.teams.values(), namespaces)
         # Entries and limits are read thousands of times a pass: parse each quantity once.
         self._entries: dict[tuple[str, str, str], Entry] = {}
         self._limits: dict[str, Mapping[str, int]] = {}
-        self.cluster_order = tuple(
-            p.name for p in sorted(self.pools.values(), key=lambda p: (-p.weight, p.name))
-        )
+        self.cluster_order = tuple(p.name for p in pool_order.by_weight(self.pools.values()))
 
     def team_of(self, namespace: str) -> Team | None:
         name = self._team_of_namespace.get(namespace)
