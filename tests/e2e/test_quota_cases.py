@@ -1,0 +1,85 @@
+"""Quota cases translated from Kueue's scheduler and preemption tests and from Run:ai's documents, each
+run through `provisioner simulate` as a platform team would (issue 22). Each case failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.test_teams import deployment, l4_pool, nodes_of, scenario
+from tests.e2e.test_timeline import run_json, write
+
+
+def entry(pool: str, gpus: int, *, over: bool | None = None, extra: str = "") -> str:
+    fields = [f"nodePool: {pool}", f'resources: {{nvidia.com/gpu: "{gpus}"}}']
+    if over is not None:
+        fields.append(f"overQuota: {str(over).lower()}")
+    if extra:
+        fields.append(extra)
+    return f"    - {{{', '.join(fields)}}}\n"
+
+
+def team(name: str, *entries: str, department: str | None = None, spec: str = "") -> str:
+    dept = f"  department: {department}\n" if department else ""
+    quotas = "  quotas:\n" + "".join(entries) if entries else "  quotas: []\n"
+    return f"""\
+---
+apiVersion: provisioner.sh/v1
+kind: Team
+metadata: {{name: {name}}}
+spec:
+{dept}  namespaces: [{name}]
+{spec}{quotas}"""
+
+
+def department(name: str, *entries: str) -> str:
+    return f"""\
+---
+apiVersion: provisioner.sh/v1
+kind: Department
+metadata: {{name: {name}}}
+spec:
+  quotas:
+{"".join(entries)}"""
+
+
+def at(time: str, *docs: str) -> str:
+    return f"    - at: {time}\n      apply:\n" + "".join(docs)
+
+
+def step(name: str, namespace: str, *, replicas: int, preemptible: bool = False) -> str:
+    return deployment(name, namespace, replicas=replicas, preemptible=preemptible, indent="        ")
+
+
+def events(doc: dict[str, Any], reason: str) -> list[dict[str, Any]]:
+    return [e for e in doc["events"] if e["reason"] == reason]
+
+
+# A pod's pool order is the same for quota and the solver ---------------------------------------------------
+
+
+def test_a_pod_admitted_to_its_teams_default_pool_gets_a_node_there(tmp_path: Path) -> None:
+    text = (
+        scenario()
+        + l4_pool("default", weight=90)
+        + l4_pool("a100", weight=10)
+        + team("vision", entry("a100", 1), spec="  defaultNodePools: [a100]\n")
+        + deployment("a", "vision", replicas=1)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert [(c["nodePool"], c["pods"]) for c in doc["nodeClaims"]] == [("a100", ["vision/a-0"])]
+    assert doc["unschedulable"] == []
+
+
+def test_a_teams_default_pools_win_over_the_clusters_default_gpu_list(tmp_path: Path) -> None:
+    extra = "  defaultNodePools: {gpu: [l4]}\n"
+    text = (
+        scenario().replace("  duration: 2h\n", "  duration: 2h\n" + extra)
+        + l4_pool("l4", weight=90)
+        + l4_pool("a100", weight=10)
+        + team("vision", entry("a100", 1), spec="  defaultNodePools: [a100]\n")
+        + deployment("a", "vision", replicas=1)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert [c["nodePool"] for c in doc["nodeClaims"]] == ["a100"]
+    assert doc["teams"]["vision"]["pools"]["a100"]["allocated"]["nvidia.com/gpu"] == "1"
