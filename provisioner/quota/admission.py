@@ -236,24 +236,35 @@ class _Pass:
         team, department = self._owner(pod)
         self.usage.add(pod, pool=pool, team=team, department=department)
 
+    def may_ever_borrow(self, pod: Pod, team: Team, pool: str) -> str | None:
+        """Why the pod may never run over quota on the pool, whatever others use (None: it may)."""
+        if not self.book.team_entry(team, pool).over_quota:
+            return "over-quota not allowed"
+        if not pod.preemptible:
+            return 'not preemptible, so it may not borrow: raise the quota, or label it provisioner.sh/preemptible: "true"'
+        return None
+
+    def department_cap(self, dept: Department, pool: str, request: Mapping[str, int]) -> dict[str, int]:
+        """What the department's teams may use of each requested resource on the pool when they borrow:
+        its quota when the department may not borrow there; unbounded (absent) otherwise."""
+        if self.book.department_entry(dept, pool).over_quota:
+            return {}
+        return {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
+
     def may_borrow(
         self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
     ) -> str | None:
-        """Why the pod may not run over quota on the pool (None: it may, room permitting)."""
-        if not self.book.team_entry(team, pool).over_quota:
-            return "over-quota not allowed"
-        if dept is not None and not self.book.department_entry(dept, pool).over_quota:
+        """Why the pod may not run over quota on the pool now (None: it may, pool room permitting)."""
+        never = self.may_ever_borrow(pod, team, pool)
+        if never is not None:
+            return never
+        if dept is not None:
+            cap = self.department_cap(dept, pool, request)
             dept_problem = _quota_problem(
-                f"department {dept.name}",
-                pool,
-                self.usage.of_department(dept.name, pool),
-                request,
-                self.limits_of(dept, pool, request),
+                f"department {dept.name}", pool, self.usage.of_department(dept.name, pool), request, cap
             )
             if dept_problem is not None:
                 return f"{dept_problem}, over-quota not allowed for the department"
-        if not pod.preemptible:
-            return 'not preemptible, so it may not borrow: raise the quota, or label it provisioner.sh/preemptible: "true"'
         return None
 
     def pool_full(self, pool: str, request: Mapping[str, int]) -> str | None:
@@ -371,12 +382,14 @@ def _borrow(work: _Pass, borrowers: Sequence[Borrower], plan: Plan) -> list[Borr
 
 def _fair_reclaim(work: _Pass, remaining: Sequence[Borrower]) -> tuple[int, str, tuple[Pod, ...]] | None:
     """When no borrower fits in the room left: the first (least borrowed per weight, then by order) whose
-    team is below its fair share on a full pool, with the pods to take from teams above theirs."""
+    team is below its fair share where the room is short, with the pods to take from teams above theirs.
+    Room is short under a department's cap (its quota, when it may not borrow: shared among its own
+    teams, victims from its teams) or under the pool's limits (shared among every borrowing team)."""
     book, usage = work.book, work.usage
     waiting: dict[str, set[str]] = {}
-    for pod, team, dept, pools, _, _ in remaining:
+    for pod, team, _dept, pools, _, _ in remaining:
         for pool in pools:
-            if work.may_borrow(pod, team, dept, pool, counted(pod.requests)) is None:
+            if work.may_ever_borrow(pod, team, pool) is None:
                 waiting.setdefault(pool, set()).add(team.name)
     shares = {
         pool: reclaim.fair_shares(pool, usage=usage, book=book, waiting=teams)
@@ -388,37 +401,85 @@ def _fair_reclaim(work: _Pass, remaining: Sequence[Borrower]) -> tuple[int, str,
         pod, team, dept, pools, _, _ = remaining[i]
         request = counted(pod.requests)
         for pool in pools:
-            fair = shares.get(pool, {})
-            if team.name not in fair or work.may_borrow(pod, team, dept, pool, request) is not None:
+            if team.name not in shares.get(pool, {}) or work.may_ever_borrow(pod, team, pool) is not None:
                 continue
             signature = (team.name, pool, tuple(sorted(request.items())))
             if signature in tried:
                 continue
             tried.add(signature)
-            entry = book.team_entry(team, pool)
-            use = usage.of_team(team.name, pool)
-            over = reclaim.over_quota(use, {r: entry.limit(r) for r in use})
-            mine = fair[team.name]
-            short = _short(usage.of_pool(pool), request, book.pool_limits(pool))
-            # Only up to its own fair share: beyond it the team waits its turn.
-            if any(over.get(r, 0) + request.get(r, 0) > mine.get(r, 0) for r in short):
-                continue
-            victims = reclaim.select(
-                short,
-                pool=pool,
-                reclaimer=team.name,
-                usage=usage,
-                book=book,
-                exclude=work.exclude,
-                floors=fair,
-            )
+            victims = _fair_victims(work, team, dept, pool, request, shares[pool], waiting[pool])
             if victims is None:
                 continue
-            for victim in victims:
-                work.take_out(victim, pool)
-            work.exclude.update(v.key for v in victims)
             return i, pool, victims
     return None
+
+
+def _fair_victims(
+    work: _Pass,
+    team: Team,
+    dept: Department | None,
+    pool: str,
+    request: Mapping[str, int],
+    pool_shares: Mapping[str, Mapping[str, int]],
+    waiting: Collection[str],
+) -> tuple[Pod, ...] | None:
+    """The pods a borrower below its fair share takes back so its pod fits: first under its department's
+    cap (from its sibling teams above their share of it), then under the pool's limits; None when it
+    cannot (nothing short, or it would go beyond its own share). Victims are taken out of the use."""
+    book, usage = work.book, work.usage
+    entry = book.team_entry(team, pool)
+    chosen: list[Pod] = []
+
+    def take(
+        short: Mapping[str, int], fair: Mapping[str, Mapping[str, int]], among: Collection[str] | None
+    ) -> bool:
+        use = usage.of_team(team.name, pool)
+        over = reclaim.over_quota(use, {r: entry.limit(r) for r in use})
+        mine = fair.get(team.name, {})
+        # Only up to its own fair share: beyond it the team waits its turn.
+        if any(over.get(r, 0) + request.get(r, 0) > mine.get(r, 0) for r in short):
+            return False
+        found = reclaim.select(
+            short,
+            pool=pool,
+            reclaimer=team.name,
+            usage=usage,
+            book=book,
+            exclude=work.exclude | {p.key for p in chosen},
+            among=among,
+            floors=fair,
+        )
+        if found is None:
+            return False
+        for victim in found:
+            work.take_out(victim, pool)
+            chosen.append(victim)
+        return True
+
+    ok = True
+    if dept is not None:
+        cap = work.department_cap(dept, pool, request)
+        short = _short(usage.of_department(dept.name, pool), request, cap)
+        if short:
+            members = {t.name for t in book.teams.values() if t.spec.department == dept.name}
+            fair = reclaim.fair_shares(
+                pool,
+                usage=usage,
+                book=book,
+                waiting=[t for t in waiting if t in members],
+                among=members,
+                capacity=cap,
+            )
+            ok = take(short, fair, members)
+    if ok:
+        short = _short(usage.of_pool(pool), request, book.pool_limits(pool))
+        ok = take(short, pool_shares, None) if short else bool(chosen)
+    if not ok:
+        for victim in chosen:
+            work.put_back(victim, pool)
+        return None
+    work.exclude.update(v.key for v in chosen)
+    return tuple(chosen)
 
 
 def decide(

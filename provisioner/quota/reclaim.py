@@ -113,11 +113,19 @@ def select(
 
 
 def fair_shares(
-    pool: str, *, usage: Usage, book: QuotaBook, waiting: Collection[str]
+    pool: str,
+    *,
+    usage: Usage,
+    book: QuotaBook,
+    waiting: Collection[str],
+    among: Collection[str] | None = None,
+    capacity: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, int]]:
     """Team -> its fair share of the capacity borrowed on `pool`, per limited resource, among the teams
-    borrowing there now and those in `waiting` (teams with a preemptible pod waiting to borrow there)."""
-    limits = book.pool_limits(pool)
+    borrowing there now and those in `waiting` (teams with a preemptible pod waiting to borrow there).
+    `among` and `capacity`: only these teams (a department's) sharing this much (what the department
+    may use there), instead of every team sharing the pool's limits."""
+    limits = book.pool_limits(pool) if capacity is None else capacity
     if not limits:
         return {}
     in_quota: dict[str, int] = {}
@@ -125,7 +133,7 @@ def fair_shares(
     borrowers: dict[str, int] = {}
     for (team_name, pool_name), use in usage.team.items():
         team = book.teams.get(team_name)
-        if pool_name != pool or team is None:
+        if pool_name != pool or team is None or (among is not None and team_name not in among):
             continue
         entry = book.team_entry(team, pool)
         over = over_quota(use, {r: entry.limit(r) for r in use})
@@ -141,7 +149,7 @@ def fair_shares(
     total_weight = sum(borrowers.values())
     if not total_weight:
         return {}
-    pool_use = usage.of_pool(pool)
+    pool_use = usage.of_pool(pool) if among is None else team_use
     out: dict[str, dict[str, int]] = {}
     for team_name, weight in borrowers.items():
         share: dict[str, int] = {}

@@ -83,3 +83,32 @@ def test_a_teams_default_pools_win_over_the_clusters_default_gpu_list(tmp_path: 
     doc = run_json(write(tmp_path, text))
     assert [c["nodePool"] for c in doc["nodeClaims"]] == ["a100"]
     assert doc["teams"]["vision"]["pools"]["a100"]["allocated"]["nvidia.com/gpu"] == "1"
+
+
+# Take-back among borrowers inside a capped department ------------------------------------------------------
+
+
+def _capped(tmp_path: Path, *, dept_over: bool) -> dict[str, Any]:
+    text = (
+        scenario(timeline=at("30m", step("b", "x", replicas=1, preemptible=True)))
+        + l4_pool(limit=2)
+        + department("d", entry("l4", 2, over=dept_over))
+        + team("x", entry("l4", 0), department="d")
+        + team("y", entry("l4", 0), department="d")
+        + deployment("a", "y", replicas=2, preemptible=True)
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_a_borrower_takes_its_share_back_inside_a_department_that_may_not_borrow(tmp_path: Path) -> None:
+    doc = _capped(tmp_path, dept_over=False)
+    assert nodes_of(doc, "x/") == ["x/b-0"]
+    assert len(nodes_of(doc, "y/")) == 1
+    (reclaimed,) = events(doc, "Reclaimed")
+    assert "reclaimed by team x" in reclaimed["message"]
+
+
+def test_a_borrower_takes_its_share_back_inside_a_department_that_may_borrow(tmp_path: Path) -> None:
+    doc = _capped(tmp_path, dept_over=True)
+    assert nodes_of(doc, "x/") == ["x/b-0"]
+    assert len(nodes_of(doc, "y/")) == 1
