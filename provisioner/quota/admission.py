@@ -158,6 +158,8 @@ class _Pass:
     def department_problem(
         self, dept: Department | None, pool: str, request: Mapping[str, int]
     ) -> str | None:
+        """Why the pod would take its department beyond what it may use on the pool (None: it would not).
+        A department that may borrow is bounded by the pool's limits only."""
         if dept is None:
             return None
         return _quota_problem(
@@ -165,7 +167,7 @@ class _Pass:
             pool,
             self.usage.of_department(dept.name, pool),
             request,
-            self.limits_of(dept, pool, request),
+            self.department_cap(dept, pool, request),
         )
 
     def reclaim_for(
@@ -203,7 +205,9 @@ class _Pass:
 
         ok = True
         if dept is not None:
-            limits = {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
+            # Only a cap the department may not go beyond: a department that may borrow holds more than
+            # its quota on loan, and taking that back frees nothing the pool lacks.
+            limits = self.department_cap(dept, pool, request)
             members = {t.name for t in self.book.teams.values() if t.spec.department == dept.name}
             ok = take(
                 _short(self.usage.of_department(dept.name, pool), request, limits), members, "department"

@@ -112,3 +112,53 @@ def test_a_borrower_takes_its_share_back_inside_a_department_that_may_borrow(tmp
     doc = _capped(tmp_path, dept_over=True)
     assert nodes_of(doc, "x/") == ["x/b-0"]
     assert len(nodes_of(doc, "y/")) == 1
+
+
+# Reclaim takes just enough, and the owner's pods take the freed place --------------------------------------
+
+A100 = """\
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: a100}
+spec:
+  limits: {nvidia.com/gpu: "64"}
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: gpu}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [p4d.24xlarge]}
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+      taints:
+        - {key: nvidia.com/gpu, effect: NoSchedule}
+"""
+
+
+def eights(name: str, namespace: str, replicas: int, *, preemptible: bool = False, indent: str = "") -> str:
+    """A deployment of 8-GPU pods (a p4d.24xlarge each)."""
+    return deployment(name, namespace, replicas=replicas, preemptible=preemptible, indent=indent).replace(
+        '{cpu: "1", memory: 4Gi, nvidia.com/gpu: "1"}', '{cpu: "80", memory: 900Gi, nvidia.com/gpu: "8"}'
+    )
+
+
+def test_a_reclaim_evicts_just_what_the_owner_needs_and_the_owner_keeps_it(tmp_path: Path) -> None:
+    # Four teams share 64 GPUs; department research (vision, nlp) may borrow beyond its 32. vision runs
+    # 16 in quota and borrows 24; speech runs its 16. nlp's two 8-GPU pods need 16: 8 are idle, so one
+    # borrowed pod is evicted, and no borrower comes back into the room nlp took.
+    text = (
+        scenario(timeline=at("1h", eights("ft", "nlp", 2, indent="        ")))
+        + A100
+        + department("research", entry("a100", 32, over=True))
+        + team("vision", entry("a100", 16), department="research")
+        + team("nlp", entry("a100", 16), department="research")
+        + team("speech", entry("a100", 16))
+        + team("data", entry("a100", 16))
+        + eights("train", "vision", 2)
+        + eights("sweep", "vision", 3, preemptible=True)
+        + eights("train", "speech", 2)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(events(doc, "Reclaimed")) == 1
+    assert nodes_of(doc, "nlp/") == ["nlp/ft-0", "nlp/ft-1"]
+    gpus = {name: t["pools"]["a100"]["allocated"].get("nvidia.com/gpu") for name, t in doc["teams"].items()}
+    assert gpus == {"vision": "32", "nlp": "16", "speech": "16", "data": None}
