@@ -101,6 +101,17 @@ class DepartmentSpec(Model):
         return value
 
 
+class TeamPreemption(Model):
+    """How a team's waiting pods may take its own quota back from its running pods (Kueue's
+    ClusterQueue `preemption.withinClusterQueue`)."""
+
+    within_team: Literal["LowerPriority", "Never"] = "LowerPriority"
+    """`LowerPriority`: a pod that does not fit its team's quota evicts the team's own pods of lower
+    priority on that pool (a preemptible one before a pod that is not; never a pod that is not preemptible
+    for one that is; at equal priority, a pod that is not preemptible evicts preemptible ones). `Never`:
+    it waits. Default `LowerPriority`."""
+
+
 class TeamSpec(Model):
     """A team: its department, its namespaces, its pools and its quotas."""
 
@@ -114,6 +125,8 @@ class TeamSpec(Model):
     (the cluster's order)."""
     quotas: list[TeamQuota] = Field(default_factory=list)
     """One entry per NodePool. A pool with no entry counts as quota 0 with over-quota allowed."""
+    preemption: TeamPreemption = Field(default_factory=TeamPreemption)
+    """Priority preemption among the team's own pods. Default: lower priority pods give way."""
 
     @field_validator("quotas")
     @classmethod

@@ -8,6 +8,7 @@ run where, and acts:
   only once it is bound to that pool; an Event and the pod condition `provisioner.sh/Admitted` say how;
 - a pod that must wait keeps its gate, gets an Event and the condition (False) with the reason and the
   numbers, written again only when the reason changes; the condition outlives the Event;
+- a preemption within a team evicts the team's own lower-priority pods the same way (Event `Preempted`);
 - a reclaim evicts the chosen borrowers through the Eviction API first (PDBs honoured), with an Event
   `Reclaimed` on each; the owner's pod is admitted only when every one is gone. A victim whose eviction
   a PDB blocks is left alone for `reclaim_backoff` (an Event says so once), so a blocked reclaim never
@@ -216,13 +217,25 @@ class AdmissionController(Reconciler):
                 done = False
                 continue
             self.metrics.reclaims.labels(result="evicted").inc()
+            if victim in admit.preempted:
+                reason, message = (
+                    "Preempted",
+                    f"preempted within team {admit.team} on {admit.pool}: frees {freed} for pod "
+                    f"{admit.pod.key} (priority {admit.pod.priority}, this pod {victim.priority}"
+                    f"{', preemptible' if victim.preemptible else ''})",
+                )
+            else:
+                reason, message = (
+                    "Reclaimed",
+                    f"reclaimed by team {admit.team} on {admit.pool}: frees {freed} for pod {admit.pod.key} "
+                    "(this pod ran over its team's quota)",
+                )
             self.cluster.record_event(
                 kind="Pod",
                 name=victim.name,
                 namespace=victim.namespace,
-                reason="Reclaimed",
-                message=f"reclaimed by team {admit.team} on {admit.pool}: frees {freed} for pod {admit.pod.key} "
-                "(this pod ran over its team's quota)",
+                reason=reason,
+                message=message,
                 type="Warning",
             )
         return done

@@ -48,7 +48,10 @@ class Admit:
     team: str | None = None
     over_quota: bool = False
     victims: tuple[Pod, ...] = ()
-    """Borrowed pods to evict first; the pod is admitted only once they are gone."""
+    """Pods to evict first (borrowed pods of others, and `preempted`); the pod is admitted only once
+    they are gone."""
+    preempted: tuple[Pod, ...] = ()
+    """The part of `victims` that are its own team's pods of lower priority (`Team.spec.preemption`)."""
 
     @property
     def message(self) -> str:
@@ -167,7 +170,7 @@ class _Pass:
             pool,
             self.usage.of_department(dept.name, pool),
             request,
-            self.department_cap(dept, pool, request),
+            self.department_cap(dept, pool, request, owner=True),
         )
 
     def reclaim_for(
@@ -207,7 +210,7 @@ class _Pass:
         if dept is not None:
             # Only a cap the department may not go beyond: a department that may borrow holds more than
             # its quota on loan, and taking that back frees nothing the pool lacks.
-            limits = self.department_cap(dept, pool, request)
+            limits = self.department_cap(dept, pool, request, owner=True)
             members = {t.name for t in self.book.teams.values() if t.spec.department == dept.name}
             ok = take(
                 _short(self.usage.of_department(dept.name, pool), request, limits), members, "department"
@@ -220,6 +223,27 @@ class _Pass:
             return None
         self.exclude.update(p.key for p in chosen)
         return tuple(chosen)
+
+    def preempt_within(
+        self, pod: Pod, team: Team, pool: str, request: Mapping[str, int]
+    ) -> tuple[Pod, ...] | None:
+        """The team's own pods that give way so the pod fits its team's quota (taken out of the use), or
+        None (the team opted out, too few yield, or reclaims are paced)."""
+        if team.spec.preemption.within_team == "Never" or self.reclaims >= RECLAIMS_PER_PASS:
+            return None
+        limits = {r: lim for r, lim in self.limits_of(team, pool, request).items() if lim is not None}
+        if any(a > limits[r] for r, a in request.items() if r in limits):
+            return None
+        short = _short(self.usage.of_team(team.name, pool), request, limits)
+        found = reclaim.within_team(
+            short, pod, pool=pool, team=team.name, usage=self.usage, exclude=self.exclude
+        )
+        if found is None:
+            return None
+        for victim in found:
+            self.take_out(victim, pool)
+        self.exclude.update(v.key for v in found)
+        return found
 
     def _owner(self, pod: Pod) -> tuple[str | None, str | None]:
         team = self.book.team_of(pod.namespace)
@@ -248,12 +272,20 @@ class _Pass:
             return 'not preemptible, so it may not borrow: raise the quota, or label it provisioner.sh/preemptible: "true"'
         return None
 
-    def department_cap(self, dept: Department, pool: str, request: Mapping[str, int]) -> dict[str, int]:
-        """What the department's teams may use of each requested resource on the pool when they borrow:
-        its quota when the department may not borrow there; unbounded (absent) otherwise."""
-        if self.book.department_entry(dept, pool).over_quota:
+    def department_cap(
+        self, dept: Department, pool: str, request: Mapping[str, int], *, owner: bool = False
+    ) -> dict[str, int]:
+        """What the department's teams may use of each requested resource on the pool: its quota when the
+        department may not borrow there; else unbounded (absent), except, for a pod within its team's
+        quota (`owner`), on a resource the pool's limits do not bound: there the department's quota is
+        the only promise its teams share, and a sibling beyond it gives way."""
+        quota = {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
+        if not self.book.department_entry(dept, pool).over_quota:
+            return quota
+        if not owner:
             return {}
-        return {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
+        pool_limits = self.book.pool_limits(pool)
+        return {r: lim for r, lim in quota.items() if r not in pool_limits}
 
     def may_borrow(
         self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
@@ -526,23 +558,35 @@ def decide(
             usable.append(pool)
             ever = ever or work.could_ever(pod, team, dept, pool, request)
             problem = work.team_problem(team, pool, request)
+            preempted: tuple[Pod, ...] = ()
             if problem is not None:
-                reasons.append((pool, problem))
-                continue
+                found = work.preempt_within(pod, team, pool, request)
+                if found is None:
+                    reasons.append((pool, problem))
+                    continue
+                preempted = found
             full = work.department_problem(dept, pool, request) or work.pool_full(pool, request)
             victims: tuple[Pod, ...] = ()
             if full is not None:
-                if work.reclaims >= RECLAIMS_PER_PASS:
-                    reasons.append((pool, f"{full}; {PACED}"))
-                    continue
-                found = work.reclaim_for(team, dept, pool, request)
+                found = (
+                    None
+                    if work.reclaims >= RECLAIMS_PER_PASS
+                    else work.reclaim_for(team, dept, pool, request)
+                )
                 if found is None:
-                    reasons.append((pool, f"{full}; {NOTHING_TO_RECLAIM}"))
+                    for victim in preempted:
+                        work.put_back(victim, pool)
+                    work.exclude.difference_update(p.key for p in preempted)
+                    paced = work.reclaims >= RECLAIMS_PER_PASS
+                    reasons.append((pool, f"{full}; {PACED if paced else NOTHING_TO_RECLAIM}"))
                     continue
                 victims = found
+            if victims or preempted:
                 work.reclaims += 1
             work.count_in(pod, pool, team)
-            plan.admitted.append(Admit(pod=pod, pool=pool, team=team.name, victims=victims))
+            plan.admitted.append(
+                Admit(pod=pod, pool=pool, team=team.name, victims=preempted + victims, preempted=preempted)
+            )
             admitted = True
             break
         if admitted:

@@ -159,3 +159,51 @@ def fair_shares(
             share[r] = borrowable * weight // total_weight
         out[team_name] = share
     return out
+
+
+def yields_to(victim: Pod, pod: Pod) -> bool:
+    """Whether `victim`, a pod of the same team, gives way to `pod` in its team's quota: lower priority, or
+    equal priority and preemptible while `pod` is not; never a pod that is not preemptible for one that is."""
+    if not victim.preemptible and pod.preemptible:
+        return False
+    if victim.priority != pod.priority:
+        return victim.priority < pod.priority
+    return victim.preemptible and not pod.preemptible
+
+
+def within_team(
+    short: Mapping[str, int],
+    pod: Pod,
+    *,
+    pool: str,
+    team: str,
+    usage: Usage,
+    exclude: Collection[str] = (),
+) -> tuple[Pod, ...] | None:
+    """The team's own pods on `pool` to evict so `pod` fits the team's quota (`short`: what it lacks), or
+    None: those that yield to it (`yields_to`), lowest priority first, preemptible before not, newest
+    first; just enough."""
+    missing = {r: a for r, a in short.items() if a > 0}
+    candidates = sorted(
+        (
+            (p.priority, not p.preemptible, _newest_first(p), p.key)
+            for p in usage.pods.get((team, pool), ())
+            if not p.deleting and p.key not in exclude and yields_to(p, pod)
+        ),
+    )
+    by_key = {p.key: p for p in usage.pods.get((team, pool), ())}
+    chosen: list[Pod] = []
+    for *_, key in candidates:
+        if not missing:
+            break
+        victim = by_key[key]
+        req = usage.request_of(victim)
+        if not any(req.get(r, 0) for r in missing):
+            continue
+        chosen.append(victim)
+        for r, amount in req.items():
+            if r in missing:
+                missing[r] -= amount
+                if missing[r] <= 0:
+                    del missing[r]
+    return tuple(chosen) if not missing else None
