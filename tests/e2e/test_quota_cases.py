@@ -3,6 +3,7 @@ run through `provisioner simulate` as a platform team would (issue 22). Each cas
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,45 @@ def test_a_reclaim_evicts_just_what_the_owner_needs_and_the_owner_keeps_it(tmp_p
     assert nodes_of(doc, "nlp/") == ["nlp/ft-0", "nlp/ft-1"]
     gpus = {name: t["pools"]["a100"]["allocated"].get("nvidia.com/gpu") for name, t in doc["teams"].items()}
     assert gpus == {"vision": "32", "nlp": "16", "speech": "16", "data": None}
+
+
+# Priority within a team -------------------------------------------------------------------------------------
+
+
+def prioritized(name: str, namespace: str, priority: int, *, preemptible: bool, indent: str = "") -> str:
+    text = deployment(name, namespace, replicas=1, preemptible=preemptible, indent=indent)
+    return re.sub(r"^( *)tolerations:", rf"\1priority: {priority}\n\1tolerations:", text, flags=re.M)
+
+
+def _priority_case(
+    tmp_path: Path, *, low_preemptible: bool, high_preemptible: bool, spec: str = ""
+) -> dict[str, Any]:
+    text = (
+        scenario(
+            timeline=at("30m", prioritized("high", "x", 1, preemptible=high_preemptible, indent="        "))
+        )
+        + l4_pool()
+        + team("x", entry("l4", 1, over=False), spec=spec)
+        + prioritized("low", "x", -1, preemptible=low_preemptible)
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_a_higher_priority_pod_preempts_its_teams_lower_priority_pod_at_quota(tmp_path: Path) -> None:
+    doc = _priority_case(tmp_path, low_preemptible=True, high_preemptible=False)
+    assert nodes_of(doc, "x/") == ["x/high-0"]
+    (preempted,) = events(doc, "Preempted")
+    assert preempted["name"] == "low-0" and "preempted within team x" in preempted["message"]
+
+
+def test_a_team_that_opts_out_of_preemption_keeps_its_running_pod(tmp_path: Path) -> None:
+    spec = "  preemption: {withinTeam: Never}\n"
+    doc = _priority_case(tmp_path, low_preemptible=True, high_preemptible=False, spec=spec)
+    assert nodes_of(doc, "x/") == ["x/low-0"]
+    assert not events(doc, "Preempted")
+
+
+def test_a_preemptible_pod_never_evicts_a_pod_that_is_not_preemptible(tmp_path: Path) -> None:
+    doc = _priority_case(tmp_path, low_preemptible=False, high_preemptible=True)
+    assert nodes_of(doc, "x/") == ["x/low-0"]
+    assert not events(doc, "Preempted")
