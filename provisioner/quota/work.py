@@ -1,0 +1,277 @@
+"""One admission pass's running count and its checks: what a team, a department and a pool hold as pods
+are admitted and victims taken out, why a pod is beyond a quota or a pool's limits, whether it may borrow,
+and the victims of a reclaim for a pod within its team's quota (`provisioner.quota.reclaim` picks them).
+`provisioner.quota.admission` drives a pass; `provisioner.quota.borrowing` serves the borrowers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime
+
+from provisioner.api import quantities
+from provisioner.api.team import Department, Team
+from provisioner.quota import reclaim
+from provisioner.quota.book import QuotaBook
+from provisioner.quota.usage import Usage
+from provisioner.state.objects import Pod, TaintValue, tolerates_all
+
+RECLAIMS_PER_PASS = 32
+"""In-quota pods admitted by reclaiming in one pass at most: evictions go out in measured steps (each
+takes a grace period anyway), and a pass over thousands of borrowers stays short. The rest are next."""
+NOTHING_TO_RECLAIM = "nothing borrowed there to reclaim"
+PACED = f"a reclaim is due: reclaims are paced ({RECLAIMS_PER_PASS} pods a pass), this pod is next"
+
+
+def fmt(resource: str, amount: int) -> str:
+    return quantities.format_quantity(resource, amount)
+
+
+def order_key(pod: Pod) -> tuple[int, bool, float, str]:
+    """Highest priority first; then pods that are not preemptible, so a team's guaranteed work is not
+    kept out of its own quota by its borrowers; then the oldest."""
+    created: datetime | None = pod.created
+    return (-pod.priority, pod.preemptible, created.timestamp() if created is not None else 0.0, pod.key)
+
+
+def quota_problem(
+    who: str,
+    pool: str,
+    use: Mapping[str, int],
+    request: Mapping[str, int],
+    limit_of: Mapping[str, int | None],
+) -> str | None:
+    for resource, amount in sorted(request.items()):
+        limit = limit_of.get(resource)
+        if limit is not None and use.get(resource, 0) + amount > limit:
+            return (
+                f"{who}: {resource} on {pool} {fmt(resource, use.get(resource, 0))} of "
+                f"{fmt(resource, limit)} in use, the pod asks {fmt(resource, amount)}"
+            )
+    return None
+
+
+def short_of(use: Mapping[str, int], request: Mapping[str, int], limits: Mapping[str, int]) -> dict[str, int]:
+    """Per limited resource, how much the pool lacks for the request (empty: it fits)."""
+    return {
+        r: use.get(r, 0) + a - limits[r]
+        for r, a in request.items()
+        if r in limits and use.get(r, 0) + a > limits[r]
+    }
+
+
+class Pass:
+    def __init__(self, book: QuotaBook, usage: Usage, exclude: Collection[str]) -> None:
+        self.book = book
+        self.usage = usage
+        self.exclude = set(exclude)
+        self._no_victims: dict[tuple[str, str, str], list[dict[str, int]]] = {}
+        self.reclaims = 0
+        """Pods admitted by reclaiming in this pass."""
+
+    def limits_of(
+        self, entry_owner: Team | Department, pool: str, request: Mapping[str, int]
+    ) -> dict[str, int | None]:
+        entry = (
+            self.book.team_entry(entry_owner, pool)
+            if isinstance(entry_owner, Team)
+            else self.book.department_entry(entry_owner, pool)
+        )
+        return {r: entry.limit(r) for r in request}
+
+    def team_problem(self, team: Team, pool: str, request: Mapping[str, int]) -> str | None:
+        """Why the pod is beyond its team's quota on the pool (None: within)."""
+        return quota_problem(
+            f"team {team.name}",
+            pool,
+            self.usage.of_team(team.name, pool),
+            request,
+            self.limits_of(team, pool, request),
+        )
+
+    def department_problem(
+        self, dept: Department | None, pool: str, request: Mapping[str, int]
+    ) -> str | None:
+        """Why the pod would take its department beyond what it may use on the pool (None: it would not).
+        A department that may borrow is bounded by the pool's limits only."""
+        if dept is None:
+            return None
+        return quota_problem(
+            f"department {dept.name}",
+            pool,
+            self.usage.of_department(dept.name, pool),
+            request,
+            self.department_cap(dept, pool, request, owner=True),
+        )
+
+    def reclaim_for(
+        self, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
+    ) -> tuple[Pod, ...] | None:
+        """Borrowers to evict so an in-quota pod fits its department's quota (from sibling teams) and
+        then the pool's limits (from any team); None when they cannot free enough. On success the
+        victims are already taken out of the use."""
+        chosen: list[Pod] = []
+
+        def take(short: Mapping[str, int], among: Collection[str] | None, scope: str) -> bool:
+            if not short:
+                return True
+            # What borrowers hold only shrinks while in-quota pods are admitted (they stay within
+            # quota): a shortfall no smaller than one that found too few victims finds too few too.
+            failed = self._no_victims.setdefault((pool, team.name, scope), [])
+            if any(all(short.get(r, 0) >= a for r, a in f.items()) for f in failed):
+                return False
+            found = reclaim.select(
+                short,
+                pool=pool,
+                reclaimer=team.name,
+                usage=self.usage,
+                book=self.book,
+                exclude=self.exclude | {p.key for p in chosen} if chosen else self.exclude,
+                among=among,
+            )
+            if found is None:
+                failed.append(dict(short))
+                return False
+            for victim in found:
+                self.take_out(victim, pool)
+                chosen.append(victim)
+            return True
+
+        ok = True
+        if dept is not None:
+            # Only a cap the department may not go beyond: a department that may borrow holds more than
+            # its quota on loan, and taking that back frees nothing the pool lacks.
+            limits = self.department_cap(dept, pool, request, owner=True)
+            members = {t.name for t in self.book.teams.values() if t.spec.department == dept.name}
+            ok = take(
+                short_of(self.usage.of_department(dept.name, pool), request, limits), members, "department"
+            )
+        if ok:
+            ok = take(short_of(self.usage.of_pool(pool), request, self.book.pool_limits(pool)), None, "pool")
+        if not ok:
+            for victim in chosen:
+                self.put_back(victim, pool)
+            return None
+        self.exclude.update(p.key for p in chosen)
+        return tuple(chosen)
+
+    def preempt_within(
+        self, pod: Pod, team: Team, pool: str, request: Mapping[str, int]
+    ) -> tuple[Pod, ...] | None:
+        """The team's own pods that give way so the pod fits its team's quota (taken out of the use), or
+        None (the team opted out, too few yield, or reclaims are paced)."""
+        if team.spec.preemption.within_team == "Never" or self.reclaims >= RECLAIMS_PER_PASS:
+            return None
+        limits = {r: lim for r, lim in self.limits_of(team, pool, request).items() if lim is not None}
+        if any(a > limits[r] for r, a in request.items() if r in limits):
+            return None
+        short = short_of(self.usage.of_team(team.name, pool), request, limits)
+        found = reclaim.within_team(
+            short, pod, pool=pool, team=team.name, usage=self.usage, exclude=self.exclude
+        )
+        if found is None:
+            return None
+        for victim in found:
+            self.take_out(victim, pool)
+        self.exclude.update(v.key for v in found)
+        return found
+
+    def _owner(self, pod: Pod) -> tuple[str | None, str | None]:
+        team = self.book.team_of(pod.namespace)
+        return (team.name, team.spec.department) if team is not None else (None, None)
+
+    def count_in(self, pod: Pod, pool: str, team: Team) -> None:
+        """A pod admitted in this pass holds its share from now on, and is never a victim of the same
+        pass (it would be evicted before it ran)."""
+        self.usage.add(pod, pool=pool, team=team.name, department=team.spec.department)
+        self.exclude.add(pod.key)
+
+    def take_out(self, pod: Pod, pool: str) -> None:
+        """A victim's use leaves the count (its capacity goes to the pod reclaiming it)."""
+        team, department = self._owner(pod)
+        self.usage.remove(pod, pool=pool, team=team, department=department)
+
+    def put_back(self, pod: Pod, pool: str) -> None:
+        team, department = self._owner(pod)
+        self.usage.add(pod, pool=pool, team=team, department=department)
+
+    def may_ever_borrow(self, pod: Pod, team: Team, pool: str) -> str | None:
+        """Why the pod may never run over quota on the pool, whatever others use (None: it may)."""
+        if not self.book.team_entry(team, pool).over_quota:
+            return "over-quota not allowed"
+        if not pod.preemptible:
+            return 'not preemptible, so it may not borrow: raise the quota, or label it provisioner.sh/preemptible: "true"'
+        return None
+
+    def department_cap(
+        self, dept: Department, pool: str, request: Mapping[str, int], *, owner: bool = False
+    ) -> dict[str, int]:
+        """What the department's teams may use of each requested resource on the pool: its quota when the
+        department may not borrow there; else unbounded (absent), except, for a pod within its team's
+        quota (`owner`), on a resource the pool's limits do not bound: there the department's quota is
+        the only promise its teams share, and a sibling beyond it gives way."""
+        quota = {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
+        if not self.book.department_entry(dept, pool).over_quota:
+            return quota
+        if not owner:
+            return {}
+        pool_limits = self.book.pool_limits(pool)
+        return {r: lim for r, lim in quota.items() if r not in pool_limits}
+
+    def may_borrow(
+        self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
+    ) -> str | None:
+        """Why the pod may not run over quota on the pool now (None: it may, pool room permitting)."""
+        never = self.may_ever_borrow(pod, team, pool)
+        if never is not None:
+            return never
+        if dept is not None:
+            cap = self.department_cap(dept, pool, request)
+            dept_problem = quota_problem(
+                f"department {dept.name}", pool, self.usage.of_department(dept.name, pool), request, cap
+            )
+            if dept_problem is not None:
+                return f"{dept_problem}, over-quota not allowed for the department"
+        return None
+
+    def pool_full(self, pool: str, request: Mapping[str, int]) -> str | None:
+        limits = self.book.pool_limits(pool)
+        short = short_of(self.usage.of_pool(pool), request, limits)
+        if not short:
+            return None
+        r = sorted(short)[0]
+        return (
+            f"pool {pool} limits: {r} {fmt(r, self.usage.of_pool(pool).get(r, 0))} of {fmt(r, limits[r])} "
+            f"in use, the pod asks {fmt(r, request[r])}"
+        )
+
+    def could_ever(
+        self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
+    ) -> bool:
+        """Whether the pod could run on the pool some day, with every other pod gone."""
+        limits = self.book.pool_limits(pool)
+        if any(a > limits[r] for r, a in request.items() if r in limits):
+            return False
+        fits_quota = all(
+            (lim := lim_of.get(r)) is None or a <= lim
+            for lim_of in (
+                self.limits_of(team, pool, request),
+                self.limits_of(dept, pool, request) if dept is not None else {},
+            )
+            for r, a in request.items()
+        )
+        if fits_quota:
+            return True
+        empty = Pass(self.book, Usage(), ())
+        return empty.may_borrow(pod, team, dept, pool, request) is None
+
+
+def taint_problem(book: QuotaBook, pod: Pod, pool: str) -> str | None:
+    found = book.pools[pool]
+    taints = found.spec.template.spec.taints
+    blocking = tolerates_all(
+        pod.tolerations, [TaintValue(key=t.key, effect=t.effect.value, value=t.value) for t in taints]
+    )
+    if blocking is not None:
+        return f"the pod does not tolerate the pool's taint {blocking.key}={blocking.value or ''}:{blocking.effect}"
+    return None
