@@ -132,6 +132,11 @@ def decide(
                     reasons.append((pool, problem))
                     continue
                 preempted = found
+            promised = work.department_guarantee_problem(dept, pool, request)
+            if promised is not None:
+                work.put_back_all(preempted, pool)
+                reasons.append((pool, promised))
+                continue
             full = work.department_problem(dept, pool, request) or work.pool_full(pool, request)
             victims: tuple[Pod, ...] = ()
             if full is not None:
@@ -141,9 +146,7 @@ def decide(
                     else work.reclaim_for(team, dept, pool, request)
                 )
                 if found is None:
-                    for victim in preempted:
-                        work.put_back(victim, pool)
-                    work.exclude.difference_update(p.key for p in preempted)
+                    work.put_back_all(preempted, pool)
                     paced = work.reclaims >= RECLAIMS_PER_PASS
                     reasons.append((pool, f"{full}; {PACED if paced else NOTHING_TO_RECLAIM}"))
                     continue

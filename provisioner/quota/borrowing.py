@@ -76,7 +76,9 @@ def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], li
             work.count_in(pod, pool, team)
             admitted.append((pod, pool, team, ()))
         left = sorted(set_aside, key=lambda b: index[id(b)])
-        fair = _fair_reclaim(work, left) if fair_reclaims < FAIR_RECLAIMS_PER_PASS else None
+        fair = None
+        if fair_reclaims < FAIR_RECLAIMS_PER_PASS:
+            fair = _owner_reclaim(work, left) or _fair_reclaim(work, left)
         if fair is None:
             break
         fair_reclaims += 1
@@ -85,6 +87,45 @@ def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], li
         work.count_in(pod, pool, team)
         admitted.append((pod, pool, team, taken))
     return admitted, left
+
+
+def _owner_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str, tuple[Pod, ...]] | None:
+    """Before fair sharing: the first borrower (by order) whose department owns the room it needs (the
+    pod keeps the department within its quota on the pool) while teams of other departments, or of none,
+    hold it on loan: their borrowed pods give way (Run:ai's "reclaimed by the owner Project or
+    Department", Kueue's hierarchical cohorts)."""
+    book, usage = work.book, work.usage
+    order = sorted(range(len(remaining)), key=lambda i: order_key(remaining[i][0]))
+    for i in order:
+        pod, team, dept, pools, _, _ = remaining[i]
+        if dept is None:
+            continue
+        request = counted(pod.requests)
+        for pool in pools:
+            if work.may_borrow(pod, team, dept, pool, request) is not None:
+                continue
+            owned = {r: lim for r, lim in work.limits_of(dept, pool, request).items() if lim is not None}
+            if not owned or short_of(usage.of_department(dept.name, pool), request, owned):
+                continue  # beyond what the department owns there: fair sharing decides
+            short = short_of(usage.of_pool(pool), request, book.pool_limits(pool))
+            if not short:
+                continue
+            victims = reclaim.select(
+                short,
+                pool=pool,
+                reclaimer=team.name,
+                usage=usage,
+                book=book,
+                exclude=work.exclude,
+                among=work.borrowing_from_others(pool, short, but=dept.name),
+            )
+            if victims is None:
+                continue
+            for victim in victims:
+                work.take_out(victim, pool)
+            work.exclude.update(v.key for v in victims)
+            return i, pool, victims
+    return None
 
 
 def _fair_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str, tuple[Pod, ...]] | None:
@@ -153,7 +194,9 @@ def _fair_victims(
             usage=usage,
             book=book,
             exclude=work.exclude | {p.key for p in chosen},
-            among=among,
+            among=among
+            if among is not None
+            else work.borrowing_from_others(pool, short, but=None, dept=dept),
             floors=fair,
         )
         if found is None:
@@ -165,8 +208,14 @@ def _fair_victims(
 
     ok = True
     if dept is not None:
-        cap = work.department_cap(dept, pool, request)
+        # Siblings share what their department owns, by weight: under its quota (all of it when the
+        # department may not borrow; else only what the pool lacks, the rest is borrowed from outside).
+        cap = {r: lim for r, lim in work.limits_of(dept, pool, request).items() if lim is not None}
         short = short_of(usage.of_department(dept.name, pool), request, cap)
+        strict = not book.department_entry(dept, pool).over_quota
+        if not strict:
+            lacking = short_of(usage.of_pool(pool), request, book.pool_limits(pool))
+            short = {r: min(a, lacking[r]) for r, a in short.items() if r in lacking}
         if short:
             members = {t.name for t in book.teams.values() if t.spec.department == dept.name}
             fair = reclaim.fair_shares(
@@ -177,7 +226,7 @@ def _fair_victims(
                 among=members,
                 capacity=cap,
             )
-            ok = take(short, fair, members)
+            ok = take(short, fair, members) or not strict
     if ok:
         short = short_of(usage.of_pool(pool), request, book.pool_limits(pool))
         ok = take(short, pool_shares, None) if short else bool(chosen)

@@ -131,17 +131,26 @@ def fair_shares(
     in_quota: dict[str, int] = {}
     team_use: dict[str, int] = {}
     borrowers: dict[str, int] = {}
-    for (team_name, pool_name), use in usage.team.items():
+    overs: dict[str, dict[str, int]] = {}
+    for (team_name, pool_name), use in sorted(usage.team.items()):
         team = book.teams.get(team_name)
         if pool_name != pool or team is None or (among is not None and team_name not in among):
             continue
         entry = book.team_entry(team, pool)
-        over = over_quota(use, {r: entry.limit(r) for r in use})
+        over = overs[team_name] = over_quota(use, {r: entry.limit(r) for r in use})
         for r in limits:
             team_use[r] = team_use.get(r, 0) + use.get(r, 0)
             in_quota[r] = in_quota.get(r, 0) + use.get(r, 0) - over.get(r, 0)
-        if any(over.get(r, 0) > 0 for r in limits):
-            borrowers[team_name] = entry.weight
+    # What a team borrows within its department's quota is the department's own, not the pool's to share
+    # (departments own their quota): it counts as in quota, and the team keeps it besides its share.
+    covered = _department_covered(pool, usage=usage, book=book, overs=overs) if among is None else {}
+    for team_name, over in overs.items():
+        mine = covered.get(team_name, {})
+        for r, amount in mine.items():
+            if r in limits:
+                in_quota[r] = in_quota.get(r, 0) + amount
+        if any(over.get(r, 0) > mine.get(r, 0) for r in limits):
+            borrowers[team_name] = book.team_entry(book.teams[team_name], pool).weight
     for team_name in waiting:
         team = book.teams.get(team_name)
         if team is not None:
@@ -156,8 +165,43 @@ def fair_shares(
         for r, limit in limits.items():
             others = pool_use.get(r, 0) - team_use.get(r, 0)  # pods of no team
             borrowable = max(0, limit - in_quota.get(r, 0) - others)
-            share[r] = borrowable * weight // total_weight
+            share[r] = borrowable * weight // total_weight + covered.get(team_name, {}).get(r, 0)
         out[team_name] = share
+    return out
+
+
+def _department_covered(
+    pool: str, *, usage: Usage, book: QuotaBook, overs: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Team -> the part of its over-quota use on `pool` its department's quota holds (what the
+    department's quota leaves once its teams' in-quota use is counted, handed to its borrowing teams in
+    name order)."""
+    room: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, int]] = {}
+    for team_name, over in sorted(overs.items()):
+        team = book.teams[team_name]
+        dept = book.department_of(team)
+        if dept is None or not over:
+            continue
+        if dept.name not in room:
+            entry = book.department_entry(dept, pool)
+            use = usage.of_department(dept.name, pool)
+            members = [t for t in book.teams.values() if t.spec.department == dept.name]
+            dept_over: dict[str, int] = {}
+            for member in members:
+                for r, a in overs.get(member.name, {}).items():
+                    dept_over[r] = dept_over.get(r, 0) + a
+            room[dept.name] = {
+                r: max(0, lim - (use.get(r, 0) - dept_over.get(r, 0)))
+                for r in use
+                if (lim := entry.limit(r)) is not None
+            }
+        left = room[dept.name]
+        mine = {r: min(a, left.get(r, 0)) for r, a in over.items() if left.get(r, 0) > 0}
+        for r, a in mine.items():
+            left[r] -= a
+        if mine:
+            out[team_name] = mine
     return out
 
 

@@ -176,6 +176,31 @@ class Pass:
         self.exclude.update(v.key for v in found)
         return found
 
+    def borrowing_from_others(
+        self, pool: str, short: Mapping[str, int], *, but: str | None, dept: Department | None = None
+    ) -> set[str]:
+        """The teams whose pods on the pool are on loan from outside their department (a team of no
+        department, or one whose department holds more than its quota of a `short` resource there):
+        the teams a reclaim at the pool's level may take from. Not those of department `but`; the
+        teams of `dept` (the reclaimer's own) always, as siblings share what their department holds."""
+        out: set[str] = set()
+        for team in self.book.teams.values():
+            name = team.spec.department
+            if name is not None and name == but:
+                continue
+            if name is None or (dept is not None and name == dept.name):
+                out.add(team.name)
+                continue
+            found = self.book.departments.get(name)
+            if found is None:
+                out.add(team.name)
+                continue
+            entry = self.book.department_entry(found, pool)
+            use = self.usage.of_department(name, pool)
+            if any((lim := entry.limit(r)) is None or use.get(r, 0) > lim for r in short):
+                out.add(team.name)
+        return out
+
     def _owner(self, pod: Pod) -> tuple[str | None, str | None]:
         team = self.book.team_of(pod.namespace)
         return (team.name, team.spec.department) if team is not None else (None, None)
@@ -190,6 +215,35 @@ class Pass:
         """A victim's use leaves the count (its capacity goes to the pod reclaiming it)."""
         team, department = self._owner(pod)
         self.usage.remove(pod, pool=pool, team=team, department=department)
+
+    def put_back_all(self, pods: Collection[Pod], pool: str) -> None:
+        """Victims chosen for a pod that is not admitted after all: back in the count, free to choose."""
+        for pod in pods:
+            self.put_back(pod, pool)
+        self.exclude.difference_update(p.key for p in pods)
+
+    def department_guarantee_problem(
+        self, dept: Department | None, pool: str, request: Mapping[str, int]
+    ) -> str | None:
+        """Why a pod within its team's quota is beyond what its department guarantees on the pool: what
+        its teams use within their own quotas, plus the pod, above the department's quota (the teams are
+        promised more than it holds). Borrowed pods do not count here: they give way (a reclaim)."""
+        if dept is None:
+            return None
+        limits = self.limits_of(dept, pool, request)
+        if all(lim is None for lim in limits.values()):
+            return None
+        in_quota: dict[str, int] = {}
+        for team in self.book.teams.values():
+            if team.spec.department != dept.name:
+                continue
+            entry = self.book.team_entry(team, pool)
+            use = self.usage.of_team(team.name, pool)
+            for r in request:
+                lim = entry.limit(r)
+                in_quota[r] = in_quota.get(r, 0) + (use.get(r, 0) if lim is None else min(use.get(r, 0), lim))
+        problem = quota_problem(f"department {dept.name}", pool, in_quota, request, limits)
+        return None if problem is None else problem.replace(" in use,", " in use within quotas,", 1)
 
     def put_back(self, pod: Pod, pool: str) -> None:
         team, department = self._owner(pod)

@@ -205,3 +205,47 @@ def test_a_preemptible_pod_never_evicts_a_pod_that_is_not_preemptible(tmp_path: 
     doc = _priority_case(tmp_path, low_preemptible=False, high_preemptible=True)
     assert nodes_of(doc, "x/") == ["x/low-0"]
     assert not events(doc, "Preempted")
+
+
+# A department owns its quota -------------------------------------------------------------------------------
+
+
+def _owned(tmp_path: Path, lender: str) -> dict[str, Any]:
+    text = (
+        scenario(timeline=at("30m", step("b", "x", replicas=2, preemptible=True)))
+        + l4_pool(limit=2)
+        + department("d", entry("l4", 2))
+        + department("e", entry("l4", 0))
+        + team("x", entry("l4", 0), department="d")
+        + lender
+        + deployment("a", "z", replicas=2, preemptible=True)
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_a_departments_quota_is_reclaimed_from_a_team_of_no_department(tmp_path: Path) -> None:
+    doc = _owned(tmp_path, team("z", entry("l4", 0)))
+    assert nodes_of(doc, "x/") == ["x/b-0", "x/b-1"]
+    assert nodes_of(doc, "z/") == []
+    assert len(events(doc, "Reclaimed")) == 2
+
+
+def test_a_departments_quota_is_reclaimed_from_another_department(tmp_path: Path) -> None:
+    doc = _owned(tmp_path, team("z", entry("l4", 0), department="e"))
+    assert nodes_of(doc, "x/") == ["x/b-0", "x/b-1"]
+    assert nodes_of(doc, "z/") == []
+
+
+def test_beyond_what_its_department_owns_a_team_shares_by_weight(tmp_path: Path) -> None:
+    # d owns 1 of the 2: x gets it back, then shares the other fairly with z (one each at most).
+    text = (
+        scenario(timeline=at("30m", step("b", "x", replicas=2, preemptible=True)))
+        + l4_pool(limit=3)
+        + department("d", entry("l4", 1))
+        + team("x", entry("l4", 0), department="d")
+        + team("z", entry("l4", 0))
+        + deployment("a", "z", replicas=3, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert nodes_of(doc, "x/") == ["x/b-0", "x/b-1"]
+    assert len(nodes_of(doc, "z/")) == 1
