@@ -10,9 +10,9 @@ admission decision are `provisioner.quota`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
@@ -35,9 +35,46 @@ class DepartmentQuota(Model):
     """Whether pods may run beyond the quota on this pool, borrowing what others leave idle (only pods
     labelled `provisioner.sh/preemptible: "true"`; they are reclaimed when the owner needs it back).
     Default `true`."""
+    borrowing_limit: ResourceAmounts | None = None
+    """With `overQuota: true`: per resource, how much it may use on this pool beyond its quota at most
+    (Kueue's `borrowingLimit`; `overQuota: false` is a limit of 0 on everything). A resource not named
+    here may be borrowed without bound. Default none."""
+    lending_limit: ResourceAmounts | None = None
+    """Per resource, how much of its unused quota others may borrow at most (Kueue's `lendingLimit`): the
+    rest of its quota stays free for its own pods even while idle. A resource not named here is lent in
+    full. At most the quota. Default none."""
 
     def amounts(self) -> quantities.ResourceList:
         return quantities.parse_resource_list(self.resources)
+
+    def borrowing(self) -> quantities.ResourceList:
+        return quantities.parse_resource_list(self.borrowing_limit or {})
+
+    def lending(self) -> quantities.ResourceList:
+        return quantities.parse_resource_list(self.lending_limit or {})
+
+    @model_validator(mode="after")
+    def _limits_fit(self) -> Self:
+        if self.borrowing_limit is not None and not self.over_quota:
+            raise FieldError(
+                "borrowingLimit needs overQuota: true (overQuota: false already means no borrowing)",
+                path=("borrowingLimit",),
+            )
+        if self.lending_limit is not None:
+            amounts = self.amounts()
+            for name, amount in self.lending().items():
+                if name not in amounts:
+                    raise FieldError(
+                        f"{name} has no quota in resources, so there is nothing of it to lend",
+                        path=("lendingLimit", name),
+                    )
+                if amount > amounts[name]:
+                    raise FieldError(
+                        f"{self.lending_limit[name]} is more than the quota {self.resources[name]}; "
+                        "a lending limit is at most the quota",
+                        path=("lendingLimit", name),
+                    )
+        return self
 
 
 class TeamQuota(DepartmentQuota):

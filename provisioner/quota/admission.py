@@ -177,7 +177,9 @@ def decide(
         detailed = []
         for pool, why in reasons:
             if pool in pools and NOTHING_TO_RECLAIM not in why and PACED not in why:
-                blocker = work.may_borrow(pod, team, dept, pool, request) or work.pool_full(pool, request)
+                blocker = work.may_borrow(pod, team, dept, pool, request) or work.pool_full(
+                    pool, request, team
+                )
                 if blocker is None:
                     blocker = "waiting for its turn to borrow (shared by overQuotaWeight)"
                 why = f"{why}; {blocker}"

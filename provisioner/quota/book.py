@@ -33,12 +33,34 @@ class Entry:
     """The resources the entry limits; None: every resource (a pool with no entry: quota 0)."""
     over_quota: bool = True
     weight: int = 1
+    borrowing: Mapping[str, int] | None = None
+    """Per resource, the most it may use beyond its quota (`borrowingLimit`); None: no such limit."""
+    lending: Mapping[str, int] | None = None
+    """Per resource, the most of its unused quota others may borrow (`lendingLimit`); None: all of it."""
 
     def limit(self, resource: str) -> int | None:
         """The quota on `resource`, or None when this entry does not limit it."""
         if self.named is None:
             return self.quota.get(resource, 0)
         return self.quota[resource] if resource in self.named else None
+
+    def ceiling(self, resource: str) -> int | None:
+        """The most it may use of `resource` on the pool, borrowing included: its quota when it may not
+        borrow, its quota plus its `borrowingLimit`; None: unbounded (the pool's limits decide)."""
+        limit = self.limit(resource)
+        if not self.over_quota:
+            return limit
+        if self.borrowing is None or resource not in self.borrowing:
+            return None
+        return (limit or 0) + self.borrowing[resource]
+
+    def kept(self, resource: str, use: int) -> int:
+        """How much of its quota stays free for its own pods, whoever borrows (`lendingLimit`): its quota
+        less what it lends, less what it uses itself."""
+        if self.lending is None or resource not in self.lending:
+            return 0
+        limit = self.limit(resource) or 0
+        return max(0, limit - self.lending[resource] - use)
 
 
 NO_ENTRY = Entry(quota={}, named=None)
@@ -53,6 +75,8 @@ def _entry(quota: DepartmentQuota | None) -> Entry:
         named=frozenset(amounts),
         over_quota=quota.over_quota,
         weight=getattr(quota, "over_quota_weight", 1),
+        borrowing=quota.borrowing() if quota.borrowing_limit is not None else None,
+        lending=quota.lending() if quota.lending_limit is not None else None,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 
+from provisioner.api import quantities
 from provisioner.api.team import Department, Team
 from provisioner.quota import reclaim
 from provisioner.quota.book import counted
@@ -40,7 +41,7 @@ def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], li
         for pool in pools:
             if (
                 work.may_borrow(pod, team, dept, pool, request) is None
-                and work.pool_full(pool, request) is None
+                and work.pool_full(pool, request, team) is None
             ):
                 return pool
         return None
@@ -107,7 +108,7 @@ def _owner_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str,
             owned = {r: lim for r, lim in work.limits_of(dept, pool, request).items() if lim is not None}
             if not owned or short_of(usage.of_department(dept.name, pool), request, owned):
                 continue  # beyond what the department owns there: fair sharing decides
-            short = short_of(usage.of_pool(pool), request, book.pool_limits(pool))
+            short = short_of(work.pool_use(pool, request, team), request, book.pool_limits(pool))
             if not short:
                 continue
             victims = reclaim.select(
@@ -208,14 +209,20 @@ def _fair_victims(
 
     ok = True
     if dept is not None:
-        # Siblings share what their department owns, by weight: under its quota (all of it when the
-        # department may not borrow; else only what the pool lacks, the rest is borrowed from outside).
+        # Siblings share what their department owns, by weight: what takes the department beyond its
+        # ceiling (its quota when it may not borrow, else quota plus borrowingLimit), and under its quota
+        # what the pool lacks (the rest is borrowed from outside the department).
         cap = {r: lim for r, lim in work.limits_of(dept, pool, request).items() if lim is not None}
-        short = short_of(usage.of_department(dept.name, pool), request, cap)
-        strict = not book.department_entry(dept, pool).over_quota
-        if not strict:
-            lacking = short_of(usage.of_pool(pool), request, book.pool_limits(pool))
-            short = {r: min(a, lacking[r]) for r, a in short.items() if r in lacking}
+        use = quantities.add(
+            usage.of_department(dept.name, pool), work.kept(pool, request, team, within=dept.name)
+        )
+        must = short_of(use, request, work.department_cap(dept, pool, request))
+        lacking = short_of(work.pool_use(pool, request, team), request, book.pool_limits(pool))
+        short = {
+            r: max(must.get(r, 0), min(a, lacking.get(r, 0)))
+            for r, a in short_of(use, request, cap).items()
+            if must.get(r, 0) or lacking.get(r, 0)
+        }
         if short:
             members = {t.name for t in book.teams.values() if t.spec.department == dept.name}
             fair = reclaim.fair_shares(
@@ -226,9 +233,9 @@ def _fair_victims(
                 among=members,
                 capacity=cap,
             )
-            ok = take(short, fair, members) or not strict
+            ok = take(short, fair, members) or not must
     if ok:
-        short = short_of(usage.of_pool(pool), request, book.pool_limits(pool))
+        short = short_of(work.pool_use(pool, request, team), request, book.pool_limits(pool))
         ok = take(short, pool_shares, None) if short else bool(chosen)
     if not ok:
         for victim in chosen:

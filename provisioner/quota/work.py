@@ -261,16 +261,53 @@ class Pass:
         self, dept: Department, pool: str, request: Mapping[str, int], *, owner: bool = False
     ) -> dict[str, int]:
         """What the department's teams may use of each requested resource on the pool: its quota when the
-        department may not borrow there; else unbounded (absent), except, for a pod within its team's
-        quota (`owner`), on a resource the pool's limits do not bound: there the department's quota is
-        the only promise its teams share, and a sibling beyond it gives way."""
-        quota = {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
-        if not self.book.department_entry(dept, pool).over_quota:
-            return quota
-        if not owner:
-            return {}
-        pool_limits = self.book.pool_limits(pool)
-        return {r: lim for r, lim in quota.items() if r not in pool_limits}
+        department may not borrow there, its quota plus its `borrowingLimit` where it sets one; else
+        unbounded (absent), except, for a pod within its team's quota (`owner`), on a resource the pool's
+        limits do not bound: there the department's quota is the only promise its teams share, and a
+        sibling beyond it gives way."""
+        entry = self.book.department_entry(dept, pool)
+        caps = {r: c for r in request if (c := entry.ceiling(r)) is not None}
+        if owner and entry.over_quota:
+            pool_limits = self.book.pool_limits(pool)
+            for r in request:
+                if (lim := entry.limit(r)) is not None and r not in pool_limits:
+                    caps[r] = lim
+        return caps
+
+    def kept(
+        self, pool: str, request: Mapping[str, int], borrower: Team, *, within: str | None = None
+    ) -> dict[str, int]:
+        """What others keep free of their quota on the pool (`lendingLimit`), which `borrower` may not
+        borrow: every other team's (only department `within`'s teams, for its cap), and, at the pool's
+        level, every other department's beyond what its own teams keep."""
+        out: dict[str, int] = {}
+        kept_by_dept: dict[str, dict[str, int]] = {}
+        for team in self.book.teams.values():
+            if team.name == borrower.name or (within is not None and team.spec.department != within):
+                continue
+            entry = self.book.team_entry(team, pool)
+            if entry.lending is None:
+                continue
+            use = self.usage.of_team(team.name, pool)
+            for r in request:
+                if (k := entry.kept(r, use.get(r, 0))) > 0:
+                    out[r] = out.get(r, 0) + k
+                    if team.spec.department is not None:
+                        by = kept_by_dept.setdefault(team.spec.department, {})
+                        by[r] = by.get(r, 0) + k
+        if within is None:
+            for dept in self.book.departments.values():
+                if dept.name == borrower.spec.department:
+                    continue
+                entry = self.book.department_entry(dept, pool)
+                if entry.lending is None:
+                    continue
+                use = self.usage.of_department(dept.name, pool)
+                for r in request:
+                    k = entry.kept(r, use.get(r, 0)) - kept_by_dept.get(dept.name, {}).get(r, 0)
+                    if k > 0:
+                        out[r] = out.get(r, 0) + k
+        return out
 
     def may_borrow(
         self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
@@ -279,24 +316,48 @@ class Pass:
         never = self.may_ever_borrow(pod, team, pool)
         if never is not None:
             return never
+        entry = self.book.team_entry(team, pool)
+        ceiling = {r: c for r in request if (c := entry.ceiling(r)) is not None}
+        team_problem = quota_problem(
+            f"team {team.name}", pool, self.usage.of_team(team.name, pool), request, ceiling
+        )
+        if team_problem is not None:
+            return f"{team_problem}, beyond the team's quota plus borrowingLimit"
         if dept is not None:
             cap = self.department_cap(dept, pool, request)
-            dept_problem = quota_problem(
-                f"department {dept.name}", pool, self.usage.of_department(dept.name, pool), request, cap
+            use = quantities.add(
+                self.usage.of_department(dept.name, pool), self.kept(pool, request, team, within=dept.name)
             )
+            dept_problem = quota_problem(f"department {dept.name}", pool, use, request, cap)
             if dept_problem is not None:
+                if self.book.department_entry(dept, pool).over_quota:
+                    return f"{dept_problem}, beyond the department's quota plus borrowingLimit"
                 return f"{dept_problem}, over-quota not allowed for the department"
         return None
 
-    def pool_full(self, pool: str, request: Mapping[str, int]) -> str | None:
+    def pool_use(
+        self, pool: str, request: Mapping[str, int], borrower: Team | None = None
+    ) -> Mapping[str, int]:
+        """The pool's use as a pod sees it: for a `borrower`, what others keep free of their quota counts
+        as used (`lendingLimit`)."""
+        use = self.usage.of_pool(pool)
+        if borrower is None or not self.book.pool_limits(pool):
+            return use
+        kept = self.kept(pool, request, borrower)
+        return quantities.add(use, kept) if kept else use
+
+    def pool_full(self, pool: str, request: Mapping[str, int], borrower: Team | None = None) -> str | None:
         limits = self.book.pool_limits(pool)
-        short = short_of(self.usage.of_pool(pool), request, limits)
+        use = self.pool_use(pool, request, borrower)
+        short = short_of(use, request, limits)
         if not short:
             return None
         r = sorted(short)[0]
+        kept = use.get(r, 0) - self.usage.of_pool(pool).get(r, 0)
         return (
             f"pool {pool} limits: {r} {fmt(r, self.usage.of_pool(pool).get(r, 0))} of {fmt(r, limits[r])} "
-            f"in use, the pod asks {fmt(r, request[r])}"
+            f"in use{f' and {fmt(r, kept)} kept by its lenders (lendingLimit)' if kept else ''}, "
+            f"the pod asks {fmt(r, request[r])}"
         )
 
     def could_ever(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_teams import deployment, l4_pool, nodes_of, scenario
-from tests.e2e.test_timeline import run_json, write
+from tests.e2e.test_timeline import cli, run_json, write
 
 
 def entry(pool: str, gpus: int, *, over: bool | None = None, extra: str = "") -> str:
@@ -249,3 +249,88 @@ def test_beyond_what_its_department_owns_a_team_shares_by_weight(tmp_path: Path)
     doc = run_json(write(tmp_path, text))
     assert nodes_of(doc, "x/") == ["x/b-0", "x/b-1"]
     assert len(nodes_of(doc, "z/")) == 1
+
+
+# Numeric borrowing and lending limits (Kueue's borrowingLimit and lendingLimit) ----------------------------
+
+
+def test_a_team_borrows_at_most_its_borrowing_limit(tmp_path: Path) -> None:
+    text = (
+        scenario()
+        + l4_pool(limit=6)
+        + team("x", entry("l4", 1, over=True, extra='borrowingLimit: {nvidia.com/gpu: "2"}'))
+        + deployment("a", "x", replicas=5, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(nodes_of(doc, "x/")) == 3
+    held = {u["pod"]: u["reasons"][0]["reason"] for u in doc["unschedulable"]}
+    assert len(held) == 2 and all("borrowingLimit" in why for why in held.values())
+
+
+def test_a_department_borrows_at_most_its_borrowing_limit(tmp_path: Path) -> None:
+    text = (
+        scenario()
+        + l4_pool(limit=6)
+        + department("d", entry("l4", 1, over=True, extra='borrowingLimit: {nvidia.com/gpu: "1"}'))
+        + team("x", entry("l4", 1), department="d")
+        + deployment("a", "x", replicas=4, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(nodes_of(doc, "x/")) == 2
+
+
+def test_a_team_lends_at_most_its_lending_limit(tmp_path: Path) -> None:
+    text = (
+        scenario()
+        + l4_pool(limit=4)
+        + team("y", entry("l4", 4, extra='lendingLimit: {nvidia.com/gpu: "1"}'))
+        + team("x", entry("l4", 0))
+        + deployment("a", "x", replicas=4, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(nodes_of(doc, "x/")) == 1
+    held = [u["reasons"][0]["reason"] for u in doc["unschedulable"]]
+    assert len(held) == 3 and "kept by its lenders (lendingLimit)" in held[0]
+
+
+def test_what_a_lender_keeps_is_there_for_its_own_pods_at_once(tmp_path: Path) -> None:
+    text = (
+        scenario(timeline=at("30m", step("b", "y", replicas=3)))
+        + l4_pool(limit=4)
+        + team("y", entry("l4", 4, extra='lendingLimit: {nvidia.com/gpu: "1"}'))
+        + team("x", entry("l4", 0))
+        + deployment("a", "x", replicas=4, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert nodes_of(doc, "y/") == ["y/b-0", "y/b-1", "y/b-2"]
+    assert not events(doc, "Reclaimed")
+
+
+def test_over_quota_false_still_means_no_borrowing(tmp_path: Path) -> None:
+    text = (
+        scenario()
+        + l4_pool(limit=6)
+        + team("x", entry("l4", 1, over=False))
+        + deployment("a", "x", replicas=3, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(nodes_of(doc, "x/")) == 1
+
+
+def test_a_borrowing_limit_with_over_quota_false_is_refused(tmp_path: Path) -> None:
+    text = (
+        scenario()
+        + l4_pool()
+        + team("x", entry("l4", 1, over=False, extra='borrowingLimit: {nvidia.com/gpu: "2"}'))
+    )
+    result = cli("simulate", write(tmp_path, text))
+    assert result.returncode == 1
+    assert "Team/x: spec.quotas[0].borrowingLimit" in result.stderr
+    assert "needs overQuota: true" in result.stderr
+
+
+def test_a_lending_limit_above_the_quota_is_refused(tmp_path: Path) -> None:
+    text = scenario() + l4_pool() + team("x", entry("l4", 1, extra='lendingLimit: {nvidia.com/gpu: "2"}'))
+    result = cli("simulate", write(tmp_path, text))
+    assert result.returncode == 1
+    assert 'spec.quotas[0].lendingLimit["nvidia.com/gpu"]: 2 is more than the quota 1' in result.stderr
