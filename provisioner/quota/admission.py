@@ -19,7 +19,7 @@ A pod whose namespace belongs to no team is admitted at once, unpinned (no team,
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from provisioner.quota import borrowing
@@ -91,9 +91,12 @@ def decide(
     *,
     gated: Sequence[Pod] | None = None,
     exclude_victims: Collection[str] = (),
+    held: Mapping[str, str] | None = None,
 ) -> Plan:
     """The admission decision for the gated pods of the snapshot (or `gated`). `exclude_victims`: pods
-    not to reclaim (their eviction was blocked lately)."""
+    not to reclaim (their eviction was blocked lately). `held`: waiting pod -> the pool where room freed
+    by its reclaim is held for it (some of its victims are gone, others not yet): no one else is
+    admitted into that room, and the pod is admitted there once the rest is free."""
     usage = count(snap, book)
     plan = Plan(usage=usage)
     work = work_mod.Pass(book, usage, exclude_victims)
@@ -101,12 +104,18 @@ def decide(
         gated if gated is not None else [p for p in snap.pending_pods if p.gated and not p.deleting],
         key=work_mod.order_key,
     )
+    holds = {p.key: (p, held[p.key]) for p in waiting if held and p.key in held and held[p.key] in book.pools}
+    for pod, pool in holds.values():
+        usage.add(pod, pool=pool, team=None, department=None)  # the pool's room, no one's quota
     borrowers: list[Borrower] = []
     for pod in waiting:
         team = book.team_of(pod.namespace)
         if team is None:
             plan.admitted.append(Admit(pod=pod, pool=None))
             continue
+        hold = holds.pop(pod.key, None)
+        if hold is not None:
+            usage.remove(pod, pool=hold[1], team=None, department=None)
         dept = book.department_of(team)
         request = counted(pod.requests)
         reasons: list[tuple[str, str]] = []
@@ -161,6 +170,8 @@ def decide(
             break
         if admitted:
             continue
+        if hold is not None:
+            usage.add(pod, pool=hold[1], team=None, department=None)  # still held until its reclaim is done
         if not order:
             reasons.append(("-", "no NodePool in the pod's order"))
         borrowers.append((pod, team, dept, tuple(usable), reasons, ever))

@@ -334,3 +334,38 @@ def test_a_lending_limit_above_the_quota_is_refused(tmp_path: Path) -> None:
     result = cli("simulate", write(tmp_path, text))
     assert result.returncode == 1
     assert 'spec.quotas[0].lendingLimit["nvidia.com/gpu"]: 2 is more than the quota 1' in result.stderr
+
+
+def test_room_a_half_done_reclaim_freed_is_held_for_its_pod_not_lent_again(tmp_path: Path) -> None:
+    # vision's 2-GPU pod needs both of nlp's borrowed GPUs; a PDB lets only one go. The GPU freed stays
+    # held for vision (nlp's replacement pod is not admitted into it) until the hold times out.
+    pdb = """\
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: keep, namespace: nlp}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: b}}
+"""
+    two = deployment("a", "vision", replicas=1, indent="        ").replace(
+        'nvidia.com/gpu: "1"', 'nvidia.com/gpu: "2"'
+    )
+    text = (
+        scenario(duration="40m", timeline=at("5m", two))
+        + l4_pool(limit=2)
+        + team("vision", entry("l4", 2))
+        + team("nlp", entry("l4", 0))
+        + deployment("b", "nlp", replicas=2, preemptible=True)
+        + pdb
+    )
+    doc = run_json(write(tmp_path, text))
+    timeline = [(e["at"], e["name"], e["reason"]) for e in doc["events"] if e["name"] in ("a-0", "b-0")]
+    first = timeline.index(("5m", "b-0", "Reclaimed"))
+    timed_out = timeline.index(("15m", "a-0", "ReclaimTimedOut"))
+    # While held, nlp's replacement pod b-0 only waits; once the hold is let go it runs (and is a victim
+    # of vision's next try: evicting it is what the budget blocks then).
+    assert {reason for _, name, reason in timeline[first + 1 : timed_out] if name == "b-0"} == {
+        "QuotaExceeded"
+    }
+    assert ("16m", "b-0", "ReclaimBlocked") in timeline[timed_out:]
