@@ -8,6 +8,7 @@ from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.controllers.admission import CONDITION
+from tests.builders import pdb_manifest
 from tests.controllers.world import gpu_pod, node_class, node_pool
 
 
@@ -106,3 +107,27 @@ def test_metrics_count_waiting_admitted_and_reclaimed_pods(make_world) -> None:
     w.apply(gated("owner", "vision"))
     w.run_until(lambda: "nlp/borrower" not in w.state.pods, max_ticks=10)
     assert w.metric("provisioner_reclaims_total", result="evicted") == 1
+
+
+def test_room_a_half_done_reclaim_freed_waits_for_its_pod_then_times_out_with_an_event(make_world) -> None:
+    w = make_world()
+    w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "2"}), team("vision", 2), team("nlp", 0))
+    w.apply(
+        gated("b1", "nlp", preemptible=True),
+        gated("b2", "nlp", preemptible=True),
+        pdb_manifest("keep", match={wk.PREEMPTIBLE: "true"}, namespace="nlp", min_available=1),
+    )
+    w.run_until(w.all_bound, max_ticks=90)
+    w.apply(gated("owner", "vision", gpus=2))
+    w.run_until(lambda: len(w.events("Reclaimed")) == 1, max_ticks=10)
+    # One borrower is gone, the budget keeps the other: a new borrower does not get the freed GPU.
+    w.apply(gated("again", "nlp", preemptible=True))
+    for _ in range(20):  # passes inside and outside the blocked borrower's back-off
+        w.tick(15)
+    assert w.state.pods["nlp/again"].gated
+    assert w.state.pods["vision/owner"].gated
+    assert not w.events("ReclaimTimedOut")
+    w.run_until(lambda: bool(w.events("ReclaimTimedOut")), max_ticks=10, seconds=60)
+    (timed_out,) = w.events("ReclaimTimedOut")
+    assert timed_out["involvedObject"]["name"] == "owner" and "held 600s" in timed_out["message"]
+    w.run_until(lambda: not w.state.pods["nlp/again"].gated, max_ticks=5)
