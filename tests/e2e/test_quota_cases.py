@@ -369,3 +369,20 @@ spec:
         "QuotaExceeded"
     }
     assert ("16m", "b-0", "ReclaimBlocked") in timeline[timed_out:]
+
+
+# What simulate and the reports say ---------------------------------------------------------------------------
+
+
+def test_events_of_namespaced_objects_carry_their_namespace(tmp_path: Path) -> None:
+    text = (
+        scenario(timeline=at("30m", step("b", "x", replicas=1, preemptible=True)))
+        + l4_pool(limit=1)
+        + team("x", entry("l4", 1))
+        + team("y", entry("l4", 0))
+        + deployment("b", "y", replicas=1, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    (reclaimed,) = events(doc, "Reclaimed")
+    assert (reclaimed["namespace"], reclaimed["name"]) == ("y", "b-0")
+    assert all("namespace" not in e for e in doc["events"] if e["kind"] in ("NodeClaim", "NodePool", "Node"))
