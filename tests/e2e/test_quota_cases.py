@@ -386,3 +386,18 @@ def test_events_of_namespaced_objects_carry_their_namespace(tmp_path: Path) -> N
     (reclaimed,) = events(doc, "Reclaimed")
     assert (reclaimed["namespace"], reclaimed["name"]) == ("y", "b-0")
     assert all("namespace" not in e for e in doc["events"] if e["kind"] in ("NodeClaim", "NodePool", "Node"))
+
+
+def test_report_teams_counts_as_allocated_only_pods_the_run_gives_a_node(tmp_path: Path) -> None:
+    # Quota admits both pods, but no l4 node has 64 CPUs: the big one never gets a node.
+    big = deployment("big", "x", replicas=1).replace('cpu: "1"', 'cpu: "64"')
+    text = (
+        scenario().replace("  duration: 2h\n", "")
+        + l4_pool()
+        + team("x", entry("l4", 2))
+        + deployment("a", "x", replicas=1)
+        + big
+    )
+    result = cli("report", "teams", "-f", write(tmp_path, text), "-o", "csv")
+    assert result.returncode == 0, result.stderr
+    assert "Team,x,,l4,nvidia.com/gpu,2,1,1,0,1" in result.stdout.splitlines()
