@@ -401,3 +401,49 @@ def test_report_teams_counts_as_allocated_only_pods_the_run_gives_a_node(tmp_pat
     result = cli("report", "teams", "-f", write(tmp_path, text), "-o", "csv")
     assert result.returncode == 0, result.stderr
     assert "Team,x,,l4,nvidia.com/gpu,2,1,1,0,1" in result.stdout.splitlines()
+
+
+PRIORITY_CLASSES = """\
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: urgent}
+value: 1000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: batch}
+value: -1
+globalDefault: true
+"""
+
+
+def named_class(text: str, name: str) -> str:
+    return re.sub(r"^( *)tolerations:", rf"\1priorityClassName: {name}\n\1tolerations:", text, flags=re.M)
+
+
+def test_priority_classes_in_a_scenario_give_pods_their_priority(tmp_path: Path) -> None:
+    # The class's value decides, as the API server's Priority admission sets it: urgent preempts the
+    # team's pod of the default class (batch, -1).
+    urgent = named_class(deployment("high", "x", replicas=1, indent="        "), "urgent")
+    text = (
+        scenario(timeline=at("30m", urgent))
+        + l4_pool()
+        + team("x", entry("l4", 1, over=False))
+        + deployment("low", "x", replicas=1, preemptible=True)
+        + PRIORITY_CLASSES
+    )
+    doc = run_json(write(tmp_path, text))
+    assert nodes_of(doc, "x/") == ["x/high-0"]
+    (preempted,) = events(doc, "Preempted")
+    assert "priority 1000, this pod -1" in preempted["message"]
+
+
+def test_a_pod_naming_a_priority_class_no_document_defines_is_refused(tmp_path: Path) -> None:
+    text = scenario() + l4_pool() + named_class(deployment("a", "x", replicas=1), "urgnt") + PRIORITY_CLASSES
+    result = cli("simulate", write(tmp_path, text))
+    assert result.returncode == 1
+    assert (
+        "spec.template.spec.priorityClassName: priorityClassName 'urgnt': no PriorityClass" in result.stderr
+    )
+    assert "known: batch, system-cluster-critical, system-node-critical, urgent" in result.stderr
