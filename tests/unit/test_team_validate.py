@@ -114,7 +114,9 @@ def test_a_quota_on_a_resource_no_pool_supplies_is_an_error_with_did_you_mean() 
 
 
 def test_a_quota_on_an_unknown_device_is_a_warning_naming_what_nodes_have() -> None:
-    (warning,) = check(POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "example.com/fpga"))
+    (warning,) = check(
+        POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "example.com/fpga")
+    )
     assert ": warning: example.com/fpga is not a resource any NodePool's nodes have" in warning
     assert "(pools' nodes have: amd.com/gpu, cpu, ephemeral-storage, memory, nvidia.com/gpu, pods)" in warning
 
@@ -123,4 +125,11 @@ def test_a_resource_a_pool_limits_counts_as_supplied() -> None:
     pool = POOL.replace(
         'limits: {nvidia.com/gpu: "40"}', 'limits: {nvidia.com/gpu: "40", example.com/fpga: "4"}'
     )
-    assert check(pool + department("research", 32) + team("vision", 8).replace('nvidia.com/gpu: "8"', 'example.com/fpga: "1"')) == []
+    assert (
+        check(
+            pool
+            + department("research", 32)
+            + team("vision", 8).replace('nvidia.com/gpu: "8"', 'example.com/fpga: "1"')
+        )
+        == []
+    )
