@@ -106,6 +106,14 @@ class QuotaBook:
         self._entries: dict[tuple[str, str, str], Entry] = {}
         self._limits: dict[str, Mapping[str, int]] = {}
         self.cluster_order = tuple(p.name for p in pool_order.by_weight(self.pools.values()))
+        self._members: dict[str, tuple[Team, ...]] = {}
+        for team in sorted(self.teams.values(), key=lambda t: t.name):
+            if team.spec.department is not None:
+                self._members[team.spec.department] = (*self._members.get(team.spec.department, ()), team)
+        quotas: list[DepartmentQuota] = [q for t in self.teams.values() for q in t.spec.quotas]
+        quotas += [q for d in self.departments.values() for q in d.spec.quotas]
+        self.has_lenders = any(q.lending_limit is not None for q in quotas)
+        """Whether any entry sets a `lendingLimit` (else nothing is kept back from borrowers)."""
 
     def team_of(self, namespace: str) -> Team | None:
         name = self._team_of_namespace.get(namespace)
@@ -113,6 +121,10 @@ class QuotaBook:
 
     def has_teams(self) -> bool:
         return bool(self.teams)
+
+    def members(self, department: str) -> tuple[Team, ...]:
+        """The teams of a department, by name."""
+        return self._members.get(department, ())
 
     def department_of(self, team: Team) -> Department | None:
         return self.departments.get(team.spec.department) if team.spec.department else None

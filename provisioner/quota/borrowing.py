@@ -224,7 +224,7 @@ def _fair_victims(
             if must.get(r, 0) or lacking.get(r, 0)
         }
         if short:
-            members = {t.name for t in book.teams.values() if t.spec.department == dept.name}
+            members = {t.name for t in book.members(dept.name)}
             fair = reclaim.fair_shares(
                 pool,
                 usage=usage,

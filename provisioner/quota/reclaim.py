@@ -186,7 +186,7 @@ def _department_covered(
         if dept.name not in room:
             entry = book.department_entry(dept, pool)
             use = usage.of_department(dept.name, pool)
-            members = [t for t in book.teams.values() if t.spec.department == dept.name]
+            members = book.members(dept.name)
             dept_over: dict[str, int] = {}
             for member in members:
                 for r, a in overs.get(member.name, {}).items():

@@ -142,7 +142,7 @@ class Pass:
             # Only a cap the department may not go beyond: a department that may borrow holds more than
             # its quota on loan, and taking that back frees nothing the pool lacks.
             limits = self.department_cap(dept, pool, request, owner=True)
-            members = {t.name for t in self.book.teams.values() if t.spec.department == dept.name}
+            members = {t.name for t in self.book.members(dept.name)}
             ok = take(
                 short_of(self.usage.of_department(dept.name, pool), request, limits), members, "department"
             )
@@ -234,9 +234,7 @@ class Pass:
         if all(lim is None for lim in limits.values()):
             return None
         in_quota: dict[str, int] = {}
-        for team in self.book.teams.values():
-            if team.spec.department != dept.name:
-                continue
+        for team in self.book.members(dept.name):
             entry = self.book.team_entry(team, pool)
             use = self.usage.of_team(team.name, pool)
             for r in request:
@@ -281,9 +279,11 @@ class Pass:
         borrow: every other team's (only department `within`'s teams, for its cap), and, at the pool's
         level, every other department's beyond what its own teams keep."""
         out: dict[str, int] = {}
+        if not self.book.has_lenders:
+            return out
         kept_by_dept: dict[str, dict[str, int]] = {}
-        for team in self.book.teams.values():
-            if team.name == borrower.name or (within is not None and team.spec.department != within):
+        for team in self.book.members(within) if within is not None else self.book.teams.values():
+            if team.name == borrower.name:
                 continue
             entry = self.book.team_entry(team, pool)
             if entry.lending is None:
