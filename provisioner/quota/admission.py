@@ -133,19 +133,16 @@ def decide(
                 continue
             usable.append(pool)
             ever = ever or work.could_ever(pod, team, dept, pool, request)
-            problem = work.team_problem(team, pool, request)
+            problem = work.team_problem(team, pool, request) or work.department_guarantee_problem(
+                dept, pool, request
+            )
             preempted: tuple[Pod, ...] = ()
             if problem is not None:
-                found = work.preempt_within(pod, team, pool, request)
+                found = work.preempt_within(pod, team, dept, pool, request)
                 if found is None:
                     reasons.append((pool, problem))
                     continue
                 preempted = found
-            promised = work.department_guarantee_problem(dept, pool, request)
-            if promised is not None:
-                work.put_back_all(preempted, pool)
-                reasons.append((pool, promised))
-                continue
             full = work.department_problem(dept, pool, request) or work.pool_full(pool, request)
             victims: tuple[Pod, ...] = ()
             if full is not None:

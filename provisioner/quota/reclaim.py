@@ -219,28 +219,20 @@ def within_team(
     short: Mapping[str, int],
     pod: Pod,
     *,
-    pool: str,
-    team: str,
+    candidates: Collection[Pod],
     usage: Usage,
-    exclude: Collection[str] = (),
+    partial: Mapping[str, int] | None = None,
 ) -> tuple[Pod, ...] | None:
-    """The team's own pods on `pool` to evict so `pod` fits the team's quota (`short`: what it lacks), or
-    None: those that yield to it (`yields_to`), lowest priority first, preemptible before not, newest
-    first; just enough."""
+    """Of `candidates` (the team's pods that yield to `pod`), those to evict to free `short`: lowest
+    priority first, preemptible before not, newest first; just enough. None when they cannot free
+    `short`; with `partial`, only what `partial` names must be freed in full, the rest as far as they go."""
     missing = {r: a for r, a in short.items() if a > 0}
-    candidates = sorted(
-        (
-            (p.priority, not p.preemptible, _newest_first(p), p.key)
-            for p in usage.pods.get((team, pool), ())
-            if not p.deleting and p.key not in exclude and yields_to(p, pod)
-        ),
-    )
-    by_key = {p.key: p for p in usage.pods.get((team, pool), ())}
+    required = {r: a for r, a in (short if partial is None else partial).items() if a > 0}
+    ordered = sorted(candidates, key=lambda p: (p.priority, not p.preemptible, _newest_first(p), p.key))
     chosen: list[Pod] = []
-    for *_, key in candidates:
+    for victim in ordered:
         if not missing:
             break
-        victim = by_key[key]
         req = usage.request_of(victim)
         if not any(req.get(r, 0) for r in missing):
             continue
@@ -250,4 +242,8 @@ def within_team(
                 missing[r] -= amount
                 if missing[r] <= 0:
                     del missing[r]
-    return tuple(chosen) if not missing else None
+            if r in required:
+                required[r] -= amount
+                if required[r] <= 0:
+                    del required[r]
+    return tuple(chosen) if not required else None

@@ -155,22 +155,76 @@ class Pass:
         self.exclude.update(p.key for p in chosen)
         return tuple(chosen)
 
+    def _yielding(self, pod: Pod, team: Team, pool: str) -> list[Pod]:
+        """The team's pods on the pool that give way to `pod` (none when the team opted out)."""
+        if team.spec.preemption.within_team == "Never":
+            return []
+        return [
+            p
+            for p in self.usage.pods.get((team.name, pool), ())
+            if not p.deleting and p.key not in self.exclude and reclaim.yields_to(p, pod)
+        ]
+
     def preempt_within(
-        self, pod: Pod, team: Team, pool: str, request: Mapping[str, int]
+        self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]
     ) -> tuple[Pod, ...] | None:
-        """The team's own pods that give way so the pod fits its team's quota (taken out of the use), or
-        None (the team opted out, too few yield, or reclaims are paced)."""
-        if team.spec.preemption.within_team == "Never" or self.reclaims >= RECLAIMS_PER_PASS:
+        """For a pod beyond its team's quota (or its department's guarantee): the team's own pods that
+        give way to it (`reclaim.yields_to`) to evict now, taken out of the use (maybe none), or None (it
+        stays beyond them even so, the team opted out, or reclaims are paced). Its preemptible pods that
+        give way may stay on as what the team borrows; the rest must go as far as they are in the way:
+        pods that are not preemptible beyond the quota, anything beyond the team's ceiling (quota when it
+        may not borrow, quota plus `borrowingLimit`) or the department's guarantee; and of the team's
+        excess over quota, what the pool (or the department's cap) lacks. Lowest priority first, just
+        enough; the rest of a shortfall is reclaimed from other teams' borrowers as for any pod."""
+        yielding = self._yielding(pod, team, pool)
+        if not yielding:
             return None
-        limits = {r: lim for r, lim in self.limits_of(team, pool, request).items() if lim is not None}
-        if any(a > limits[r] for r, a in request.items() if r in limits):
+        quota = {r: lim for r, lim in self.limits_of(team, pool, request).items() if lim is not None}
+        use = self.usage.of_team(team.name, pool)
+        soft = [p for p in yielding if p.preemptible]
+        standing: Mapping[str, int] = use
+        for p in soft:
+            standing = quantities.subtract(standing, self.usage.request_of(p))
+        hard = short_of(standing, request, quota)  # only pods that are not preemptible free this
+        entry = self.book.team_entry(team, pool)
+        must = dict(short_of(use, request, {r: c for r in request if (c := entry.ceiling(r)) is not None}))
+        for r, a in self.department_guarantee_short(dept, pool, request).items():
+            # The team's use counts toward the guarantee up to its quota: go below that by `a`.
+            must[r] = max(must.get(r, 0), a + max(0, use.get(r, 0) - quota.get(r, use.get(r, 0))))
+        lacking = dict(short_of(self.usage.of_pool(pool), request, self.book.pool_limits(pool)))
+        if dept is not None:
+            cap = self.department_cap(dept, pool, request, owner=True)
+            for r, a in short_of(self.usage.of_department(dept.name, pool), request, cap).items():
+                lacking[r] = max(lacking.get(r, 0), a)
+        excess = short_of(use, request, quota)
+        need = {
+            r: max(must.get(r, 0), min(excess.get(r, 0), lacking.get(r, 0)))
+            for r in set(must) | set(excess)
+            if must.get(r, 0) or (excess.get(r, 0) and lacking.get(r, 0))
+        }
+        if not hard and not need:
+            return ()
+        if self.reclaims >= RECLAIMS_PER_PASS:
             return None
-        short = short_of(self.usage.of_team(team.name, pool), request, limits)
-        found = reclaim.within_team(
-            short, pod, pool=pool, team=team.name, usage=self.usage, exclude=self.exclude
-        )
-        if found is None:
-            return None
+        found: tuple[Pod, ...] = ()
+        if hard:
+            firm = [p for p in yielding if not p.preemptible]
+            taken = reclaim.within_team(hard, pod, candidates=firm, usage=self.usage)
+            if taken is None:
+                return None
+            found = taken
+            for victim in found:
+                need = {r: a - self.usage.request_of(victim).get(r, 0) for r, a in need.items()}
+                must = {r: a - self.usage.request_of(victim).get(r, 0) for r, a in must.items()}
+        need = {r: a for r, a in need.items() if a > 0}
+        if need:
+            rest = [p for p in yielding if p not in found]
+            more = reclaim.within_team(
+                need, pod, candidates=rest, usage=self.usage, partial={r: a for r, a in must.items() if a > 0}
+            )
+            if more is None:
+                return None
+            found += more
         for victim in found:
             self.take_out(victim, pool)
         self.exclude.update(v.key for v in found)
@@ -222,17 +276,20 @@ class Pass:
             self.put_back(pod, pool)
         self.exclude.difference_update(p.key for p in pods)
 
-    def department_guarantee_problem(
+    def department_guarantee_short(
         self, dept: Department | None, pool: str, request: Mapping[str, int]
-    ) -> str | None:
-        """Why a pod within its team's quota is beyond what its department guarantees on the pool: what
-        its teams use within their own quotas, plus the pod, above the department's quota (the teams are
-        promised more than it holds). Borrowed pods do not count here: they give way (a reclaim)."""
+    ) -> dict[str, int]:
+        """How far a pod within its team's quota is beyond what its department guarantees on the pool:
+        what its teams use within their own quotas, plus the pod, above the department's quota (the teams
+        are promised more than it holds). Borrowed pods do not count: they give way (a reclaim)."""
         if dept is None:
-            return None
-        limits = self.limits_of(dept, pool, request)
-        if all(lim is None for lim in limits.values()):
-            return None
+            return {}
+        limits = {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
+        if not limits:
+            return {}
+        return short_of(self._in_quota(dept, pool, request), request, limits)
+
+    def _in_quota(self, dept: Department, pool: str, request: Mapping[str, int]) -> dict[str, int]:
         in_quota: dict[str, int] = {}
         for team in self.book.members(dept.name):
             entry = self.book.team_entry(team, pool)
@@ -240,7 +297,18 @@ class Pass:
             for r in request:
                 lim = entry.limit(r)
                 in_quota[r] = in_quota.get(r, 0) + (use.get(r, 0) if lim is None else min(use.get(r, 0), lim))
-        problem = quota_problem(f"department {dept.name}", pool, in_quota, request, limits)
+        return in_quota
+
+    def department_guarantee_problem(
+        self, dept: Department | None, pool: str, request: Mapping[str, int]
+    ) -> str | None:
+        """`department_guarantee_short` in words (None: within it)."""
+        if dept is None or not self.department_guarantee_short(dept, pool, request):
+            return None
+        limits = self.limits_of(dept, pool, request)
+        problem = quota_problem(
+            f"department {dept.name}", pool, self._in_quota(dept, pool, request), request, limits
+        )
         return None if problem is None else problem.replace(" in use,", " in use within quotas,", 1)
 
     def put_back(self, pod: Pod, pool: str) -> None:

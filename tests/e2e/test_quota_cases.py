@@ -132,6 +132,7 @@ spec:
         - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
       taints:
         - {key: nvidia.com/gpu, effect: NoSchedule}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 10m}
 """
 
 
