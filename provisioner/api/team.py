@@ -9,10 +9,12 @@ admission decision are `provisioner.quota`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from provisioner.api import labels as wk
 from provisioner.api import quantities
 from provisioner.api.common import FieldError, Model, Named, ObjectMeta, check_name
 from provisioner.api.nodepool import check_resource_amounts
@@ -33,9 +35,46 @@ class DepartmentQuota(Model):
     """Whether pods may run beyond the quota on this pool, borrowing what others leave idle (only pods
     labelled `provisioner.sh/preemptible: "true"`; they are reclaimed when the owner needs it back).
     Default `true`."""
+    borrowing_limit: ResourceAmounts | None = None
+    """With `overQuota: true`: per resource, how much it may use on this pool beyond its quota at most
+    (Kueue's `borrowingLimit`; `overQuota: false` is a limit of 0 on everything). A resource not named
+    here may be borrowed without bound. Default none."""
+    lending_limit: ResourceAmounts | None = None
+    """Per resource, how much of its unused quota others may borrow at most (Kueue's `lendingLimit`): the
+    rest of its quota stays free for its own pods even while idle. A resource not named here is lent in
+    full. At most the quota. Default none."""
 
     def amounts(self) -> quantities.ResourceList:
         return quantities.parse_resource_list(self.resources)
+
+    def borrowing(self) -> quantities.ResourceList:
+        return quantities.parse_resource_list(self.borrowing_limit or {})
+
+    def lending(self) -> quantities.ResourceList:
+        return quantities.parse_resource_list(self.lending_limit or {})
+
+    @model_validator(mode="after")
+    def _limits_fit(self) -> Self:
+        if self.borrowing_limit is not None and not self.over_quota:
+            raise FieldError(
+                "borrowingLimit needs overQuota: true (overQuota: false already means no borrowing)",
+                path=("borrowingLimit",),
+            )
+        if self.lending_limit is not None:
+            amounts = self.amounts()
+            for name, amount in self.lending().items():
+                if name not in amounts:
+                    raise FieldError(
+                        f"{name} has no quota in resources, so there is nothing of it to lend",
+                        path=("lendingLimit", name),
+                    )
+                if amount > amounts[name]:
+                    raise FieldError(
+                        f"{self.lending_limit[name]} is more than the quota {self.resources[name]}; "
+                        "a lending limit is at most the quota",
+                        path=("lendingLimit", name),
+                    )
+        return self
 
 
 class TeamQuota(DepartmentQuota):
@@ -105,6 +144,17 @@ class DepartmentSpec(Model):
         return value
 
 
+class TeamPreemption(Model):
+    """How a team's waiting pods may take its own quota back from its running pods (Kueue's
+    ClusterQueue `preemption.withinClusterQueue`)."""
+
+    within_team: Literal["LowerPriority", "Never"] = "LowerPriority"
+    """`LowerPriority`: a pod that does not fit its team's quota evicts the team's own pods of lower
+    priority on that pool (a preemptible one before a pod that is not; never a pod that is not preemptible
+    for one that is; at equal priority, a pod that is not preemptible evicts preemptible ones). `Never`:
+    it waits. Default `LowerPriority`."""
+
+
 class TeamSpec(Model):
     """A team: its department, its namespaces, its pools and its quotas."""
 
@@ -118,6 +168,8 @@ class TeamSpec(Model):
     (the cluster's order)."""
     quotas: list[TeamQuota] = Field(default_factory=list, json_schema_extra=_ONE_PER_POOL)
     """One entry per NodePool. A pool with no entry counts as quota 0 with over-quota allowed."""
+    preemption: TeamPreemption = Field(default_factory=TeamPreemption)
+    """Priority preemption among the team's own pods. Default: lower priority pods give way."""
 
     @field_validator("quotas")
     @classmethod
@@ -159,3 +211,15 @@ class Team(Named, Model):
 
     def quota_for(self, pool: str) -> TeamQuota | None:
         return next((q for q in self.spec.quotas if q.node_pool == pool), None)
+
+
+def namespace_teams(teams: Iterable[Team], labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The one rule for whose a namespace's pods are, used by quota, the ledger and disruption records
+    alike: the Team whose `spec.namespaces` lists it (the first by name, when two do), else the team its
+    `provisioner.sh/team` label names (a label may name a team with no Team object: its cost is still
+    booked to it; no quota applies). Namespace -> team name."""
+    out = {ns: found for ns, ns_labels in labels.items() if (found := ns_labels.get(wk.TEAM))}
+    for team in sorted(teams, key=lambda t: t.name, reverse=True):
+        for ns in team.spec.namespaces:
+            out[ns] = team.name
+    return out

@@ -264,7 +264,10 @@ def _explanation(loaded: scenario_.LoadedScenario, target: Pod) -> dict[str, Any
     """What `explain` says, as data: the pod, its pools in order with each verdict, the full solve."""
     verdicts = static.explain_pod(loaded, target)
     order = pool_order.resolve(
-        target, defaults=loaded.pool_defaults, pool_names=pool_order.default_pool_names(loaded.nodepools)
+        target,
+        team_default=pool_order.team_lists(loaded.snapshot()),
+        defaults=loaded.pool_defaults,
+        pool_names=pool_order.default_pool_names(loaded.nodepools),
     )
     pools = []
     for v in verdicts:

@@ -8,10 +8,13 @@ run where, and acts:
   only once it is bound to that pool; an Event and the pod condition `provisioner.sh/Admitted` say how;
 - a pod that must wait keeps its gate, gets an Event and the condition (False) with the reason and the
   numbers, written again only when the reason changes; the condition outlives the Event;
+- a preemption within a team evicts the team's own lower-priority pods the same way (Event `Preempted`);
 - a reclaim evicts the chosen borrowers through the Eviction API first (PDBs honoured), with an Event
   `Reclaimed` on each; the owner's pod is admitted only when every one is gone. A victim whose eviction
   a PDB blocks is left alone for `reclaim_backoff` (an Event says so once), so a blocked reclaim never
-  loops hot; the decision looks for other borrowers meanwhile.
+  loops hot; the decision looks for other borrowers meanwhile. The room the evictions that did go
+  through freed is held for the pod (no one else is admitted into it) until it is admitted, for
+  `reclaim_hold` at most (then an Event `ReclaimTimedOut`).
 """
 
 from __future__ import annotations
@@ -62,6 +65,11 @@ def _condition_patch(
 class AdmissionController(Reconciler):
     reclaim_backoff: timedelta = timedelta(minutes=1)
     """How long a victim whose eviction a PDB blocked is left out of reclaims."""
+    reclaim_hold: timedelta = timedelta(minutes=10)
+    """How long the room a partly done reclaim freed is held for the pod it was for (no one else is
+    admitted into it); past that the hold is dropped, with an Event `ReclaimTimedOut`."""
+    _holds: dict[str, tuple[str, datetime]] = field(default_factory=dict, init=False)
+    """Pod key -> (pool, until) of the room held for it."""
     last_plan: admission.Plan | None = field(default=None, init=False)
     held: dict[str, tuple[str, list[tuple[str, str]]]] = field(default_factory=dict, init=False)
     """Pod key -> (message, reasons per pool) of every pod waiting now (for `simulate` and reports)."""
@@ -89,18 +97,28 @@ class AdmissionController(Reconciler):
             self.last_plan, self.held = None, {}
             return None
         self._blocked = {k: until for k, until in self._blocked.items() if until > now}
-        plan = admission.decide(snap, book, gated=gated, exclude_victims=set(self._blocked))
+        self._drop_late_holds(gated, now)
+        plan = admission.decide(
+            snap,
+            book,
+            gated=gated,
+            exclude_victims=set(self._blocked),
+            held={k: pool for k, (pool, _) in self._holds.items()},
+        )
         self.last_plan = plan
         held: dict[str, tuple[str, list[tuple[str, str]]]] = {}
         for admit in plan.admitted:
-            if admit.victims and not self._reclaim(admit, now):
+            if admit.victims and not (reclaimed := self._reclaim(admit, now))[0]:
                 self._reclaiming.add(admit.pod.key)
+                if admit.pool is not None and reclaimed[1]:
+                    self._holds.setdefault(admit.pod.key, (admit.pool, now + self.reclaim_hold))
                 self._tell(
                     admit.pod, admitted=False, reason="ReclaimBlocked", message=RECLAIM_BLOCKED, now=now
                 )
                 held[admit.pod.key] = (RECLAIM_BLOCKED, [(admit.pool or "-", RECLAIM_BLOCKED)])
                 continue
             self._reclaiming.discard(admit.pod.key)
+            self._holds.pop(admit.pod.key, None)
             self._admit(admit, now)
         for hold in plan.held:
             if hold.pod.key in self._reclaiming and not hold.never:
@@ -121,6 +139,26 @@ class AdmissionController(Reconciler):
         self._reclaiming &= live
         self._write_status(snap, book, plan)
         return plan
+
+    def _drop_late_holds(self, gated: list[Pod], now: datetime) -> None:
+        """Holds of pods gone or admitted go; a hold past `reclaim_hold` goes with an Event."""
+        live = {p.key: p for p in gated}
+        for key, (pool, until) in list(self._holds.items()):
+            pod = live.get(key)
+            if pod is None:
+                del self._holds[key]
+            elif until <= now:
+                del self._holds[key]
+                self.cluster.record_event(
+                    kind="Pod",
+                    name=pod.name,
+                    namespace=pod.namespace,
+                    reason="ReclaimTimedOut",
+                    message=f"the room freed on {pool} by reclaiming for this pod was held "
+                    f"{int(self.reclaim_hold.total_seconds())}s, but the rest of its reclaim is still "
+                    "blocked: the room is let go (others may be admitted into it); the reclaim goes on",
+                    type="Warning",
+                )
 
     def _admit(self, admit: admission.Admit, now: datetime) -> None:
         pod = admit.pod
@@ -183,9 +221,10 @@ class AdmissionController(Reconciler):
         except ClusterError as err:
             log.warning("could not write the admission condition of pod %s: %s", pod.key, err)
 
-    def _reclaim(self, admit: admission.Admit, now: datetime) -> bool:
-        """Evict every victim; True when all are gone (or going)."""
+    def _reclaim(self, admit: admission.Admit, now: datetime) -> tuple[bool, int]:
+        """Evict every victim: whether all are gone (or going), and how many went now."""
         done = True
+        evicted = 0
         for victim in admit.victims:
             freed = ", ".join(
                 f"{r} {quantities.format_quantity(r, a)}" for r, a in sorted(counted(victim.requests).items())
@@ -216,16 +255,29 @@ class AdmissionController(Reconciler):
                 done = False
                 continue
             self.metrics.reclaims.labels(result="evicted").inc()
+            evicted += 1
+            if victim in admit.preempted:
+                reason, message = (
+                    "Preempted",
+                    f"preempted within team {admit.team} on {admit.pool}: frees {freed} for pod "
+                    f"{admit.pod.key} (priority {admit.pod.priority}, this pod {victim.priority}"
+                    f"{', preemptible' if victim.preemptible else ''})",
+                )
+            else:
+                reason, message = (
+                    "Reclaimed",
+                    f"reclaimed by team {admit.team} on {admit.pool}: frees {freed} for pod {admit.pod.key} "
+                    "(this pod ran over its team's quota)",
+                )
             self.cluster.record_event(
                 kind="Pod",
                 name=victim.name,
                 namespace=victim.namespace,
-                reason="Reclaimed",
-                message=f"reclaimed by team {admit.team} on {admit.pool}: frees {freed} for pod {admit.pod.key} "
-                "(this pod ran over its team's quota)",
+                reason=reason,
+                message=message,
                 type="Warning",
             )
-        return done
+        return done, evicted
 
     def _write_status(self, snap: Snapshot, book: QuotaBook, plan: admission.Plan) -> None:
         for kind, name, doc in status.documents(book, plan):

@@ -126,7 +126,7 @@ class _NodeNotes:
     """Tainted or conditioned as disrupting."""
 
     @classmethod
-    def of(cls, sn: StateNode, namespaces: Mapping[str, Mapping[str, str]]) -> _NodeNotes:
+    def of(cls, sn: StateNode, owners: Mapping[str, str]) -> _NodeNotes:
         claim = sn.claim
         if claim is None:
             return cls(node=sn, problems={}, teams=None, marked=False)
@@ -135,7 +135,7 @@ class _NodeNotes:
         if sn.node is not None and claim.metadata.deletion_timestamp is None:
             workload = [p for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal]
             if workload:
-                teams = tuple(sorted({t for p in workload if (t := team_of(p, namespaces))}))
+                teams = tuple(sorted({t for p in workload if (t := team_of(p, owners))}))
         tainted = sn.node is not None and any(t.key == wk.DISRUPTED_TAINT for t in sn.node.taints)
         return cls(
             node=sn,
@@ -172,7 +172,7 @@ class DisruptionController(Reconciler):
     _annotation_warned: dict[str, str] = field(default_factory=dict, init=False)
     """Pod -> the do-not-disrupt problem last reported for it (each is said once)."""
     _notes: dict[str, _NodeNotes] = field(default_factory=dict, init=False)
-    _notes_namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict, init=False)
+    _notes_teams: Mapping[str, str] = field(default_factory=dict, init=False)
     """The namespace labels the notes' teams were read with (every snapshot has its own copy)."""
 
     def __post_init__(self) -> None:
@@ -482,14 +482,13 @@ class DisruptionController(Reconciler):
 
     def _note_nodes(self, snap: Snapshot) -> None:
         """This pass's notes: last pass's for the nodes the snapshot hands back unchanged."""
-        if snap.namespaces != self._notes_namespaces:
-            self._notes_namespaces, self._notes = snap.namespaces, {}
+        teams = snap.team_names()
+        if teams != self._notes_teams:
+            self._notes_teams, self._notes = teams, {}
         notes: dict[str, _NodeNotes] = {}
         for sn in snap.nodes:
             note = self._notes.get(sn.name)
-            notes[sn.name] = (
-                note if note is not None and note.node is sn else _NodeNotes.of(sn, snap.namespaces)
-            )
+            notes[sn.name] = note if note is not None and note.node is sn else _NodeNotes.of(sn, teams)
         self._notes = notes
 
     def _warn_invalid_annotations(self) -> None:

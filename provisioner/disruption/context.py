@@ -288,7 +288,7 @@ class Context:
         detail: str = "",
     ) -> tuple[NodeRecord, ...]:
         return records.node_records(
-            nodes, results, reason=reason, detail=detail, namespaces=self.snapshot.namespaces
+            nodes, results, reason=reason, detail=detail, teams=self.snapshot.team_names()
         )
 
     def accept(self, command: Command, results: Results | None) -> None:

@@ -26,7 +26,7 @@ def node_records(
     results: Results | None,
     *,
     reason: DisruptionReason,
-    namespaces: Mapping[str, Mapping[str, str]],
+    teams: Mapping[str, str],
     detail: str = "",
 ) -> tuple[NodeRecord, ...]:
     """One record per removed node; the replacements' $/h is shared in proportion to the nodes' prices."""
@@ -49,7 +49,7 @@ def node_records(
             PodMove(
                 pod=p.key,
                 destination=where.get(p.key, "unknown"),
-                team=team_of(p, namespaces),
+                team=team_of(p, teams),
             )
             for p in pods
         )

@@ -8,7 +8,7 @@ changed. A verdict to keep a node ("its pods fit nowhere else", "not cheaper", .
   its pods;
 - the nodes the re-solve is shown (`view`): each one's Node, NodeClaim and pods, in order;
 - what every re-solve of a plan shares: the pools (name, labels, annotations, spec), their instance
-  types and offerings (availability and prices), the daemonsets, the namespaces' labels, the planner's
+  types and offerings (availability and prices), the daemonsets, the namespaces' teams, the planner's
   settings and the solve function.
 Budgets, PDBs, `consolidateAfter`, do-not-disrupt and the screens are applied before the re-solve, on
 every plan, and a verdict to act is always re-solved: only keep-verdicts are taken from here.
@@ -49,7 +49,7 @@ class Shared:
     pools: tuple[tuple[object, ...], ...]
     instance_types: Mapping[str, Sequence[InstanceType]]
     daemonsets: tuple[DaemonSet, ...]
-    namespaces: Mapping[str, Mapping[str, str]]
+    teams: Mapping[str, str]
     settings: object
     solve: Callable[..., object]
 
@@ -70,7 +70,7 @@ class Shared:
             ),
             instance_types={name: tuple(types) for name, types in instance_types.items()},
             daemonsets=tuple(snapshot.daemonsets),
-            namespaces=snapshot.namespaces,
+            teams=snapshot.team_names(),
             settings=settings,
             solve=solve,
         )
@@ -81,7 +81,7 @@ class Shared:
             and self.instance_types == other.instance_types
             # DaemonSets compare their pods by key only: the very objects, as for nodes.
             and _same_objects(self.daemonsets, other.daemonsets)
-            and self.namespaces == other.namespaces
+            and self.teams == other.teams
             and self.settings == other.settings
             and self.solve == other.solve
         )

@@ -57,9 +57,9 @@ class _OpenNode:
     last_seen: datetime
     node: StateNode
     """The node as last seen..."""
-    namespaces: Mapping[str, Mapping[str, str]]
+    teams: Mapping[str, str]
     pool_owner: str
-    """...with its namespaces' labels and its pool's owner then: the row's sample."""
+    """...with its namespaces' teams and its pool's owner then: the row's sample."""
     row: UsageRow | None = None
     """The last row written from that same sample (None once the sample changed): the next row is it
     with its own time and hours, since nothing else in a row depends on them."""
@@ -70,8 +70,8 @@ class UsageMeter:
         self.interval = interval
         self._open: dict[str, _OpenNode] = {}
         """Claim name -> what is not yet written."""
-        self._namespaces: Mapping[str, Mapping[str, str]] = {}
-        """The namespaces' labels as last seen: every snapshot has a copy of its own, and holding one
+        self._teams: Mapping[str, str] = {}
+        """The namespaces' teams as last seen: every snapshot gives a copy of its own, and holding one
         object while they stay equal lets a node's unchanged sample be told by identity."""
         self._last_emit: datetime | None = None
         self._reserved: dict[str, _Open[ReservationRow]] = {}
@@ -82,9 +82,10 @@ class UsageMeter:
         """Note the nodes alive at `now`; return the rows of nodes gone since the last pass, and every
         node's row when an interval has passed."""
         owners = pool_owners(snapshot)
-        if snapshot.namespaces != self._namespaces:
-            self._namespaces = snapshot.namespaces
-        namespaces = self._namespaces
+        teams = snapshot.team_names()
+        if teams != self._teams:
+            self._teams = teams
+        teams = self._teams
         alive: set[str] = set()
         for node in snapshot.nodes:
             claim = node.claim
@@ -95,14 +96,14 @@ class UsageMeter:
             entry = self._open.get(claim.name)
             if entry is None:
                 self._open[claim.name] = _OpenNode(
-                    since=now, last_seen=now, node=node, namespaces=namespaces, pool_owner=owner
+                    since=now, last_seen=now, node=node, teams=teams, pool_owner=owner
                 )
                 continue
             entry.last_seen = now
             # A snapshot hands back the same (frozen) StateNode while the node, its claim and its pods
             # are unchanged: only a new one, new namespace labels or a new pool owner make a new sample.
-            if entry.node is not node or entry.namespaces is not namespaces or entry.pool_owner != owner:
-                entry.node, entry.namespaces, entry.pool_owner = node, namespaces, owner
+            if entry.node is not node or entry.teams is not teams or entry.pool_owner != owner:
+                entry.node, entry.teams, entry.pool_owner = node, teams, owner
                 entry.row = None
         gone = [self._open.pop(name) for name in sorted(set(self._open) - alive)]
         rows = [self._node_row(entry) for entry in gone if entry.last_seen > entry.since]
@@ -179,7 +180,7 @@ class UsageMeter:
                 entry.node,
                 time=entry.since,
                 hours=hours,
-                namespaces=entry.namespaces,
+                teams=entry.teams,
                 pool_owner=entry.pool_owner,
             )
         return entry.row

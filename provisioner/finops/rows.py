@@ -362,12 +362,11 @@ def reservation_rows(
     if not offered:
         return []  # the common case, every pass: no walk over the nodes
     inside = _inside(snapshot)
+    teams = snapshot.team_names()
     rows = []
     for o in offered:
         r = o.reservation
-        ours = [
-            usage_row(n, time=time, hours=hours, namespaces=snapshot.namespaces) for n in inside.get(r.id, [])
-        ]
+        ours = [usage_row(n, time=time, hours=hours, teams=teams) for n in inside.get(r.id, [])]
         gpus = o.gpus_per_instance
         rows.append(
             ReservationRow(
@@ -526,7 +525,7 @@ def usage_row(
     *,
     time: datetime,
     hours: float,
-    namespaces: Mapping[str, Mapping[str, str]],
+    teams: Mapping[str, str],
     pool_owner: str = "",
 ) -> UsageRow:
     """One usage sample of a node we own over the `hours` that start at `time`."""
@@ -537,7 +536,7 @@ def usage_row(
     for pod in node.pods:
         if pod.is_terminal or pod.is_daemonset_pod:
             continue
-        team = team_of(pod, namespaces) or ""
+        team = team_of(pod, teams) or ""
         per_team[team] = quantities.add(per_team.get(team, {}), pod.requests)
     labels = node.labels
     status = node.claim.status

@@ -1,7 +1,8 @@
 """The QuotaBook: Teams, Departments and NodePools as one lookup, with Run:ai's rules for what is not
 written down.
 
-- A pod's team: the Team listing its namespace, else the namespace's `provisioner.sh/team` label.
+- A pod's team: `provisioner.api.team.namespace_teams` (the Team listing its namespace, else the
+  namespace's `provisioner.sh/team` label), the rule the ledger and the disruption records use too.
 - A pool a Team (or Department) has no entry for counts as quota 0 for every resource, over-quota
   allowed, weight 1. A resource an entry does not name is not limited by it.
 - A pod's pool order: `provisioner.scheduling.pool_order.resolve` (its `provisioner.sh/nodepools` list,
@@ -15,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from provisioner.api import NodePool, quantities
-from provisioner.api import labels as wk
-from provisioner.api.team import Department, DepartmentQuota, Team
+from provisioner.api.team import Department, DepartmentQuota, Team, namespace_teams
 from provisioner.scheduling import pool_order
 from provisioner.state.objects import Pod
 
@@ -33,12 +33,34 @@ class Entry:
     """The resources the entry limits; None: every resource (a pool with no entry: quota 0)."""
     over_quota: bool = True
     weight: int = 1
+    borrowing: Mapping[str, int] | None = None
+    """Per resource, the most it may use beyond its quota (`borrowingLimit`); None: no such limit."""
+    lending: Mapping[str, int] | None = None
+    """Per resource, the most of its unused quota others may borrow (`lendingLimit`); None: all of it."""
 
     def limit(self, resource: str) -> int | None:
         """The quota on `resource`, or None when this entry does not limit it."""
         if self.named is None:
             return self.quota.get(resource, 0)
         return self.quota[resource] if resource in self.named else None
+
+    def ceiling(self, resource: str) -> int | None:
+        """The most it may use of `resource` on the pool, borrowing included: its quota when it may not
+        borrow, its quota plus its `borrowingLimit`; None: unbounded (the pool's limits decide)."""
+        limit = self.limit(resource)
+        if not self.over_quota:
+            return limit
+        if self.borrowing is None or resource not in self.borrowing:
+            return None
+        return (limit or 0) + self.borrowing[resource]
+
+    def kept(self, resource: str, use: int) -> int:
+        """How much of its quota stays free for its own pods, whoever borrows (`lendingLimit`): its quota
+        less what it lends, less what it uses itself."""
+        if self.lending is None or resource not in self.lending:
+            return 0
+        limit = self.limit(resource) or 0
+        return max(0, limit - self.lending[resource] - use)
 
 
 NO_ENTRY = Entry(quota={}, named=None)
@@ -53,6 +75,8 @@ def _entry(quota: DepartmentQuota | None) -> Entry:
         named=frozenset(amounts),
         over_quota=quota.over_quota,
         weight=getattr(quota, "over_quota_weight", 1),
+        borrowing=quota.borrowing() if quota.borrowing_limit is not None else None,
+        lending=quota.lending() if quota.lending_limit is not None else None,
     )
 
 
@@ -78,20 +102,19 @@ class QuotaBook:
         self.departments = {d.name: d for d in departments}
         self.pools = {p.name: p for p in nodepools if p.metadata.deletion_timestamp is None}
         self._default_pool_names = pool_order.default_pool_names(self.pools.values())
-        self._team_of_namespace: dict[str, str] = {}
-        for ns, labels in namespaces.items():
-            if labels.get(wk.TEAM) in self.teams:
-                self._team_of_namespace[ns] = labels[wk.TEAM]
-        # A Team's own list wins over a namespace label (the label may be stale).
-        for team in sorted(self.teams.values(), key=lambda t: t.name, reverse=True):
-            for ns in team.spec.namespaces:
-                self._team_of_namespace[ns] = team.name
+        self._team_of_namespace = namespace_teams(self.teams.values(), namespaces)
         # Entries and limits are read thousands of times a pass: parse each quantity once.
         self._entries: dict[tuple[str, str, str], Entry] = {}
         self._limits: dict[str, Mapping[str, int]] = {}
-        self.cluster_order = tuple(
-            p.name for p in sorted(self.pools.values(), key=lambda p: (-p.weight, p.name))
-        )
+        self.cluster_order = tuple(p.name for p in pool_order.by_weight(self.pools.values()))
+        self._members: dict[str, tuple[Team, ...]] = {}
+        for team in sorted(self.teams.values(), key=lambda t: t.name):
+            if team.spec.department is not None:
+                self._members[team.spec.department] = (*self._members.get(team.spec.department, ()), team)
+        quotas: list[DepartmentQuota] = [q for t in self.teams.values() for q in t.spec.quotas]
+        quotas += [q for d in self.departments.values() for q in d.spec.quotas]
+        self.has_lenders = any(q.lending_limit is not None for q in quotas)
+        """Whether any entry sets a `lendingLimit` (else nothing is kept back from borrowers)."""
 
     def team_of(self, namespace: str) -> Team | None:
         name = self._team_of_namespace.get(namespace)
@@ -99,6 +122,10 @@ class QuotaBook:
 
     def has_teams(self) -> bool:
         return bool(self.teams)
+
+    def members(self, department: str) -> tuple[Team, ...]:
+        """The teams of a department, by name."""
+        return self._members.get(department, ())
 
     def department_of(self, team: Team) -> Department | None:
         return self.departments.get(team.spec.department) if team.spec.department else None

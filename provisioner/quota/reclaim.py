@@ -113,27 +113,44 @@ def select(
 
 
 def fair_shares(
-    pool: str, *, usage: Usage, book: QuotaBook, waiting: Collection[str]
+    pool: str,
+    *,
+    usage: Usage,
+    book: QuotaBook,
+    waiting: Collection[str],
+    among: Collection[str] | None = None,
+    capacity: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, int]]:
     """Team -> its fair share of the capacity borrowed on `pool`, per limited resource, among the teams
-    borrowing there now and those in `waiting` (teams with a preemptible pod waiting to borrow there)."""
-    limits = book.pool_limits(pool)
+    borrowing there now and those in `waiting` (teams with a preemptible pod waiting to borrow there).
+    `among` and `capacity`: only these teams (a department's) sharing this much (what the department
+    may use there), instead of every team sharing the pool's limits."""
+    limits = book.pool_limits(pool) if capacity is None else capacity
     if not limits:
         return {}
     in_quota: dict[str, int] = {}
     team_use: dict[str, int] = {}
     borrowers: dict[str, int] = {}
-    for (team_name, pool_name), use in usage.team.items():
+    overs: dict[str, dict[str, int]] = {}
+    for (team_name, pool_name), use in sorted(usage.team.items()):
         team = book.teams.get(team_name)
-        if pool_name != pool or team is None:
+        if pool_name != pool or team is None or (among is not None and team_name not in among):
             continue
         entry = book.team_entry(team, pool)
-        over = over_quota(use, {r: entry.limit(r) for r in use})
+        over = overs[team_name] = over_quota(use, {r: entry.limit(r) for r in use})
         for r in limits:
             team_use[r] = team_use.get(r, 0) + use.get(r, 0)
             in_quota[r] = in_quota.get(r, 0) + use.get(r, 0) - over.get(r, 0)
-        if any(over.get(r, 0) > 0 for r in limits):
-            borrowers[team_name] = entry.weight
+    # What a team borrows within its department's quota is the department's own, not the pool's to share
+    # (departments own their quota): it counts as in quota, and the team keeps it besides its share.
+    covered = _department_covered(pool, usage=usage, book=book, overs=overs) if among is None else {}
+    for team_name, over in overs.items():
+        mine = covered.get(team_name, {})
+        for r, amount in mine.items():
+            if r in limits:
+                in_quota[r] = in_quota.get(r, 0) + amount
+        if any(over.get(r, 0) > mine.get(r, 0) for r in limits):
+            borrowers[team_name] = book.team_entry(book.teams[team_name], pool).weight
     for team_name in waiting:
         team = book.teams.get(team_name)
         if team is not None:
@@ -141,13 +158,92 @@ def fair_shares(
     total_weight = sum(borrowers.values())
     if not total_weight:
         return {}
-    pool_use = usage.of_pool(pool)
+    pool_use = usage.of_pool(pool) if among is None else team_use
     out: dict[str, dict[str, int]] = {}
     for team_name, weight in borrowers.items():
         share: dict[str, int] = {}
         for r, limit in limits.items():
             others = pool_use.get(r, 0) - team_use.get(r, 0)  # pods of no team
             borrowable = max(0, limit - in_quota.get(r, 0) - others)
-            share[r] = borrowable * weight // total_weight
+            share[r] = borrowable * weight // total_weight + covered.get(team_name, {}).get(r, 0)
         out[team_name] = share
     return out
+
+
+def _department_covered(
+    pool: str, *, usage: Usage, book: QuotaBook, overs: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Team -> the part of its over-quota use on `pool` its department's quota holds (what the
+    department's quota leaves once its teams' in-quota use is counted, handed to its borrowing teams in
+    name order)."""
+    room: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, int]] = {}
+    for team_name, over in sorted(overs.items()):
+        team = book.teams[team_name]
+        dept = book.department_of(team)
+        if dept is None or not over:
+            continue
+        if dept.name not in room:
+            entry = book.department_entry(dept, pool)
+            use = usage.of_department(dept.name, pool)
+            members = book.members(dept.name)
+            dept_over: dict[str, int] = {}
+            for member in members:
+                for r, a in overs.get(member.name, {}).items():
+                    dept_over[r] = dept_over.get(r, 0) + a
+            room[dept.name] = {
+                r: max(0, lim - (use.get(r, 0) - dept_over.get(r, 0)))
+                for r in use
+                if (lim := entry.limit(r)) is not None
+            }
+        left = room[dept.name]
+        mine = {r: min(a, left.get(r, 0)) for r, a in over.items() if left.get(r, 0) > 0}
+        for r, a in mine.items():
+            left[r] -= a
+        if mine:
+            out[team_name] = mine
+    return out
+
+
+def yields_to(victim: Pod, pod: Pod) -> bool:
+    """Whether `victim`, a pod of the same team, gives way to `pod` in its team's quota: lower priority, or
+    equal priority and preemptible while `pod` is not; never a pod that is not preemptible for one that is."""
+    if not victim.preemptible and pod.preemptible:
+        return False
+    if victim.priority != pod.priority:
+        return victim.priority < pod.priority
+    return victim.preemptible and not pod.preemptible
+
+
+def within_team(
+    short: Mapping[str, int],
+    pod: Pod,
+    *,
+    candidates: Collection[Pod],
+    usage: Usage,
+    partial: Mapping[str, int] | None = None,
+) -> tuple[Pod, ...] | None:
+    """Of `candidates` (the team's pods that yield to `pod`), those to evict to free `short`: lowest
+    priority first, preemptible before not, newest first; just enough. None when they cannot free
+    `short`; with `partial`, only what `partial` names must be freed in full, the rest as far as they go."""
+    missing = {r: a for r, a in short.items() if a > 0}
+    required = {r: a for r, a in (short if partial is None else partial).items() if a > 0}
+    ordered = sorted(candidates, key=lambda p: (p.priority, not p.preemptible, _newest_first(p), p.key))
+    chosen: list[Pod] = []
+    for victim in ordered:
+        if not missing:
+            break
+        req = usage.request_of(victim)
+        if not any(req.get(r, 0) for r in missing):
+            continue
+        chosen.append(victim)
+        for r, amount in req.items():
+            if r in missing:
+                missing[r] -= amount
+                if missing[r] <= 0:
+                    del missing[r]
+            if r in required:
+                required[r] -= amount
+                if required[r] <= 0:
+                    del required[r]
+    return tuple(chosen) if not required else None

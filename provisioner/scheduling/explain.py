@@ -77,7 +77,13 @@ def explain(
     nodes = existing.capacity(snapshot, {p.name: p for p in compiled}, dims=dims, daemonsets=ds)
     cache = OptionCache(len(dims))
     topology = Topology(snapshot, existing=nodes, pools=compiled, cache=cache, dims=dims)
-    shape = Compiler(pools=compiled, dims=dims, topology=topology, defaults=defaults).compile(pod)
+    shape = Compiler(
+        pools=compiled,
+        dims=dims,
+        topology=topology,
+        defaults=defaults,
+        team_lists=pool_order.team_lists(snapshot),
+    ).compile(pod)
     if shape.refused is not None:
         return [PoolVerdict(r.nodepool, False, r.reason) for r in shape.refused]
     first = shape.variants[0]

@@ -1,5 +1,6 @@
 """Which pools a pod may use, in which order: the pod's own list, else its team's, else the cluster's
-default CPU or GPU pools, else the pool named `default`, else every pool by weight. Pure.
+default CPU or GPU pools, else the pool named `default`, else every pool by weight (`by_weight`). Pure;
+the solver and the quota book both resolve a pod's order here, with its team's list (`team_lists`).
 
 Owns the resolution and the refusal of a pod its default list can never serve (GPUs asked of pools that
 launch no GPU node). Trying the pools in that order, and the reasons per pool, stay with the solver;
@@ -9,12 +10,14 @@ scenario's `spec.defaultNodePools`) is the callers' business.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from provisioner.api import labels as wk
 from provisioner.api.nodepool import NodePool
 from provisioner.state.objects import Pod
+from provisioner.state.snapshot import Snapshot
 
 DEFAULT_POOL = "default"
 """With no list set anywhere, a pool of this name takes every pod (Run:ai's Default pool), unless it is
@@ -76,6 +79,29 @@ _ORIGINS = {
 }
 
 
+class _Weighted(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def weight(self) -> int: ...
+
+
+W = TypeVar("W", bound=_Weighted)
+
+
+def by_weight(pools: Iterable[W]) -> list[W]:
+    """Pools in the order tried when a pod's order is "every pool": weight descending, then name. The one
+    owner of that order (the solver's compiled pools and the quota book's cluster order both use it)."""
+    return sorted(pools, key=lambda p: (-p.weight, p.name))
+
+
+def team_lists(snapshot: Snapshot) -> dict[str, tuple[str, ...]]:
+    """Namespace -> its team's `defaultNodePools` (namespaces whose team sets one), by the one rule for a
+    pod's team (`Snapshot.team_names`): what `resolve` takes as `team_default` for a pod there."""
+    lists = {t.name: tuple(t.spec.default_node_pools) for t in snapshot.teams if t.spec.default_node_pools}
+    return {ns: lists[team] for ns, team in snapshot.team_names().items() if team in lists}
+
+
 def asks_for_gpus(pod: Pod) -> int:
     """How many GPUs (of any maker) the pod requests."""
     return pod.requests.get(wk.GPU_RESOURCE, 0) + pod.requests.get(wk.AMD_GPU_RESOURCE, 0)
@@ -84,16 +110,18 @@ def asks_for_gpus(pod: Pod) -> int:
 def resolve(
     pod: Pod,
     *,
-    team_default: Sequence[str] = (),
+    team_default: Sequence[str] | Mapping[str, Sequence[str]] = (),
     defaults: ClusterDefaults,
     pool_names: Collection[str],
 ) -> PoolOrder:
     """The pod's pool order, first rule that applies: its `provisioner.sh/nodepools` annotation; its
     team's default list; the cluster's default GPU pools (a pod asking for GPUs) or CPU pools (any
     other); the pool named `default` when `pool_names` (see `default_pool_names`) holds it; else every
-    pool by weight (None)."""
+    pool by weight (None). `team_default`: the team's list, or every namespace's (`team_lists`)."""
     if pod.nodepools:
         return PoolOrder(pod.nodepools, "annotation")
+    if isinstance(team_default, Mapping):
+        team_default = team_default.get(pod.namespace, ())
     team = _names(team_default)
     if team:
         return PoolOrder(team, "team")

@@ -2,8 +2,8 @@
 (allocatable after the daemonsets that would run there), and their limits: how much of each limited
 resource is in use, the room left for a node, reserving it, and why a limit says no.
 
-The order pools are tried in (weight descending, then name) is set here; which pool a pod asks for is
-`shapes`'."""
+Pools are compiled in the order they are tried, `pool_order.by_weight` (weight descending, then name);
+which pools a pod may use is `pool_order.resolve`'s."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from provisioner.api import NodePool, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
+from provisioner.scheduling import pool_order
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import (
     OFFERING_KEYS,
@@ -94,7 +95,7 @@ def compile_pools(
     daemonsets: Sequence[DaemonSet],
 ) -> list[Pool]:
     """The pools in the order they are tried: weight descending, then name."""
-    ordered = sorted(pools, key=lambda p: (-p.weight, p.name))
+    ordered = pool_order.by_weight(pools)
     return [
         _compile(i, p, instance_types.get(p.name, ()), dims=dims, daemonsets=daemonsets)
         for i, p in enumerate(ordered)

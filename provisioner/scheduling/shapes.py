@@ -146,8 +146,11 @@ class Compiler:
         dims: Dims,
         topology: Topology,
         defaults: pool_order.ClusterDefaults = pool_order.NO_DEFAULTS,
+        team_lists: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.pools = list(pools)
+        self.team_lists = team_lists or {}
+        """Namespace -> its team's defaultNodePools (`pool_order.team_lists`)."""
         self.pool_by_name = {p.name: p for p in pools}
         self.dims = dims
         self.topology = topology
@@ -170,7 +173,9 @@ class Compiler:
 
     def compile(self, pod: Pod) -> Shape:
         alts = rq.pod_alternatives(pod.node_selector, pod.required_node_terms)
-        chosen = pool_order.resolve(pod, defaults=self.defaults, pool_names=self.default_pool_names)
+        chosen = pool_order.resolve(
+            pod, team_default=self.team_lists, defaults=self.defaults, pool_names=self.default_pool_names
+        )
         requested = chosen.pools or ()
         names: frozenset[str] | None
         if requested:

@@ -158,7 +158,11 @@ class _Solver:
             snapshot, existing=self.existing, pools=self.pools, cache=self.cache, dims=self.dims
         )
         self.compiler = Compiler(
-            pools=self.pools, dims=self.dims, topology=self.topology, defaults=options.pool_defaults
+            pools=self.pools,
+            dims=self.dims,
+            topology=self.topology,
+            defaults=options.pool_defaults,
+            team_lists=pool_order.team_lists(snapshot),
         )
         self.new: list[_New] = []
         self.new_count: dict[str, int] = {}

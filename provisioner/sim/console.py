@@ -224,7 +224,8 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
             if e["kind"] == "NodePool":
                 continue  # the claim's own event says the same
             message = e["message"] if len(e["message"]) <= 110 else e["message"][:107] + "..."
-            events.add_row(e["at"], f"{e['kind']}/{e['name']}", e["reason"], escape(message))
+            where = f"{e['namespace']}/{e['name']}" if e.get("namespace") else e["name"]
+            events.add_row(e["at"], f"{e['kind']}/{where}", e["reason"], escape(message))
         console.print(events)
     if doc["reservations"]:
         reserved = Table(title="Reservations (paid whether used or not)", title_justify="left")

@@ -145,6 +145,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
                 "time": isoformat(e.time),
                 "at": _offset(result, e.time),
                 "kind": e.kind,
+                **({"namespace": e.namespace} if e.namespace else {}),
                 "name": e.name,
                 "reason": e.reason,
                 "type": e.type,

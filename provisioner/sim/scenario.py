@@ -43,7 +43,7 @@ from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.scheduling.pool_order import ClusterDefaults
-from provisioner.sim import catalogs
+from provisioner.sim import catalogs, priority
 from provisioner.sim.catalogs import CatalogUse
 from provisioner.sim.scenario_spec import ReservationSpec, Scenario
 from provisioner.state.cluster import Snapshot, StateNode
@@ -51,7 +51,7 @@ from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget,
 
 CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
-OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget")
+OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget", "PriorityClass")
 OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass", "Team", "Department")
 ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS)
 MAX_REPLICAS = 100_000
@@ -92,6 +92,8 @@ class LoadedScenario:
     """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
     teams: list[Team] = field(default_factory=list)
     departments: list[Department] = field(default_factory=list)
+    priorities: priority.PriorityClasses = field(default_factory=priority.PriorityClasses)
+    """The scenario's PriorityClasses (pods' `spec.priority` is set from them as they are loaded)."""
     warnings: list[Problem] = field(default_factory=list)
     """What `templates validate` warns of (a typo'd `provisioner.sh/` key, a GPU pool without a taint,
     quotas promising more than a pool holds): the run goes on, and `simulate` prints them first."""
@@ -260,6 +262,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     pdb_documents: list[dict[str, Any]] = []
     namespaces: dict[str, dict[str, str]] = {}
     seen: dict[tuple[str, str], YamlDocument] = {}
+    priorities, priority_problems = priority.collect(docs)
+    out.problems.extend(priority_problems)
 
     for doc in docs:
         data = doc.data
@@ -282,7 +286,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             if not isinstance(meta, dict) or not isinstance(name, str) or not name:
                 out.add(doc, "metadata.name is required", ("metadata", "name"))
                 continue
-            ns = meta.get("namespace") or "default" if kind not in ("Node", "Namespace", *OUR_KINDS) else ""
+            cluster_scoped = ("Node", "Namespace", "PriorityClass", *OUR_KINDS)
+            ns = meta.get("namespace") or "default" if kind not in cluster_scoped else ""
             key = (kind, f"{ns}/{name}" if ns else name)
             if key in seen:
                 out.add(doc, f"{kind} {key[1]} is defined twice (also at line {seen[key].line})")
@@ -316,6 +321,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 daemonsets=daemonsets,
                 pdb_documents=pdb_documents,
                 namespaces=namespaces,
+                priorities=priorities,
             )
 
     for _, doc in scenarios[1:]:
@@ -453,6 +459,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         document=scenario_doc,
         teams=[o.obj for o in quota_objects if isinstance(o.obj, Team)],
         departments=[o.obj for o in quota_objects if isinstance(o.obj, Department)],
+        priorities=priorities,
         warnings=sorted(out.warnings, key=lambda p: (p.file, p.line, p.path)),
     )
 
@@ -656,12 +663,16 @@ def _load_kube(
     daemonsets: list[DaemonSet],
     pdb_documents: list[dict[str, Any]],
     namespaces: dict[str, dict[str, str]],
+    priorities: priority.PriorityClasses | None = None,
 ) -> None:
     data = doc.data
     meta = data.get("metadata") or {}
     name = meta["name"]
     namespace = meta.get("namespace") or "default"
+    classes = priorities or priority.PriorityClasses()
     try:
+        if kind == "PriorityClass":
+            return  # read first, by `priority.collect`
         if kind == "Namespace":
             namespaces[name] = dict(meta.get("labels") or {})
         elif kind == "Node":
@@ -670,7 +681,11 @@ def _load_kube(
             if _check_pod_spec(doc, out, data.get("spec"), ("spec",)) and _check_runs_for(
                 doc, out, meta, ("metadata",)
             ):
-                pods.append(Pod.from_dict(data))
+                spec, why = classes.resolve(data["spec"])
+                if spec is None:
+                    out.add(doc, str(why), ("spec", "priorityClassName"))
+                    return
+                pods.append(Pod.from_dict({**data, "spec": spec}))
         elif kind == "PodDisruptionBudget":
             if _check_pdb(doc, out, data.get("spec")):
                 pdb_documents.append(data)
@@ -685,6 +700,11 @@ def _load_kube(
             if not found or not _check_pod_spec(doc, out, found[1]["spec"], ("spec", "template", "spec")):
                 return
             spec, template = found
+            pod_spec, why = classes.resolve(template["spec"])
+            if pod_spec is None:
+                out.add(doc, str(why), ("spec", "template", "spec", "priorityClassName"))
+                return
+            template = {**template, "spec": pod_spec}
             field_name = "parallelism" if kind == "Job" else "replicas"
             count = spec.get(field_name, 1)
             if kind == "Job" and isinstance(spec.get("completions"), int) and isinstance(count, int):

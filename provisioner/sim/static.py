@@ -17,8 +17,9 @@ from typing import Any
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.finops.reports.text import camel, csv_text, dump
-from provisioner.quota import admission
+from provisioner.quota import admission, status
 from provisioner.quota.book import QuotaBook
+from provisioner.quota.usage import count
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
 from provisioner.scheduling.results import PoolReason, Unschedulable
 from provisioner.sim.scenario import LoadedScenario
@@ -194,3 +195,42 @@ def to_json(results: Results) -> dict[str, Any]:
         ),
         "costPerHour": round(results.cost_per_hour, 6),
     }
+
+
+def team_status(loaded: LoadedScenario) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, name, status) of every Team and Department as this static run leaves them: allocated is
+    what the pods admitted *and placed* hold (bound pods, and admitted pods the solve gives a node);
+    admitted pods the solve cannot place wait, with what they ask as pending, like the pods quota holds."""
+    snapshot = loaded.snapshot()
+    book = QuotaBook(
+        teams=snapshot.teams,
+        departments=snapshot.departments,
+        nodepools=snapshot.nodepools,
+        namespaces=snapshot.namespaces,
+        defaults=loaded.pool_defaults,
+    )
+    results = run(loaded)
+    pool_of = {n.name: n.nodepool for n in snapshot.nodes}
+    placed: dict[str, tuple[Pod, str]] = {}
+    for claim in results.new_claims:
+        for pod in claim.pods:
+            placed[pod.key] = (pod, claim.nodepool.name)
+    for placement in results.placements:
+        pool = pool_of.get(placement.node) or placement.pod.node_selector.get(wk.NODEPOOL)
+        if pool is not None:
+            placed[placement.pod.key] = (placement.pod, pool)
+    usage = count(dataclasses.replace(snapshot, pending_pods=()), book)
+    held: list[admission.Hold] = []
+    for pod in snapshot.pending_pods:
+        team = book.team_of(pod.namespace)
+        if team is None:
+            continue
+        if pod.key in placed:
+            found, pool = placed[pod.key]
+            usage.add(found, pool=pool, team=team.name, department=team.spec.department)
+            continue
+        order = [p for p in book.pool_order(pod, team) if p in book.pools]
+        held.append(
+            admission.Hold(pod=pod, team=team.name, reasons=(), first_pool=order[0] if order else None)
+        )
+    return status.documents(book, admission.Plan(held=held, usage=usage))

@@ -244,7 +244,15 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             collector = scenario_._Collector()
             pods: list[Pod] = []
             scenario_._load_kube(
-                sub, kind, collector, pods=pods, nodes=[], daemonsets=[], pdb_documents=[], namespaces={}
+                sub,
+                kind,
+                collector,
+                pods=pods,
+                nodes=[],
+                daemonsets=[],
+                pdb_documents=[],
+                namespaces={},
+                priorities=loaded.priorities,
             )
             for problem in collector.problems:
                 problems.append(

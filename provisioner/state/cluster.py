@@ -10,7 +10,6 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, TypeVar
 
 from provisioner.api import NodeClaim, NodePool
-from provisioner.api import labels as wk
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.team import Department, Team
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, spec_key
@@ -380,6 +379,7 @@ def _sorted(store: Mapping[str, V]) -> tuple[V, ...]:
     return tuple(store[k] for k in sorted(store))
 
 
-def team_of(pod: Pod, namespaces: Mapping[str, Mapping[str, str]]) -> str | None:
-    """The team that owns a pod: the namespace's `provisioner.sh/team` label."""
-    return namespaces.get(pod.namespace, {}).get(wk.TEAM)
+def team_of(pod: Pod, teams: Mapping[str, str]) -> str | None:
+    """The team that owns a pod; `teams`: namespace -> team, `Snapshot.team_names()` (one rule for quota,
+    the ledger and the disruption records: `provisioner.api.team.namespace_teams`)."""
+    return teams.get(pod.namespace)

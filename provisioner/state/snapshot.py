@@ -16,7 +16,7 @@ from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.nodeclass import NodeClass
 from provisioner.api.quantities import ResourceList
-from provisioner.api.team import Department, Team
+from provisioner.api.team import Department, Team, namespace_teams
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, TaintValue
 
 
@@ -128,6 +128,10 @@ class Snapshot:
     """Namespace -> its labels (the team label among them)."""
     teams: tuple[Team, ...] = ()
     departments: tuple[Department, ...] = ()
+
+    def team_names(self) -> dict[str, str]:
+        """Namespace -> the team its pods belong to (`provisioner.api.team.namespace_teams`)."""
+        return namespace_teams(self.teams, self.namespaces)
 
     def node(self, name: str) -> StateNode | None:
         return next((n for n in self.nodes if n.name == name), None)

@@ -271,14 +271,20 @@ def test_a_team_applied_by_a_step_gates_the_pods_created_after_it(tmp_path: Path
 
 
 def test_report_teams_prints_quota_and_use_as_csv() -> None:
-    result = cli("report", "teams", "-f", TEAMS_DAY, "-o", "csv")
+    result = cli("report", "teams", "-f", ROOT / "scenarios" / "teams-now.yaml", "-o", "csv")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "kind,name,department,nodepool,resource,quota,allocated,allocated_non_preemptible,over_quota,pending"
     )
-    assert "Team,vision,research,a100-train,nvidia.com/gpu,16,32,16,16,0" in lines
-    assert "Department,research,,a100-train,nvidia.com/gpu,32,32,16,0,0" in lines
+    assert "Team,vision,research,a100-train,nvidia.com/gpu,16,16,16,0,16" in lines
+    assert "Department,research,,a100-train,nvidia.com/gpu,32,32,32,0,16" in lines
+
+
+def test_report_teams_of_a_scenario_with_a_timeline_points_to_simulate() -> None:
+    result = cli("report", "teams", "-f", TEAMS_DAY)
+    assert result.returncode != 0
+    assert f"provisioner simulate {TEAMS_DAY}" in result.stderr
 
 
 def test_a_late_borrower_gets_its_weighted_share_back_from_an_early_one(tmp_path: Path) -> None:

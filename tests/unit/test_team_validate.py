@@ -104,3 +104,32 @@ def test_two_entries_for_one_pool_are_refused() -> None:
         '      resources: {nvidia.com/gpu: "8"}\n    - nodePool: a100\n',
     )
     assert any("spec.quotas[1].nodePool: NodePool 'a100' has a quota entry already" in p for p in check(text))
+
+
+def test_a_quota_on_a_resource_no_pool_supplies_is_an_error_with_did_you_mean() -> None:
+    text = POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "nvidia.com/gpuu")
+    (problem,) = check(text)
+    assert problem.startswith('t.yaml:26: Team/vision: spec.quotas[0].resources["nvidia.com/gpuu"]: ')
+    assert problem.endswith('limits nothing; did you mean "nvidia.com/gpu"?')
+
+
+def test_a_quota_on_an_unknown_device_is_a_warning_naming_what_nodes_have() -> None:
+    (warning,) = check(
+        POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "example.com/fpga")
+    )
+    assert ": warning: example.com/fpga is not a resource any NodePool's nodes have" in warning
+    assert "(pools' nodes have: amd.com/gpu, cpu, ephemeral-storage, memory, nvidia.com/gpu, pods)" in warning
+
+
+def test_a_resource_a_pool_limits_counts_as_supplied() -> None:
+    pool = POOL.replace(
+        'limits: {nvidia.com/gpu: "40"}', 'limits: {nvidia.com/gpu: "40", example.com/fpga: "4"}'
+    )
+    assert (
+        check(
+            pool
+            + department("research", 32)
+            + team("vision", 8).replace('nvidia.com/gpu: "8"', 'example.com/fpga: "1"')
+        )
+        == []
+    )
