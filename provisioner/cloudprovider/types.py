@@ -25,6 +25,9 @@ class GPU:
     memory_mib: int
     """Memory per GPU, MiB."""
     manufacturer: str = "nvidia"
+    """`nvidia`, `amd`, or `aws` (Neuron devices: Trainium, Inferentia)."""
+    cores: int = 0
+    """Cores per device where the device plugin advertises them too (NeuronCores), else 0."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "count": self.count, "memoryMiB": self.memory_mib}

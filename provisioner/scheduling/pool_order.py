@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from provisioner.api import accelerators
 from provisioner.api import labels as wk
 from provisioner.state.objects import Pod
 
@@ -66,7 +67,7 @@ _ORIGINS = {
 
 def asks_for_gpus(pod: Pod) -> int:
     """How many GPUs (of any maker) the pod requests."""
-    return pod.requests.get(wk.GPU_RESOURCE, 0) + pod.requests.get(wk.AMD_GPU_RESOURCE, 0)
+    return accelerators.gpus(pod.requests)
 
 
 def resolve(

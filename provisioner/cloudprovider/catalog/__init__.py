@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from provisioner.api import labels
+from provisioner.api import accelerators, labels
 from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, ResourceList
 from provisioner.cloudprovider import overhead as overhead_
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
@@ -195,9 +195,10 @@ def make_instance_type(
     capacity: ResourceList = {CPU: vcpu * 1000, MEMORY: memory_mib * MIB, PODS: max_pods}
     if ephemeral_storage is not None:
         capacity[EPHEMERAL_STORAGE] = ephemeral_storage
-    if gpu is not None and gpu.count > 0:
-        resource = labels.AMD_GPU_RESOURCE if gpu.manufacturer == "amd" else labels.GPU_RESOURCE
-        capacity[resource] = gpu.count
+    if gpu is not None:
+        capacity.update(
+            accelerators.device_resources(manufacturer=gpu.manufacturer, count=gpu.count, cores=gpu.cores)
+        )
     type_labels = instance_labels(
         name=name, vcpu=vcpu, memory_mib=memory_mib, arch=arch, region=region, gpu=gpu
     )
@@ -315,6 +316,7 @@ def _shape(row: dict[str, Any]) -> Shape:
             count=int(gpu_row["count"]),
             memory_mib=int(gpu_row["memoryMiB"]),
             manufacturer=str(gpu_row.get("manufacturer", "nvidia")),
+            cores=int(gpu_row.get("cores", 0)),
         )
         if gpu_row
         else None
