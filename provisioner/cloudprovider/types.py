@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from provisioner.api import labels
+from provisioner.api import labels, mig
 from provisioner.api.quantities import CPU, MEMORY, PODS, ResourceList
 from provisioner.cloudprovider.errors import OfferingKey
 
@@ -135,6 +136,38 @@ class InstanceType:
 
     def with_offerings(self, offerings: tuple[Offering, ...]) -> InstanceType:
         return replace(self, offerings=offerings)
+
+
+def with_mig_layout(it: InstanceType, layout: str) -> InstanceType | str:
+    """The type as a node partitioned by the MIG manager with `layout` (the pool's `nvidia.com/mig.config`)
+    offers it: its `nvidia.com/gpu` replaced by the layout's `nvidia.com/mig-<profile>` resources, the
+    layout among its labels. A str says why the layout cannot apply to this type."""
+    gpu = it.gpu
+    if gpu is None or gpu.manufacturer != "nvidia" or gpu.count <= 0:
+        return f"{it.name} has no NVIDIA GPUs to partition"
+    found = mig.layout_resources(
+        gpu_name=gpu.name, memory_mib=gpu.memory_mib, gpu_count=gpu.count, layout=layout
+    )
+    if isinstance(found, str):
+        return f"{it.name}: {found}"
+    capacity = {k: v for k, v in it.capacity.items() if k != mig.WHOLE_GPU}
+    capacity.update(found)
+    return replace(it, capacity=capacity, labels={**it.labels, mig.MIG_CONFIG_LABEL: layout})
+
+
+def for_template(template_labels: Mapping[str, str], types: Iterable[InstanceType]) -> list[InstanceType]:
+    """The types as nodes with these template labels offer them: with a MIG layout
+    (`nvidia.com/mig.config`), each type partitioned by it, and the types it cannot apply to left out;
+    without one, the types unchanged."""
+    layout = mig.layout_of(template_labels)
+    if layout is None:
+        return list(types)
+    out = []
+    for it in types:
+        found = with_mig_layout(it, layout)
+        if not isinstance(found, str):
+            out.append(found)
+    return out
 
 
 def _rid(o: Offering) -> str:

@@ -9,7 +9,8 @@
 - Registered: the Node with the claim's provider id appeared; it gets the pool's labels and taints, and
   loses the unregistered taint. None after `registration_timeout`: the claim is replaced.
 - Initialized: the Node is Ready, the start-up taints are gone (removed by their owners), and every
-  extended resource the claim asked for (`nvidia.com/gpu`) is allocatable. A claim asking for extended
+  extended resource the claim asked for (`nvidia.com/gpu`, or the `nvidia.com/mig-<profile>` slices the
+  MIG manager makes once it applied the pool's layout: pending until then) is allocatable. A claim asking for extended
   resources that are not there after `initialization_timeout` is replaced, with an Event.
 """
 
@@ -34,6 +35,7 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
+from provisioner.cloudprovider.types import for_template
 from provisioner.clusterapi import ClusterError, NotFoundError, guarded, node_rv
 from provisioner.controllers.conditions import condition_status, condition_time, set_condition
 from provisioner.controllers.provider_set import node_class_of
@@ -172,7 +174,10 @@ class LifecycleController(Reconciler):
             self._launch_failed(claim, "NodeClassNotFound", what, now)
             return
         try:
-            by_name = {t.name: t for t in provider.instance_types(node_class)}
+            # The claim carries its pool's template labels: a MIG layout there makes its types offer slices.
+            by_name = {
+                t.name: t for t in for_template(claim.metadata.labels, provider.instance_types(node_class))
+            }
         except CloudProviderError as err:
             self._launch_failed(claim, type(err).__name__, str(err), now)
             return
