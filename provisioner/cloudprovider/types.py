@@ -6,9 +6,9 @@ them from their APIs or catalogs, and nothing here performs I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from provisioner.api import labels, mig
