@@ -98,6 +98,16 @@ def gpus(resources: Mapping[str, int]) -> int:
     return int(share) + (1 if share.denominator != 1 else 0)
 
 
+def units(resources: Mapping[str, int]) -> int:
+    """Accelerators as a workload sees them, one each: whole devices plus MIG instances (a MIG instance
+    is one GPU to the pod using it, as the device plugin and Run:ai count it), plus NeuronCores asked
+    without devices, two to a device. The unit FinOps and the reports count GPUs in: on a MIG node,
+    GPU-hours are slice-hours and idle GPUs idle slices."""
+    cores = resources.get(NEURONCORE, 0)
+    extra = (cores + 1) // 2 if cores and not resources.get(NEURON, 0) else 0
+    return devices(resources) + slices(resources) + extra
+
+
 def uses_accelerators(resources: Mapping[str, int]) -> bool:
     """Asks for (or offers) any accelerator: a GPU, a slice, a Neuron device or core."""
     return any(v > 0 and is_accelerator(k) for k, v in resources.items())

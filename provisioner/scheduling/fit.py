@@ -150,6 +150,13 @@ def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims:
             if not offered:
                 return f"no instance type of the pool carries {key} (wanted {kreq.describe()})"
             shown = ", ".join(offered[:8]) + (", ..." if len(offered) > 8 else "")
+            if key == wk.GPU_NAME:
+                regions = sorted({t.it.labels.get(wk.REGION, "") for t in pool.types} - {""})
+                where = f" in {', '.join(regions)}" if regions else ""
+                return (
+                    f"no instance type{where} offers gpu-name {kreq.describe()}; "
+                    f"the pool's catalog has {', '.join(offered)}"
+                )
             return f"no instance type has {key} {kreq.describe()} (the pool offers: {shown})"
         return f"no instance type meets the requirements {alt.describe()}"
     req = v.req
