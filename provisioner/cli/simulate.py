@@ -51,7 +51,10 @@ def _fail(paths: list[Path], err: scenario_.ScenarioError) -> NoReturn:
 def _gpu_text(gpu: dict | None) -> str:
     if not gpu:
         return "-"
-    return f"{gpu['count']}x {gpu['name']} {gpu['memoryMiB'] // 1024}G"
+    text = f"{gpu['count']}x {gpu['name']} {gpu['memoryMiB'] // 1024}G"
+    if gpu.get("migConfig"):
+        text += f" {gpu['migConfig']} ({sum(gpu['slices'].values())} slices)"
+    return text
 
 
 def _fallback_note(claim: NewClaim) -> str:

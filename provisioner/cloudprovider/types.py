@@ -155,6 +155,20 @@ def with_mig_layout(it: InstanceType, layout: str) -> InstanceType | str:
     return replace(it, capacity=capacity, labels={**it.labels, mig.MIG_CONFIG_LABEL: layout})
 
 
+def gpu_summary(it: InstanceType) -> dict[str, Any] | None:
+    """The type's GPUs for output (`GPU.to_dict`), with its MIG layout and slices when it has one."""
+    if it.gpu is None:
+        return None
+    out = it.gpu.to_dict()
+    layout = mig.layout_of(it.labels)
+    if layout is not None:
+        out["migConfig"] = layout
+        out["slices"] = {
+            k: v for k, v in sorted(it.capacity.items()) if k.startswith(mig.MIG_RESOURCE_PREFIX)
+        }
+    return out
+
+
 def for_template(template_labels: Mapping[str, str], types: Iterable[InstanceType]) -> list[InstanceType]:
     """The types as nodes with these template labels offer them: with a MIG layout
     (`nvidia.com/mig.config`), each type partitioned by it, and the types it cannot apply to left out;
