@@ -221,8 +221,9 @@ def make_instance_type(
 
 
 def load(name: str, region: str | None = None) -> list[InstanceType]:
-    """Every type of a built-in catalog in a region (its default when None), with a spot and an
-    on-demand offering in each zone of the region, all available, sorted by name."""
+    """Every type of a built-in catalog offered in a region (its default when None; a row's `regions`
+    lists where it is offered, else everywhere), with a spot and an on-demand offering in each zone of the
+    region, all available, sorted by name."""
     if name == BENCHMARK:
         _check_region(name, region or _BENCH_REGION)
         return _benchmark()
@@ -234,6 +235,8 @@ def load(name: str, region: str | None = None) -> list[InstanceType]:
     storage = int(data.get("ephemeralStorageGiB", 20)) * GIB
     out: list[InstanceType] = []
     for type_name, row in sorted(_rows(name).items()):
+        if "regions" in row and region not in row["regions"]:
+            continue  # the cloud does not offer this type in this region
         s = _shape(row)
         od = on_demand_price(name, type_name, region)
         sp = spot_price(name, type_name, region)
