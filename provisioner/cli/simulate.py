@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provisioner.api import quantities
+from provisioner.api import accelerators, quantities
 from provisioner.cli.app import app
 from provisioner.scheduling import NewClaim, Results, pool_order
 from provisioner.sim import scenario as scenario_
@@ -245,6 +245,10 @@ def explain(
     req = ", ".join(
         f"{k} {quantities.format_quantity(k, v)}" for k, v in sorted(target.requests.items()) if k != "pods"
     )
+    share = accelerators.gpu_share(target.requests)
+    if accelerators.slices(target.requests):
+        # MIG slices: say how much of a GPU they are (a 1g profile is one of the GPU's 7 compute slices).
+        req += f" ({share} of a GPU's compute)" if share < 1 else f" ({share} GPUs' compute)"
     console.print(f"[bold]{target.key}[/bold] requests {req}")
     order = pool_order.resolve(
         target, defaults=loaded.pool_defaults, pool_names={p.name for p in loaded.nodepools}

@@ -203,6 +203,8 @@ def _why_no_slices(pool: Pool, matching: Sequence[PoolType], req: Vec, *, dims: 
     layout = mig.layout_of(pool.pool.spec.template.metadata.labels)
     holders = mig.holders(missing[0])
     where = f"; layouts that make it: {', '.join(holders)}" if holders else "; no MIG layout makes it"
+    if not any(t.it.gpu is not None and t.it.gpu.manufacturer == "nvidia" for t in matching):
+        return f"the pool's instance types have no NVIDIA GPUs to slice into {missing[0]}{where}"
     if layout is None:
         return (
             f"the pool's nodes offer whole GPUs, not {missing[0]} "
