@@ -173,3 +173,71 @@ def test_a_gpu_model_the_region_lacks_is_one_line_naming_what_the_catalog_has(tm
         "no instance type in us-east-1 offers gpu-name In [mi300x]; "
         "the pool's catalog has a100, a10g, b200, h100, h200, l4, l40s, t4, v100"
     )
+
+
+CONSOLIDATION = """\
+apiVersion: provisioner.sh/v1alpha1
+kind: Scenario
+metadata: {name: mig-consolidation}
+spec:
+  catalog: aws
+  region: us-east-1
+  duration: 2h
+  timeline:
+    - at: 30m
+      delete:
+        - {kind: Pod, namespace: serving, name: embedder-0}
+        - {kind: Pod, namespace: serving, name: embedder-1}
+        - {kind: Pod, namespace: serving, name: embedder-2}
+        - {kind: Pod, namespace: serving, name: embedder-3}
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: h100-mig-1g}
+spec:
+  template:
+    metadata:
+      labels: {nvidia.com/mig.config: all-1g.10gb}
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: default}
+      requirements:
+        - {key: provisioner.sh/gpu-name, operator: In, values: [h100]}
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+      taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 5m
+    budgets: [{nodes: "100%"}]
+"""
+
+SLICE_POD = """\
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: embedder-{i}
+  namespace: serving
+  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: embedder, uid: u1, controller: true}}]
+spec:
+  tolerations: [{{key: nvidia.com/gpu, operator: Exists}}]
+  containers:
+    - {{name: c, image: i, resources: {{requests: {{cpu: "1", memory: 8Gi, nvidia.com/mig-1g.10gb: "1"}}}}}}
+"""
+
+
+def test_consolidation_moves_slices_onto_the_node_whose_layout_has_room(tmp_path: Path) -> None:
+    # Eight one-slice pods: two one-H100 nodes (7 + 1). Four leave: the lone slice moves beside the other
+    # three, and its node goes.
+    path = tmp_path / "c.yaml"
+    path.write_text(CONSOLIDATION + "".join(SLICE_POD.format(i=i) for i in range(8)))
+    doc = simulate(path)
+
+    (action,) = doc["actions"]
+    assert (action["action"], action["reason"], action["instanceType"]) == (
+        "delete",
+        "Underutilized",
+        "p5.4xlarge",
+    )
+    assert action["pods"] == ["serving/embedder-7"]
+    (alive,) = doc["nodes"]
+    assert alive["pods"] == [f"serving/embedder-{i}" for i in range(4, 8)]
