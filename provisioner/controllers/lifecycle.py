@@ -10,8 +10,8 @@
   loses the unregistered taint. None after `registration_timeout`: the claim is replaced.
 - Initialized: the Node is Ready, the start-up taints are gone (removed by their owners), and every
   extended resource the claim asked for (`nvidia.com/gpu`, or the `nvidia.com/mig-<profile>` slices the
-  MIG manager makes once it applied the pool's layout: pending until then) is allocatable. A claim asking for extended
-  resources that are not there after `initialization_timeout` is replaced, with an Event.
+  MIG manager makes once it applied the pool's layout: pending until then) is allocatable. A claim asking
+  for extended resources that are not there after `initialization_timeout` is replaced, with an Event.
 """
 
 from __future__ import annotations

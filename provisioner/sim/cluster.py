@@ -1,7 +1,8 @@
 """What a real cluster does around the provisioner, for `provisioner simulate` with time: the embedded API
 server (a MemoryCluster), kubelets that register a Node for each launched instance, the GPU operator that
-lifts start-up taints and whose MIG manager applies a Node's MIG layout, the workload controllers that recreate evicted pods and the DaemonSet controller;
-kube-scheduler binding pending pods where they fit is `sim.binder`'s.
+lifts start-up taints and whose MIG manager applies a Node's MIG layout, the workload controllers that
+recreate evicted pods and the DaemonSet controller; kube-scheduler binding pending pods where they fit is
+`sim.binder`'s.
 
 None of it decides anything the provisioner decides; it only makes the world answer as a cluster would,
 deterministically: the same scenario gives the same names, bindings and order every run. Each stand-in
