@@ -2,9 +2,9 @@
 
 Owns the reading of EC2's shape fields: GPUs (EC2's `H100`, `A10G`... to the lowercase labels every cloud
 shares, memory per GPU in MiB) and Neuron devices (NeuronInfo, with their cores), the pod limit (the VPC
-CNI's ENI formula, capped as EKS recommends) and the architecture. Capacity, labels and overhead come from the catalog's shared constructor so AWS types
-look like every other cloud's to the scheduler. Offerings and prices are added by the provider; nothing
-here performs I/O.
+CNI's ENI formula, capped as EKS recommends) and the architecture. Capacity, labels and overhead come from
+the catalog's shared constructor so AWS types look like every other cloud's to the scheduler. Offerings
+and prices are added by the provider; nothing here performs I/O.
 """
 
 from __future__ import annotations
