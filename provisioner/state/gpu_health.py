@@ -30,6 +30,10 @@ OPERATOR_DAEMONSETS = {
 running there."""
 
 
+_PLUGIN = {"nvidia": "GPU", "amd": "AMD GPU", "aws": "Neuron"}
+"""Whose device plugin a node of each maker waits for, in its reason."""
+
+
 def operator_daemonsets(daemonsets: Iterable[DaemonSet]) -> frozenset[str]:
     """Which of the GPU operator's DaemonSets the cluster has (none: the operator is not installed, and
     nothing can be said about its pods)."""
@@ -87,7 +91,8 @@ def gpu_reasons(node: StateNode, operator: Sequence[str] | frozenset[str] = froz
         return tuple(reasons)
     have = accelerators.units(node.node.allocatable)
     if have <= 0:
-        reasons.append("GPU device plugin missing")
+        maker = labels.get(wk.GPU_MANUFACTURER, "nvidia")
+        reasons.append(f"{_PLUGIN.get(maker, 'GPU')} device plugin missing")
     elif have < expected:
         what = "MIG slices" if layout is not None else "GPUs"
         reasons.append(f"{what} fewer than the instance type has ({have} of {expected} allocatable)")

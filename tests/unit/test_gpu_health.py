@@ -131,3 +131,16 @@ def test_amd_and_neuron_nodes_count_their_devices_and_need_no_nvidia_operator() 
     trn = report(state_node("t", it=aws("trn1.32xlarge")))
     amd = report(state_node("a", it=aws("g4ad.8xlarge")))
     assert (trn.status, trn.gpus, amd.status, amd.gpus) == ("Ready", 16, "Ready", 2)
+
+
+def test_a_neuron_node_without_its_devices_names_the_neuron_device_plugin() -> None:
+    it = aws("trn1.32xlarge")
+    bare = InstanceType(
+        name=it.name,
+        capacity={k: v for k, v in it.capacity.items() if "/" not in k},
+        overhead=it.overhead,
+        offerings=it.offerings,
+        labels=it.labels,
+        gpu=it.gpu,
+    )
+    assert report(state_node("t", it=bare)).reasons == ("Neuron device plugin missing",)
