@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import NodeClaim, quantities
+from provisioner.api import NodeClaim, accelerators, quantities
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
 from provisioner.cloudprovider import (
@@ -65,9 +65,9 @@ def _resources_of(instance_type: InstanceType) -> tuple[dict[str, str], dict[str
 
 
 def _extended_resources(requests: Mapping[str, str]) -> list[str]:
-    """Requested resources a device plugin must advertise (GPUs, ...), not kubelet's own."""
-    builtin = {quantities.CPU, quantities.MEMORY, quantities.PODS, quantities.EPHEMERAL_STORAGE}
-    return sorted(k for k in requests if k not in builtin and "/" in k)
+    """Requested resources a device plugin must advertise (GPUs, MIG slices, Neuron...), not kubelet's own:
+    Kubernetes' extended resources (`accelerators.is_extended`)."""
+    return sorted(k for k in requests if accelerators.is_extended(k))
 
 
 def _settled(claim: NodeClaim) -> bool:
