@@ -94,6 +94,8 @@ def gpu_share(resources: Mapping[str, int]) -> Fraction:
 
 def gpus(resources: Mapping[str, int]) -> int:
     """Whole GPUs' worth, rounded up (a pod on one MIG slice holds part of one GPU: 1)."""
+    if not resources.get(NEURONCORE) and not any(k.startswith(MIG_PREFIX) for k in resources):
+        return devices(resources)  # the common case, without fractions (pool order asks it per pod)
     share = gpu_share(resources)
     return int(share) + (1 if share.denominator != 1 else 0)
 
