@@ -8,7 +8,7 @@ None of it decides anything the provisioner decides; it only makes the world ans
 deterministically: the same scenario gives the same names, bindings and order every run. Each stand-in
 looks at what was written since its last sync (`ClusterState.changes`), not at the whole cluster.
 
-About 410 lines: one small stand-in per cluster component, each a class or two functions; the one that
+About 460 lines: one small stand-in per cluster component, each a class or two functions; the one that
 grows past that moves to its own module, as the pool-scoped catalog wrapper (`sim.pool_types`) and the
 binder (`sim.binder`) did.
 """
