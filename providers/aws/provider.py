@@ -32,7 +32,7 @@ from botocore.config import Config
 from providers.aws import bootstrap, errors, instancetypes, interruption, launch, pricing, reservations
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
-from provisioner.api import NodeClaim
+from provisioner.api import NodeClaim, mig
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (
@@ -182,7 +182,11 @@ class AWSProvider:
                 f"{claim.instance_type_options() or '(all types)'} in the zones of node class {nc.name} "
                 f"({', '.join(sorted({s.zone for s in resolved.subnets}))}) for its capacity types",
             )
-        templates = self._nodeclasses.templates(nc, resolved, plan.image_keys)
+        # The MIG manager partitions the GPUs before the node registers: the layout is a kubelet label.
+        layout = claim.metadata.labels.get(mig.MIG_CONFIG_LABEL)
+        templates = self._nodeclasses.templates(
+            nc, resolved, plan.image_keys, {mig.MIG_CONFIG_LABEL: layout} if layout else None
+        )
         tags = launch.instance_tags(claim, nc, cluster_name=self.cluster_name)
         zone_of_subnet = {s.id: s.zone for s in resolved.subnets}
         failed: list[OfferingKey] = list(unavailable)
