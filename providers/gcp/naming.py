@@ -25,6 +25,10 @@ META_NODECLAIM = "provisioner-nodeclaim"
 META_NODEPOOL = "provisioner-nodepool"
 META_IMAGE = "provisioner-image"
 META_CLUSTER = "provisioner-cluster"
+META_NODE_LABELS = "provisioner-node-labels"
+"""Labels the kubelet must register with (`k=v,k=v`, its `--node-labels`), for the image's join script:
+those a node agent acts on before the provisioner registers the node (the MIG manager's
+`nvidia.com/mig.config`)."""
 
 _PROVIDER_ID = re.compile(r"^gce://([^/]+)/([^/]+)/([^/]+)$")
 
