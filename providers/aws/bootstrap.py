@@ -14,11 +14,15 @@ DescribeCluster (or its arguments) and base64-encodes the result into the launch
 Every family registers the node with the `provisioner.sh/unregistered:NoExecute` taint, Karpenter's way
 of keeping pods off a node until the controller has applied its labels and taints. The user data is
 the same for every node of a NodeClass, so one launch template serves all of them; labels and taints of
-the claim are the controller's to apply at registration.
+the claim are the controller's to apply at registration. The exception is `node_labels`, the labels a
+node must carry from its first moment because a node agent acts on them before registration (the GPU
+operator's MIG manager reads `nvidia.com/mig.config`): the kubelet registers with them, and the launch
+template differs per set of them (its name hashes its content).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers.aws import aliases
@@ -58,18 +62,30 @@ def needs_cluster(family: str) -> bool:
     return family in ("AL2023", "AL2", "Bottlerocket")
 
 
-def user_data(family: str, *, cluster: ClusterInfo | None, custom: str | None) -> str | None:
-    """The user data of every node of a NodeClass (None when there is none)."""
+def user_data(
+    family: str,
+    *,
+    cluster: ClusterInfo | None,
+    custom: str | None,
+    node_labels: Mapping[str, str] | None = None,
+) -> str | None:
+    """The user data of the nodes of a NodeClass (None when there is none), registering with
+    `node_labels` (a `Custom` image joins its own way and gets none)."""
     if cluster is None or not needs_cluster(family):
         return custom
+    labels = dict(sorted((node_labels or {}).items()))
     if family == "AL2023":
-        return _al2023(cluster, custom)
+        return _al2023(cluster, custom, labels)
     if family == "AL2":
-        return _al2(cluster, custom)
-    return _bottlerocket(cluster, custom)
+        return _al2(cluster, custom, labels)
+    return _bottlerocket(cluster, custom, labels)
 
 
-def _al2023(cluster: ClusterInfo, custom: str | None) -> str:
+def _label_flag(labels: Mapping[str, str]) -> list[str]:
+    return [f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
+
+
+def _al2023(cluster: ClusterInfo, custom: str | None, labels: Mapping[str, str]) -> str:
     node_config = "\n".join(
         [
             "apiVersion: node.eks.aws/v1alpha1",
@@ -83,6 +99,7 @@ def _al2023(cluster: ClusterInfo, custom: str | None) -> str:
             "  kubelet:",
             "    flags:",
             f"      - --register-with-taints={REGISTER_TAINT}",
+            *[f"      - {flag}" for flag in _label_flag(labels)],
             "",
         ]
     )
@@ -102,11 +119,11 @@ def _al2023(cluster: ClusterInfo, custom: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _al2(cluster: ClusterInfo, custom: str | None) -> str:
+def _al2(cluster: ClusterInfo, custom: str | None, labels: Mapping[str, str]) -> str:
     script = custom.rstrip("\n") + "\n" if custom else "#!/bin/bash\nset -o errexit\n"
     if not script.startswith("#!"):
         script = "#!/bin/bash\n" + script
-    extra = f"--register-with-taints={REGISTER_TAINT}"
+    extra = " ".join([f"--register-with-taints={REGISTER_TAINT}", *_label_flag(labels)])
     return (
         script
         + f"/etc/eks/bootstrap.sh '{cluster.name}' --apiserver-endpoint '{cluster.endpoint}' "
@@ -114,7 +131,7 @@ def _al2(cluster: ClusterInfo, custom: str | None) -> str:
     )
 
 
-def _bottlerocket(cluster: ClusterInfo, custom: str | None) -> str:
+def _bottlerocket(cluster: ClusterInfo, custom: str | None, labels: Mapping[str, str]) -> str:
     ours = "\n".join(
         [
             "[settings.kubernetes]",
@@ -125,6 +142,11 @@ def _bottlerocket(cluster: ClusterInfo, custom: str | None) -> str:
             "[settings.kubernetes.node-taints]",
             f'"{wk.UNREGISTERED_TAINT}" = [":NoExecute"]',
             "",
+            *(
+                ["[settings.kubernetes.node-labels]", *(f'"{k}" = "{v}"' for k, v in labels.items()), ""]
+                if labels
+                else []
+            ),
         ]
     )
     return (custom.rstrip("\n") + "\n\n" if custom else "") + ours

@@ -1,10 +1,10 @@
 """EC2 instance type shapes: from a DescribeInstanceTypes entry to an `InstanceType` without offerings.
 
 Owns the reading of EC2's shape fields: GPUs (EC2's `H100`, `A10G`... to the lowercase labels every cloud
-shares, memory per GPU in MiB), the pod limit (the VPC CNI's ENI formula, capped as EKS recommends) and
-the architecture. Capacity, labels and overhead come from the catalog's shared constructor so AWS types
-look like every other cloud's to the scheduler. Offerings and prices are added by the provider; nothing
-here performs I/O.
+shares, memory per GPU in MiB) and Neuron devices (NeuronInfo, with their cores), the pod limit (the VPC
+CNI's ENI formula, capped as EKS recommends) and the architecture. Capacity, labels and overhead come from
+the catalog's shared constructor so AWS types look like every other cloud's to the scheduler. Offerings
+and prices are added by the provider; nothing here performs I/O.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
 
 
 def gpu_of(info: dict[str, Any]) -> GPU | None:
-    """The GPUs of a DescribeInstanceTypes entry: the first model listed, its count, memory per GPU."""
+    """The accelerators of a DescribeInstanceTypes entry: the first GPU model listed (GpuInfo), its count,
+    memory per GPU; else its Neuron devices (NeuronInfo: Trainium, Inferentia) with their cores."""
     gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
     if not gpus:
-        return None
+        return neuron_of(info)
     first = gpus[0]
     count = sum(int(g.get("Count", 0)) for g in gpus if g.get("Name") == first.get("Name"))
     if count <= 0:
@@ -36,6 +37,25 @@ def gpu_of(info: dict[str, Any]) -> GPU | None:
         count=count,
         memory_mib=int((first.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
         manufacturer=str(first.get("Manufacturer", "nvidia")).lower(),
+    )
+
+
+def neuron_of(info: dict[str, Any]) -> GPU | None:
+    """The Neuron devices of a DescribeInstanceTypes entry (`aws.amazon.com/neuron` and, per core,
+    `aws.amazon.com/neuroncore`), or None."""
+    devices = (info.get("NeuronInfo") or {}).get("NeuronDevices") or []
+    if not devices:
+        return None
+    first = devices[0]
+    count = sum(int(d.get("Count", 0)) for d in devices if d.get("Name") == first.get("Name"))
+    if count <= 0:
+        return None
+    return GPU(
+        name=catalog.gpu_label_name(str(first.get("Name", ""))),
+        count=count,
+        memory_mib=int((first.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+        manufacturer="aws",
+        cores=int((first.get("CoreInfo") or {}).get("Count", 0)),
     )
 
 

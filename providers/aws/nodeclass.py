@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,8 +255,15 @@ class Resolver:
 
     # --- launch templates ------------------------------------------------------------------------------
 
-    def templates(self, nc: AWSNodeClass, resolved: Resolved, keys: set[str]) -> dict[str, str]:
-        """Image key -> the name of an existing launch template for the NodeClass as it resolves now."""
+    def templates(
+        self,
+        nc: AWSNodeClass,
+        resolved: Resolved,
+        keys: set[str],
+        node_labels: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """Image key -> the name of an existing launch template for the NodeClass as it resolves now, its
+        nodes registering with `node_labels` (`bootstrap.user_data`)."""
         if not resolved.instance_profile:
             raise NodeClassNotReady(f"AWSNodeClass {nc.name}: no instance profile or role")
         family = bootstrap.family_of(nc)
@@ -266,7 +274,9 @@ class Resolver:
                 f"DescribeCluster({self._cluster_name!r}) found no cluster; pass cluster_endpoint and "
                 "cluster_ca_bundle, or use amiFamily Custom with your own user data"
             )
-        user_data = bootstrap.user_data(family, cluster=cluster, custom=nc.spec.user_data)
+        user_data = bootstrap.user_data(
+            family, cluster=cluster, custom=nc.spec.user_data, node_labels=node_labels
+        )
         out = {}
         for key in sorted(keys):
             image, efa_interfaces = efa.split(key)

@@ -47,7 +47,7 @@ from providers.aws import (
 )
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
-from provisioner.api import AWSNodeClass, NodeClaim
+from provisioner.api import AWSNodeClass, NodeClaim, mig
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (
@@ -210,7 +210,11 @@ class AWSProvider:
                 f"{claim.instance_type_options() or '(all types)'} in the zones of node class {nc.name} "
                 f"({', '.join(sorted({s.zone for s in resolved.subnets}))}) for its capacity types",
             )
-        templates = self._nodeclasses.templates(nc, resolved, plan.image_keys)
+        # The MIG manager partitions the GPUs before the node registers: the layout is a kubelet label.
+        layout = claim.metadata.labels.get(mig.MIG_CONFIG_LABEL)
+        templates = self._nodeclasses.templates(
+            nc, resolved, plan.image_keys, {mig.MIG_CONFIG_LABEL: layout} if layout else None
+        )
         tags = launch.instance_tags(claim, nc, cluster_name=self.cluster_name)
         zone_of_subnet = {s.id: s.zone for s in resolved.subnets}
         failed: list[OfferingKey] = list(unavailable)

@@ -17,6 +17,7 @@ from google.cloud import compute_v1
 
 from providers.gcp import machines, naming
 from provisioner.api import labels as wk
+from provisioner.api import mig
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import GCPNodeClass
 from provisioner.cloudprovider.errors import OfferingKey
@@ -93,6 +94,9 @@ def instance_body(
             naming.META_IMAGE: spec.image,
         }
     )
+    layout = claim.metadata.labels.get(mig.MIG_CONFIG_LABEL)
+    if layout:
+        metadata[naming.META_NODE_LABELS] = f"{mig.MIG_CONFIG_LABEL}={layout}"
     init = compute_v1.AttachedDiskInitializeParams(
         source_image=spec.image,
         disk_size_gb=spec.boot_disk.size_gb,

@@ -37,6 +37,11 @@ def policy_name(cluster_name: str, gang: str) -> str:
     return f"{cluster_slug(cluster_name)}-gang-{_digest(gang, 12)}"
 
 
+META_NODE_LABELS = "provisioner-node-labels"
+"""Labels the kubelet must register with (`k=v,k=v`, its `--node-labels`), for the image's join script:
+those a node agent acts on before the provisioner registers the node (the MIG manager's
+`nvidia.com/mig.config`)."""
+
 _PROVIDER_ID = re.compile(r"^gce://([^/]+)/([^/]+)/([^/]+)$")
 
 

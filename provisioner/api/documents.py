@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from provisioner.api import KINDS, labels
+from provisioner.api import KINDS, accelerators, labels
 from provisioner.api.common import NODECLASS_KINDS
 from provisioner.api.located import allowed_fields, format_path, located_problems
 from provisioner.api.nodepool import NodePool
@@ -404,7 +404,8 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
         and req.operator.value in ("In", "Gt", "Exists")
         for req in spec.template.spec.requirements
     )
-    if asks_for_gpus and not any(t.key == labels.GPU_RESOURCE for t in spec.template.spec.taints):
+    # Any accelerator's taint keeps CPU pods out (`amd.com/gpu`, `aws.amazon.com/neuron` on those pools).
+    if asks_for_gpus and not any(accelerators.is_accelerator(t.key) for t in spec.template.spec.taints):
         warn(
             ("spec", "template", "spec", "requirements"),
             f"a GPU pool without a {labels.GPU_RESOURCE} taint lets CPU-only pods land on its costly nodes; "

@@ -100,7 +100,27 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 """EFA interfaces of an AWS node (the EFA device plugin's extended resource), requested like GPUs."""
 
 # GPU model names as label values: lowercase, the same on every cloud.
-GPU_NAMES = ("h100", "h200", "a100", "a10g", "l4", "l40s", "t4", "v100", "k80", "p100", "p4", "b200")
+GPU_NAMES = (
+    "h100",
+    "h200",
+    "b200",
+    "a100",
+    "a10g",
+    "l4",
+    "l40s",
+    "t4",
+    "v100",
+    "k80",
+    "p100",
+    "p4",
+    "mi300x",
+    "v520",
+    "trainium",
+    "trainium2",
+    "inferentia2",
+)
+"""Accelerator models as `gpu-name` values; Neuron devices (`trainium`, `inferentia2`) are named the same
+way, with `gpu-manufacturer: aws`."""
 
 # Labels only the provisioner may set on a node: a template that sets them is refused.
 RESTRICTED_LABELS = frozenset({NODEPOOL, NODECLAIM, INITIALIZED, REGISTERED, HOSTNAME})

@@ -267,7 +267,9 @@ def run_command(
     from prometheus_client import start_http_server
 
     from providers.fake.kwok import node_for_instance, node_name_for
+    from provisioner.api import mig
     from provisioner.clock import RealClock
+    from provisioner.cloudprovider.types import with_mig_layout
     from provisioner.clusterapi import ClusterError
     from provisioner.controllers.disruption import DisruptionSettings
     from provisioner.controllers.manager import Manager
@@ -291,8 +293,17 @@ def run_command(
 
     def register_node(instance: Any, instance_type: Any) -> None:
         # The fake cloud has no kubelet: register the Node it would, as Karpenter's kwok provider does.
+        claim = state.claims.get(instance.nodeclaim or "")
+        layout = mig.layout_of(claim.metadata.labels) if claim is not None else None
+        if layout is not None and instance_type is not None:
+            # No MIG manager behind a fake node: it comes up with its pool's layout already applied.
+            parted = with_mig_layout(instance_type, layout)
+            instance_type = instance_type if isinstance(parted, str) else parted
+        manifest = node_for_instance(instance, instance_type, now=clock.now())
+        if layout is not None:
+            manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "success"
         try:
-            client.create(kc.NODE, node_for_instance(instance, instance_type, now=clock.now()))
+            client.create(kc.NODE, manifest)
         except ClusterError as err:
             log.warning("could not register a Node for %s: %s", instance.provider_id, err)
             return

@@ -7,6 +7,7 @@ deciding in `provisioner.scheduling`. An invalid scenario prints one line per pr
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from provisioner.api import quantities
+from provisioner.api import accelerators, quantities
 from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.scheduling import NewClaim, Results, pool_order
@@ -49,7 +50,10 @@ def _fail(paths: list[Path], err: scenario_.ScenarioError) -> NoReturn:
 def _gpu_text(gpu: dict | None) -> str:
     if not gpu:
         return "-"
-    return f"{gpu['count']}x {gpu['name']} {gpu['memoryMiB'] // 1024}G"
+    text = f"{gpu['count']}x {gpu['name']} {gpu['memoryMiB'] // 1024}G"
+    if gpu.get("migConfig"):
+        text += f" {gpu['migConfig']} ({sum(gpu['slices'].values())} slices)"
+    return text
 
 
 def _fallback_note(claim: NewClaim) -> str:
@@ -307,7 +311,7 @@ def _explanation(loaded: scenario_.LoadedScenario, target: Pod) -> dict[str, Any
                 "pricePerHour": round(c.offering.price, 6),
                 "podsOnNode": len(c.pods),
             }
-    return {
+    doc: dict[str, Any] = {
         "pod": target.key,
         "requests": {
             k: quantities.format_quantity(k, v) for k, v in sorted(target.requests.items()) if k != "pods"
@@ -317,12 +321,19 @@ def _explanation(loaded: scenario_.LoadedScenario, target: Pod) -> dict[str, Any
         "pools": pools,
         "fullSolve": solve,
     }
+    if accelerators.slices(target.requests):
+        # MIG slices: how much of a GPU's compute they are (a 1g profile is one of its 7 compute slices).
+        doc["gpuComputeShare"] = str(accelerators.gpu_share(target.requests))
+    return doc
 
 
 def _print_explanation(doc: dict[str, Any]) -> None:
     # Every value goes through escape(): rich would read `[h100]` in a reason as markup and drop it.
     console = _console()
     req = ", ".join(f"{k} {v}" for k, v in doc["requests"].items())
+    share = doc.get("gpuComputeShare")
+    if share is not None:
+        req += f" ({share} of a GPU's compute)" if Fraction(share) < 1 else f" ({share} GPUs' compute)"
     console.print(f"[bold]{escape(doc['pod'])}[/bold] requests {escape(req)}")
     table = Table(
         title=f"NodePools in the order tried (from {escape(doc['poolOrder'])})",

@@ -6,11 +6,12 @@ them from their APIs or catalogs, and nothing here performs I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import labels
+from provisioner.api import labels, mig
 from provisioner.api.quantities import CPU, MEMORY, PODS, ResourceList
 from provisioner.cloudprovider.errors import OfferingKey
 
@@ -25,6 +26,9 @@ class GPU:
     memory_mib: int
     """Memory per GPU, MiB."""
     manufacturer: str = "nvidia"
+    """`nvidia`, `amd`, or `aws` (Neuron devices: Trainium, Inferentia)."""
+    cores: int = 0
+    """Cores per device where the device plugin advertises them too (NeuronCores), else 0."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "count": self.count, "memoryMiB": self.memory_mib}
@@ -132,6 +136,52 @@ class InstanceType:
 
     def with_offerings(self, offerings: tuple[Offering, ...]) -> InstanceType:
         return replace(self, offerings=offerings)
+
+
+def with_mig_layout(it: InstanceType, layout: str) -> InstanceType | str:
+    """The type as a node partitioned by the MIG manager with `layout` (the pool's `nvidia.com/mig.config`)
+    offers it: its `nvidia.com/gpu` replaced by the layout's `nvidia.com/mig-<profile>` resources, the
+    layout among its labels. A str says why the layout cannot apply to this type."""
+    gpu = it.gpu
+    if gpu is None or gpu.manufacturer != "nvidia" or gpu.count <= 0:
+        return f"{it.name} has no NVIDIA GPUs to partition"
+    found = mig.layout_resources(
+        gpu_name=gpu.name, memory_mib=gpu.memory_mib, gpu_count=gpu.count, layout=layout
+    )
+    if isinstance(found, str):
+        return f"{it.name}: {found}"
+    capacity = {k: v for k, v in it.capacity.items() if k != mig.WHOLE_GPU}
+    capacity.update(found)
+    return replace(it, capacity=capacity, labels={**it.labels, mig.MIG_CONFIG_LABEL: layout})
+
+
+def gpu_summary(it: InstanceType) -> dict[str, Any] | None:
+    """The type's GPUs for output (`GPU.to_dict`), with its MIG layout and slices when it has one."""
+    if it.gpu is None:
+        return None
+    out = it.gpu.to_dict()
+    layout = mig.layout_of(it.labels)
+    if layout is not None:
+        out["migConfig"] = layout
+        out["slices"] = {
+            k: v for k, v in sorted(it.capacity.items()) if k.startswith(mig.MIG_RESOURCE_PREFIX)
+        }
+    return out
+
+
+def for_template(template_labels: Mapping[str, str], types: Iterable[InstanceType]) -> list[InstanceType]:
+    """The types as nodes with these template labels offer them: with a MIG layout
+    (`nvidia.com/mig.config`), each type partitioned by it, and the types it cannot apply to left out;
+    without one, the types unchanged."""
+    layout = mig.layout_of(template_labels)
+    if layout is None:
+        return list(types)
+    out = []
+    for it in types:
+        found = with_mig_layout(it, layout)
+        if not isinstance(found, str):
+            out.append(found)
+    return out
 
 
 def _rid(o: Offering) -> str:

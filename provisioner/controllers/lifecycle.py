@@ -9,8 +9,9 @@
 - Registered: the Node with the claim's provider id appeared; it gets the pool's labels and taints, and
   loses the unregistered taint. None after `registration_timeout`: the claim is replaced.
 - Initialized: the Node is Ready, the start-up taints are gone (removed by their owners), and every
-  extended resource the claim asked for (`nvidia.com/gpu`) is allocatable. A claim asking for extended
-  resources that are not there after `initialization_timeout` is replaced, with an Event.
+  extended resource the claim asked for (`nvidia.com/gpu`, or the `nvidia.com/mig-<profile>` slices the
+  MIG manager makes once it applied the pool's layout: pending until then) is allocatable. A claim asking
+  for extended resources that are not there after `initialization_timeout` is replaced, with an Event.
 - Ready (the root condition `kubectl get nodeclaims` shows): True once all three are, False when one
   failed, Unknown while one is pending; Karpenter's semantics.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from provisioner.api import NodeClaim, quantities
+from provisioner.api import NodeClaim, accelerators, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import Condition
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
@@ -37,6 +38,7 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
+from provisioner.cloudprovider.types import for_template
 from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError, guarded, node_rv
 from provisioner.controllers.conditions import condition_status, condition_time, set_condition, with_ready
 from provisioner.controllers.provider_set import node_class_of
@@ -80,9 +82,9 @@ def _resources_of(instance_type: InstanceType) -> tuple[dict[str, str], dict[str
 
 
 def _extended_resources(requests: Mapping[str, str]) -> list[str]:
-    """Requested resources a device plugin must advertise (GPUs, ...), not kubelet's own."""
-    builtin = {quantities.CPU, quantities.MEMORY, quantities.PODS, quantities.EPHEMERAL_STORAGE}
-    return sorted(k for k in requests if k not in builtin and "/" in k)
+    """Requested resources a device plugin must advertise (GPUs, MIG slices, Neuron...), not kubelet's own:
+    Kubernetes' extended resources (`accelerators.is_extended`)."""
+    return sorted(k for k in requests if accelerators.is_extended(k))
 
 
 def _settled(claim: NodeClaim) -> bool:
@@ -191,7 +193,10 @@ class LifecycleController(Reconciler):
             self._launch_failed(claim, "NodeClassNotFound", what, now)
             return
         try:
-            by_name = {t.name: t for t in provider.instance_types(node_class)}
+            # The claim carries its pool's template labels: a MIG layout there makes its types offer slices.
+            by_name = {
+                t.name: t for t in for_template(claim.metadata.labels, provider.instance_types(node_class))
+            }
         except CloudProviderError as err:
             self._launch_failed(claim, type(err).__name__, str(err), now)
             return

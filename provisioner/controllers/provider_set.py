@@ -10,6 +10,7 @@ from datetime import datetime
 from provisioner.api import NodeClaim, NodePool
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import CloudProvider, CloudProviderError, InstanceType
+from provisioner.cloudprovider.types import for_template
 from provisioner.cloudprovider.unavailable import UnavailableOfferings
 from provisioner.state import Snapshot
 
@@ -66,7 +67,8 @@ def node_class_of(snap: Snapshot, kind: str, name: str) -> NodeClass | None:
 def pool_instance_types(
     providers: ProviderSet, snap: Snapshot, pools: Iterable[NodePool]
 ) -> dict[str, list[InstanceType]]:
-    """Pool name -> the types its NodeClass can launch now. A pool whose cloud or NodeClass is missing, or
+    """Pool name -> the types its NodeClass can launch now, as the pool's nodes offer them (MIG-partitioned
+    by the pool's layout: `types.for_template`). A pool whose cloud or NodeClass is missing, or
     whose cloud cannot answer, gets none (its pods get a reason; the other pools go on)."""
     out: dict[str, list[InstanceType]] = {}
     for pool in pools:
@@ -77,7 +79,10 @@ def pool_instance_types(
         if provider is None or node_class is None:
             continue
         try:
-            out[pool.name] = list(provider.instance_types(node_class))
+            # A pool whose template names a MIG layout launches nodes that offer its slices, not GPUs.
+            out[pool.name] = for_template(
+                pool.spec.template.metadata.labels, provider.instance_types(node_class)
+            )
         except CloudProviderError as err:
             log.warning("pool %s: cannot list instance types: %s", pool.name, err)
     return out

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from provisioner.api import NodePool, durations, quantities
+from provisioner.api import NodePool, accelerators, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
@@ -243,7 +243,9 @@ def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
 
 
 def is_gpu_node(node: StateNode) -> bool:
-    return node.allocatable.get(wk.GPU_RESOURCE, 0) > 0 or int(node.labels.get(wk.GPU_COUNT, "0") or 0) > 0
+    return (
+        accelerators.uses_accelerators(node.allocatable) or int(node.labels.get(wk.GPU_COUNT, "0") or 0) > 0
+    )
 
 
 def disruption_cost(node: StateNode) -> float:

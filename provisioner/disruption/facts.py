@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from provisioner.api import durations
+from provisioner.api import accelerators, durations
 from provisioner.api import labels as wk
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.model import BlockerKind
@@ -57,7 +57,9 @@ class NodeFacts:
         self.empty_since: datetime | None = cand.empty_since(node)
         self.expires: tuple[datetime, timedelta] | None = _expires(node)
         """(when the node was created, its claim's `expireAfter`), when it has both."""
-        self.gpu_idle: bool = cand.is_gpu_node(node) and all(p.gpus == 0 for p in self.workload)
+        self.gpu_idle: bool = cand.is_gpu_node(node) and not any(
+            accelerators.uses_accelerators(p.requests) for p in self.workload
+        )
         """A GPU node whose pods use no GPU."""
         self.order: tuple[bool, float, float, str] = (
             not self.gpu_idle,

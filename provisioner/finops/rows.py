@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from provisioner.api import accelerators, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.disruption.preferred import allows
 from provisioner.finops import money
 from provisioner.state.cluster import team_of
@@ -418,8 +418,9 @@ def _paid_share(node: StateNode, pods: Sequence[Pod]) -> float:
     total: dict[str, int] = {}
     for pod in pods:
         total = quantities.add(total, pod.requests)
-    if alloc.get(wk.GPU_RESOURCE, 0) > 0:
-        return min(1.0, total.get(wk.GPU_RESOURCE, 0) / alloc[wk.GPU_RESOURCE])
+    gpus = accelerators.units(alloc)
+    if gpus > 0:
+        return min(1.0, accelerators.units(total) / gpus)
     fractions = [total.get(k, 0) / alloc[k] for k in (quantities.CPU, quantities.MEMORY) if alloc.get(k, 0)]
     return min(1.0, max(fractions, default=0.0))
 
@@ -552,8 +553,8 @@ def usage_row(
         cpu_allocated=used.get(quantities.CPU, 0),
         memory_capacity=alloc.get(quantities.MEMORY, 0),
         memory_allocated=used.get(quantities.MEMORY, 0),
-        gpu_capacity=alloc.get(wk.GPU_RESOURCE, 0),
-        gpu_allocated=used.get(wk.GPU_RESOURCE, 0),
+        gpu_capacity=accelerators.units(alloc),
+        gpu_allocated=accelerators.units(used),
         teams=tuple(sorted(t for t in per_team if t)),
         provider_id=status.provider_id or "",
         zone=status.zone or labels.get(wk.ZONE, ""),
@@ -561,9 +562,7 @@ def usage_row(
         pool_owner=pool_owner,
         workloads=tuple(sorted({w for p in node.pods if not p.is_daemonset_pod and (w := workload_of(p))})),
         allocations=tuple(
-            TeamAllocation(
-                team, r.get(quantities.CPU, 0), r.get(quantities.MEMORY, 0), r.get(wk.GPU_RESOURCE, 0)
-            )
+            TeamAllocation(team, r.get(quantities.CPU, 0), r.get(quantities.MEMORY, 0), accelerators.units(r))
             for team, r in sorted(per_team.items())
         ),
         reservation_id=labels.get(wk.CAPACITY_RESERVATION_ID, ""),

@@ -7,23 +7,25 @@ Limits and topology are checked when a node is opened (`pools`, `topology`), not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from provisioner.api import accelerators, mig, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import (
     OFFERING_KEYS,
     TYPE_KEYS,
     Option,
     OptionCache,
+    PoolType,
     any_offering,
     labels_ok,
     short_of_min_values,
 )
 from provisioner.scheduling.pools import Pool
-from provisioner.scheduling.resources import Dims, fits, fmt, le
+from provisioner.scheduling.resources import Dims, Vec, fits, fmt, le
 from provisioner.state.objects import PREFER_NO_SCHEDULE, TaintValue, tolerates_all
 
 if TYPE_CHECKING:
@@ -150,11 +152,21 @@ def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims:
             if not offered:
                 return f"no instance type of the pool carries {key} (wanted {kreq.describe()})"
             shown = ", ".join(offered[:8]) + (", ..." if len(offered) > 8 else "")
+            if key == wk.GPU_NAME:
+                regions = sorted({t.it.labels.get(wk.REGION, "") for t in pool.types} - {""})
+                where = f" in {', '.join(regions)}" if regions else ""
+                return (
+                    f"no instance type{where} offers gpu-name {kreq.describe()}; "
+                    f"the pool's catalog has {', '.join(offered)}"
+                )
             return f"no instance type has {key} {kreq.describe()} (the pool offers: {shown})"
         return f"no instance type meets the requirements {alt.describe()}"
     req = v.req
     fitting = [t for t in matching if fits(req, t.alloc)]
     if not fitting:
+        slices = _why_no_slices(pool, matching, req, dims=dims)
+        if slices is not None:
+            return slices
         short = [i for i, a in enumerate(req) if a > max(t.alloc[i] for t in matching)]
         if short:
             largest = max(matching, key=lambda t: (tuple(t.alloc[i] for i in short), t.it.name))
@@ -176,3 +188,27 @@ def _why_no_type(v: Variant, pool: Pool, alt: rq.Reqs, merged: rq.Reqs, *, dims:
     )
     shown = ", ".join(gone[:6]) + (f" and {len(gone) - 6} more" if len(gone) > 6 else "")
     return f"every offering of the {len(fitting)} instance types that fit is unavailable ({shown})"
+
+
+def _why_no_slices(pool: Pool, matching: Sequence[PoolType], req: Vec, *, dims: Dims) -> str | None:
+    """When the pod asks for a MIG slice no type of the pool offers at all: what the pool's layout makes
+    instead, and which layouts make the slice. None when that is not why."""
+    missing = [
+        dims.names[i]
+        for i, a in enumerate(req)
+        if a > 0 and accelerators.is_mig(dims.names[i]) and not any(t.alloc[i] for t in matching)
+    ]
+    if not missing:
+        return None
+    layout = mig.layout_of(pool.pool.spec.template.metadata.labels)
+    holders = mig.holders(missing[0])
+    where = f"; layouts that make it: {', '.join(holders)}" if holders else "; no MIG layout makes it"
+    if not any(t.it.gpu is not None and t.it.gpu.manufacturer == "nvidia" for t in matching):
+        return f"the pool's instance types have no NVIDIA GPUs to slice into {missing[0]}{where}"
+    if layout is None:
+        return (
+            f"the pool's nodes offer whole GPUs, not {missing[0]} "
+            f"(its template labels name no {mig.MIG_CONFIG_LABEL}){where}"
+        )
+    made = sorted({k for t in matching for k, v in t.it.capacity.items() if v and accelerators.is_mig(k)})
+    return f"the pool's MIG layout {layout} makes {', '.join(made) or 'no slices'}, not {missing[0]}{where}"

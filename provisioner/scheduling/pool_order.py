@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from provisioner.api import accelerators
 from provisioner.api import labels as wk
 from provisioner.api.nodepool import NodePool
 from provisioner.state.objects import Pod
@@ -104,7 +105,7 @@ def team_lists(snapshot: Snapshot) -> dict[str, tuple[str, ...]]:
 
 def asks_for_gpus(pod: Pod) -> int:
     """How many GPUs (of any maker) the pod requests."""
-    return pod.requests.get(wk.GPU_RESOURCE, 0) + pod.requests.get(wk.AMD_GPU_RESOURCE, 0)
+    return accelerators.gpus(pod.requests)
 
 
 def resolve(

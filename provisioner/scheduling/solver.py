@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from provisioner.api import NodePool, quantities
+from provisioner.api import NodePool, accelerators, quantities
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
@@ -479,7 +479,7 @@ class _Solver:
             self.compiler.link(shape, pod)
         self.topology.count_running()
 
-        dim_gpu = self.dims.index.get(wk.GPU_RESOURCE)
+        accel = self._accelerator_dims()
         cpu, mem = self.dims.index[quantities.CPU], self.dims.index[quantities.MEMORY]
         depth = batch_order.depths(firsts, self.topology)
         choice: dict[int, tuple[int, int]] = {id(shape): self._choice(shape) for shape, _ in firsts}
@@ -488,7 +488,7 @@ class _Solver:
             pod, shape = item
             r = shape.variants[0].req
             pools, models = choice[id(shape)]
-            gpus = r[dim_gpu] if dim_gpu is not None else 0
+            gpus = sum(r[d] for d in accel)
             # Fewer GPU models first among pods of equal GPU count; the pool count only breaks ties
             # below size, so a flexible large pod still opens its heavier pool before small ones fill
             # a lighter pool's node it would then join.
@@ -504,14 +504,18 @@ class _Solver:
         results.new_claims = [self._finalize(n) for n in self.new]
         return results
 
+    def _accelerator_dims(self) -> list[int]:
+        """The solve's dimensions that are accelerators (`accelerators.is_accelerator`: GPUs of any
+        maker, MIG slices, Neuron)."""
+        return [i for i, name in enumerate(self.dims.names) if accelerators.is_accelerator(name)]
+
     def _choice(self, shape: Shape) -> tuple[int, int]:
         """How much choice a shape has, read from requirements and taints only (no instance type is
         scanned): the pools that may take it, and for a GPU pod the GPU models it accepts. The most
         constrained go first, so a pod pinned to one model is not left without room by pods that could
         have used another."""
         v = shape.variants[-1]
-        gpu_dim = self.dims.index.get(wk.GPU_RESOURCE)
-        gpu = gpu_dim is not None and v.req[gpu_dim] > 0
+        gpu = any(v.req[d] > 0 for d in self._accelerator_dims())
         pools = 0
         models: set[str] = set()
         any_model = False

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
+from provisioner.api import accelerators, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.state.objects import Node, Pod, tolerates_all
 
 if TYPE_CHECKING:
@@ -106,9 +106,15 @@ def _node_allows(pod: Pod, node: Node) -> bool:
     )
 
 
+def _accelerators(resources: Mapping[str, int]) -> int:
+    """Whole devices and MIG slices: additive, so a node that fits a pod scores at least the pod's."""
+    return accelerators.devices(resources) + accelerators.slices(resources)
+
+
 def _room_key(node_name: str, allocatable: Mapping[str, int], used: Mapping[str, int]) -> tuple[int, str]:
-    """MostAllocated scoring: the node with the least room left (GPUs first, then CPU) wins; ties by name."""
-    gpus = allocatable.get(wk.GPU_RESOURCE, 0) - used.get(wk.GPU_RESOURCE, 0)
+    """MostAllocated scoring: the node with the least room left (accelerators first, then CPU) wins; ties by
+    name."""
+    gpus = _accelerators(allocatable) - _accelerators(used)
     cpu = allocatable.get(quantities.CPU, 0) - used.get(quantities.CPU, 0)
     return (gpus * 10**9 + cpu, node_name)
 
@@ -240,7 +246,7 @@ class Binder:
         """The fitting node with the least room left: every node that can hold the pod's GPUs and CPU
         scores at least (its GPUs, its CPU), so the walk starts there."""
         nodes = self.cluster.state.nodes
-        floor = (pod.requests.get(wk.GPU_RESOURCE, 0) * 10**9 + pod.requests.get(quantities.CPU, 0), "")
+        floor = (_accelerators(pod.requests) * 10**9 + pod.requests.get(quantities.CPU, 0), "")
         for _score, name in by_room.islice(by_room.bisect_left(floor)):
             node = nodes[name]
             ok = allowed.get(name)

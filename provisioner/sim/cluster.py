@@ -1,13 +1,14 @@
 """What a real cluster does around the provisioner, for `provisioner simulate` with time: the embedded API
 server (a MemoryCluster), kubelets that register a Node for each launched instance, the GPU operator that
-lifts start-up taints, the workload controllers that recreate evicted pods and the DaemonSet controller;
-kube-scheduler binding pending pods where they fit is `sim.binder`'s.
+lifts start-up taints and whose MIG manager applies a Node's MIG layout, the workload controllers that
+recreate evicted pods and the DaemonSet controller; kube-scheduler binding pending pods where they fit is
+`sim.binder`'s.
 
 None of it decides anything the provisioner decides; it only makes the world answer as a cluster would,
 deterministically: the same scenario gives the same names, bindings and order every run. Each stand-in
 looks at what was written since its last sync (`ClusterState.changes`), not at the whole cluster.
 
-About 410 lines: one small stand-in per cluster component, each a class or two functions; the one that
+About 460 lines: one small stand-in per cluster component, each a class or two functions; the one that
 grows past that moves to its own module, as the pool-scoped catalog wrapper (`sim.pool_types`) and the
 binder (`sim.binder`) did.
 """
@@ -20,13 +21,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from providers.fake.kwok import node_for_instance, node_name_for
-from provisioner.api import NodeClaim, durations
+from provisioner.api import NodeClaim, accelerators, durations, mig
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import Instance, InstanceType
+from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
 from provisioner.sim.scenario import RUNS_FOR
 from provisioner.state.objects import Pod, tolerates_all
@@ -139,6 +141,9 @@ class Kubelets:
     types: Mapping[str, InstanceType]
     boot: timedelta = timedelta(seconds=30)
     """From launch to the Node appearing."""
+    mig_apply: timedelta = timedelta(seconds=60)
+    """From registration to the MIG manager having applied the layout a Node's `nvidia.com/mig.config`
+    names (the GPUs are reset): its slices are pending until then."""
     launched: dict[str, Instance] = dataclasses.field(default_factory=dict)
     deleted: list[Instance] = dataclasses.field(default_factory=list)
     registered: set[str] = dataclasses.field(default_factory=set)
@@ -153,6 +158,8 @@ class Kubelets:
         self._node_of: dict[str, str] = {}
         """Claim -> the node name its status gives."""
         self._looked = False
+        self._mig_pending: dict[str, datetime | None] = {}
+        """Nodes whose MIG layout is not applied yet -> when they registered (None: not yet)."""
 
     def on_launch(self, instance: Instance, instance_type: InstanceType) -> None:
         self.launched[instance.provider_id] = instance
@@ -167,8 +174,22 @@ class Kubelets:
             inst = self.launched[pid]
             if inst.launched_at is not None and now - inst.launched_at < self.boot:
                 continue
-            manifest = node_for_instance(inst, self.types.get(inst.instance_type), now=now)
+            it = self.types.get(inst.instance_type)
+            claim = state.claims.get(inst.nodeclaim or "")
+            layout = mig.layout_of(claim.metadata.labels) if claim is not None else None
+            if it is not None and layout is not None:
+                # The layout is among the kubelet's labels from its first moment (the MIG manager acts on
+                # it before the provisioner registers the Node); its slices wait for the MIG manager.
+                parted = with_mig_layout(it, layout)
+                if not isinstance(parted, str):
+                    it = parted
+                manifest = node_for_instance(inst, it, devices=False, now=now)
+                manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "pending"
+            else:
+                manifest = node_for_instance(inst, it, now=now)
             self.cluster.create("Node", manifest)
+            if mig.MIG_STATE_LABEL in manifest["metadata"]["labels"]:
+                self._mig_pending[manifest["metadata"]["name"]] = None
             self.registered.add(pid)
         for inst in self.deleted:
             name = node_name_for(inst)
@@ -193,6 +214,7 @@ class Kubelets:
                 self._node_of[claim_name] = written.status.node_name
                 self._claim_of[written.status.node_name] = claim_name
                 look.add(written.status.node_name)
+        self._apply_mig_layouts(now)
         for name in sorted(look):
             node = state.nodes.get(name)
             claim = state.claims.get(self._claim_of.get(name, ""))
@@ -202,6 +224,32 @@ class Kubelets:
             if startup and any(t.key in startup for t in node.taints):
                 kept = [t.to_dict() for t in node.taints if t.key not in startup]
                 self.cluster.patch_node(name, {"spec": {"taints": kept}})
+
+    def _apply_mig_layouts(self, now: datetime) -> None:
+        """The MIG manager: `mig_apply` after a Node with a pending layout registered, its slices are
+        allocatable and `nvidia.com/mig.config.state` is `success`."""
+        state = self.cluster.state
+        for name in sorted(self._mig_pending):
+            node = state.nodes.get(name)
+            if node is None:
+                self._mig_pending.pop(name)
+                continue
+            since = self._mig_pending[name]
+            if since is None:
+                if node.labels.get(wk.REGISTERED) == "true":
+                    self._mig_pending[name] = now
+                continue
+            if now - since < self.mig_apply:
+                continue
+            self._mig_pending.pop(name)
+            slices = {k: str(v) for k, v in node.capacity.items() if accelerators.is_mig(k)}
+            self.cluster.patch_node(
+                name,
+                {
+                    "metadata": {"labels": {mig.MIG_STATE_LABEL: "success"}},
+                    "status": {"allocatable": {**node.raw["status"]["allocatable"], **slices}},
+                },
+            )
 
 
 @dataclasses.dataclass

@@ -41,7 +41,7 @@ from provisioner.api import (
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
-from provisioner.cloudprovider.types import InstanceType, Offering
+from provisioner.cloudprovider.types import InstanceType, Offering, for_template
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.sim import catalogs, priority
 from provisioner.sim.catalogs import CatalogUse
@@ -406,7 +406,9 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         if key not in nodeclasses:
             nodeclasses[key] = _default_nodeclass(ref.kind, ref.name, use.zones)
             defaults.add(key)
-        per_pool[pool.name] = _types_for(nodeclasses[key], use.types, use.zones)
+        per_pool[pool.name] = for_template(
+            pool.spec.template.metadata.labels, _types_for(nodeclasses[key], use.types, use.zones)
+        )
 
     types = [t for use in uses for t in use.types]
     by_type = {t.name: t for t in types}

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any
 
 from provisioner.api import labels as wk
-from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
+from provisioner.cloudprovider.types import InstanceType, Offering, Reservation, gpu_summary
 from provisioner.finops.reports.text import camel, csv_text, dump
 from provisioner.quota import admission, status
 from provisioner.quota.book import QuotaBook
@@ -173,7 +173,7 @@ def to_json(results: Results) -> dict[str, Any]:
                 "zone": claim.offering.zone,
                 "capacityType": claim.offering.capacity_type,
                 "pricePerHour": round(claim.offering.price, 6),
-                "gpu": it.gpu.to_dict() if it.gpu is not None else None,
+                "gpu": gpu_summary(it),
                 "pods": sorted(p.key for p in claim.pods),
                 "instanceTypeOptions": [t.name for t in claim.instance_types],
             }

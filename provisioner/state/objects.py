@@ -18,8 +18,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from provisioner.api import accelerators, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.api.quantities import ResourceList
 from provisioner.state import textchecks
 from provisioner.state.requests import pod_requests
@@ -153,7 +153,9 @@ class Pod:
 
     @property
     def gpus(self) -> int:
-        return self.requests.get(wk.GPU_RESOURCE, 0)
+        """Whole GPUs' worth of accelerators it asks for, any maker, a MIG slice counting as part of one
+        (`accelerators.gpus`)."""
+        return accelerators.gpus(self.requests)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, like: Iterable[Pod] = ()) -> Pod:

@@ -1,13 +1,14 @@
 """A pod's effective requests, as kube-scheduler counts them, parsed exactly from its spec: containers,
 init containers and sidecars, pod-level `spec.resources`, overhead, and one `pods`. Malformed or negative
-amounts are named, so a pod is refused rather than half-counted. Pure."""
+amounts, and extended resources (`nvidia.com/gpu`...) that are not whole numbers, are named, so a pod is
+refused rather than half-counted. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from provisioner.api import quantities
+from provisioner.api import accelerators, quantities
 from provisioner.api.quantities import ResourceList
 
 _POD_LEVEL = frozenset({quantities.CPU, quantities.MEMORY})
@@ -30,6 +31,13 @@ def parse_amounts(amounts: Mapping[str, Any] | None, where: str, problems: list[
             continue
         if amount < 0:
             problems.append(f"{where}.{name}: {value!r} is negative; a request must be 0 or more")
+            continue
+        if accelerators.is_extended(name) and quantities.parse_quantity(value) % 1:
+            # The API server refuses these at create: a device is never shared by fractions.
+            problems.append(
+                f"{where}.{name}: {value!r} is not a whole number; {name} is an extended resource, "
+                "which Kubernetes allows only in whole units (use a MIG profile to share a GPU)"
+            )
             continue
         out[name] = amount
     return out

@@ -24,6 +24,8 @@ WHERE_THE_README_SAYS = {
     "default/pretrain-0": "h100-prod-aws",
     "default/etl-0": "spot-only-aws",
     "default/etl-2": "spot-only-aws",
+    "default/embed-0": "h100-mig",
+    "default/embed-6": "h100-mig",
 }
 
 

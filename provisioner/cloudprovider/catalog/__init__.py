@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from provisioner.api import labels
+from provisioner.api import accelerators, labels
 from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, ResourceList
 from provisioner.cloudprovider import overhead as overhead_
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
@@ -195,9 +195,10 @@ def make_instance_type(
     capacity: ResourceList = {CPU: vcpu * 1000, MEMORY: memory_mib * MIB, PODS: max_pods}
     if ephemeral_storage is not None:
         capacity[EPHEMERAL_STORAGE] = ephemeral_storage
-    if gpu is not None and gpu.count > 0:
-        resource = labels.AMD_GPU_RESOURCE if gpu.manufacturer == "amd" else labels.GPU_RESOURCE
-        capacity[resource] = gpu.count
+    if gpu is not None:
+        capacity.update(
+            accelerators.device_resources(manufacturer=gpu.manufacturer, count=gpu.count, cores=gpu.cores)
+        )
     type_labels = instance_labels(
         name=name, vcpu=vcpu, memory_mib=memory_mib, arch=arch, region=region, gpu=gpu
     )
@@ -220,8 +221,9 @@ def make_instance_type(
 
 
 def load(name: str, region: str | None = None) -> list[InstanceType]:
-    """Every type of a built-in catalog in a region (its default when None), with a spot and an
-    on-demand offering in each zone of the region, all available, sorted by name."""
+    """Every type of a built-in catalog offered in a region (its default when None; a row's `regions`
+    lists where it is offered, else everywhere), with a spot and an on-demand offering in each zone of the
+    region, all available, sorted by name."""
     if name == BENCHMARK:
         _check_region(name, region or _BENCH_REGION)
         return _benchmark()
@@ -233,6 +235,8 @@ def load(name: str, region: str | None = None) -> list[InstanceType]:
     storage = int(data.get("ephemeralStorageGiB", 20)) * GIB
     out: list[InstanceType] = []
     for type_name, row in sorted(_rows(name).items()):
+        if "regions" in row and region not in row["regions"]:
+            continue  # the cloud does not offer this type in this region
         s = _shape(row)
         od = on_demand_price(name, type_name, region)
         sp = spot_price(name, type_name, region)
@@ -315,6 +319,7 @@ def _shape(row: dict[str, Any]) -> Shape:
             count=int(gpu_row["count"]),
             memory_mib=int(gpu_row["memoryMiB"]),
             manufacturer=str(gpu_row.get("manufacturer", "nvidia")),
+            cores=int(gpu_row.get("cores", 0)),
         )
         if gpu_row
         else None

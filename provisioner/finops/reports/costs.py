@@ -7,7 +7,10 @@ How a node's cost is divided, per clock hour:
 - the *idle* part (1 - used) goes to the pool's owner team (the NodePool's `provisioner.sh/team` label),
   or to "unallocated" when the pool names no owner. DaemonSet pods belong to no team: they are the node's
   overhead, inside the idle part (a node with only DaemonSet pods is all idle);
-- GPU-hours requested go to the teams, idle GPU-hours to the owner.
+- GPU-hours requested go to the teams, idle GPU-hours to the owner. GPUs are counted as
+  `accelerators.units` counts them (NVIDIA, AMD, Neuron); on a MIG node they are its slices, so there
+  GPU-hours are slice-hours, idle GPU-hours idle slices, and a slice-hour costs the node's price over its
+  slices.
 So every row's cost adds up to what the fleet paid: the showback total equals the scale-down report's.
 
 Reserved capacity is paid whether used or not (`ReservationRow`): a node in a reservation is charged at

@@ -1,19 +1,22 @@
 """The node and node-pool tables, with status and reasons, as Run:ai offers them for download.
 
 A node is Ready, or Not ready with every reason that applies: kubelet not ready, disk, memory or PID
-pressure, network unavailable, scheduling disabled (cordoned), GPU device plugin missing (a GPU node whose
-allocatable `nvidia.com/gpu` is zero or absent). Built from a snapshot; pure.
+pressure, network unavailable, scheduling disabled (cordoned), and the GPU reasons of `state.gpu_health`
+(device plugin missing, fewer GPUs or MIG slices than the type has, MIG layout pending or failed, the GPU
+operator's container toolkit or DCGM exporter missing). GPUs are counted as `accelerators.units` does
+(any maker; on a MIG node, slices). Built from a snapshot; pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.api import accelerators, mig, quantities
 from provisioner.api import labels as wk
-from provisioner.api import quantities
 from provisioner.finops.reports.text import csv_text, dump, records, table
+from provisioner.state import gpu_health
 from provisioner.state.cluster import Snapshot, StateNode
 
 _PRESSURES = (
@@ -65,15 +68,7 @@ class NodePoolRow:
     taints: tuple[str, ...] = field(default_factory=tuple)
 
 
-def expected_gpus(node: StateNode) -> int:
-    """GPUs the machine has, from its labels (what the device plugin should advertise)."""
-    try:
-        return int(node.labels.get(wk.GPU_COUNT, "0") or 0)
-    except ValueError:
-        return 0
-
-
-def node_reasons(node: StateNode) -> tuple[str, ...]:
+def node_reasons(node: StateNode, operator: frozenset[str] = frozenset()) -> tuple[str, ...]:
     if node.node is None:
         return ("not registered yet",)
     reasons = []
@@ -89,17 +84,17 @@ def node_reasons(node: StateNode) -> tuple[str, ...]:
             reasons.append(words)
     if node.node.unschedulable:
         reasons.append("scheduling disabled")
-    if expected_gpus(node) > 0 and node.node.allocatable.get(wk.GPU_RESOURCE, 0) <= 0:
-        reasons.append("GPU device plugin missing")
+    reasons.extend(gpu_health.gpu_reasons(node, operator))
     return tuple(reasons)
 
 
 def node_rows(snapshot: Snapshot, *, pool: str | None = None) -> list[NodeRow]:
     rows = []
+    operator = gpu_health.operator_daemonsets(snapshot.daemonsets)
     for node in snapshot.nodes:
         if pool is not None and node.nodepool != pool:
             continue
-        reasons = node_reasons(node)
+        reasons = node_reasons(node, operator)
         alloc = node.allocatable
         used = node.requested
         labels = node.labels
@@ -112,9 +107,9 @@ def node_rows(snapshot: Snapshot, *, pool: str | None = None) -> list[NodeRow]:
                 instance_type=labels.get(wk.INSTANCE_TYPE, ""),
                 capacity_type=labels.get(wk.CAPACITY_TYPE, ""),
                 zone=labels.get(wk.ZONE, ""),
-                gpu_name=labels.get(wk.GPU_NAME, ""),
-                gpus=max(alloc.get(wk.GPU_RESOURCE, 0), expected_gpus(node)),
-                gpus_allocated=used.get(wk.GPU_RESOURCE, 0),
+                gpu_name=_gpu_name(labels),
+                gpus=max(accelerators.units(alloc), gpu_health.expected_units(node)),
+                gpus_allocated=accelerators.units(used),
                 cpu=quantities.format_quantity(quantities.CPU, alloc.get(quantities.CPU, 0)),
                 cpu_requested=quantities.format_quantity(quantities.CPU, used.get(quantities.CPU, 0)),
                 memory=quantities.format_quantity(quantities.MEMORY, alloc.get(quantities.MEMORY, 0)),
@@ -127,6 +122,13 @@ def node_rows(snapshot: Snapshot, *, pool: str | None = None) -> list[NodeRow]:
             )
         )
     return rows
+
+
+def _gpu_name(labels: Mapping[str, str]) -> str:
+    """`h100`, or `h100 all-1g.10gb` on a MIG node (its layout: the GPU columns count its slices)."""
+    name = labels.get(wk.GPU_NAME, "")
+    layout = mig.layout_of(labels)
+    return f"{name} {layout}" if name and layout else name
 
 
 def nodepool_rows(snapshot: Snapshot) -> list[NodePoolRow]:

@@ -53,7 +53,10 @@ from xml.sax.saxutils import escape
 from tests.providers.aws import fleets, prices
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
-DEFAULT_FAMILIES = frozenset({"t3", "m5", "m7g", "c5", "r5", "g4dn", "g5", "g6", "p4d", "p5"})
+DEFAULT_FAMILIES = frozenset(
+    {"t3", "m5", "m7g", "c5", "r5", "g4dn", "g5", "g6", "gr6", "p4d", "p5", "p5e", "p5en", "p6-b200"}
+    | {"trn1", "trn2", "inf2"}
+)
 _MEMOISED = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
 _REGION = re.compile(r"Credential=[^/]+/\d+/([a-z0-9-]+)/")
 

@@ -55,3 +55,23 @@ def test_a_node_config_from_the_node_class_is_kept_as_a_node_config_part() -> No
     assert text is not None
     assert text.count("Content-Type: application/node.eks.aws") == 2
     assert "maxPods: 50" in text
+
+
+@pytest.mark.parametrize(
+    ("family", "line"),
+    [
+        ("AL2023", "      - --node-labels=nvidia.com/mig.config=all-1g.10gb"),
+        (
+            "AL2",
+            "--register-with-taints=provisioner.sh/unregistered:NoExecute "
+            "--node-labels=nvidia.com/mig.config=all-1g.10gb'",
+        ),
+        ("Bottlerocket", '[settings.kubernetes.node-labels]\n"nvidia.com/mig.config" = "all-1g.10gb"'),
+    ],
+)
+def test_node_labels_are_the_kubelets_own_from_its_first_moment(family: str, line: str) -> None:
+    text = bootstrap.user_data(
+        family, cluster=CLUSTER, custom=None, node_labels={"nvidia.com/mig.config": "all-1g.10gb"}
+    )
+    assert text is not None and line in text
+    assert "node-labels" not in (bootstrap.user_data(family, cluster=CLUSTER, custom=None) or "")

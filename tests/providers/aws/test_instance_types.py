@@ -213,3 +213,46 @@ def test_an_alias_without_a_known_kubernetes_version_is_not_ready(
 
     with pytest.raises(NodeClassNotReady, match="needs the cluster's Kubernetes version"):
         provider.instance_types(world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}]))
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "resources"),
+    [
+        ("p5en.48xlarge", {wk.GPU_RESOURCE: 8}),
+        ("p6-b200.48xlarge", {wk.GPU_RESOURCE: 8}),
+        ("p5.4xlarge", {wk.GPU_RESOURCE: 1}),
+        ("gr6.4xlarge", {wk.GPU_RESOURCE: 1}),
+        ("trn1.32xlarge", {"aws.amazon.com/neuron": 16, "aws.amazon.com/neuroncore": 32}),
+        ("inf2.xlarge", {"aws.amazon.com/neuron": 1, "aws.amazon.com/neuroncore": 2}),
+    ],
+    ids=["p5en-h200", "p6-b200", "p5-4xlarge-one-h100", "gr6-l4", "trn1", "inf2"],
+)
+def test_the_2026_types_come_from_describe_instance_types_as_the_catalog_has_them(
+    provider: AWSProvider, account: world.World, instance_type: str, resources: dict[str, int]
+) -> None:
+    """GpuInfo and NeuronInfo read over HTTP give the same accelerators, vCPUs and pod limit as the
+    built-in catalog row (whose prices the provider falls back to)."""
+    it = by_name(provider.instance_types(account.node_class))[instance_type]
+    row = catalog.shape("aws", instance_type)
+
+    assert row is not None and it.gpu is not None and row.gpu is not None
+    assert {k: v for k, v in it.capacity.items() if "/" in k} == resources
+    assert (it.gpu.name, it.gpu.count, it.gpu.manufacturer, it.gpu.cores) == (
+        row.gpu.name,
+        row.gpu.count,
+        row.gpu.manufacturer,
+        row.gpu.cores,
+    )
+    assert (it.vcpu, it.memory_mib, it.max_pods) == (row.vcpu, row.memory_mib, row.max_pods)
+    assert it.labels[wk.GPU_NAME] == row.gpu.name
+
+
+def test_types_ec2_does_not_offer_in_the_region_are_not_listed(
+    provider: AWSProvider, account: world.World
+) -> None:
+    """EC2 offers p5e.48xlarge and trn2.48xlarge in us-east-2, not us-east-1 (DescribeInstanceTypeOfferings):
+    the provider lists what the region offers, whatever the built-in catalog holds."""
+    types = by_name(provider.instance_types(account.node_class))
+
+    assert "p5e.48xlarge" not in types and "trn2.48xlarge" not in types
+    assert catalog.shape("aws", "p5e.48xlarge") is not None

@@ -536,6 +536,25 @@ def test_al2023_nodes_get_a_node_config_for_the_eks_cluster_after_the_node_class
     assert "--register-with-taints=provisioner.sh/unregistered:NoExecute" in text
 
 
+def test_a_mig_pools_nodes_register_with_its_layout_label_from_their_first_moment(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy, ec2: Any
+) -> None:
+    """The MIG manager partitions the GPUs before the provisioner registers the node: the kubelet itself
+    registers with `nvidia.com/mig.config`, through a launch template of its own."""
+    proxy.public_parameters[
+        "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    ] = world.register_image(ec2, name="al2023")
+    nc = world.node_class(amiSelectorTerms=[{"alias": "al2023@latest"}])
+    types = {t.name: t for t in provider.instance_types(nc)}
+    claim = node_claim("sliced", ["m5.large"], node_class=nc)
+    claim.metadata.labels["nvidia.com/mig.config"] = "all-1g.10gb"
+
+    provider.create(claim, [types["m5.large"]], nc)
+
+    text = launch_template_user_data(ec2)
+    assert "      - --node-labels=nvidia.com/mig.config=all-1g.10gb" in text
+
+
 def test_al2023_without_an_eks_cluster_is_not_ready_to_launch(
     new_provider: Callable[..., AWSProvider], account: world.World, proxy: FaultProxy, ec2: Any
 ) -> None:

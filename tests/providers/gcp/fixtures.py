@@ -54,6 +54,10 @@ MACHINES: list[MachineSpec] = [
     MachineSpec("a2-highgpu-8g", 96, 696320, ALL, accelerators=(("nvidia-tesla-a100", 8),)),
     MachineSpec("a2-ultragpu-8g", 96, 1392640, ABC, accelerators=(("nvidia-a100-80gb", 8),)),
     MachineSpec("a3-highgpu-8g", 208, 1916928, ABC, accelerators=(("nvidia-h100-80gb", 8),)),
+    MachineSpec("a3-megagpu-8g", 208, 1916928, ABC, accelerators=(("nvidia-h100-mega-80gb", 8),)),
+    MachineSpec("a3-ultragpu-8g", 224, 3022848, ABC, accelerators=(("nvidia-h200-141gb", 8),)),
+    MachineSpec("a4-highgpu-8g", 224, 4063232, ("us-central1-b",), accelerators=(("nvidia-b200", 8),)),
+    MachineSpec("a2-megagpu-16g", 96, 1392640, ALL, accelerators=(("nvidia-tesla-a100", 16),)),
 ]
 
 ACCELERATORS: list[AcceleratorSpec] = [
@@ -63,6 +67,9 @@ ACCELERATORS: list[AcceleratorSpec] = [
     AcceleratorSpec("nvidia-tesla-a100", "NVIDIA A100 40GB", 16, ALL),
     AcceleratorSpec("nvidia-a100-80gb", "NVIDIA A100 80GB", 8, ABC),
     AcceleratorSpec("nvidia-h100-80gb", "NVIDIA H100 80GB", 8, ABC),
+    AcceleratorSpec("nvidia-h100-mega-80gb", "NVIDIA H100 80GB MEGA", 8, ABC),
+    AcceleratorSpec("nvidia-h200-141gb", "NVIDIA H200 141GB", 8, ABC),
+    AcceleratorSpec("nvidia-b200", "NVIDIA B200", 8, ("us-central1-b",)),
 ]
 
 

@@ -45,6 +45,21 @@ def test_a_claim_for_8_h100_on_spot_launches_a3_highgpu_8g_with_spot_settings(
     assert "guestAccelerators" not in body  # a3 GPUs come with the machine type
 
 
+def test_a_mig_pools_instance_tells_its_join_script_the_layout_label(
+    standin: ComputeStandIn, provider: GCPProvider
+) -> None:
+    nc = gcp_node_class()
+    claim = node_claim("sliced", ["a3-highgpu-8g"], node_class=nc)
+    claim.metadata.labels["nvidia.com/mig.config"] = "all-1g.10gb"
+    inst = provider.create(claim, provider.instance_types(nc), nc)
+
+    items = {
+        i["key"]: i["value"]
+        for i in standin.insert_body(instance_name(inst.provider_id))["metadata"]["items"]
+    }
+    assert items["provisioner-node-labels"] == "nvidia.com/mig.config=all-1g.10gb"
+
+
 def test_an_n1_t4_type_launches_n1_with_guest_accelerators(
     standin: ComputeStandIn, provider: GCPProvider
 ) -> None:

@@ -38,8 +38,22 @@ def test_a3_highgpu_8g_has_eight_h100_of_80_gb(provider: GCPProvider) -> None:
         ("g2-standard-24", "l4", 2, 24576),
         ("n1-standard-8-t4x1", "t4", 1, 16384),
         ("n1-standard-8-v100x2", "v100", 2, 16384),
+        ("a3-megagpu-8g", "h100", 8, 81920),
+        ("a3-ultragpu-8g", "h200", 8, 144384),
+        ("a4-highgpu-8g", "b200", 8, 184320),
+        ("a2-megagpu-16g", "a100", 16, 40960),
     ],
-    ids=["a2-a100-40gb", "a2-ultra-a100-80gb", "g2-l4", "n1-attached-t4", "n1-attached-v100"],
+    ids=[
+        "a2-a100-40gb",
+        "a2-ultra-a100-80gb",
+        "g2-l4",
+        "n1-attached-t4",
+        "n1-attached-v100",
+        "a3-mega-h100",
+        "a3-ultra-h200",
+        "a4-b200",
+        "a2-mega-16-a100",
+    ],
 )
 def test_gpu_names_are_normalised_to_lowercase_labels(
     provider: GCPProvider, type_name: str, gpu_name: str, count: int, memory_mib: int
@@ -114,3 +128,16 @@ def test_region_instance_types_cover_every_zone_of_the_region(provider: GCPProvi
     types = provider.region_instance_types()
     assert {o.zone for t in types for o in t.offerings} == set(fixtures.ZONES)
     assert "a3-highgpu-8g" in by_name(types)
+
+
+@pytest.mark.parametrize(
+    ("type_name", "on_demand"),
+    [("a3-ultragpu-8g", 84.806908), ("a4-highgpu-8g", 106.0), ("a2-megagpu-16g", 55.739)],
+    ids=["a3-ultra", "a4", "a2-mega-16g"],
+)
+def test_the_2026_machines_are_priced_from_the_catalog(
+    provider: GCPProvider, type_name: str, on_demand: float
+) -> None:
+    it = by_name(provider.instance_types(gcp_node_class()))[type_name]
+    prices = {o.price for o in it.offerings if o.capacity_type == wk.CAPACITY_TYPE_ON_DEMAND}
+    assert prices == {on_demand}

@@ -39,6 +39,14 @@ def test_p5_48xlarge_has_eight_h100_with_80_gib_each() -> None:
         ("gcp", "g2-standard-24", "l4", 2, 24576),
         ("gcp", "n1-standard-8-t4x1", "t4", 1, 16384),
         ("gcp", "n1-standard-32-v100x4", "v100", 4, 16384),
+        ("aws", "p5.4xlarge", "h100", 1, 81920),
+        ("aws", "p5en.48xlarge", "h200", 8, 144384),
+        ("aws", "p6-b200.48xlarge", "b200", 8, 183359),
+        ("aws", "gr6.8xlarge", "l4", 1, 22888),
+        ("gcp", "a3-megagpu-8g", "h100", 8, 81920),
+        ("gcp", "a3-ultragpu-8g", "h200", 8, 144384),
+        ("gcp", "a4-highgpu-8g", "b200", 8, 184320),
+        ("gcp", "a2-megagpu-16g", "a100", 16, 40960),
     ],
     ids=lambda v: str(v),
 )
@@ -147,3 +155,41 @@ def test_unknown_catalog_or_region_names_what_is_allowed() -> None:
         catalog.load("azure")
     with pytest.raises(catalog.CatalogError, match="us-east-1"):
         catalog.load("aws", "mars-1")
+
+
+@pytest.mark.parametrize(
+    ("cloud", "name", "on_demand"),
+    [
+        ("aws", "p5.4xlarge", 6.88),
+        ("aws", "p5en.48xlarge", 63.296),
+        ("aws", "p6-b200.48xlarge", 113.9328),
+        ("gcp", "a3-ultragpu-8g", 84.806908),
+        ("gcp", "a4-highgpu-8g", 106.0),
+        ("gcp", "a2-megagpu-16g", 55.739),
+    ],
+)
+def test_the_2026_types_carry_their_list_prices(cloud: str, name: str, on_demand: float) -> None:
+    assert catalog.on_demand_price(cloud, name) == on_demand
+
+
+@pytest.mark.parametrize(
+    ("name", "resources", "manufacturer"),
+    [
+        ("trn1.32xlarge", {"aws.amazon.com/neuron": 16, "aws.amazon.com/neuroncore": 32}, "aws"),
+        ("inf2.48xlarge", {"aws.amazon.com/neuron": 12, "aws.amazon.com/neuroncore": 24}, "aws"),
+        ("g4ad.16xlarge", {"amd.com/gpu": 4}, "amd"),
+    ],
+)
+def test_neuron_and_amd_types_offer_their_devices(
+    name: str, resources: dict[str, int], manufacturer: str
+) -> None:
+    t = _by_name("aws")[name]
+    assert {k: v for k, v in t.capacity.items() if "/" in k} == resources
+    assert t.labels[wk.GPU_MANUFACTURER] == manufacturer
+
+
+def test_a_type_the_region_does_not_offer_is_left_out_of_it() -> None:
+    assert "p5e.48xlarge" not in _by_name("aws", "us-east-1")
+    assert "p5e.48xlarge" in _by_name("aws", "us-east-2")
+    assert "trn2.48xlarge" in _by_name("aws", "us-east-2")
+    assert "trn2.48xlarge" not in _by_name("aws", "us-west-2")

@@ -48,6 +48,7 @@ def test_offline_gcp_filters_by_gpu_name() -> None:
         "a3-highgpu-2g",
         "a3-highgpu-4g",
         "a3-highgpu-8g",
+        "a3-megagpu-8g",
     ]
     assert {o["zone"] for o in rows[0]["offerings"]} == {
         "us-central1-a",
@@ -89,9 +90,9 @@ def test_table_output_shows_gpus_and_cheapest_prices() -> None:
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.strip().splitlines()
     assert header.split()[:3] == ["Instance", "type", "vCPU"]
-    assert len(rows) == 1
-    assert rows[0].split()[:5] == ["p5.48xlarge", "192", "2048", "8x", "h100"]
-    assert rows[0].split()[-1] == "55.0400"
+    assert [r.split()[0] for r in rows] == ["p5.4xlarge", "p5.48xlarge"]
+    assert rows[1].split()[:5] == ["p5.48xlarge", "192", "2048", "8x", "h100"]
+    assert rows[1].split()[-1] == "55.0400"
 
 
 @pytest.mark.parametrize(

@@ -585,7 +585,8 @@ def test_too_many_gpus_names_the_largest_type():
 
 def test_gpu_name_no_pool_offers_is_named():
     results = run([gpu_pod("p", gpus=1, gpu_name="b200")], gpu_pool(), types=gpu_types())
-    assert "no instance type has provisioner.sh/gpu-name In [b200]" in reasons_of(results, "p")["gpu"]
+    reason = reasons_of(results, "p")["gpu"]
+    assert reason == "no instance type offers gpu-name In [b200]; the pool's catalog has a100, h100, l4"
 
 
 def test_requirement_conflict_with_the_pool_is_named():
