@@ -75,6 +75,21 @@ LEDGER_ACTIONS = f"{GROUP}/ledger-actions"
 the deletion so a controller killed before the rows are stored finds them again; the termination
 finalizer is held until they are stored (see provisioner.controllers.termination)."""
 
+# Gangs: pods that run together or not at all.
+KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+"""Pod label (Kueue plain pod groups): the group the pod belongs to, within its namespace."""
+KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+"""Pod annotation (Kueue plain pod groups): how many pods the whole group has."""
+CONSUME_PROVISIONING_REQUEST = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+"""Pod annotation: the ProvisioningRequest (same namespace) whose booked capacity the pod runs on."""
+PROVISIONING_CLASS_NAME = "cluster-autoscaler.kubernetes.io/provisioning-class-name"
+"""Pod annotation set beside `CONSUME_PROVISIONING_REQUEST` by Kueue: the request's class."""
+GANG = f"{GROUP}/gang"
+"""On a NodeClaim: the gang (`namespace/name`) whose members it was launched for; all claims of one gang
+are launched together (`CloudProvider.create_group`) or not at all."""
+GANG_SIZE = f"{GROUP}/gang-size"
+"""On a NodeClaim of a gang: how many new claims the gang's launch holds (the launcher waits for all)."""
+
 # Taints and finalizers.
 DISRUPTED_TAINT = f"{GROUP}/disrupted"
 UNREGISTERED_TAINT = f"{GROUP}/unregistered"
