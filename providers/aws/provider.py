@@ -23,7 +23,7 @@ import builtins
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import boto3
@@ -47,6 +47,8 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
+from provisioner.cloudprovider.group import launch_one_by_one
+from provisioner.cloudprovider.protocol import GangPlacement
 
 log = logging.getLogger("providers.aws")
 
@@ -266,6 +268,19 @@ class AWSProvider:
             f"nodeclaim {claim.name}: insufficient {kind} for every offering tried: "
             + ", ".join(str(k) for k in failed),
             kind=kind,
+        )
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        """One instance per claim, all of one offering, or none (see CloudProvider.create_group)."""
+        return launch_one_by_one(
+            claims, instance_types, node_class, create=self.create, delete=self.delete, placement=placement
         )
 
     def delete(self, provider_id: str) -> None:

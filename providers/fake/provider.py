@@ -22,7 +22,7 @@ import builtins
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -36,8 +36,9 @@ from provisioner.cloudprovider.errors import (
     NotFound,
     OfferingKey,
 )
+from provisioner.cloudprovider.group import check_claims, pinned_order
 from provisioner.cloudprovider.launch_order import launch_order
-from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
+from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 
 LaunchHook = Callable[[Instance, InstanceType], None]
@@ -308,6 +309,67 @@ class FakeProvider:
             )
         raise InsufficientCapacity(tried)
 
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        """All the claims in one offering with room for every one of them, or InsufficientCapacity and
+        nothing launched. Claims already launched keep their instances; the others join their offering."""
+        check_claims(claims)
+        names = [c.name for c in claims]
+        launched: builtins.list[tuple[Instance, InstanceType]] = []
+        tried: builtins.list[OfferingKey] = []
+        with self._lock:
+            self.calls.append(("create_group", *names))
+            existing = {
+                c.name: self._instances[self._by_claim[c.name]]
+                for c in claims
+                if self._by_claim.get(c.name) in self._instances
+            }
+            missing, attempts, _ = pinned_order(claims, instance_types, existing, placement)
+            if not missing:
+                return [existing[n] for n in names]
+            if self._failures:
+                raise self._failures.pop(0)
+            running = next(iter(existing.values()), None)
+            group = (placement.group if placement else None) or (running.placement_group if running else None)
+            for attempt in attempts:
+                room = self._room(attempt.key)
+                if room is not None and room < len(missing):
+                    tried.append(attempt.key)
+                    continue
+                for claim in missing:
+                    instance = self._launch(
+                        claim,
+                        attempt.instance_type,
+                        attempt.offering,
+                        node_class,
+                        skipped=tuple(tried),
+                        gang=placement.gang if placement else None,
+                        placement_group=group,
+                    )
+                    existing[claim.name] = instance
+                    launched.append((instance, attempt.instance_type))
+                break
+            hook = self.on_launch
+        if not launched:
+            if not tried:
+                options = ", ".join(t.name for t in instance_types) or "none"
+                raise InsufficientCapacity(
+                    [], f"no available offering of {options} is allowed by every claim of {', '.join(names)}"
+                )
+            raise InsufficientCapacity(
+                tried, f"no offering has room for {len(missing)} instances: {', '.join(map(str, tried))}"
+            )
+        if hook is not None:
+            for instance, it in launched:
+                hook(instance, it)
+        return [existing[n] for n in names]
+
     def delete(self, provider_id: str) -> None:
         with self._lock:
             self.calls.append(("delete", provider_id))
@@ -372,11 +434,18 @@ class FakeProvider:
         return [k for k in keys if selector.matches(k)]
 
     def _exhausted(self, key: OfferingKey) -> bool:
+        room = self._room(key)
+        return room is not None and room <= 0
+
+    def _room(self, key: OfferingKey) -> int | None:
+        """How many more instances the offering can launch now (None: no limit)."""
+        if key in self._unavailable:
+            return 0
+        limits = [self._capacity[key]] if key in self._capacity else []
         if key.reservation_id:
             live = key.reservation_id in self._reservations
-            if not live or self._reservation(key.reservation_id).free <= 0:
-                return True
-        return key in self._unavailable or self._capacity.get(key, 1) <= 0
+            limits.append(self._reservation(key.reservation_id).free if live else 0)
+        return min(limits) if limits else None
 
     def _reservation(self, reservation_id: str) -> Reservation:
         _, r = self._reservations[reservation_id]
@@ -400,6 +469,8 @@ class FakeProvider:
         node_class: NodeClass,
         *,
         skipped: tuple[OfferingKey, ...],
+        gang: str | None = None,
+        placement_group: str | None = None,
     ) -> Instance:
         key = offering.offering_key(instance_type.name)
         if key in self._capacity:
@@ -410,6 +481,8 @@ class FakeProvider:
         tags = {labels.CLUSTER: self.cluster_name, labels.NODECLAIM: claim.name}
         if claim.nodepool:
             tags[labels.NODEPOOL] = claim.nodepool
+        if gang:
+            tags[labels.GANG] = gang
         instance = Instance(
             provider_id=provider_id,
             instance_type=instance_type.name,
@@ -424,6 +497,7 @@ class FakeProvider:
             tags=tags,
             reservation_id=offering.reservation.id if offering.reservation else None,
             reservation_type=offering.reservation.kind if offering.reservation else None,
+            placement_group=placement_group,
             skipped=skipped,
         )
         self._instances[provider_id] = instance
@@ -480,4 +554,5 @@ _SAVED_FIELDS = (
     "tags",
     "reservation_id",
     "reservation_type",
+    "placement_group",
 )

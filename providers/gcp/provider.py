@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -49,8 +49,9 @@ from provisioner.cloudprovider.errors import (
     OfferingKey,
     TransientError,
 )
+from provisioner.cloudprovider.group import launch_one_by_one
 from provisioner.cloudprovider.launch_order import Attempt
-from provisioner.cloudprovider.protocol import Instance, InterruptionEvent
+from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType
 
 log = logging.getLogger(__name__)
@@ -412,6 +413,19 @@ class GCPProvider:
                 if inst.labels.get(naming.LABEL_CLUSTER) == self._cluster_label:
                     out.append(self._instance(inst, zone=naming.last(inst.zone or scope)))
         return sorted(out, key=lambda i: i.provider_id)
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        """One instance per claim, all of one offering, or none (see CloudProvider.create_group)."""
+        return launch_one_by_one(
+            claims, instance_types, node_class, create=self.create, delete=self.delete, placement=placement
+        )
 
     def delete(self, provider_id: str) -> None:
         project, zone, name = naming.parse_provider_id(provider_id)

@@ -36,6 +36,9 @@ CAPACITY_RESERVATION_ID = f"{GROUP}/capacity-reservation-id"
 """On a node (and, on AWS, a tag of its instance) in a reservation: the reservation's id or name."""
 CAPACITY_RESERVATION_TYPE = f"{GROUP}/capacity-reservation-type"
 """On a node in a reservation: `default` or `capacity-block` (a block ends at a fixed time)."""
+GANG = f"{GROUP}/gang"
+"""On an instance (tag or GCE label) launched by `create_group`, and on the placement group or policy
+created for its gang: the gang's key."""
 RESERVATION_TYPE_DEFAULT = "default"
 RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
 

@@ -10,7 +10,7 @@ from provisioner.cloudprovider.errors import (
     OfferingKey,
     TransientError,
 )
-from provisioner.cloudprovider.protocol import CloudProvider, Instance, InterruptionEvent
+from provisioner.cloudprovider.protocol import CloudProvider, GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, Reservation, instance_labels
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "CloudProvider",
     "CloudProviderError",
     "CreateError",
+    "GangPlacement",
     "Instance",
     "InstanceType",
     "InsufficientCapacity",

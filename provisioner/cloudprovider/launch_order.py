@@ -20,7 +20,11 @@ What it decides, for the AWS, GCP and fake providers alike:
 
 So the first attempt is the cheapest allowed offering, the one the scheduler priced the claim at,
 unless a reservation can take the claim. `LaunchOrder.phases` cuts the order where the capacity type
-changes: an AWS CreateFleet request holds one capacity type. Pure: no I/O, no clock; providers turn
+changes: an AWS CreateFleet request holds one capacity type.
+
+A group (`group_launch_order`, the members of one gang) uses the same order over the offerings every
+member allows, each offering tried for the whole group at once: a reservation with fewer free
+instances than members is no candidate. Pure: no I/O, no clock; providers turn
 attempts into calls.
 """
 
@@ -144,3 +148,49 @@ def _ordered(attempts: Iterable[Attempt]) -> list[Attempt]:
         )
 
     return sorted(attempts, key=key)
+
+
+def group_launch_order(
+    claims: Sequence[NodeClaim],
+    instance_types: Sequence[InstanceType],
+    *,
+    count: int | None = None,
+    zone: str | None = None,
+    zones: Collection[str] | None = None,
+    capacity_types: Collection[str] | None = None,
+    unavailable: Collection[OfferingKey] = (),
+) -> LaunchOrder:
+    """The offerings a group of claims can all launch in together, in the launch order of the first
+    claim: those every claim allows (its options, zone and capacity type), in `zone` when given, and
+    for a reservation only one with at least `count` (default: one per claim) free instances."""
+    if not claims:
+        return LaunchOrder(attempts=())
+    need = len(claims) if count is None else count
+    first, rest = claims[0], claims[1:]
+    narrowed = zones
+    if zone is not None:
+        narrowed = [zone] if zones is None or zone in zones else []
+    order = launch_order(
+        first,
+        instance_types,
+        zones=narrowed,
+        capacity_types=capacity_types,
+        unavailable=unavailable,
+    )
+    admits = [(functools.cache(c.admits), set(c.instance_type_options())) for c in rest]
+
+    def everyone(a: Attempt) -> bool:
+        return all(
+            (not names or a.instance_type.name in names)
+            and ok(labels.ZONE, a.zone)
+            and ok(labels.CAPACITY_TYPE, a.capacity_type)
+            for ok, names in admits
+        )
+
+    def enough(a: Attempt) -> bool:
+        return a.offering.reservation is None or a.offering.reservation.free >= need
+
+    return LaunchOrder(
+        attempts=tuple(a for a in order.attempts if everyone(a) and enough(a)),
+        unavailable=order.unavailable,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -36,6 +37,8 @@ class Instance:
     """The reservation the instance runs in (capacity type `reserved`)."""
     reservation_type: str | None = None
     """`default` or `capacity-block`, with `reservation_id`."""
+    placement_group: str | None = None
+    """The placement group (AWS) or resource policy (GCP) the instance launched into, if any."""
     skipped: tuple[OfferingKey, ...] = ()
     """Offerings the launch found out of capacity before this one succeeded (e.g. CreateFleet errors
     beside the instance it did launch); the caching wrapper marks them unavailable."""
@@ -50,6 +53,26 @@ class InterruptionEvent:
     """`spot-interruption`, `rebalance`, `scheduled-change`, `state-change`, `preemption`."""
     time: datetime | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GangPlacement:
+    """Where the instances of one gang go, beyond the one offering every group launch uses.
+
+    The NodeClass says how a gang is kept close (an AWS cluster placement group named there or one
+    created per gang, a GCP compact placement policy); this says which gang a launch is for, so the
+    provider names, tags, finds again and garbage-collects what it creates for it, and pins a launch
+    that completes or replaces part of a gang to where the rest of it runs."""
+
+    gang: str
+    """The gang's key (e.g. `NAMESPACE/NAME` of its pod group or ProvisioningRequest). Names and tags
+    the placement group or policy a provider creates for the gang, and tags every member instance."""
+    zone: str | None = None
+    """Launch only in this zone (members added beside a gang that already runs there). None: any zone
+    the claims allow, all in one."""
+    group: str | None = None
+    """Launch into this existing placement group (AWS) or resource policy (GCP), e.g. the one the
+    gang's running members are in. None: the NodeClass's placement."""
 
 
 @runtime_checkable
@@ -68,6 +91,25 @@ class CloudProvider(Protocol):
         allowed by the claim's requirements. Idempotent: the claim name is the token, a second call returns
         the first instance. Raises InsufficientCapacity (naming every offering tried), CreateError,
         NodeClassNotReady."""
+        ...
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        """Launch one instance per claim, all of one offering (one instance type, one zone, one capacity
+        type), or none. The offerings are those every claim allows among `instance_types`, tried in the
+        launch order (provisioner.cloudprovider.launch_order); an offering that cannot take all the
+        claims at once is skipped. Returns the Instances in claim order. Idempotent by claim names:
+        a second call for claims already launched returns their instances.
+
+        All or nothing: when no offering takes the whole group, raises InsufficientCapacity naming
+        every offering tried, with nothing left running (a cloud answer that ends partial has its
+        launched members terminated before the raise). Also raises CreateError, NodeClassNotReady."""
         ...
 
     def delete(self, provider_id: str) -> None:

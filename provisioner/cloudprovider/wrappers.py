@@ -16,7 +16,7 @@ import builtins
 import random
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from provisioner.cloudprovider.errors import (
     NotFound,
     TransientError,
 )
-from provisioner.cloudprovider.protocol import CloudProvider, Instance, InterruptionEvent
+from provisioner.cloudprovider.protocol import CloudProvider, GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.cloudprovider.unavailable import UnavailableOfferings
 
@@ -60,6 +60,16 @@ class Forwarding:
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         return self.provider.create(claim, instance_types, node_class)
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        return self.provider.create_group(claims, instance_types, node_class, placement=placement)
 
     def delete(self, provider_id: str) -> None:
         self.provider.delete(provider_id)
@@ -121,21 +131,21 @@ class RetryingProvider(Forwarding):
             reraise=True,
         )
 
-    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         # Nearly every call succeeds or fails for good at once: it runs bare, without tenacity's
         # per-call bookkeeping (a tenth of a millisecond, on every cloud call of a large fleet). Only a
         # TransientError hands over to tenacity, whose first attempt re-raises it instead of calling
         # again, so the waits and the bound on attempts are exactly those of a call retried from the
         # start.
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except TransientError as err:
             first: list[TransientError] = [err]
 
         def attempt() -> T:
             if first:
                 raise first.pop()
-            return fn(*args)
+            return fn(*args, **kwargs)
 
         return self._retrying(attempt)
 
@@ -145,6 +155,17 @@ class RetryingProvider(Forwarding):
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         # Safe to repeat: create is idempotent by claim name (the protocol's contract).
         return self._call(self.provider.create, claim, instance_types, node_class)
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        # Safe to repeat: all or nothing, and idempotent by the claims' names.
+        return self._call(self.provider.create_group, claims, instance_types, node_class, placement=placement)
 
     def delete(self, provider_id: str) -> None:
         self._call(self.provider.delete, provider_id)
@@ -245,16 +266,16 @@ class MetricsProvider(Forwarding):
         self.metrics = _metrics_for(self.registry)
         self._timer = timer
 
-    def _call(self, method: str, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, method: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         name = self.provider.name
         start = self._timer()
         try:
-            result = fn(*args)
+            result = fn(*args, **kwargs)
         except Exception as err:
             error = type(err).__name__
             self.metrics.calls.labels(name, method, error).inc()
             self.metrics.errors.labels(name, method, error).inc()
-            if method == "create" and not isinstance(err, NotFound):
+            if method in ("create", "create_group") and not isinstance(err, NotFound):
                 self.metrics.launch_failures.labels(name, launch_failure_reason(err)).inc()
             raise
         finally:
@@ -270,6 +291,29 @@ class MetricsProvider(Forwarding):
         self.metrics.launches.labels(self.provider.name, instance.capacity_type, instance.instance_type).inc()
         crashpoints.reached("launch-called")
         return instance
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        instances = self._call(
+            "create_group",
+            self.provider.create_group,
+            claims,
+            instance_types,
+            node_class,
+            placement=placement,
+        )
+        for instance in instances:
+            self.metrics.launches.labels(
+                self.provider.name, instance.capacity_type, instance.instance_type
+            ).inc()
+        crashpoints.reached("launch-called")
+        return instances
 
     def delete(self, provider_id: str) -> None:
         self._call("delete", self.provider.delete, provider_id)
@@ -318,6 +362,27 @@ class CachingProvider(Forwarding):
             # Stockouts met on the way to this launch: the next claim should not walk into them again.
             self.cache.mark(instance.skipped, now=self._clock(), kind="capacity")
         return instance
+
+    def create_group(
+        self,
+        claims: Sequence[NodeClaim],
+        instance_types: builtins.list[InstanceType],
+        node_class: NodeClass,
+        *,
+        placement: GangPlacement | None = None,
+    ) -> builtins.list[Instance]:
+        # An offering marked here ran out for a whole group: a smaller one might still fit there, but
+        # the next attempt of the gang should try elsewhere first (the same TTL as a single launch).
+        options = self.cache.apply(instance_types, now=self._clock())
+        try:
+            instances = self.provider.create_group(claims, options, node_class, placement=placement)
+        except InsufficientCapacity as err:
+            self.cache.mark_error(err, now=self._clock())
+            raise
+        skipped = tuple(dict.fromkeys(k for i in instances for k in i.skipped))
+        if skipped:
+            self.cache.mark(skipped, now=self._clock(), kind="capacity")
+        return instances
 
 
 def wrap(

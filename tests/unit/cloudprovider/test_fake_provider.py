@@ -11,7 +11,14 @@ import pytest
 from providers.fake import FakeProvider
 from provisioner.api import labels as wk
 from provisioner.api.common import Operator, Requirement
-from provisioner.cloudprovider import CreateError, InsufficientCapacity, NotFound, OfferingKey, catalog
+from provisioner.cloudprovider import (
+    CreateError,
+    GangPlacement,
+    InsufficientCapacity,
+    NotFound,
+    OfferingKey,
+    catalog,
+)
 from tests.builders import node_claim
 from tests.providers.harness_fake import fake_node_class
 
@@ -226,3 +233,74 @@ def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_pat
     assert second.launches_by_claim == {"claim-a": 1, "claim-b": 1}
     create(second, "claim-a")
     assert provider(state_path=path).launches_by_claim == {"claim-a": 2, "claim-b": 1}, "a relaunch counts"
+
+
+# --- create_group: all or nothing -------------------------------------------------------------------------
+
+
+def create_group(
+    fake: FakeProvider, names: list[str], types=("m5.large",), placement=None, **claim_overrides
+):
+    options = [t for t in fake.instance_types(NODE_CLASS) if t.name in types]
+    options.sort(key=lambda t: list(types).index(t.name))
+    claims = [node_claim(n, list(types), node_class=NODE_CLASS, **claim_overrides) for n in names]
+    return fake.create_group(claims, options, NODE_CLASS, placement=placement)
+
+
+def test_a_group_launches_in_one_offering_with_room_for_all_of_it() -> None:
+    fake = provider()
+    fake.set_capacity(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand", count=3)
+
+    gang = create_group(fake, ["a", "b", "c", "d"], zones=("us-east-1a", "us-east-1b"))
+
+    # 3 left in the cheapest zone: the whole gang goes to the next zone, none split.
+    assert [i.nodeclaim for i in gang] == ["a", "b", "c", "d"]
+    assert {(i.instance_type, i.zone, i.capacity_type) for i in gang} == {
+        ("m5.large", "us-east-1b", "on-demand")
+    }
+    assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand") == 3
+
+
+def test_a_group_without_room_anywhere_launches_nothing_and_names_the_offerings() -> None:
+    fake = provider()
+    fake.set_capacity(instance_type="m5.large", capacity_type="on-demand", count=3)
+
+    with pytest.raises(InsufficientCapacity) as caught:
+        create_group(fake, ["a", "b", "c", "d"], zones=("us-east-1a", "us-east-1b"))
+
+    assert fake.list() == [] and fake.launched_total == 0
+    assert caught.value.offerings == [
+        OfferingKey("m5.large", "us-east-1a", "on-demand"),
+        OfferingKey("m5.large", "us-east-1b", "on-demand"),
+    ]
+    assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand") == 3
+
+
+def test_a_group_is_idempotent_and_a_new_member_joins_the_offering_of_the_others() -> None:
+    fake = provider()
+    first = create_group(
+        fake, ["a", "b"], types=("m5.large", "m5.xlarge"), zones=("us-east-1b", "us-east-1c")
+    )
+    fake.mark_unavailable(instance_type="m5.large", zone="us-east-1b")
+
+    again = create_group(fake, ["a", "b"], types=("m5.large", "m5.xlarge"))
+    with pytest.raises(InsufficientCapacity):
+        # b's offering is out: c may not land in another type or zone than its gang.
+        create_group(fake, ["a", "b", "c"], types=("m5.large", "m5.xlarge"))
+    fake.mark_available()
+    grown = create_group(fake, ["a", "b", "c"], types=("m5.large", "m5.xlarge"))
+
+    assert again == first
+    assert fake.launched_total == 3
+    assert {(i.instance_type, i.zone) for i in grown} == {("m5.large", "us-east-1b")}
+
+
+def test_a_group_honours_a_placement_zone_and_tags_its_gang() -> None:
+    fake = provider()
+    gang = create_group(
+        fake, ["a", "b"], placement=GangPlacement(gang="ml/train", zone="us-east-1c", group="pg-1")
+    )
+
+    assert {i.zone for i in gang} == {"us-east-1c"}
+    assert {i.tags[wk.GANG] for i in gang} == {"ml/train"}
+    assert {i.placement_group for i in gang} == {"pg-1"}

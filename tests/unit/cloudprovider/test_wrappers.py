@@ -298,3 +298,45 @@ def test_the_wrapped_stack_is_a_cloud_provider_and_forwards_extras() -> None:
     assert stack.name == "fake"
     stack.set_capacity(count=0)  # a FakeProvider knob, reached through every wrapper
     assert fake.remaining(instance_type="m5.large", zone="us-east-1a", capacity_type="spot") == 0
+
+
+# --- group launches through the stack ---------------------------------------------------------------------
+
+
+def test_a_group_launch_is_retried_counted_and_its_stockouts_cached() -> None:
+    fake = FakeProvider()
+    registry = CollectorRegistry()
+    stack = wrap(fake, registry=registry, clock=lambda: T0, sleep=lambda _s: None)
+    fake.set_capacity(instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand", count=1)
+    fake.fail_next_create(TransientError("throttled"))
+    gang = [claim(f"g-{i}", zones=("us-east-1a",)) for i in range(2)]
+
+    instances = stack.create_group(gang, m5_types(fake), NODE_CLASS)
+
+    assert [(i.nodeclaim, i.instance_type) for i in instances] == [("g-0", "m5.xlarge"), ("g-1", "m5.xlarge")]
+    assert stack.cache.is_unavailable(OfferingKey("m5.large", "us-east-1a", "on-demand"), now=T0)
+    launched = registry.get_sample_value(
+        "provisioner_cloudprovider_launches_total",
+        {"provider": "fake", "capacity_type": "on-demand", "instance_type": "m5.xlarge"},
+    )
+    assert launched == 2
+
+
+def test_a_group_launch_that_fits_nowhere_marks_every_offering_tried_and_counts_a_failure() -> None:
+    fake = FakeProvider()
+    registry = CollectorRegistry()
+    stack = wrap(fake, registry=registry, clock=lambda: T0)
+    fake.set_capacity(zone="us-east-1a", capacity_type="on-demand", count=1)
+    gang = [claim(f"g-{i}", zones=("us-east-1a",)) for i in range(2)]
+
+    with pytest.raises(InsufficientCapacity):
+        stack.create_group(gang, m5_types(fake), NODE_CLASS)
+
+    for name in ("m5.large", "m5.xlarge"):
+        assert stack.cache.is_unavailable(OfferingKey(name, "us-east-1a", "on-demand"), now=T0)
+    assert fake.list() == []
+    failures = registry.get_sample_value(
+        "provisioner_cloudprovider_launch_failures_total",
+        {"provider": "fake", "reason": "insufficient-capacity"},
+    )
+    assert failures == 1

@@ -1,0 +1,74 @@
+"""The CloudProvider contract for group launches (`create_group`, the members of one gang), run against
+every provider through its harness: one offering for all, all or nothing, idempotent by claim names."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import GangPlacement, InstanceType, InsufficientCapacity, OfferingKey
+from tests.builders import node_claim
+from tests.providers.harness import Harness
+
+ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
+
+
+def options(harness: Harness, names: list[str]) -> list[InstanceType]:
+    by_name = {t.name: t for t in harness.provider.instance_types(harness.node_class)}
+    return [by_name[n] for n in names]
+
+
+def gang(harness: Harness, prefix: str, size: int, names: list[str], **claim: object) -> list:
+    return [node_claim(f"{prefix}-{i}", names, node_class=harness.node_class, **claim) for i in range(size)]
+
+
+def ours(harness: Harness, prefix: str) -> list[str]:
+    return sorted(
+        i.nodeclaim or "" for i in harness.provider.list() if (i.nodeclaim or "").startswith(prefix)
+    )
+
+
+def test_a_group_launches_every_member_in_one_offering_in_claim_order(harness: Harness) -> None:
+    small = harness.small_types[0]
+    first, second = harness.zones[:2]
+    harness.stockout(instance_type=small, zone=first, capacity_type=ON_DEMAND)
+    claims = gang(harness, "one-zone", 3, [small], zones=(first, second))
+    before = harness.launches()
+
+    instances = harness.provider.create_group(
+        claims, options(harness, [small]), harness.node_class, placement=GangPlacement(gang="ml/one-zone")
+    )
+
+    assert [i.nodeclaim for i in instances] == ["one-zone-0", "one-zone-1", "one-zone-2"]
+    assert {(i.instance_type, i.zone, i.capacity_type) for i in instances} == {(small, second, ON_DEMAND)}
+    assert harness.launches() == before + 3
+    assert ours(harness, "one-zone") == ["one-zone-0", "one-zone-1", "one-zone-2"]
+
+
+def test_a_group_with_no_offering_left_launches_nothing_and_names_what_it_tried(harness: Harness) -> None:
+    small = harness.small_types[0]
+    zone = harness.zones[0]
+    harness.stockout(instance_type=small, zone=zone, capacity_type=ON_DEMAND)
+    before = harness.launches()
+
+    with pytest.raises(InsufficientCapacity) as caught:
+        harness.provider.create_group(
+            gang(harness, "none", 2, [small], zones=(zone,)), options(harness, [small]), harness.node_class
+        )
+
+    assert OfferingKey(small, zone, ON_DEMAND) in caught.value.offerings
+    assert harness.launches() == before
+    assert ours(harness, "none") == []
+
+
+def test_a_group_launched_twice_launches_once(harness: Harness) -> None:
+    small = harness.small_types[0]
+    claims = gang(harness, "twice", 2, [small])
+    types = options(harness, [small])
+
+    first = harness.provider.create_group(claims, types, harness.node_class)
+    before = harness.launches()
+    second = harness.provider.create_group(claims, types, harness.node_class)
+
+    assert [i.provider_id for i in second] == [i.provider_id for i in first]
+    assert harness.launches() == before
