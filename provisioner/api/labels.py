@@ -87,11 +87,9 @@ CONSUME_PROVISIONING_REQUEST = "cluster-autoscaler.kubernetes.io/consume-provisi
 """Pod annotation: the ProvisioningRequest (same namespace) whose booked capacity the pod runs on."""
 PROVISIONING_CLASS_NAME = "cluster-autoscaler.kubernetes.io/provisioning-class-name"
 """Pod annotation set beside `CONSUME_PROVISIONING_REQUEST` by Kueue: the request's class."""
-GANG = f"{GROUP}/gang"
-"""On a NodeClaim: the gang (`namespace/name`) whose members it was launched for; all claims of one gang
-are launched together (`CloudProvider.create_group`) or not at all."""
 GANG_SIZE = f"{GROUP}/gang-size"
-"""On a NodeClaim of a gang: how many new claims the gang's launch holds (the launcher waits for all)."""
+"""On a NodeClaim of a gang (which also carries `GANG`, the gang's key): how many new claims the gang's
+launch holds (the launcher waits for all of them)."""
 
 # Taints and finalizers.
 DISRUPTED_TAINT = f"{GROUP}/disrupted"

@@ -76,7 +76,7 @@ class Manager:
         self.provisioning = ProvisioningController(**shape, solve=solve, solve_options=solve_options)
         self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
         self.admission = AdmissionController(**shape)
-        self.lifecycle = LifecycleController(**shape)
+        self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**shape)
         self.nodepools = NodePoolStatusController(**shape)

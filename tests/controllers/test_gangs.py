@@ -1,0 +1,108 @@
+"""Gangs through the controllers: a Kueue pod group's nodes launch as one group (`create_group`), all in
+one zone, or none; in a shortage nothing is billed and every member is told why; when capacity returns
+the whole gang launches together."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from provisioner.api import labels as wk
+from provisioner.cloudprovider import Instance
+from provisioner.controllers.conditions import condition_status
+from tests.builders import node_claim
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
+
+P5 = "p5.48xlarge"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f")
+
+
+def _gang(count: int = 4, *, total: int | None = None, group: str = "llama") -> list[dict]:
+    return [
+        gpu_pod(
+            f"{group}-{i}",
+            gpus=8,
+            gpu_name="h100",
+            cpu="32",
+            memory="256Gi",
+            labels={"app": "train", wk.KUEUE_POD_GROUP_NAME: group},
+            annotations={wk.KUEUE_POD_GROUP_TOTAL_COUNT: str(total or count)},
+        )
+        for i in range(count)
+    ]
+
+
+def _h100_world(make_world) -> World:
+    w = make_world()
+    w.apply(
+        node_class(),
+        node_pool("h100", gpu_names=("h100",), capacity_types=("on-demand",), instance_types=[P5]),
+    )
+    return w
+
+
+def _launched(w: World) -> list:
+    return [c for c in w.claims() if condition_status(c, "Launched") == "True"]
+
+
+def test_a_gang_launches_as_one_group_in_one_zone_and_every_member_runs(make_world):
+    w = _h100_world(make_world)
+    w.apply(*_gang(4))
+    w.run_until(w.all_bound, max_ticks=40)
+    claims = w.claims()
+    assert len(claims) == 4
+    assert {c.status.zone for c in claims} == {"us-east-1a"}
+    assert {c.metadata.annotations[wk.GANG] for c in claims} == {"default/llama"}
+    assert {c.status.instance_type for c in claims} == {P5}
+    group_calls = [c for c in w.fake.calls if c[0] == "create_group"]
+    assert len(group_calls) == 1, "one group launch, not one create per member"
+
+
+def test_in_a_shortage_no_member_is_launched_and_each_says_why_then_all_launch_when_capacity_returns(
+    make_world,
+):
+    w = _h100_world(make_world)
+    # Room for 3 of the 4 nodes in one zone, none anywhere else: a one-at-a-time launch would bill 3.
+    w.fake.set_capacity(instance_type=P5, capacity_type="on-demand", count=0)
+    w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=3)
+    billed: list[Instance] = []
+    w.apply(*_gang(4))
+    for _ in range(60):
+        w.tick()
+        billed.extend(w.fake.list())
+    assert billed == [], "nothing was ever running for the gang"
+    events = [e for e in w.events("FailedProvisioning") if e["involvedObject"]["name"].startswith("llama-")]
+    assert {e["involvedObject"]["name"] for e in events} == {f"llama-{i}" for i in range(4)}
+    assert all("gang default/llama needs all 4 pods placed together" in e["message"] for e in events)
+    assert any(e["reason"] == "InsufficientCapacity" for e in w.events()), "the failed group launch says so"
+
+    w.fake.set_capacity(instance_type=P5, zone="us-east-1b", capacity_type="on-demand", count=4)
+    w.run_until(w.all_bound, max_ticks=60, seconds=15)
+    launched = _launched(w)
+    assert len(launched) == 4
+    assert {c.status.zone for c in launched} == {"us-east-1b"}
+
+
+def test_a_gang_missing_pods_launches_nothing_until_all_exist(make_world):
+    w = _h100_world(make_world)
+    pods = _gang(4)
+    w.apply(*pods[:3])
+    for _ in range(10):
+        w.tick()
+    assert w.claims() == []
+    w.apply(pods[3])
+    w.run_until(w.all_bound, max_ticks=40)
+    assert len(w.claims()) == 4
+
+
+def test_a_group_short_of_its_claims_past_a_batch_window_launches_nothing_and_is_deleted(make_world):
+    w = _h100_world(make_world)
+    # The scheduler wrote a group of 2, but one claim never arrived (its write failed).
+    claim = node_claim("h100-lonely", [P5], zones=["us-east-1a"], nodepool="h100")
+    claim.metadata.annotations.update({wk.GANG: "default/llama", wk.GANG_SIZE: "2"})
+    claim.metadata.finalizers = [wk.TERMINATION_FINALIZER]
+    w.apply(claim.to_dict())
+    for _ in range(int(w.settings.batch_max / timedelta(seconds=1)) + 3):
+        w.tick()
+        assert w.fake.list() == []
+    assert [c for c in w.claims() if c.metadata.deletion_timestamp is None] == []
+    assert w.events("GangIncomplete")
