@@ -20,6 +20,7 @@ from rich.table import Table
 from provisioner.api import quantities
 from provisioner.cli.app import app
 from provisioner.scheduling import NewClaim, Results, pool_order
+from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import static
 
@@ -142,6 +143,8 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
             for i, r in enumerate(u["reasons"]):
                 table.add_row(escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"]))
         console.print(table)
+    if doc.get("gangs"):
+        console.print(sim_gangs.table(doc["gangs"]))
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
     new_nodes = len(doc["nodeClaims"])
     console.print(

@@ -220,5 +220,20 @@ def _terminate_partial(
 
 
 def _give_up(ctl: LifecycleController, claims: Sequence[NodeClaim], *, reason: str, message: str) -> None:
+    """Delete every claim of the group (their pods are solved again), saying why once, on the pool: one
+    Event per failed group, not one per member."""
+    log.warning("deleting the %d NodeClaims of a gang: %s", len(claims), message)
+    names = ", ".join(c.name for c in claims)
+    pool = claims[0].nodepool
+    if pool:
+        ctl.cluster.record_event(
+            kind="NodePool",
+            name=pool,
+            reason=reason,
+            message=f"{message} (NodeClaims {names})",
+            type="Warning",
+        )
     for claim in claims:
-        ctl._replace(claim, reason=reason, message=message)
+        ctl.metrics.nodeclaims_replaced.labels(reason=reason).inc()
+        ctl.cluster.patch_nodeclaim(claim.name, {"metadata": {"annotations": {wk.DISRUPTION_REASON: reason}}})
+        ctl.cluster.delete_nodeclaim(claim.name)

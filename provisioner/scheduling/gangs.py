@@ -89,6 +89,8 @@ class _Attempt:
     """Where its members found room on existing nodes and claims in flight (room already paid for)."""
     offering: tuple[InstanceType, Offering] | None = None
     claims: list[NewClaim] = field(default_factory=list)
+    avoided: float = 0.0
+    """Not ok: $/h of the new nodes a one-at-a-time launch would have started for the members that fit."""
 
 
 InnerSolve = Callable[[Sequence[Pod]], Results]
@@ -241,16 +243,19 @@ def _check(
     pool = claims[0].nodepool.name if claims else None
     unplaced = [u for u in results.unschedulable if u.pod.key in keys]
     zone = pin or (zones.most_common(1)[0][0] if zones else None)
+    avoided = sum(c.price for c in claims)
     if unplaced:
         first = unplaced[0]
         pool = pool or next((r.nodepool for r in first.reasons if r.nodepool), None)
-        return _Attempt(False, zone, placed, pool, list(first.reasons), zones, existing)
+        return _Attempt(False, zone, placed, pool, list(first.reasons), zones, existing, avoided=avoided)
     if g.running_zones:
         zones.update(g.running_zones)
     if len(zones) > 1:
         spread = ", ".join(f"{z} ({n})" for z, n in sorted(zones.items()))
         why = f"its members landed in more than one zone: {spread}"
-        return _Attempt(False, zone, placed, pool, [PoolReason(pool or "", why)], zones, existing)
+        return _Attempt(
+            False, zone, placed, pool, [PoolReason(pool or "", why)], zones, existing, avoided=avoided
+        )
     if claims:
         found = _group_offering(claims, zone, capacity)
         if isinstance(found, tuple) and isinstance(found[0], str):
@@ -258,7 +263,10 @@ def _check(
             # roomiest offering has instances left (plus the members placed on existing capacity).
             why, left = found
             fitting = placed - sum(sum(p.key in keys for p in c.pods) for c in claims[left:])
-            return _Attempt(False, zone, fitting, pool, [PoolReason(pool or "", why)], zones, existing)
+            avoided = sum(c.price for c in claims[:left])
+            return _Attempt(
+                False, zone, fitting, pool, [PoolReason(pool or "", why)], zones, existing, avoided=avoided
+            )
         assert not isinstance(found[0], str)
         return _Attempt(True, zone, placed, pool, [], zones, existing, found, claims)
     return _Attempt(True, zone, placed, pool, [], zones, existing)
@@ -356,6 +364,7 @@ def _report(
                     zone=a.zone,
                     nodepool=a.nodepool,
                     fitting=a.fitting,
+                    avoided_per_hour=a.avoided,
                     reason="; ".join(
                         f"{r.nodepool}: {r.reason}" if r.nodepool else r.reason for r in reasons
                     ),

@@ -132,6 +132,9 @@ class GangOutcome:
     """Members that found room in the closest attempt (all of them when Placed)."""
     reason: str = ""
     """Why it is not Placed, in plain words."""
+    avoided_per_hour: float = 0.0
+    """Not Placed: the $/h of the new nodes a one-at-a-time launch would have started for the members
+    that fit (nodes billed while the gang cannot run), which all-or-nothing did not launch."""
 
 
 @dataclass(slots=True)

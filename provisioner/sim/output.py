@@ -9,17 +9,21 @@ savings, idle cost, evicted workload, churn), `reservations` (each reservation's
 idle, idle cost and idle GPU-hours, in all and per clock hour; null without reservations), `actions` (the ledger rows, one per node
 removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`), `timeline` (each step
 with the $/h just before it) and `events` (what the controllers said: fallbacks, interruptions, failed
-launches, abandoned disruptions). Lists are in a fixed order, so equal runs print equal documents.
+launches, abandoned disruptions), and, for a run with gangs, `gangs` (each gang at the end: members,
+state, zone, nodes, placement group, reason). Lists are in a fixed order, so equal runs print equal documents.
 """
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Any
 
 from provisioner.api import durations
 from provisioner.clock import isoformat
+from provisioner.cloudprovider import CloudProviderError
 from provisioner.finops.reports import reservations, scale_down
+from provisioner.sim.gangs import timeline_gangs
 from provisioner.sim.runner import ClaimRecord, RunResult
 
 ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
@@ -93,6 +97,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
     for key, reasons in result.held.items():
         unschedulable_reasons[key] = [{"nodePool": pool, "reason": why} for pool, why in reasons]
     pending = sorted(p.key for p in all_pods if not p.node_name and not p.is_terminal and not p.deleting)
+    # Only when the run has gangs: documents of runs without stay as they were.
+    gangs = timeline_gangs(state, last, _placements(result))
     return {
         "start": isoformat(result.start),
         "end": isoformat(result.end),
@@ -151,6 +157,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             for e in result.events
             if e.reason not in ROUTINE_EVENTS
         ],
+        **({"gangs": gangs} if gangs else {}),
         "timeline": [
             {
                 "at": durations.format_duration(s.step.at),
@@ -162,6 +169,20 @@ def to_json(result: RunResult) -> dict[str, Any]:
             for s in result.steps
         ],
     }
+
+
+def _placements(result: RunResult) -> dict[str, str]:
+    """Node name -> the placement group its instance launched in (where the cloud reported one)."""
+    out: dict[str, str] = {}
+    for claim in result.state.claims.values():
+        pid = claim.status.provider_id
+        if not pid or not claim.status.node_name:
+            continue
+        with contextlib.suppress(CloudProviderError):
+            group = result.fake.get(pid).placement_group
+            if group:
+                out[claim.status.node_name] = group
+    return out
 
 
 def teams_json(teams: Any) -> dict[str, Any]:

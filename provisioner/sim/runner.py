@@ -171,6 +171,7 @@ class Runner:
             reveal_stockouts=False,
         )
         self._mark(spec.unavailable, available=False)
+        self._set_capacity(spec.capacity)
         self.block_ends: dict[str, datetime] = {}
         for reservation in spec.reservations:
             self._reserve(reservation)
@@ -394,6 +395,7 @@ class Runner:
             self.workloads.add(step.pods)
         self._mark(step.unavailable, available=False)
         self._mark(step.available, available=True)
+        self._set_capacity(step.capacity)
         for reservation in step.reservations:
             self._reserve(reservation)
         for rid in step.end_reservations:
@@ -462,6 +464,19 @@ class Runner:
             mark = self.fake.mark_available if available else self.fake.mark_unavailable
             mark(instance_type=sel.instance_type, zone=sel.zone, capacity_type=sel.capacity_type)
         if selectors and hasattr(self, "scoped"):
+            self.scoped.invalidate()
+
+    def _set_capacity(self, specs: Any) -> None:
+        known = {t.name for t in self.fake.catalog}
+        for spec in specs:
+            if spec.instance_type is None or spec.instance_type in known:
+                self.fake.set_capacity(
+                    instance_type=spec.instance_type,
+                    zone=spec.zone,
+                    capacity_type=spec.capacity_type,
+                    count=spec.count,
+                )
+        if specs and hasattr(self, "scoped"):
             self.scoped.invalidate()
 
     # ---- reading -----------------------------------------------------------------------------------

@@ -40,10 +40,12 @@ from provisioner.api import (
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
+from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.sim import catalogs
 from provisioner.sim.catalogs import CatalogUse
+from provisioner.sim.gangs import capacity_of
 from provisioner.sim.scenario_spec import ReservationSpec, Scenario
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
@@ -138,6 +140,12 @@ class LoadedScenario:
             teams=tuple(sorted(self.teams, key=lambda t: t.name)),
             departments=tuple(sorted(self.departments, key=lambda d: d.name)),
         )
+
+    @property
+    def capacity(self) -> dict[OfferingKey, int] | None:
+        """Instances each offering has left (`spec.capacity`, the last selector matching an offering
+        wins), None when the scenario sets none."""
+        return capacity_of(self.scenario.spec.capacity, self.catalog_types)
 
     def find_pod(self, key: str) -> Pod | None:
         namespace, _, name = key.rpartition("/")
@@ -344,19 +352,23 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     if scenario_doc is not None:
         for message, path in catalogs.unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
             out.add(scenario_doc, message, path)
+        for message, path in catalogs.unavailable_problems(spec.capacity, uses, ("spec", "capacity")):
+            out.add(scenario_doc, message, path)
         known = {t.name for use in uses for t in use.types}
         zones = [z for use in uses for z in use.zones]
         for i, r in enumerate(spec.reservations):
             _check_reservation(out, scenario_doc, r, ("spec", "reservations", i), known=known, zones=zones)
     if out.problems:
         raise ScenarioError(out.problems)
-    if spec.unavailable:
+    if spec.unavailable or spec.capacity:
         for use in uses:
+            left = capacity_of(spec.capacity, use.types) or {}
             use.types[:] = [
                 t.with_offerings(
                     tuple(
                         Offering(o.zone, o.capacity_type, o.price, False)
                         if any(sel.matches(t.name, o) for sel in spec.unavailable)
+                        or left.get(o.offering_key(t.name)) == 0
                         else o
                         for o in t.offerings
                     )

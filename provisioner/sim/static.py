@@ -17,6 +17,7 @@ from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
 from provisioner.scheduling.results import PoolReason, Unschedulable
+from provisioner.sim.gangs import static_gangs
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
@@ -32,7 +33,7 @@ def run(loaded: LoadedScenario) -> Results:
         pools=loaded.nodepools,
         instance_types=loaded.instance_types,
         daemonsets=loaded.daemonsets,
-        options=SolveOptions(pool_defaults=loaded.pool_defaults),
+        options=SolveOptions(pool_defaults=loaded.pool_defaults, capacity=loaded.capacity),
     )
     results.unschedulable.extend(held)
     return results
@@ -122,4 +123,6 @@ def to_json(results: Results) -> dict[str, Any]:
             key=lambda x: x["pod"],
         ),
         "costPerHour": round(results.cost_per_hour, 6),
+        # Only when the scenario has gangs: documents of scenarios without stay as they were.
+        **({"gangs": static_gangs(results)} if results.gangs else {}),
     }

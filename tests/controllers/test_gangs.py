@@ -73,7 +73,8 @@ def test_in_a_shortage_no_member_is_launched_and_each_says_why_then_all_launch_w
     events = [e for e in w.events("FailedProvisioning") if e["involvedObject"]["name"].startswith("llama-")]
     assert {e["involvedObject"]["name"] for e in events} == {f"llama-{i}" for i in range(4)}
     assert all("gang default/llama needs all 4 pods placed together" in e["message"] for e in events)
-    assert any(e["reason"] == "InsufficientCapacity" for e in w.events()), "the failed group launch says so"
+    failed = [e for e in w.events("InsufficientCapacity") if e["involvedObject"]["kind"] == "NodePool"]
+    assert failed and "no offering could launch all 4 of its nodes at once" in failed[0]["message"]
 
     w.fake.set_capacity(instance_type=P5, zone="us-east-1b", capacity_type="on-demand", count=4)
     w.run_until(w.all_bound, max_ticks=60, seconds=15)
