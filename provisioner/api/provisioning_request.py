@@ -87,7 +87,7 @@ class ProvisioningRequestStatus(Model):
 class ProvisioningRequest(Named, Model):
     """Capacity asked for a set of pods at once (Cluster Autoscaler's ProvisioningRequest)."""
 
-    api_version: Literal["autoscaling.x-k8s.io/v1"] = Field(API_VERSION, alias="apiVersion")
+    api_version: Literal["autoscaling.x-k8s.io/v1"] = Field("autoscaling.x-k8s.io/v1", alias="apiVersion")
     kind: Literal["ProvisioningRequest"] = "ProvisioningRequest"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: ProvisioningRequestSpec

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from provisioner.api import labels as wk
+from provisioner.api import provisioning_request as pr
 from provisioner.cloudprovider import Instance
 from provisioner.controllers.conditions import condition_status
 from tests.builders import node_claim
@@ -107,3 +108,112 @@ def test_a_group_short_of_its_claims_past_a_batch_window_launches_nothing_and_is
         assert w.fake.list() == []
     assert [c for c in w.claims() if c.metadata.deletion_timestamp is None] == []
     assert w.events("GangIncomplete")
+
+
+# ProvisioningRequests ------------------------------------------------------------------------------------
+
+
+def _template(name: str = "worker") -> dict:
+    pod = _gang(1)[0]
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "template": {"metadata": {"labels": {"app": "train"}}, "spec": pod["spec"]},
+    }
+
+
+def _request(name: str = "llama", *, klass: str = pr.BEST_EFFORT_ATOMIC_SCALE_UP, count: int = 4) -> dict:
+    return {
+        "apiVersion": pr.API_VERSION,
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "provisioningClassName": klass,
+            "podSets": [{"podTemplateRef": {"name": "worker"}, "count": count}],
+        },
+    }
+
+
+def _condition(w: World, type_: str, name: str = "llama"):
+    request = w.state.provisioning_requests[f"default/{name}"]
+    return next((c for c in request.status.conditions if c.type == type_), None)
+
+
+def _is(w: World, type_: str, status: str, name: str = "llama") -> bool:
+    c = _condition(w, type_, name)
+    return c is not None and c.status.value == status
+
+
+def test_an_atomic_provisioning_request_launches_all_its_nodes_in_one_zone_then_says_provisioned(make_world):
+    w = _h100_world(make_world)
+    w.apply(_template(), _request())
+    w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
+    assert _is(w, "Accepted", "True")
+    claims = w.claims()
+    assert len(claims) == 4 and {c.status.zone for c in claims} == {"us-east-1a"}
+    assert {c.metadata.annotations[wk.GANG] for c in claims} == {"default/provisioningrequest.llama"}
+    # The real pods consume the booking: they land on its nodes, and nothing more is launched.
+    consumers = [
+        {**p, "metadata": {**p["metadata"], "annotations": {pr.CONSUME_ANNOTATIONS[1]: "llama"}}}
+        for p in _gang(4)
+    ]
+    w.apply(*consumers)
+    w.run_until(w.all_bound, max_ticks=40)
+    assert len(w.claims()) == 4
+    assert not _is(w, "BookingExpired", "True")
+
+
+def test_an_atomic_provisioning_request_in_a_shortage_launches_nothing_and_says_why(make_world):
+    w = _h100_world(make_world)
+    w.fake.set_capacity(instance_type=P5, capacity_type="on-demand", count=0)
+    w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=3)
+    w.apply(_template(), _request())
+    for _ in range(40):
+        w.tick()
+        assert w.fake.list() == []
+    provisioned = _condition(w, "Provisioned")
+    assert provisioned is not None and provisioned.status.value == "False"
+    assert provisioned.reason == "CapacityIsNotFound"
+    assert "needs all 4 pods placed together" in provisioned.message
+
+
+def test_check_capacity_launches_nothing_and_says_whether_the_capacity_is_there(make_world):
+    w = _h100_world(make_world)
+    w.apply(_template(), _request("check", klass=pr.CHECK_CAPACITY, count=2))
+    w.run_until(lambda: _condition(w, "Provisioned", "check") is not None, max_ticks=10)
+    for _ in range(5):
+        w.tick()
+    assert w.claims() == []
+    provisioned = _condition(w, "Provisioned", "check")
+    assert (provisioned.status.value, provisioned.reason) == ("False", "CapacityIsNotFound")
+    # Once nodes with room exist (an atomic request's), the check finds them.
+    w.apply(_request("atomic", count=2))
+    w.run_until(lambda: _is(w, "Provisioned", "True", "atomic"), max_ticks=40)
+    w.run_until(lambda: _is(w, "Provisioned", "True", "check"), max_ticks=5)
+    assert _condition(w, "Provisioned", "check").reason == "CapacityIsFound"
+
+
+def test_a_booking_nobody_takes_expires_and_a_missing_template_fails(make_world):
+    w = _h100_world(make_world)
+    w.apply(
+        _template(),
+        _request(count=1),
+        _request("orphan", count=1)
+        | {"spec": {**_request()["spec"], "podSets": [{"podTemplateRef": {"name": "nope"}, "count": 1}]}},
+    )
+    w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
+    assert (
+        _is(w, "Failed", "True", "orphan")
+        and _condition(w, "Failed", "orphan").reason == "PodTemplateNotFound"
+    )
+    w.run_until(lambda: _is(w, "BookingExpired", "True"), max_ticks=20, seconds=60)
+
+
+def test_booked_capacity_that_goes_before_its_pods_come_is_revoked(make_world):
+    w = _h100_world(make_world)
+    w.apply(_template(), _request(count=2))
+    w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
+    w.fake.delete(w.claims()[0].status.provider_id)  # the cloud takes a node back
+    w.backend.delete("Node", w.claims()[0].status.node_name)
+    w.run_until(lambda: _is(w, "CapacityRevoked", "True"), max_ticks=20)
