@@ -79,7 +79,7 @@ def _fallback_note(claim: NewClaim) -> str:
 
 def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
     console = _console()
-    doc = static.to_json(results)
+    doc = static.to_json(results, loaded)
     pending = len(loaded.pods)
     console.print(
         f"[bold]{loaded.source}[/bold]: catalog {loaded.where}, "
@@ -145,6 +145,8 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
         console.print(table)
     if doc.get("gangs"):
         console.print(sim_gangs.table(doc["gangs"]))
+    if doc.get("provisioningRequests"):
+        console.print(sim_gangs.requests_table(doc["provisioningRequests"]))
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
     new_nodes = len(doc["nodeClaims"])
     console.print(
@@ -220,7 +222,7 @@ def simulate(
             raise typer.Exit(1)
     results = static.run(loaded)
     if output == Output.JSON:
-        typer.echo(json.dumps(static.to_json(results), indent=2))
+        typer.echo(json.dumps(static.to_json(results, loaded), indent=2))
     else:
         _print_table(loaded, results)
 

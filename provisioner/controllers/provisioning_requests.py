@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from provisioner import scheduling
+from provisioner.api import durations
+from provisioner.api import labels as wk
 from provisioner.api import provisioning_request as pr
 from provisioner.api.common import Condition, ConditionStatus
 from provisioner.clusterapi import ClusterError
@@ -61,6 +63,7 @@ class ProvisioningRequestController(Reconciler):
             templates = dict(self.state.pod_templates)
             pods = list(self.state.pods.values())
         booked: list[Pod] = []
+        held: list[Pod] = []
         if not requests:
             self.booked = booked
             return
@@ -68,7 +71,7 @@ class ProvisioningRequestController(Reconciler):
         for request in requests:
             if request.spec.provisioning_class_name not in pr.CLASSES:
                 continue
-            updates = self._decide(request, snap, templates, pods, booked, now)
+            updates = self._decide(request, snap, templates, pods, now, booked=booked, held=held)
             try:
                 self._write(request, updates, now)
             except ClusterError as err:
@@ -81,9 +84,13 @@ class ProvisioningRequestController(Reconciler):
         snap: Snapshot,
         templates: dict,
         pods: list[Pod],
-        booked: list[Pod],
         now: datetime,
+        *,
+        booked: list[Pod],
+        held: list[Pod],
     ) -> list[Update]:
+        """The conditions to set; adds the request's pods to `booked` (solved by provisioning: launched or
+        kept) and to `held` (room the requests after it must leave alone)."""
         status = {c.type: c for c in request.status.conditions}
 
         def true(type_: str) -> bool:
@@ -107,15 +114,21 @@ class ProvisioningRequestController(Reconciler):
             if not mine:
                 return updates  # every pod it was for has come
             if now - since >= BOOKING_TIME:
-                message = f"{len(mine)} of its {request.total} pods did not come within {BOOKING_TIME} of Provisioned"
+                message = (
+                    f"{len(mine)} of its {request.total} pods did not come within "
+                    f"{durations.format_duration(BOOKING_TIME)} of Provisioned"
+                )
                 return [*updates, (pr.BOOKING_EXPIRED, True, "BookingExpired", message)]
             if atomic:
-                fits, detail = self._fits(mine, snap)
+                fits, detail = self._fits(mine, snap, others=held)
                 if not fits:
                     return [*updates, (pr.CAPACITY_REVOKED, True, "CapacityRevoked", detail)]
                 booked.extend(mine)
+            held.extend(mine)
             return updates
-        fits, detail = self._fits(mine, snap)
+        fits, detail = self._fits(mine, snap, others=held)
+        if fits:
+            held.extend(mine)
         if not atomic:
             if fits:
                 return [*updates, (pr.PROVISIONED, True, "CapacityIsFound", detail)]
@@ -123,6 +136,7 @@ class ProvisioningRequestController(Reconciler):
                 return [*updates, (pr.FAILED, True, "CapacityIsNotFound", detail)]
             return [*updates, (pr.PROVISIONED, False, "CapacityIsNotFound", detail)]
         if fits:
+            booked.extend(mine)
             return [*updates, (pr.PROVISIONED, True, "Provisioned", detail)]
         valid = request.spec.parameters.get(pr.VALID_UNTIL_SECONDS)
         created = request.metadata.creation_timestamp
@@ -137,30 +151,39 @@ class ProvisioningRequestController(Reconciler):
                 (pr.FAILED, True, "ValidUntilExpired", f"not provisioned within {valid}s; {detail}"),
             ]
         booked.extend(mine)
+        held.extend(mine)
         outcome = self.gang_outcome(requests_.gang_name(request))
         if outcome is not None and outcome.state != "Placed":
             return [*updates, (pr.PROVISIONED, False, "CapacityIsNotFound", outcome.reason)]
         return [*updates, (pr.PROVISIONED, False, "Provisioning", "launching its nodes, all at once")]
 
-    def _fits(self, pods: list[Pod], snap: Snapshot) -> tuple[bool, str]:
-        """Whether the pods all fit on registered nodes now, and where (or why not)."""
+    def _fits(self, pods: list[Pod], snap: Snapshot, *, others: Sequence[Pod] = ()) -> tuple[bool, str]:
+        """Whether the pods all fit on registered nodes now, beside `others` (the pods of requests booked
+        before this one, which keep their room), and where (or why not)."""
         if not pods:
             return True, "every pod it was for is running"
         pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
         results = self.solve(
-            pods, snap, pools=pools, instance_types=pool_instance_types(self.providers, snap, pools)
+            [*others, *pods],
+            snap,
+            pools=pools,
+            instance_types=pool_instance_types(self.providers, snap, pools),
         )
+        mine = {p.key for p in pods}
         zones: set[str] = set()
+        placed = 0
         for placement in results.placements:
+            if placement.pod.key not in mine:
+                continue
             node = snap.node(placement.node)
             if node is None or node.node is None:
-                break
-            zones.update(z for z in [node.labels.get("topology.kubernetes.io/zone")] if z)
-        else:
-            if len(results.placements) == len(pods):
-                where = f" in {', '.join(sorted(zones))}" if zones else ""
-                return True, f"capacity for its {len(pods)} pods is in the cluster{where}"
-        why = next((u.reasons for u in results.unschedulable), [])
+                break  # room on a claim still launching is not capacity yet
+            placed += 1
+            zones.update(z for z in [node.labels.get(wk.ZONE)] if z)
+        if placed == len(pods):
+            where = f" in {', '.join(sorted(zones))}" if zones else ""
+            return True, f"capacity for its {len(pods)} pods is in the cluster{where}"
+        why = next((u.reasons for u in results.unschedulable if u.pod.key in mine), [])
         reason = "; ".join(f"{r.nodepool}: {r.reason}" if r.nodepool else r.reason for r in why)
         return False, reason or f"{len(pods)} pods need {len(results.new_claims)} new nodes"
 

@@ -7,19 +7,23 @@ What the solver decides for a gang is `provisioner.scheduling.gangs`'; this only
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
 from provisioner.api import labels as wk
+from provisioner.api import provisioning_request as pr
+from provisioner.api.documents import Problem, YamlDocument, located_problems
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import Results
 from provisioner.scheduling.gangs import membership
 from provisioner.sim.scenario_spec import CapacitySpec
 from provisioner.state import ClusterState
+from provisioner.state import provisioning_requests as provreq
 
 
 def capacity_of(
@@ -36,6 +40,60 @@ def capacity_of(
                 if spec.matches(t.name, o):
                     out[o.offering_key(t.name)] = spec.count
     return out
+
+
+class RequestDocuments:
+    """The ProvisioningRequests and PodTemplates of a scenario, checked as they are read."""
+
+    def __init__(self) -> None:
+        self.requests: list[pr.ProvisioningRequest] = []
+        self.templates: dict[str, dict[str, Any]] = {}
+        self.problems: list[Problem] = []
+
+    def add(self, doc: YamlDocument, kind: str) -> list[tuple[str, tuple[str | int, ...]]]:
+        """Read one document; (message, field path) for each problem (a request the model refuses adds
+        its located problems to `problems`)."""
+        data = doc.data
+        if kind == "PodTemplate":
+            template = data.get("template")
+            spec = template.get("spec") if isinstance(template, dict) else None
+            if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+                return [
+                    (
+                        "template.spec.containers is required (the pods' containers and requests)",
+                        ("template",),
+                    )
+                ]
+            meta = data["metadata"]
+            self.templates[f"{meta.get('namespace') or 'default'}/{meta['name']}"] = data
+            return []
+        if data.get("apiVersion") != pr.API_VERSION:
+            return [
+                (
+                    f"apiVersion {data.get('apiVersion')!r} is not known; allowed: {pr.API_VERSION}",
+                    ("apiVersion",),
+                )
+            ]
+        try:
+            request = pr.ProvisioningRequest.model_validate(data)
+        except ValidationError as err:
+            name = data["metadata"]["name"]
+            self.problems.extend(
+                located_problems(
+                    err, doc, kind="ProvisioningRequest", name=name, model=pr.ProvisioningRequest
+                )
+            )
+            return []
+        if request.spec.provisioning_class_name not in pr.CLASSES:
+            allowed = ", ".join(pr.CLASSES)
+            return [
+                (
+                    f"provisioningClassName {request.spec.provisioning_class_name!r} is not served here; allowed: {allowed}",
+                    ("spec", "provisioningClassName"),
+                )
+            ]
+        self.requests.append(request)
+        return []
 
 
 def static_gangs(results: Results) -> list[dict[str, Any]]:
@@ -127,5 +185,85 @@ def table(rows: Sequence[Mapping[str, Any]]) -> Table:
             ", ".join(zone) if isinstance(zone, list) else (zone or "-"),
             escape(", ".join(placement) if isinstance(placement, list) else placement),
             escape(why),
+        )
+    return out
+
+
+def booked_pods(loaded: Any) -> list[Any]:
+    """The pods of the scenario's atomic ProvisioningRequests, to solve with its pending pods (less the
+    scenario's pods consuming each request)."""
+    out = []
+    for request in loaded.provisioning_requests:
+        if request.spec.provisioning_class_name != pr.BEST_EFFORT_ATOMIC_SCALE_UP:
+            continue
+        taken = provreq.consumers(request, [*loaded.pods, *(p for ps in loaded.bound.values() for p in ps)])
+        out.extend(provreq.request_pods(request, loaded.pod_templates, consumed=len(taken)))
+    return out
+
+
+def static_requests(
+    loaded: Any, results: Results, check: Callable[[list[Any]], Results]
+) -> list[dict[str, Any]]:
+    """Each ProvisioningRequest of a static solve with the condition it would get: an atomic request
+    `Provisioned` when its gang is placed (its nodes would launch together), a check-capacity request
+    `Provisioned` when its pods fit on the scenario's nodes (`check` solves them alone)."""
+    gangs = {g.name: g for g in results.gangs}
+    out = []
+    for request in loaded.provisioning_requests:
+        klass = request.spec.provisioning_class_name
+        missing = provreq.missing_templates(request, loaded.pod_templates)
+        if missing:
+            state, reason, message = (
+                "Failed",
+                "PodTemplateNotFound",
+                f"PodTemplate {', '.join(missing)} not found",
+            )
+        elif klass == pr.BEST_EFFORT_ATOMIC_SCALE_UP:
+            g = gangs.get(provreq.gang_name(request))
+            if g is None or g.state == "Placed":
+                state, reason = "Provisioned", "Provisioned"
+                message = (
+                    f"{g.new_nodes} new nodes in {g.zone}, launched together" if g else "nothing left to book"
+                )
+            else:
+                state, reason, message = "NotProvisioned", "CapacityIsNotFound", g.reason
+        else:
+            pods = provreq.request_pods(request, loaded.pod_templates)
+            alone = check(pods)
+            if not alone.new_claims and not alone.unschedulable:
+                state, reason, message = (
+                    "Provisioned",
+                    "CapacityIsFound",
+                    f"its {len(pods)} pods fit on the nodes",
+                )
+            else:
+                state, reason = "NotProvisioned", "CapacityIsNotFound"
+                message = f"{len(alone.new_claims)} new nodes would be needed; check-capacity launches none"
+        out.append(
+            {
+                "name": request.key,
+                "provisioningClassName": klass,
+                "pods": request.total,
+                "state": state,
+                "reason": reason,
+                "message": message,
+            }
+        )
+    return out
+
+
+def requests_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    """The ProvisioningRequests as a table for people: class, pods, the Provisioned condition and why."""
+    out = Table(title=f"ProvisioningRequests: {len(rows)}", title_justify="left", show_lines=True)
+    for col in ("ProvisioningRequest", "Class", "Pods", "State", "Reason", "Message"):
+        out.add_column(col)
+    for r in rows:
+        out.add_row(
+            escape(r["name"]),
+            r["provisioningClassName"],
+            str(r["pods"]),
+            r["state"],
+            r["reason"],
+            escape(r["message"]),
         )
     return out

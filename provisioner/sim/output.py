@@ -99,6 +99,24 @@ def to_json(result: RunResult) -> dict[str, Any]:
     pending = sorted(p.key for p in all_pods if not p.node_name and not p.is_terminal and not p.deleting)
     # Only when the run has gangs: documents of runs without stay as they were.
     gangs = timeline_gangs(state, last, _placements(result))
+    requests = [
+        {
+            "name": r.key,
+            "provisioningClassName": r.spec.provisioning_class_name,
+            "pods": r.total,
+            "conditions": [
+                {
+                    "type": c.type,
+                    "status": c.status.value,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "at": _offset(result, c.last_transition_time) if c.last_transition_time else None,
+                }
+                for c in r.status.conditions
+            ],
+        }
+        for r in sorted(state.provisioning_requests.values(), key=lambda r: r.key)
+    ]
     return {
         "start": isoformat(result.start),
         "end": isoformat(result.end),
@@ -158,6 +176,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             if e.reason not in ROUTINE_EVENTS
         ],
         **({"gangs": gangs} if gangs else {}),
+        **({"provisioningRequests": requests} if requests else {}),
         "timeline": [
             {
                 "at": durations.format_duration(s.step.at),

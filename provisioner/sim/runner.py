@@ -219,6 +219,12 @@ class Runner:
         quota_objects: list[Department | Team] = [*loaded.departments, *loaded.teams]
         for quota_object in quota_objects:
             self.state.upsert(quota_object.kind, quota_object.to_dict())
+        for template in loaded.pod_templates.values():
+            self.state.upsert("PodTemplate", template)
+        for request in loaded.provisioning_requests:
+            doc = request.to_dict()
+            doc["metadata"]["creationTimestamp"] = self.cluster.stamp()
+            self.state.upsert("ProvisioningRequest", doc)
         for pdb in loaded.pdb_documents:
             self.state.upsert("PodDisruptionBudget", pdb)
         for ds in loaded.daemonsets:

@@ -40,12 +40,13 @@ from provisioner.api import (
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
+from provisioner.api.provisioning_request import ProvisioningRequest
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.sim import catalogs
 from provisioner.sim.catalogs import CatalogUse
-from provisioner.sim.gangs import capacity_of
+from provisioner.sim.gangs import RequestDocuments, capacity_of
 from provisioner.sim.scenario_spec import ReservationSpec, Scenario
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
@@ -54,7 +55,9 @@ CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
 OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget")
 OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass", "Team", "Department")
-ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS)
+REQUEST_KINDS = ("ProvisioningRequest", "PodTemplate")
+"""Cluster Autoscaler's ProvisioningRequest and the PodTemplates it names (`provisioner.sim.gangs`)."""
+ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
 MAX_REPLICAS = 100_000
 
 
@@ -93,6 +96,10 @@ class LoadedScenario:
     """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
     teams: list[Team] = field(default_factory=list)
     departments: list[Department] = field(default_factory=list)
+    provisioning_requests: list[ProvisioningRequest] = field(default_factory=list)
+    """ProvisioningRequests (autoscaling.x-k8s.io/v1), by namespace and name."""
+    pod_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`namespace/name` -> PodTemplate document (what the requests' pod sets name)."""
     warnings: list[Problem] = field(default_factory=list)
     """What `templates validate` warns of (a typo'd `provisioner.sh/` key, a GPU pool without a taint,
     quotas promising more than a pool holds): the run goes on, and `simulate` prints them first."""
@@ -266,6 +273,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     daemonsets: list[DaemonSet] = []
     pdb_documents: list[dict[str, Any]] = []
     namespaces: dict[str, dict[str, str]] = {}
+    requests = RequestDocuments()
     seen: dict[tuple[str, str], YamlDocument] = {}
 
     for doc in docs:
@@ -300,6 +308,11 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 scenarios.append((Scenario.model_validate_json(json.dumps(data), strict=True), doc))
             except ValidationError as err:
                 out.problems.extend(documents.located_problems(err, doc, kind="Scenario", model=Scenario))
+        elif kind in REQUEST_KINDS:
+            for message, path in requests.add(doc, kind):
+                out.add(doc, message, path)
+            out.problems.extend(requests.problems)
+            requests.problems.clear()
         elif kind in OUR_KINDS:
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
@@ -462,6 +475,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         document=scenario_doc,
         teams=[o.obj for o in quota_objects if isinstance(o.obj, Team)],
         departments=[o.obj for o in quota_objects if isinstance(o.obj, Department)],
+        provisioning_requests=sorted(requests.requests, key=lambda r: r.key),
+        pod_templates=requests.templates,
         warnings=sorted(out.warnings, key=lambda p: (p.file, p.line, p.path)),
     )
 
