@@ -80,3 +80,109 @@ def test_a_capacity_entry_naming_an_unknown_type_is_refused_with_its_field(tmp_p
     assert result.returncode == 1
     assert "spec.capacity[0].instanceType" in result.stderr
     assert "p9.huge" in result.stderr
+
+
+REQUEST = """\
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: worker, namespace: ml}
+template:
+  spec:
+    nodeSelector: {provisioner.sh/gpu-name: h100}
+    tolerations:
+      - {key: nvidia.com/gpu, operator: Exists}
+    containers:
+      - name: trainer
+        image: trainer:1
+        resources:
+          requests: {cpu: "150", memory: 1500Gi, nvidia.com/gpu: "8"}
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: llama-70b, namespace: ml}
+spec:
+  provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+  podSets:
+    - podTemplateRef: {name: worker}
+      count: 4
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: probe, namespace: ml}
+spec:
+  provisioningClassName: check-capacity.autoscaling.x-k8s.io
+  podSets:
+    - podTemplateRef: {name: worker}
+      count: 1
+"""
+
+
+def _pool_documents() -> str:
+    docs = list(yaml.safe_load_all(SHORTAGE.read_text()))
+    return yaml.safe_dump_all(docs[1:])
+
+
+def test_provisioning_requests_in_a_static_solve_say_what_they_would_get(tmp_path):
+    path = tmp_path / "requests.yaml"
+    path.write_text(_pool_documents() + "---\n" + REQUEST)
+    doc = run_json(path)
+    assert len(doc["nodeClaims"]) == 4 and len({c["zone"] for c in doc["nodeClaims"]}) == 1
+    assert doc["unschedulable"] == [], "a request's pods are not pods of the cluster"
+    by_name = {r["name"]: r for r in doc["provisioningRequests"]}
+    assert (by_name["ml/llama-70b"]["state"], by_name["ml/llama-70b"]["reason"]) == (
+        "Provisioned",
+        "Provisioned",
+    )
+    assert (by_name["ml/probe"]["state"], by_name["ml/probe"]["reason"]) == (
+        "NotProvisioned",
+        "CapacityIsNotFound",
+    )
+    assert doc["gangs"][0]["name"] == "ml/provisioningrequest.llama-70b"
+
+
+def test_an_atomic_request_in_a_timeline_waits_for_capacity_then_is_provisioned_in_one_zone(tmp_path):
+    scenario = {
+        "apiVersion": "provisioner.sh/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": "requests"},
+        "spec": {
+            "catalog": "aws",
+            "duration": "1h",
+            "capacity": [{"instanceType": "p5.48xlarge", "capacityType": "on-demand", "count": 3}],
+            "timeline": [
+                {
+                    "at": "20m",
+                    "capacity": [
+                        {
+                            "instanceType": "p5.48xlarge",
+                            "zone": "us-east-1c",
+                            "capacityType": "on-demand",
+                            "count": 4,
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    path = tmp_path / "requests.yaml"
+    path.write_text(yaml.safe_dump(scenario) + "---\n" + _pool_documents() + "---\n" + REQUEST)
+    doc = run_json(path)
+    launched = doc["nodeClaims"]
+    assert len(launched) == 4 and {c["zone"] for c in launched} == {"us-east-1c"}
+    assert all(c["launchedAt"] >= "2026-03-02T00:20:00Z" for c in launched)
+    [request] = [r for r in doc["provisioningRequests"] if r["name"] == "ml/llama-70b"]
+    conditions = {c["type"]: c for c in request["conditions"]}
+    assert conditions["Accepted"]["status"] == "True"
+    assert conditions["Provisioned"]["status"] == "True"
+    assert "us-east-1c" in conditions["Provisioned"]["message"]
+    assert conditions["BookingExpired"]["status"] == "True", "no real pod came to take the capacity"
+
+
+def test_a_request_of_a_class_we_do_not_serve_is_refused_with_its_field(tmp_path):
+    path = tmp_path / "requests.yaml"
+    path.write_text(
+        _pool_documents() + "---\n" + REQUEST.replace("check-capacity.autoscaling", "queued.example")
+    )
+    result = cli("simulate", path)
+    assert result.returncode == 1
+    assert "spec.provisioningClassName" in result.stderr and "queued.example.x-k8s.io" in result.stderr
