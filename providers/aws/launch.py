@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from provisioner.api import labels as wk
 from provisioner.api.nodeclass import BlockDeviceMapping
 from provisioner.api.quantities import to_base_units
 from provisioner.cloudprovider import InstanceType, OfferingKey
-from provisioner.cloudprovider.launch_order import launch_order
+from provisioner.cloudprovider.launch_order import group_launch_order, launch_order
 
 MAX_OVERRIDES = 60
 """CreateFleet's limit on overrides per request (Karpenter uses the same bound)."""
@@ -95,6 +96,8 @@ class FleetOutcome:
     """What a CreateFleet answer said."""
 
     instance_id: str | None = None
+    instance_ids: list[str] = field(default_factory=list)
+    """Every instance launched (a group fleet launches several), the first being `instance_id`."""
     launched: Candidate | None = None
     capacity_failures: list[tuple[OfferingKey, str]] = field(default_factory=list)
     """(offering, error code) for every override EC2 reported a capacity error for."""
@@ -129,21 +132,27 @@ def plan(
     *,
     subnets: list[Subnet],
     image_keys: set[str],
+    group: Sequence[NodeClaim] = (),
+    zone: str | None = None,
+    capacity_types: frozenset[str] = LAUNCHABLE,
 ) -> Plan:
     """The CreateFleet requests to make, in order: the claim's offerings in the launch order, cut where
-    the capacity type changes, each request the first 60 of its run.
+    the capacity type changes, each request the first 60 of its run. With `group` (the members of one
+    gang, `claim` among them), the offerings every member allows, in `zone` when given, each for the
+    whole group (provisioner.cloudprovider.launch_order.group_launch_order).
 
     Only offerings in a zone with a subnet, of a capacity type a fleet can buy, of a type the NodeClass
     has an image for, are candidates.
     """
     zone_subnets = pick_subnets(subnets)
     keys = {it.name: image_key(it, image_keys) for it in instance_types}
-    order = launch_order(
-        claim,
-        [it for it in instance_types if keys[it.name] is not None],
-        zones=zone_subnets.keys(),
-        capacity_types=LAUNCHABLE,
-    )
+    bootable = [it for it in instance_types if keys[it.name] is not None]
+    if group:
+        order = group_launch_order(
+            group, bootable, zone=zone, zones=zone_subnets.keys(), capacity_types=capacity_types
+        )
+    else:
+        order = launch_order(claim, bootable, zones=zone_subnets.keys(), capacity_types=capacity_types)
     attempts = tuple(
         Attempt(
             capacity_type,
@@ -259,9 +268,10 @@ def read_fleet(
         chosen = by_override.get((type_name, overrides.get("SubnetId")))
         if chosen is None:
             chosen = next((c for c in attempt.candidates if c.instance_type == type_name), None)
-        out.instance_id = ids[0]
-        out.launched = chosen
-        break
+        if out.instance_id is None:
+            out.instance_id = ids[0]
+            out.launched = chosen
+        out.instance_ids.extend(str(i) for i in ids)
     for err in answer.get("Errors") or []:
         code = str(err.get("ErrorCode", ""))
         overrides = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}

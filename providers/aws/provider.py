@@ -24,12 +24,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from providers.aws import bootstrap, errors, instancetypes, interruption, launch, pricing, reservations
+from providers.aws import bootstrap, errors, group, instancetypes, interruption, launch, pricing, reservations
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
 from provisioner.api import NodeClaim
@@ -47,7 +48,6 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from provisioner.cloudprovider.group import launch_one_by_one
 from provisioner.cloudprovider.protocol import GangPlacement
 
 log = logging.getLogger("providers.aws")
@@ -278,10 +278,12 @@ class AWSProvider:
         *,
         placement: GangPlacement | None = None,
     ) -> builtins.list[Instance]:
-        """One instance per claim, all of one offering, or none (see CloudProvider.create_group)."""
-        return launch_one_by_one(
-            claims, instance_types, node_class, create=self.create, delete=self.delete, placement=placement
-        )
+        """One CreateFleet for every member, all of one offering, or none (providers.aws.group)."""
+        return group.launch_group(self, claims, instance_types, aws_node_class(node_class), placement)
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        """Delete the placement groups made per gang that no live instance is in (providers.aws.group)."""
+        return group.collect_placement(self, older_than=older_than)
 
     def delete(self, provider_id: str) -> None:
         """Terminate. NotFound when the instance is unknown, terminated or already shutting down."""
@@ -478,6 +480,53 @@ class AWSProvider:
 
     # --- instances -------------------------------------------------------------------------------------
 
+    @property
+    def sdk(self) -> SDK:
+        return self._sdk
+
+    @property
+    def resolver(self) -> Resolver:
+        return self._nodeclasses
+
+    def find_claim_instances(self, claim_names: builtins.list[str]) -> dict[str, Instance]:
+        """Claim name -> its live instance, for those of the claims that have one (tags, then the
+        launches of the last minutes DescribeInstances may not show yet)."""
+        found = {
+            i.nodeclaim: i
+            for i in self.find_tagged({wk.NODECLAIM: claim_names})
+            if i.nodeclaim and i.state != "shutting-down"
+        }
+        for name in claim_names:
+            recent = found.get(name) or self._recent_launch(name)
+            if recent is not None:
+                found[name] = recent
+        return found
+
+    def find_tagged(self, tags: dict[str, str | builtins.list[str]]) -> builtins.list[Instance]:
+        """This cluster's live instances with these tags (a list: any of its values)."""
+        filters = [
+            {"Name": f"tag:{k}", "Values": v if isinstance(v, builtins.list) else [v]}
+            for k, v in tags.items()
+        ]
+        filters += [
+            {"Name": f"tag:{wk.CLUSTER}", "Values": [self.cluster_name]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
+        ]
+        return [self._instance(i) for i in self._describe_instances(filters)]
+
+    def remember_launch(self, claim_name: str, instance: Instance) -> None:
+        self._recent[claim_name] = (instance, self._clock())
+
+    def terminate_ids(self, instance_ids: builtins.list[str]) -> None:
+        """Terminate instances by id at once (the members of a group launch that came back short)."""
+        if instance_ids:
+            call(
+                "TerminateInstances",
+                self._sdk.ec2.terminate_instances,
+                not_found=True,
+                InstanceIds=instance_ids,
+            )
+
     def _find_claim_instance(self, claim_name: str) -> Instance | None:
         filters = [
             {"Name": f"tag:{wk.NODECLAIM}", "Values": [claim_name]},
@@ -532,6 +581,7 @@ class AWSProvider:
             launched_at=raw.get("LaunchTime"),
             image_id=raw.get("ImageId"),
             tags=tags,
+            placement_group=raw.get("Placement", {}).get("GroupName") or None,
             reservation_id=reservation_id or None,
             reservation_type=(
                 tags.get(wk.CAPACITY_RESERVATION_TYPE, wk.RESERVATION_TYPE_DEFAULT)

@@ -122,6 +122,29 @@ class MetadataOptions(Model):
     """IMDSv2 tokens. Default `required`."""
 
 
+class AWSPlacement(Model):
+    """How the nodes of one gang are kept in one network island: a cluster placement group (an existing
+    one by name, or one the provisioner creates per gang and deletes when the gang's nodes are gone) and
+    EFA network interfaces. A gang is always launched in one zone, with or without this."""
+
+    group_name: str | None = Field(default=None, min_length=1, max_length=255)
+    """An existing cluster placement group to launch every gang of the pool into, by name. Excludes
+    `groupPerGang`."""
+    group_per_gang: bool = False
+    """Create a cluster placement group for each gang (tagged as the provisioner's, named after the
+    gang), launch its nodes into it, and delete it once they are gone. Excludes `groupName`."""
+    efa: bool = False
+    """Give instances of types that support it EFA network interfaces (`InterfaceType: efa`, as many as
+    the type allows); their nodes offer the `vpc.amazonaws.com/efa` extended resource, requested by pods
+    like GPUs. Types without EFA launch with their usual interface."""
+
+    @model_validator(mode="after")
+    def _one_group(self) -> AWSPlacement:
+        if self.group_name and self.group_per_gang:
+            raise ValueError("give groupName (an existing placement group) or groupPerGang, not both")
+        return self
+
+
 class AWSNodeClassSpec(Model):
     """How to launch an EC2 instance."""
 
@@ -152,6 +175,9 @@ class AWSNodeClassSpec(Model):
     capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] = Field(default_factory=list)
     """Capacity reservations and Capacity Blocks to launch into, by id, tags or owner. Their free
     instances become `reserved` offerings, used before any spot or on-demand. Default: none."""
+    placement: AWSPlacement | None = None
+    """Keep each gang in one network island: a cluster placement group, EFA interfaces. Default: none
+    (a gang still lands in one zone)."""
 
     @model_validator(mode="after")
     def _one_identity(self) -> AWSNodeClassSpec:
@@ -250,6 +276,27 @@ class GCPReservations(Model):
     whose machine type and zone match (`ANY_RESERVATION`)."""
 
 
+class GCPPlacement(Model):
+    """How the nodes of one gang are kept close on Compute Engine: a compact placement policy (a
+    resource policy with `groupPlacementPolicy.collocation: COLLOCATED`), an existing one by name or one
+    the provisioner creates per gang and deletes when the gang's nodes are gone."""
+
+    policy: str | None = Field(default=None, min_length=1, max_length=63)
+    """An existing compact placement policy of the region, by name. Excludes `compactPerGang`."""
+    compact_per_gang: bool = False
+    """Create a compact placement policy for each gang (labelled as the provisioner's), launch its nodes
+    with it, and delete it once they are gone. Excludes `policy`."""
+    max_distance: int | None = Field(default=None, ge=1, le=3)
+    """`maxDistance` of a policy created per gang: how far apart its VMs may be (1 closest). Default:
+    Compute Engine's."""
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> GCPPlacement:
+        if self.policy and self.compact_per_gang:
+            raise ValueError("give policy (an existing placement policy) or compactPerGang, not both")
+        return self
+
+
 class GCPNodeClassSpec(Model):
     """How to launch a Compute Engine instance."""
 
@@ -280,6 +327,9 @@ class GCPNodeClassSpec(Model):
     reservations: GCPReservations | None = None
     """Reservations whose free instances become `reserved` offerings, used before spot or on-demand.
     Default: none."""
+    placement: GCPPlacement | None = None
+    """Keep each gang close: a compact placement policy. Default: none (a gang still lands in one
+    zone)."""
 
     @model_validator(mode="after")
     def _no_reserved_labels(self) -> GCPNodeClassSpec:

@@ -32,6 +32,15 @@ class Harness(Protocol):
         """From now on, launching this offering fails with the cloud's capacity error."""
         ...
 
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        """From now on, the offering can launch at most `count` more instances."""
+        ...
+
+    def break_atomicity(self) -> None:
+        """From now on, the cloud's all-or-nothing launch may end partial (launches what fits), as a
+        cloud without the atomic call would: the provider must clean up."""
+        ...
+
     def throttle(self, *, times: int = 1) -> None:
         """The next `times` launch API calls answer with the cloud's throttling error (then succeed)."""
         ...

@@ -28,6 +28,14 @@ class AWSHarness:
     def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
         self.proxy.stockout(instance_type=instance_type, zone=zone, capacity_type=capacity_type)
 
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        self.proxy.set_capacity(
+            instance_type=instance_type, zone=zone, capacity_type=capacity_type, count=count
+        )
+
+    def break_atomicity(self) -> None:
+        self.proxy.partial_fleets = True
+
     def throttle(self, *, times: int = 1) -> None:
         self.proxy.throttle(times=times)
 

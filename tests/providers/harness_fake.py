@@ -29,6 +29,14 @@ class FakeHarness:
     def stockout(self, *, instance_type: str, zone: str, capacity_type: str) -> None:
         self.provider.mark_unavailable(instance_type=instance_type, zone=zone, capacity_type=capacity_type)
 
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        self.provider.set_capacity(
+            instance_type=instance_type, zone=zone, capacity_type=capacity_type, count=count
+        )
+
+    def break_atomicity(self) -> None:
+        pass  # the fake launches a group under one lock: it cannot end partial
+
     def throttle(self, *, times: int = 1) -> None:
         self.provider.fail_next_create(TransientError("RequestLimitExceeded (fake)"), times=times)
 

@@ -72,3 +72,69 @@ def test_a_group_launched_twice_launches_once(harness: Harness) -> None:
 
     assert [i.provider_id for i in second] == [i.provider_id for i in first]
     assert harness.launches() == before
+
+
+def test_a_group_too_big_for_the_cheapest_offering_launches_whole_in_the_next(harness: Harness) -> None:
+    small = harness.small_types[0]
+    first, second = harness.zones[:2]
+    harness.set_capacity(instance_type=small, zone=first, capacity_type=ON_DEMAND, count=2)
+    before = harness.launches()
+
+    instances = harness.provider.create_group(
+        gang(harness, "big", 3, [small], zones=(first, second)), options(harness, [small]), harness.node_class
+    )
+
+    assert {i.zone for i in instances} == {second}
+    assert harness.launches() == before + 3
+    assert OfferingKey(small, first, ON_DEMAND) in instances[0].skipped
+
+
+def test_a_group_too_big_for_every_offering_launches_nothing(harness: Harness) -> None:
+    small = harness.small_types[0]
+    zones = harness.zones[:2]
+    for zone in zones:
+        harness.set_capacity(instance_type=small, zone=zone, capacity_type=ON_DEMAND, count=3)
+    before = harness.launches()
+
+    with pytest.raises(InsufficientCapacity) as caught:
+        harness.provider.create_group(
+            gang(harness, "short", 4, [small], zones=tuple(zones)),
+            options(harness, [small]),
+            harness.node_class,
+        )
+
+    assert {OfferingKey(small, z, ON_DEMAND) for z in zones} <= set(caught.value.offerings)
+    assert harness.launches() == before
+    assert ours(harness, "short") == []
+
+
+def test_a_launch_that_ends_partial_is_terminated_before_the_error(harness: Harness) -> None:
+    small = harness.small_types[0]
+    zone = harness.zones[0]
+    harness.break_atomicity()
+    harness.set_capacity(instance_type=small, zone=zone, capacity_type=ON_DEMAND, count=2)
+
+    with pytest.raises(InsufficientCapacity) as caught:
+        harness.provider.create_group(
+            gang(harness, "partial", 3, [small], zones=(zone,)), options(harness, [small]), harness.node_class
+        )
+
+    assert OfferingKey(small, zone, ON_DEMAND) in caught.value.offerings
+    assert [i for i in harness.provider.list() if i.zone == zone and i.instance_type == small] == []
+
+
+def test_a_member_added_to_a_running_gang_joins_its_offering(harness: Harness) -> None:
+    small, other = harness.small_types[:2]
+    zones = tuple(harness.zones[:2])
+    types = options(harness, [small, other])
+    first = harness.provider.create_group(
+        gang(harness, "grow", 2, [small, other], zones=zones), types, harness.node_class
+    )
+    harness.stockout(instance_type=small, zone=first[0].zone, capacity_type=ON_DEMAND)
+
+    with pytest.raises(InsufficientCapacity):
+        # The gang's offering is out: the third member may not go to another type or zone.
+        harness.provider.create_group(
+            gang(harness, "grow", 3, [small, other], zones=zones), types, harness.node_class
+        )
+    assert ours(harness, "grow") == ["grow-0", "grow-1"]

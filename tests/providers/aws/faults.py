@@ -3,9 +3,12 @@
 moto in server mode is the real EC2/SQS wire protocol through the real SDK, but it never runs out of
 capacity, prices every spot pool at 0.00001, has no Pricing API and never throttles (see
 ../shared/TESTING.md). This proxy sits between the provider's boto3 client and moto and:
-- answers CreateFleet like EC2 does when pools are out: overrides whose (type, zone, capacity type) is
-  stocked out are dropped from the request moto sees and come back in the answer's `errorSet` with
-  `InsufficientInstanceCapacity` (or the code the test chose); when every override is out, the answer is a 200 with errors only;
+- answers CreateFleet like EC2 does when pools are out or short (fleets.py): overrides whose (type,
+  zone, capacity type) is stocked out come back in the answer's `errorSet` with
+  `InsufficientInstanceCapacity` (or the code the test chose), an offering with a set capacity launches
+  no more than that, `MinTargetCapacity` is all or nothing (unless `partial_fleets`), and moto sees only
+  the override chosen; when no override can launch, the answer is a 200 with errors only;
+- holds cluster placement groups and answers DescribeInstanceTopology (fleets.py), which moto lacks;
 - answers the next N DescribeInstances with nothing (EC2's eventual consistency after a launch);
 - answers the next N launch calls (CreateFleet, RunInstances) with 503 `RequestLimitExceeded`, and the
   next N calls of any action with any status and error code a test names;
@@ -47,12 +50,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
-from tests.providers.aws import prices
+from tests.providers.aws import fleets, prices
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 DEFAULT_FAMILIES = frozenset({"t3", "m5", "m7g", "c5", "r5", "g4dn", "g5", "g6", "p4d", "p5"})
 _MEMOISED = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
-_OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _REGION = re.compile(r"Credential=[^/]+/\d+/([a-z0-9-]+)/")
 
 
@@ -106,6 +108,10 @@ class FleetCall:
     """The overrides answered with a capacity error."""
     launched: list[str] = field(default_factory=list)
     """Instance ids moto launched."""
+    total: int = 1
+    """TotalTargetCapacity."""
+    min_target: int = 0
+    """MinTargetCapacity of the capacity type's options (0: unset)."""
 
 
 class FaultProxy:
@@ -150,6 +156,11 @@ class FaultProxy:
             self.fleet_calls: list[FleetCall] = []
             self.actions: list[str] = []
             self.reservations: dict[str, CapacityReservation] = {}
+            self.capacity: dict[tuple[str, str, str], int] = {}
+            self.partial_fleets = False
+            self.placement_groups: dict[str, fleets.PlacementGroup] = {}
+            self.fleet_instances: dict[str, fleets.Launched] = {}
+            self.terminated: set[str] = set()
 
     def add_reservation(
         self,
@@ -183,6 +194,11 @@ class FaultProxy:
         """CreateFleet answers this offering's overrides with `code` in its errorSet."""
         with self._lock:
             self.stockouts[(instance_type, zone, capacity_type)] = code
+
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        """The offering can launch `count` more instances through CreateFleet (see fleets.py)."""
+        with self._lock:
+            self.capacity[(instance_type, zone, capacity_type)] = count
 
     def hide_instances(self, *, times: int = 1) -> None:
         """The next `times` DescribeInstances answer with no reservations, as EC2 may right after a
@@ -256,7 +272,12 @@ class FaultProxy:
             if throttled:
                 return _ec2_error(503, "RequestLimitExceeded", "Request limit exceeded.")
         if action == "CreateFleet":
-            return self._create_fleet(method, path, headers, params)
+            return fleets.create_fleet(self, method, path, headers, params)
+        if action in _GROUP_ACTIONS:
+            return _GROUP_ACTIONS[action](self, params)
+        if action == "TerminateInstances":
+            with self._lock:
+                self.terminated.update(v for k, v in params if re.fullmatch(r"InstanceId\.\d+", k))
         if action == "DescribeSpotPriceHistory":
             return self._spot_price_history(params, headers)
         if action == "DescribeCapacityReservations":
@@ -264,6 +285,8 @@ class FaultProxy:
         if action == "RunInstances" and dict(params).get(_RESERVATION_TARGET):
             return self._run_in_reservation(method, path, headers, params)
         answer = self._forward(method, path, headers, body)
+        if action == "DescribeInstances" and answer[0] == 200:
+            answer = (answer[0], answer[1], fleets.with_placement(self, answer[2]))
         if action == "RunInstances" and answer[0] == 200:
             with self._lock:
                 self.launched += len(re.findall(rb"<instanceId>i-", answer[2]))
@@ -303,54 +326,6 @@ class FaultProxy:
             return resp.status, kept, data
         finally:
             conn.close()
-
-    def _create_fleet(
-        self, method: str, path: str, headers: dict[str, str], params: list[tuple[str, str]]
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
-        values = dict(params)
-        capacity_type = values.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
-        overrides: dict[tuple[int, int], dict[str, str]] = {}
-        for key, value in params:
-            m = _OVERRIDE.match(key)
-            if m:
-                overrides.setdefault((int(m.group(1)), int(m.group(2))), {})[m.group(3)] = value
-        call = FleetCall(capacity_type=capacity_type, overrides=[])
-        failed_keys: dict[tuple[int, int], str] = {}
-        for key, o in sorted(overrides.items()):
-            zone = o.get("AvailabilityZone") or self._subnet_zone(o.get("SubnetId", "")) or ""
-            call.overrides.append((o.get("InstanceType", ""), zone))
-            with self._lock:
-                code = self.stockouts.get((o.get("InstanceType", ""), zone, capacity_type))
-            if code is not None:
-                failed_keys[key] = code
-                call.failed.append((o.get("InstanceType", ""), zone))
-        error_items = "".join(
-            _fleet_error_item(overrides[k], values, config=k[0], lifecycle=capacity_type, code=failed_keys[k])
-            for k in sorted(failed_keys)
-        )
-        with self._lock:
-            self.fleet_calls.append(call)
-        if failed_keys and len(failed_keys) == len(overrides):
-            xml = (
-                f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{EC2_NS}">'
-                f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4()}</fleetId>"
-                f"<errorSet>{error_items}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
-            )
-            return 200, [("Content-Type", "text/xml")], xml.encode()
-        kept = _drop_overrides(params, set(failed_keys))
-        status, out_headers, data = self._forward(method, path, headers, urlencode(kept).encode())
-        if status == 200:
-            ids = [i.decode() for i in re.findall(rb"<item>(i-[0-9a-f]+)</item>", data)]
-            call.launched.extend(ids)
-            with self._lock:
-                self.launched += len(ids)
-            if error_items:
-                text = data.decode()
-                text = text.replace(
-                    "</CreateFleetResponse>", f"<errorSet>{error_items}</errorSet></CreateFleetResponse>"
-                )
-                data = text.encode()
-        return status, out_headers, data
 
     def _describe_reservations(
         self, params: list[tuple[str, str]]
@@ -498,30 +473,6 @@ class FaultProxy:
         return 200, headers, json.dumps({"FormatVersion": "aws_v1", "PriceList": docs}).encode()
 
 
-def _drop_overrides(params: list[tuple[str, str]], dropped: set[tuple[int, int]]) -> list[tuple[str, str]]:
-    """The form without the dropped overrides, the rest renumbered from 1 as the EC2 protocol wants."""
-    renumber: dict[tuple[int, int], int] = {}
-    counters: dict[int, int] = {}
-    for key, _ in params:
-        m = _OVERRIDE.match(key)
-        if m:
-            k = (int(m.group(1)), int(m.group(2)))
-            if k not in dropped and k not in renumber:
-                counters[k[0]] = counters.get(k[0], 0) + 1
-                renumber[k] = counters[k[0]]
-    out = []
-    for key, value in params:
-        m = _OVERRIDE.match(key)
-        if not m:
-            out.append((key, value))
-            continue
-        k = (int(m.group(1)), int(m.group(2)))
-        if k in dropped:
-            continue
-        out.append((f"LaunchTemplateConfigs.{k[0]}.Overrides.{renumber[k]}.{m.group(3)}", value))
-    return out
-
-
 def _fleet_error_item(
     override: dict[str, str], values: dict[str, str], *, config: int, lifecycle: str, code: str
 ) -> str:
@@ -549,6 +500,13 @@ def _fleet_error_item(
         f"<errorMessage>{escape(_FLEET_MESSAGES.get(code, code))}</errorMessage></item>"
     )
 
+
+_GROUP_ACTIONS = {
+    "CreatePlacementGroup": fleets.create_placement_group,
+    "DescribePlacementGroups": fleets.describe_placement_groups,
+    "DeletePlacementGroup": fleets.delete_placement_group,
+    "DescribeInstanceTopology": fleets.describe_instance_topology,
+}
 
 _FLEET_MESSAGES = {
     "InsufficientInstanceCapacity": "We currently do not have sufficient capacity in the Availability Zone "
