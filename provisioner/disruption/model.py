@@ -31,6 +31,8 @@ class BlockerKind(StrEnum):
     IN_PLAN = "DestinationInPlan"
     AWAITED = "AwaitedByPendingPod"
     """A pending pod can land on the node (often the pod it was launched for, not bound yet)."""
+    GANG = "Gang"
+    """The node runs members of a gang whose other nodes the command would not take with it."""
     RESERVED_FOR_WORK = "ReservedForWork"
     """An empty reserved node stays for the work of a node of its type and zone outside the reservation:
     deleting it saves nothing (the reservation is paid), that work moving onto it saves its price."""
