@@ -217,3 +217,23 @@ def test_booked_capacity_that_goes_before_its_pods_come_is_revoked(make_world):
     w.fake.delete(w.claims()[0].status.provider_id)  # the cloud takes a node back
     w.backend.delete("Node", w.claims()[0].status.node_name)
     w.run_until(lambda: _is(w, "CapacityRevoked", "True"), max_ticks=20)
+
+
+def test_an_interrupted_member_is_replaced_in_the_zone_the_rest_of_its_gang_runs_in(make_world):
+    w = _h100_world(make_world)
+    w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=0)
+    w.keep(*_gang(4))  # recreated when evicted, as a Job's pods are
+    w.run_until(w.all_bound, max_ticks=40)
+    assert {c.status.zone for c in w.claims()} == {"us-east-1b"}
+    # us-east-1a comes back (and would be tried first): the replacement still goes where its gang runs.
+    w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=None)
+    victim = w.claims()[0]
+    w.fake.interrupt(victim.status.provider_id, detail="spot warning")
+    w.run_until(
+        lambda: victim.name not in w.state.claims and w.all_bound() and len(w.pods()) == 4, max_ticks=80
+    )
+    claims = w.claims()
+    assert len(claims) == 4
+    assert {c.status.zone for c in claims} == {"us-east-1b"}
+    [new] = [c for c in claims if c.metadata.annotations.get(wk.GANG_SIZE) == "1"]
+    assert new.metadata.annotations[wk.GANG] == "default/llama"
