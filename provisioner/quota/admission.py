@@ -26,7 +26,7 @@ from datetime import datetime
 
 from provisioner.api import quantities
 from provisioner.api.team import Department, Team
-from provisioner.quota import reclaim
+from provisioner.quota import gangs, reclaim
 from provisioner.quota.book import QuotaBook, counted
 from provisioner.quota.usage import Usage, count
 from provisioner.state import Snapshot
@@ -508,4 +508,7 @@ def decide(
                 first_pool=pools[0] if pools else None,
             )
         )
-    return plan
+    # A gang is admitted whole or not at all: a pass admitting part of one is made again without it.
+    return gangs.whole(
+        plan, waiting, redo=lambda rest: decide(snap, book, gated=rest, exclude_victims=exclude_victims)
+    )
