@@ -8,6 +8,7 @@ What the solver decides for a gang is `provisioner.scheduling.gangs`'; this only
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -120,10 +121,14 @@ def static_gangs(results: Results) -> list[dict[str, Any]]:
 
 
 def timeline_gangs(
-    state: ClusterState, results: Results | None, placement: Mapping[str, str]
+    state: ClusterState,
+    results: Results | None,
+    placement: Mapping[str, str],
+    avoided: Mapping[str, Avoided] | None = None,
 ) -> list[dict[str, Any]]:
     """Each gang at the end of a run: its members and where they run, and, for a gang not running whole,
-    the last solve's state and reason. `placement`: node name -> the placement group it launched in."""
+    the last solve's state and reason. `placement`: node name -> the placement group it launched in;
+    `avoided`: what a one-at-a-time launch would have billed for it (`AvoidedMeter`)."""
     outcomes = {g.name: g for g in (results.gangs if results is not None else ())}
     members: dict[str, list[Any]] = {}
     totals: dict[str, int] = {}
@@ -161,6 +166,7 @@ def timeline_gangs(
                 "nodes": sorted({p.node_name for p in bound if p.node_name}),
                 "placement": groups[0] if len(groups) == 1 else (groups or None),
                 "reason": reason,
+                "avoided": (avoided or {}).get(name, Avoided()).to_dict(),
             }
         )
     return out
@@ -178,6 +184,13 @@ def table(rows: Sequence[Mapping[str, Any]]) -> Table:
         why = g.get("reason") or ""
         if g.get("avoidedPerHour"):
             why += f" (one at a time would bill ${g['avoidedPerHour']:.2f}/h for members that cannot start)"
+        avoided = g.get("avoided") or {}
+        if avoided.get("cost"):
+            why += (
+                f"{'; ' if why else ''}all-or-nothing avoided ${avoided['cost']:.2f}: one at a time would have "
+                f"billed {avoided['nodes']} nodes (${avoided['perHour']:.2f}/h) for {avoided['hours']:.2f} h "
+                "without their gang"
+            )
         out.add_row(
             escape(g["name"]),
             f"{len(g['members'])} ({fit})",
@@ -267,3 +280,85 @@ def requests_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             escape(r["message"]),
         )
     return out
+
+
+@dataclass
+class Avoided:
+    """What launching a gang's nodes one at a time would have billed while the gang could not start."""
+
+    per_hour: float = 0.0
+    """The most $/h at any moment: the nodes a one-at-a-time launch would have started, at their price."""
+    nodes: int = 0
+    """The most such nodes at any moment."""
+    seconds: float = 0.0
+    """How long they would have been billed, waiting for the rest of their gang."""
+    cost: float = 0.0
+    """$ over the run."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "perHour": round(self.per_hour, 6),
+            "nodes": self.nodes,
+            "hours": round(self.seconds / 3600, 4),
+            "cost": round(self.cost, 4),
+        }
+
+
+class AvoidedMeter:
+    """Over a timeline run, per gang, what a one-at-a-time launch (Karpenter's, one NodeClaim after
+    another) would have billed for members that could not start: while a gang has no node and its
+    planned offering has room for some but not all of its nodes (the fake cloud's remaining count, in
+    the zone with the most), those nodes at the offering's price, for as long as that lasts."""
+
+    def __init__(self, fake: Any) -> None:
+        self.fake = fake
+        self.planned: dict[str, tuple[str, str, int]] = {}
+        """Gang -> (instance type, capacity type, nodes) of its last group launch."""
+        self.avoided: dict[str, Avoided] = {}
+        self._last: Any = None
+
+    def saw(self, results: Results | None) -> None:
+        """Remember the offering each gang's new nodes were planned on (the provisioning solve's)."""
+        for claim in results.new_claims if results is not None else ():
+            if claim.gang:
+                self.planned[claim.gang] = (
+                    claim.instance_type.name,
+                    claim.offering.capacity_type,
+                    claim.gang_size,
+                )
+
+    def tick(self, now: Any, state: ClusterState) -> None:
+        last, self._last = self._last, now
+        if last is None or not self.planned:
+            return
+        seconds = (now - last).total_seconds()
+        running = {
+            c.metadata.annotations.get(wk.GANG)
+            for c in state.claims.values()
+            if c.status.provider_id and c.metadata.deletion_timestamp is None
+        }
+        for gang, (type_, capacity_type, size) in self.planned.items():
+            if gang in running or size < 2:
+                continue
+            left = [
+                self.fake.remaining(instance_type=type_, zone=z, capacity_type=capacity_type)
+                for z in self.fake.zones
+            ]
+            if any(n is None for n in left):
+                continue  # room somewhere for all of it: no shortage to count
+            nodes = min(max(left, default=0), size - 1)
+            if nodes <= 0:
+                continue
+            price = self._price(type_, capacity_type)
+            a = self.avoided.setdefault(gang, Avoided())
+            a.per_hour = max(a.per_hour, nodes * price)
+            a.nodes = max(a.nodes, nodes)
+            a.seconds += seconds
+            a.cost += nodes * price * seconds / 3600
+
+    def _price(self, type_: str, capacity_type: str) -> float:
+        for t in self.fake.catalog:
+            if t.name == type_:
+                prices = [o.price for o in t.offerings if o.capacity_type == capacity_type]
+                return min(prices, default=0.0)
+        return 0.0

@@ -98,7 +98,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         unschedulable_reasons[key] = [{"nodePool": pool, "reason": why} for pool, why in reasons]
     pending = sorted(p.key for p in all_pods if not p.node_name and not p.is_terminal and not p.deleting)
     # Only when the run has gangs: documents of runs without stay as they were.
-    gangs = timeline_gangs(state, last, _placements(result))
+    gangs = timeline_gangs(state, last, _placements(result), result.avoided)
     requests = [
         {
             "name": r.key,
@@ -136,6 +136,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "idleCost": round(built.total.idle_cost, 4),
             "evictedPerHour": round(built.total.evicted_per_hour, 6),
             "churnCost": round(built.churn.cost, 4),
+            # What all-or-nothing did not bill: a one-at-a-time launch's nodes waiting for their gang.
+            **({"gangAvoidedCost": round(sum(a.cost for a in result.avoided.values()), 4)} if gangs else {}),
         },
         "reservations": reservations.to_dict(built.reservations) if built.reservations else None,
         "actions": [

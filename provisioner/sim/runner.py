@@ -36,6 +36,7 @@ from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, ReservationRow, UsageRow
+from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.binder import Binder
 from provisioner.sim.cluster import (
@@ -118,6 +119,8 @@ class RunResult:
     """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
     reservations: list[ReservationRow] = field(default_factory=list)
     """The ledger's reservation samples: each reservation's instances, running and used, over the run."""
+    avoided: dict[str, Any] = field(default_factory=dict)
+    """Gang -> what a one-at-a-time launch would have billed for it (`sim.gangs.Avoided`)."""
     ledger: Ledger | None = None
     """The run's ledger, open while its caller keeps it: the blockers (one row per node kept per
     evaluation, the most rows of a large run) are read from it only by the report that shows them."""
@@ -175,6 +178,7 @@ class Runner:
         self.block_ends: dict[str, datetime] = {}
         for reservation in spec.reservations:
             self._reserve(reservation)
+        self.avoided = sim_gangs.AvoidedMeter(self.fake)
         self.kubelets = Kubelets(self.cluster, {t.name: t for t in self.fake.catalog})
         self.fake.on_launch = self.kubelets.on_launch
         self.fake.on_delete = self.kubelets.on_delete
@@ -297,6 +301,7 @@ class Runner:
             held={k: reasons for k, (_, reasons) in sorted(self.manager.admission.held.items())},
             reservations=self.ledger.reservations(),
             ledger=self.ledger,
+            avoided=dict(self.avoided.avoided),
         )
 
     def _tick(self, now: datetime) -> None:
@@ -307,6 +312,8 @@ class Runner:
         self.manager.step(now)
         self.kubelets.sync(now)
         self._observe(now)
+        self.avoided.saw(self.manager.provisioning.last_results)
+        self.avoided.tick(now, self.state)
 
     def _in_flight(self) -> bool:
         """Something that moves with time alone: a claim launching or terminating, a pod not yet marked."""

@@ -41,6 +41,11 @@ def test_the_shortage_scenario_launches_nothing_until_capacity_returns_then_all_
     assert all("gang ml/llama-70b needs all 4 pods placed together" in e["message"] for e in said)
     # Paid only from the group's launch: 4 x $55.04/h for the last 2 hours, not 3 nodes idling from 0s.
     assert doc["cost"] < 4 * 55.04 * 2.01
+    # What all-or-nothing avoided: 3 nodes ($165.12/h) a one-at-a-time launch would have billed for 2 h.
+    avoided = gang["avoided"]
+    assert (avoided["nodes"], avoided["perHour"]) == (3, round(3 * 55.04, 6))
+    assert 2.0 <= avoided["hours"] <= 2.02
+    assert doc["finops"]["gangAvoidedCost"] == avoided["cost"]
 
 
 def test_a_static_shortage_shows_the_gang_unschedulable_how_many_fit_and_what_it_avoided(tmp_path):
