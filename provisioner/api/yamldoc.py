@@ -186,7 +186,8 @@ def _first_too_deep(text: str) -> tuple[int, int] | None:
             elif isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > _MAX_DEPTH:
-                    return index, event.start_mark.line + 1
+                    mark = event.start_mark
+                    return index, mark.line + 1 if mark is not None else 1
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError:
