@@ -120,11 +120,17 @@ def solve(
         out = {name for name in gangs if name in waiting or name in dropped}
         batch = [_pinned(p, pins, out) for p in pods]
         results = _restore(inner([p for p in batch if p is not None]), pods)
-        return results, {
-            name: _check(g, results, snapshot, pins[name], capacity)
-            for name, g in gangs.items()
-            if name not in out
-        }
+        # Gangs in name order take what an offering has left, so two cannot count on the same room.
+        left = dict(capacity) if capacity is not None else None
+        checked = {}
+        for name, g in gangs.items():
+            if name not in out:
+                checked[name] = a = _check(g, results, snapshot, pins[name], left)
+                if a.ok and a.offering is not None and left is not None:
+                    key = a.offering[1].offering_key(a.offering[0].name)
+                    if key in left:
+                        left[key] -= len(a.claims)
+        return results, checked
 
     results, attempts = run()
     for _ in range(len(zones) + 2):
@@ -132,8 +138,8 @@ def solve(
         for name, attempt in attempts.items():
             g = gangs[name]
             pin = pins[name]
-            if attempt.ok and pin is not None:
-                continue
+            if attempt.ok and (pin is not None or attempt.zone is None):
+                continue  # placed (on nodes of no known zone, or pinned already)
             if attempt.ok:
                 pins[name] = attempt.zone  # placed: solve again pinned, so its claims name the zone
                 changed = True

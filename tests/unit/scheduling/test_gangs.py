@@ -152,3 +152,38 @@ def test_every_member_of_a_placed_gang_is_in_one_group(count: int) -> None:
     results = run(gang_pods(count=count), types=h100(), pools=node_pool())
     assert sorted(p.name for c in results.new_claims for p in c.pods) == [f"train-{i}" for i in range(count)]
     assert {c.gang_size for c in results.new_claims} == {count}
+
+
+@pytest.mark.parametrize("seed", range(12), ids=lambda s: f"seed{s}")
+def test_every_gang_is_placed_whole_in_one_zone_or_not_at_all(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    cap = {**{k: v for z in ZONES for k, v in capacity(z, rng.randint(0, 5)).items()}}
+    pods = []
+    for g in range(rng.randint(1, 4)):
+        pods += gang_pods(f"g{g}", rng.randint(1, 5), gpus=rng.choice([4, 8]))
+    pods += [pod(f"web-{i}", cpu="1") for i in range(rng.randint(0, 3))]
+    types = [*h100(), instance_type("m.xlarge", cpu=4, memory_gib=16)]
+    results = run(pods, types=types, options=SolveOptions(capacity=cap))
+    where: dict[str, set[str]] = {}
+    placed: dict[str, int] = {}
+    for c in results.new_claims:
+        for p in c.pods:
+            group = p.labels.get(wk.KUEUE_POD_GROUP_NAME)
+            if group:
+                where.setdefault(group, set()).add(c.offering.zone)
+                placed[group] = placed.get(group, 0) + 1
+    for g in results.gangs:
+        group = g.name.split("/")[1]
+        if g.state == "Placed":
+            assert placed[group] == len(g.members) and len(where[group]) == 1
+        else:
+            assert group not in placed, f"{g.name} has members placed while {g.state}"
+    # Within each offering, the gangs' new nodes together never exceed what it has left.
+    used: dict[str, int] = {}
+    for c in results.new_claims:
+        if c.gang:
+            used[c.offering.zone] = used.get(c.offering.zone, 0) + 1
+    for zone, n in used.items():
+        assert n <= cap[OfferingKey("p5.48xlarge", zone, wk.CAPACITY_TYPE_ON_DEMAND)]
