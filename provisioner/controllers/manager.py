@@ -111,6 +111,7 @@ class Manager:
                 solve=solve,
                 recorder=recorder,
                 disruption=disruption_settings or DisruptionSettings(),
+                booked=self.requests.booked_pods,
             )
             self.controllers.insert(
                 self.controllers.index(("termination", self.termination)), ("disruption", self.disruption)

@@ -237,3 +237,15 @@ def test_an_interrupted_member_is_replaced_in_the_zone_the_rest_of_its_gang_runs
     assert {c.status.zone for c in claims} == {"us-east-1b"}
     [new] = [c for c in claims if c.metadata.annotations.get(wk.GANG_SIZE) == "1"]
     assert new.metadata.annotations[wk.GANG] == "default/llama"
+
+
+def test_booked_nodes_are_not_consolidated_while_the_booking_lasts(make_world):
+    w = _h100_world(make_world)
+    w.manager = w.new_manager(disruption=True)
+    w.apply(_template(), _request(count=2))
+    w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
+    booked = {c.name for c in w.claims()}
+    for _ in range(16):  # 8 minutes: empty nodes of a pool consolidating at once would be gone
+        w.tick(30)
+        assert {c.name for c in w.claims() if c.metadata.deletion_timestamp is None} == booked
+    assert not _is(w, "BookingExpired", "True")
