@@ -187,11 +187,15 @@ def test_check_capacity_launches_nothing_and_says_whether_the_capacity_is_there(
     assert w.claims() == []
     provisioned = _condition(w, "Provisioned", "check")
     assert (provisioned.status.value, provisioned.reason) == ("False", "CapacityIsNotFound")
-    # Once nodes with room exist (an atomic request's), the check finds them.
+    # Nodes with room that another request holds do not count; once its booking ends, they do.
     w.apply(_request("atomic", count=2))
     w.run_until(lambda: _is(w, "Provisioned", "True", "atomic"), max_ticks=40)
+    w.tick()
+    assert _is(w, "Provisioned", "False", "check")
+    w.run_until(lambda: _is(w, "BookingExpired", "True", "atomic"), max_ticks=20, seconds=60)
     w.run_until(lambda: _is(w, "Provisioned", "True", "check"), max_ticks=5)
     assert _condition(w, "Provisioned", "check").reason == "CapacityIsFound"
+    assert len(w.claims()) == 2, "the check launched nothing"
 
 
 def test_a_booking_nobody_takes_expires_and_a_missing_template_fails(make_world):
