@@ -30,12 +30,24 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from providers.aws import errors, launch
+from providers.aws import efa, errors, launch
 from providers.aws.sdk import call
 from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import CreateError, Instance, InstanceType, InsufficientCapacity, OfferingKey
-from provisioner.cloudprovider.group import check_claims, launch_one_by_one, pinned_order, with_skipped
+from provisioner.cloudprovider import (
+    CreateError,
+    Instance,
+    InstanceType,
+    InsufficientCapacity,
+    OfferingKey,
+    TransientError,
+)
+from provisioner.cloudprovider.group import (
+    check_claims,
+    launch_one_by_one,
+    only_capacity_type,
+    with_skipped,
+)
 from provisioner.cloudprovider.protocol import GangPlacement
 
 if TYPE_CHECKING:
@@ -45,6 +57,9 @@ log = logging.getLogger("providers.aws")
 
 LAUNCH_GROUP = f"{wk.GROUP}/launch-group"
 """Tag on the instances of one group fleet until each has its claim: the attempt's token."""
+LT_MISSING_CODES = frozenset(
+    {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
+)
 CREATED_AT = f"{wk.GROUP}/created-at"
 """Tag on a placement group the provisioner created: when (ISO 8601), for garbage collection's grace."""
 
@@ -96,7 +111,7 @@ def launch_group(
     existing.update(adopted)
     resolved = provider.resolver.resolve(nc)
     subnets = list(resolved.subnets)
-    missing, _, _ = pinned_order(claims, instance_types, existing, placement)
+    missing = [c for c in claims if c.name not in existing]
     if not missing:
         return [existing[c.name] for c in claims]
     running = next(iter(existing.values()), None)
@@ -111,6 +126,7 @@ def launch_group(
         group=missing,
         zone=zone,
         capacity_types=capacity_types,
+        efa_interfaces=provider.efa_interfaces(nc),
     )
     if not plan.attempts:
         raise InsufficientCapacity(
@@ -136,7 +152,7 @@ def launch_group(
             try:
                 return launch_one_by_one(
                     claims,
-                    instance_types,
+                    only_capacity_type(instance_types, attempt.capacity_type),
                     nc,
                     create=provider.create,
                     delete=provider.delete,
@@ -155,9 +171,12 @@ def launch_group(
             answer = provider.sdk.ec2.create_fleet(**request)
         except Exception as err:
             code = errors.error_code(err)
-            if not errors.is_capacity_code(code):
+            if code in LT_MISSING_CODES:
+                answer = {"Errors": [{"ErrorCode": code, "ErrorMessage": str(err)}]}
+            elif not errors.is_capacity_code(code):
                 raise errors.translate(err, operation="CreateFleet", default=CreateError) from err
-            answer = {"Errors": [{"ErrorCode": code, "Lifecycle": attempt.capacity_type}]}
+            else:
+                answer = {"Errors": [{"ErrorCode": code, "Lifecycle": attempt.capacity_type}]}
         outcome = launch.read_fleet(
             answer, attempt, zone_of_subnet=zone_of_subnet, capacity_codes=errors.CAPACITY_CODES
         )
@@ -187,6 +206,10 @@ def launch_group(
             rest = tuple(c for c in attempt.candidates if c.key not in found_out and c.key not in tried)
             if rest:
                 pending.insert(0, launch.Attempt(attempt.capacity_type, rest))
+        elif any(e.split(":", 1)[0] in LT_MISSING_CODES for e in outcome.other_errors):
+            # Someone deleted our template: forget it so the retry makes it again.
+            provider.resolver.forget_templates(set(templates.values()))
+            raise TransientError(f"CreateFleet: launch template missing for node class {nc.name}")
         elif outcome.other_errors and not outcome.capacity_failures:
             others.extend(outcome.other_errors)
             continue
@@ -224,7 +247,7 @@ def _tag_members(
             state="pending",
             nodeclaim=claim.name,
             nodepool=claim.nodepool,
-            image_id=resolved.images.get(chosen.image_key),
+            image_id=resolved.images.get(efa.split(chosen.image_key)[0]),
             tags={**tags, **own},
             placement_group=group_name,
         )

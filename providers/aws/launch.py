@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers.aws import efa
 from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import BlockDeviceMapping
@@ -135,6 +136,7 @@ def plan(
     group: Sequence[NodeClaim] = (),
     zone: str | None = None,
     capacity_types: frozenset[str] = LAUNCHABLE,
+    efa_interfaces: dict[str, int] | None = None,
 ) -> Plan:
     """The CreateFleet requests to make, in order: the claim's offerings in the launch order, cut where
     the capacity type changes, each request the first 60 of its run. With `group` (the members of one
@@ -142,10 +144,14 @@ def plan(
     whole group (provisioner.cloudprovider.launch_order.group_launch_order).
 
     Only offerings in a zone with a subnet, of a capacity type a fleet can buy, of a type the NodeClass
-    has an image for, are candidates.
+    has an image for, are candidates. `efa_interfaces` (type -> count, the NodeClass asking for EFA)
+    marks each type's image key with its EFA interfaces (providers.aws.efa).
     """
     zone_subnets = pick_subnets(subnets)
     keys = {it.name: image_key(it, image_keys) for it in instance_types}
+    for name, count in (efa_interfaces or {}).items():
+        if keys.get(name) is not None:
+            keys[name] = efa.image_key(keys[name] or "", count)
     bootable = [it for it in instance_types if keys[it.name] is not None]
     if group:
         order = group_launch_order(
@@ -351,9 +357,10 @@ def launch_template_data(
     instance_profile: str,
     cluster_name: str,
     user_data: str | None,
+    efa_interfaces: int = 0,
 ) -> dict[str, Any]:
     """LaunchTemplateData for a NodeClass and one resolved AMI (`user_data` as providers.aws.bootstrap
-    made it)."""
+    made it), with `efa_interfaces` EFA network interfaces (providers.aws.efa)."""
     spec = node_class.spec
     md = spec.metadata_options
     data: dict[str, Any] = {
@@ -373,7 +380,13 @@ def launch_template_data(
             }
         ],
     }
-    if spec.associate_public_ip_address is not None:
+    if efa_interfaces > 0:
+        data["NetworkInterfaces"] = efa.network_interfaces(
+            efa_interfaces,
+            security_group_ids=security_group_ids,
+            public_ip=spec.associate_public_ip_address,
+        )
+    elif spec.associate_public_ip_address is not None:
         # Subnet comes from the fleet override; the interface carries the groups and the address choice.
         data["NetworkInterfaces"] = [
             {

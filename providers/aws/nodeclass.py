@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from providers.aws import aliases, bootstrap, errors, instancetypes, launch
+from providers.aws import aliases, bootstrap, efa, errors, instancetypes, launch
 from providers.aws.sdk import SDK, TTLCache, call, tag_filters, translated
 from provisioner.api import AWSNodeClass
 from provisioner.api import labels as wk
@@ -269,9 +269,11 @@ class Resolver:
         user_data = bootstrap.user_data(family, cluster=cluster, custom=nc.spec.user_data)
         out = {}
         for key in sorted(keys):
+            image, efa_interfaces = efa.split(key)
             data = launch.launch_template_data(
                 nc,
-                image_id=resolved.images[key],
+                image_id=resolved.images[image],
+                efa_interfaces=efa_interfaces,
                 security_group_ids=list(resolved.security_group_ids),
                 instance_profile=resolved.instance_profile,
                 cluster_name=self._cluster_name,

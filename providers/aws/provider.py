@@ -7,14 +7,17 @@ an AWSNodeClass resolves to (subnets, security groups, AMIs, instance profile, l
 providers.aws.nodeclass; which offerings in which CreateFleet requests, and how an answer reads, in
 providers.aws.launch (the order itself is provisioner.cloudprovider.launch_order's); shapes in
 providers.aws.instancetypes; prices in providers.aws.pricing; message parsing in
-providers.aws.interruption; node bootstrap user data in providers.aws.bootstrap.
+providers.aws.interruption and the queue in providers.aws.queue; node bootstrap user data in
+providers.aws.bootstrap; gang launches and placement groups in providers.aws.group; EFA in
+providers.aws.efa; network-topology labels in providers.aws.topology.
 
 Credentials come from boto3's default chain (environment, IRSA web identity token, instance profile)
 unless a session is given; they are never logged, and error messages carry AWS's code and message only.
 The endpoint is the `endpoint_url` argument, else `AWS_ENDPOINT_URL`, else AWS's own.
 
-Over 500 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
-instances) in one place; what each decides lives in the modules above.
+Over 600 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
+instances) in one place; what each decides lives in the modules above. Next to move out: the single-
+claim CreateFleet loop of `create`, beside providers.aws.group's.
 """
 
 from __future__ import annotations
@@ -30,10 +33,21 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from providers.aws import bootstrap, errors, group, instancetypes, interruption, launch, pricing, reservations
+from providers.aws import (
+    bootstrap,
+    efa,
+    errors,
+    group,
+    instancetypes,
+    launch,
+    pricing,
+    queue,
+    reservations,
+    topology,
+)
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.sdk import SDK, TTLCache, call, translated
-from provisioner.api import NodeClaim
+from provisioner.api import AWSNodeClass, NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (
@@ -61,10 +75,6 @@ in the account (our own launches drop the cached answer at once)."""
 
 RECENT_LAUNCH_WINDOW = 300.0
 """Seconds a launch is remembered in memory, covering DescribeInstances' eventual consistency."""
-
-_LT_MISSING_CODES = frozenset(
-    {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
-)
 
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
@@ -133,6 +143,9 @@ class AWSProvider:
         )
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
+        self._topology = topology.Known()
+        self._efa_max: dict[str, int] = {}
+        """Type -> the EFA interfaces it allows (0 without EFA), read with the shapes."""
 
     # --- protocol --------------------------------------------------------------------------------------
 
@@ -144,11 +157,20 @@ class AWSProvider:
         zones = {s.zone for s in resolved.subnets}
         terms = nc.spec.capacity_reservation_selector_terms
         reserved = self._reserved_offerings(terms, zones) if terms else {}
-        return [
+        types = [
             it
             for it in reservations.with_reserved(self._priced_types(zones), reserved)
             if launch.image_key(it, set(resolved.images)) is not None and it.offerings
         ]
+        efa_counts = self.efa_interfaces(nc)
+        return efa.with_resource(types, efa_counts) if efa_counts else types
+
+    def efa_interfaces(self, nc: AWSNodeClass) -> dict[str, int]:
+        """Type -> EFA interfaces to launch with, when the NodeClass asks for EFA ({} otherwise)."""
+        if nc.spec.placement is None or not nc.spec.placement.efa:
+            return {}
+        self._shapes()
+        return {name: n for name, n in self._efa_max.items() if n > 0}
 
     def region_instance_types(self) -> list[InstanceType]:
         """Every type offered in the region, in every zone, priced (no NodeClass needed), with a
@@ -174,7 +196,11 @@ class AWSProvider:
             return existing
         resolved = self._nodeclasses.resolve(nc)
         plan = launch.plan(
-            claim, instance_types, subnets=list(resolved.subnets), image_keys=set(resolved.images)
+            claim,
+            instance_types,
+            subnets=list(resolved.subnets),
+            image_keys=set(resolved.images),
+            efa_interfaces=self.efa_interfaces(nc),
         )
         unavailable = list(plan.unavailable)
         if not plan.attempts:
@@ -237,13 +263,13 @@ class AWSProvider:
                     state="pending",
                     nodeclaim=claim.name,
                     nodepool=claim.nodepool,
-                    image_id=resolved.images.get(chosen.image_key),
+                    image_id=resolved.images.get(efa.split(chosen.image_key)[0]),
                     tags=tags,
                     skipped=tuple(dict.fromkeys(skipped)),
                 )
                 self._recent[claim.name] = (launched, self._clock())
                 return launched
-            if any(e.split(":", 1)[0] in _LT_MISSING_CODES for e in outcome.other_errors):
+            if any(e.split(":", 1)[0] in group.LT_MISSING_CODES for e in outcome.other_errors):
                 # Someone deleted our template: forget it so the retry makes it again.
                 self._nodeclasses.forget_templates(set(templates.values()))
                 raise TransientError(f"CreateFleet: launch template missing for node class {nc.name}")
@@ -303,7 +329,7 @@ class AWSProvider:
         instance = self._describe_one(provider_id)
         if instance is None or instance["State"]["Name"] == "terminated":
             raise NotFound(f"instance {provider_id} not found")
-        return self._instance(instance)
+        return self.with_topology([self._instance(instance)])[0]
 
     def list(self) -> builtins.list[Instance]:
         """Every instance tagged with this cluster that is not terminated."""
@@ -311,7 +337,11 @@ class AWSProvider:
             {"Name": f"tag:{wk.CLUSTER}", "Values": [self.cluster_name]},
             {"Name": "instance-state-name", "Values": LIVE_STATES},
         ]
-        return [self._instance(i) for i in self._describe_instances(filters)]
+        return self.with_topology([self._instance(i) for i in self._describe_instances(filters)])
+
+    def with_topology(self, instances: builtins.list[Instance]) -> builtins.list[Instance]:
+        """The instances with their network-topology labels (providers.aws.topology)."""
+        return self._topology.labelled(self._sdk, instances)
 
     def is_drifted(self, claim: NodeClaim, node_class: NodeClass) -> str | None:
         """`AMIDrift: ...` when the instance's image is not the AMI the NodeClass resolves to now."""
@@ -333,28 +363,7 @@ class AWSProvider:
         """Events from the interruption queue; every message read is deleted (unknown ones with a log)."""
         if not self._queue_url:
             return []
-        sqs = self._sdk.client("sqs")
-        parsed: list[tuple[interruption.ParsedMessage, str]] = []
-        for _ in range(10):  # at most 100 messages a call, so a flood cannot starve the controller loop
-            answer = call(
-                "ReceiveMessage",
-                sqs.receive_message,
-                QueueUrl=self._queue_url,
-                MaxNumberOfMessages=10,
-                WaitTimeSeconds=0,
-            )
-            messages = answer.get("Messages") or []
-            if not messages:
-                break
-            done: builtins.list[dict[str, str]] = []
-            for m in messages:
-                message = interruption.parse(m.get("Body", ""))
-                if message is None:
-                    log.info("deleting message %s: not an interruption we act on", m.get("MessageId"))
-                else:
-                    parsed.append((message, m.get("MessageId", "")))
-                done.append({"Id": str(len(done)), "ReceiptHandle": m["ReceiptHandle"]})
-            call("DeleteMessageBatch", sqs.delete_message_batch, QueueUrl=self._queue_url, Entries=done)
+        parsed = queue.receive(self._sdk.client("sqs"), self._queue_url)
         if not parsed:
             return []
         ids = sorted({iid for message, _ in parsed for iid in message.instance_ids})
@@ -389,6 +398,7 @@ class AWSProvider:
                 it = instancetypes.from_description(info, region=self.region)
                 if it is not None:
                     out[it.name] = it
+                    self._efa_max[it.name] = efa.interfaces(info)
             return out
 
         return self._cache.get("shapes", load)

@@ -40,6 +40,7 @@ def node_for_instance(
             wk.ZONE: instance.zone,
             wk.CAPACITY_TYPE: instance.capacity_type,
             wk.HOSTNAME: name,
+            **instance.labels,
         }
     )
     capacity = dict(instance_type.capacity) if instance_type is not None else {}

@@ -3,7 +3,9 @@
 How it chooses: in the launch order every provider follows (provisioner.cloudprovider.launch_order:
 reserved, then the cheapest of spot and on-demand, as the claim allows, offerings flagged
 unavailable skipped). An offering out of capacity here is skipped and named in the InsufficientCapacity
-raised when none is left.
+raised when none is left. A group (`create_group`, a gang) launches whole under one lock in the first
+offering with room for all of it, or not at all; a NodeClass asking for a placement group per gang gets
+one (`placement_groups`), collected by `collect_placement` once no instance is in it.
 
 Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
 a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).
@@ -19,16 +21,16 @@ after every launch and termination and read at construction: a restarted `provis
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from providers.fake import saved
 from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodeclass import AWSPlacement, NodeClass
 from provisioner.cloudprovider import catalog as catalog_
 from provisioner.cloudprovider.errors import (
     CloudProviderError,
@@ -40,6 +42,19 @@ from provisioner.cloudprovider.group import check_claims, pinned_order
 from provisioner.cloudprovider.launch_order import launch_order
 from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
+
+EFA_INTERFACES = {
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5e.48xlarge": 32,
+    "p5en.48xlarge": 16,
+    "trn1.32xlarge": 8,
+    "trn1n.32xlarge": 16,
+    "trn2.48xlarge": 16,
+}
+"""EFA interfaces of the AWS types that have them (EC2's MaximumEfaInterfaces): what an AWSNodeClass
+with `placement.efa` offers as `vpc.amazonaws.com/efa` here, as the AWS provider does."""
 
 LaunchHook = Callable[[Instance, InstanceType], None]
 DeleteHook = Callable[[Instance], None]
@@ -106,6 +121,10 @@ class FakeProvider:
         self._type_of: dict[str, str] = {}
         """Reservation id -> (zone, the reservation with its total); free counts come from `_held`."""
         self._held: dict[str, int] = {}
+        self.cloud_labels: dict[str, str] = {}
+        """Labels every instance launched from now on reports (`Instance.labels`: network topology)."""
+        self.placement_groups: dict[str, datetime] = {}
+        """Placement groups made per gang (the NodeClass's `groupPerGang`/`compactPerGang`) -> when."""
         self.launches_by_claim: dict[str, int] = {}
         """Instances launched per claim name, over every process that shared `state_path`."""
         self.state_path = state_path
@@ -261,6 +280,18 @@ class FakeProvider:
     # --- the CloudProvider protocol ----------------------------------------------------------------------
 
     def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
+        types = self._instance_types(node_class)
+        placement = node_class.spec.placement
+        if not isinstance(placement, AWSPlacement) or not placement.efa:
+            return types
+        return [
+            replace(t, capacity={**t.capacity, labels.EFA_RESOURCE: EFA_INTERFACES[t.name]})
+            if t.name in EFA_INTERFACES
+            else t
+            for t in types
+        ]
+
+    def _instance_types(self, node_class: NodeClass) -> list[InstanceType]:
         with self._lock:
             self.calls.append(("instance_types", node_class.name))
             if not self.reveal_stockouts:
@@ -337,6 +368,7 @@ class FakeProvider:
                 raise self._failures.pop(0)
             running = next(iter(existing.values()), None)
             group = (placement.group if placement else None) or (running.placement_group if running else None)
+            group = group or self._placement_group(node_class, placement)
             for attempt in attempts:
                 room = self._room(attempt.key)
                 if room is not None and room < len(missing):
@@ -369,6 +401,28 @@ class FakeProvider:
             for instance, it in launched:
                 hook(instance, it)
         return [existing[n] for n in names]
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        with self._lock:
+            self.calls.append(("collect_placement",))
+            used = {i.placement_group for i in self._instances.values()}
+            gone = sorted(n for n, at in self.placement_groups.items() if n not in used and at <= older_than)
+            for name in gone:
+                del self.placement_groups[name]
+            return gone
+
+    def _placement_group(self, node_class: NodeClass, placement: GangPlacement | None) -> str | None:
+        """The NodeClass's placement: its existing group or policy, or one made for the gang."""
+        spec = node_class.spec.placement
+        if spec is None:
+            return None
+        existing = spec.group_name if isinstance(spec, AWSPlacement) else spec.policy
+        per_gang = spec.group_per_gang if isinstance(spec, AWSPlacement) else spec.compact_per_gang
+        if existing or not per_gang or placement is None:
+            return existing
+        name = f"fake-pg-{placement.gang}"
+        self.placement_groups.setdefault(name, self._clock())
+        return name
 
     def delete(self, provider_id: str) -> None:
         with self._lock:
@@ -498,6 +552,7 @@ class FakeProvider:
             reservation_id=offering.reservation.id if offering.reservation else None,
             reservation_type=offering.reservation.kind if offering.reservation else None,
             placement_group=placement_group,
+            labels=dict(self.cloud_labels),
             skipped=skipped,
         )
         self._instances[provider_id] = instance
@@ -508,51 +563,12 @@ class FakeProvider:
         return instance
 
     def _save(self) -> None:
-        if self.state_path is None:
-            return
-        doc = {
-            "instances": [
-                {
-                    **{f: getattr(i, f) for f in _SAVED_FIELDS},
-                    "launched_at": i.launched_at.isoformat() if i.launched_at else None,
-                }
-                for i in self._instances.values()
-            ],
-            "launchesByClaim": self.launches_by_claim,
-        }
-        # Write then rename: a process killed mid-write leaves the previous state, never half a file.
-        tmp = f"{self.state_path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, self.state_path)
+        if self.state_path is not None:
+            saved.save(self.state_path, self._instances.values(), self.launches_by_claim)
 
     def _load(self, path: str) -> None:
-        with open(path) as f:
-            doc = json.load(f)
-        for raw in doc.get("instances", []):
-            born = raw.get("launched_at")
-            instance = Instance(
-                **{f: raw[f] for f in _SAVED_FIELDS if f in raw},
-                launched_at=datetime.fromisoformat(born) if born else None,
-            )
+        instances, self.launches_by_claim = saved.load(path)
+        for instance in instances:
             self._instances[instance.provider_id] = instance
             if instance.nodeclaim:
                 self._by_claim[instance.nodeclaim] = instance.provider_id
-        self.launches_by_claim = {str(k): int(v) for k, v in doc.get("launchesByClaim", {}).items()}
-
-
-_SAVED_FIELDS = (
-    "provider_id",
-    "instance_type",
-    "zone",
-    "capacity_type",
-    "price",
-    "state",
-    "nodeclaim",
-    "nodepool",
-    "image_id",
-    "tags",
-    "reservation_id",
-    "reservation_type",
-    "placement_group",
-)

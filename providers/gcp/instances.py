@@ -8,6 +8,7 @@ launch (labels as a fallback, since label values may be folded).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from google.cloud import compute_v1
@@ -62,14 +63,48 @@ def to_instance(inst: compute_v1.Instance, *, project: str, zone: str) -> Instan
         capacity_type=capacity_type,
         price=0.0 if reservation else price or 0.0,
         state=STATES.get(inst.status, inst.status.lower() if inst.status else "unknown"),
-        nodeclaim=meta.get(naming.META_NODECLAIM) or labels.get(naming.LABEL_NODECLAIM),
+        nodeclaim=meta.get(naming.META_NODECLAIM)
+        or _member(meta, inst.name)
+        or labels.get(naming.LABEL_NODECLAIM),
         nodepool=meta.get(naming.META_NODEPOOL) or labels.get(naming.LABEL_NODEPOOL),
         launched_at=parse_time(inst.creation_timestamp),
         image_id=meta.get(naming.META_IMAGE),
         tags=labels,
         reservation_id=reservation or None,
         reservation_type=wk.RESERVATION_TYPE_DEFAULT if reservation else None,
+        placement_group=naming.last(inst.resource_policies[0]) if inst.resource_policies else None,
+        labels=topology_labels(inst),
     )
+
+
+TOPOLOGY_LABELS = {
+    "block": "cloud.google.com/gce-topology-block",
+    "subblock": "cloud.google.com/gce-topology-subblock",
+    "host": "cloud.google.com/gce-topology-host",
+}
+"""`resourceStatus.physicalHostTopology` fields -> the node labels GKE gives them."""
+
+
+def topology_labels(inst: compute_v1.Instance) -> dict[str, str]:
+    """The network-topology labels of an instance, where Compute Engine reports its physical host."""
+    if "resource_status" not in inst or "physical_host_topology" not in inst.resource_status:
+        return {}
+    topology = inst.resource_status.physical_host_topology
+    return {
+        label: getattr(topology, field)
+        for field, label in TOPOLOGY_LABELS.items()
+        if getattr(topology, field)
+    }
+
+
+def _member(meta: dict[str, str], name: str) -> str | None:
+    """The claim of an instance of a bulkInsert, from the members map all of them share."""
+    try:
+        members = json.loads(meta.get(naming.META_GANG_MEMBERS) or "{}")
+    except ValueError:
+        return None
+    claim = members.get(name) if isinstance(members, dict) else None
+    return str(claim) if claim else None
 
 
 def drift(inst: compute_v1.Instance, node_class: GCPNodeClass) -> str | None:

@@ -20,11 +20,22 @@ LABEL_NODECLAIM = "provisioner-nodeclaim"
 LABEL_CAPACITY_TYPE = "provisioner-capacity-type"
 LABEL_RESERVATION = "provisioner-capacity-reservation"
 """The reservation an instance launched into (its name: already a valid label value)."""
+LABEL_GANG = "provisioner-gang"
+"""The gang an instance launched with (`create_group`), folded into a label value."""
 # Metadata keeps the exact names (metadata values are free text; label values are not).
 META_NODECLAIM = "provisioner-nodeclaim"
 META_NODEPOOL = "provisioner-nodepool"
 META_IMAGE = "provisioner-image"
 META_CLUSTER = "provisioner-cluster"
+META_GANG_MEMBERS = "provisioner-gang-members"
+"""On the instances of one bulkInsert (which shares its metadata): JSON {instance name: claim name}."""
+META_GANG = "provisioner-gang"
+
+
+def policy_name(cluster_name: str, gang: str) -> str:
+    """The compact placement policy made for a gang: `<cluster>-gang-<hash>`."""
+    return f"{cluster_slug(cluster_name)}-gang-{_digest(gang, 12)}"
+
 
 _PROVIDER_ID = re.compile(r"^gce://([^/]+)/([^/]+)/([^/]+)$")
 

@@ -5,7 +5,8 @@ Orchestrates the pieces, each in its own module: clients, credentials, translate
 waits in providers.gcp.sdk (no google.api_core exception leaves a call; errors are classified in
 providers.gcp.errors); which offerings a claim tries, in which order, and the insert body in
 providers.gcp.launch (the order itself is provisioner.cloudprovider.launch_order's); instance types
-from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming.
+from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming;
+gang launches (bulkInsert with minCount) and compact placement policies in providers.gcp.group.
 
 What it decides itself: how many offerings one create tries (`max_launch_attempts`), that a quota error
 rules out the other zones of that type and capacity type, and how an instance is named (from the
@@ -30,12 +31,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.gcp import errors, instances, launch, machines, naming, reservations
+from providers.gcp import errors, group, instances, launch, machines, naming, reservations
 from providers.gcp.sdk import SDK, failure
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import GCPNodeClass, NodeClass
@@ -49,7 +51,6 @@ from provisioner.cloudprovider.errors import (
     OfferingKey,
     TransientError,
 )
-from provisioner.cloudprovider.group import launch_one_by_one
 from provisioner.cloudprovider.launch_order import Attempt
 from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType
@@ -422,10 +423,27 @@ class GCPProvider:
         *,
         placement: GangPlacement | None = None,
     ) -> builtins.list[Instance]:
-        """One instance per claim, all of one offering, or none (see CloudProvider.create_group)."""
-        return launch_one_by_one(
-            claims, instance_types, node_class, create=self.create, delete=self.delete, placement=placement
-        )
+        """One bulkInsert with minCount for every member, all of one offering, or none
+        (providers.gcp.group)."""
+        return group.launch_group(self, claims, instance_types, self._node_class(node_class), placement)
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        """Delete the compact placement policies made per gang that no instance uses (providers.gcp.group)."""
+        return group.collect_placement(self, older_than=older_than)
+
+    @property
+    def sdk(self) -> SDK:
+        return self._sdk
+
+    def launch_of(self, instance_type: str) -> machines.Launch:
+        return self._launch_of(instance_type)
+
+    def recently_out(self) -> set[OfferingKey]:
+        """Offerings this provider found out of capacity within `unavailable_ttl`."""
+        return set(self._unavailable_now())
+
+    def mark_out(self, keys: Iterable[OfferingKey]) -> None:
+        self._mark_unavailable(builtins.list(keys))
 
     def delete(self, provider_id: str) -> None:
         project, zone, name = naming.parse_provider_id(provider_id)

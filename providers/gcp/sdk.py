@@ -43,6 +43,8 @@ class Clients:
         self.accelerator_types = compute_v1.AcceleratorTypesClient(**kwargs)
         self.zones = compute_v1.ZonesClient(**kwargs)
         self.reservations = compute_v1.ReservationsClient(**kwargs)
+        self.resource_policies = compute_v1.ResourcePoliciesClient(**kwargs)
+        self.region_operations = compute_v1.RegionOperationsClient(**kwargs)
 
 
 class SDK:

@@ -109,6 +109,8 @@ CAPACITY_TYPES = (CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RES
 
 GPU_RESOURCE = "nvidia.com/gpu"
 AMD_GPU_RESOURCE = "amd.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+"""EFA interfaces of an AWS node (the EFA device plugin's extended resource), requested like GPUs."""
 
 # GPU model names as label values: lowercase, the same on every cloud.
 GPU_NAMES = ("h100", "h200", "a100", "a10g", "l4", "l40s", "t4", "v100", "k80", "p100", "p4", "b200")

@@ -286,9 +286,6 @@ class GCPPlacement(Model):
     compact_per_gang: bool = False
     """Create a compact placement policy for each gang (labelled as the provisioner's), launch its nodes
     with it, and delete it once they are gone. Excludes `policy`."""
-    max_distance: int | None = Field(default=None, ge=1, le=3)
-    """`maxDistance` of a policy created per gang: how far apart its VMs may be (1 closest). Default:
-    Compute Engine's."""
 
     @model_validator(mode="after")
     def _one_policy(self) -> GCPPlacement:

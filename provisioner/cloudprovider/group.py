@@ -43,17 +43,20 @@ def pinned_order(
     *,
     zones: Collection[str] | None = None,
     capacity_types: Collection[str] | None = None,
+    unavailable: Collection[OfferingKey] = (),
 ) -> tuple[list[NodeClaim], list[Attempt], tuple[OfferingKey, ...]]:
     """The claims still to launch and the offerings to try for them: those of the group launch order,
     pinned to the offering of a member already running (else to the placement's zone). `zones` and
-    `capacity_types` narrow to what the provider can launch."""
+    `capacity_types` narrow to what the provider can launch; `unavailable` offerings are not tried."""
     missing = [c for c in claims if c.name not in existing]
     running = next(iter(existing.values()), None)
     zone = running.zone if running else (placement.zone if placement else None)
     types = [t for t in instance_types if running is None or t.name == running.instance_type]
     if running is not None:
         capacity_types = [c for c in capacity_types or [running.capacity_type] if c == running.capacity_type]
-    order = group_launch_order(missing, types, zone=zone, zones=zones, capacity_types=capacity_types)
+    order = group_launch_order(
+        missing, types, zone=zone, zones=zones, capacity_types=capacity_types, unavailable=unavailable
+    )
     return missing, list(order.attempts), order.unavailable
 
 
@@ -92,6 +95,17 @@ def launch_one_by_one(
     if not tried:
         raise InsufficientCapacity([], "no available offering is allowed by every claim of the group")
     raise InsufficientCapacity(tried, f"no offering has room for {len(missing)} instances")
+
+
+def only_capacity_type(instance_types: Sequence[InstanceType], capacity_type: str) -> list[InstanceType]:
+    """The types with only their offerings of one capacity type (those without any left out): what a
+    provider hands the fallback for the phase its atomic call cannot make (reservations)."""
+    out = []
+    for it in instance_types:
+        kept = tuple(o for o in it.offerings if o.capacity_type == capacity_type)
+        if kept:
+            out.append(it.with_offerings(kept))
+    return out
 
 
 def with_skipped(instance: Instance, skipped: tuple[OfferingKey, ...]) -> Instance:

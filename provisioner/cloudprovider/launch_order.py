@@ -24,8 +24,7 @@ changes: an AWS CreateFleet request holds one capacity type.
 
 A group (`group_launch_order`, the members of one gang) uses the same order over the offerings every
 member allows, each offering tried for the whole group at once: a reservation with fewer free
-instances than members is no candidate. Pure: no I/O, no clock; providers turn
-attempts into calls.
+instances than members is no candidate. Pure: no I/O, no clock; providers turn attempts into calls.
 """
 
 from __future__ import annotations
@@ -154,7 +153,6 @@ def group_launch_order(
     claims: Sequence[NodeClaim],
     instance_types: Sequence[InstanceType],
     *,
-    count: int | None = None,
     zone: str | None = None,
     zones: Collection[str] | None = None,
     capacity_types: Collection[str] | None = None,
@@ -162,10 +160,9 @@ def group_launch_order(
 ) -> LaunchOrder:
     """The offerings a group of claims can all launch in together, in the launch order of the first
     claim: those every claim allows (its options, zone and capacity type), in `zone` when given, and
-    for a reservation only one with at least `count` (default: one per claim) free instances."""
+    for a reservation only one with a free instance for every claim."""
     if not claims:
         return LaunchOrder(attempts=())
-    need = len(claims) if count is None else count
     first, rest = claims[0], claims[1:]
     narrowed = zones
     if zone is not None:
@@ -188,7 +185,7 @@ def group_launch_order(
         )
 
     def enough(a: Attempt) -> bool:
-        return a.offering.reservation is None or a.offering.reservation.free >= need
+        return a.offering.reservation is None or a.offering.reservation.free >= len(claims)
 
     return LaunchOrder(
         attempts=tuple(a for a in order.attempts if everyone(a) and enough(a)),

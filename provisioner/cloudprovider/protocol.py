@@ -39,6 +39,9 @@ class Instance:
     """`default` or `capacity-block`, with `reservation_id`."""
     placement_group: str | None = None
     """The placement group (AWS) or resource policy (GCP) the instance launched into, if any."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Node labels only the cloud knows, as it reports them: the network topology
+    (`topology.k8s.aws/network-node-layer-N`, `cloud.google.com/gce-topology-block`...)."""
     skipped: tuple[OfferingKey, ...] = ()
     """Offerings the launch found out of capacity before this one succeeded (e.g. CreateFleet errors
     beside the instance it did launch); the caching wrapper marks them unavailable."""
@@ -105,11 +108,18 @@ class CloudProvider(Protocol):
         type), or none. The offerings are those every claim allows among `instance_types`, tried in the
         launch order (provisioner.cloudprovider.launch_order); an offering that cannot take all the
         claims at once is skipped. Returns the Instances in claim order. Idempotent by claim names:
-        a second call for claims already launched returns their instances.
+        a second call for claims already launched returns their instances; claims that have one keep it
+        and the others launch in its offering and placement group (a member replaced beside its gang).
 
         All or nothing: when no offering takes the whole group, raises InsufficientCapacity naming
         every offering tried, with nothing left running (a cloud answer that ends partial has its
         launched members terminated before the raise). Also raises CreateError, NodeClassNotReady."""
+        ...
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        """Delete the placement groups (AWS) or compact placement policies (GCP) this cluster created for
+        gangs that no live instance is in any more, created before `older_than` (a group made for a
+        launch under way is not yet used); returns their names. Garbage collection calls it."""
         ...
 
     def delete(self, provider_id: str) -> None:

@@ -71,6 +71,9 @@ class Forwarding:
     ) -> builtins.list[Instance]:
         return self.provider.create_group(claims, instance_types, node_class, placement=placement)
 
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        return self.provider.collect_placement(older_than=older_than)
+
     def delete(self, provider_id: str) -> None:
         self.provider.delete(provider_id)
 
@@ -166,6 +169,9 @@ class RetryingProvider(Forwarding):
     ) -> builtins.list[Instance]:
         # Safe to repeat: all or nothing, and idempotent by the claims' names.
         return self._call(self.provider.create_group, claims, instance_types, node_class, placement=placement)
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        return self._call(self.provider.collect_placement, older_than=older_than)
 
     def delete(self, provider_id: str) -> None:
         self._call(self.provider.delete, provider_id)
@@ -314,6 +320,9 @@ class MetricsProvider(Forwarding):
             ).inc()
         crashpoints.reached("launch-called")
         return instances
+
+    def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
+        return self._call("collect_placement", self.provider.collect_placement, older_than=older_than)
 
     def delete(self, provider_id: str) -> None:
         self._call("delete", self.provider.delete, provider_id)

@@ -4,6 +4,8 @@
   written), are terminated.
 - NodeClaims whose instance is gone (confirmed by `get`) are deleted; their finalizer cleans the rest.
 - Nodes labelled with one of our pools, with no NodeClaim, seen so for `node_gc_grace`, are deleted.
+- Placement groups (policies) made for gangs that no live instance is in, older than `gc_grace`, are
+  deleted (`CloudProvider.collect_placement`).
 Each with a log line and a metric.
 """
 
@@ -97,6 +99,13 @@ class GarbageCollector(Reconciler):
                 log.warning(
                     "garbage collection: deleted NodeClaim %s, its instance %s is gone", claim.name, pid
                 )
+            try:
+                for name in provider.collect_placement(older_than=now - self.settings.gc_grace):
+                    log.warning(
+                        "garbage collection: deleted placement group %s, no node of its gang is left", name
+                    )
+            except CloudProviderError as err:
+                log.warning("garbage collection: cannot collect %s placement groups: %s", provider.name, err)
         self._collect_nodes(snap, now)
 
     def _collect_nodes(self, snap: Snapshot, now: datetime) -> None:

@@ -263,6 +263,7 @@ class LifecycleController(Reconciler):
                 wk.CAPACITY_TYPE: instance.capacity_type,
             }
         )
+        labels.update(instance.labels)  # what only the cloud knows (network topology), when it told us
         if instance.reservation_id:
             labels[wk.CAPACITY_RESERVATION_ID] = instance.reservation_id
             labels[wk.CAPACITY_RESERVATION_TYPE] = instance.reservation_type or wk.RESERVATION_TYPE_DEFAULT

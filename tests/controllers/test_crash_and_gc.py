@@ -106,6 +106,15 @@ def test_a_node_of_ours_without_a_claim_is_deleted_after_the_grace_period(make_w
     assert w.metric("provisioner_nodes_collected_total") == 1
 
 
+def test_a_placement_group_left_by_a_gang_is_deleted_after_the_grace_period(make_world):
+    w = make_world()
+    w.fake.placement_groups["fake-pg-ml/train"] = w.clock.now()  # its gang's nodes are gone
+    w.tick(5)
+    assert "fake-pg-ml/train" in w.fake.placement_groups, "not before the grace period"
+    w.run_until(lambda: not w.fake.placement_groups, max_ticks=40, seconds=15)
+    assert ("collect_placement",) in w.fake.calls
+
+
 class DiesMarkingForDisruption:
     """A ClusterAPI that kills the process once disruption has tainted a node and set its claim's
     Disrupting condition, before it deletes the claim."""

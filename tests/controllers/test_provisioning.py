@@ -144,3 +144,14 @@ def test_the_disruption_planner_solves_with_the_cluster_default_pools():
     w.run_until(lambda: w.all_bound() and bool(seen), max_ticks=40, seconds=5)
     assert seen and set(seen) == {defaults}
     assert [c.nodepool for c in w.claims()] == ["gpu-light"]
+
+
+def test_labels_only_the_cloud_knows_reach_the_claim_and_the_node(make_world):
+    w = make_world()
+    w.fake.cloud_labels = {"topology.k8s.aws/network-node-layer-3": "nn-3"}
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
+    w.run_until(w.all_bound, max_ticks=30)
+    (claim,) = w.claims()
+    assert claim.metadata.labels["topology.k8s.aws/network-node-layer-3"] == "nn-3"
+    (node,) = w.state.nodes.values()
+    assert node.labels["topology.k8s.aws/network-node-layer-3"] == "nn-3"

@@ -23,6 +23,8 @@ class Harness(Protocol):
     """A NodeClass that resolves against the stand-in."""
     zones: list[str]
     """The zones the node class can launch in, sorted."""
+    placement_node_class: NodeClass
+    """`node_class` asking for a placement group (policy) made per gang."""
     small_types: list[str]
     """At least two cheap CPU instance types that every zone offers, cheapest first."""
     gpu8_h100_type: str

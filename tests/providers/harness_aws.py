@@ -21,6 +21,9 @@ class AWSHarness:
     zones: list[str]
     proxy: FaultProxy
     world: world.World
+    placement_node_class: NodeClass = field(
+        default_factory=lambda: world.node_class(placement={"groupPerGang": True})
+    )
     name: str = "aws"
     small_types: list[str] = field(default_factory=lambda: ["m5.large", "m5.xlarge"])
     gpu8_h100_type: str = "p5.48xlarge"

@@ -12,15 +12,23 @@ from provisioner.cloudprovider import TransientError, catalog
 from tests.builders import aws_node_class
 
 
-def fake_node_class(name: str = "default") -> AWSNodeClass:
-    """Any NodeClass will do for the fake; an AWSNodeClass because the fake serves the AWS catalog."""
-    return aws_node_class(name)
+def fake_node_class(name: str = "default", **spec: object) -> AWSNodeClass:
+    """Any NodeClass will do for the fake; an AWSNodeClass because the fake serves the AWS catalog.
+    `spec` sets fields of its spec (e.g. `placement`)."""
+    node_class = aws_node_class(name)
+    if not spec:
+        return node_class
+    merged = {**node_class.spec.to_dict(), **spec}
+    return node_class.model_copy(update={"spec": type(node_class.spec).model_validate(merged)})
 
 
 @dataclass
 class FakeHarness:
     provider: FakeProvider
     node_class: NodeClass = field(default_factory=fake_node_class)
+    placement_node_class: NodeClass = field(
+        default_factory=lambda: fake_node_class(placement={"groupPerGang": True})
+    )
     name: str = "fake"
     zones: list[str] = field(default_factory=lambda: catalog.zones("aws", "us-east-1"))
     small_types: list[str] = field(default_factory=lambda: ["m5.large", "m5.xlarge"])

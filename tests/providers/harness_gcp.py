@@ -4,7 +4,7 @@ the local Compute Engine stand-in (tests/providers/gcp/standin.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from providers.gcp import GCPProvider
 from provisioner.api import GCPNodeClass
@@ -45,6 +45,9 @@ class GCPHarness:
     standin: ComputeStandIn
     provider: GCPProvider
     node_class: GCPNodeClass
+    placement_node_class: GCPNodeClass = field(
+        default_factory=lambda: gcp_node_class(placement={"compactPerGang": True})
+    )
     name: str = "gcp"
     gpu8_h100_type: str = "a3-highgpu-8g"
 
@@ -60,6 +63,17 @@ class GCPHarness:
         self.standin.stockout(
             machine_type=instance_type, zone=zone, provisioning_model=_CAPACITY_MODEL[capacity_type]
         )
+
+    def set_capacity(self, *, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        self.standin.set_capacity(
+            machine_type=instance_type,
+            zone=zone,
+            provisioning_model=_CAPACITY_MODEL[capacity_type],
+            count=count,
+        )
+
+    def break_atomicity(self) -> None:
+        self.standin.ignore_min_count()
 
     def throttle(self, *, times: int = 1) -> None:
         self.standin.throttle(times=times, methods={"instances.insert"})

@@ -3,6 +3,8 @@ every provider through its harness: one offering for all, all or nothing, idempo
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from provisioner.api import labels as wk
@@ -138,3 +140,52 @@ def test_a_member_added_to_a_running_gang_joins_its_offering(harness: Harness) -
             gang(harness, "grow", 3, [small, other], zones=zones), types, harness.node_class
         )
     assert ours(harness, "grow") == ["grow-0", "grow-1"]
+
+
+def test_a_placement_group_per_gang_holds_the_whole_gang_and_is_collected_once_it_is_gone(
+    harness: Harness,
+) -> None:
+    gpu = harness.gpu8_h100_type
+    node_class = harness.placement_node_class
+    types = [t for t in harness.provider.instance_types(node_class) if t.name == gpu]
+    claims = [node_claim(f"pg-{i}", [gpu], node_class=node_class) for i in range(2)]
+    later = datetime.now(UTC) + timedelta(days=1)
+
+    instances = harness.provider.create_group(
+        claims, types, node_class, placement=GangPlacement(gang="ml/pg")
+    )
+
+    (group,) = {i.placement_group for i in instances}
+    assert group
+    assert {i.placement_group for i in harness.provider.list() if i.nodeclaim in ("pg-0", "pg-1")} == {group}
+    assert harness.provider.collect_placement(older_than=later) == []
+    for instance in instances:
+        harness.provider.delete(instance.provider_id)
+    assert harness.provider.collect_placement(older_than=later) == [group]
+    assert harness.provider.collect_placement(older_than=later) == []
+
+
+def test_a_replaced_member_lands_beside_its_gang_in_its_placement_group(harness: Harness) -> None:
+    gpu = harness.gpu8_h100_type
+    node_class = harness.placement_node_class
+    types = [t for t in harness.provider.instance_types(node_class) if t.name == gpu]
+    claims = [node_claim(f"rep-{i}", [gpu], node_class=node_class) for i in range(3)]
+    placement = GangPlacement(gang="ml/rep")
+    first = harness.provider.create_group(claims, types, node_class, placement=placement)
+    harness.provider.delete(first[1].provider_id)  # interrupted
+    replacement = [node_claim("rep-1b", [gpu], node_class=node_class)]
+
+    (new,) = [
+        i
+        for i in harness.provider.create_group(
+            [claims[0], claims[2], *replacement], types, node_class, placement=placement
+        )
+        if i.nodeclaim == "rep-1b"
+    ]
+
+    assert (new.instance_type, new.zone, new.capacity_type) == (
+        first[0].instance_type,
+        first[0].zone,
+        first[0].capacity_type,
+    )
+    assert new.placement_group == first[0].placement_group is not None

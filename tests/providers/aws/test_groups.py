@@ -12,7 +12,13 @@ import pytest
 from providers.aws import AWSProvider
 from providers.aws.group import LAUNCH_GROUP
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import CreateError, GangPlacement, InstanceType, InsufficientCapacity
+from provisioner.cloudprovider import (
+    CreateError,
+    GangPlacement,
+    InstanceType,
+    InsufficientCapacity,
+    TransientError,
+)
 from tests.builders import node_claim
 from tests.providers.aws import world
 from tests.providers.aws.faults import FaultProxy
@@ -153,3 +159,113 @@ def test_a_gang_that_fits_nowhere_names_every_offering_and_leaves_no_placement_g
     assert len(caught.value.offerings) == len(account.zones)
     assert provider.list() == []
     assert len(provider.collect_placement(older_than=LATER)) == 1
+
+
+def test_nodes_of_a_gang_carry_the_network_nodes_ec2_reports_and_no_labels_when_refused(
+    new_provider: Any, account: world.World, proxy: FaultProxy
+) -> None:
+    node_class = world.node_class(placement={"groupPerGang": True})
+    provider = new_provider()
+    provider.create_group(
+        gang(node_class, "topo", 3, ["p5.48xlarge"]),
+        options(provider, node_class, ["p5.48xlarge"]),
+        node_class,
+        placement=GangPlacement(gang="ml/topo"),
+    )
+
+    listed = provider.list()
+    proxy.fail_next("DescribeInstanceTopology", status=403, code="UnauthorizedOperation")
+    without = new_provider().list()
+
+    layers = [f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)]
+    for instance in listed:
+        nodes = proxy.fleet_instances[instance.provider_id.rsplit("/", 1)[1]].network_nodes
+        assert [instance.labels[k] for k in layers] == nodes
+    assert len({i.labels[layers[1]] for i in listed}) == 1, "one placement group, one layer-2 node"
+    assert [i.labels for i in without] == [{}, {}, {}]
+    assert proxy.actions.count("DescribeInstanceTopology") == 2  # once each: answers are kept
+    provider.list()
+    assert proxy.actions.count("DescribeInstanceTopology") == 2
+
+
+def test_an_efa_node_class_offers_the_efa_resource_on_efa_types_and_launches_with_efa_interfaces(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    efa_class = world.node_class("efa", placement={"efa": True, "groupPerGang": True})
+    types = {t.name: t for t in provider.instance_types(efa_class)}
+    plain = {t.name: t for t in provider.instance_types(account.node_class)}
+
+    provider.create_group(
+        gang(efa_class, "efa", 2, ["p5.48xlarge"]),
+        [types["p5.48xlarge"]],
+        efa_class,
+        placement=GangPlacement(gang="ml/efa"),
+    )
+
+    assert types["p5.48xlarge"].capacity[wk.EFA_RESOURCE] == 32
+    assert types["p5.48xlarge"].allocatable[wk.EFA_RESOURCE] == 32
+    assert wk.EFA_RESOURCE not in types["m5.large"].capacity
+    assert wk.EFA_RESOURCE not in plain["p5.48xlarge"].capacity
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    nics = data["NetworkInterfaces"]
+    assert len(nics) == 32
+    assert {n["InterfaceType"] for n in nics} == {"efa"}
+    assert [(n["NetworkCardIndex"], n["DeviceIndex"]) for n in nics[:2]] == [(0, 0), (1, 1)]
+    assert "SecurityGroupIds" not in data
+
+
+def test_members_left_without_their_claim_tag_by_a_failure_are_adopted_by_the_retry(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy, ec2: Any
+) -> None:
+    claims = gang(account.node_class, "adopt", 3, ["m5.large"])
+    types = options(provider, account.node_class, ["m5.large"])
+    proxy.fail_next("CreateTags", status=503, code="ServiceUnavailable")
+
+    with pytest.raises(TransientError):
+        provider.create_group(claims, types, account.node_class)
+    (fleet,) = proxy.fleet_calls
+    untagged = [tags_of(ec2, f"aws:///x/{i}") for i in fleet.launched]
+    assert all(wk.NODECLAIM not in t and t[wk.CLUSTER] == "contract" for t in untagged), "GC's to collect"
+
+    instances = provider.create_group(claims, types, account.node_class)
+
+    assert len(proxy.fleet_calls) == 1, "no second fleet: the first one's instances were adopted"
+    assert sorted(i.provider_id.rsplit("/", 1)[1] for i in instances) == sorted(fleet.launched)
+    assert sorted(i.nodeclaim or "" for i in provider.list()) == ["adopt-0", "adopt-1", "adopt-2"]
+
+
+def test_a_gang_fills_a_reservation_with_room_for_all_of_it_and_skips_one_without(
+    provider: AWSProvider, account: world.World, proxy: FaultProxy
+) -> None:
+    small = proxy.add_reservation(instance_type="p5.48xlarge", zone=A, count=1, tags={"for": "gangs"})
+    big = proxy.add_reservation(instance_type="p5.48xlarge", zone=B, count=2, tags={"for": "gangs"})
+    node_class = world.node_class(capacityReservationSelectorTerms=[{"tags": {"for": "gangs"}}])
+    types = options(provider, node_class, ["p5.48xlarge"])
+    claims = gang(
+        node_class, "res", 2, ["p5.48xlarge"], capacity_types=(wk.CAPACITY_TYPE_RESERVED, ON_DEMAND)
+    )
+
+    instances = provider.create_group(claims, types, node_class)
+
+    assert {(i.capacity_type, i.reservation_id) for i in instances} == {(wk.CAPACITY_TYPE_RESERVED, big.id)}
+    assert (small.used, big.used) == (0, 2)
+    assert proxy.fleet_calls == [], "reservations go through RunInstances, one per member"
+
+
+def test_a_deleted_launch_template_is_made_again_by_the_retry(
+    provider: AWSProvider, account: world.World, ec2: Any
+) -> None:
+    types = options(provider, account.node_class, ["m5.large"])
+    provider.create_group(gang(account.node_class, "first", 2, ["m5.large"]), types, account.node_class)
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    ec2.delete_launch_template(LaunchTemplateId=template["LaunchTemplateId"])
+    claims = gang(account.node_class, "second", 2, ["m5.large"])
+
+    with pytest.raises(TransientError, match="launch template"):
+        provider.create_group(claims, types, account.node_class)
+    instances = provider.create_group(claims, types, account.node_class)
+
+    assert [i.nodeclaim for i in instances] == ["second-0", "second-1"]

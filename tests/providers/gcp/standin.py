@@ -1,6 +1,7 @@
 """A local stand-in for the Compute Engine REST API (v1), enough for the GCP provider: instances
 insert/get/list/aggregatedList/delete with label filters and paging, zone operations get/list/wait,
-zones, machine types and accelerator types (aggregated and per zone).
+zones, machine types and accelerator types (aggregated and per zone); bulkInsert with minCount, finite
+capacity per offering, and compact placement resource policies (bulk.py).
 
 It speaks the JSON the real google-cloud-compute client sends and parses, over real HTTP on 127.0.0.1,
 and keeps everything in memory. Hooks let a test make the cloud say no the way Compute Engine does:
@@ -24,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.providers.gcp import bulk
 from tests.providers.gcp.fixtures import Catalog
 
 API = "https://www.googleapis.com/compute/v1"
@@ -92,6 +94,11 @@ class State:
     launches: int = 0
     reservations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     """(zone, name) -> a reservation resource as reservations.list answers it."""
+    capacity: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """(machine type, zone, provisioning model) -> instances it can still create (unset: no limit)."""
+    ignore_min_count: bool = False
+    resource_policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """(region, name) -> a resource policy."""
     calls: list[Call] = field(default_factory=list)
     ids: itertools.count = field(default_factory=lambda: itertools.count(1000))
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -164,6 +171,23 @@ class ComputeStandIn:
         with self.state.lock:
             target = self.state.sync_stockouts if synchronous else self.state.stockouts
             target.add((machine_type, zone, provisioning_model))
+
+    def set_capacity(
+        self, *, machine_type: str, zone: str, provisioning_model: str = "STANDARD", count: int
+    ) -> None:
+        """The offering can create `count` more instances (inserts and bulkInserts alike, see bulk.py)."""
+        with self.state.lock:
+            self.state.capacity[(machine_type, zone, provisioning_model)] = count
+
+    def ignore_min_count(self, ignore: bool = True) -> None:
+        """bulkInsert creates what fits whatever its minCount (see bulk.py)."""
+        with self.state.lock:
+            self.state.ignore_min_count = ignore
+
+    def resource_policy(self, name: str) -> dict[str, Any] | None:
+        with self.state.lock:
+            found = next((p for (_, n), p in self.state.resource_policies.items() if n == name), None)
+            return json.loads(json.dumps(found)) if found else None
 
     def restock(self) -> None:
         with self.state.lock:
@@ -268,6 +292,8 @@ def _method_name(verb: str, path: str) -> str:
         collection = {"operations": "zoneOperations"}.get(parts[2], parts[2])
         if len(parts) == 3:
             return f"{collection}.{'insert' if verb == 'POST' else 'list'}"
+        if len(parts) == 4 and parts[3] == "bulkInsert":
+            return f"{collection}.bulkInsert"
         if len(parts) == 4:
             return f"{collection}.{ {'GET': 'get', 'DELETE': 'delete'}.get(verb, verb.lower()) }"
         return f"{collection}.{parts[4]}"
@@ -344,6 +370,10 @@ def _route(st: State, verb: str, path: str, query: dict[str, str], body: dict[st
             return _page(st, "compute#zoneList", _zones(st), query)
         if verb == "GET" and parts[0] == "aggregated" and len(parts) == 2:
             return _aggregated(st, parts[1], query)
+        if len(parts) >= 3 and parts[0] == "regions" and parts[2] == "resourcePolicies":
+            return bulk.resource_policies(st, verb, parts[1], parts[3:], body)
+        if len(parts) >= 3 and parts[0] == "regions" and parts[2] == "operations":
+            return bulk.region_operation(st, parts[1], parts[3:])
         if len(parts) < 3 or parts[0] != "zones" or parts[1] not in st.catalog.zones:
             raise ApiError(404, f"The resource '{path}' was not found", "notFound")
         zone, collection, tail = parts[1], parts[2], parts[3:]
@@ -495,6 +525,8 @@ def _instances(
         return _page(st, "compute#instanceList", _zone_instances(st, zone), query)
     if verb == "POST" and not tail:
         return _insert(st, zone, body)
+    if verb == "POST" and tail == ["bulkInsert"]:
+        return bulk.bulk_insert(st, zone, body)
     if len(tail) == 1:
         key = (zone, tail[0])
         if key not in st.instances:
@@ -583,6 +615,12 @@ def _insert(st: State, zone: str, body: dict[str, Any]) -> dict[str, Any]:
             )
         }
         return op
+    room = st.capacity.get((mt_name, zone, model))
+    if room is not None and room <= 0:
+        st.pending[(zone, op["name"])] = {
+            "error": ("ZONE_RESOURCE_POOL_EXHAUSTED", f"The zone '{zone}' has no more {mt_name}.")
+        }
+        return op
     metric = st.quota.get((mt_name, model))
     if metric:
         prefix = "PREEMPTIBLE_" if model == "SPOT" else ""
@@ -608,6 +646,8 @@ def _insert(st: State, zone: str, body: dict[str, Any]) -> dict[str, Any]:
         held["inUseCount"] = str(int(held["inUseCount"]) + 1)
     st.instances[(zone, name)] = _instance_resource(st, zone, body, target["id"], machine.name)
     st.launches += 1
+    if room is not None:
+        st.capacity[(mt_name, zone, model)] = room - 1
     st.pending[(zone, op["name"])] = {"start": (zone, name)}
     return op
 
@@ -725,6 +765,10 @@ def _finish(st: State, key: tuple[str, str]) -> None:
         st.instances[effect["start"]]["lastStartTimestamp"] = _now()
     elif "delete" in effect:
         st.instances.pop(effect["delete"], None)
+    for key in effect.get("start_many", []):
+        if key in st.instances:
+            st.instances[key]["status"] = "RUNNING"
+            st.instances[key]["lastStartTimestamp"] = _now()
 
 
 def _operations(st: State, verb: str, zone: str, tail: list[str], query: dict[str, str]) -> dict[str, Any]:

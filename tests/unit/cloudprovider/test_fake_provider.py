@@ -304,3 +304,13 @@ def test_a_group_honours_a_placement_zone_and_tags_its_gang() -> None:
     assert {i.zone for i in gang} == {"us-east-1c"}
     assert {i.tags[wk.GANG] for i in gang} == {"ml/train"}
     assert {i.placement_group for i in gang} == {"pg-1"}
+
+
+def test_an_efa_node_class_offers_the_efa_resource_on_efa_types_only() -> None:
+    fake = provider()
+    efa = {t.name: t for t in fake.instance_types(fake_node_class(placement={"efa": True}))}
+    plain = {t.name: t for t in fake.instance_types(NODE_CLASS)}
+
+    assert efa["p5.48xlarge"].allocatable[wk.EFA_RESOURCE] == 32
+    assert wk.EFA_RESOURCE not in efa["m5.large"].capacity
+    assert wk.EFA_RESOURCE not in plain["p5.48xlarge"].capacity
