@@ -96,7 +96,17 @@ def _launch_group(
                 claim.status.conditions, LAUNCHED, None, reason="Launching", message=f"gang {name}", now=now
             )
             ctl.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
-    if len(claims) < size:
+    # Members of the group launched already (a restart between the launch and the last status write)
+    # count: create_group gives them back, by their names, and the others join their offering.
+    launched = sum(
+        1
+        for n in snap.nodes
+        if n.claim is not None
+        and n.claim.status.provider_id
+        and n.claim.metadata.annotations.get(wk.GANG) == name
+        and n.claim.metadata.annotations.get(wk.GANG_SIZE) == str(size)
+    )
+    if len(claims) + launched < size:
         if now - first_seen >= ctl.settings.batch_max:
             _give_up(
                 ctl,

@@ -36,6 +36,7 @@ def test_the_shortage_scenario_launches_nothing_until_capacity_returns_then_all_
     )
     [gang] = doc["gangs"]
     assert (gang["state"], gang["running"], gang["zone"]) == ("Running", 4, "us-east-1b")
+    assert gang["placement"], "the NodeClass asks for a placement group per gang, and all 4 are in it"
     said = [e for e in doc["events"] if e["kind"] == "Pod" and e["reason"] == "FailedProvisioning"]
     assert {e["name"] for e in said} == {f"llama-70b-{i}" for i in range(4)}
     assert all("gang ml/llama-70b needs all 4 pods placed together" in e["message"] for e in said)
