@@ -2,7 +2,7 @@
 
 A gang is a Kueue plain pod group (pods labelled `kueue.x-k8s.io/pod-group-name`, the group's size in
 the annotation `kueue.x-k8s.io/pod-group-total-count`), or the pods a ProvisioningRequest describes (its
-PodTemplates times their counts, labelled the same way by `provisioner.provisioning_requests`). This
+PodTemplates times their counts, labelled the same way by `provisioner.state.provisioning_requests`). This
 module owns what the solver does with one; the solver itself knows nothing of gangs (its hook is the
 one call in `solver.solve`).
 

@@ -1,6 +1,7 @@
 """Gangs in `provisioner simulate`: the capacity a scenario says offerings have left (`spec.capacity`),
-and each gang as the output shows it (members, state, zone, placement, reason; `gangs` in the JSON and a
-table), for the static solve and for a timeline run.
+each gang as the output shows it (members, state, zone, placement, reason; `gangs` in the JSON and a
+table) for the static solve and for a timeline run, what all-or-nothing avoided over a run
+(`AvoidedMeter`), and the scenario's ProvisioningRequests (read, solved, shown).
 
 What the solver decides for a gang is `provisioner.scheduling.gangs`'; this only reads and reports it.
 """
