@@ -213,5 +213,7 @@ class ProvisioningRequestController(Reconciler):
                     namespace=request.namespace,
                     reason=reason,
                     message=message,
-                    type="Normal" if status == (type_ == pr.PROVISIONED) else "Warning",
+                    type="Warning"
+                    if (status and type_ != pr.PROVISIONED) or reason == "CapacityIsNotFound"
+                    else "Normal",
                 )
