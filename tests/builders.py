@@ -305,6 +305,21 @@ def gpu_pod(name: str | None = None, *, gpus: int = 8, gpu_name: str | None = "h
     return pod(name, gpus=gpus, node_selector=selector, tolerations=tolerations, **kw)
 
 
+def gang_pods(
+    group: str = "train", count: int = 4, *, total: int | None = None, gpus: int = 8, **kw: Any
+) -> list[Pod]:
+    """`count` pods of a Kueue plain pod group (`kueue.x-k8s.io/pod-group-name`), the group's size
+    `total` (default `count`) in `kueue.x-k8s.io/pod-group-total-count`; GPU pods of `gpus` each."""
+    labels = {**(kw.pop("labels", None) or {}), wk.KUEUE_POD_GROUP_NAME: group}
+    annotations = {
+        **(kw.pop("annotations", None) or {}),
+        wk.KUEUE_POD_GROUP_TOTAL_COUNT: str(total if total is not None else count),
+    }
+    return [
+        gpu_pod(f"{group}-{i}", gpus=gpus, labels=labels, annotations=annotations, **kw) for i in range(count)
+    ]
+
+
 def spread(key: str = wk.ZONE, *, app: str, max_skew: int = 1, hard: bool = True) -> dict[str, Any]:
     return {
         "maxSkew": max_skew,

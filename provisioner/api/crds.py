@@ -341,8 +341,13 @@ def to_yaml(document: dict[str, Any]) -> str:
 
 
 def files() -> dict[str, str]:
-    """File name (`provisioner.sh_nodepools.yaml`) -> content, for charts/provisioner/crds/."""
-    return {f"{labels.GROUP}_{c['spec']['names']['plural']}.yaml": to_yaml(c) for c in all_crds()}
+    """File name (`provisioner.sh_nodepools.yaml`) -> content, for charts/provisioner/crds/; with the
+    ProvisioningRequest CRD (`autoscaling.x-k8s.io`), for clusters without Cluster Autoscaler's."""
+    from provisioner.api import provisioning_request
+
+    out = {f"{labels.GROUP}_{c['spec']['names']['plural']}.yaml": to_yaml(c) for c in all_crds()}
+    out[f"{provisioning_request.GROUP}_provisioningrequests.yaml"] = to_yaml(provisioning_request.crd())
+    return out
 
 
 def multi_document_yaml() -> str:

@@ -81,6 +81,22 @@ LEDGER_ACTIONS = f"{GROUP}/ledger-actions"
 the deletion so a controller killed before the rows are stored finds them again; the termination
 finalizer is held until they are stored (see provisioner.controllers.termination)."""
 
+# Gangs: pods that run together or not at all.
+KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+"""Pod label (Kueue plain pod groups): the group the pod belongs to, within its namespace."""
+KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+"""Pod annotation (Kueue plain pod groups): how many pods the whole group has."""
+CONSUME_PROVISIONING_REQUEST = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+"""Pod annotation: the ProvisioningRequest (same namespace) whose booked capacity the pod runs on (the
+key Kueue writes; `autoscaling.x-k8s.io/consume-provisioning-request` is read too:
+`provisioner.api.provisioning_request.CONSUME_ANNOTATIONS`)."""
+PROVISIONING_REQUEST = f"{GROUP}/provisioning-request"
+"""Label of the pods the provisioner makes of a ProvisioningRequest's PodTemplates to size its capacity:
+the request's name. Such pods exist only inside solves, never in the cluster."""
+GANG_SIZE = f"{GROUP}/gang-size"
+"""On a NodeClaim of a gang (which also carries `GANG`, the gang's key): how many new claims the gang's
+launch holds (the launcher waits for all of them)."""
+
 # Taints and finalizers.
 DISRUPTED_TAINT = f"{GROUP}/disrupted"
 UNREGISTERED_TAINT = f"{GROUP}/unregistered"

@@ -20,6 +20,7 @@ from provisioner.api import accelerators, quantities
 from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.scheduling import NewClaim, Results, pool_order
+from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import static
 from provisioner.state.objects import Pod
@@ -80,7 +81,7 @@ def _fallback_note(claim: NewClaim) -> str:
 
 def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
     console = _console()
-    doc = static.to_json(results)
+    doc = static.to_json(results, loaded)
     pending = len(loaded.pods)
     console.print(
         f"[bold]{loaded.source}[/bold]: catalog {loaded.where}, "
@@ -144,6 +145,10 @@ def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
             for i, r in enumerate(u["reasons"]):
                 table.add_row(escape(u["pod"]) if i == 0 else "", escape(r["nodePool"]), escape(r["reason"]))
         console.print(table)
+    if doc.get("gangs"):
+        console.print(sim_gangs.table(doc["gangs"]))
+    if doc.get("provisioningRequests"):
+        console.print(sim_gangs.requests_table(doc["provisioningRequests"]))
     gpus = sum((c["gpu"] or {}).get("count", 0) for c in doc["nodeClaims"])
     new_nodes = len(doc["nodeClaims"])
     console.print(
@@ -236,7 +241,7 @@ def simulate(
         if fmt == "table":
             _print_table(loaded, results)
         else:
-            typer.echo(static.document_text(static.to_json(results), fmt), nl=False)
+            typer.echo(static.document_text(static.to_json(results, loaded), fmt), nl=False)
 
 
 @app.command("explain")

@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -151,6 +151,9 @@ class DisruptionController(Reconciler):
     recorder: LedgerRecorder | None = None
     """Where ledger rows go; None keeps no ledger."""
     solve: SolveFn = scheduling.solve
+    booked: Callable[[], Sequence[Pod]] = tuple
+    """The pods of ProvisioningRequests holding booked capacity: the nodes they can land on are kept like
+    nodes a pending pod waits for."""
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: Plan | None = field(default=None, init=False)
@@ -183,6 +186,9 @@ class DisruptionController(Reconciler):
     def reconcile(self, now: datetime) -> None:
         changed = self.state.generation != self._generation
         snap = self.state.snapshot()
+        booked = self.booked()
+        if booked:
+            snap = dataclasses.replace(snap, pending_pods=(*snap.pending_pods, *booked))
         self._note_nodes(snap)
         self._warn_invalid_annotations()
         self._pod_events.observe(snap, now)

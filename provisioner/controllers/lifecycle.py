@@ -1,6 +1,7 @@
 """Lifecycle of a NodeClaim: Launched -> Registered -> Initialized, with a timeout on each step.
 
-- Launched: `provider.create` with the claim's options (the claim name is the idempotency token, so a
+- Launched: a gang's claims together through `provider.create_group` (`gang_launch`); any other with
+  `provider.create` and the claim's options (the claim name is the idempotency token, so a
   controller restarted between the launch and the status write gets the same instance back). An
   InsufficientCapacity marks those offerings unavailable (the CachingProvider wrapper also remembers
   them, so the next solve avoids them) and the next option is tried; when none is left the claim is
@@ -40,9 +41,11 @@ from provisioner.cloudprovider import (
 )
 from provisioner.cloudprovider.types import for_template
 from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError, guarded, node_rv
+from provisioner.controllers import gang_launch
 from provisioner.controllers.conditions import condition_status, condition_time, set_condition, with_ready
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.finops.recorder import LedgerRecorder
 from provisioner.state import Snapshot
 from provisioner.state.objects import Node
 
@@ -104,6 +107,8 @@ def _summary(keys: set[OfferingKey], limit: int = 6) -> str:
 
 @dataclass(kw_only=True, eq=False)
 class LifecycleController(Reconciler):
+    recorder: LedgerRecorder | None = None
+    """Where a gang launch that ended partial books what it cost (`gang_launch`)."""
     # Claim -> (failed launches, not before): a failing launch backs off instead of calling the cloud
     # every step (in memory only: a restart tries at once, which is what a restart is for).
     _retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
@@ -129,6 +134,13 @@ class LifecycleController(Reconciler):
         nodes_by_pid = {
             sn.node.provider_id: sn.node for sn in snap.nodes if sn.node is not None and sn.node.provider_id
         }
+        # A gang's claims launch together, all or none; the rest of their life is any claim's.
+        todo, groups = gang_launch.split(todo)
+        if groups:
+            try:
+                gang_launch.launch_gangs(self, groups, snap, now)
+            except ClusterError as err:
+                log.warning("gang launch: %s", err)
         for claim in todo:
             try:
                 if not claim.status.provider_id:

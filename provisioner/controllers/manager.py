@@ -30,6 +30,7 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.provisioning import ProvisioningController
+from provisioner.controllers.provisioning_requests import ProvisioningRequestController
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.repair import RepairController
 from provisioner.controllers.settings import Settings
@@ -37,6 +38,7 @@ from provisioner.controllers.termination import TerminationController
 from provisioner.controllers.usage import UsageController
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.scheduling import SolveFn, SolveOptions
+from provisioner.scheduling.results import GangOutcome
 from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -74,10 +76,13 @@ class Manager:
             metrics=self.metrics,
             clock=clock,
         )
-        self.provisioning = ProvisioningController(**shape, solve=solve, solve_options=solve_options)
+        self.requests = ProvisioningRequestController(**shape, solve=solve, gang_outcome=self._gang_outcome)
+        self.provisioning = ProvisioningController(
+            **shape, solve=solve, solve_options=solve_options, booked=self.requests.booked_pods
+        )
         self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
         self.admission = AdmissionController(**shape)
-        self.lifecycle = LifecycleController(**shape)
+        self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**shape)
         self.repair = RepairController(**shape, recorder=recorder)
@@ -85,6 +90,7 @@ class Manager:
         self.controllers: list[tuple[str, Reconciler]] = [
             ("interruption", self.interruption),
             ("admission", self.admission),
+            ("provisioningrequests", self.requests),
             ("provisioning", self.provisioning),
             ("lifecycle", self.lifecycle),
             ("repair", self.repair),
@@ -108,10 +114,16 @@ class Manager:
                 solve=solve,
                 recorder=recorder,
                 disruption=disruption_settings or DisruptionSettings(),
+                booked=self.requests.booked_pods,
             )
             self.controllers.insert(
                 self.controllers.index(("termination", self.termination)), ("disruption", self.disruption)
             )
+
+    def _gang_outcome(self, name: str) -> GangOutcome | None:
+        """What the last provisioning solve decided for a gang (a ProvisioningRequest's reason)."""
+        results = self.provisioning.last_results
+        return next((g for g in (results.gangs if results else ()) if g.name == name), None)
 
     def step(self, now: datetime | None = None) -> bool:
         """One pass of every controller. Returns False (and does nothing) when not the leader."""

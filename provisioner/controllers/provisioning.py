@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,6 +29,7 @@ from provisioner.controllers.reconciler import Reconciler
 from provisioner.scheduling import NewClaim, Results, SolveFn, SolveOptions, Unschedulable
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
+from provisioner.state.provisioning_requests import is_booking_pod
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
 class ProvisioningController(Reconciler):
     solve: SolveFn = scheduling.solve
     solve_options: SolveOptions | None = None
+    booked: Callable[[], Sequence[Pod]] = tuple
+    """The pods of ProvisioningRequests being provisioned or holding booked capacity (never in the
+    cluster): solved with the pending pods, so their nodes launch and stay theirs."""
     batches: int = field(default=0, init=False)
     last_results: Results | None = field(default=None, init=False)
     _seen: frozenset[str] | None = field(default=None, init=False)
@@ -79,6 +83,7 @@ class ProvisioningController(Reconciler):
         snap = self.state.snapshot()
         pods = pods_needing_capacity(snap)
         self.metrics.pending_pods.set(len(pods))
+        pods += self.booked()
         if not pods:
             self._window_start = self._last_change = None
             self._seen = None
@@ -111,7 +116,7 @@ class ProvisioningController(Reconciler):
             self._solved = None
             self._seen = None
         else:
-            self._solved = self._signature(after, pods_needing_capacity(after), now)
+            self._solved = self._signature(after, [*pods_needing_capacity(after), *self.booked()], now)
             self._seen = self._solved
         return results
 
@@ -151,8 +156,10 @@ class ProvisioningController(Reconciler):
         self._failed_writes += written.count(False)
         for (new, claim), ok in zip(claims, written, strict=True):
             if ok:
-                self._nominate(new.pods, claim.name)
-        self._events_for_unschedulable(results.unschedulable, {p.key for p in pods})
+                self._nominate([p for p in new.pods if not is_booking_pod(p)], claim.name)
+        # A ProvisioningRequest's pods are not in the cluster: the request's conditions say why instead.
+        unschedulable = [u for u in results.unschedulable if not is_booking_pod(u.pod)]
+        self._events_for_unschedulable(unschedulable, {p.key for p in pods})
         return results
 
     def _options(self) -> SolveOptions:

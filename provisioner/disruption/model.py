@@ -32,6 +32,8 @@ class BlockerKind(StrEnum):
     AWAITED = "AwaitedByPendingPod"
     """A pod on its way, pending or on a node being disrupted, can land on the node (often the pod it was
     launched for, not bound yet)."""
+    GANG = "Gang"
+    """The node runs members of a gang whose other nodes the command would not take with it."""
     RESERVED_FOR_WORK = "ReservedForWork"
     """An empty reserved node stays for the work of a node of its type and zone outside the reservation:
     deleting it saves nothing (the reservation is paid), that work moving onto it saves its price."""

@@ -10,7 +10,8 @@ are proven to fit by re-solving with the scheduler, never by guessing.
 
 This module owns only the orchestration: the budgets as the plan starts, the candidates, the methods in
 order until `Settings.max_commands`, and the resulting `Plan` (or the last one again, when the caller's
-`memory` says nothing the plan reads has changed since).
+`memory` says nothing the plan reads has changed since). A plan taking part of a gang is made again
+without that gang's nodes (`gangs`).
 
 Pure: no clock, no client; `now` and settings come in, a `Plan` goes out. Time is read only through the
 plan's `Clock`.
@@ -25,13 +26,13 @@ from provisioner import scheduling
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
-from provisioner.disruption import emptiness, expiration_drift, multinode, preferred, singlenode
+from provisioner.disruption import emptiness, expiration_drift, gangs, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context, Settings
 from provisioner.disruption.facts import Facts
 from provisioner.disruption.memory import Inputs, Memory
-from provisioner.disruption.model import Plan
+from provisioner.disruption.model import BlockerKind, Plan
 from provisioner.disruption.verdicts import Shared
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot
@@ -92,6 +93,42 @@ def plan(
         again = memory.repeat(inputs, now)
         if again is not None:
             return again
+    gang_nodes = gangs.gang_nodes(snapshot)
+    held: dict[str, str] = {}
+    while True:
+        result, clock = _plan(
+            snapshot,
+            pools=pool_list,
+            instance_types=instance_types,
+            now=now,
+            settings=settings,
+            solve=solve,
+            memory=memory,
+            held=held,
+        )
+        # A command taking part of a gang is made again without that gang's nodes (`gangs`): each pass
+        # holds more nodes, so this ends.
+        more = {k: v for k, v in gangs.broken(result.commands, gang_nodes).items() if k not in held}
+        if not more:
+            break
+        held.update(more)
+    if memory is not None and inputs is not None:
+        memory.made(inputs, clock, result)
+    return result
+
+
+def _plan(
+    snapshot: Snapshot,
+    *,
+    pools: list[NodePool],
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    now: datetime,
+    settings: Settings,
+    solve: SolveFn,
+    memory: Memory | None,
+    held: Mapping[str, str],
+) -> tuple[Plan, Clock]:
+    pool_list = pools
     clock = Clock(now)
     facts = memory.facts if memory is not None else Facts()
     facts.start(snapshot.nodes)
@@ -126,6 +163,8 @@ def plan(
         blocker = cand.candidate_blocker(
             known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=ctx.on_the_way
         )
+        if blocker is None and node.name in held:
+            blocker = (BlockerKind.GANG, held[node.name])
         if blocker is not None:
             ctx.block(node, blocker[0], blocker[1], method="candidates")
         else:
@@ -135,6 +174,4 @@ def plan(
             break
         method(ctx)
     ctx.result.blockers = ctx.blockers()
-    if memory is not None and inputs is not None:
-        memory.made(inputs, clock, ctx.result)
-    return ctx.result
+    return ctx.result, clock

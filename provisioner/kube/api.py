@@ -212,6 +212,15 @@ class KubeClusterAPI:
         self._fence(f"patch {kind} {name} status")
         self._feed(res, self.client.patch(res, name, {"status": status}, sub="status"))
 
+    def patch_provisioning_request_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self._fence(f"patch ProvisioningRequest {namespace}/{name} status")
+        self._feed(
+            kc.PROVISIONING_REQUEST,
+            self.client.patch(
+                kc.PROVISIONING_REQUEST, name, {"status": status}, namespace=namespace, sub="status"
+            ),
+        )
+
     def record_event(
         self,
         *,

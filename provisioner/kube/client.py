@@ -66,6 +66,10 @@ AWSNODECLASS = Resource("AWSNodeClass", wk.GROUP, wk.VERSION, "awsnodeclasses", 
 GCPNODECLASS = Resource("GCPNodeClass", wk.GROUP, wk.VERSION, "gcpnodeclasses", False)
 TEAM = Resource("Team", wk.GROUP, wk.VERSION, "teams", False)
 DEPARTMENT = Resource("Department", wk.GROUP, wk.VERSION, "departments", False)
+PODTEMPLATE = Resource("PodTemplate", "", "v1", "podtemplates", True)
+PROVISIONING_REQUEST = Resource(
+    "ProvisioningRequest", "autoscaling.x-k8s.io", "v1", "provisioningrequests", True
+)
 
 WATCHED = (
     POD,
@@ -79,6 +83,8 @@ WATCHED = (
     GCPNODECLASS,
     TEAM,
     DEPARTMENT,
+    PODTEMPLATE,
+    PROVISIONING_REQUEST,
 )
 """Everything the informers feed into ClusterState."""
 

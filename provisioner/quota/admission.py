@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from provisioner.quota import borrowing
+from provisioner.quota import borrowing, gangs
 from provisioner.quota import work as work_mod
 from provisioner.quota.book import QuotaBook, counted
 from provisioner.quota.borrowing import Borrower
@@ -201,4 +201,9 @@ def decide(
                 first_pool=pools[0] if pools else None,
             )
         )
-    return plan
+    # A gang is admitted whole or not at all: a pass admitting part of one is made again without it.
+    return gangs.whole(
+        plan,
+        waiting,
+        redo=lambda rest: decide(snap, book, gated=rest, exclude_victims=exclude_victims, held=held),
+    )

@@ -48,6 +48,11 @@ class NewClaim:
     labels: dict[str, str] = field(default_factory=dict)
     """Labels the node gets besides the pool's template labels: one value for each key the pool's
     requirements define and no type or offering sets (also pinned in `requirements`)."""
+    gang: str = ""
+    """The gang (`namespace/name`) whose members it holds, empty for none: launched with the gang's other
+    new claims as one group (`CloudProvider.create_group`), all or none."""
+    gang_size: int = 0
+    """With `gang`: how many new claims the gang's launch holds."""
 
     @property
     def instance_type(self) -> InstanceType:
@@ -64,6 +69,9 @@ class NewClaim:
         annotations = {**template.metadata.annotations, wk.NODEPOOL_HASH: nodepool_hash(self.nodepool)}
         if node_class is not None:
             annotations[wk.NODECLASS_HASH] = nodeclass_hash(node_class)
+        if self.gang:
+            annotations[wk.GANG] = self.gang
+            annotations[wk.GANG_SIZE] = str(self.gang_size)
         return NodeClaim(
             metadata=ObjectMeta(
                 name=name,
@@ -99,11 +107,43 @@ class Unschedulable:
     reasons: list[PoolReason]
 
 
+@dataclass(frozen=True, slots=True)
+class GangOutcome:
+    """What a solve decided for one gang (a Kueue pod group or a ProvisioningRequest's pods)."""
+
+    name: str
+    """`namespace/name` of the group."""
+    total: int
+    """How many pods the whole gang has."""
+    members: tuple[str, ...]
+    """Keys of its pods in this solve."""
+    running: int
+    """Members already bound to nodes (not in this solve)."""
+    state: str
+    """`Placed` (every member placed, new nodes in one zone), `Waiting` (not all of its pods exist yet)
+    or `Unschedulable` (it cannot be placed whole: nothing is launched for any member)."""
+    zone: str | None = None
+    """The zone its members are placed in (Placed), or the zone that came closest (Unschedulable)."""
+    nodepool: str | None = None
+    """The pool of its new nodes (or of the closest attempt)."""
+    new_nodes: int = 0
+    """New NodeClaims launched for it as one group."""
+    fitting: int = 0
+    """Members that found room in the closest attempt (all of them when Placed)."""
+    reason: str = ""
+    """Why it is not Placed, in plain words."""
+    avoided_per_hour: float = 0.0
+    """Not Placed: the $/h of the new nodes a one-at-a-time launch would have started for the members
+    that fit (nodes billed while the gang cannot run), which all-or-nothing did not launch."""
+
+
 @dataclass(slots=True)
 class Results:
     placements: list[Placement] = field(default_factory=list)
     new_claims: list[NewClaim] = field(default_factory=list)
     unschedulable: list[Unschedulable] = field(default_factory=list)
+    gangs: list[GangOutcome] = field(default_factory=list)
+    """One per gang among the solved pods (empty when none), by name."""
 
     @property
     def cost_per_hour(self) -> float:

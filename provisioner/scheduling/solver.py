@@ -49,10 +49,11 @@ from typing import Protocol
 
 from provisioner.api import NodePool, accelerators, quantities
 from provisioner.api import labels as wk
+from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
+from provisioner.scheduling import gangs, pool_order, reservations, scan
 from provisioner.scheduling import order as batch_order
-from provisioner.scheduling import pool_order, reservations, scan
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
 from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
@@ -93,6 +94,9 @@ class SolveOptions:
     compiled: CompiledPools | None = None
     """Pools already compiled for these pools, types and daemonsets (a caller solving many times over the
     same ones, as the disruption planner does); None compiles them for this solve."""
+    capacity: Mapping[OfferingKey, int] | None = None
+    """Instances each offering has left, where known (a scenario's `spec.capacity`): a gang's new nodes
+    need room for all of them in one offering (`gangs`). None: unknown, the cloud answers at launch."""
 
 
 @dataclass(slots=True, eq=False)
@@ -636,14 +640,21 @@ def solve(
     ]
     if refused:
         pods = [p for p in pods if not p.invalid]
-    solver = _Solver(
-        pods,
-        snapshot,
-        pools=pools,
-        instance_types=instance_types,
-        daemonsets=snapshot.daemonsets if daemonsets is None else daemonsets,
-        options=options or SolveOptions(),
-    )
-    results = solver.solve(pods)
+    opts = options or SolveOptions()
+    ds = snapshot.daemonsets if daemonsets is None else daemonsets
+
+    def inner(batch: Sequence[Pod]) -> Results:
+        solver = _Solver(
+            batch, snapshot, pools=pools, instance_types=instance_types, daemonsets=ds, options=opts
+        )
+        return solver.solve(batch)
+
+    if gangs.has_gangs(pods):
+        # Gangs are placed whole in one zone or not at all, over solves of the plain kind (`gangs`).
+        zones = {o.zone for types in instance_types.values() for t in types for o in t.offerings}
+        zones.update(z for n in snapshot.nodes if (z := n.labels.get(wk.ZONE)))
+        results = gangs.solve(pods, snapshot, inner=inner, zones=sorted(zones), capacity=opts.capacity)
+    else:
+        results = inner(pods)
     results.unschedulable.extend(refused)
     return results

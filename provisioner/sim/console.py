@@ -20,6 +20,7 @@ from rich.table import Table
 from provisioner.api import durations
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.reports.text import plural
+from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import output as output_
 from provisioner.sim import static
 from provisioner.sim.runner import Runner, RunResult
@@ -198,6 +199,8 @@ def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
             str(len(c["pods"])),
         )
     console.print(launches)
+    if doc.get("gangs"):
+        console.print(sim_gangs.table(doc["gangs"]))
 
     if doc["actions"]:
         actions = Table(title="Disruption actions (ledger rows)", title_justify="left")

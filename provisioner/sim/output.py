@@ -9,17 +9,21 @@ savings, idle cost, evicted workload, churn), `reservations` (each reservation's
 idle, idle cost and idle GPU-hours, in all and per clock hour; null without reservations), `actions` (the ledger rows, one per node
 removed or replaced), `nodes` (the nodes alive at the end, as `nodeClaims`), `timeline` (each step
 with the $/h just before it) and `events` (what the controllers said: fallbacks, interruptions, failed
-launches, abandoned disruptions). Lists are in a fixed order, so equal runs print equal documents.
+launches, abandoned disruptions), and, for a run with gangs, `gangs` (each gang at the end: members,
+state, zone, nodes, placement group, reason). Lists are in a fixed order, so equal runs print equal documents.
 """
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Any
 
 from provisioner.api import durations
 from provisioner.clock import isoformat
+from provisioner.cloudprovider import CloudProviderError
 from provisioner.finops.reports import reservations, scale_down
+from provisioner.sim.gangs import timeline_gangs
 from provisioner.sim.runner import ClaimRecord, RunResult
 
 ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
@@ -94,6 +98,26 @@ def to_json(result: RunResult) -> dict[str, Any]:
     for key, reasons in result.held.items():
         unschedulable_reasons[key] = [{"nodePool": pool, "reason": why} for pool, why in reasons]
     pending = sorted(p.key for p in all_pods if not p.node_name and not p.is_terminal and not p.deleting)
+    # Only when the run has gangs: documents of runs without stay as they were.
+    gangs = timeline_gangs(state, last, _placements(result), result.avoided)
+    requests = [
+        {
+            "name": r.key,
+            "provisioningClassName": r.spec.provisioning_class_name,
+            "pods": r.total,
+            "conditions": [
+                {
+                    "type": c.type,
+                    "status": c.status.value,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "at": _offset(result, c.last_transition_time) if c.last_transition_time else None,
+                }
+                for c in r.status.conditions
+            ],
+        }
+        for r in sorted(state.provisioning_requests.values(), key=lambda r: r.key)
+    ]
     return {
         "start": isoformat(result.start),
         "end": isoformat(result.end),
@@ -113,6 +137,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "idleCost": round(built.total.idle_cost, 4),
             "evictedPerHour": round(built.total.evicted_per_hour, 6),
             "churnCost": round(built.churn.cost, 4),
+            # What all-or-nothing did not bill: a one-at-a-time launch's nodes waiting for their gang.
+            **({"gangAvoidedCost": round(sum(a.cost for a in result.avoided.values()), 4)} if gangs else {}),
         },
         "reservations": reservations.to_dict(built.reservations) if built.reservations else None,
         **({"bestPossible": built.best.to_dict()} if built.best is not None else {}),
@@ -154,6 +180,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
             for e in result.events
             if e.reason not in ROUTINE_EVENTS
         ],
+        **({"gangs": gangs} if gangs else {}),
+        **({"provisioningRequests": requests} if requests else {}),
         "timeline": [
             {
                 "at": durations.format_duration(s.step.at),
@@ -165,6 +193,20 @@ def to_json(result: RunResult) -> dict[str, Any]:
             for s in result.steps
         ],
     }
+
+
+def _placements(result: RunResult) -> dict[str, str]:
+    """Node name -> the placement group its instance launched in (where the cloud reported one)."""
+    out: dict[str, str] = {}
+    for claim in result.state.claims.values():
+        pid = claim.status.provider_id
+        if not pid or not claim.status.node_name:
+            continue
+        with contextlib.suppress(CloudProviderError):
+            group = result.fake.get(pid).placement_group
+            if group:
+                out[claim.status.node_name] = group
+    return out
 
 
 def teams_json(teams: Any) -> dict[str, Any]:

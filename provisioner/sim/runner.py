@@ -36,6 +36,7 @@ from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, BestRow, ReservationRow, UsageRow
+from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim.binder import Binder
 from provisioner.sim.cluster import (
@@ -124,6 +125,8 @@ class RunResult:
     """The best possible cost per interval, when `simulate --best-possible` solved it."""
     demand: list[tuple[datetime, tuple[Pod, ...]]] = field(default_factory=list)
     """(time, the pods wanting capacity from then on) at every change; empty past `DEMAND_PODS` pods."""
+    avoided: dict[str, Any] = field(default_factory=dict)
+    """Gang -> what a one-at-a-time launch would have billed for it (`sim.gangs.Avoided`)."""
     ledger: Ledger | None = None
     """The run's ledger, open while its caller keeps it: the blockers (one row per node kept per
     evaluation, the most rows of a large run) are read from it only by the report that shows them."""
@@ -184,9 +187,11 @@ class Runner:
             reveal_stockouts=False,
         )
         self._mark(spec.unavailable, available=False)
+        self._set_capacity(spec.capacity)
         self.block_ends: dict[str, datetime] = {}
         for reservation in spec.reservations:
             self._reserve(reservation)
+        self.avoided = sim_gangs.AvoidedMeter(self.fake)
         self.kubelets = Kubelets(self.cluster, {t.name: t for t in self.fake.catalog})
         self.fake.on_launch = self.kubelets.on_launch
         self.fake.on_delete = self.kubelets.on_delete
@@ -231,6 +236,12 @@ class Runner:
         quota_objects: list[Department | Team] = [*loaded.departments, *loaded.teams]
         for quota_object in quota_objects:
             self.state.upsert(quota_object.kind, quota_object.to_dict())
+        for template in loaded.pod_templates.values():
+            self.state.upsert("PodTemplate", template)
+        for request in loaded.provisioning_requests:
+            doc = request.to_dict()
+            doc["metadata"]["creationTimestamp"] = self.cluster.stamp()
+            self.state.upsert("ProvisioningRequest", doc)
         for pdb in loaded.pdb_documents:
             self.state.upsert("PodDisruptionBudget", pdb)
         for ds in loaded.daemonsets:
@@ -304,6 +315,7 @@ class Runner:
             reservations=self.ledger.reservations(),
             ledger=self.ledger,
             demand=[] if self.demand_too_large else list(self.demand),
+            avoided=dict(self.avoided.avoided),
         )
 
     def _tick(self, now: datetime) -> None:
@@ -315,6 +327,8 @@ class Runner:
         self.kubelets.sync(now)
         self._observe(now)
         self._note_demand(now)
+        self.avoided.saw(self.manager.provisioning.last_results)
+        self.avoided.tick(now, self.state)
 
     def _note_demand(self, now: datetime) -> None:
         """Note the pods that want capacity (pending or running, DaemonSet pods apart) whenever they
@@ -436,6 +450,7 @@ class Runner:
             self.workloads.add(step.pods)
         self._mark(step.unavailable, available=False)
         self._mark(step.available, available=True)
+        self._set_capacity(step.capacity)
         for reservation in step.reservations:
             self._reserve(reservation)
         for rid in step.end_reservations:
@@ -504,6 +519,19 @@ class Runner:
             mark = self.fake.mark_available if available else self.fake.mark_unavailable
             mark(instance_type=sel.instance_type, zone=sel.zone, capacity_type=sel.capacity_type)
         if selectors and hasattr(self, "scoped"):
+            self.scoped.invalidate()
+
+    def _set_capacity(self, specs: Any) -> None:
+        known = {t.name for t in self.fake.catalog}
+        for spec in specs:
+            if spec.instance_type is None or spec.instance_type in known:
+                self.fake.set_capacity(
+                    instance_type=spec.instance_type,
+                    zone=spec.zone,
+                    capacity_type=spec.capacity_type,
+                    count=spec.count,
+                )
+        if specs and hasattr(self, "scoped"):
             self.scoped.invalidate()
 
     # ---- reading -----------------------------------------------------------------------------------

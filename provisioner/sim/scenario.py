@@ -41,10 +41,13 @@ from provisioner.api import (
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.nodeclass import NodeClass
+from provisioner.api.provisioning_request import ProvisioningRequest
+from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType, Offering, for_template
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.sim import catalogs, priority
 from provisioner.sim.catalogs import CatalogUse
+from provisioner.sim.gangs import RequestDocuments, capacity_of
 from provisioner.sim.scenario_spec import ReservationSpec, Scenario
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
@@ -53,7 +56,9 @@ CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
 OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget", "PriorityClass")
 OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass", "Team", "Department")
-ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS)
+REQUEST_KINDS = ("ProvisioningRequest", "PodTemplate")
+"""Cluster Autoscaler's ProvisioningRequest and the PodTemplates it names (`provisioner.sim.gangs`)."""
+ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
 MAX_REPLICAS = 100_000
 
 
@@ -94,6 +99,10 @@ class LoadedScenario:
     departments: list[Department] = field(default_factory=list)
     priorities: priority.PriorityClasses = field(default_factory=priority.PriorityClasses)
     """The scenario's PriorityClasses (pods' `spec.priority` is set from them as they are loaded)."""
+    provisioning_requests: list[ProvisioningRequest] = field(default_factory=list)
+    """ProvisioningRequests (autoscaling.x-k8s.io/v1), by namespace and name."""
+    pod_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`namespace/name` -> PodTemplate document (what the requests' pod sets name)."""
     warnings: list[Problem] = field(default_factory=list)
     """What `templates validate` warns of (a typo'd `provisioner.sh/` key, a GPU pool without a taint,
     quotas promising more than a pool holds): the run goes on, and `simulate` prints them first."""
@@ -141,6 +150,12 @@ class LoadedScenario:
             teams=tuple(sorted(self.teams, key=lambda t: t.name)),
             departments=tuple(sorted(self.departments, key=lambda d: d.name)),
         )
+
+    @property
+    def capacity(self) -> dict[OfferingKey, int] | None:
+        """Instances each offering has left (`spec.capacity`, the last selector matching an offering
+        wins), None when the scenario sets none."""
+        return capacity_of(self.scenario.spec.capacity, self.catalog_types)
 
     def find_pod(self, key: str) -> Pod | None:
         namespace, _, name = key.rpartition("/")
@@ -261,6 +276,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     daemonsets: list[DaemonSet] = []
     pdb_documents: list[dict[str, Any]] = []
     namespaces: dict[str, dict[str, str]] = {}
+    requests = RequestDocuments()
     seen: dict[tuple[str, str], YamlDocument] = {}
     priorities, priority_problems = priority.collect(docs)
     out.problems.extend(priority_problems)
@@ -298,6 +314,11 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 scenarios.append((Scenario.model_validate_json(json.dumps(data), strict=True), doc))
             except ValidationError as err:
                 out.problems.extend(documents.located_problems(err, doc, kind="Scenario", model=Scenario))
+        elif kind in REQUEST_KINDS:
+            for message, path in requests.add(doc, kind):
+                out.add(doc, message, path)
+            out.problems.extend(requests.problems)
+            requests.problems.clear()
         elif kind in OUR_KINDS:
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
@@ -353,19 +374,23 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     if scenario_doc is not None:
         for message, path in catalogs.unavailable_problems(spec.unavailable, uses, ("spec", "unavailable")):
             out.add(scenario_doc, message, path)
+        for message, path in catalogs.unavailable_problems(spec.capacity, uses, ("spec", "capacity")):
+            out.add(scenario_doc, message, path)
         known = {t.name for use in uses for t in use.types}
         zones = [z for use in uses for z in use.zones]
         for i, r in enumerate(spec.reservations):
             _check_reservation(out, scenario_doc, r, ("spec", "reservations", i), known=known, zones=zones)
     if out.problems:
         raise ScenarioError(out.problems)
-    if spec.unavailable:
+    if spec.unavailable or spec.capacity:
         for use in uses:
+            left = capacity_of(spec.capacity, use.types) or {}
             use.types[:] = [
                 t.with_offerings(
                     tuple(
                         Offering(o.zone, o.capacity_type, o.price, False)
                         if any(sel.matches(t.name, o) for sel in spec.unavailable)
+                        or left.get(o.offering_key(t.name)) == 0
                         else o
                         for o in t.offerings
                     )
@@ -462,6 +487,8 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         teams=[o.obj for o in quota_objects if isinstance(o.obj, Team)],
         departments=[o.obj for o in quota_objects if isinstance(o.obj, Department)],
         priorities=priorities,
+        provisioning_requests=sorted(requests.requests, key=lambda r: r.key),
+        pod_templates=requests.templates,
         warnings=sorted(out.warnings, key=lambda p: (p.file, p.line, p.path)),
     )
 

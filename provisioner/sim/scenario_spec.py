@@ -32,6 +32,15 @@ class Unavailable(Model):
         )
 
 
+class CapacitySpec(Unavailable):
+    """How many more instances the offerings it selects can launch (a shortage short of a stockout): a
+    gang needing more nodes than that launches none. Omitted selector fields match everything."""
+
+    count: int = Field(ge=0)
+    """Instances each selected offering has left (`0` is a stockout); a terminated instance gives its
+    slot back."""
+
+
 class ReservationSpec(Model):
     """Capacity already paid for (an AWS capacity reservation or Capacity Block, a GCP reservation):
     `count` instances of one type in one zone, used before any spot or on-demand."""
@@ -89,6 +98,8 @@ class TimelineStep(Model):
     """Offerings that run out of capacity from now on (`{instanceType, zone, capacityType}`)."""
     available: list[Unavailable] = Field(default_factory=list)
     """Offerings whose capacity comes back (same selectors)."""
+    capacity: list[CapacitySpec] = Field(default_factory=list)
+    """Instances offerings have left from now on (`{instanceType, zone, capacityType, count}`)."""
     interrupt: list[InterruptSelector] = Field(default_factory=list)
     """Nodes the cloud interrupts (`{nodePool, capacityType}`, each optional)."""
     reservations: list[ReservationSpec] = Field(default_factory=list)
@@ -131,6 +142,10 @@ class ScenarioSpec(Model):
     (`[{name: aws, region: us-east-1}, {name: gcp, region: us-central1}]`). Not with `catalog`."""
     unavailable: list[Unavailable] = Field(default_factory=list)
     """Stockouts: offerings with no capacity (`{instanceType, zone, capacityType}`, each optional)."""
+    capacity: list[CapacitySpec] = Field(default_factory=list)
+    """Instances offerings have left (`{instanceType, zone, capacityType, count}`, selectors optional):
+    a shortage. Default: no limit. A gang (a Kueue pod group, a ProvisioningRequest) needing more new
+    nodes than one offering has left launches none."""
     include: list[str] = Field(default_factory=list)
     """Files and folders read with this scenario, relative to its file (`[../nodepool_templates]`): the
     pools a scenario runs against, kept in one place. Default none."""

@@ -22,22 +22,25 @@ from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import count
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
 from provisioner.scheduling.results import PoolReason, Unschedulable
+from provisioner.sim import gangs as sim_gangs
 from provisioner.sim.scenario import LoadedScenario
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
+from provisioner.state.provisioning_requests import is_booking_pod
 
 
 def run(loaded: LoadedScenario) -> Results:
     """Solve the scenario's pending pods (those quota admits) against its nodes, pools and catalog."""
     snapshot = loaded.snapshot()
     pods, held = admit(loaded, snapshot)
+    pods += sim_gangs.booked_pods(loaded)
     results = solve(
         pods,
         snapshot,
         pools=loaded.nodepools,
         instance_types=with_reservations(loaded),
         daemonsets=loaded.daemonsets,
-        options=SolveOptions(pool_defaults=loaded.pool_defaults),
+        options=SolveOptions(pool_defaults=loaded.pool_defaults, capacity=loaded.capacity),
     )
     results.unschedulable.extend(held)
     return results
@@ -159,9 +162,29 @@ def document_text(doc: dict[str, Any], fmt: str) -> str:
     return csv_text(CLAIM_COLUMNS, rows)
 
 
-def to_json(results: Results) -> dict[str, Any]:
+def requests_of(loaded: LoadedScenario, results: Results) -> list[dict[str, Any]]:
+    """The scenario's ProvisioningRequests and the condition each would get (`sim.gangs`)."""
+    snapshot = loaded.snapshot()
+
+    def check(pods: list[Pod]) -> Results:
+        return solve(
+            pods,
+            snapshot,
+            pools=loaded.nodepools,
+            instance_types=with_reservations(loaded),
+            daemonsets=loaded.daemonsets,
+            options=SolveOptions(pool_defaults=loaded.pool_defaults, capacity=loaded.capacity),
+        )
+
+    return sim_gangs.static_requests(loaded, results, check)
+
+
+def to_json(results: Results, loaded: LoadedScenario | None = None) -> dict[str, Any]:
     """The documented output: nodeClaims, placements, unschedulable, costPerHour (claims in solve order,
-    pods by name, so equal inputs print equal documents)."""
+    pods by name, so equal inputs print equal documents); with gangs, `gangs`; with ProvisioningRequests
+    (`loaded` given), `provisioningRequests`. The pods of requests are no pods of the cluster: their
+    reasons are the request's, not `unschedulable` rows."""
+    requests = requests_of(loaded, results) if loaded is not None and loaded.provisioning_requests else []
     claims = []
     for claim in results.new_claims:
         it = claim.instance_type
@@ -190,10 +213,14 @@ def to_json(results: Results) -> dict[str, Any]:
                     "reasons": [{"nodePool": r.nodepool, "reason": r.reason} for r in u.reasons],
                 }
                 for u in results.unschedulable
+                if not is_booking_pod(u.pod)
             ),
             key=lambda x: x["pod"],
         ),
         "costPerHour": round(results.cost_per_hour, 6),
+        # Only when the scenario has gangs: documents of scenarios without stay as they were.
+        **({"gangs": sim_gangs.static_gangs(results)} if results.gangs else {}),
+        **({"provisioningRequests": requests} if requests else {}),
     }
 
 

@@ -23,6 +23,7 @@ from provisioner.sim.scenario import LoadedScenario, ScenarioError
 from provisioner.sim.scenario_spec import (
     TIMELINE_QUOTA_KINDS,
     TIMELINE_WORKLOAD_KINDS,
+    CapacitySpec,
     DeleteRef,
     InterruptSelector,
     ReservationSpec,
@@ -36,6 +37,7 @@ STEP_ACTIONS = (
     "delete",
     "unavailable",
     "available",
+    "capacity",
     "interrupt",
     "reservations",
     "end_reservations",
@@ -62,6 +64,7 @@ class Step:
     delete: list[DeleteRef] = field(default_factory=list)
     unavailable: list[Unavailable] = field(default_factory=list)
     available: list[Unavailable] = field(default_factory=list)
+    capacity: list[CapacitySpec] = field(default_factory=list)
     interrupt: list[InterruptSelector] = field(default_factory=list)
     reservations: list[ReservationSpec] = field(default_factory=list)
     end_reservations: list[str] = field(default_factory=list)
@@ -80,6 +83,8 @@ class Step:
         for word, selectors in (("unavailable", self.unavailable), ("available", self.available)):
             if selectors:
                 parts.append(f"{word} " + ", ".join(offering_text(s) for s in selectors))
+        if self.capacity:
+            parts.append("capacity " + ", ".join(f"{offering_text(c)}={c.count}" for c in self.capacity))
         if self.interrupt:
             parts.append(
                 "interrupt "
@@ -192,11 +197,12 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             delete=list(raw.delete),
             unavailable=list(raw.unavailable),
             available=list(raw.available),
+            capacity=list(raw.capacity),
             interrupt=list(raw.interrupt),
             reservations=list(raw.reservations),
             end_reservations=list(raw.end_reservations),
         )
-        for word in ("unavailable", "available"):
+        for word in ("unavailable", "available", "capacity"):
             for message, path in catalogs.unavailable_problems(
                 getattr(raw, word), loaded.catalogs, (*base, word)
             ):

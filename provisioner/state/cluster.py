@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from provisioner.api import NodeClaim, NodePool
 from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
+from provisioner.api.provisioning_request import ProvisioningRequest
 from provisioner.api.team import Department, Team
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, spec_key
 from provisioner.state.snapshot import Snapshot as Snapshot
@@ -104,6 +105,8 @@ class ClusterState:
         self._namespaces: dict[str, dict[str, str]] = {}
         self._teams: dict[str, Team] = {}
         self._departments: dict[str, Department] = {}
+        self._provisioning_requests: dict[str, ProvisioningRequest] = {}
+        self._pod_templates: dict[str, Mapping[str, Any]] = {}
         self.pods = StoreView(self._pods, self._lock)
         """`namespace/name` -> Pod."""
         self.nodes = StoreView(self._nodes, self._lock)
@@ -119,6 +122,10 @@ class ClusterState:
         """Namespace -> its labels."""
         self.teams = StoreView(self._teams, self._lock)
         self.departments = StoreView(self._departments, self._lock)
+        self.provisioning_requests = StoreView(self._provisioning_requests, self._lock)
+        """`namespace/name` -> ProvisioningRequest (autoscaling.x-k8s.io/v1)."""
+        self.pod_templates = StoreView(self._pod_templates, self._lock)
+        """`namespace/name` -> PodTemplate document (what a ProvisioningRequest's pod sets name)."""
         self.generation = 0
         """Incremented on every change, so callers can tell whether anything moved."""
         self._snapshot: tuple[int, Snapshot] | None = None
@@ -211,6 +218,15 @@ class ClusterState:
                 department = Department.model_validate(obj)
                 key = department.name
                 self._departments[key] = department
+            elif kind == "ProvisioningRequest":
+                request = ProvisioningRequest.model_validate(obj)
+                key = request.key
+                self._provisioning_requests[key] = request
+            elif kind == "PodTemplate":
+                key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+                if not isinstance(obj.get("template"), Mapping):
+                    raise ValueError(f"PodTemplate {key}: template is missing")
+                self._pod_templates[key] = obj
             else:
                 raise ValueError(f"ClusterState does not track kind {kind!r}")
             self._changed(kind, key)
@@ -325,6 +341,8 @@ class ClusterState:
             "Namespace": self._namespaces,
             "Team": self._teams,
             "Department": self._departments,
+            "ProvisioningRequest": self._provisioning_requests,
+            "PodTemplate": self._pod_templates,
         }
         return stores.get(kind, {})
 

@@ -74,6 +74,9 @@ def test_rbac_grants_exactly_the_verbs_the_controller_uses():
         ("provisioner.sh", "nodeclaims/status", "patch"),
         ("provisioner.sh", "nodepools/status", "patch"),
         ("coordination.k8s.io", "leases", "patch"),
+        ("", "podtemplates", "watch"),
+        ("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
+        ("autoscaling.x-k8s.io", "provisioningrequests/status", "patch"),
     }
     assert needed <= granted
     assert ("", "nodes", "create") not in granted, "only the fake cloud registers Nodes"
@@ -149,7 +152,15 @@ def test_the_chart_ships_the_generated_crds():
     kinds = {
         yaml.safe_load((CHART / "crds" / Path(n).name).read_text())["spec"]["names"]["kind"] for n in names
     }
-    assert kinds == {"NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass", "Department", "Team"}
+    assert kinds == {
+        "NodePool",
+        "NodeClaim",
+        "AWSNodeClass",
+        "GCPNodeClass",
+        "Department",
+        "Team",
+        "ProvisioningRequest",
+    }
 
 
 def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():

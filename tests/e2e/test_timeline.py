@@ -525,8 +525,8 @@ def test_a_do_not_disrupt_pod_or_a_pdb_keeps_its_underused_node(
     [
         pytest.param(
             "    - at: 1h\n      scale: {name: chat}\n",
-            "spec.timeline[0].scale: unknown field 'scale'; allowed: apply, at, available, delete, endReservations, "
-            "interrupt, reservations, unavailable",
+            "spec.timeline[0].scale: unknown field 'scale'; allowed: apply, at, available, capacity, delete, "
+            "endReservations, interrupt, reservations, unavailable",
             id="unknown-step-key",
         ),
         pytest.param(
@@ -576,7 +576,7 @@ def test_a_do_not_disrupt_pod_or_a_pdb_keeps_its_underused_node(
         ),
         pytest.param(
             "    - at: 1h\n",
-            "spec.timeline[0]: a step needs at least one of apply, delete, unavailable, available, interrupt",
+            "spec.timeline[0]: a step needs at least one of apply, delete, unavailable, available, capacity, interrupt",
             id="empty-step",
         ),
         pytest.param(

@@ -62,7 +62,24 @@ def test_the_crds_command_prints_every_crd_as_multi_document_yaml() -> None:
     assert result.exit_code == 0
     assert result.stdout == crds.multi_document_yaml()
     printed = [d for d in yaml.safe_load_all(result.stdout) if d]
-    assert [d["spec"]["names"]["kind"] for d in printed] == list(KINDS)
+    assert [d["spec"]["names"]["kind"] for d in printed] == [*KINDS, "ProvisioningRequest"]
+
+
+def test_the_provisioning_request_crd_is_cluster_autoscalers_namespaced_v1() -> None:
+    [crd] = [
+        d
+        for d in yaml.safe_load_all(crds.multi_document_yaml())
+        if d and d["spec"]["names"]["kind"] == "ProvisioningRequest"
+    ]
+    assert crd["metadata"]["name"] == "provisioningrequests.autoscaling.x-k8s.io"
+    assert crd["spec"]["scope"] == "Namespaced"
+    version = crd["spec"]["versions"][0]
+    assert version["name"] == "v1" and version["subresources"] == {"status": {}}
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["podSets", "provisioningClassName"]
+    pod_set = spec["properties"]["podSets"]["items"]
+    assert set(pod_set["properties"]) == {"podTemplateRef", "count"}
+    assert pod_set["properties"]["count"]["minimum"] == 1
 
 
 def test_crds_write_puts_one_file_per_crd_in_the_folder(tmp_path: Path) -> None:

@@ -1,0 +1,54 @@
+"""Gangs in the disruption planner: a gang's nodes are disrupted together or not at all."""
+
+from __future__ import annotations
+
+from provisioner.api import labels as wk
+from provisioner.disruption import BlockerKind
+from tests.unit.disruption.builders import node_pool, pod, state_node
+from tests.unit.disruption.test_planner import LARGE, blocker, run
+
+
+def member(name: str, node: str, *, group: str = "train", total: int = 2, cpu: str = "1"):
+    return pod(
+        name,
+        node=node,
+        cpu=cpu,
+        labels={wk.KUEUE_POD_GROUP_NAME: group},
+        annotations={wk.KUEUE_POD_GROUP_TOTAL_COUNT: str(total)},
+    )
+
+
+def test_a_node_running_one_member_of_a_gang_is_not_consolidated_alone(solve):
+    # Without the gang, "light" would go: its pod fits on "half".
+    half = state_node("half", it=LARGE, pods=[member("t-0", "half"), pod("c", cpu="1", node="half")])
+    light = state_node("light", it=LARGE, pods=[member("t-1", "light")])
+    result = run([half, light], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])
+    assert result.commands == []
+    why = blocker(result, "light")
+    assert why.kind == BlockerKind.GANG
+    assert "gang ml/train runs on 2 nodes, disrupted together or not at all" in why.detail
+
+
+def test_the_same_nodes_without_a_gang_are_consolidated(solve):
+    half = state_node(
+        "half", it=LARGE, pods=[pod("t-0", cpu="1", node="half"), pod("c", cpu="1", node="half")]
+    )
+    light = state_node("light", it=LARGE, pods=[pod("t-1", cpu="1", node="light")])
+    result = run([half, light], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])
+    assert [c.node_names for c in result.commands] == [("light",)]
+
+
+def test_a_gang_on_one_node_is_consolidated_like_any_pod(solve):
+    lonely = state_node("lonely", it=LARGE, pods=[member("t-0", "lonely", total=1)])
+    result = run([lonely], solve=solve)
+    assert [c.action for c in result.commands] == ["replace"]
+
+
+def test_other_nodes_are_still_consolidated_beside_a_held_gang(solve):
+    gang_a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")])
+    gang_b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
+    idle = state_node("idle", it=LARGE)
+    result = run([gang_a, gang_b, idle], solve=solve)
+    taken = {n for c in result.commands for n in c.node_names}
+    assert "idle" in taken
+    assert not taken & {"gang-a", "gang-b"} or {"gang-a", "gang-b"} <= taken
