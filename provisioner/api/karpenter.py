@@ -539,6 +539,21 @@ def fleet_notes(objects: Sequence[dict[str, Any]]) -> list[Note]:
                     "if a pod can fit more than one",
                 )
             )
+    spot_pools = sorted(
+        str((obj.get("metadata") or {}).get("name"))
+        for obj in objects
+        if obj.get("kind") == "NodePool" and _allows_spot(obj)
+    )
+    if spot_pools:
+        notes.append(
+            Note(
+                "check",
+                "",
+                f"spot-to-spot consolidation is on here (Karpenter's SpotToSpotConsolidation feature gate is off "
+                f"by default): nodes of {', '.join(spot_pools)} may be replaced by cheaper spot nodes when enough "
+                "cheaper spot types are offered; set consolidationPolicy: WhenEmpty where that is unwanted",
+            )
+        )
     notes.append(
         Note(
             "check",
@@ -556,6 +571,15 @@ def fleet_notes(objects: Sequence[dict[str, Any]]) -> list[Note]:
         )
     )
     return notes
+
+
+def _allows_spot(pool: dict[str, Any]) -> bool:
+    """Whether the converted pool may launch spot here (a pool silent on capacity type may)."""
+    spec = ((pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for req in spec.get("requirements") or []:
+        if isinstance(req, dict) and req.get("key") == labels.CAPACITY_TYPE and req.get("operator") == "In":
+            return labels.CAPACITY_TYPE_SPOT in (req.get("values") or [])
+    return True
 
 
 KARPENTER_LABEL_MAP_SHOWN = [

@@ -344,3 +344,15 @@ def test_kubelet_settings_are_dropped_one_warning_each_and_the_report_says_what_
     ]
     checks = [str(n) for n in conversion.notes if n.section == "check"]
     assert any("max pods and reserved resources" in line for line in checks)
+
+
+def test_spot_pools_are_flagged_for_spot_to_spot_consolidation() -> None:
+    conversion = convert(
+        karpenter_pool("spot", requirements=[req("karpenter.sh/capacity-type", "In", "spot")]),
+        karpenter_pool("od", requirements=[req("karpenter.sh/capacity-type", "In", "on-demand")]),
+        NODECLASS,
+    )
+    checks = [str(n) for n in conversion.notes if n.section == "check"]
+    assert any(
+        "spot-to-spot consolidation is on here" in line and "nodes of spot may" in line for line in checks
+    )
