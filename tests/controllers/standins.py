@@ -2,7 +2,7 @@
 that registers a Node for each launched instance (kwok-style: no real kubelet anywhere), a binder that
 binds pending pods as kube-scheduler would, and `cluster_controllers` (what kube-controller-manager's
 node-lifecycle controller and the kubelets do: the `not-ready` taint off Ready Nodes, Terminating pods
-finished). On a real cluster (PROVISIONER_TEST_KUBECONFIG) they run the same: nothing assumes a kubelet.
+finished, and on a real cluster each Node's Lease renewed, so it is not marked unreachable). On a real cluster (PROVISIONER_TEST_KUBECONFIG) they run the same: nothing assumes a kubelet.
 """
 
 from __future__ import annotations
@@ -27,9 +27,13 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 def cluster_controllers(backend: Backend) -> None:
     """What kube-controller-manager's node-lifecycle controller and the kubelets do on a real cluster:
-    the `not-ready` taint TaintNodesByCondition puts on a new Node comes off once it is Ready, and a
-    Terminating pod is finished (its kubelet stops the containers, then deletes it with grace 0)."""
+    each Node's Lease is renewed (on a real cluster), the `not-ready` taint TaintNodesByCondition puts on
+    a new Node comes off once it is Ready, and a Terminating pod is finished (its kubelet stops the
+    containers, then deletes it with grace 0)."""
     for node in list(backend.state.nodes.values()):
+        if not node.deleting:
+            with contextlib.suppress(ClusterError):
+                backend.renew_lease(node.name)
         if node.ready and any(t.key == NOT_READY_TAINT for t in node.taints):
             kept = [t.to_dict() for t in node.taints if t.key != NOT_READY_TAINT]
             with contextlib.suppress(ClusterError):  # a conflict or an injected fault: next tick

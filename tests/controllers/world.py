@@ -139,6 +139,7 @@ class Backend(Protocol):
     ) -> None: ...
     def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None: ...
     def finish_pod(self, namespace: str, name: str) -> None: ...
+    def renew_lease(self, node: str) -> None: ...
     def bind(self, namespace: str, name: str, node: str) -> None: ...
     def events(self) -> list[dict[str, Any]]: ...
     def settle(self) -> None: ...
@@ -189,6 +190,9 @@ class MemoryBackend:
     def finish_pod(self, namespace: str, name: str) -> None:
         self.state.remove("Pod", f"{namespace}/{name}")
 
+    def renew_lease(self, node: str) -> None:
+        return None  # no node-lifecycle controller watches the in-memory cluster
+
     def bind(self, namespace: str, name: str, node: str) -> None:
         self.patch("Pod", name, {"spec": {"nodeName": node}}, namespace=namespace)
 
@@ -232,6 +236,7 @@ class KubeBackend:
         """Delete what the test made when done (a real cluster outlives the test)."""
         self.created: list[tuple[kc.Resource, str, str | None]] = []
         self.namespaces: set[str] = set()
+        self.renewed: dict[str, float] = {}
         self.state = ClusterState()
         self.informers = Informers(client, self.state, watch_timeout=30)
         self.informers.start()
@@ -300,6 +305,22 @@ class KubeBackend:
         """What a kubelet does once a Terminating pod's containers stopped: delete it with grace 0."""
         with contextlib.suppress(NotFoundError):
             self.delete_now(kc.POD, name, namespace)
+
+    def renew_lease(self, node: str) -> None:
+        """A kubelet's heartbeat: on a real cluster the node-lifecycle controller marks a Node whose Lease
+        in kube-node-lease is not renewed for 40 s `Ready=Unknown` and taints it unreachable. The
+        imitation has no such controller, so only a real cluster gets them (every 10 s of real time)."""
+        if not self.cleanup or time.monotonic() - self.renewed.get(node, -1e9) < 10:
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        spec = {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now}
+        try:
+            self.client.patch(kc.LEASE, node, {"spec": spec}, namespace="kube-node-lease")
+        except NotFoundError:
+            lease = {"metadata": {"name": node, "namespace": "kube-node-lease"}, "spec": spec}
+            self.client.create(kc.LEASE, lease, namespace="kube-node-lease")
+            self.created.append((kc.LEASE, node, "kube-node-lease"))
+        self.renewed[node] = time.monotonic()
 
     def delete_now(self, res: kc.Resource, name: str, namespace: str | None) -> None:
         doc = self.client.delete(res, name, namespace=namespace, body={"gracePeriodSeconds": 0})
