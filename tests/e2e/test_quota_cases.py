@@ -544,3 +544,26 @@ def test_kueue_reclaim_from_a_lender_stops_at_its_lending_limit(tmp_path: Path) 
     )
     doc = run_json(write(tmp_path, text))
     assert len(nodes_of(doc, "x/")) == 2
+
+
+def _own_borrowers(tmp_path: Path, limit: int) -> dict[str, Any]:
+    text = (
+        scenario(timeline=at("30m", step("guaranteed", "x", replicas=1)))
+        + l4_pool(limit=limit)
+        + team("x", entry("l4", 2))
+        + deployment("sweep", "x", replicas=2, preemptible=True)
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_a_pod_within_quota_leaves_its_teams_sweeps_running_when_the_pool_has_room(tmp_path: Path) -> None:
+    doc = _own_borrowers(tmp_path, limit=4)
+    assert nodes_of(doc, "x/") == ["x/guaranteed-0", "x/sweep-0", "x/sweep-1"]
+    assert not events(doc, "Preempted")
+    assert doc["teams"]["x"]["pools"]["l4"]["overQuota"] == {"nvidia.com/gpu": "1"}
+
+
+def test_a_pod_within_quota_evicts_one_of_its_teams_sweeps_when_the_pool_is_full(tmp_path: Path) -> None:
+    doc = _own_borrowers(tmp_path, limit=2)
+    assert len(events(doc, "Preempted")) == 1
+    assert "x/guaranteed-0" in nodes_of(doc, "x/") and len(nodes_of(doc, "x/")) == 2
