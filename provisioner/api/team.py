@@ -149,10 +149,12 @@ class TeamPreemption(Model):
     ClusterQueue `preemption.withinClusterQueue`)."""
 
     within_team: Literal["LowerPriority", "Never"] = "LowerPriority"
-    """`LowerPriority`: a pod that does not fit its team's quota evicts the team's own pods of lower
-    priority on that pool (a preemptible one before a pod that is not; never a pod that is not preemptible
-    for one that is; at equal priority, a pod that is not preemptible evicts preemptible ones). `Never`:
-    it waits. Default `LowerPriority`."""
+    """`LowerPriority`: a pod that does not fit its team's quota counts the team's own pods of lower
+    priority on that pool as giving way (at equal priority, preemptible pods give way to one that is not;
+    a pod that is not preemptible never gives way to one that is). Of those, it evicts what is in the
+    way, lowest priority first: pods that are not preemptible beyond the quota, and preemptible ones as
+    far as the pool (or the team's ceiling, or its department) lacks room; the others stay on as what the
+    team borrows. `Never`: it waits. Default `LowerPriority`."""
 
 
 class TeamSpec(Model):

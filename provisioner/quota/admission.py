@@ -3,16 +3,22 @@ pool, and why the others wait.
 
 One pass (`decide`) over the gated pods, highest priority first, then the pods that are not preemptible,
 then the oldest:
-1. In quota: the first pool of the pod's order where its team's and its department's use plus the pod
-   stay within quota. If the pool's `limits` have no room, borrowers of other teams are reclaimed (just
-   enough, `provisioner.quota.reclaim`) and the pod is admitted in their place; else it waits.
-2. Over quota, for the pods left that are labelled preemptible: the first pool of their order where
-   their team (and department, when it would go over too) may borrow and the pool's limits have room.
-   Borrowers are served in turn, the team that borrows least per unit of `overQuotaWeight` first, so
-   idle capacity is shared by weight. When the pool is full, a team below its fair share of what is
-   borrowed there takes pods back from teams above theirs (never below their share), just enough.
+1. In quota: the first pool of the pod's order where its team's use plus the pod stays within the team's
+   quota, and its department's teams' in-quota use within the department's (counting the team's own
+   pods of lower priority as giving way: `work.Pass.preempt_within`, Event `Preempted`). If the pool's
+   `limits` (or a department that may not borrow) have no room, borrowers of other teams are reclaimed
+   (just enough, `provisioner.quota.reclaim`) and the pod is admitted in their place; else it waits.
+2. Over quota, for the pods left that are labelled preemptible (`provisioner.quota.borrowing`): the
+   first pool of their order where their team (and department) may borrow (`overQuota`,
+   `borrowingLimit`) and the pool's limits have room, less what lenders keep (`lendingLimit`).
+   Borrowers are served in turn, the team that borrows least per unit of `overQuotaWeight` first. When
+   the pool is full, a borrower whose department owns the room takes it back from teams holding it on
+   loan; then a team below its fair share of what is borrowed takes pods back from teams above theirs
+   (never below their share), just enough.
 3. The rest wait, with one reason per pool that names the quota and the numbers. A pod that no pool of
    its order could ever take (quota below its request and no borrowing) is told so: `never`.
+
+`held`: room a half-done reclaim freed, kept for its pod (nobody else is admitted into it).
 
 A pod whose namespace belongs to no team is admitted at once, unpinned (no team, no quota).
 """

@@ -185,12 +185,13 @@ class Pass:
         standing: Mapping[str, int] = use
         for p in soft:
             standing = quantities.subtract(standing, self.usage.request_of(p))
-        hard = short_of(standing, request, quota)  # only pods that are not preemptible free this
+        # Only pods that are not preemptible free room in the quota and the department's guarantee:
+        # the preemptible ones giving way are counted out of both already.
+        hard = dict(short_of(standing, request, quota))
+        for r, a in self.department_guarantee_short(dept, pool, request, own=(team.name, standing)).items():
+            hard[r] = max(hard.get(r, 0), a)
         entry = self.book.team_entry(team, pool)
         must = dict(short_of(use, request, {r: c for r in request if (c := entry.ceiling(r)) is not None}))
-        for r, a in self.department_guarantee_short(dept, pool, request).items():
-            # The team's use counts toward the guarantee up to its quota: go below that by `a`.
-            must[r] = max(must.get(r, 0), a + max(0, use.get(r, 0) - quota.get(r, use.get(r, 0))))
         lacking = dict(short_of(self.usage.of_pool(pool), request, self.book.pool_limits(pool)))
         if dept is not None:
             cap = self.department_cap(dept, pool, request, owner=True)
@@ -277,23 +278,35 @@ class Pass:
         self.exclude.difference_update(p.key for p in pods)
 
     def department_guarantee_short(
-        self, dept: Department | None, pool: str, request: Mapping[str, int]
+        self,
+        dept: Department | None,
+        pool: str,
+        request: Mapping[str, int],
+        *,
+        own: tuple[str, Mapping[str, int]] | None = None,
     ) -> dict[str, int]:
         """How far a pod within its team's quota is beyond what its department guarantees on the pool:
         what its teams use within their own quotas, plus the pod, above the department's quota (the teams
-        are promised more than it holds). Borrowed pods do not count: they give way (a reclaim)."""
+        are promised more than it holds). Borrowed pods do not count: they give way (a reclaim). `own`:
+        (its team, that team's use as the pod sees it: less its pods that give way to it)."""
         if dept is None:
             return {}
         limits = {r: lim for r, lim in self.limits_of(dept, pool, request).items() if lim is not None}
         if not limits:
             return {}
-        return short_of(self._in_quota(dept, pool, request), request, limits)
+        return short_of(self._in_quota(dept, pool, request, own), request, limits)
 
-    def _in_quota(self, dept: Department, pool: str, request: Mapping[str, int]) -> dict[str, int]:
+    def _in_quota(
+        self,
+        dept: Department,
+        pool: str,
+        request: Mapping[str, int],
+        own: tuple[str, Mapping[str, int]] | None = None,
+    ) -> dict[str, int]:
         in_quota: dict[str, int] = {}
         for team in self.book.members(dept.name):
             entry = self.book.team_entry(team, pool)
-            use = self.usage.of_team(team.name, pool)
+            use = own[1] if own is not None and own[0] == team.name else self.usage.of_team(team.name, pool)
             for r in request:
                 lim = entry.limit(r)
                 in_quota[r] = in_quota.get(r, 0) + (use.get(r, 0) if lim is None else min(use.get(r, 0), lim))
