@@ -213,3 +213,12 @@ def test_a_starting_node_keeps_room_for_daemonset_pods_not_running_there_yet(bou
         [pod("p", cpu="15", memory="1Gi")], types=[it], snap=Snapshot(nodes=(sn,), daemonsets=(agent,))
     )
     assert not too_big.placements
+
+
+def test_a_daemonset_kept_to_another_pool_takes_nothing_from_a_claim_in_flight():
+    other_pool = daemonset("other", cpu="3", memory="1Gi", node_selector={wk.NODEPOOL: "other"})
+    snap = dataclasses.replace(
+        snapshot(daemonsets=[other_pool]), nodes=(in_flight("claim-ab", zone="zone-b", launched=False),)
+    )
+    results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "claim-ab")]
