@@ -222,3 +222,15 @@ def test_a_daemonset_kept_to_another_pool_takes_nothing_from_a_claim_in_flight()
     )
     results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
     assert [(p.pod.name, p.node) for p in results.placements] == [("p", "claim-ab")]
+
+
+def test_pinned_pods_that_repel_a_flexible_pod_go_first_and_it_waits():
+    """Karpenter's "should not violate pod anti-affinity on zone (inverse)": the pinned pods carry the
+    anti-affinity, so they go first and every zone repels the target."""
+    anti = {"topologyKey": wk.ZONE, "labelSelector": {"matchLabels": SECURE}}
+    pinned = [
+        pod(f"z{i}", cpu="2", node_selector={wk.ZONE: zone}, anti_affinity=[anti])
+        for i, zone in enumerate(("zone-a", "zone-b", "zone-c"))
+    ]
+    results = run([pod("target", cpu="100m", labels=SECURE), *pinned])
+    assert [u.pod.name for u in results.unschedulable] == ["target"]
