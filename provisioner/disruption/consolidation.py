@@ -67,7 +67,7 @@ def judge(ctx: Context, nodes: Sequence[StateNode], results: Results) -> tuple[B
         first = results.unschedulable[0]
         why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
         return BlockerKind.PODS_DO_NOT_FIT, f"pod {first.pod.key} fits nowhere else ({why})"
-    arriving = ctx.in_flight(results.placements)
+    arriving = ctx.destination_blocker(results.placements)
     if arriving is not None:
         return arriving
     before = sum(n.price for n in nodes)

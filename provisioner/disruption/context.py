@@ -114,7 +114,8 @@ class Context:
         """Pods with no settled node yet: the pending ones, and those of the nodes already being disrupted
         (the capacity launched for them must not be taken from them)."""
         self._landing: dict[str, tuple[Pod, ...]] = {}
-        """Per node looked at as a destination, the pending pods that can land on it (`in_flight`)."""
+        """Per node looked at as a destination, the pods on their way that can land on it
+        (`destination_blocker`)."""
         self.verdicts = verdicts
         """Consolidation keep-verdicts of earlier plans, when the caller keeps them."""
         # Every re-solve of the plan is over the same pools, types and daemonsets: compile them once.
@@ -208,7 +209,7 @@ class Context:
         if self.verdicts is not None and verdict[0] not in (BlockerKind.AWAITED, BlockerKind.NOT_SETTLED):
             self.verdicts.keep(tuple(n.name for n in nodes), key, verdict)
 
-    def in_flight(self, placements: Sequence[Placement]) -> tuple[BlockerKind, str] | None:
+    def destination_blocker(self, placements: Sequence[Placement]) -> tuple[BlockerKind, str] | None:
         """Why the pods a command moves must not go where a re-solve put them, or None: capacity still in
         flight, that is a node or claim not initialized yet, a node within its pool's consolidateAfter, or
         room that the pending pods able to land on a node (those it was launched for, or pods being placed

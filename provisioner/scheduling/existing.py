@@ -8,8 +8,8 @@
   unregistered taint, the known ephemeral taints (not-ready, ...) and its claim's start-up taints, with
   the allocatable its claim promised (GPUs appear only when the device plugin starts). Otherwise a solve
   during registration launches a second node. Initialized nodes are tried before it.
-- A node no pool owns (a managed node group, a node added by hand) is capacity
-  like any other: kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
+- A node no pool owns (a managed node group, a node added by hand) is capacity like any other:
+  kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
 - A claim in flight offers the allocatable of its chosen type (else its first option), and a node that
   is starting what its claim promised, less what the daemonsets that will run there and run no pod there
   yet request: on a node, those its labels admit; on a claim, those its requirements and launch leave
@@ -169,7 +169,8 @@ def _daemon_room(
 
 
 def _claim_reqs(sn: StateNode) -> rq.Reqs:
-    """A claim's requirements with what its launch settled (zone, instance type, capacity type)."""
+    """A claim's requirements with its labels (its pool, the pool's custom labels) and what its launch
+    settled (zone, instance type, capacity type)."""
     assert sn.claim is not None
     status = sn.claim.status
     known = {
@@ -177,7 +178,7 @@ def _claim_reqs(sn: StateNode) -> rq.Reqs:
         wk.INSTANCE_TYPE: status.instance_type,
         wk.CAPACITY_TYPE: status.capacity_type,
     }
-    launched = rq.from_labels({k: v for k, v in known.items() if v})
+    launched = rq.from_labels({**sn.claim.metadata.labels, **{k: v for k, v in known.items() if v}})
     return rq.from_api(sn.claim.spec.requirements).intersect(launched)
 
 

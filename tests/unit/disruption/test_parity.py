@@ -9,6 +9,8 @@ from datetime import timedelta
 
 from provisioner.disruption import plan
 from provisioner.disruption.model import BlockerKind
+from provisioner.state.cluster import StateNode
+from tests import builders
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
 CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)
@@ -163,3 +165,14 @@ def test_an_empty_node_launched_for_the_pods_of_a_deleting_node_is_kept(solve):
     assert result.commands == []
     (blocker,) = [b for b in result.blockers if b.node == "fresh"]
     assert blocker.kind == BlockerKind.AWAITED and "ml/a" in blocker.detail
+
+
+def test_a_node_is_deleted_when_a_node_no_pool_owns_can_take_its_pods(solve):
+    """Karpenter's "can delete nodes, when non-Karpenter capacity can fit pods" (the pool is named
+    `default`, which gives every pod a pool list)."""
+    unmanaged = StateNode(name="unmanaged", node=builders.node("unmanaged", cpu=32, memory_gib=64, pool=None))
+    ours = state_node("ours", it=CHEAP, pods=[pod(f"p{i}", cpu="300m") for i in range(3)])
+    result = run([ours, unmanaged], solve=solve)
+    (command,) = result.commands
+    assert command.node_names == ("ours",) and command.replacements == ()
+    assert {m.destination for r in command.records for m in r.pods} == {"unmanaged"}

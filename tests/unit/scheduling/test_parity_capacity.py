@@ -213,3 +213,24 @@ def test_a_starting_node_keeps_room_for_daemonset_pods_not_running_there_yet(bou
         [pod("p", cpu="15", memory="1Gi")], types=[it], snap=Snapshot(nodes=(sn,), daemonsets=(agent,))
     )
     assert not too_big.placements
+
+
+def test_a_daemonset_kept_to_another_pool_takes_nothing_from_a_claim_in_flight():
+    other_pool = daemonset("other", cpu="3", memory="1Gi", node_selector={wk.NODEPOOL: "other"})
+    snap = dataclasses.replace(
+        snapshot(daemonsets=[other_pool]), nodes=(in_flight("claim-ab", zone="zone-b", launched=False),)
+    )
+    results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "claim-ab")]
+
+
+def test_pinned_pods_that_repel_a_flexible_pod_go_first_and_it_waits():
+    """Karpenter's "should not violate pod anti-affinity on zone (inverse)": the pinned pods carry the
+    anti-affinity, so they go first and every zone repels the target."""
+    anti = {"topologyKey": wk.ZONE, "labelSelector": {"matchLabels": SECURE}}
+    pinned = [
+        pod(f"z{i}", cpu="2", node_selector={wk.ZONE: zone}, anti_affinity=[anti])
+        for i, zone in enumerate(("zone-a", "zone-b", "zone-c"))
+    ]
+    results = run([pod("target", cpu="100m", labels=SECURE), *pinned])
+    assert [u.pod.name for u in results.unschedulable] == ["target"]
