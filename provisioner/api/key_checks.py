@@ -1,13 +1,14 @@
 """Checks on the keys a person types, read from the raw document so they show whether or not the rest of
 the object validates: requirement keys and labels under our own `provisioner.sh/` prefix that are none of
-our well-known keys, and pool limits or team/department quota resources that no instance type offers.
+our well-known keys, and pool limits or team/department quota resources (`resources`, `borrowingLimit`,
+`lendingLimit`) that no instance type offers.
 
 A requirement on `provisioner.sh/gpu_name` can never be meant (no node carries it, so the pool would
 match anything or nothing): an error with the nearest well-known key. A template label under our prefix
 is a warning (it is only put on nodes). Limits and quotas name resources; which resources exist comes
 from the catalogs, which the caller passes (this room reads none): an unknown one is an error with "did
-you mean". Without that set only the classic misspellings of GPU, CPU and memory are flagged, as
-warnings. Other checks on the validated models live in `provisioner.api.documents.lint`. Pure.
+you mean". Without that set only misspellings of the common resources (GPU, CPU, memory...) are
+flagged, as warnings. Other checks on the validated models live in `provisioner.api.documents.lint`. Pure.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ WELL_KNOWN_KEYS = (*labels.NODE_LABELS, labels.CAPACITY_RESERVATION_ID, labels.C
 
 POOL_ONLY_RESOURCES = ("nodes",)
 """Resources a pool's limits may name that are not a node's capacity (`nodes`: the node count)."""
+
+_COMMON_RESOURCES = (
+    "cpu",
+    "memory",
+    "pods",
+    "ephemeral-storage",
+    labels.GPU_RESOURCE,
+    labels.AMD_GPU_RESOURCE,
+)
+"""Resources every catalog has: a name one letter from one of these is a misspelling even without the
+catalogs (`nvidia.com/gpuu`)."""
 
 # Resource names people write for GPUs, CPU and memory, and what they mean.
 _RESOURCE_TYPOS = {
@@ -106,9 +118,11 @@ def unknown_resource(resource: object, allowed: Collection[str] | None) -> str |
     if not isinstance(resource, str):
         return None
     if allowed is None:
-        if resource in _RESOURCE_TYPOS:
-            return f"no node has a resource {resource!r}; did you mean {_RESOURCE_TYPOS[resource]!r}?"
-        return None
+        guess = _RESOURCE_TYPOS.get(resource)
+        if guess is None and resource not in _COMMON_RESOURCES:
+            close = difflib.get_close_matches(resource, _COMMON_RESOURCES, n=1, cutoff=0.85)
+            guess = close[0] if close else None
+        return None if guess is None else f"no node has a resource {resource!r}; did you mean {guess!r}?"
     if resource in allowed:
         return None
     close = [_RESOURCE_TYPOS[resource]] if _RESOURCE_TYPOS.get(resource) in allowed else []
@@ -119,8 +133,9 @@ def unknown_resource(resource: object, allowed: Collection[str] | None) -> str |
 
 def _quota_resources(spec: dict[str, Any]) -> Iterator[tuple[FieldPath, Any]]:
     for i, entry in enumerate(_list(spec.get("quotas"))):
-        for resource in _mapping(_mapping(entry).get("resources")):
-            yield ("spec", "quotas", i, "resources", resource), resource
+        for field in ("resources", "borrowingLimit", "lendingLimit"):
+            for resource in _mapping(_mapping(entry).get(field)):
+                yield ("spec", "quotas", i, field, resource), resource
 
 
 def _mapping(value: object) -> dict[str, Any]:

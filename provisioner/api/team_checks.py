@@ -157,7 +157,4 @@ def check(objects: Sequence[LoadedObject], *, allow_oversubscription: bool = Fal
                     f"is limited to {_amount(resource, limit)}{hint}",
                     over,
                 )
-    from provisioner.api import quota_resources
-
-    problems.extend(quota_resources.check(objects))
     return problems

@@ -22,7 +22,7 @@ def test_a_teams_share_of_a_mig_node_is_its_slices_and_the_rest_is_idle() -> Non
         for i in range(3)
     ]
     node = state_node("m", it=parted, pods=slices, price=7.0, labels={mig.MIG_STATE_LABEL: "success"})
-    row = usage_row(node, time=NOW, hours=1.0, namespaces={"vision": {"provisioner.sh/team": "vision"}})
+    row = usage_row(node, time=NOW, hours=1.0, teams={"vision": "vision"})
 
     assert (row.gpu_capacity, row.gpu_allocated) == (7, 3)
     assert row.used_fraction == pytest.approx(3 / 7)

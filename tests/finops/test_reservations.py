@@ -295,4 +295,4 @@ def test_a_reservations_idle_part_belongs_to_the_team_its_nodeclass_names_else_i
 def usage_row_of(node):
     from provisioner.finops.rows import usage_row as row_of
 
-    return row_of(node, time=T0, hours=1.0, namespaces={})
+    return row_of(node, time=T0, hours=1.0, teams={})

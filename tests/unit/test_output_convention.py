@@ -26,7 +26,7 @@ from tests.builders import NOW, action_row, blocker_row, reservation_row, usage_
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scenarios" / "demo.yaml"
 EXISTING = ROOT / "scenarios" / "existing-cluster.yaml"
-TEAMS_DAY = ROOT / "scenarios" / "teams-day.yaml"
+TEAMS_NOW = ROOT / "scenarios" / "teams-now.yaml"
 KARPENTER = ROOT / "tests" / "data" / "karpenter" / "general-purpose.yaml"
 REPORT_AT = (NOW + timedelta(hours=2)).isoformat()
 
@@ -50,7 +50,7 @@ def invocations(ledger: Path) -> dict[str, list[str]]:
         "report scale-down": at,
         "report nodes": ["-f", str(EXISTING)],
         "report nodepools": ["-f", str(EXISTING)],
-        "report teams": ["-f", str(TEAMS_DAY)],
+        "report teams": ["-f", str(TEAMS_NOW)],
         "templates import-karpenter": [str(KARPENTER)],
     }
 

@@ -3,6 +3,8 @@ a namespace of two teams, references that may live in the cluster."""
 
 from __future__ import annotations
 
+import pytest
+
 from provisioner.api import documents
 
 POOL = """\
@@ -106,30 +108,31 @@ def test_two_entries_for_one_pool_are_refused() -> None:
     assert any("spec.quotas[1].nodePool: NodePool 'a100' has a quota entry already" in p for p in check(text))
 
 
-def test_a_quota_on_a_resource_no_pool_supplies_is_an_error_with_did_you_mean() -> None:
-    text = POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "nvidia.com/gpuu")
-    (problem,) = check(text)
-    assert problem.startswith('t.yaml:26: Team/vision: spec.quotas[0].resources["nvidia.com/gpuu"]: ')
-    assert problem.endswith('limits nothing; did you mean "nvidia.com/gpu"?')
+CATALOG = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu"})
 
 
-def test_a_quota_on_an_unknown_device_is_a_warning_naming_what_nodes_have() -> None:
-    (warning,) = check(
+@pytest.mark.parametrize("field", ["resources", "borrowingLimit", "lendingLimit"])
+def test_a_quota_on_a_resource_no_instance_type_offers_is_an_error_with_did_you_mean(field: str) -> None:
+    entry = '      resources: {nvidia.com/gpu: "8"}\n'
+    text = POOL + department("research", 32) + team("vision", 8)
+    if field != "resources":
+        text = text.replace(entry, entry + f'      {field}: {{nvidia.com/gpuu: "4"}}\n')
+    else:
+        text = text.replace("nvidia.com/gpu:", "nvidia.com/gpuu:")
+    report = documents.validate_documents(
+        documents.parse_yaml_documents(text, source="t.yaml"), resources=CATALOG
+    )
+    (problem,) = [p for p in report.errors if p.kind == "Team" and "'nvidia.com/gpu'" in p.message]
+    assert problem.path == f'spec.quotas[0].{field}["nvidia.com/gpuu"]'
+
+
+def test_without_the_catalogs_a_misspelt_quota_resource_is_a_warning_and_an_unknown_device_passes() -> None:
+    misspelt = (
+        POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "nvidia.com/gpuu")
+    )
+    (warning,) = check(misspelt)
+    assert ": warning: " in warning and "'nvidia.com/gpu'" in warning
+    device = (
         POOL + department("research", 32) + team("vision", 8).replace("nvidia.com/gpu", "example.com/fpga")
     )
-    assert ": warning: example.com/fpga is not a resource any NodePool's nodes have" in warning
-    assert "(pools' nodes have: amd.com/gpu, cpu, ephemeral-storage, memory, nvidia.com/gpu, pods)" in warning
-
-
-def test_a_resource_a_pool_limits_counts_as_supplied() -> None:
-    pool = POOL.replace(
-        'limits: {nvidia.com/gpu: "40"}', 'limits: {nvidia.com/gpu: "40", example.com/fpga: "4"}'
-    )
-    assert (
-        check(
-            pool
-            + department("research", 32)
-            + team("vision", 8).replace('nvidia.com/gpu: "8"', 'example.com/fpga: "1"')
-        )
-        == []
-    )
+    assert check(device) == []

@@ -138,6 +138,8 @@ def test_a_policy_missing_one_action_is_refused(
 
 
 SERVICES = ("ec2", "eks", "iam", "pricing", "sqs", "ssm")
+OUR_OWN_NAMES = {"iam:CreateGroup"}
+"""Operations whose snake_case name is one of our own methods (`CloudProvider.create_group`), not a call."""
 
 
 def named_operations() -> set[str]:
@@ -158,7 +160,7 @@ def named_operations() -> set[str]:
         for operation in models.get_service_model(service).operation_names:
             if operation in words or (xform_name(operation) in words and "_" in xform_name(operation)):
                 found.add(f"{service}:{operation}")
-    return found
+    return found - OUR_OWN_NAMES
 
 
 def test_every_operation_the_provider_names_is_in_the_policy() -> None:
