@@ -11,7 +11,7 @@ order to `planner`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from provisioner.api import NodePool, durations, quantities
@@ -156,8 +156,19 @@ class Context:
         *,
         instance_types: Mapping[str, Sequence[InstanceType]] | None = None,
     ) -> Results:
-        """Re-solve the nodes' pods as if the nodes were gone."""
-        return self.solve(nodes, self.shown(nodes), instance_types=instance_types)
+        """Re-solve the nodes' pods as if the nodes were gone, sending none where `destination_blocker`
+        forbids: each destination it names is hidden and the pods re-solved, so they go elsewhere or onto
+        new capacity (the forceful and return moves, which do not wait for the room, as consolidation does).
+        """
+        pods = [p for n in nodes for p in self.facts(n).workload]
+        hidden = {n.name for n in nodes}
+        while True:
+            shown = self.view.for_pods(pods, removed=self.removed, excluded=hidden)
+            results = self.solve(nodes, shown, instance_types=instance_types)
+            blocked = {name for name, _, _ in self._destination_blocks(results.placements)} - hidden
+            if not blocked:
+                return results
+            hidden |= blocked
 
     def shown(self, nodes: Sequence[StateNode]) -> Snapshot:
         """The snapshot a re-solve of the nodes' pods is shown."""
@@ -214,6 +225,12 @@ class Context:
         flight, that is a node or claim not initialized yet, a node within its pool's consolidateAfter, or
         room that the pending pods able to land on a node (those it was launched for, or pods being placed
         there, not bound yet) need together with the moved pods."""
+        for _, kind, detail in self._destination_blocks(placements):
+            return kind, detail
+        return None
+
+    def _destination_blocks(self, placements: Sequence[Placement]) -> Iterator[tuple[str, BlockerKind, str]]:
+        """Every destination of `placements` that `destination_blocker` forbids, with the blocker."""
         by_node: dict[str, list[Pod]] = {}
         for placement in placements:
             by_node.setdefault(placement.node, []).append(placement.pod)
@@ -222,16 +239,20 @@ class Context:
             if node is None:
                 continue
             if cand.not_initialized(node):
-                return (
+                yield (
+                    name,
                     BlockerKind.PODS_DO_NOT_FIT,
                     f"pod {pods[0].key} would go to {name}, not initialized yet",
                 )
+                continue
             if self._settling(node):
-                return (
+                yield (
+                    name,
                     BlockerKind.NOT_SETTLED,
                     f"pod {pods[0].key} would go to {name}, where a pod arrived or left less than its pool's "
                     "consolidateAfter ago",
                 )
+                continue
             landing = self._landing.get(name)
             if landing is None:
                 landing = self._landing[name] = tuple(cand.landing(node, self.on_the_way))
@@ -241,12 +262,12 @@ class Context:
             for pod in (*landing, *pods):
                 wanted = quantities.add(wanted, pod.requests)
             if not quantities.fits(wanted, node.available):
-                return (
+                yield (
+                    name,
                     BlockerKind.AWAITED,
                     f"pod {pods[0].key} would take the room on {name} that pod {landing[0].key}, on its way, "
                     "is about to use",
                 )
-        return None
 
     def _settling(self, node: StateNode) -> bool:
         """Whether a node of ours is still within its pool's consolidateAfter since a pod last arrived or

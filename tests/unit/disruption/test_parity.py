@@ -176,3 +176,45 @@ def test_a_node_is_deleted_when_a_node_no_pool_owns_can_take_its_pods(solve):
     (command,) = result.commands
     assert command.node_names == ("ours",) and command.replacements == ()
     assert {m.destination for r in command.records for m in r.pods} == {"unmanaged"}
+
+
+# Forceful and return moves follow consolidation's destination rules (issue 30) ---------------------------
+
+
+def moves(command) -> dict[str, str | None]:
+    return {m.pod: m.destination for r in command.records for m in r.pods}
+
+
+def test_a_drifted_nodes_pods_do_not_take_the_room_a_pending_pod_is_about_to_use(solve):
+    """Drift still replaces the node, but its pod goes to the replacement, not into the room on the node
+    launched for `waiting` (that would strand `waiting` and launch a third node)."""
+    stale = state_node(
+        "stale", it=CHEAP, pods=[pod("a", cpu="1200m")], conditions=[{"type": "Drifted", "status": "True"}]
+    )
+    launched = state_node("launched", it=CHEAP)
+    result = run([stale, launched], solve=solve, pending=[pod("waiting", cpu="1200m")], types=(CHEAP,))
+    (command,) = result.commands
+    assert (command.method, command.node_names) == ("drift", ("stale",))
+    assert len(command.replacements) == 1
+    assert "launched" not in moves(command).values()
+
+
+def test_an_expired_nodes_pods_do_not_take_the_room_a_pending_pod_is_about_to_use(solve):
+    old = state_node("old", it=CHEAP, pods=[pod("a", cpu="1200m")], created=NOW - timedelta(hours=800))
+    launched = state_node("launched", it=CHEAP)
+    result = run([old, launched], solve=solve, pending=[pod("waiting", cpu="1200m")], types=(CHEAP,))
+    (command,) = [c for c in result.commands if c.method == "expiration"]
+    assert command.node_names == ("old",)
+    assert len(command.replacements) == 1
+    assert "launched" not in moves(command).values()
+
+
+def test_a_drifted_nodes_pods_still_move_onto_a_settled_node_with_room_for_both(solve):
+    stale = state_node(
+        "stale", it=CHEAP, pods=[pod("a", cpu="300m")], conditions=[{"type": "Drifted", "status": "True"}]
+    )
+    roomy = state_node("roomy", it=BIG)
+    result = run([stale, roomy], solve=solve, pending=[pod("waiting", cpu="1800m")], types=(CHEAP,))
+    (command,) = [c for c in result.commands if c.method == "drift"]
+    assert command.replacements == ()
+    assert set(moves(command).values()) == {"roomy"}
