@@ -1,0 +1,74 @@
+"""More of Karpenter's consolidation suite, in our words (issue 30): a pending pod no node can take does
+not hold consolidation back, a replacement keeps a zonal spread, and a move that would break a required
+anti-affinity is no move."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from provisioner.api import labels as wk
+from provisioner.disruption import plan
+from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+SMALL = instance_type("c.small", cpu=2, memory_gib=8, price=0.10, zones=ZONES)
+LARGE = instance_type("c.large", cpu=8, memory_gib=32, price=0.40, zones=ZONES)
+APP = {"app": "web"}
+
+
+def run(nodes, *, solve, pending=(), types=(SMALL, LARGE)):
+    pools = [node_pool(budgets=[{"nodes": "100%"}])]
+    snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))
+    return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
+
+
+def in_zone(name, zone, *, it, pods):
+    return state_node(name, it=it, pods=pods, labels={wk.ZONE: zone})
+
+
+def test_a_pending_pod_that_fits_nowhere_does_not_hold_consolidation_back(solve):
+    """Karpenter's "can delete nodes with a permanently pending pod"."""
+    one = state_node("one", it=LARGE, pods=[pod("a", cpu="500m"), pod("b", cpu="500m")])
+    two = state_node("two", it=LARGE, pods=[pod("c", cpu="500m")])
+    never = pod("never", cpu="100m", node_selector={"non-existent": "node-label"})
+    result = run([one, two], solve=solve, pending=[never], types=(LARGE,))
+    assert [(c.action, c.node_names) for c in result.commands] == [("delete", ("two",))]
+
+
+def test_a_replacement_keeps_the_zone_a_spread_needs(solve):
+    """Karpenter's "can replace node maintaining zonal topology spread"."""
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": wk.ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": APP},
+        }
+    ]
+    nodes = [
+        in_zone(
+            f"n-{zone}",
+            zone,
+            it=LARGE if zone == "zone-b" else SMALL,
+            pods=[pod(f"p-{zone}", cpu="1", labels=APP, spread=spread)],
+        )
+        for zone in ZONES
+    ]
+    result = run(nodes, solve=solve)
+    (command,) = result.commands
+    assert command.node_names == ("n-zone-b",)
+    (replacement,) = command.replacements
+    assert replacement.instance_type.name == "c.small"
+    assert replacement.offering.zone == "zone-b"
+
+
+def test_no_node_goes_when_its_pod_would_join_one_it_repels(solve):
+    """Karpenter's "won't delete node if it would violate pod anti-affinity": the nodes are already the
+    cheapest type, and deleting one would put two pods that repel each other on one host."""
+    anti = [{"labelSelector": {"matchLabels": APP}, "topologyKey": wk.HOSTNAME}]
+    nodes = [
+        in_zone(f"n-{zone}", zone, it=SMALL, pods=[pod(f"p-{zone}", cpu="1", labels=APP, anti_affinity=anti)])
+        for zone in ZONES
+    ]
+    result = run(nodes, solve=solve)
+    assert result.commands == []
