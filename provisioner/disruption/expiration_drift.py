@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from provisioner.api import labels as wk
-from provisioner.api.common import is_true
+from provisioner.api.common import condition, is_true
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
@@ -138,14 +138,30 @@ def _drift(ctx: Context, node: StateNode, hashes: _Hashes) -> str | None:
     return known[1]
 
 
+def _drifted_since(node: StateNode) -> datetime | None:
+    """When the provider's Drifted condition turned true, when it says so."""
+    assert node.claim is not None
+    found = condition(node.claim.status.conditions, DRIFTED)
+    if found is None or not is_true([found], DRIFTED) or found.last_transition_time is None:
+        return None
+    at = found.last_transition_time
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def drift(ctx: Context) -> None:
-    """Replace every candidate that drifted."""
+    """Replace every candidate that drifted, as Karpenter orders them when budgets allow only some: the
+    empty ones first, then the earliest drifted (a drift the provider dated before one seen from a hash)."""
     hashes = _Hashes(ctx)
+    due: list[tuple[StateNode, str]] = []
     for node in ctx.candidates:
-        if ctx.done() or not ctx.free(node):
-            continue
-        why = _drift(ctx, node, hashes)
-        if why is not None:
+        if ctx.free(node) and (why := _drift(ctx, node, hashes)) is not None:
+            due.append((node, why))
+    far = datetime.max.replace(tzinfo=UTC)
+    due.sort(key=lambda d: (bool(ctx.facts(d[0]).workload), _drifted_since(d[0]) or far))
+    for node, why in due:
+        if ctx.done():
+            return
+        if ctx.free(node):
             _replace_forcefully(ctx, node, DisruptionReason.DRIFTED, method="drift", detail=why)
 
 

@@ -5,6 +5,7 @@ anti-affinity is no move."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from provisioner.api import labels as wk
 from provisioner.disruption import plan
@@ -72,3 +73,29 @@ def test_no_node_goes_when_its_pod_would_join_one_it_repels(solve):
     ]
     result = run(nodes, solve=solve)
     assert result.commands == []
+
+
+def drifted(name, *, since, pods=()):
+    condition = {"type": "Drifted", "status": "True", "lastTransitionTime": since.isoformat()}
+    return state_node(name, it=SMALL, pods=pods, conditions=[condition])
+
+
+def one_at_a_time(nodes, *, solve):
+    pools = [node_pool(budgets=[{"nodes": "1"}])]
+    return plan(snapshot(nodes, pools=pools), instance_types={"default": [SMALL]}, now=NOW, solve=solve)
+
+
+def test_an_empty_drifted_node_goes_before_a_busy_one(solve):
+    """Karpenter's "should drift empty nodes before non-empty nodes", with a budget of one node."""
+    busy = drifted("busy", since=NOW - timedelta(hours=2), pods=[pod("a", cpu="1")])
+    empty = drifted("empty", since=NOW - timedelta(hours=1))
+    result = one_at_a_time([busy, empty], solve=solve)
+    assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("empty",))]
+
+
+def test_the_node_that_drifted_first_is_replaced_first(solve):
+    """Karpenter's "should drift one non-empty node at a time, starting with the earliest drift"."""
+    late = drifted("late", since=NOW - timedelta(minutes=5), pods=[pod("a", cpu="1500m")])
+    early = drifted("early", since=NOW - timedelta(hours=1), pods=[pod("b", cpu="1500m")])
+    result = one_at_a_time([late, early], solve=solve)
+    assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("early",))]
