@@ -99,3 +99,15 @@ def test_the_node_that_drifted_first_is_replaced_first(solve):
     early = drifted("early", since=NOW - timedelta(hours=1), pods=[pod("b", cpu="1500m")])
     result = one_at_a_time([late, early], solve=solve)
     assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("early",))]
+
+
+def test_drift_moves_on_to_the_next_node_when_the_first_cannot_reschedule_its_pods(solve):
+    """Karpenter's "should continue to the next drifted node if the first cannot reschedule all pods"."""
+    stuck = drifted("stuck", since=NOW - timedelta(hours=1), pods=[pod("huge", cpu="1900m", memory="7Gi")])
+    movable = drifted("movable", since=NOW - timedelta(minutes=5), pods=[pod("b", cpu="500m")])
+    tiny = instance_type("c.tiny", cpu=1, memory_gib=2, price=0.05, zones=ZONES)
+    pools = [node_pool(budgets=[{"nodes": "1"}])]
+    result = plan(
+        snapshot([stuck, movable], pools=pools), instance_types={"default": [tiny]}, now=NOW, solve=solve
+    )
+    assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("movable",))]
