@@ -35,8 +35,11 @@ log = logging.getLogger(__name__)
 
 
 def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
-    """Pending pods kube-scheduler marked Unschedulable, plus pods on nodes being deleted. A pod still
-    behind the admission gate is never among them: quota has not let it run yet."""
+    """Pending pods kube-scheduler marked Unschedulable, plus the pods on nodes being deleted that will
+    need a node again: the active ones, and a terminating one a StatefulSet owns (its replacement, same
+    name, is made only once it is gone; Karpenter's "should reschedule pods from a deleting node when
+    pods are not active and they are owned by a StatefulSet"). A pod still behind the admission gate is
+    never among them: quota has not let it run yet."""
     out = [
         p
         for p in snap.pending_pods
@@ -45,7 +48,11 @@ def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
     for node in snap.nodes:
         if node.deleting:
             out.extend(
-                p for p in node.pods if not p.is_daemonset_pod and not p.deleting and not p.is_terminal
+                p
+                for p in node.pods
+                if not p.is_daemonset_pod
+                and (not p.deleting or p.owner_kind == "StatefulSet")
+                and not p.is_terminal
             )
     return out
 
