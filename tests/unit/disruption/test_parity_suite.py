@@ -111,3 +111,20 @@ def test_drift_moves_on_to_the_next_node_when_the_first_cannot_reschedule_its_po
         snapshot([stuck, movable], pools=pools), instance_types={"default": [tiny]}, now=NOW, solve=solve
     )
     assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("movable",))]
+
+
+def test_three_nodes_spot_and_on_demand_merge_into_one(solve):
+    """Karpenter's "can merge 3 nodes into 1 if the candidates have both spot and on-demand"."""
+    big = instance_type("c.large", cpu=8, memory_gib=32, price=0.40, spot_price=0.30, zones=ZONES)
+    small = instance_type("c.small", cpu=2, memory_gib=8, price=0.10, spot_price=0.05, zones=ZONES)
+    nodes = [
+        state_node(f"n{i}", it=big, capacity_type=ct, pods=[pod(f"p{i}", cpu="300m")])
+        for i, ct in enumerate(("on-demand", "on-demand", "spot"))
+    ]
+    pools = [node_pool(capacity_types=["on-demand", "spot"], budgets=[{"nodes": "100%"}])]
+    result = plan(
+        snapshot(nodes, pools=pools), instance_types={"default": [big, small]}, now=NOW, solve=solve
+    )
+    (command,) = result.commands
+    assert sorted(command.node_names) == ["n0", "n1", "n2"]
+    assert [c.instance_type.name for c in command.replacements] == ["c.small"]
