@@ -74,9 +74,10 @@ def do_not_disrupt_until(pod: Pod) -> datetime | None:
 
 def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
     """Whether the pod's annotation protects it now: `true`, or a duration not yet lapsed (a pod whose
-    start is not known yet is protected, to be safe)."""
+    start is not known yet is protected, to be safe). Only an active pod is: not a finished or terminating
+    one (Karpenter's `IsDisruptable`)."""
     value = pod.annotations.get(wk.DO_NOT_DISRUPT)
-    if value is None or pod.is_terminal or do_not_disrupt_problem(pod) is not None:
+    if value is None or pod.is_terminal or pod.deleting or do_not_disrupt_problem(pod) is not None:
         return False
     if value.lower() == "true" or pod.started is None:
         return True

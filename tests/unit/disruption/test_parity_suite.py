@@ -128,3 +128,22 @@ def test_three_nodes_spot_and_on_demand_merge_into_one(solve):
     (command,) = result.commands
     assert sorted(command.node_names) == ["n0", "n1", "n2"]
     assert [c.instance_type.name for c in command.replacements] == ["c.small"]
+
+
+def test_a_terminating_pods_do_not_disrupt_does_not_hold_its_node(solve):
+    """Karpenter's "should consider candidates that have do-not-disrupt terminating pods": only an active
+    pod is protected; a pod on its way out holds nothing."""
+    raw = pod("leaving", cpu="300m", annotations={wk.DO_NOT_DISRUPT: "true"}).raw
+    leaving = type(pod("x")).from_dict(
+        {**raw, "metadata": {**raw["metadata"], "deletionTimestamp": NOW.isoformat()}}
+    )
+    node = state_node("n", it=SMALL, pods=[leaving])
+    result = run([node], solve=solve)
+    assert [(c.method, c.node_names) for c in result.commands] == [("emptiness", ("n",))]
+
+
+def test_an_active_pods_do_not_disrupt_still_holds_its_node(solve):
+    node = state_node(
+        "n", it=SMALL, pods=[pod("staying", cpu="300m", annotations={wk.DO_NOT_DISRUPT: "true"})]
+    )
+    assert run([node], solve=solve).commands == []
