@@ -263,8 +263,8 @@ class Requirement(Model):
             "operator Gt and Lt take exactly one integer value",
         ),
         (
-            "has(self.minValues) ? self.operator in ['In', 'Exists'] : true",
-            "minValues is allowed only with operator In or Exists",
+            "has(self.minValues) ? self.operator != 'DoesNotExist' : true",
+            "minValues is not allowed with operator DoesNotExist",
         ),
         (
             "(has(self.minValues) && self.operator == 'In') ? (has(self.values)"
@@ -281,7 +281,8 @@ class Requirement(Model):
     """Values for In/NotIn (at least one); exactly one integer for Gt/Lt; none for Exists/DoesNotExist. Each
     at most 63 characters (a label value)."""
     min_values: int | None = Field(default=None, ge=1, le=50)
-    """Least number of distinct values of this key the launch options must span (1..50); default none."""
+    """Least number of distinct values of this key the launch options must span (1..50), with any operator
+    but DoesNotExist (Karpenter's); several requirements on one key: the largest applies. Default none."""
 
     @model_validator(mode="after")
     def _values_fit_operator(self) -> Requirement:
@@ -309,9 +310,13 @@ class Requirement(Model):
                     )
                 )
         if self.min_values is not None:
-            if op != Operator.IN and op != Operator.EXISTS:
+            if op == Operator.DOES_NOT_EXIST:
                 errors.append(
-                    FieldError("minValues is allowed only with operator In or Exists", path=("minValues",))
+                    FieldError(
+                        "minValues is not allowed with operator DoesNotExist (a node without the key has no "
+                        "value to count); it works with In, NotIn, Exists, Gt and Lt",
+                        path=("minValues",),
+                    )
                 )
             elif op == Operator.IN and self.min_values > len(self.values):
                 errors.append(

@@ -561,3 +561,72 @@ def test_a_node_launched_for_pods_still_on_their_way_receives_no_pods_from_conso
 def yaml_lines(manifest: str) -> list[str]:
     """A one-document manifest's lines, for a timeline step's list (the leading `---` dropped)."""
     return [line for line in manifest.splitlines() if line and line != "---"]
+
+
+# minValues with any operator (Karpenter's instance selection suite) -------------------------------------
+
+OD_POOL = """\
+---
+apiVersion: provisioner.sh/v1
+kind: NodePool
+metadata: {name: cpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {kind: AWSNodeClass, name: cpu}
+      requirements:
+        - {key: provisioner.sh/capacity-type, operator: In, values: [on-demand]}
+"""
+
+
+def instance_cpus(claim: dict[str, Any]) -> set[str]:
+    """The m7i sizes among a claim's options (the family's sizes differ by CPU count)."""
+    return {t.split(".")[1] for t in claim["instanceTypeOptions"]}
+
+
+def test_min_values_on_a_gt_requirement_spans_that_many_cpu_counts(tmp_path):
+    """Karpenter's "should schedule respecting the minValues in Gt operator"."""
+    text = (
+        HEADER
+        + OD_POOL
+        + (
+            "        - {key: provisioner.sh/instance-family, operator: In, values: [m7i]}\n"
+            "        - {key: provisioner.sh/instance-cpu, operator: Gt, values: ['2'], minValues: 3}\n"
+        )
+    )
+    text += pod("p", requests='{cpu: "1"}')
+    (claim,) = simulate(tmp_path, text)["nodeClaims"]
+    assert claim["instanceType"] == "m7i.xlarge", "the cheapest type with more than 2 CPUs"
+    assert len(instance_cpus(claim)) >= 3
+
+
+def test_min_values_on_a_gt_requirement_the_types_cannot_span_leaves_the_pod_pending(tmp_path):
+    """Karpenter's "scheduler should fail if the minValues in Gt operator is not satisfied": m7i has three
+    sizes over 60 CPUs."""
+    text = (
+        HEADER
+        + OD_POOL
+        + (
+            "        - {key: provisioner.sh/instance-family, operator: In, values: [m7i]}\n"
+            "        - {key: provisioner.sh/instance-cpu, operator: Gt, values: ['60'], minValues: 4}\n"
+        )
+    )
+    text += pod("p", requests='{cpu: "1"}')
+    doc = simulate(tmp_path, text)
+    assert doc["nodeClaims"] == []
+    assert "minValues 4" in json.dumps(reasons(doc, "ml/p"))
+
+
+def test_the_largest_min_values_of_in_and_not_in_on_one_key_applies(tmp_path):
+    """Karpenter's "should schedule considering the max of the minValues of In and NotIn operators"."""
+    text = (
+        HEADER
+        + OD_POOL
+        + (
+            "        - {key: provisioner.sh/instance-family, operator: In, values: [m7i, c7i, r7i], minValues: 1}\n"
+            "        - {key: provisioner.sh/instance-family, operator: NotIn, values: [r7i], minValues: 2}\n"
+        )
+    )
+    text += pod("p", requests='{cpu: "1"}')
+    (claim,) = simulate(tmp_path, text)["nodeClaims"]
+    assert {t.split(".")[0] for t in claim["instanceTypeOptions"]} == {"m7i", "c7i"}

@@ -143,10 +143,10 @@ def test_karpenter_field_spellings_are_kept() -> None:
             requirement("a", "Lt", "x"), ("values", 0), "takes an integer value", id="lt-not-integer"
         ),
         pytest.param(
-            requirement("a", "NotIn", "x", minValues=1),
+            requirement("a", "DoesNotExist", minValues=1),
             ("minValues",),
-            "only with operator In",
-            id="minvalues-notin",
+            "not allowed with operator DoesNotExist",
+            id="minvalues-does-not-exist",
         ),
         pytest.param(
             requirement("a", "In", "x", minValues=2),

@@ -348,9 +348,9 @@ def _admit_pool(**kw: Any) -> dict[str, Any]:
             id="min-values-over-values",
         ),
         pytest.param(
-            {"requirements": [{**req("a", "NotIn", "x"), "minValues": 1}]},
-            "only with operator In or Exists",
-            id="min-values-with-notin",
+            {"requirements": [{**req("a", "DoesNotExist"), "minValues": 1}]},
+            "not allowed with operator DoesNotExist",
+            id="min-values-with-does-not-exist",
         ),
         pytest.param(
             {"requirements": [req("a", "Near", "x")]}, "Unsupported value: 'Near'", id="unknown-operator"
