@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from provisioner.api import labels as wk
 from provisioner.disruption import plan
 from provisioner.disruption.model import BlockerKind
 from provisioner.state.cluster import StateNode
@@ -218,3 +219,20 @@ def test_a_drifted_nodes_pods_still_move_onto_a_settled_node_with_room_for_both(
     (command,) = [c for c in result.commands if c.method == "drift"]
     assert command.replacements == ()
     assert set(moves(command).values()) == {"roomy"}
+
+
+def test_pods_returning_to_their_preferred_pool_do_not_take_the_room_a_pending_pod_is_about_to_use(solve):
+    """The preferred pool's node launched for `waiting` has room for it or for the returning pod, not
+    both: the pod returns onto a new node of that pool instead."""
+    first = node_pool("preferred", weight=50, budgets=[{"nodes": "100%"}])
+    second = node_pool("fallback", weight=10, budgets=[{"nodes": "100%"}])
+    returning = pod("a", cpu="1200m", annotations={wk.NODEPOOLS: "preferred,fallback"})
+    low = state_node("low", pool="fallback", it=CHEAP, pods=[returning])
+    launched = state_node("launched", pool="preferred", it=CHEAP)
+    waiting = pod("waiting", cpu="1200m", annotations={wk.NODEPOOLS: "preferred"})
+    snap = dataclasses.replace(snapshot([low, launched], pools=[first, second]), pending_pods=(waiting,))
+    types = {"preferred": [CHEAP], "fallback": [CHEAP]}
+    result = plan(snap, instance_types=types, now=NOW, solve=solve)
+    (command,) = [c for c in result.commands if c.method == "return-to-preferred"]
+    assert [c.nodepool.name for c in command.replacements] == ["preferred"]
+    assert "launched" not in moves(command).values()
