@@ -136,6 +136,11 @@ class LifecycleController(Reconciler):
         }
         # A gang's claims launch together, all or none; the rest of their life is any claim's.
         todo, groups = gang_launch.split(todo)
+        try:  # a gang member that never registers takes its whole launch group with it
+            gone = gang_launch.unregistered(self, todo, snap, now)
+            todo = [c for c in todo if c.name not in gone]
+        except ClusterError as err:
+            log.warning("gang registration: %s", err)
         if groups:
             try:
                 gang_launch.launch_gangs(self, groups, snap, now)

@@ -9,7 +9,11 @@ from datetime import timedelta
 from provisioner.api import labels as wk
 from provisioner.api import provisioning_request as pr
 from provisioner.cloudprovider import Instance
+from provisioner.clusterapi.port import ClusterError
+from provisioner.controllers import gang_launch
 from provisioner.controllers.conditions import condition_status
+from provisioner.finops.ledger import Ledger
+from provisioner.finops.recorder import LedgerRecorder
 from tests.builders import node_claim
 from tests.controllers.world import World, gpu_pod, node_class, node_pool
 
@@ -253,3 +257,69 @@ def test_booked_nodes_are_not_consolidated_while_the_booking_lasts(make_world):
         w.tick(30)
         assert {c.name for c in w.claims() if c.metadata.deletion_timestamp is None} == booked
     assert not _is(w, "BookingExpired", "True")
+
+
+# A member that never registers; a restart mid-launch ------------------------------------------------------
+
+
+def test_a_member_that_never_registers_replaces_the_whole_gang_and_books_what_it_cost(make_world, tmp_path):
+    w = _h100_world(make_world)
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        w.manager = w.new_manager(recorder=LedgerRecorder(ledger, background=False))
+        w.kubelet.hold = True
+        w.keep(*_gang(2))  # recreated when evicted, as a Job's pods are
+        w.run_until(lambda: len(_launched(w)) == 2, max_ticks=40)
+        first = {c.name: c.status.provider_id for c in w.claims()}
+        stuck = sorted(first)[0]
+        w.kubelet.never_register.add(stuck)
+        w.kubelet.hold = False
+        w.run_until(lambda: not set(first) & set(w.state.claims), max_ticks=30, seconds=60)
+        # Past the registration timeout, neither member is billed: the one that registered goes too.
+        live = {i.provider_id for i in w.fake.list()}
+        assert not live & set(first.values())
+        assert any("never registered" in e["message"] for e in w.events(gang_launch.UNREGISTERED))
+        rows = [a for a in ledger.actions() if a.reason == gang_launch.UNREGISTERED]
+        assert {r.node for r in rows} == set(first)
+        assert all(r.price_per_hour > 0 for r in rows)
+        w.kubelet.never_register.clear()
+        w.run_until(w.all_bound, max_ticks=60, seconds=15)
+        assert len(w.claims()) == 2
+
+
+def test_members_launched_before_a_restart_count_toward_the_group(make_world):
+    w = _h100_world(make_world)
+    w.kubelet.hold = True
+    # The group launches, but the process dies after writing the first member's status, before the
+    # second's: the first claim says launched, the second does not, and both instances run.
+    lifecycle = w.manager.lifecycle
+    patch = lifecycle.cluster.patch_nodeclaim_status
+    written: list[str] = []
+
+    def dies_after_the_first(name, status):
+        if "providerID" in status:
+            if written:
+                raise ClusterError("the process died")
+            written.append(name)
+        return patch(name, status)
+
+    lifecycle.cluster = _Patched(lifecycle.cluster, patch_nodeclaim_status=dies_after_the_first)
+    w.apply(*_gang(2))
+    w.run_until(lambda: bool(written), max_ticks=20)
+    assert len(w.fake.list()) == 2
+    w.restart()
+    w.kubelet.hold = False
+    w.run_until(w.all_bound, max_ticks=60)
+    assert len(w.fake.list()) == 2, "the launched member counted toward the group: nothing launched twice"
+    assert not w.events(gang_launch.INCOMPLETE)
+    assert len(_launched(w)) == 2
+
+
+class _Patched:
+    """An object answering as `inner`, except for the methods given."""
+
+    def __init__(self, inner, **methods) -> None:
+        self._inner = inner
+        self.__dict__.update(methods)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
