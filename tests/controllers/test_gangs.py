@@ -323,3 +323,19 @@ class _Patched:
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
+
+
+def test_topology_labels_the_cloud_reports_once_running_reach_the_node_and_claim_at_registration(make_world):
+    w = _h100_world(make_world)
+    w.kubelet.hold = True
+    w.apply(*_gang(2))
+    w.run_until(lambda: len(_launched(w)) == 2, max_ticks=40)
+    layers = {f"topology.k8s.aws/network-node-layer-{n}": f"nn-{n}" for n in (1, 2, 3)}
+    for claim in w.claims():
+        assert not set(layers) & set(claim.metadata.labels), "not known at launch"
+        w.fake.report_labels(claim.status.provider_id, layers)
+    w.kubelet.hold = False
+    w.run_until(w.all_bound, max_ticks=40)
+    for claim in w.claims():
+        assert layers.items() <= claim.metadata.labels.items()
+        assert layers.items() <= w.state.nodes[claim.status.node_name].labels.items()
