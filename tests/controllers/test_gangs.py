@@ -339,3 +339,32 @@ def test_topology_labels_the_cloud_reports_once_running_reach_the_node_and_claim
     for claim in w.claims():
         assert layers.items() <= claim.metadata.labels.items()
         assert layers.items() <= w.state.nodes[claim.status.node_name].labels.items()
+
+
+def _team(gpus: int) -> dict:
+    quota = {"nodePool": "h100", "resources": {wk.GPU_RESOURCE: str(gpus)}, "overQuota": False}
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "Team",
+        "metadata": {"name": "research"},
+        "spec": {"namespaces": ["default"], "quotas": [quota]},
+    }
+
+
+def test_an_atomic_provisioning_request_beyond_its_teams_quota_books_and_launches_nothing(make_world):
+    w = _h100_world(make_world)
+    w.apply(_team(16), _template(), _request(count=4))  # 4 x 8 GPUs asked, 16 allowed
+    for _ in range(20):
+        w.tick()
+    assert w.claims() == [] and w.fake.list() == []
+    provisioned = _condition(w, pr.PROVISIONED)
+    assert provisioned is not None and provisioned.status == "False"
+    assert provisioned.reason == "QuotaExceeded"
+    assert "team research" in provisioned.message
+
+
+def test_an_atomic_provisioning_request_within_its_teams_quota_launches_whole(make_world):
+    w = _h100_world(make_world)
+    w.apply(_team(32), _template(), _request(count=4))
+    w.run_until(lambda: len(_launched(w)) == 4, max_ticks=60)
+    assert {c.status.zone for c in w.claims()} == {"us-east-1a"}
