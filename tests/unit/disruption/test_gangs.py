@@ -83,3 +83,20 @@ def test_an_expired_member_takes_the_whole_gang_with_it(solve):
     result = run([a, b], solve=solve)
     assert [(c.method, c.node_names) for c in result.commands] == [("expiration", ("gang-a", "gang-b"))]
     assert "gang ml/train" in result.commands[0].records[1].detail
+
+
+def test_a_gang_is_consolidated_as_a_whole_when_its_nodes_together_are_worth_it(solve):
+    # The gang's two small members fit one cheaper node; the busy nodes between them fit nowhere cheaper.
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="500m")])
+    busy = [state_node(f"busy{i}", it=LARGE, pods=[pod(f"b{i}", cpu="7600m")]) for i in (1, 2)]
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="500m")])
+    result = run([a, *busy, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])])
+    assert [(c.method, c.node_names) for c in result.commands] == [("multi-node", ("gang-a", "gang-b"))]
+    assert len(result.commands[0].replacements) == 1
+
+
+def test_a_whole_gang_is_not_consolidated_beyond_the_budget(solve):
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="500m")])
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="500m")])
+    result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])
+    assert result.commands == []
