@@ -368,3 +368,31 @@ def test_an_atomic_provisioning_request_within_its_teams_quota_launches_whole(ma
     w.apply(_team(32), _template(), _request(count=4))
     w.run_until(lambda: len(_launched(w)) == 4, max_ticks=60)
     assert {c.status.zone for c in w.claims()} == {"us-east-1a"}
+
+
+def test_a_drifted_gang_is_replaced_whole_in_one_command(make_world):
+    w = make_world()
+    pool = node_pool("h100", gpu_names=("h100",), capacity_types=("on-demand",), instance_types=[P5])
+    pool["spec"].setdefault("disruption", {})["budgets"] = [{"nodes": "100%"}]
+    w.manager = w.new_manager(disruption=True)
+    w.apply(node_class(), pool)
+    w.keep(*_gang(2))  # recreated when evicted, as a Job's pods are
+    w.run_until(w.all_bound, max_ticks=40)
+    old = sorted(c.name for c in w.claims())
+    # The pool's template changes: every node of it drifts (its stamped hash is old).
+    w.backend.patch("NodePool", "h100", {"spec": {"template": {"metadata": {"labels": {"team": "ml2"}}}}})
+    went: dict[str, int] = {}
+    for tick in range(120):
+        w.tick(15)
+        for name in old:
+            claim = w.state.claims.get(name)
+            if name not in went and (claim is None or claim.metadata.deletion_timestamp is not None):
+                went[name] = tick
+        if len(went) == 2 and w.all_bound() and len(w.pods()) == 2:
+            break
+    plan = w.manager.disruption.last_plan
+    assert len(went) == 2, plan and [(b.node, b.kind, b.detail) for b in plan.blockers]
+    assert len(set(went.values())) == 1, "in one command"
+    claims = w.claims()
+    assert len(claims) == 2 and not set(old) & {c.name for c in claims}
+    assert len({c.status.zone for c in claims}) == 1
