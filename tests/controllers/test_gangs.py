@@ -388,7 +388,7 @@ def test_a_drifted_gang_is_replaced_whole_in_one_command(make_world):
             claim = w.state.claims.get(name)
             if name not in went and (claim is None or claim.metadata.deletion_timestamp is not None):
                 went[name] = tick
-        if len(went) == 2 and w.all_bound() and len(w.pods()) == 2:
+        if not set(old) & set(w.state.claims) and w.all_bound() and len(w.pods()) == 2:
             break
     plan = w.manager.disruption.last_plan
     assert len(went) == 2, plan and [(b.node, b.kind, b.detail) for b in plan.blockers]
