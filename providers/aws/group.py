@@ -46,6 +46,7 @@ from provisioner.cloudprovider import (
 from provisioner.cloudprovider.group import (
     check_claims,
     launch_one_by_one,
+    no_room,
     only_capacity_type,
     with_partial,
     with_skipped,
@@ -232,12 +233,7 @@ def launch_group(
         others.extend(outcome.other_errors)
     if others and len(tried) == len(plan.unavailable):
         raise CreateError(f"CreateFleet for the gang of {missing[0].name}: {'; '.join(others)}")
-    raise InsufficientCapacity(
-        tried,
-        f"gang of {len(missing)} ({', '.join(c.name for c in missing)}): no offering had room for all of "
-        "them: " + ", ".join(str(k) for k in tried),
-        partial=tuple(partial),
-    )
+    raise no_room(missing, tried, partial)
 
 
 def _tag_members(

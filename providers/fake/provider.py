@@ -245,6 +245,13 @@ class FakeProvider:
         if reclaim:
             self._terminate(provider_id)
 
+    def report_labels(self, provider_id: str, labels: dict[str, str]) -> None:
+        """The cloud reports these labels for a launched instance from now on (AWS reports network
+        topology only once an instance is running, not in the launch's answer)."""
+        with self._lock:
+            instance = self._instances[provider_id]
+            self._instances[provider_id] = replace(instance, labels={**instance.labels, **labels})
+
     def set_drifted(self, provider_id: str, reason: str | None) -> None:
         """Make `is_drifted` answer `reason` for the claim launched as this instance (None clears it)."""
         with self._lock:

@@ -42,6 +42,7 @@ from provisioner.cloudprovider.errors import (
 from provisioner.cloudprovider.group import (
     check_claims,
     launch_one_by_one,
+    no_room,
     only_capacity_type,
     pinned_order,
     terminate,
@@ -159,12 +160,7 @@ def launch_group(
             continue
         existing.update(launched)
         return with_partial([with_skipped(existing[c.name], tuple(tried)) for c in claims], partial)
-    raise InsufficientCapacity(
-        tried,
-        f"gang of {len(missing)} ({', '.join(c.name for c in missing)}): no offering had room for all of "
-        "them: " + ", ".join(str(k) for k in tried),
-        partial=tuple(partial),
-    )
+    raise no_room(missing, tried, partial)
 
 
 def _bulk_insert(

@@ -115,6 +115,18 @@ def only_capacity_type(instance_types: Sequence[InstanceType], capacity_type: st
     return out
 
 
+def no_room(
+    missing: Sequence[NodeClaim], tried: Sequence[OfferingKey], partial: Sequence[PartialLaunch]
+) -> InsufficientCapacity:
+    """The error of a gang no offering had room for, naming its members and the offerings tried."""
+    return InsufficientCapacity(
+        list(tried),
+        f"gang of {len(missing)} ({', '.join(c.name for c in missing)}): no offering had room for all of "
+        "them: " + ", ".join(str(k) for k in tried),
+        partial=tuple(partial),
+    )
+
+
 def with_skipped(instance: Instance, skipped: tuple[OfferingKey, ...]) -> Instance:
     """The instance also naming the offerings its group found out of room before it launched."""
     if not skipped:

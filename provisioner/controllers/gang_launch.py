@@ -12,6 +12,9 @@ launched yet, and does the rest of their life as for any claim):
   reason, so the next solve places the gang elsewhere or tells each member why it cannot.
 - A group that still ends partial (a provider answering fewer instances than claims) is terminated in
   this same reconcile, and what the attempt cost is a ledger row per instance; then as above.
+- A group launched whole of which a member never registers (`unregistered`): past the registration
+  timeout every claim of the group is deleted together, the registered ones too (the gang cannot start
+  without the missing node, so none stays billed), each a ledger row; its pods are provisioned again.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.common import Operator
-from provisioner.api.nodeclaim import LAUNCHED
+from provisioner.api.nodeclaim import LAUNCHED, REGISTERED
 from provisioner.cloudprovider import (
     CloudProviderError,
     GangPlacement,
@@ -34,7 +37,7 @@ from provisioner.cloudprovider import (
     NotFound,
     TransientError,
 )
-from provisioner.controllers.conditions import condition_time, set_condition
+from provisioner.controllers.conditions import condition_status, condition_time, set_condition
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.finops.rows import ActionRow
 from provisioner.state import Snapshot
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 PARTIAL = "GangLaunchPartial"
 NO_CAPACITY = "InsufficientCapacity"
 INCOMPLETE = "GangIncomplete"
+UNREGISTERED = "GangUnregistered"
 
 
 def gang_of(claim: NodeClaim) -> tuple[str, int] | None:
@@ -194,24 +198,14 @@ def _terminate_partial(
         with contextlib.suppress(NotFound):
             ctl.providers.for_claim(claims[0]).delete(instance.provider_id)  # type: ignore[union-attr]
         rows.append(
-            ActionRow(
-                time=now,
-                command_id=f"gang-{name}",
-                action="delete",
-                nodepool=claims[0].nodepool or "",
-                teams=(),
+            _row(
+                name,
+                claims[0],
+                now=now,
                 node=instance.nodeclaim or instance.provider_id,
-                instance_type=instance.instance_type,
-                capacity_type=instance.capacity_type,
-                zone=instance.zone,
+                offering=(instance.instance_type, instance.capacity_type, instance.zone),
+                price=instance.price,
                 reason=PARTIAL,
-                method="gang",
-                price_per_hour=instance.price,
-                replacement_type=None,
-                replacement_capacity_type=None,
-                replacement_price_per_hour=0.0,
-                savings_per_hour=instance.price,
-                pods_moved=0,
                 detail=f"gang {name}: {len(instances)} of {len(claims)} nodes launched; terminated at once",
             )
         )
@@ -227,6 +221,106 @@ def _terminate_partial(
             "terminated, and its pods will be provisioned again"
         ),
     )
+
+
+def _row(
+    gang: str,
+    claim: NodeClaim,
+    *,
+    now: datetime,
+    node: str,
+    offering: tuple[str, str, str],
+    price: float,
+    reason: str,
+    detail: str,
+) -> ActionRow:
+    """The ledger row of one member a gang launch paid for and gave up: no replacement, its whole price
+    stops."""
+    instance_type, capacity_type, zone = offering
+    return ActionRow(
+        time=now,
+        command_id=f"gang-{gang}",
+        action="delete",
+        nodepool=claim.nodepool or "",
+        teams=(),
+        node=node,
+        instance_type=instance_type,
+        capacity_type=capacity_type,
+        zone=zone,
+        reason=reason,
+        method="gang",
+        price_per_hour=price,
+        replacement_type=None,
+        replacement_capacity_type=None,
+        replacement_price_per_hour=0.0,
+        savings_per_hour=price,
+        pods_moved=0,
+        detail=detail,
+    )
+
+
+def unregistered(
+    ctl: LifecycleController, todo: Sequence[NodeClaim], snap: Snapshot, now: datetime
+) -> set[str]:
+    """Give up every launch group of which a member in `todo` was launched but has not registered within
+    the registration timeout: all the group's claims (same gang, same group size) are deleted together,
+    each a ledger row for what it was billed. Returns the names of the claims deleted."""
+    timeout = ctl.settings.registration_timeout
+    late: dict[tuple[str, int], NodeClaim] = {}
+    for claim in todo:
+        gang = gang_of(claim)
+        launched_at = condition_time(claim, LAUNCHED)
+        if (
+            gang is None
+            or not claim.status.provider_id
+            or condition_status(claim, LAUNCHED) != "True"
+            or condition_status(claim, REGISTERED) == "True"
+            or launched_at is None
+            or now - launched_at < timeout
+        ):
+            continue
+        late.setdefault(gang, claim)
+    gone: set[str] = set()
+    for (name, size), stuck in sorted(late.items()):
+        members = sorted(
+            (
+                n.claim
+                for n in snap.nodes
+                if n.claim is not None
+                and n.claim.metadata.deletion_timestamp is None
+                and gang_of(n.claim) == (name, size)
+            ),
+            key=lambda c: c.name,
+        )
+        launched_at = condition_time(stuck, LAUNCHED) or now
+        detail = (
+            f"gang {name}: {stuck.name} ({stuck.status.provider_id}) never registered within {timeout}; "
+            f"the whole group of {len(members)} is replaced"
+        )
+        rows = [
+            _row(
+                name,
+                c,
+                now=now,
+                node=c.name,
+                offering=(c.status.instance_type or "", c.status.capacity_type or "", c.status.zone or ""),
+                price=c.status.price_per_hour or 0.0,
+                reason=UNREGISTERED,
+                detail=f"{detail}; billed since {(condition_time(c, LAUNCHED) or launched_at).isoformat()}",
+            )
+            for c in members
+        ]
+        if ctl.recorder is not None and rows:
+            ctl.recorder.actions(rows)
+        for claim in members:
+            ctl.cluster.record_event(
+                kind="NodeClaim", name=claim.name, reason=UNREGISTERED, message=detail, type="Warning"
+            )
+        _give_up(
+            ctl, members, reason=UNREGISTERED, message=f"{detail}, so its pods will be provisioned again"
+        )
+        gone.update(c.name for c in members)
+    return gone
 
 
 def _give_up(ctl: LifecycleController, claims: Sequence[NodeClaim], *, reason: str, message: str) -> None:

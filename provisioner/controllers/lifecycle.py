@@ -8,7 +8,10 @@
   deleted and its pods are solved again, so they fall to the next tier or pool. When the launch fell back from the offering the scheduler priced, an Event
   says so.
 - Registered: the Node with the claim's provider id appeared; it gets the pool's labels and taints, and
-  loses the unregistered taint. None after `registration_timeout`: the claim is replaced.
+  loses the unregistered taint. The labels only the cloud knows once the instance runs (AWS
+  `topology.k8s.aws/network-node-layer-*`, GCP `gce-topology-*`) are asked for then and copied to the
+  Node and the claim, so Kueue topology-aware scheduling can pack by them. None after
+  `registration_timeout`: the claim is replaced (a gang's whole launch group, `gang_launch`).
 - Initialized: the Node is Ready, the start-up taints are gone (removed by their owners), and every
   extended resource the claim asked for (`nvidia.com/gpu`, or the `nvidia.com/mig-<profile>` slices the
   MIG manager makes once it applied the pool's layout: pending until then) is allocatable. A claim asking
@@ -136,6 +139,11 @@ class LifecycleController(Reconciler):
         }
         # A gang's claims launch together, all or none; the rest of their life is any claim's.
         todo, groups = gang_launch.split(todo)
+        try:  # a gang member that never registers takes its whole launch group with it
+            gone = gang_launch.unregistered(self, todo, snap, now)
+            todo = [c for c in todo if c.name not in gone]
+        except ClusterError as err:
+            log.warning("gang registration: %s", err)
         if groups:
             try:
                 gang_launch.launch_gangs(self, groups, snap, now)
@@ -350,6 +358,10 @@ class LifecycleController(Reconciler):
                 )
             return
         labels = dict(claim.metadata.labels)
+        cloud = self._cloud_labels(claim)
+        if cloud:
+            labels.update(cloud)
+            self.cluster.patch_nodeclaim(claim.name, {"metadata": {"labels": cloud}})
         labels.update({wk.NODECLAIM: claim.name, wk.REGISTERED: "true"})
         taints = [t.to_dict() for t in node.taints if t.key != wk.UNREGISTERED_TAINT]
         have = {(t["key"], t["effect"]) for t in taints}
@@ -372,6 +384,20 @@ class LifecycleController(Reconciler):
         )
         self.cluster.patch_nodeclaim_status(claim.name, {"nodeName": node.name, "conditions": conditions})
         log.info("NodeClaim %s registered as Node %s", claim.name, node.name)
+
+    def _cloud_labels(self, claim: NodeClaim) -> dict[str, str]:
+        """The labels the cloud reports for the running instance (network topology) that the claim does
+        not carry yet; {} when it reports none or cannot answer now (the Node registers without them)."""
+        provider = self.providers.for_claim(claim)
+        if provider is None or not claim.status.provider_id:
+            return {}
+        try:
+            instance = provider.get(claim.status.provider_id)
+        except CloudProviderError as err:
+            log.info("NodeClaim %s: no cloud labels at registration: %s", claim.name, err)
+            return {}
+        have = claim.metadata.labels
+        return {k: v for k, v in instance.labels.items() if have.get(k) != v}
 
     # Initialization
 

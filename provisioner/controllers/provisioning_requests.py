@@ -10,7 +10,10 @@ For each request of a class we serve (`check-capacity.autoscaling.x-k8s.io`,
   `Provisioned=True` (check-capacity: `CapacityIsFound`). Else check-capacity says `Provisioned=False,
   CapacityIsNotFound` (or `Failed` with `noRetry: "true"`), and the atomic class books them: they join the
   provisioning controller's solves as one gang, whose nodes launch together or not at all
-  (`Provisioned=False` says why meanwhile, with the gang's reason).
+  (`Provisioned=False` says why meanwhile, with the gang's reason). Before booking, the pods pass team
+  quota as a unit (`provisioner.quota.admission`, gangs admitted whole): when any of them would wait for
+  quota, nothing is booked or launched and `Provisioned=False, QuotaExceeded` says which quota, so no
+  team is billed for capacity beyond its quota through a request.
 - Booked capacity is kept for `BOOKING_TIME` after `Provisioned` (the booked pods stay in the solves, so
   no other pod takes the room); then `BookingExpired=True` if real pods have not taken it all. When booked
   capacity goes (a node interrupted or removed) before its pods took it: `CapacityRevoked=True`.
@@ -32,6 +35,8 @@ from provisioner.clusterapi import ClusterError
 from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.quota import admission
+from provisioner.quota.book import QuotaBook
 from provisioner.scheduling.results import GangOutcome
 from provisioner.state import Snapshot
 from provisioner.state import provisioning_requests as requests_
@@ -150,12 +155,35 @@ class ProvisioningRequestController(Reconciler):
                 *updates,
                 (pr.FAILED, True, "ValidUntilExpired", f"not provisioned within {valid}s; {detail}"),
             ]
+        over = self._over_quota(mine, snap)
+        if over is not None:
+            return [*updates, (pr.PROVISIONED, False, "QuotaExceeded", over)]
         booked.extend(mine)
         held.extend(mine)
         outcome = self.gang_outcome(requests_.gang_name(request))
         if outcome is not None and outcome.state != "Placed":
             return [*updates, (pr.PROVISIONED, False, "CapacityIsNotFound", outcome.reason)]
         return [*updates, (pr.PROVISIONED, False, "Provisioning", "launching its nodes, all at once")]
+
+    def _over_quota(self, pods: list[Pod], snap: Snapshot) -> str | None:
+        """Why the request's pods may not all be admitted by their team's quota now (as one gang: all or
+        none), or None when they may (or belong to no team)."""
+        if not snap.teams or not pods:
+            return None
+        book = QuotaBook(
+            teams=snap.teams,
+            departments=snap.departments,
+            nodepools=snap.nodepools,
+            namespaces=snap.namespaces,
+            defaults=self.settings.pool_defaults,
+        )
+        plan = admission.decide(snap, book, gated=pods)
+        if not plan.held:
+            return None
+        first = plan.held[0]
+        return (
+            f"{len(plan.held)} of its {len(pods)} pods wait for quota of team {first.team}: {first.message}"
+        )
 
     def _fits(self, pods: list[Pod], snap: Snapshot, *, others: Sequence[Pod] = ()) -> tuple[bool, str]:
         """Whether the pods all fit on registered nodes now, beside `others` (the pods of requests booked

@@ -4,6 +4,10 @@ template, its NodeClass or the requirements its labels must meet, or in a Capaci
 `CAPACITY_BLOCK_LEAD`, is replaced whatever the price, as long as budgets and PDBs allow it and its pods
 can reschedule (a block's replacements never go back into a block that ends soon).
 
+A node running a member of a gang (`gangs`) is never disrupted alone: when one of a gang's nodes expires or
+drifts, all of its nodes go in one command (Karpenter's multi-node semantics applied to the gang as a
+unit), gated by budgets counting every node, or none of them does.
+
 Owns when a node has expired or drifted (and the detail saying so); the budget and PDB gate, the re-solve
 and accepting the command are the context's.
 """
@@ -20,6 +24,7 @@ from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
+from provisioner.disruption import gangs
 from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
@@ -35,29 +40,50 @@ instances 30 minutes before its end; an hour leaves the replacements time to lau
 to drain gracefully."""
 
 
+def _unit(
+    ctx: Context, node: StateNode, units: Mapping[str, tuple[str, frozenset[str]]]
+) -> tuple[list[StateNode], str]:
+    """The nodes disrupted together with `node`: all its gang's nodes (with a detail naming the gang), or
+    the node alone."""
+    found = units.get(node.name)
+    if found is None:
+        return [node], ""
+    gang, names = found
+    nodes = [n for n in ctx.owned if n.name in names]
+    return nodes, f"gang {gang} runs on {len(names)} nodes, disrupted together"
+
+
+def _units(ctx: Context) -> dict[str, tuple[str, frozenset[str]]]:
+    """Node -> its gang and all the gang's nodes, for the nodes of gangs on more than one node."""
+    return {n: (g, nodes) for g, nodes in gangs.gang_nodes(ctx.snapshot).items() for n in nodes}
+
+
 def _replace_forcefully(
-    ctx: Context, node: StateNode, reason: DisruptionReason, *, method: str, detail: str
+    ctx: Context, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str, detail: str
 ) -> None:
-    """Drifted nodes go whatever the price; their pods must still have somewhere to go."""
-    if not ctx.gate([node], reason, method=method):
+    """Drifted nodes go whatever the price, together (a gang's nodes); their pods must still have
+    somewhere to go."""
+    if not ctx.gate(nodes, reason, method=method):
         return
-    results = ctx.simulate([node]) if ctx.facts(node).workload else Results()
+    busy = [n for n in nodes if ctx.facts(n).workload]
+    results = ctx.simulate(busy) if busy else Results()
     if results.unschedulable:
         first = results.unschedulable[0]
         why = "; ".join(f"{r.nodepool}: {r.reason}" for r in first.reasons) or "no pool can take it"
-        ctx.block(
-            node,
-            BlockerKind.PODS_DO_NOT_FIT,
-            f"pod {first.pod.key} would not reschedule ({why})",
-            method=method,
-        )
+        for node in nodes:
+            ctx.block(
+                node,
+                BlockerKind.PODS_DO_NOT_FIT,
+                f"pod {first.pod.key} would not reschedule ({why})",
+                method=method,
+            )
         return
     command = Command(
         reason=reason,
         method=method,
-        nodes=(node,),
+        nodes=tuple(nodes),
         replacements=tuple(results.new_claims),
-        records=ctx.records([node], results, reason=reason, detail=detail),
+        records=ctx.records(nodes, results, reason=reason, detail=detail),
     )
     ctx.accept(command, results)
 
@@ -65,28 +91,36 @@ def _replace_forcefully(
 def expiration(ctx: Context) -> None:
     """Expiration is forceful, as Karpenter's: every expired node goes, whatever the budgets,
     do-not-disrupt or PDBs say (they hold its drain only until the claim's terminationGracePeriod) and
-    whether or not all its pods fit elsewhere now. It still counts against the budgets."""
-    due: list[tuple[StateNode, datetime]] = []
+    whether or not all its pods fit elsewhere now. It still counts against the budgets. An expired node
+    of a gang takes all the gang's nodes with it, in one command: the job cannot run without it."""
+    units = _units(ctx)
+    due: list[tuple[list[StateNode], str]] = []
+    taken: set[str] = set()
     for node in ctx.owned:
         expires = ctx.facts(node).expires
-        if expires is not None and ctx.clock.reached(expires[0] + expires[1]):
-            due.append((node, expires[0]))
+        if node.name in taken or expires is None or not ctx.clock.reached(expires[0] + expires[1]):
+            continue
+        assert node.claim is not None
+        nodes, gang = _unit(ctx, node, units)
+        nodes = [n for n in nodes if n.name not in taken]
+        taken.update(n.name for n in nodes)
+        detail = f"{node.name} created {expires[0].isoformat()}, expireAfter {node.claim.spec.expire_after}"
+        due.append((nodes, "; ".join(x for x in (detail, gang) if x)))
     # All of them go: none may receive the pods of another.
-    ctx.remove(node.name for node, _ in due)
-    for node, born in due:
+    ctx.remove(taken)
+    for nodes, detail in due:
         if ctx.done():
             return
-        assert node.claim is not None
-        detail = f"created {born.isoformat()}, expireAfter {node.claim.spec.expire_after}"
-        results = ctx.simulate([node]) if ctx.facts(node).workload else Results()
+        busy = [n for n in nodes if ctx.facts(n).workload]
+        results = ctx.simulate(busy) if busy else Results()
         if results.unschedulable:
             detail += f"; {len(results.unschedulable)} pod(s) fit nowhere now and wait for capacity"
         command = Command(
             reason=DisruptionReason.EXPIRED,
             method="expiration",
-            nodes=(node,),
+            nodes=tuple(nodes),
             replacements=tuple(results.new_claims),
-            records=ctx.records([node], results, reason=DisruptionReason.EXPIRED, detail=detail),
+            records=ctx.records(nodes, results, reason=DisruptionReason.EXPIRED, detail=detail),
         )
         ctx.accept(command, results)
 
@@ -150,8 +184,12 @@ def _drifted_since(node: StateNode) -> datetime | None:
 
 def drift(ctx: Context) -> None:
     """Replace every candidate that drifted, as Karpenter orders them when budgets allow only some: the
-    empty ones first, then the earliest drifted (a drift the provider dated before one seen from a hash)."""
+    empty ones first, then the earliest drifted (a drift the provider dated before one seen from a hash).
+    A drifted node of a gang goes with all the gang's nodes, when all of them are candidates (else the
+    gang waits, each held node saying why)."""
     hashes = _Hashes(ctx)
+    units = _units(ctx)
+    candidates = {n.name for n in ctx.candidates}
     due: list[tuple[StateNode, str]] = []
     for node in ctx.candidates:
         if ctx.free(node) and (why := _drift(ctx, node, hashes)) is not None:
@@ -161,8 +199,16 @@ def drift(ctx: Context) -> None:
     for node, why in due:
         if ctx.done():
             return
-        if ctx.free(node):
-            _replace_forcefully(ctx, node, DisruptionReason.DRIFTED, method="drift", detail=why)
+        if not ctx.free(node):
+            continue
+        nodes, gang = _unit(ctx, node, units)
+        kept = [n.name for n in nodes if n.name not in candidates or not ctx.free(n)]
+        if kept:
+            for n in nodes:
+                ctx.block(n, BlockerKind.GANG, f"{gang}; {', '.join(kept)} cannot go now", method="drift")
+            continue
+        detail = "; ".join(x for x in (f"{node.name}: {why}" if gang else why, gang) if x)
+        _replace_forcefully(ctx, nodes, DisruptionReason.DRIFTED, method="drift", detail=detail)
 
 
 def _block_ends(instance_types: Mapping[str, Sequence[InstanceType]]) -> dict[str, datetime]:
@@ -218,4 +264,6 @@ def reservation_ending(ctx: Context) -> None:
         if rid not in ends:
             continue
         detail = f"capacity block {rid} ends at {ends[rid].isoformat()}; moving its pods off ahead of the end"
-        _replace_forcefully(ctx, node, DisruptionReason.EXPIRED, method=CAPACITY_BLOCK_ENDING, detail=detail)
+        _replace_forcefully(
+            ctx, [node], DisruptionReason.EXPIRED, method=CAPACITY_BLOCK_ENDING, detail=detail
+        )

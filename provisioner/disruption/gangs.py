@@ -6,7 +6,8 @@ not all of them would break the job: its other members keep running, billed, wit
 planner asks `broken` after its methods; the nodes of such commands are held out of the plan (a `Gang`
 blocker naming the gang) and the plan is made again without them, so no budget or PDB is spent on them
 and no later command counts on them. A command whose nodes hold all of a gang's nodes keeps them, each
-counting against its pool's budget.
+counting against its pool's budget. Expiration and drift make such commands themselves
+(`expiration_drift`): one expired or drifted node of a gang takes all the gang's nodes with it.
 
 Pure: a snapshot and commands in, node -> why out.
 """

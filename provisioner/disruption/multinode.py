@@ -2,6 +2,8 @@
 budgets and PDBs) whose pods re-solve onto the rest of the cluster plus at most one cheaper node, found
 by binary search over the prefix length as in Karpenter. At most one command per plan, and never one that
 trades its nodes for a node of a type among them at no lower price (deleting some of them does that).
+When no run of candidates is worth it, each gang's nodes (`gangs`) are tried as one unit, all of them or
+none, within budgets counting every node: a gang is never consolidated in part, but may be as a whole.
 
 Owns the choice of nodes to try together; whether a re-solve is worth acting on is `consolidation`'s.
 """
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption import candidates as cand
-from provisioner.disruption import consolidation
+from provisioner.disruption import consolidation, gangs
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
 from provisioner.disruption.records import CENT
@@ -110,5 +112,22 @@ def run(ctx: Context) -> None:
             lo = mid + 1
         else:
             hi = mid - 1
+    if best is None:
+        best = _whole_gang(ctx)
     if best is not None:
         ctx.accept(*best)
+
+
+def _whole_gang(ctx: Context) -> tuple[Command, Results] | None:
+    """The first gang whose nodes, all candidates, consolidate together within budgets and PDBs."""
+    candidates = {n.name: n for n in ctx.candidates if ctx.free(n)}
+    for _, names in sorted(gangs.gang_nodes(ctx.snapshot).items()):
+        if not names <= candidates.keys():
+            continue
+        nodes = [candidates[n] for n in sorted(names)]
+        if not ctx.gate(nodes, DisruptionReason.UNDERUTILIZED, method=METHOD):
+            continue
+        found = _attempt(ctx, nodes)
+        if found is not None:
+            return found
+    return None

@@ -34,7 +34,14 @@ def run(loaded: LoadedScenario) -> Results:
     snapshot = loaded.snapshot()
     pods, held = admit(loaded, snapshot)
     pods += sim_gangs.booked_pods(loaded)
-    results = solve(
+    results = _solve(loaded, pods, snapshot)
+    results.unschedulable.extend(held)
+    return results
+
+
+def _solve(loaded: LoadedScenario, pods: list[Pod], snapshot: Snapshot) -> Results:
+    """The solver over the scenario's pools, catalog (with its reservations) and capacity."""
+    return solve(
         pods,
         snapshot,
         pools=loaded.nodepools,
@@ -42,8 +49,6 @@ def run(loaded: LoadedScenario) -> Results:
         daemonsets=loaded.daemonsets,
         options=SolveOptions(pool_defaults=loaded.pool_defaults, capacity=loaded.capacity),
     )
-    results.unschedulable.extend(held)
-    return results
 
 
 def with_reservations(loaded: LoadedScenario) -> dict[str, list[InstanceType]]:
@@ -165,18 +170,7 @@ def document_text(doc: dict[str, Any], fmt: str) -> str:
 def requests_of(loaded: LoadedScenario, results: Results) -> list[dict[str, Any]]:
     """The scenario's ProvisioningRequests and the condition each would get (`sim.gangs`)."""
     snapshot = loaded.snapshot()
-
-    def check(pods: list[Pod]) -> Results:
-        return solve(
-            pods,
-            snapshot,
-            pools=loaded.nodepools,
-            instance_types=with_reservations(loaded),
-            daemonsets=loaded.daemonsets,
-            options=SolveOptions(pool_defaults=loaded.pool_defaults, capacity=loaded.capacity),
-        )
-
-    return sim_gangs.static_requests(loaded, results, check)
+    return sim_gangs.static_requests(loaded, results, lambda pods: _solve(loaded, pods, snapshot))
 
 
 def to_json(results: Results, loaded: LoadedScenario | None = None) -> dict[str, Any]:

@@ -9,7 +9,11 @@ from datetime import timedelta
 from provisioner.api import labels as wk
 from provisioner.api import provisioning_request as pr
 from provisioner.cloudprovider import Instance
+from provisioner.clusterapi.port import ClusterError
+from provisioner.controllers import gang_launch
 from provisioner.controllers.conditions import condition_status
+from provisioner.finops.ledger import Ledger
+from provisioner.finops.recorder import LedgerRecorder
 from tests.builders import node_claim
 from tests.controllers.world import World, gpu_pod, node_class, node_pool
 
@@ -253,3 +257,142 @@ def test_booked_nodes_are_not_consolidated_while_the_booking_lasts(make_world):
         w.tick(30)
         assert {c.name for c in w.claims() if c.metadata.deletion_timestamp is None} == booked
     assert not _is(w, "BookingExpired", "True")
+
+
+# A member that never registers; a restart mid-launch ------------------------------------------------------
+
+
+def test_a_member_that_never_registers_replaces_the_whole_gang_and_books_what_it_cost(make_world, tmp_path):
+    w = _h100_world(make_world)
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        w.manager = w.new_manager(recorder=LedgerRecorder(ledger, background=False))
+        w.kubelet.hold = True
+        w.keep(*_gang(2))  # recreated when evicted, as a Job's pods are
+        w.run_until(lambda: len(_launched(w)) == 2, max_ticks=40)
+        first = {c.name: c.status.provider_id for c in w.claims()}
+        stuck = sorted(first)[0]
+        w.kubelet.never_register.add(stuck)
+        w.kubelet.hold = False
+        w.run_until(lambda: not set(first) & set(w.state.claims), max_ticks=30, seconds=60)
+        # Past the registration timeout, neither member is billed: the one that registered goes too.
+        live = {i.provider_id for i in w.fake.list()}
+        assert not live & set(first.values())
+        assert any("never registered" in e["message"] for e in w.events(gang_launch.UNREGISTERED))
+        rows = [a for a in ledger.actions() if a.reason == gang_launch.UNREGISTERED]
+        assert {r.node for r in rows} == set(first)
+        assert all(r.price_per_hour > 0 for r in rows)
+        w.kubelet.never_register.clear()
+        w.run_until(w.all_bound, max_ticks=60, seconds=15)
+        assert len(w.claims()) == 2
+
+
+def test_members_launched_before_a_restart_count_toward_the_group(make_world):
+    w = _h100_world(make_world)
+    w.kubelet.hold = True
+    # The group launches, but the process dies after writing the first member's status, before the
+    # second's: the first claim says launched, the second does not, and both instances run.
+    lifecycle = w.manager.lifecycle
+    patch = lifecycle.cluster.patch_nodeclaim_status
+    written: list[str] = []
+
+    def dies_after_the_first(name, status):
+        if "providerID" in status:
+            if written:
+                raise ClusterError("the process died")
+            written.append(name)
+        return patch(name, status)
+
+    lifecycle.cluster = _Patched(lifecycle.cluster, patch_nodeclaim_status=dies_after_the_first)
+    w.apply(*_gang(2))
+    w.run_until(lambda: bool(written), max_ticks=20)
+    assert len(w.fake.list()) == 2
+    w.restart()
+    w.kubelet.hold = False
+    w.run_until(w.all_bound, max_ticks=60)
+    assert len(w.fake.list()) == 2, "the launched member counted toward the group: nothing launched twice"
+    assert not w.events(gang_launch.INCOMPLETE)
+    assert len(_launched(w)) == 2
+
+
+class _Patched:
+    """An object answering as `inner`, except for the methods given."""
+
+    def __init__(self, inner, **methods) -> None:
+        self._inner = inner
+        self.__dict__.update(methods)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_topology_labels_the_cloud_reports_once_running_reach_the_node_and_claim_at_registration(make_world):
+    w = _h100_world(make_world)
+    w.kubelet.hold = True
+    w.apply(*_gang(2))
+    w.run_until(lambda: len(_launched(w)) == 2, max_ticks=40)
+    layers = {f"topology.k8s.aws/network-node-layer-{n}": f"nn-{n}" for n in (1, 2, 3)}
+    for claim in w.claims():
+        assert not set(layers) & set(claim.metadata.labels), "not known at launch"
+        w.fake.report_labels(claim.status.provider_id, layers)
+    w.kubelet.hold = False
+    w.run_until(w.all_bound, max_ticks=40)
+    for claim in w.claims():
+        assert layers.items() <= claim.metadata.labels.items()
+        assert layers.items() <= w.state.nodes[claim.status.node_name].labels.items()
+
+
+def _team(gpus: int) -> dict:
+    quota = {"nodePool": "h100", "resources": {wk.GPU_RESOURCE: str(gpus)}, "overQuota": False}
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "Team",
+        "metadata": {"name": "research"},
+        "spec": {"namespaces": ["default"], "quotas": [quota]},
+    }
+
+
+def test_an_atomic_provisioning_request_beyond_its_teams_quota_books_and_launches_nothing(make_world):
+    w = _h100_world(make_world)
+    w.apply(_team(16), _template(), _request(count=4))  # 4 x 8 GPUs asked, 16 allowed
+    for _ in range(20):
+        w.tick()
+    assert w.claims() == [] and w.fake.list() == []
+    provisioned = _condition(w, pr.PROVISIONED)
+    assert provisioned is not None and provisioned.status == "False"
+    assert provisioned.reason == "QuotaExceeded"
+    assert "team research" in provisioned.message
+
+
+def test_an_atomic_provisioning_request_within_its_teams_quota_launches_whole(make_world):
+    w = _h100_world(make_world)
+    w.apply(_team(32), _template(), _request(count=4))
+    w.run_until(lambda: len(_launched(w)) == 4, max_ticks=60)
+    assert {c.status.zone for c in w.claims()} == {"us-east-1a"}
+
+
+def test_a_drifted_gang_is_replaced_whole_in_one_command(make_world):
+    w = make_world()
+    pool = node_pool("h100", gpu_names=("h100",), capacity_types=("on-demand",), instance_types=[P5])
+    pool["spec"].setdefault("disruption", {})["budgets"] = [{"nodes": "100%"}]
+    w.manager = w.new_manager(disruption=True)
+    w.apply(node_class(), pool)
+    w.keep(*_gang(2))  # recreated when evicted, as a Job's pods are
+    w.run_until(w.all_bound, max_ticks=40)
+    old = sorted(c.name for c in w.claims())
+    # The pool's template changes: every node of it drifts (its stamped hash is old).
+    w.backend.patch("NodePool", "h100", {"spec": {"template": {"metadata": {"labels": {"team": "ml2"}}}}})
+    went: dict[str, int] = {}
+    for tick in range(120):
+        w.tick(15)
+        for name in old:
+            claim = w.state.claims.get(name)
+            if name not in went and (claim is None or claim.metadata.deletion_timestamp is not None):
+                went[name] = tick
+        if not set(old) & set(w.state.claims) and w.all_bound() and len(w.pods()) == 2:
+            break
+    plan = w.manager.disruption.last_plan
+    assert len(went) == 2, plan and [(b.node, b.kind, b.detail) for b in plan.blockers]
+    assert len(set(went.values())) == 1, "in one command"
+    claims = w.claims()
+    assert len(claims) == 2 and not set(old) & {c.name for c in claims}
+    assert len({c.status.zone for c in claims}) == 1

@@ -192,3 +192,23 @@ def test_a_request_of_a_class_we_do_not_serve_is_refused_with_its_field(tmp_path
     result = cli("simulate", path)
     assert result.returncode == 1
     assert "spec.provisioningClassName" in result.stderr and "queued.example.x-k8s.io" in result.stderr
+
+
+def test_an_expiring_gang_is_replaced_whole_in_one_command(tmp_path):
+    """gang-shortage.yaml with room for the gang and a pool whose nodes expire after 1h: the gang's four
+    nodes expire together and are replaced by one command launching four nodes, not held or one by one."""
+    docs = list(yaml.safe_load_all(SHORTAGE.read_text()))
+    scenario, pool = docs[0], docs[1]
+    scenario["spec"].pop("capacity")
+    scenario["spec"]["timeline"] = scenario["spec"]["timeline"][:1]
+    scenario["spec"]["duration"] = "90m"
+    pool["spec"]["template"]["spec"]["expireAfter"] = "1h"
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "100%"}]
+    path = tmp_path / "expiring.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    doc = run_json(path)
+    first = sorted(c["name"] for c in doc["nodeClaims"])[:4]
+    expired = [a for a in doc["actions"] if a["method"] == "expiration"]
+    assert sorted(a["node"] for a in expired) == first
+    assert len({a["time"] for a in expired}) == 1, "all four at once"
+    assert {len(a["replacementNodes"]) for a in expired} == {4}, "one command, four replacements"

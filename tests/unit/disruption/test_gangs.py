@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from provisioner.api import labels as wk
 from provisioner.disruption import BlockerKind
 from tests.unit.disruption.builders import node_pool, pod, state_node
-from tests.unit.disruption.test_planner import LARGE, blocker, run
+from tests.unit.disruption.test_planner import LARGE, NOW, blocker, run
 
 
 def member(name: str, node: str, *, group: str = "train", total: int = 2, cpu: str = "1"):
@@ -52,3 +54,49 @@ def test_other_nodes_are_still_consolidated_beside_a_held_gang(solve):
     taken = {n for c in result.commands for n in c.node_names}
     assert "idle" in taken
     assert not taken & {"gang-a", "gang-b"} or {"gang-a", "gang-b"} <= taken
+
+
+DRIFTED = [{"type": "Drifted", "status": "True"}]
+
+
+def test_a_drifted_member_replaces_the_whole_gang_in_one_command(solve):
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")], conditions=DRIFTED)
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
+    result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])])
+    assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("gang-a", "gang-b"))]
+    assert len(result.commands[0].replacements) == 2
+
+
+def test_a_drifted_gang_waits_when_the_budget_cannot_take_every_member(solve):
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")], conditions=DRIFTED)
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
+    result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])
+    assert result.commands == []
+    (why,) = [b for b in result.blockers if b.node == "gang-a" and b.method == "drift"]
+    assert why.kind == BlockerKind.BUDGET
+
+
+def test_an_expired_member_takes_the_whole_gang_with_it(solve):
+    old = NOW - timedelta(hours=800)
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")], created=old)
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
+    result = run([a, b], solve=solve)
+    assert [(c.method, c.node_names) for c in result.commands] == [("expiration", ("gang-a", "gang-b"))]
+    assert "gang ml/train" in result.commands[0].records[1].detail
+
+
+def test_a_gang_is_consolidated_as_a_whole_when_its_nodes_together_are_worth_it(solve):
+    # The gang's two small members fit one cheaper node; the busy nodes between them fit nowhere cheaper.
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="500m")])
+    busy = [state_node(f"busy{i}", it=LARGE, pods=[pod(f"b{i}", cpu="7600m")]) for i in (1, 2)]
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="500m")])
+    result = run([a, *busy, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])])
+    assert [(c.method, c.node_names) for c in result.commands] == [("multi-node", ("gang-a", "gang-b"))]
+    assert len(result.commands[0].replacements) == 1
+
+
+def test_a_whole_gang_is_not_consolidated_beyond_the_budget(solve):
+    a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="500m")])
+    b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="500m")])
+    result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])
+    assert result.commands == []
