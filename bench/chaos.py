@@ -68,6 +68,7 @@ from provisioner.crashpoints import POINTS  # noqa: E402
 from provisioner.finops.ledger import Ledger  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
 from tests.controllers.kube_server import KubeServer  # noqa: E402
+from tests.controllers.standins import cluster_controllers  # noqa: E402
 from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_pool  # noqa: E402
 
 # How many times each point is worth crashing at: the first pass and a later one (a second claim, a
@@ -268,6 +269,7 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
 
         def poll() -> None:
             cloud.sync()
+            cluster_controllers(backend)  # the not-ready taint off Ready Nodes, Terminating pods finished
             binder.sync()
             if _pool_gpus(backend) > limit:
                 result.limit_breaches += 1
