@@ -8,8 +8,9 @@ short (for a fair-share reclaim: only while the team stays at or above its fair 
 never take pods back and forth), and only until the shortfall is covered: just enough. None when even
 all of them would not do.
 
-Fair shares (`fair_shares`): what a pool's limits leave once every team's in-quota use and the use of
-pods of no team are counted, split among the teams borrowing there (or waiting to) by weight.
+Fair shares (`fair_shares`): what a pool's limits leave once every team's in-quota use, the use of
+pods of no team and what lenders keep back of their quota (`lendingLimit`, `kept_back`) are counted,
+split among the teams borrowing there (or waiting to) by weight.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import heapq
 from collections.abc import Collection, Mapping
 from datetime import datetime
 
+from provisioner.api.team import Team
 from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import Usage
 from provisioner.state.objects import Pod
@@ -159,14 +161,59 @@ def fair_shares(
     if not total_weight:
         return {}
     pool_use = usage.of_pool(pool) if among is None else team_use
+    kept = kept_back(pool, usage=usage, book=book, among=among, resources=limits)
     out: dict[str, dict[str, int]] = {}
     for team_name, weight in borrowers.items():
         share: dict[str, int] = {}
         for r, limit in limits.items():
             others = pool_use.get(r, 0) - team_use.get(r, 0)  # pods of no team
-            borrowable = max(0, limit - in_quota.get(r, 0) - others)
+            borrowable = max(0, limit - in_quota.get(r, 0) - others - kept.get(r, 0))
             share[r] = borrowable * weight // total_weight + covered.get(team_name, {}).get(r, 0)
         out[team_name] = share
+    return out
+
+
+def kept_back(
+    pool: str,
+    *,
+    usage: Usage,
+    book: QuotaBook,
+    among: Collection[str] | None,
+    resources: Collection[str],
+    borrower: Team | None = None,
+) -> dict[str, int]:
+    """Per resource, what lenders keep free of their quota on `pool` (`lendingLimit`), which no borrower
+    may use: every team's (only `among`'s, for a department's cap), and, for the whole pool, every
+    department's beyond what its own teams keep. Not `borrower`'s own, nor its department's."""
+    out: dict[str, int] = {}
+    if not book.has_lenders:
+        return out
+    by_dept: dict[str, dict[str, int]] = {}
+    for team in book.teams.values():
+        if (among is not None and team.name not in among) or (
+            borrower is not None and team.name == borrower.name
+        ):
+            continue
+        entry = book.team_entry(team, pool)
+        if entry.lending is None:
+            continue
+        use = usage.of_team(team.name, pool)
+        for r in resources:
+            if (k := entry.kept(r, use.get(r, 0))) > 0:
+                out[r] = out.get(r, 0) + k
+                if team.spec.department is not None:
+                    mine = by_dept.setdefault(team.spec.department, {})
+                    mine[r] = mine.get(r, 0) + k
+    if among is None:
+        for dept in book.departments.values():
+            entry = book.department_entry(dept, pool)
+            if entry.lending is None or (borrower is not None and dept.name == borrower.spec.department):
+                continue
+            use = usage.of_department(dept.name, pool)
+            for r in resources:
+                k = entry.kept(r, use.get(r, 0)) - by_dept.get(dept.name, {}).get(r, 0)
+                if k > 0:
+                    out[r] = out.get(r, 0) + k
     return out
 
 

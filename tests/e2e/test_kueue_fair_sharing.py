@@ -1,0 +1,96 @@
+"""Kueue's fair-sharing, cohort and scheduler cases (pkg/scheduler/scheduler_test.go,
+pkg/scheduler/preemption/fairsharing, the hierarchical-cohort cases) that fit our model, run through
+`provisioner simulate`, in our own words: a Team is a ClusterQueue, a Department a cohort below the pool,
+the pool's limits the root cohort's capacity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.test_kueue_cases import sized
+from tests.e2e.test_quota_cases import (
+    at,
+    department,
+    deployment,
+    entry,
+    events,
+    l4_pool,
+    nodes_of,
+    prioritized,
+    scenario,
+    step,
+    team,
+)
+from tests.e2e.test_timeline import run_json, write
+
+LENDS_2 = 'lendingLimit: {nvidia.com/gpu: "2"}'
+
+
+def test_fair_shares_leave_out_what_a_lender_keeps_back(tmp_path: Path) -> None:
+    # Pool of 8; y owns 6 and lends at most 2, so 4 stay y's: borrowers share 4, two each. a took all 4
+    # first; b arrives and takes its 2 back (with the 4 counted as borrowable it would get nothing).
+    text = (
+        scenario(timeline=at("30m", step("b", "b", replicas=4, preemptible=True)))
+        + l4_pool(limit=8)
+        + team("y", entry("l4", 6, extra=LENDS_2))
+        + team("a", entry("l4", 0))
+        + team("b", entry("l4", 0))
+        + deployment("a", "a", replicas=4, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(nodes_of(doc, "a/")) == 2
+    assert len(nodes_of(doc, "b/")) == 2
+    assert len(events(doc, "Reclaimed")) == 2
+
+
+def _wide_pool(limit: int) -> str:
+    """The L4 pool, with nodes of 4 and 8 GPUs too, for pods that ask several at once."""
+    return l4_pool(limit=limit).replace(
+        "values: [g6.xlarge]", "values: [g6.xlarge, g6.12xlarge, g6.48xlarge]"
+    )
+
+
+def _lender_and_borrower(tmp_path: Path, *, lends: int, asks: int) -> dict[str, object]:
+    """Kueue's "hierarchical cohort respects lending limit when borrowing": lender owns 10 and lends at
+    most `lends`; borrower owns 5 (borrowingLimit 10) and runs 5; a pod asking `asks` GPUs arrives."""
+    waiting = sized("more", "borrower", priority=0, gpus=asks, indent="        ")
+    text = (
+        scenario(timeline=at("30m", waiting))
+        + _wide_pool(15)
+        + team("lender", entry("l4", 10, extra=f'lendingLimit: {{nvidia.com/gpu: "{lends}"}}'))
+        + team("borrower", entry("l4", 5, extra='borrowingLimit: {nvidia.com/gpu: "10"}'))
+        + deployment("base", "borrower", replicas=5)
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_kueue_a_borrower_may_not_take_more_than_the_lender_lends(tmp_path: Path) -> None:
+    doc = _lender_and_borrower(tmp_path, lends=3, asks=4)
+    assert "borrower/more-0" not in nodes_of(doc, "borrower/")
+    (held,) = [u["reasons"][0]["reason"] for u in doc["unschedulable"] if u["pod"] == "borrower/more-0"]
+    assert "kept by its lenders (lendingLimit)" in held
+
+
+def test_kueue_a_borrower_may_take_all_the_lender_lends(tmp_path: Path) -> None:
+    doc = _lender_and_borrower(tmp_path, lends=5, asks=5)
+    assert "borrower/more-0" in nodes_of(doc, "borrower/")
+
+
+def test_kueue_the_team_borrowing_less_from_the_root_goes_first(tmp_path: Path) -> None:
+    # Kueue's "in a hierarchical cohort, workload borrowing less is scheduled first": g's department owns
+    # the pool's one GPU, b (no department, higher priority) would borrow it from the root: g gets it.
+    text = (
+        scenario(
+            timeline=at(
+                "30m",
+                prioritized("hi", "b", 3, preemptible=True, indent="        ")
+                + prioritized("lo", "g", 0, preemptible=True, indent="        "),
+            )
+        )
+        + l4_pool(limit=1)
+        + department("d", entry("l4", 1))
+        + team("g", entry("l4", 0), department="d")
+        + team("b", entry("l4", 0))
+    )
+    doc = run_json(write(tmp_path, text))
+    assert nodes_of(doc, "g/") == ["g/lo-0"] and nodes_of(doc, "b/") == []
