@@ -5,6 +5,7 @@ the pool's limits the root cohort's capacity."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.e2e.test_kueue_cases import sized
@@ -94,3 +95,80 @@ def test_kueue_the_team_borrowing_less_from_the_root_goes_first(tmp_path: Path) 
     )
     doc = run_json(write(tmp_path, text))
     assert nodes_of(doc, "g/") == ["g/lo-0"] and nodes_of(doc, "b/") == []
+
+
+def gang(name: str, namespace: str, size: int, *, priority: int = 0, preemptible: bool = True) -> str:
+    """A Kueue plain pod group of `size` 1-GPU pods (admitted whole or not at all), arriving at 30m."""
+    text = deployment(name, namespace, replicas=size, preemptible=preemptible, indent="        ")
+    text = re.sub(
+        r"^( *)labels: \{app: ([^,}]+)(.*)\}$",
+        rf"\1labels: {{app: \2\3, kueue.x-k8s.io/pod-group-name: {name}}}\n"
+        rf'\1annotations: {{kueue.x-k8s.io/pod-group-total-count: "{size}"}}',
+        text,
+        flags=re.M,
+    )
+    return re.sub(r"^( *)tolerations:", rf"\1priority: {priority}\n\1tolerations:", text, flags=re.M)
+
+
+def _two_borrowing_gangs(tmp_path: Path, *, first: int, second: int) -> dict[str, object]:
+    """Kueue's "two workloads can borrow the same resources ... in the same cycle": three teams own 2 GPUs
+    each of a 6-GPU pool and may borrow 2 more; gangs of `first` (priority -1, team one) and `second`
+    (priority -2, team two) arrive together."""
+    limit = 'borrowingLimit: {nvidia.com/gpu: "2"}'
+    text = (
+        scenario(
+            timeline=at("30m", gang("w1", "one", first, priority=-1), gang("w2", "two", second, priority=-2))
+        )
+        + l4_pool(limit=6)
+        + "".join(team(name, entry("l4", 2, extra=limit)) for name in ("one", "two", "three"))
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_kueue_two_gangs_borrow_together_when_the_pool_holds_both(tmp_path: Path) -> None:
+    doc = _two_borrowing_gangs(tmp_path, first=3, second=3)
+    assert len(nodes_of(doc, "one/")) == 3 and len(nodes_of(doc, "two/")) == 3
+
+
+def test_kueue_only_the_first_gang_borrows_when_the_pool_cannot_hold_both(tmp_path: Path) -> None:
+    doc = _two_borrowing_gangs(tmp_path, first=4, second=3)
+    assert len(nodes_of(doc, "one/")) == 4 and nodes_of(doc, "two/") == []
+
+
+def _in_quota_and_borrowing(tmp_path: Path, *, borrows: int) -> dict[str, object]:
+    """Kueue's "cannot borrow if cohort was assigned and would result in overadmission": alpha and beta
+    own 5 each of a 10-GPU pool (beta may borrow 2); alpha's gang of 4 and beta's of 5 + `borrows`
+    arrive together."""
+    text = (
+        scenario(timeline=at("30m", gang("a", "alpha", 4), gang("b", "beta", 5 + borrows)))
+        + l4_pool(limit=10)
+        + team("alpha", entry("l4", 5))
+        + team("beta", entry("l4", 5, extra='borrowingLimit: {nvidia.com/gpu: "2"}'))
+    )
+    return run_json(write(tmp_path, text))
+
+
+def test_kueue_a_gang_may_not_borrow_what_another_team_was_just_given(tmp_path: Path) -> None:
+    doc = _in_quota_and_borrowing(tmp_path, borrows=2)
+    assert len(nodes_of(doc, "alpha/")) == 4 and nodes_of(doc, "beta/") == []
+
+
+def test_kueue_a_gang_borrows_what_is_left_after_another_team_was_given_its_share(tmp_path: Path) -> None:
+    doc = _in_quota_and_borrowing(tmp_path, borrows=1)
+    assert len(nodes_of(doc, "alpha/")) == 4 and len(nodes_of(doc, "beta/")) == 6
+
+
+def test_kueue_a_gang_held_by_its_borrowing_limit_does_not_block_another_team(tmp_path: Path) -> None:
+    # Kueue's "preemption while borrowing, workload waiting for preemption should not block a borrowing
+    # workload in another CQ": shared owns the pool's 4; a owns none and may borrow 3, runs 2 and wants a
+    # gang of 3 more (beyond its limit); b, owning none, borrows 1 at once.
+    text = (
+        scenario(timeline=at("30m", gang("more", "a", 3), gang("one", "b", 1)))
+        + l4_pool(limit=4)
+        + team("shared", entry("l4", 4))
+        + team("a", entry("l4", 0, extra='borrowingLimit: {nvidia.com/gpu: "3"}'))
+        + team("b", entry("l4", 0))
+        + deployment("base", "a", replicas=2, preemptible=True)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert len(nodes_of(doc, "a/")) == 2 and nodes_of(doc, "b/") == ["b/one-0"]
