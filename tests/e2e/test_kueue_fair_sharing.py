@@ -172,3 +172,44 @@ def test_kueue_a_gang_held_by_its_borrowing_limit_does_not_block_another_team(tm
     )
     doc = run_json(write(tmp_path, text))
     assert len(nodes_of(doc, "a/")) == 2 and nodes_of(doc, "b/") == ["b/one-0"]
+
+
+def _running(name: str, namespace: str, priority: int) -> str:
+    return prioritized(name, namespace, priority, preemptible=True)
+
+
+def test_kueue_minimal_preemptions_when_the_team_is_exhausted(tmp_path: Path) -> None:
+    # Kueue's "minimal preemptions when target queue is exhausted": three teams own 2 each of a 6-GPU
+    # pool; alpha runs a1, a2 (priority -2) and a3 (-1), beta three at priority 0. A gang of 2 at
+    # priority 0 comes to alpha: a1 and a2 give way, nothing is taken from beta.
+    text = (
+        scenario(timeline=at("30m", gang("incoming", "alpha", 2, priority=0)))
+        + l4_pool(limit=6)
+        + "".join(team(name, entry("l4", 2)) for name in ("alpha", "beta", "gamma"))
+        + _running("a1", "alpha", -2)
+        + _running("a2", "alpha", -2)
+        + _running("a3", "alpha", -1)
+        + "".join(_running(f"b{i}", "beta", 0) for i in (1, 2, 3))
+    )
+    doc = run_json(write(tmp_path, text))
+    assert sorted(e["name"] for e in events(doc, "Preempted")) == ["a1-0", "a2-0"]
+    assert not events(doc, "Reclaimed")
+    assert nodes_of(doc, "alpha/") == ["alpha/a3-0", "alpha/incoming-0", "alpha/incoming-1"]
+    assert len(nodes_of(doc, "beta/")) == 3
+
+
+def test_kueue_only_a_pod_group_within_its_quota_may_preempt(tmp_path: Path) -> None:
+    # Kueue's "A workload is only eligible to do preemptions if it fits fully within nominal quota":
+    # alpha and beta own 2 each of a 4-GPU pool and run one pod each at priority -1; a gang of 3 at
+    # priority 1 comes to alpha: it could never run within alpha's quota, so it preempts nothing, waits.
+    text = (
+        scenario(timeline=at("30m", gang("incoming", "alpha", 3, priority=1)))
+        + l4_pool(limit=4)
+        + team("alpha", entry("l4", 2))
+        + team("beta", entry("l4", 2))
+        + _running("a1", "alpha", -1)
+        + _running("b1", "beta", -1)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert not events(doc, "Preempted") and not events(doc, "Reclaimed")
+    assert nodes_of(doc, "alpha/") == ["alpha/a1-0"]
