@@ -213,3 +213,43 @@ def test_kueue_only_a_pod_group_within_its_quota_may_preempt(tmp_path: Path) -> 
     doc = run_json(write(tmp_path, text))
     assert not events(doc, "Preempted") and not events(doc, "Reclaimed")
     assert nodes_of(doc, "alpha/") == ["alpha/a1-0"]
+
+
+def test_kueue_a_pod_group_needing_a_reclaim_goes_before_one_that_cannot_run(tmp_path: Path) -> None:
+    # Kueue's "workload requiring reclaimation prioritized over wl in another full cq" (GPUs / 5): alpha
+    # and beta own 2 each of a 4-GPU pool, gamma none; alpha runs 1, gamma borrows 2 (priority 0 and 1).
+    # Gangs of 2 come to alpha (it would have to borrow what is not there) and to beta (its own quota):
+    # beta's gang takes gamma's lower-priority pod back and runs; alpha's waits and takes nothing.
+    text = (
+        scenario(
+            timeline=at(
+                "30m", gang("w1", "alpha", 2, preemptible=True), gang("w2", "beta", 2, preemptible=False)
+            )
+        )
+        + l4_pool(limit=4)
+        + team("alpha", entry("l4", 2))
+        + team("beta", entry("l4", 2))
+        + team("gamma", entry("l4", 0))
+        + deployment("held", "alpha", replicas=1)
+        + _running("g0", "gamma", 0)
+        + _running("g1", "gamma", 1)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert [e["name"] for e in events(doc, "Reclaimed")] == ["g0-0"]
+    assert nodes_of(doc, "beta/") == ["beta/w2-0", "beta/w2-1"]
+    assert nodes_of(doc, "alpha/") == ["alpha/held-0"]
+    assert nodes_of(doc, "gamma/") == ["gamma/g1-0"]
+
+
+def test_kueue_a_pod_group_that_cannot_fit_does_not_block_a_borrower(tmp_path: Path) -> None:
+    # Kueue's "capacity not blocked when lending clusterqueue can reclaim": a owns the pool's 2 and runs
+    # 1; a gang of 2 more for a can never fit beside it, while b's one pod borrows a's free GPU at once.
+    text = (
+        scenario(timeline=at("30m", gang("more", "a", 2, preemptible=True), gang("one", "b", 1)))
+        + l4_pool(limit=2)
+        + team("a", entry("l4", 2))
+        + team("b", entry("l4", 0))
+        + deployment("first", "a", replicas=1)
+    )
+    doc = run_json(write(tmp_path, text))
+    assert nodes_of(doc, "a/") == ["a/first-0"] and nodes_of(doc, "b/") == ["b/one-0"]
