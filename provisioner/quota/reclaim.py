@@ -275,14 +275,17 @@ def _department_covered(
     return out
 
 
-def yields_to(victim: Pod, pod: Pod) -> bool:
+def yields_to(victim: Pod, pod: Pod, *, newer_equal: bool = False) -> bool:
     """Whether `victim`, a pod of the same team, gives way to `pod` in its team's quota: lower priority, or
-    equal priority and preemptible while `pod` is not; never a pod that is not preemptible for one that is."""
+    equal priority and preemptible while `pod` is not (or, with `newer_equal`, created after `pod`); never
+    a pod that is not preemptible for one that is."""
     if not victim.preemptible and pod.preemptible:
         return False
     if victim.priority != pod.priority:
         return victim.priority < pod.priority
-    return victim.preemptible and not pod.preemptible
+    if victim.preemptible and not pod.preemptible:
+        return True
+    return newer_equal and _newest_first(victim) < _newest_first(pod)
 
 
 def within_team(

@@ -157,12 +157,16 @@ class Pass:
 
     def _yielding(self, pod: Pod, team: Team, pool: str) -> list[Pod]:
         """The team's pods on the pool that give way to `pod` (none when the team opted out)."""
-        if team.spec.preemption.within_team == "Never":
+        policy = team.spec.preemption.within_team
+        if policy == "Never":
             return []
+        newer_equal = policy == "LowerOrNewerEqualPriority"
         return [
             p
             for p in self.usage.pods.get((team.name, pool), ())
-            if not p.deleting and p.key not in self.exclude and reclaim.yields_to(p, pod)
+            if not p.deleting
+            and p.key not in self.exclude
+            and reclaim.yields_to(p, pod, newer_equal=newer_equal)
         ]
 
     def preempt_within(
