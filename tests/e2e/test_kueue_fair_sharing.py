@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.test_kueue_cases import sized
 from tests.e2e.test_quota_cases import (
@@ -51,7 +52,7 @@ def _wide_pool(limit: int) -> str:
     )
 
 
-def _lender_and_borrower(tmp_path: Path, *, lends: int, asks: int) -> dict[str, object]:
+def _lender_and_borrower(tmp_path: Path, *, lends: int, asks: int) -> dict[str, Any]:
     """Kueue's "hierarchical cohort respects lending limit when borrowing": lender owns 10 and lends at
     most `lends`; borrower owns 5 (borrowingLimit 10) and runs 5; a pod asking `asks` GPUs arrives."""
     waiting = sized("more", "borrower", priority=0, gpus=asks, indent="        ")
@@ -110,7 +111,7 @@ def gang(name: str, namespace: str, size: int, *, priority: int = 0, preemptible
     return re.sub(r"^( *)tolerations:", rf"\1priority: {priority}\n\1tolerations:", text, flags=re.M)
 
 
-def _two_borrowing_gangs(tmp_path: Path, *, first: int, second: int) -> dict[str, object]:
+def _two_borrowing_gangs(tmp_path: Path, *, first: int, second: int) -> dict[str, Any]:
     """Kueue's "two workloads can borrow the same resources ... in the same cycle": three teams own 2 GPUs
     each of a 6-GPU pool and may borrow 2 more; gangs of `first` (priority -1, team one) and `second`
     (priority -2, team two) arrive together."""
@@ -135,7 +136,7 @@ def test_kueue_only_the_first_gang_borrows_when_the_pool_cannot_hold_both(tmp_pa
     assert len(nodes_of(doc, "one/")) == 4 and nodes_of(doc, "two/") == []
 
 
-def _in_quota_and_borrowing(tmp_path: Path, *, borrows: int) -> dict[str, object]:
+def _in_quota_and_borrowing(tmp_path: Path, *, borrows: int) -> dict[str, Any]:
     """Kueue's "cannot borrow if cohort was assigned and would result in overadmission": alpha and beta
     own 5 each of a 10-GPU pool (beta may borrow 2); alpha's gang of 4 and beta's of 5 + `borrows`
     arrive together."""
@@ -253,3 +254,40 @@ def test_kueue_a_pod_group_that_cannot_fit_does_not_block_a_borrower(tmp_path: P
     )
     doc = run_json(write(tmp_path, text))
     assert nodes_of(doc, "a/") == ["a/first-0"] and nodes_of(doc, "b/") == ["b/one-0"]
+
+
+def _three_teams(tmp_path: Path, running: dict[str, int], incoming: tuple[str, int]) -> dict[str, Any]:
+    """Kueue's fair-sharing preemption cases (preemption_fair_test.go): teams a, b and c own 3 each of a
+    9-GPU pool and run `running` preemptible 1-GPU pods; a gang `incoming` (team, size) arrives at 30m."""
+    who, size = incoming
+    text = (
+        scenario(timeline=at("30m", gang("incoming", who, size)))
+        + l4_pool(limit=9)
+        + "".join(team(name, entry("l4", 3)) for name in ("a", "b", "c"))
+        + "".join(deployment("run", name, replicas=n, preemptible=True) for name, n in running.items() if n)
+    )
+    return run_json(write(tmp_path, text))
+
+
+def _taken(doc: dict[str, Any]) -> list[str]:
+    return sorted(e["namespace"] for e in events(doc, "Reclaimed"))
+
+
+def test_kueue_fair_reclaim_nominal_from_the_team_using_the_most(tmp_path: Path) -> None:
+    doc = _three_teams(tmp_path, {"a": 3, "b": 5, "c": 1}, ("c", 1))
+    assert _taken(doc) == ["b"] and len(nodes_of(doc, "c/")) == 2
+
+
+def test_kueue_fair_reclaim_borrowed_room_from_the_team_using_the_most(tmp_path: Path) -> None:
+    doc = _three_teams(tmp_path, {"a": 3, "b": 5, "c": 1}, ("a", 1))
+    assert _taken(doc) == ["b"] and len(nodes_of(doc, "a/")) == 4
+
+
+def test_kueue_fair_nothing_is_taken_when_everyone_is_within_quota(tmp_path: Path) -> None:
+    doc = _three_teams(tmp_path, {"a": 3, "b": 3, "c": 3}, ("c", 1))
+    assert _taken(doc) == [] and len(nodes_of(doc, "c/")) == 3
+
+
+def test_kueue_fair_nothing_is_taken_when_it_would_switch_the_imbalance(tmp_path: Path) -> None:
+    doc = _three_teams(tmp_path, {"a": 3, "b": 5}, ("a", 2))
+    assert _taken(doc) == [] and len(nodes_of(doc, "a/")) == 3 and len(nodes_of(doc, "b/")) == 5
