@@ -148,13 +148,14 @@ class TeamPreemption(Model):
     """How a team's waiting pods may take its own quota back from its running pods (Kueue's
     ClusterQueue `preemption.withinClusterQueue`)."""
 
-    within_team: Literal["LowerPriority", "Never"] = "LowerPriority"
+    within_team: Literal["LowerPriority", "LowerOrNewerEqualPriority", "Never"] = "LowerPriority"
     """`LowerPriority`: a pod that does not fit its team's quota counts the team's own pods of lower
     priority on that pool as giving way (at equal priority, preemptible pods give way to one that is not;
     a pod that is not preemptible never gives way to one that is). Of those, it evicts what is in the
     way, lowest priority first: pods that are not preemptible beyond the quota, and preemptible ones as
     far as the pool (or the team's ceiling, or its department) lacks room; the others stay on as what the
-    team borrows. `Never`: it waits. Default `LowerPriority`."""
+    team borrows. `LowerOrNewerEqualPriority`: besides, pods of equal priority created after it give way
+    (Kueue's option of that name). `Never`: it waits. Default `LowerPriority`."""
 
 
 class TeamSpec(Model):

@@ -1,6 +1,7 @@
 """Borrowing: the pods left after the in-quota pass, served over quota in turn so idle capacity is shared
-by `overQuotaWeight`, and the reclaims among borrowers when a pool is full: a team below its fair share
-takes pods back from teams above theirs (inside a department that may not borrow, among its own teams).
+by `overQuotaWeight` (a gang's members one after another), and the reclaims among borrowers when a pool
+is full: a team below its fair share takes pods back from teams above theirs (inside a department that
+may not borrow, among its own teams).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from provisioner.api.team import Department, Team
 from provisioner.quota import reclaim
 from provisioner.quota.book import counted
 from provisioner.quota.work import Pass, order_key, short_of
+from provisioner.scheduling.gangs import membership
 from provisioner.state.objects import Pod
 
 Borrower = tuple[Pod, Team, Department | None, tuple[str, ...], list[tuple[str, str]], bool]
@@ -59,9 +61,16 @@ def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], li
         for candidate in left:
             queues.setdefault(candidate[1].name, deque()).append(candidate)
         set_aside: list[Borrower] = []
+        gang: tuple[str, str] | None = None  # (team, gang) of the pod admitted last
         while True:
             best: tuple[tuple[float, int, bool, float, str], str, str] | None = None
-            for name, queue in queues.items():
+            if gang is not None:
+                # A gang borrows as one workload (Kueue admits a workload whole, one at a time): its
+                # next member takes the next turn, so two gangs never split the room between them.
+                queue = queues[gang[0]]
+                if queue and _gang_of(queue[0][0]) == gang[1] and (pool := feasible(queue[0])) is not None:
+                    best = ((0.0, 0, False, 0.0, ""), gang[0], pool)
+            for name, queue in queues.items() if best is None else ():
                 while queue:
                     pool = feasible(queue[0])
                     if pool is not None:
@@ -76,6 +85,8 @@ def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], li
             pod, team, _dept, _pools, _reasons, _ever = queues[name].popleft()
             work.count_in(pod, pool, team)
             admitted.append((pod, pool, team, ()))
+            found = _gang_of(pod)
+            gang = (name, found) if found is not None else None
         left = sorted(set_aside, key=lambda b: index[id(b)])
         fair = None
         if fair_reclaims < FAIR_RECLAIMS_PER_PASS:
@@ -88,6 +99,11 @@ def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], li
         work.count_in(pod, pool, team)
         admitted.append((pod, pool, team, taken))
     return admitted, left
+
+
+def _gang_of(pod: Pod) -> str | None:
+    found = membership(pod)
+    return found[0] if found is not None else None
 
 
 def _owner_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str, tuple[Pod, ...]] | None:

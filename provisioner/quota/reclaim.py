@@ -1,25 +1,29 @@
 """Reclaim: which borrowed pods to evict so an owner's in-quota pod fits under its pool's limits, or
 so a borrower below its fair share of what is borrowed gets it from one above.
 
-Victims are preemptible pods of other teams that are over their quota on that pool, taken lowest
+Victims are preemptible pods of other teams that are over their quota on that pool (a gang's members
+all together, as a gang runs whole or not at all: Kueue evicts a workload whole), taken lowest
 priority first, then from the team most over its fair share (its borrowed share per unit of
 `overQuotaWeight`), then the newest; only while their team is still over quota on a resource that is
 short (for a fair-share reclaim: only while the team stays at or above its fair share, so two borrowers
 never take pods back and forth), and only until the shortfall is covered: just enough. None when even
 all of them would not do.
 
-Fair shares (`fair_shares`): what a pool's limits leave once every team's in-quota use and the use of
-pods of no team are counted, split among the teams borrowing there (or waiting to) by weight.
+Fair shares (`fair_shares`): what a pool's limits leave once every team's in-quota use, the use of
+pods of no team and what lenders keep back of their quota (`lendingLimit`, `kept_back`) are counted,
+split among the teams borrowing there (or waiting to) by weight.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 
+from provisioner.api.team import Team
 from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import Usage
+from provisioner.scheduling.gangs import membership
 from provisioner.state.objects import Pod
 
 
@@ -45,6 +49,24 @@ def _newest_first(pod: Pod) -> float:
     return -created.timestamp() if created is not None else 0.0
 
 
+def _units(pods: Collection[Pod]) -> list[list[Pod]]:
+    """The pods as they give way: a gang's members together (a gang runs whole or not at all), any other
+    pod alone."""
+    units: dict[str, list[Pod]] = {}
+    for pod in pods:
+        found = membership(pod)
+        units.setdefault(found[0] if found is not None else pod.key, []).append(pod)
+    return list(units.values())
+
+
+def _sum(amounts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for amount in amounts:
+        for r, a in amount.items():
+            out[r] = out.get(r, 0) + a
+    return out
+
+
 def select(
     short: Mapping[str, int],
     *,
@@ -61,7 +83,7 @@ def select(
     borrowed capacity, below which none of its pods is taken (default: its quota)."""
     pool_limits = book.pool_limits(pool)
     missing = {r: a for r, a in short.items() if a > 0}
-    candidates: list[tuple[tuple[int, float, float, str], Pod, str, dict[str, int]]] = []
+    candidates: list[tuple[tuple[int, float, float, str], list[Pod], str, dict[str, int]]] = []
     excess: dict[str, dict[str, int]] = {}
     reachable: dict[str, int] = {}
     for (team_name, pool_name), pods in usage.pods.items():
@@ -82,26 +104,29 @@ def select(
         rank = -borrowed_share(over, pool_limits, entry.weight)
         for r in missing:
             reachable[r] = reachable.get(r, 0) + over.get(r, 0)
-        for pod in pods:
-            if pod.deleting or not pod.preemptible or pod.key in exclude:
+        for unit in _units(pods):
+            if any(p.deleting or not p.preemptible or p.key in exclude for p in unit):
                 continue
-            req = usage.request_of(pod)
+            req = _sum(usage.request_of(p) for p in unit)
             if any(req.get(r, 0) for r in missing):
-                candidates.append(((pod.priority, rank, _newest_first(pod), pod.key), pod, team_name, req))
+                head = max(unit, key=lambda p: (p.priority, -_newest_first(p)))
+                candidates.append(
+                    ((head.priority, rank, _newest_first(head), head.key), unit, team_name, req)
+                )
     # What the teams borrow bounds what a reclaim can free: say no before ordering anyone.
     if any(reachable.get(r, 0) < a for r, a in missing.items()):
         return None
     heapq.heapify(candidates)
     chosen: list[Pod] = []
     while missing and candidates:
-        _, pod, team_name, req = heapq.heappop(candidates)
+        _, unit, team_name, req = heapq.heappop(candidates)
         over = excess[team_name]
         # Only pods that are (part of) what the team borrows: a team back within quota keeps the rest.
         if not any(over.get(r, 0) > 0 and req.get(r, 0) > 0 for r in missing):
             continue
         if floors is not None and any(req.get(r, 0) > over.get(r, 0) for r in short if req.get(r, 0)):
             continue  # taking it would put its team below its fair share
-        chosen.append(pod)
+        chosen.extend(unit)
         for r, amount in req.items():
             if r in over:
                 over[r] -= amount
@@ -159,14 +184,59 @@ def fair_shares(
     if not total_weight:
         return {}
     pool_use = usage.of_pool(pool) if among is None else team_use
+    kept = kept_back(pool, usage=usage, book=book, among=among, resources=limits)
     out: dict[str, dict[str, int]] = {}
     for team_name, weight in borrowers.items():
         share: dict[str, int] = {}
         for r, limit in limits.items():
             others = pool_use.get(r, 0) - team_use.get(r, 0)  # pods of no team
-            borrowable = max(0, limit - in_quota.get(r, 0) - others)
+            borrowable = max(0, limit - in_quota.get(r, 0) - others - kept.get(r, 0))
             share[r] = borrowable * weight // total_weight + covered.get(team_name, {}).get(r, 0)
         out[team_name] = share
+    return out
+
+
+def kept_back(
+    pool: str,
+    *,
+    usage: Usage,
+    book: QuotaBook,
+    among: Collection[str] | None,
+    resources: Collection[str],
+    borrower: Team | None = None,
+) -> dict[str, int]:
+    """Per resource, what lenders keep free of their quota on `pool` (`lendingLimit`), which no borrower
+    may use: every team's (only `among`'s, for a department's cap), and, for the whole pool, every
+    department's beyond what its own teams keep. Not `borrower`'s own, nor its department's."""
+    out: dict[str, int] = {}
+    if not book.has_lenders:
+        return out
+    by_dept: dict[str, dict[str, int]] = {}
+    for team in book.teams.values():
+        if (among is not None and team.name not in among) or (
+            borrower is not None and team.name == borrower.name
+        ):
+            continue
+        entry = book.team_entry(team, pool)
+        if entry.lending is None:
+            continue
+        use = usage.of_team(team.name, pool)
+        for r in resources:
+            if (k := entry.kept(r, use.get(r, 0))) > 0:
+                out[r] = out.get(r, 0) + k
+                if team.spec.department is not None:
+                    mine = by_dept.setdefault(team.spec.department, {})
+                    mine[r] = mine.get(r, 0) + k
+    if among is None:
+        for dept in book.departments.values():
+            entry = book.department_entry(dept, pool)
+            if entry.lending is None or (borrower is not None and dept.name == borrower.spec.department):
+                continue
+            use = usage.of_department(dept.name, pool)
+            for r in resources:
+                k = entry.kept(r, use.get(r, 0)) - by_dept.get(dept.name, {}).get(r, 0)
+                if k > 0:
+                    out[r] = out.get(r, 0) + k
     return out
 
 
@@ -205,14 +275,17 @@ def _department_covered(
     return out
 
 
-def yields_to(victim: Pod, pod: Pod) -> bool:
+def yields_to(victim: Pod, pod: Pod, *, newer_equal: bool = False) -> bool:
     """Whether `victim`, a pod of the same team, gives way to `pod` in its team's quota: lower priority, or
-    equal priority and preemptible while `pod` is not; never a pod that is not preemptible for one that is."""
+    equal priority and preemptible while `pod` is not (or, with `newer_equal`, created after `pod`); never
+    a pod that is not preemptible for one that is."""
     if not victim.preemptible and pod.preemptible:
         return False
     if victim.priority != pod.priority:
         return victim.priority < pod.priority
-    return victim.preemptible and not pod.preemptible
+    if victim.preemptible and not pod.preemptible:
+        return True
+    return newer_equal and _newest_first(victim) < _newest_first(pod)
 
 
 def within_team(

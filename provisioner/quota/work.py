@@ -157,12 +157,16 @@ class Pass:
 
     def _yielding(self, pod: Pod, team: Team, pool: str) -> list[Pod]:
         """The team's pods on the pool that give way to `pod` (none when the team opted out)."""
-        if team.spec.preemption.within_team == "Never":
+        policy = team.spec.preemption.within_team
+        if policy == "Never":
             return []
+        newer_equal = policy == "LowerOrNewerEqualPriority"
         return [
             p
             for p in self.usage.pods.get((team.name, pool), ())
-            if not p.deleting and p.key not in self.exclude and reclaim.yields_to(p, pod)
+            if not p.deleting
+            and p.key not in self.exclude
+            and reclaim.yields_to(p, pod, newer_equal=newer_equal)
         ]
 
     def preempt_within(
@@ -359,36 +363,10 @@ class Pass:
         """What others keep free of their quota on the pool (`lendingLimit`), which `borrower` may not
         borrow: every other team's (only department `within`'s teams, for its cap), and, at the pool's
         level, every other department's beyond what its own teams keep."""
-        out: dict[str, int] = {}
-        if not self.book.has_lenders:
-            return out
-        kept_by_dept: dict[str, dict[str, int]] = {}
-        for team in self.book.members(within) if within is not None else self.book.teams.values():
-            if team.name == borrower.name:
-                continue
-            entry = self.book.team_entry(team, pool)
-            if entry.lending is None:
-                continue
-            use = self.usage.of_team(team.name, pool)
-            for r in request:
-                if (k := entry.kept(r, use.get(r, 0))) > 0:
-                    out[r] = out.get(r, 0) + k
-                    if team.spec.department is not None:
-                        by = kept_by_dept.setdefault(team.spec.department, {})
-                        by[r] = by.get(r, 0) + k
-        if within is None:
-            for dept in self.book.departments.values():
-                if dept.name == borrower.spec.department:
-                    continue
-                entry = self.book.department_entry(dept, pool)
-                if entry.lending is None:
-                    continue
-                use = self.usage.of_department(dept.name, pool)
-                for r in request:
-                    k = entry.kept(r, use.get(r, 0)) - kept_by_dept.get(dept.name, {}).get(r, 0)
-                    if k > 0:
-                        out[r] = out.get(r, 0) + k
-        return out
+        among = None if within is None else {t.name for t in self.book.members(within)}
+        return reclaim.kept_back(
+            pool, usage=self.usage, book=self.book, among=among, resources=request, borrower=borrower
+        )
 
     def may_borrow(
         self, pod: Pod, team: Team, dept: Department | None, pool: str, request: Mapping[str, int]

@@ -1,7 +1,8 @@
 """Kueue's preemption cases (pkg/scheduler/preemption/preemption_test.go) that fit our model, run through
 `provisioner simulate`: a team is a ClusterQueue, a pool with limits its cohort. In our own words; the
 expected victims are Kueue's. Cases that do not fit on purpose (README, "Where we differ from Kueue"):
-LowerOrNewerEqualPriority, ReclaimFromLowerPriority, BorrowWithinCohort and its priority threshold."""
+ReclaimFromLowerPriority, BorrowWithinCohort and its priority threshold. LowerOrNewerEqualPriority is in
+tests/unit/quota/test_within_team.py (a scenario cannot give a pod an age older than its creation)."""
 
 from __future__ import annotations
 
