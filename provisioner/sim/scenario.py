@@ -11,7 +11,7 @@ stockouts applied, a Snapshot) or raises `ScenarioError` holding every problem f
 `FILE:LINE: Kind/name: field: message`. Running it (`provisioner.sim.static`) is someone else's job, so a
 later timeline (`spec.duration`, `spec.timeline`) only extends the `ScenarioSpec` model here.
 
-Longer than most modules (about 740 lines): the checks of each workload kind's fields sit beside the
+Longer than most modules (about 800 lines): the checks of each workload kind's fields sit beside the
 loader that locates their problems, so a new kind is one function here. What a Scenario document may say
 (its models) is `provisioner.sim.scenario_spec`'s.
 """
