@@ -671,6 +671,10 @@ def _check_pod_spec(
                 "matchExpressions",
                 j,
             )
+            key = (expr or {}).get("key")
+            if not isinstance(key, str) or not key:
+                out.add(doc, f"key is required: a label key, not {key!r}", (*path, "key"))
+                ok = False
             op = (expr or {}).get("operator")
             if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
                 out.add(

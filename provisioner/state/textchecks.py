@@ -82,6 +82,13 @@ def check_pod(pod: Pod, *, metadata: bool = True, spec: bool = True) -> None:
     )
     if not spec:
         return
+    for i, term in enumerate(pod.required_node_terms):
+        for j, r in enumerate(term):
+            if not r.key:  # text when present (checked above); a requirement without a key means nothing
+                raise ValueError(
+                    f"Pod {pod.key}: spec.affinity.nodeAffinity...nodeSelectorTerms[{i}].matchExpressions[{j}]"
+                    ".key: required"
+                )
     for i, t in enumerate(pod.topology_spread):
         if t.min_domains is not None and (
             not isinstance(t.min_domains, int) or isinstance(t.min_domains, bool)

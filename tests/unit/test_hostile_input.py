@@ -185,6 +185,11 @@ def test_a_pod_with_a_list_for_a_node_selector_value_names_the_field() -> None:
             [{"maxSkew": 1, "topologyKey": "zone", "minDomains": [3]}],
             "spec.topologySpreadConstraints[0].minDomains: expected an integer",
         ),
+        (
+            ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": None, "operator": "Gt", "values": ["4"]}]}]},
+            "spec.affinity.nodeAffinity...nodeSelectorTerms[0].matchExpressions[0].key: required",
+        ),
     ],
 )
 def test_a_pod_with_a_non_text_selector_field_is_refused_naming_it(where, value, field) -> None:
@@ -199,3 +204,24 @@ def test_a_pod_with_a_non_text_selector_field_is_refused_naming_it(where, value,
     with pytest.raises(ValueError, match=re.escape(f"Pod default/p1: {field}")):
         state.upsert("Pod", bad)
     assert not state.keys_of("Pod")
+
+
+def test_a_scenario_pod_whose_node_requirement_has_no_key_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """Found by the scenario fuzzing: a requirement with a null key reached the solver, which failed
+    sorting the keys."""
+    pod = gpu_pod("finetune")
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": None, "operator": "Gt", "values": ["4"]}]}
+                ]
+            }
+        }
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump_all([node_pool("gpu"), node_class(), pod]))
+    result = CliRunner().invoke(app, ["simulate", str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "nodeSelectorTerms[0].matchExpressions[0].key: key is required" in result.output
