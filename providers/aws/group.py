@@ -45,9 +45,8 @@ from provisioner.cloudprovider import (
 )
 from provisioner.cloudprovider.group import (
     check_claims,
-    launch_one_by_one,
     no_room,
-    only_capacity_type,
+    reserved_one_by_one,
     with_partial,
     with_skipped,
 )
@@ -153,25 +152,22 @@ def launch_group(
     while pending:
         attempt = pending.pop(0)
         if attempt.capacity_type == launch.RESERVED:
-            try:
-                return with_partial(
-                    launch_one_by_one(
-                        claims,
-                        only_capacity_type(instance_types, attempt.capacity_type),
-                        nc,
-                        create=provider.create,
-                        delete=provider.delete,
-                        existing=existing,
-                        placement=GangPlacement(
-                            gang=placement.gang if placement else "", zone=attempt.candidates[0].zone
-                        ),
-                    ),
-                    partial,
-                )
-            except InsufficientCapacity as err:
-                tried.extend(k for k in err.offerings if k not in tried)
-                partial.extend(err.partial)
-                continue
+            done = reserved_one_by_one(
+                claims,
+                instance_types,
+                nc,
+                capacity_type=attempt.capacity_type,
+                zone=attempt.candidates[0].zone,
+                gang=placement.gang if placement else "",
+                create=provider.create,
+                delete=provider.delete,
+                existing=existing,
+                tried=tried,
+                partial=partial,
+            )
+            if done is not None:
+                return done
+            continue
         request = group_request(
             attempt, count=len(missing), launch_templates=templates, tags=tags, placement_group=group_name
         )

@@ -41,10 +41,9 @@ from provisioner.cloudprovider.errors import (
 )
 from provisioner.cloudprovider.group import (
     check_claims,
-    launch_one_by_one,
     no_room,
-    only_capacity_type,
     pinned_order,
+    reserved_one_by_one,
     terminate,
     with_partial,
     with_skipped,
@@ -133,23 +132,22 @@ def launch_group(
     partial: list[PartialLaunch] = []
     for attempt in attempts[: provider.max_launch_attempts]:
         if attempt.capacity_type == wk.CAPACITY_TYPE_RESERVED:
-            try:
-                return with_partial(
-                    launch_one_by_one(
-                        claims,
-                        only_capacity_type(instance_types, attempt.capacity_type),
-                        nc,
-                        create=provider.create,
-                        delete=provider.delete,
-                        existing=existing,
-                        placement=GangPlacement(gang=placement.gang if placement else "", zone=attempt.zone),
-                    ),
-                    partial,
-                )
-            except InsufficientCapacity as err:
-                tried.extend(k for k in err.offerings if k not in tried)
-                partial.extend(err.partial)
-                continue
+            done = reserved_one_by_one(
+                claims,
+                instance_types,
+                nc,
+                capacity_type=attempt.capacity_type,
+                zone=attempt.zone,
+                gang=placement.gang if placement else "",
+                create=provider.create,
+                delete=provider.delete,
+                existing=existing,
+                tried=tried,
+                partial=partial,
+            )
+            if done is not None:
+                return done
+            continue
         try:
             launched = _bulk_insert(provider, missing, names, attempt, nc, members, placement, policy)
         except InsufficientCapacity as err:

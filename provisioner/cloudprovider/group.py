@@ -115,6 +115,41 @@ def only_capacity_type(instance_types: Sequence[InstanceType], capacity_type: st
     return out
 
 
+def reserved_one_by_one(
+    claims: Sequence[NodeClaim],
+    instance_types: Sequence[InstanceType],
+    node_class: NodeClass,
+    *,
+    capacity_type: str,
+    zone: str,
+    gang: str,
+    create: Create,
+    delete: Delete,
+    existing: dict[str, Instance],
+    tried: list[OfferingKey],
+    partial: list[PartialLaunch],
+) -> list[Instance] | None:
+    """A gang aimed at a reservation, one create per member (no cloud launches into a reservation
+    atomically): the instances, or None with `tried` and `partial` extended when it found no room."""
+    try:
+        return with_partial(
+            launch_one_by_one(
+                claims,
+                only_capacity_type(instance_types, capacity_type),
+                node_class,
+                create=create,
+                delete=delete,
+                existing=existing,
+                placement=GangPlacement(gang=gang, zone=zone),
+            ),
+            partial,
+        )
+    except InsufficientCapacity as err:
+        tried.extend(k for k in err.offerings if k not in tried)
+        partial.extend(err.partial)
+        return None
+
+
 def no_room(
     missing: Sequence[NodeClaim], tried: Sequence[OfferingKey], partial: Sequence[PartialLaunch]
 ) -> InsufficientCapacity:

@@ -3,10 +3,10 @@ reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This 
 ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
 `topology`, `order`).
 
-About 640 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
-then a new node, per the pod's pool order), and it grew with pool order, reservations and the batch
-ordering of issues 11, 13 and 17. Which opened nodes a pod still has to look at is `scan`'s, which shapes
-go first because pods constrain each other is `order`'s. The reservation pass and `_finalize` (a NewClaim
+About 660 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
+then a new node, per the pod's pool order), and it grew with pool order, reservations, the batch
+ordering of issues 11, 13 and 17, and the gangs hook. Which opened nodes a pod still has to look at is
+`scan`'s, which shapes go first because pods constrain each other is `order`'s, gangs are `gangs`'. The reservation pass and `_finalize` (a NewClaim
 from an opened node) are the next pieces to move out.
 
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
