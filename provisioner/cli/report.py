@@ -262,10 +262,11 @@ def _scenario_file(path: Path):
     if not any(isinstance(d.data, dict) and d.data.get("kind") == "Scenario" for d in docs):
         return None
     from provisioner.sim import scenario
+    from provisioner.sim.loaded import ScenarioError
 
     try:
         return scenario.load_documents(docs, source=str(path))
-    except scenario.ScenarioError as err:
+    except ScenarioError as err:
         for problem in err.problems:
             typer.echo(str(problem), err=True)
         raise typer.Exit(2) from None
@@ -287,10 +288,11 @@ def _load_file(path: Path):
     if any(isinstance(d.data, dict) and d.data.get("kind") == "Scenario" for d in docs):
         # A scenario file: its own loader expands workloads and fills nodes from the catalog.
         from provisioner.sim import scenario
+        from provisioner.sim.loaded import ScenarioError
 
         try:
             return scenario.load_documents(docs, source=str(path)).snapshot()
-        except scenario.ScenarioError as err:
+        except ScenarioError as err:
             for problem in err.problems:
                 typer.echo(str(problem), err=True)
             raise typer.Exit(2) from None

@@ -30,7 +30,7 @@ from provisioner.clock import isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
-from provisioner.sim.scenario import RUNS_FOR
+from provisioner.sim.kube_documents import RUNS_FOR
 from provisioner.state.objects import Pod, tolerates_all
 
 VOLUNTARY = frozenset(r.value for r in DisruptionReason)

@@ -23,8 +23,8 @@ from provisioner.finops.reports.text import plural
 from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import output as output_
 from provisioner.sim import static
+from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.runner import Runner, RunResult
-from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Timeline
 
 

@@ -23,7 +23,7 @@ from provisioner.quota.usage import count
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
 from provisioner.scheduling.results import PoolReason, Unschedulable
 from provisioner.sim import gangs as sim_gangs
-from provisioner.sim.scenario import LoadedScenario
+from provisioner.sim.loaded import LoadedScenario
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 from provisioner.state.provisioning_requests import is_booking_pod
