@@ -61,7 +61,7 @@ def parse_since(text: str, *, now: datetime, flag: str = "--since") -> datetime:
 
 
 def _ledger_target(target: str | None) -> str:
-    from provisioner.finops.ledger import DEFAULT_PATH, url_for
+    from provisioner.finops.database import DEFAULT_PATH, url_for
 
     url = url_for(target or os.environ.get(LEDGER_ENV))
     if url.startswith("sqlite:///"):
@@ -91,7 +91,8 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
     time the fleet was observed): realized savings run to there, and a simulated run's ledger reports as
     it ended. A pool the ledger never saw is an error that names the pools it knows."""
     from provisioner.finops import window
-    from provisioner.finops.ledger import Ledger, LedgerError
+    from provisioner.finops.database import LedgerError
+    from provisioner.finops.ledger import Ledger
 
     url = _ledger_target(ledger_target)
     try:
