@@ -19,7 +19,7 @@ from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import OfferedReservation, offered_reservations
+from provisioner.finops.samples import OfferedReservation, offered_reservations
 from provisioner.state import Snapshot
 
 DEFAULT_INTERVAL = timedelta(minutes=5)

@@ -11,9 +11,10 @@ import pytest
 
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption.model import Command, NodeRecord, PodMove
+from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import costs, scale_down
-from provisioner.finops.rows import Launched, TeamAllocation, action_rows
+from provisioner.finops.rows import TeamAllocation
 from tests.finops.test_ledger import T0, action, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
@@ -241,7 +242,7 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
 
 
 def test_pools_without_an_owner_label_have_none():
-    from provisioner.finops.rows import pool_owners
+    from provisioner.finops.samples import pool_owners
 
     owned = node_pool("gpu")
     owned.metadata.labels["provisioner.sh/team"] = "platform"
