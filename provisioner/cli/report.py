@@ -219,7 +219,7 @@ def costs(
     label provisioner.sh/team), else to "unallocated"."""
     from provisioner.finops.reports import best as best_possible
     from provisioner.finops.reports import costs as builder
-    from provisioner.finops.reports import scale_down
+    from provisioner.finops.reports import focus, scale_down
 
     fmt = out.resolve(output, write, allowed=COST_FORMATS)
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
@@ -245,7 +245,7 @@ def costs(
     elif fmt == "csv":
         text = builder.to_csv(rows.usage, rows.reservations)
     else:
-        text = builder.to_focus_csv(rows.usage, rows.reservations, cluster=cluster)
+        text = focus.to_focus_csv(rows.usage, rows.reservations, cluster=cluster)
     out.emit(text, write)
 
 

@@ -13,7 +13,7 @@ from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption.model import Command, NodeRecord, PodMove
 from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
-from provisioner.finops.reports import costs, scale_down
+from provisioner.finops.reports import costs, focus, scale_down
 from provisioner.finops.rows import TeamAllocation
 from tests.finops.test_ledger import T0, action, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
@@ -231,9 +231,9 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
         zone="us-east-1a",
         allocations=(TeamAllocation("vision", 8000, 0, 2),),
     )
-    text = costs.to_focus_csv([sample], cluster="prod")
+    text = focus.to_focus_csv([sample], cluster="prod")
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert tuple(rows[0]) == costs.FOCUS_COLUMNS
+    assert tuple(rows[0]) == focus.FOCUS_COLUMNS
     assert sum(float(r["BilledCost"]) for r in rows) == pytest.approx(10.0)
     assert {r["ProviderName"] for r in rows} == {"AWS"}
     for r in rows:
