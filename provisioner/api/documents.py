@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from provisioner.api import KINDS, accelerators, labels
-from provisioner.api.common import NODECLASS_KINDS
+from provisioner.api.kinds import NODECLASS_KINDS
 from provisioner.api.located import allowed_fields, format_path, located_problems
 from provisioner.api.nodepool import NodePool
 from provisioner.api.yamldoc import (

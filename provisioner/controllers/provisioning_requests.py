@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from provisioner import scheduling
 from provisioner.api import durations
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.api import provisioning_request as pr
 from provisioner.api.common import Condition, ConditionStatus
 from provisioner.clusterapi import ClusterError
@@ -190,7 +191,7 @@ class ProvisioningRequestController(Reconciler):
         before this one, which keep their room), and where (or why not)."""
         if not pods:
             return True, "every pod it was for is running"
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         results = self.solve(
             [*others, *pods],
             snap,
