@@ -25,12 +25,11 @@ from datetime import datetime
 from provisioner import scheduling
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import candidates as cand
 from provisioner.disruption import emptiness, expiration_drift, gangs, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context, Settings
-from provisioner.disruption.facts import Facts
+from provisioner.disruption.facts import Facts, candidate_blocker
 from provisioner.disruption.memory import Inputs, Memory
 from provisioner.disruption.model import BlockerKind, Plan
 from provisioner.disruption.verdicts import Shared
@@ -160,9 +159,7 @@ def _plan(
             continue
         ctx.result.evaluated += 1
         ctx.owned.append(node)
-        blocker = cand.candidate_blocker(
-            known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=ctx.on_the_way
-        )
+        blocker = candidate_blocker(known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=ctx.on_the_way)
         if blocker is None and node.name in held:
             blocker = (BlockerKind.GANG, held[node.name])
         if blocker is not None:

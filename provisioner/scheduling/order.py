@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from provisioner.scheduling.shapes import Shape
-from provisioner.scheduling.topology import Group, Topology
+from provisioner.scheduling.topology import Topology
+from provisioner.scheduling.variant import Group
 from provisioner.state.objects import Pod
 
 

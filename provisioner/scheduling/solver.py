@@ -69,8 +69,9 @@ from provisioner.scheduling.pools import (
 )
 from provisioner.scheduling.resources import Dims, Vec, add, le, sub
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, selected_keys, shape_key
+from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, selected_keys, shape_key
 from provisioner.scheduling.topology import Topology, record, topology_reason
+from provisioner.scheduling.variant import Variant
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, HostPort, Pod
 
