@@ -5,7 +5,8 @@ offering) and reasons for the pods no pool can take. No SDK, no clock.
 The rooms, bottom up: `requirements` (the label algebra), `resources` (vectors over a solve's
 dimensions), `offerings` (types, cheapest offering, options, minValues), `pools` (pools compiled for a
 solve, their limits), `existing` (how a snapshot's nodes count: the one owner of those adjustments),
-`fit` (a pod shape against a pool alone), `topology` (groups, spreads, domains), `shapes` (pods compiled
+`variant` (what shapes are made of: variants, pool fits, topology groups and spreads), `fit` (a pod
+shape against a pool alone), `topology` (groups, spreads, domains), `shapes` (pods compiled
 into shapes and variants), `solver` (the orchestration), `explain` (one pod against each pool), `results`."""
 
 from provisioner.scheduling.explain import PoolVerdict, explain
