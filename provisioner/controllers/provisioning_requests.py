@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from provisioner import scheduling
 from provisioner.api import durations
@@ -88,7 +89,7 @@ class ProvisioningRequestController(Reconciler):
         self,
         request: pr.ProvisioningRequest,
         snap: Snapshot,
-        templates: dict,
+        templates: dict[str, Any],
         pods: list[Pod],
         now: datetime,
         *,
@@ -229,7 +230,7 @@ class ProvisioningRequestController(Reconciler):
         if not changed:
             return
         conditions = list(request.status.conditions)
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for type_, status, reason, message in changed:
             out = set_condition(conditions, type_, status, reason=reason, message=message, now=now)
             conditions = [Condition.model_validate(d) for d in out]

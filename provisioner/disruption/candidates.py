@@ -20,8 +20,8 @@ from provisioner.api import NodePool, accelerators, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
-from provisioner.disruption.clock import Clock, aware
 from provisioner.disruption.model import BlockerKind
+from provisioner.disruption.plan_time import PlanTime, aware
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod, tolerates_all
 
@@ -67,7 +67,7 @@ def do_not_disrupt_until(pod: Pod) -> datetime | None:
     return None if start is None or lasts is None else start + lasts
 
 
-def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
+def do_not_disrupt(pod: Pod, now: datetime | PlanTime) -> bool:
     """Whether the pod's annotation protects it now: `true`, or a duration not yet lapsed (a pod whose
     start is not known yet is protected, to be safe). Only an active pod is: not a finished or terminating
     one (Karpenter's `IsDisruptable`)."""
@@ -77,7 +77,7 @@ def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
     if value.lower() == "true" or pod.started is None:
         return True
     until = do_not_disrupt_until(pod)
-    clock = now if isinstance(now, Clock) else Clock(now)
+    clock = now if isinstance(now, PlanTime) else PlanTime(now)
     return until is not None and not clock.reached(until)
 
 
@@ -192,7 +192,7 @@ def empty_since(node: StateNode) -> datetime | None:
     return last_pod_event(node)
 
 
-def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
+def settled(since: datetime | None, pool: NodePool, clock: PlanTime) -> bool:
     """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
     wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
     if wait is None:

@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from provisioner.api import NodePool, accelerators, durations
 from provisioner.api import labels as wk
 from provisioner.disruption import candidates as cand
-from provisioner.disruption.clock import Clock
 from provisioner.disruption.model import BlockerKind
 from provisioner.disruption.pdbs import PDBLedger
+from provisioner.disruption.plan_time import PlanTime
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
 
@@ -126,7 +126,7 @@ def candidate_blocker(
     facts: NodeFacts,
     pools: dict[str, NodePool],
     *,
-    clock: Clock,
+    clock: PlanTime,
     pdbs: PDBLedger,
     pending: Sequence[Pod] = (),
 ) -> tuple[BlockerKind, str] | None:
