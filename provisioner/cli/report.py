@@ -279,7 +279,7 @@ def _load_file(path: Path):
     from pydantic import ValidationError
 
     from provisioner.api import KINDS, documents
-    from provisioner.state.cluster import ClusterState
+    from provisioner.state.cluster import SNAPSHOT_KINDS, ClusterState
 
     try:
         docs = documents.read_yaml_file(path)
@@ -298,19 +298,7 @@ def _load_file(path: Path):
                 typer.echo(str(problem), err=True)
             raise typer.Exit(2) from None
     state = ClusterState()
-    tracked = {
-        "Pod",
-        "Node",
-        "NodeClaim",
-        "NodePool",
-        "AWSNodeClass",
-        "GCPNodeClass",
-        "DaemonSet",
-        "PodDisruptionBudget",
-        "Namespace",
-        "Team",
-        "Department",
-    }
+    tracked = set(SNAPSHOT_KINDS)
 
     def visit(obj: Any, doc: documents.YamlDocument, base: tuple[str | int, ...]) -> None:
         if not isinstance(obj, dict):

@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from provisioner import crashpoints, scheduling
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
 from provisioner.cloudprovider.types import InstanceType
@@ -275,7 +276,7 @@ class DisruptionController(Reconciler):
             # Replacements being launched hold room for the pods they were made for: hide them.
             nodes=tuple(n for n in snap.nodes if n.claim is None or n.claim.name not in in_flight),
         )
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         result = plan(
             view,
             pools=pools,

@@ -23,8 +23,9 @@ from provisioner.scheduling.offerings import Option, OptionCache, diverse, short
 from provisioner.scheduling.pools import Pool, first_fit, limit_reason, limit_room, reserve, within
 from provisioner.scheduling.resources import Dims, Vec, add, le
 from provisioner.scheduling.results import NewClaim
-from provisioner.scheduling.shapes import Shape, Variant
+from provisioner.scheduling.shapes import Shape
 from provisioner.scheduling.topology import Topology, record, topology_reason
+from provisioner.scheduling.variant import Variant
 from provisioner.state.objects import HostPort, Pod
 
 

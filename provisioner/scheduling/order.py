@@ -13,7 +13,8 @@ from provisioner.api import labels as wk
 from provisioner.scheduling.fit import labels_missing, untolerated
 from provisioner.scheduling.resources import Dims
 from provisioner.scheduling.shapes import Shape
-from provisioner.scheduling.topology import Group, Topology
+from provisioner.scheduling.topology import Topology
+from provisioner.scheduling.variant import Group
 from provisioner.state.objects import Pod
 
 

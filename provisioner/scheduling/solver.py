@@ -61,8 +61,9 @@ from provisioner.scheduling.pools import (
 )
 from provisioner.scheduling.resources import Dims, le, sub
 from provisioner.scheduling.results import Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, selected_keys, shape_key
+from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, selected_keys, shape_key
 from provisioner.scheduling.topology import Topology, record
+from provisioner.scheduling.variant import Variant
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import DaemonSet, Pod
 

@@ -125,7 +125,10 @@ def gated(doc: Mapping[str, Any], state: Any) -> Mapping[str, Any]:
     book = QuotaBook(teams=state.teams.values(), departments=(), nodepools=(), namespaces=state.namespaces)
     if gate_patch(doc, book.team_of(meta.get("namespace") or "default")) is None:
         return doc
-    return merge_patch(doc, {"spec": {"schedulingGates": [*_gates(doc), {"name": wk.ADMISSION_GATE}]}})
+    gated: Mapping[str, Any] = merge_patch(
+        doc, {"spec": {"schedulingGates": [*_gates(doc), {"name": wk.ADMISSION_GATE}]}}
+    )
+    return gated
 
 
 def _gates(doc: Mapping[str, Any]) -> list[Any]:
