@@ -21,7 +21,7 @@ from provisioner.controllers.lifecycle.initialization import Initialization
 from provisioner.controllers.lifecycle.launch import Launch
 from provisioner.controllers.lifecycle.liveness import Liveness
 from provisioner.controllers.lifecycle.registration import Registration
-from provisioner.controllers.lifecycle.step import log, settled
+from provisioner.controllers.lifecycle.step import Pass, Step, log, settled
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.finops.recorder import LedgerRecorder
 
@@ -44,6 +44,11 @@ class LifecycleController(Reconciler):
         self.registration = Registration(owner=self, recorder=self.recorder)
         self.initialization = Initialization(owner=self, recorder=self.recorder)
 
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The steps, in the order each claim goes through them."""
+        return (self.liveness, self.launch, self.registration, self.initialization)
+
     def reconcile(self, now: datetime) -> None:
         snap = self.state.snapshot()
         still: dict[str, NodeClaim] = {}
@@ -59,7 +64,7 @@ class LifecycleController(Reconciler):
         self._settled = still
         if not todo:
             return
-        nodes_by_pid = {
+        nodes = {
             sn.node.provider_id: sn.node for sn in snap.nodes if sn.node is not None and sn.node.provider_id
         }
         # A gang's claims launch together, all or none; the rest of their life is any claim's.
@@ -74,14 +79,12 @@ class LifecycleController(Reconciler):
                 gang_launch.launch_gangs(self.launch, groups, snap, now)
             except ClusterError as err:
                 log.warning("gang launch: %s", err)
+        p = Pass(snap=snap, now=now, nodes=nodes)
         for claim in todo:
-            node = nodes_by_pid.get(claim.status.provider_id) if claim.status.provider_id else None
             try:
-                if self.liveness.reconcile(claim, node, now):
-                    continue
-                self.launch.reconcile(claim, snap, now)
-                self.registration.reconcile(claim, node, now)
-                self.initialization.reconcile(claim, node, now)
+                for step in self.steps:
+                    if step.reconcile(claim, p):
+                        break
             except NotFoundError:
                 continue  # deleted meanwhile; the next reconcile sees it gone
             except ConflictError as err:

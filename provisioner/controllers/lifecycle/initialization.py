@@ -11,13 +11,12 @@ missing (written when that changes). A GPU node that never gets there is the liv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from provisioner.api import NodeClaim, quantities
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import INITIALIZED, REGISTERED
 from provisioner.controllers.conditions import condition_status
-from provisioner.controllers.lifecycle.step import Step, extended_resources, log, step_condition
+from provisioner.controllers.lifecycle.step import Pass, Step, extended_resources, log, step_condition
 from provisioner.state.objects import Node
 
 
@@ -50,9 +49,10 @@ def missing(claim: NodeClaim, node: Node) -> list[str]:
 
 @dataclass(kw_only=True, eq=False)
 class Initialization(Step):
-    def reconcile(self, claim: NodeClaim, node: Node | None, now: datetime) -> None:
+    def reconcile(self, claim: NodeClaim, p: Pass) -> bool:
+        node, now = p.node_of(claim), p.now
         if node is None or not pending(claim):
-            return  # a Node gone away: garbage collection handles claims whose instance is gone
+            return False  # a Node gone away: garbage collection handles claims whose instance is gone
         lacking = missing(claim, node)
         if not lacking:
             self.cluster.patch_node(node.name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
@@ -61,7 +61,7 @@ class Initialization(Step):
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
             log.info("NodeClaim %s initialized (Node %s)", claim.name, node.name)
-            return
+            return False
         message = "; ".join(lacking)
         current = next((c for c in claim.status.conditions if c.type == INITIALIZED), None)
         if current is None or current.message != message:
@@ -69,3 +69,4 @@ class Initialization(Step):
                 claim.status.conditions, INITIALIZED, False, reason="NotInitialized", message=message, now=now
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
+        return False

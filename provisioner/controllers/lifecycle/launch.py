@@ -32,9 +32,8 @@ from provisioner.cloudprovider import (
 )
 from provisioner.cloudprovider.types import for_template
 from provisioner.controllers.conditions import condition_status, condition_time
-from provisioner.controllers.lifecycle.step import Step, log, step_condition, summary
+from provisioner.controllers.lifecycle.step import Pass, Step, log, step_condition, summary
 from provisioner.controllers.provider_set import node_class_of
-from provisioner.state import Snapshot
 
 
 @dataclass(kw_only=True, eq=False)
@@ -43,9 +42,10 @@ class Launch(Step):
     # every step (in memory only: a restart tries at once, which is what a restart is for).
     retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
 
-    def reconcile(self, claim: NodeClaim, snap: Snapshot, now: datetime) -> None:
+    def reconcile(self, claim: NodeClaim, p: Pass) -> bool:
         if claim.status.provider_id:
-            return
+            return False
+        now = p.now
         if condition_time(claim, LAUNCHED) is None:
             # Start the launch clock durably, so a restarted controller keeps counting from here.
             conditions = step_condition(
@@ -53,14 +53,14 @@ class Launch(Step):
             )
             self.cluster.patch_nodeclaim_status(claim.name, {"conditions": conditions})
         if now < self.not_before(claim.name, now):
-            return
+            return False
         ref = claim.spec.node_class_ref
         provider = self.providers.for_claim(claim)
-        node_class = node_class_of(snap, ref.kind, ref.name)
+        node_class = node_class_of(p.snap, ref.kind, ref.name)
         if provider is None or node_class is None:
             what = f"no cloud serves {ref.kind}" if provider is None else f"{ref.kind} {ref.name} not found"
             self.failed(claim, "NodeClassNotFound", what, now)
-            return
+            return False
         try:
             # The claim carries its pool's template labels: a MIG layout there makes its types offer slices.
             by_name = {
@@ -68,7 +68,7 @@ class Launch(Step):
             }
         except CloudProviderError as err:
             self.failed(claim, type(err).__name__, str(err), now)
-            return
+            return False
         options = [by_name[n] for n in claim.instance_type_options() if n in by_name]
         if not options:
             options = list(by_name.values()) if not claim.instance_type_options() else []
@@ -88,12 +88,12 @@ class Launch(Step):
             except (CreateError, NodeClassNotReady) as err:
                 self.metrics.launch_failures.labels(reason=type(err).__name__).inc()
                 self.failed(claim, type(err).__name__, str(err), now)
-                return
+                return False
             except TransientError as err:
                 self.metrics.launch_failures.labels(reason="TransientError").inc()
                 log.warning("NodeClaim %s: launch will be retried: %s", claim.name, err)
                 self.back_off(claim.name, now)
-                return
+                return False
         if instance is None:
             tried = summary(exhausted) or "every option"
             self.replace(
@@ -104,8 +104,9 @@ class Launch(Step):
                     "its pods will be provisioned again on the next tier or pool"
                 ),
             )
-            return
+            return True
         self.launched(claim, instance, by_name.get(instance.instance_type), exhausted, now)
+        return False
 
     def not_before(self, name: str, now: datetime) -> datetime:
         """When the claim's next launch may be tried (now, unless it is backing off)."""

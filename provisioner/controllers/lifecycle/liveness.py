@@ -17,21 +17,18 @@ another step acts on it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from provisioner.api import NodeClaim
 from provisioner.api.nodeclaim import LAUNCHED, REGISTERED
 from provisioner.controllers.conditions import condition_status, condition_time
 from provisioner.controllers.lifecycle.initialization import missing, pending
-from provisioner.controllers.lifecycle.step import Step, extended_resources
-from provisioner.state.objects import Node
+from provisioner.controllers.lifecycle.step import Pass, Step, extended_resources
 
 
 @dataclass(kw_only=True, eq=False)
 class Liveness(Step):
-    def reconcile(self, claim: NodeClaim, node: Node | None, now: datetime) -> bool:
-        """True when the claim was replaced (the other steps leave it alone)."""
-        timeouts = self.settings
+    def reconcile(self, claim: NodeClaim, p: Pass) -> bool:
+        node, now, timeouts = p.node_of(claim), p.now, self.settings
         if not claim.status.provider_id:
             started = condition_time(claim, LAUNCHED)
             if started is None or now - started < timeouts.launch_timeout:

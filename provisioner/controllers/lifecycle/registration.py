@@ -12,7 +12,6 @@ is the liveness step's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
@@ -20,15 +19,15 @@ from provisioner.api.nodeclaim import REGISTERED
 from provisioner.cloudprovider import CloudProviderError
 from provisioner.clusterapi import guarded, node_rv
 from provisioner.controllers.conditions import condition_status
-from provisioner.controllers.lifecycle.step import Step, log, step_condition
-from provisioner.state.objects import Node
+from provisioner.controllers.lifecycle.step import Pass, Step, log, step_condition
 
 
 @dataclass(kw_only=True, eq=False)
 class Registration(Step):
-    def reconcile(self, claim: NodeClaim, node: Node | None, now: datetime) -> None:
+    def reconcile(self, claim: NodeClaim, p: Pass) -> bool:
+        node, now = p.node_of(claim), p.now
         if not claim.status.provider_id or condition_status(claim, REGISTERED) == "True" or node is None:
-            return
+            return False
         labels = dict(claim.metadata.labels)
         cloud = self._cloud_labels(claim)
         if cloud:
@@ -56,6 +55,7 @@ class Registration(Step):
         )
         self.cluster.patch_nodeclaim_status(claim.name, {"nodeName": node.name, "conditions": conditions})
         log.info("NodeClaim %s registered as Node %s", claim.name, node.name)
+        return False
 
     def _cloud_labels(self, claim: NodeClaim) -> dict[str, str]:
         """The labels the cloud reports for the running instance (network topology) that the claim does

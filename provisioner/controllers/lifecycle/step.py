@@ -1,4 +1,4 @@
-"""What every lifecycle step shares: the `Step` base (a step acts through the lifecycle controller that
+"""What every lifecycle step shares: the `Pass` a step is handed, the `Step` base (a step acts through the lifecycle controller that
 runs it, so they never disagree on the cluster, providers, settings or metrics), replacing a claim, the
 step conditions and the root `Ready` derived from them, and small readings of a claim."""
 
@@ -22,8 +22,25 @@ from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.settings import Settings
 from provisioner.finops.recorder import LedgerRecorder
+from provisioner.state import Snapshot
+from provisioner.state.objects import Node
 
 log = logging.getLogger("provisioner.controllers.lifecycle")
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """What one lifecycle pass hands every step."""
+
+    snap: Snapshot
+    """The cluster as the pass found it: every step sees its claims, not what an earlier step wrote."""
+    now: datetime
+    nodes: Mapping[str, Node]
+    """The snapshot's Nodes by provider id."""
+
+    def node_of(self, claim: NodeClaim) -> Node | None:
+        """The Node registered for the claim's instance, if any."""
+        return self.nodes.get(claim.status.provider_id) if claim.status.provider_id else None
 
 
 @dataclass(kw_only=True, eq=False)
@@ -35,6 +52,11 @@ class Step:
     """The lifecycle controller: the cluster, providers, settings and metrics are read through it."""
     recorder: LedgerRecorder | None = None
     """Where what a gang launch given up cost is booked (`gang_launch`)."""
+
+    def reconcile(self, claim: NodeClaim, p: Pass) -> bool:
+        """Act on the claim if it is in this step's state. True when the claim was replaced (the steps
+        after this one leave it alone)."""
+        raise NotImplementedError
 
     @property
     def cluster(self) -> ClusterAPI:
