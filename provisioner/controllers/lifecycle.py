@@ -48,6 +48,7 @@ from provisioner.controllers import gang_launch
 from provisioner.controllers.conditions import condition_status, condition_time, set_condition, with_ready
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.state import Snapshot
 from provisioner.state.objects import Node
@@ -119,7 +120,19 @@ class LifecycleController(Reconciler):
     """Claim name -> the claim object last seen launched, registered and initialized: a snapshot hands
     back the same object while the claim is unchanged, and such a claim needs nothing from a pass."""
 
+    _watch: Watch = field(init=False)
+    _busy: bool = field(default=True, init=False)
+    """The last pass left a claim with a step to take (a launch to retry among them): the next pass walks
+    the claims again, written or not, since the steps' timeouts and backoffs run on time alone."""
+
+    def __post_init__(self) -> None:
+        self._watch = Watch(self.state, ("NodeClaim",))
+
     def reconcile(self, now: datetime) -> None:
+        # Every claim settled and none written since: no step to take. (A Node matters only to a claim
+        # still registering or initializing, and such a claim keeps the controller busy.)
+        if not self._watch.take() and not self._busy:
+            return
         snap = self.state.snapshot()
         settled: dict[str, NodeClaim] = {}
         todo: list[NodeClaim] = []
@@ -132,6 +145,7 @@ class LifecycleController(Reconciler):
             else:
                 todo.append(claim)
         self._settled = settled
+        self._busy = bool(todo)
         if not todo:
             return
         nodes_by_pid = {
