@@ -54,6 +54,7 @@ from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.disruption import Command, Memory, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
@@ -180,8 +181,15 @@ class DisruptionController(Reconciler):
     _notes_teams: Mapping[str, str] = field(default_factory=dict, init=False)
     """The namespace labels the notes' teams were read with (every snapshot has its own copy)."""
 
+    _watch: Watch = field(init=False)
+    _carried: frozenset[str] = field(default=frozenset(), init=False)
+    """The commands being carried out when the bookkeeping last ran (orphaned marks depend on them)."""
+    _unmark_failed: bool = field(default=False, init=False)
+
     def __post_init__(self) -> None:
         self._pod_events = PodEvents(cluster=self.cluster)
+        # What the per-node bookkeeping reads: the nodes, their claims and pods, the namespaces' teams.
+        self._watch = Watch(self.state, ("Node", "NodeClaim", "Pod", "Namespace", "Team"))
 
     # ---- the loop ----------------------------------------------------------------------------------
 
@@ -191,11 +199,22 @@ class DisruptionController(Reconciler):
         booked = self.booked()
         if booked:
             snap = dataclasses.replace(snap, pending_pods=(*snap.pending_pods, *booked))
-        self._note_nodes(snap)
-        self._warn_invalid_annotations()
-        self._pod_events.observe(snap, now)
-        self._remember_teams()
-        self._clear_orphaned_marks(snap, now)
+        # The bookkeeping is a function of the nodes and the commands carried out: with neither changed
+        # since it last ran (writes of that pass included) and no write of it left to retry, it would
+        # do and write nothing, and is not done.
+        written = self._watch.take()
+        if (
+            written
+            or self._pod_events.failed
+            or self._unmark_failed
+            or frozenset(self.active) != self._carried
+        ):
+            self._carried, self._unmark_failed = frozenset(self.active), False
+            self._note_nodes(snap)
+            self._warn_invalid_annotations()
+            self._pod_events.observe(snap, now)
+            self._remember_teams()
+            self._clear_orphaned_marks(snap, now)
         self._progress(snap, now)
         try:
             self._decide(snap, now, changed=changed)
@@ -339,6 +358,7 @@ class DisruptionController(Reconciler):
             try:
                 self._mark_claim(claim.name, sn.name, now, on=False, reason="Orphaned")
             except ClusterError as err:
+                self._unmark_failed = True  # the next pass tries again
                 log.warning("disruption: cannot unmark %s: %s", claim.name, err)
 
     def _execute(self, command: Command, snap: Snapshot, now: datetime) -> None:

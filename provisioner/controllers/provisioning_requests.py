@@ -67,8 +67,9 @@ class ProvisioningRequestController(Reconciler):
     def reconcile(self, now: datetime) -> None:
         with self.state.lock:
             requests = sorted(self.state.provisioning_requests.values(), key=lambda r: r.key)
-            templates = dict(self.state.pod_templates)
-            pods = list(self.state.pods.values())
+            # Read only when there is a request: a copy of every pod costs a large cluster every pass.
+            templates = dict(self.state.pod_templates) if requests else {}
+            pods = list(self.state.pods.values()) if requests else []
         booked: list[Pod] = []
         held: list[Pod] = []
         if not requests:

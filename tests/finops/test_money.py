@@ -147,6 +147,25 @@ def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals()
     assert paid == pytest.approx(4.0 * 2 / 60 + 2.0 * 5 / 60)
 
 
+def test_the_meter_told_nothing_changed_bills_the_same_rows_without_walking_the_nodes():
+    a, b = state_node("a", it=GPU), state_node("b", it=GPU, price=2.0)
+    one, both = snapshot([a]), snapshot([a, b])
+    # (snapshot, minutes, changed since the pass before): unchanged passes between the changes.
+    passes = [(one, 0, True), (one, 1, False), (both, 2, True), (both, 3, False), (both, 7, False)]
+    passes += [(snapshot([b]), 8, True), (snapshot([b]), 9, False), (snapshot([b]), 13, False)]
+    walked, told = UsageMeter(interval=timedelta(minutes=5)), UsageMeter(interval=timedelta(minutes=5))
+    rows_walked, rows_told = [], []
+    for snap, minutes, changed in passes:
+        now = T0 + timedelta(minutes=minutes)
+        rows_walked += walked.observe(snap, now)
+        # A snapshot that would not be walked: an unchanged pass must not look at its nodes.
+        rows_told += told.observe(snap if changed else snapshot([]), now, changed=changed)
+    rows_walked += walked.flush(T0 + timedelta(minutes=14))
+    rows_told += told.flush(T0 + timedelta(minutes=14))
+    assert rows_told == rows_walked
+    assert sum(r.hours for r in rows_told if r.node == "a") == pytest.approx(7 / 60)
+
+
 def test_each_usage_row_is_the_node_as_it_was_at_the_rows_end_when_only_labels_change():
     # The meter writes an unchanged node's sample again (the same StateNode from the snapshot) with its
     # own time and hours: a new team label on the namespace, a new pool owner or a pod more must show.

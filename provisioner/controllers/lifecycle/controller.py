@@ -23,6 +23,7 @@ from provisioner.controllers.lifecycle.liveness import Liveness
 from provisioner.controllers.lifecycle.registration import Registration
 from provisioner.controllers.lifecycle.step import Pass, Step, log, settled
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.finops.recorder import LedgerRecorder
 
 
@@ -37,8 +38,13 @@ class LifecycleController(Reconciler):
     _settled: dict[str, NodeClaim] = field(default_factory=dict, init=False)
     """Claim name -> the claim object last seen launched, registered and initialized: a snapshot hands
     back the same object while the claim is unchanged, and such a claim needs nothing from a pass."""
+    _watch: Watch = field(init=False, repr=False)
+    _busy: bool = field(default=True, init=False)
+    """The last pass left a claim with a step to take (a launch to retry among them): the next pass walks
+    the claims again, written or not, since the steps' timeouts and backoffs run on time alone."""
 
     def __post_init__(self) -> None:
+        self._watch = Watch(self.state, ("NodeClaim",))
         self.liveness = Liveness(owner=self, recorder=self.recorder)
         self.launch = Launch(owner=self, recorder=self.recorder)
         self.registration = Registration(owner=self, recorder=self.recorder)
@@ -50,6 +56,10 @@ class LifecycleController(Reconciler):
         return (self.liveness, self.launch, self.registration, self.initialization)
 
     def reconcile(self, now: datetime) -> None:
+        # Every claim settled and none written since: no step to take. (A Node matters only to a claim
+        # still registering or initializing, and such a claim keeps the controller busy.)
+        if not self._watch.take() and not self._busy:
+            return
         snap = self.state.snapshot()
         still: dict[str, NodeClaim] = {}
         todo: list[NodeClaim] = []
@@ -62,6 +72,7 @@ class LifecycleController(Reconciler):
             else:
                 todo.append(claim)
         self._settled = still
+        self._busy = bool(todo)
         if not todo:
             return
         nodes = {
