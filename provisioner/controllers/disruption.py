@@ -55,8 +55,7 @@ from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.watch import Watch
-from provisioner.disruption import Command, Memory, Plan, plan
-from provisioner.disruption import Settings as PlannerSettings
+from provisioner.disruption import Command, Memory, Plan, PlannerSettings, plan
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.action_rows import Launched, action_rows, blocker_rows

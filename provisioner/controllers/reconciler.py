@@ -15,7 +15,7 @@ from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.state import ClusterState
 
 
@@ -28,7 +28,7 @@ class Reconciler:
     """Read only through `snapshot()` (or under its lock): informer threads write it."""
     cluster: ClusterAPI
     providers: ProviderSet
-    settings: Settings
+    settings: ControllerSettings
     metrics: Metrics
     clock: Clock
 

@@ -8,7 +8,7 @@ changed since the last (the plans are the same without it).
 """
 
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
-from provisioner.disruption.context import Settings
+from provisioner.disruption.context import PlannerSettings
 from provisioner.disruption.memory import Memory
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan, PodMove
 from provisioner.disruption.planner import plan
@@ -20,8 +20,8 @@ __all__ = [
     "Memory",
     "NodeRecord",
     "Plan",
+    "PlannerSettings",
     "PodMove",
-    "Settings",
     "nodeclass_hash",
     "nodepool_hash",
     "plan",

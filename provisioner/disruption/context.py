@@ -34,7 +34,7 @@ from provisioner.state.objects import Pod
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class PlannerSettings:
     """Knobs of the planner that are not per pool."""
 
     spot_to_spot_min_options: int = 15
@@ -64,7 +64,7 @@ class Context:
         pools: list[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
         clock: PlanTime,
-        settings: Settings,
+        settings: PlannerSettings,
         solve: SolveFn,
         budgets: BudgetTracker,
         removed: set[str],

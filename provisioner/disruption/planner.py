@@ -9,7 +9,7 @@ nodes that receive them, so later commands in the same plan see what earlier one
 are proven to fit by re-solving with the scheduler, never by guessing.
 
 This module owns only the orchestration: the budgets as the plan starts, the candidates, the methods in
-order until `Settings.max_commands`, and the resulting `Plan` (or the last one again, when the caller's
+order until `PlannerSettings.max_commands`, and the resulting `Plan` (or the last one again, when the caller's
 `memory` says nothing the plan reads has changed since). A plan taking part of a gang is made again
 without that gang's nodes (`gangs`).
 
@@ -27,7 +27,7 @@ from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import emptiness, expiration_drift, gangs, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
-from provisioner.disruption.context import Context, Settings
+from provisioner.disruption.context import Context, PlannerSettings
 from provisioner.disruption.facts import Facts, candidate_blocker
 from provisioner.disruption.memory import Inputs, Memory
 from provisioner.disruption.model import BlockerKind, Plan
@@ -73,7 +73,7 @@ def plan(
     *,
     instance_types: Mapping[str, Sequence[InstanceType]],
     now: datetime,
-    settings: Settings = Settings(),
+    settings: PlannerSettings = PlannerSettings(),
     pools: Sequence[NodePool] | None = None,
     solve: SolveFn | None = None,
     memory: Memory | None = None,
@@ -122,7 +122,7 @@ def _plan(
     pools: list[NodePool],
     instance_types: Mapping[str, Sequence[InstanceType]],
     now: datetime,
-    settings: Settings,
+    settings: PlannerSettings,
     solve: SolveFn,
     memory: Memory | None,
     held: Mapping[str, str],

@@ -15,7 +15,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
-from provisioner.disruption import Memory, Plan, Settings, nodepool_hash, plan
+from provisioner.disruption import Memory, Plan, PlannerSettings, nodepool_hash, plan
 from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.state.cluster import Snapshot, StateNode
 from tests import builders
@@ -43,7 +43,7 @@ class Inputs:
 
     snapshot: Snapshot
     types: dict[str, list[InstanceType]]
-    settings: Settings = dataclasses.field(default_factory=Settings)
+    settings: PlannerSettings = dataclasses.field(default_factory=PlannerSettings)
     solve: Callable[..., Any] | None = None
     pools: Sequence[Any] | None = None
 
@@ -160,7 +160,7 @@ def _cheaper_type(i: Inputs) -> Inputs:
 
 
 def _settings(i: Inputs) -> Inputs:
-    return i.with_(settings=Settings(max_commands=0))
+    return i.with_(settings=PlannerSettings(max_commands=0))
 
 
 def _solve(i: Inputs) -> Inputs:
