@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from provisioner import scheduling
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import Memory, Plan, PlannerSettings, plan
+from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, plan
 from provisioner.state.cluster import ClusterState, Snapshot
 from provisioner.state.objects import Pod
 from tests.builders import daemonset, node_pool_manifest
@@ -125,7 +125,7 @@ class World:
         memory: Memory | None = None,
         solve: Callable[..., scheduling.Results] | None = None,
         settings: PlannerSettings = ONLY_SINGLE_NODE,
-    ) -> Plan:
+    ) -> DisruptionPlan:
         return plan(
             self.state.snapshot(),
             instance_types={"default": list(self.types)},
@@ -136,7 +136,7 @@ class World:
         )
 
 
-def canonical(p: Plan) -> tuple[object, ...]:
+def canonical(p: DisruptionPlan) -> tuple[object, ...]:
     """What a plan decides: its commands (nodes, replacements, records) and its blockers."""
     commands = [
         (
