@@ -32,7 +32,9 @@ def parse_amounts(amounts: Mapping[str, Any] | None, where: str, problems: list[
         if amount < 0:
             problems.append(f"{where}.{name}: {value!r} is negative; a request must be 0 or more")
             continue
-        if accelerators.is_extended(name) and quantities.parse_quantity(value) % 1:
+        exact = quantities.parse_quantity(value) if accelerators.is_extended(name) else None
+        # Not `% 1`: a Decimal past the context's precision (`1e40`) cannot be divided.
+        if exact is not None and exact != exact.to_integral_value():
             # The API server refuses these at create: a device is never shared by fractions.
             problems.append(
                 f"{where}.{name}: {value!r} is not a whole number; {name} is an extended resource, "

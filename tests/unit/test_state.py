@@ -278,3 +278,9 @@ def test_a_change_feed_hands_out_the_keys_written_since_its_last_take():
     with pytest.raises(ValueError):
         state.upsert("Pod", {"metadata": {"name": "bad", "namespace": "ml"}, "spec": {"nodeName": 5}})
     assert pods.take() == set(), "a refused object is not a change"
+
+
+def test_a_huge_whole_gpu_request_is_counted_not_a_crash():
+    pod = Pod.from_dict(pod_doc(containers=[container("1", **{"nvidia.com/gpu": "1e40"})]))
+    assert pod.requests["nvidia.com/gpu"] == 10**40
+    assert not pod.invalid
