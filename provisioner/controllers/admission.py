@@ -29,7 +29,7 @@ from provisioner.api import quantities
 from provisioner.clock import isoformat
 from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError
 from provisioner.controllers.reconciler import Reconciler
-from provisioner.quota import admission, status
+from provisioner.quota import admission, decisions, status
 from provisioner.quota.book import QuotaBook, counted
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
@@ -70,7 +70,7 @@ class AdmissionController(Reconciler):
     admitted into it); past that the hold is dropped, with an Event `ReclaimTimedOut`."""
     _holds: dict[str, tuple[str, datetime]] = field(default_factory=dict, init=False)
     """Pod key -> (pool, until) of the room held for it."""
-    last_plan: admission.Plan | None = field(default=None, init=False)
+    last_plan: decisions.AdmissionPlan | None = field(default=None, init=False)
     held: dict[str, tuple[str, list[tuple[str, str]]]] = field(default_factory=dict, init=False)
     """Pod key -> (message, reasons per pool) of every pod waiting now (for `simulate` and reports)."""
     _said: dict[str, str] = field(default_factory=dict, init=False)
@@ -85,7 +85,7 @@ class AdmissionController(Reconciler):
     """The pending pods last read, and those of them behind the gate: a snapshot hands back the same
     tuple while no pending pod was written, and 10,000 pending pods are not walked again each pass."""
 
-    def reconcile(self, now: datetime) -> admission.Plan | None:
+    def reconcile(self, now: datetime) -> decisions.AdmissionPlan | None:
         snap = self.state.snapshot()
         pending, gated = self._gated
         if snap.pending_pods is not pending:
@@ -167,7 +167,7 @@ class AdmissionController(Reconciler):
                     type="Warning",
                 )
 
-    def _admit(self, admit: admission.Admit, now: datetime) -> None:
+    def _admit(self, admit: decisions.Admit, now: datetime) -> None:
         pod = admit.pod
         gates = [
             g
@@ -228,7 +228,7 @@ class AdmissionController(Reconciler):
         except ClusterError as err:
             log.warning("could not write the admission condition of pod %s: %s", pod.key, err)
 
-    def _reclaim(self, admit: admission.Admit, now: datetime) -> tuple[bool, int]:
+    def _reclaim(self, admit: decisions.Admit, now: datetime) -> tuple[bool, int]:
         """Evict every victim: whether all are gone (or going), and how many went now."""
         done = True
         evicted = 0
@@ -286,7 +286,7 @@ class AdmissionController(Reconciler):
             )
         return done, evicted
 
-    def _write_status(self, snap: Snapshot, book: QuotaBook, plan: admission.Plan) -> None:
+    def _write_status(self, snap: Snapshot, book: QuotaBook, plan: decisions.AdmissionPlan) -> None:
         for kind, name, doc in status.documents(book, plan):
             if self._status.get((kind, name)) == doc:
                 continue

@@ -12,7 +12,7 @@ meantime drops them. Carrying out a command:
 3. delete the old NodeClaims: the termination controller (its finalizer) drains them through the eviction
    API, honouring PDBs and do-not-disrupt, and deletes the instances;
 4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
-   really launched (`provisioner.finops.rows.action_rows` holds the money rules). Each old claim carries
+   really launched (`provisioner.finops.action_rows` holds the money rules). Each old claim carries
    its rows (annotation `provisioner.sh/ledger-actions`) from just before its deletion until the rows are
    stored: a controller killed in between hands them in again after its restart (termination does), and
    the ledger stores a (command, node) row once.
@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from provisioner import crashpoints, scheduling
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
 from provisioner.cloudprovider.types import InstanceType
@@ -58,8 +59,9 @@ from provisioner.disruption import Command, Memory, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
+from provisioner.finops.action_rows import Launched, action_rows, blocker_rows
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, Launched, action_rows, actions_to_json, blocker_rows
+from provisioner.finops.rows import ActionRow, actions_to_json
 from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.cluster import StateNode, team_of
@@ -293,7 +295,7 @@ class DisruptionController(Reconciler):
             # Replacements being launched hold room for the pods they were made for: hide them.
             nodes=tuple(n for n in snap.nodes if n.claim is None or n.claim.name not in in_flight),
         )
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         result = plan(
             view,
             pools=pools,

@@ -54,7 +54,7 @@ def _facts(claim: NodeClaim) -> _ClaimFacts:
         phase=_phase(claim),
         pool=claim.nodepool or "",
         price=claim.status.price_per_hour or 0.0,
-        capacity=quantities.parse_resource_list(claim.status.capacity or claim.status.allocatable),
+        capacity=claim.status.capacity_amounts() or claim.status.allocatable_amounts(),
     )
 
 

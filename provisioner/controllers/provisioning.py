@@ -22,6 +22,7 @@ from datetime import datetime
 from provisioner import scheduling
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.provider_set import pool_instance_types
@@ -140,7 +141,7 @@ class ProvisioningController(Reconciler):
         return results
 
     def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Results:
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         instance_types = pool_instance_types(self.providers, snap, pools)
         started = time.perf_counter()
         # The snapshot goes as it is: scheduling.existing owns how its nodes count (a deleting node still

@@ -20,7 +20,7 @@ from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.watch import Watch
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import OfferedReservation, offered_reservations
+from provisioner.finops.samples import OfferedReservation, offered_reservations
 from provisioner.state import Snapshot
 
 DEFAULT_INTERVAL = timedelta(minutes=5)

@@ -16,7 +16,7 @@ StateNode, namespace labels and pool owner) gets that row again with its own tim
 steady fleet's rows cost no walk over their pods.
 
 Reservations are metered by `observe_reservations` at every pass, from the reservations the cloud last
-offered (`rows.offered_reservations`: asking is a call to the cloud, so the caller asks once per interval)
+offered (`samples.offered_reservations`: asking is a call to the cloud, so the caller asks once per interval)
 and our nodes in them now. A reservation is billed from the first pass that sees it offered to the last,
 and its row is cut wherever its counts change, so each row holds the counts of the time it covers.
 """
@@ -28,14 +28,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
-from provisioner.finops.rows import (
-    OfferedReservation,
-    ReservationRow,
-    UsageRow,
-    pool_owners,
-    reservation_rows,
-    usage_row,
-)
+from provisioner.finops.rows import ReservationRow, UsageRow
+from provisioner.finops.samples import OfferedReservation, pool_owners, reservation_rows, usage_row
 from provisioner.state.cluster import Snapshot, StateNode
 
 Row = TypeVar("Row", UsageRow, ReservationRow)

@@ -11,9 +11,10 @@ import pytest
 
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption.model import Command, NodeRecord, PodMove
+from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
-from provisioner.finops.reports import costs, scale_down
-from provisioner.finops.rows import Launched, TeamAllocation, action_rows
+from provisioner.finops.reports import costs, focus, scale_down
+from provisioner.finops.rows import TeamAllocation
 from tests.finops.test_ledger import T0, action, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
@@ -249,9 +250,9 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
         zone="us-east-1a",
         allocations=(TeamAllocation("vision", 8000, 0, 2),),
     )
-    text = costs.to_focus_csv([sample], cluster="prod")
+    text = focus.to_focus_csv([sample], cluster="prod")
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert tuple(rows[0]) == costs.FOCUS_COLUMNS
+    assert tuple(rows[0]) == focus.FOCUS_COLUMNS
     assert sum(float(r["BilledCost"]) for r in rows) == pytest.approx(10.0)
     assert {r["ProviderName"] for r in rows} == {"AWS"}
     for r in rows:
@@ -260,7 +261,7 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
 
 
 def test_pools_without_an_owner_label_have_none():
-    from provisioner.finops.rows import pool_owners
+    from provisioner.finops.samples import pool_owners
 
     owned = node_pool("gpu")
     owned.metadata.labels["provisioner.sh/team"] = "platform"
