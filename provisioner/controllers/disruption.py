@@ -150,7 +150,7 @@ class DisruptionController(Reconciler):
         self._pod_events = PodEvents(cluster=self.cluster)
         self.node_book = NodeBook(cluster=self.cluster)
         # What the per-node bookkeeping reads: the nodes, their claims and pods, the namespaces' teams.
-        self._watch = Watch(self.state, ("Node", "NodeClaim", "Pod", "Namespace", "Team"))
+        self._watch = Watch(self.state, ("Node", "NodeClaim", "Pod", "Namespace", "Team"), owns=self.owns)
 
     # ---- the loop ----------------------------------------------------------------------------------
 
