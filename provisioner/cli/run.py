@@ -69,6 +69,7 @@ def build_providers(
     fake_catalog: str,
     fake_region: str | None,
     fake_state: str | None = None,
+    fake_shared: bool = False,
     clock: Any,
     registry: Any,
     register_node: Any,
@@ -81,15 +82,17 @@ def build_providers(
     for cloud in clouds:
         if cloud == "fake":
             from providers.fake import FakeProvider
+            from providers.fake.shared import SharedFakeProvider
 
-            fake = FakeProvider(
+            # Sharded replicas share one fake cloud (its state file), as they would share an account.
+            fake = (SharedFakeProvider if fake_shared and fake_state else FakeProvider)(
                 catalog=fake_catalog,
                 region=fake_region,
                 cluster_name=cluster_name,
                 clock=clock.now,
                 on_launch=register_node,
                 on_delete=delete_node,
-                state_path=fake_state,
+                state_path=fake_state,  # type: ignore[arg-type]  # shared only with a path
             )
             wrapped = wrappers.wrap(fake, clock=clock.now, registry=registry)
             by_kind.setdefault("AWSNodeClass", wrapped)
@@ -176,7 +179,8 @@ def run_command(
     fake_state: str | None = typer.Option(
         None,
         "--fake-state",
-        help="JSON file the fake cloud keeps its instances in, so they outlive a restart.",
+        help="JSON file the fake cloud keeps its instances in, so they outlive a restart (and, with "
+        "--shards, every replica sees them).",
     ),
     batch_idle: float = typer.Option(1.0, "--batch-idle", envvar="PROVISIONER_BATCH_IDLE", help="Seconds."),
     batch_max: float = typer.Option(10.0, "--batch-max", envvar="PROVISIONER_BATCH_MAX", help="Seconds."),
@@ -209,6 +213,16 @@ def run_command(
     ),
     lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
     lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
+    shards: int = typer.Option(
+        0,
+        "--shards",
+        envvar="PROVISIONER_SHARDS",
+        help="Share the NodePools among every replica started with the same value: this many shard Leases "
+        "(<lease-name>-shard-<i>). 0: one leader acts, the others wait.",
+    ),
+    lease_duration: float = typer.Option(
+        15.0, "--lease-duration", help="Seconds a Lease outlives its holder's last renewal."
+    ),
     default_cpu_pools: str = typer.Option(
         "",
         "--default-cpu-pools",
@@ -248,6 +262,12 @@ def run_command(
         raise _fail("--batch-max: must be >= --batch-idle, and --batch-idle > 0")
     if gc_grace < 0 or gc_interval <= 0:
         raise _fail("--gc-grace, --gc-interval: --gc-grace must be >= 0 and --gc-interval > 0")
+    if shards < 0 or lease_duration < 1:
+        raise _fail("--shards, --lease-duration: --shards must be >= 0 and --lease-duration >= 1")
+    if shards and "fake" in cloud.split(",") and not fake_state:
+        raise _fail(
+            "--fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)"
+        )
     from provisioner import crashpoints
 
     try:
@@ -325,18 +345,48 @@ def run_command(
         fake_catalog=fake_catalog,
         fake_region=fake_region,
         fake_state=fake_state,
+        fake_shared=shards > 0,
         clock=clock,
         registry=metrics.registry,
         register_node=register_node,
         delete_node=delete_node,
     )
     identity = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-    elector = (
-        LeaderElector(client, identity=identity, clock=clock, name=lease_name, namespace=lease_namespace)
-        if leader_elect
-        else None
+    # Kubernetes' own proportions (15 s, 10 s, 2 s) for any lease duration.
+    timing: dict[str, Any] = {
+        "lease_duration": lease_duration,
+        "renew_deadline": lease_duration * 2 / 3,
+        "retry_period": lease_duration * 2 / 15,
+    }
+    elector: Any = None
+    sharding = None
+    if shards:
+        from provisioner.controllers.sharding import Sharding
+        from provisioner.kube.shards import ShardLeases
+
+        elector = ShardLeases(
+            client,
+            identity=identity,
+            clock=clock,
+            shards=shards,
+            namespace=lease_namespace,
+            prefix=lease_name.removesuffix("-leader"),
+            **timing,
+        )
+        sharding = Sharding(
+            shards=shards,
+            owned_shards=elector.owned_shards,
+            holds_admission=elector.holds_admission,
+            clock=clock,
+            defaults=ClusterDefaults.of(cpu=default_cpu_pools, gpu=default_gpu_pools),
+        )
+    elif leader_elect:
+        elector = LeaderElector(
+            client, identity=identity, clock=clock, name=lease_name, namespace=lease_namespace, **timing
+        )
+    is_leader = (
+        sharding.holds_any if sharding is not None else elector.is_leader if elector else (lambda: True)
     )
-    is_leader = elector.is_leader if elector is not None else (lambda: True)
     event_writer = EventWriter(client)
     cluster = KubeClusterAPI(
         client, informers.feeder, may_write=is_leader, clock=clock, event_writer=event_writer
@@ -378,6 +428,7 @@ def run_command(
             evaluation_interval=timedelta(seconds=min(10.0, max(validation_delay, interval))),
         ),
         recorder=recorder,
+        sharding=sharding,
     )
     stop = threading.Event()
 
@@ -417,10 +468,11 @@ def run_command(
     for t in threads:
         t.start()
     log.info(
-        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s webhook=%s ledger=%s",
+        "provisioner running: cloud=%s cluster=%s identity=%s shards=%s metrics=%s webhook=%s ledger=%s",
         cloud,
         cluster_name,
         identity,
+        shards or "off",
         metrics_port or "off",
         webhook_port or "off",
         _safe_url(ledger),

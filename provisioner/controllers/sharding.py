@@ -1,0 +1,110 @@
+"""One sharded replica's part of the controllers: the ClusterState its pool controllers read (its pools,
+their nodes and claims, the pending pods it takes: `provisioner.scheduling.shards.scope`), and the pass
+on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` annotation).
+
+Which shards this replica holds, and whether it holds quota admission, come from outside (the Leases:
+`provisioner.kube.shards.ShardLeases`) as callables, read at every snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from provisioner.clock import Clock
+from provisioner.clusterapi import ClusterAPI, ClusterError
+from provisioner.scheduling import Unschedulable
+from provisioner.scheduling import shards as model
+from provisioner.scheduling.pool_order import ClusterDefaults
+from provisioner.state import ClusterState, Snapshot
+from provisioner.state.objects import Pod
+
+log = logging.getLogger(__name__)
+
+GLOBAL_CONTROLLERS = frozenset({"interruption", "admission", "provisioningrequests", "gc"})
+"""Controllers whose decisions span pools: run only by the replica holding quota admission, on the
+whole cluster (the garbage collector then sees every claim, so it never takes another shard's instance
+for an orphan)."""
+
+
+@dataclass(kw_only=True, eq=False)
+class Sharding:
+    """What a replica holds (`owned_shards`, `holds_admission`) and the views built from it."""
+
+    shards: int
+    owned_shards: Callable[[], frozenset[int]]
+    holds_admission: Callable[[], bool]
+    clock: Clock
+    defaults: ClusterDefaults = field(default_factory=ClusterDefaults)
+    _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
+    _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
+
+    def holds_any(self) -> bool:
+        return self.holds_admission() or bool(self.owned_shards())
+
+    def _owns(self, held: frozenset[int]) -> Callable[[str], bool]:
+        def owns(pool: str) -> bool:
+            shard = self._pool_shards.get(pool)
+            if shard is None:
+                shard = self._pool_shards[pool] = model.shard_of(pool, self.shards)
+            return shard in held
+
+        return owns
+
+    def scoped(self, snap: Snapshot) -> model.Scoped:
+        """`snap` as this replica sees it now; the same object while nothing it depends on changed."""
+        now = self.clock.now()
+        held = self.owned_shards()
+        # Tried pools expire with time: look again every few seconds even when nothing was written.
+        tick = int(now.timestamp() // 5)
+        last = self._last
+        if last is not None and last[0] is snap and last[1] == held and last[2] == tick:
+            return last[3]
+        scoped = model.scope(snap, owns=self._owns(held), defaults=self.defaults, now=now)
+        self._last = (snap, held, tick, scoped)
+        return scoped
+
+    def take(self, pods: Sequence[Pod], snap: Snapshot) -> list[Pod]:
+        """Of pods that are not in the cluster (a ProvisioningRequest's), the ones this replica takes."""
+        taken, _ = model.take(
+            pods, snap, owns=self._owns(self.owned_shards()), defaults=self.defaults, now=self.clock.now()
+        )
+        return taken
+
+    def state(self, state: ClusterState) -> ClusterState:
+        """`state` as this replica's pool controllers read it."""
+        return ShardedState(state, self)  # type: ignore[return-value]
+
+    def pass_on(self, cluster: ClusterAPI, unschedulable: Sequence[Unschedulable], now: datetime) -> None:
+        """Name the pools tried on each pod they could not take whose list goes on in other shards, so
+        the holder of the next pool takes it."""
+        last = self._last
+        runs = last[3].runs if last is not None else {}
+        for u in unschedulable:
+            run = runs.get(u.pod.key)
+            if run is None:
+                continue
+            annotations = model.passed_on(run, u.pod, now)
+            try:
+                cluster.patch_pod(u.pod.namespace, u.pod.name, {"metadata": {"annotations": annotations}})
+            except ClusterError as err:
+                log.warning("could not pass pod %s on from pools %s: %s", u.pod.key, ",".join(run), err)
+                continue
+            log.info("pod %s passed on: pools %s cannot take it", u.pod.key, ",".join(run))
+
+
+class ShardedState:
+    """A ClusterState whose `snapshot()` is one replica's part of it; everything else is the state's."""
+
+    def __init__(self, state: ClusterState, sharding: Sharding) -> None:
+        self._state = state
+        self._sharding = sharding
+
+    def snapshot(self) -> Snapshot:
+        return self._sharding.scoped(self._state.snapshot()).snapshot
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)

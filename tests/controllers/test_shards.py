@@ -1,0 +1,168 @@
+"""Sharded replicas as processes: `provisioner run --cloud fake --shards N` two and three times against
+one API server and one fake cloud (its state file). Pods of pools on every shard are provisioned once,
+a pod whose pools span replicas is passed on in its list's order, pool limits hold, and a replica
+killed mid-launch hands its pools over (its Leases expire) with no second launch and no orphan."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.fake import saved
+from provisioner.clock import RealClock
+from provisioner.kube import client as kc
+from provisioner.scheduling import shards as model
+from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.world import KubeBackend, TestBinder, cluster_controllers, gpu_pod, node_class, node_pool
+from tests.polling import wait_until
+
+pytestmark = [
+    pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server"),
+    pytest.mark.slow,
+]
+
+SHARDS = 6
+LEASE = "3"  # seconds: a killed replica's shards move within it (plus a retry period)
+
+
+class Replicas:
+    """Controller processes sharing the pools, and what they launched."""
+
+    def __init__(self, url: str, state: Path) -> None:
+        self.url = url
+        self.state = state
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-c", "from provisioner.cli import main; main()", "run", "--cloud", "fake"]
+        cmd += ["--url", self.url, "--cluster-name", "e2e", "--batch-idle", "0.2", "--batch-max", "1"]
+        cmd += ["--interval", "0.1", "--log-format", "json", "--metrics-port", "0", "--ledger", "none"]
+        cmd += ["--shards", str(SHARDS), "--lease-duration", LEASE, "--fake-state", str(self.state)]
+        proc = subprocess.Popen(
+            cmd,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})},
+        )
+        self.procs.append(proc)
+        return proc
+
+    def launches(self) -> dict[str, int]:
+        """Instances launched per claim, over every replica."""
+        return saved.load(str(self.state))[1] if self.state.exists() else {}
+
+    def instances(self) -> list[Any]:
+        return saved.load(str(self.state))[0] if self.state.exists() else []
+
+    def stop(self) -> list[str]:
+        logs = []
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            logs.append(err or "")
+        return logs
+
+
+@pytest.fixture
+def replicas(kube_server: Any, tmp_path: Path) -> Iterator[Replicas]:
+    r = Replicas(kube_server.url, tmp_path / "cloud.json")
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+@pytest.fixture
+def backend(kube_client: kc.KubeClient) -> Iterator[KubeBackend]:
+    b = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def holders(client: kc.KubeClient) -> dict[int, str]:
+    """Shard -> the identity holding its Lease now."""
+    items = client.request("GET", kc.LEASE.path(namespace="default"))["items"]
+    out = {}
+    for lease in items:
+        name = lease["metadata"]["name"]
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        if name.startswith("provisioner-shard-") and holder:
+            out[int(name.rsplit("-", 1)[1])] = holder
+    return out
+
+
+def pools_on_every_shard(per_shard: int = 1) -> list[str]:
+    """Pool names, `per_shard` in each shard."""
+    names: dict[int, list[str]] = {i: [] for i in range(SHARDS)}
+    for i in itertools.count():
+        name = f"pool-{i}"
+        got = names[model.shard_of(name, SHARDS)]
+        if len(got) < per_shard:
+            got.append(name)
+        if all(len(v) == per_shard for v in names.values()):
+            return [n for v in names.values() for n in v]
+    raise AssertionError("unreachable")
+
+
+def settle(backend: KubeBackend, binder: TestBinder) -> Callable[[], object]:
+    return lambda: (cluster_controllers(backend), binder.sync())
+
+
+def all_bound(backend: KubeBackend) -> bool:
+    pods = list(backend.state.pods.values())
+    return bool(pods) and all(p.node_name for p in pods)
+
+
+def assert_each_claim_launched_once_and_nothing_orphaned(backend: KubeBackend, replicas: Replicas) -> None:
+    claims = {c.name: c for c in backend.state.claims.values()}
+    launches = replicas.launches()
+    assert set(launches) == set(claims), "an instance for every claim, none for a claim that is not there"
+    assert all(n == 1 for n in launches.values()), f"a claim launched twice: {launches}"
+    live = {i.provider_id for i in replicas.instances() if i.state != "terminated"}
+    assert live == {c.status.provider_id for c in claims.values()}, "no orphaned instance"
+
+
+@pytest.mark.parametrize("count", [2, 3], ids=["two-replicas", "three-replicas"])
+def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
+    count, kube_client, backend, replicas
+):
+    pools = pools_on_every_shard()
+    backend.create(node_class())
+    for name in pools:
+        backend.create(node_pool(name))
+    for _ in range(count):
+        replicas.start()
+    wait_until(
+        "every shard held, by every replica",
+        lambda: len(holders(kube_client)) == SHARDS and len(set(holders(kube_client).values())) == count,
+    )
+    for name in pools:
+        for i in range(2):
+            backend.create(gpu_pod(f"{name}-{i}", annotations={"provisioner.sh/nodepools": name}))
+    binder = TestBinder(backend)
+    wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
+    claims = list(backend.state.claims.values())
+    assert len(claims) == 2 * len(pools), "one one-GPU node per one-GPU pod, none twice"
+    assert {c.nodepool for c in claims} == set(pools)
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+    logs = replicas.stop()
+    writers = [log for log in logs if '"created NodeClaim' in log]
+    assert len(writers) == count, "every replica wrote the claims of its own pools"
+    assert all(json.loads(line) for log in logs for line in log.splitlines() if line.startswith("{"))
