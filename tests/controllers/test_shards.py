@@ -22,7 +22,14 @@ from provisioner.clock import RealClock
 from provisioner.kube import client as kc
 from provisioner.scheduling import shards as model
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import KubeBackend, TestBinder, cluster_controllers, gpu_pod, node_class, node_pool
+from tests.controllers.world import (
+    KubeBackend,
+    TestBinder,
+    cluster_controllers,
+    gpu_pod,
+    node_class,
+    node_pool,
+)
 from tests.polling import wait_until
 
 pytestmark = [
@@ -166,3 +173,72 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     writers = [log for log in logs if '"created NodeClaim' in log]
     assert len(writers) == count, "every replica wrote the claims of its own pools"
     assert all(json.loads(line) for log in logs for line in log.splitlines() if line.startswith("{"))
+
+
+def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launch_or_an_orphan(
+    kube_client, backend, replicas
+):
+    # The first replica dies (SIGKILL, no Lease released) right after its first launch, before the
+    # claim's status says so: the instance exists, only the shared cloud knows it.
+    doomed = replicas.start(env={"PROVISIONER_CRASH_AT": "launch-called:1"})
+    wait_until("the first replica holds every shard", lambda: len(holders(kube_client)) == SHARDS)
+    survivor = replicas.start()
+    wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
+    pools = pools_on_every_shard()
+    backend.create(node_class())
+    for name in pools:
+        backend.create(node_pool(name))
+        backend.create(gpu_pod(f"{name}-0", annotations={"provisioner.sh/nodepools": name}))
+    binder = TestBinder(backend)
+    wait_until(
+        "the first replica killed itself mid-launch",
+        lambda: doomed.poll() is not None,
+        step=settle(backend, binder),
+    )
+    assert doomed.returncode == -signal.SIGKILL
+    wait_until(
+        "the survivor holds every shard",
+        lambda: len(holders(kube_client)) == SHARDS and len(set(holders(kube_client).values())) == 1,
+    )
+    wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
+    assert survivor.poll() is None
+    claims = list(backend.state.claims.values())
+    assert len(claims) == len(pools)
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+
+
+def _pool_in(shards: set[int], taken: set[str]) -> str:
+    return next(
+        n
+        for n in (f"span-{i}" for i in itertools.count())
+        if model.shard_of(n, SHARDS) in shards and n not in taken
+    )
+
+
+def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold(
+    kube_client, backend, replicas
+):
+    replicas.start()
+    replicas.start()
+    wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
+    held = holders(kube_client)
+    first_holder, second_holder = sorted(set(held.values()))
+    first = _pool_in({s for s, h in held.items() if h == first_holder}, set())
+    second = _pool_in({s for s, h in held.items() if h == second_holder}, {first})
+    backend.create(node_class())
+    # One-GPU nodes: the first pool may launch two, then its limit says no and the rest go on.
+    backend.create(node_pool(first, instance_types=("g5.xlarge",), limits={"nvidia.com/gpu": "2"}))
+    backend.create(node_pool(second, instance_types=("g5.xlarge",)))
+    for i in range(5):
+        backend.create(gpu_pod(f"train-{i}", annotations={"provisioner.sh/nodepools": f"{first},{second}"}))
+    binder = TestBinder(backend)
+    wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
+    by_pool: dict[str, int] = {}
+    for claim in backend.state.claims.values():
+        by_pool[claim.nodepool or ""] = by_pool.get(claim.nodepool or "", 0) + 1
+    assert by_pool == {first: 2, second: 3}, "the first pool up to its limit, the rest in the second"
+    nodes = {n.name: n for n in backend.state.nodes.values()}
+    for pod in backend.state.pods.values():
+        if nodes[pod.node_name or ""].labels.get("provisioner.sh/nodepool") == second:
+            assert pod.annotations.get(model.TRIED) == first, "passed on by the first pool's replica"
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
