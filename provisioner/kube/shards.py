@@ -111,6 +111,8 @@ class ShardLeases:
         now = self.clock.now()
         live = {self.identity} if self.member.is_leader() else set()
         for lease in doc.get("items") or []:
+            if ((lease.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL) != self.prefix:
+                continue  # a server that ignored the selector
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
             renewed = parse_time(spec.get("renewTime"))
