@@ -1,0 +1,88 @@
+"""Shard Leases (provisioner.kube.shards) against the Kubernetes API, on a virtual clock: replicas split
+the shards evenly and never hold one at once, a replica that stops renewing loses its shards to the
+others once its Leases expire (and stops acting on them before that), one joining takes its share, and
+quota admission has exactly one holder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from provisioner.clock import VirtualClock
+from provisioner.kube import client as kc
+from provisioner.kube.shards import ShardLeases, lease_name
+
+SHARDS = 8
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def make(kube_client: kc.KubeClient, clock: VirtualClock, request: pytest.FixtureRequest) -> Iterator[object]:
+    made: list[ShardLeases] = []
+    # A namespace per test on a real cluster would be cleaner; Lease names carry the test's name instead.
+    prefix = lease_name(f"t-{request.node.name}")[:40].strip("-")
+
+    def factory(identity: str) -> ShardLeases:
+        leases = ShardLeases(kube_client, identity=identity, clock=clock, shards=SHARDS, prefix=prefix)
+        made.append(leases)
+        return leases
+
+    yield factory
+    for leases in made:
+        for lease in [*leases.shard_leases, leases.admission, leases.member]:
+            try:
+                kube_client.delete(kc.LEASE, lease.name, namespace="default")
+            except Exception:
+                pass
+
+
+def settle(*replicas: ShardLeases, rounds: int = 3) -> None:
+    for _ in range(rounds):
+        for r in replicas:
+            r.step()
+
+
+def test_replicas_split_the_shards_evenly_and_never_share_one(make):
+    a, b = make("replica-a"), make("replica-b")
+    settle(a, b)
+    assert len(a.owned_shards()) == len(b.owned_shards()) == SHARDS // 2
+    assert not a.owned_shards() & b.owned_shards()
+    assert a.holds_admission() != b.holds_admission(), "quota admission has one holder"
+
+
+def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, clock):
+    a, b, c = make("replica-a"), make("replica-b"), make("replica-c")
+    settle(a, b, c)
+    lost = c.owned_shards()
+    assert lost
+    clock.advance(a.shard_leases[0].renew_deadline)
+    assert not c.owned_shards(), "past its renew deadline a replica stops acting, before the Lease expires"
+    settle(a, b)  # c is gone: its Leases are not renewed, not yet expired
+    assert not (a.owned_shards() | b.owned_shards()) & lost, "no shard taken before its Lease expired"
+    clock.advance(a.shard_leases[0].lease_duration)
+    settle(a, b)
+    assert a.owned_shards() | b.owned_shards() == set(range(SHARDS))
+    assert not a.owned_shards() & b.owned_shards()
+
+
+def test_a_replica_joining_takes_its_share_and_the_others_release_it(make):
+    a = make("replica-a")
+    settle(a)
+    assert a.owned_shards() == set(range(SHARDS))
+    b = make("replica-b")
+    settle(a, b)
+    assert len(b.owned_shards()) == SHARDS // 2
+    assert a.owned_shards() | b.owned_shards() == set(range(SHARDS))
+
+
+def test_released_leases_let_the_others_take_over_at_once(make):
+    a, b = make("replica-a"), make("replica-b")
+    settle(a, b)
+    a.release()
+    settle(b)
+    assert b.owned_shards() == set(range(SHARDS)) and b.holds_admission()
