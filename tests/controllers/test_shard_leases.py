@@ -5,6 +5,7 @@ quota admission has exactly one holder."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -35,10 +36,8 @@ def make(kube_client: kc.KubeClient, clock: VirtualClock, request: pytest.Fixtur
     yield factory
     for leases in made:
         for lease in [*leases.shard_leases, leases.admission, leases.member]:
-            try:
+            with contextlib.suppress(Exception):
                 kube_client.delete(kc.LEASE, lease.name, namespace="default")
-            except Exception:
-                pass
 
 
 def settle(*replicas: ShardLeases, rounds: int = 3) -> None:
