@@ -29,17 +29,34 @@ class SharedFakeProvider(FakeProvider):
     def __init__(self, *, state_path: str, **kw: Any) -> None:
         super().__init__(state_path=state_path, **kw)
         self._lock_path = f"{state_path}.lock"
+        self._seen: tuple[int, int, int] | None = self._stat()
+        """The state file as this process last read or wrote it: read again only once another wrote."""
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        assert self.state_path is not None
+        try:
+            st = os.stat(self.state_path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _save(self) -> None:
+        super()._save()
+        self._seen = self._stat()
 
     @contextlib.contextmanager
     def _shared(self) -> Iterator[None]:
         with self._lock, open(self._lock_path, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                self._instances.clear()
-                self._by_claim.clear()
-                assert self.state_path is not None
-                if os.path.exists(self.state_path):
-                    self._load(self.state_path)
+                seen = self._stat()
+                if seen != self._seen:
+                    self._instances.clear()
+                    self._by_claim.clear()
+                    if seen is not None:
+                        assert self.state_path is not None
+                        self._load(self.state_path)
+                    self._seen = seen
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
