@@ -79,6 +79,15 @@ def _objects(pods: int, pools: int) -> tuple[list[dict[str, Any]], list[dict[str
     return docs, out
 
 
+def _unschedulable_pod(client: kc.KubeClient, doc: dict[str, Any]) -> None:
+    """Create a pod and mark it Unschedulable, as kube-scheduler would (a server drops the status a
+    create carries)."""
+    client.create(kc.POD, doc, namespace="default")
+    client.patch(
+        kc.POD, doc["metadata"]["name"], {"status": doc["status"]}, namespace="default", sub="status"
+    )
+
+
 def _held(client: kc.KubeClient, shards: int) -> set[str]:
     """The replicas holding shards, once every shard is held (else empty)."""
     items = client.request("GET", kc.LEASE.path(namespace="default"))["items"]
@@ -110,9 +119,14 @@ def run_once(
     cmd += ["--cluster-name", "bench", "--batch-idle", str(batch_idle), "--batch-max", "600"]
     cmd += ["--interval", "0.1", "--metrics-port", "0", "--log-format", "json", "--ledger", "none"]
     cmd += ["--shards", str(shards), "--fake-state", str(Path(workdir.name) / "cloud.json")]
+    logs = os.environ.get("BENCH_SHARDS_LOGS")  # a folder: each replica's log there
     procs = [
-        subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        for _ in range(replicas)
+        subprocess.Popen(
+            cmd,
+            stderr=open(f"{logs}/replica-{i}.log", "w") if logs else subprocess.DEVNULL,  # noqa: SIM115
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for i in range(replicas)
     ]
     try:
         deadline = time.monotonic() + 120
@@ -122,9 +136,8 @@ def run_once(
             raise SystemExit(f"the {replicas} replicas did not share the {shards} shards within 120 s")
         time.sleep(1)  # their informers' first lists are done
         before = [single._proc_stats(p.pid)[0] for p in procs]
-        pod_resource = single._resource(pod_docs[0])
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda doc: client.create(pod_resource, doc, namespace="default"), pod_docs))
+            list(pool.map(lambda doc: _unschedulable_pod(client, doc), pod_docs))
         last_pod = max(t for t, _ in single.ARRIVALS["pods"])
         close = last_pod + batch_idle
         deadline = time.monotonic() + timeout

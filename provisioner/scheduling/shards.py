@@ -9,8 +9,10 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
 - A pod's pools are tried in its order across shards (the second-level step): the replica that holds
   the first pool not yet tried takes it, with the run of consecutive pools it holds from there. When
   none of that run can take it, the replica passes it on by naming the run in the pod's
-  `provisioner.sh/nodepools-tried` annotation; the holder of the next pool then takes it. Tried pools
-  are forgotten after `TRIED_TTL`, so a pool that gains capacity is tried again first.
+  `provisioner.sh/nodepools-tried` annotation; the holder of the next pool then takes it, and keeps it
+  while it is pending (its claim in flight is one only that replica sees). Once every pool was tried and
+  none could take it, the tried pools are forgotten after `TRIED_TTL`: the pod starts again from the
+  first pool, which may have gained capacity.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ TRIED = f"{wk.GROUP}/nodepools-tried"
 TRIED_AT = f"{wk.GROUP}/nodepools-tried-at"
 """Pod annotation: when `TRIED` was last written (RFC 3339)."""
 TRIED_TTL = timedelta(minutes=3)
-"""How long a pool stays tried: after it the pod starts again from the first pool of its list (the
+"""How long a pod that every pool of its list refused waits before it starts again from the first (the
 unavailable-offerings cache holds a stockout as long)."""
 
 
@@ -67,18 +69,23 @@ def assign(shards: int, members: Iterable[str]) -> dict[int, str]:
     return out
 
 
-def tried_pools(pod: Pod, now: datetime) -> frozenset[str]:
-    """The pools a pod was passed on from, unless that is older than `TRIED_TTL` (or unreadable)."""
-    names = pod.annotations.get(TRIED, "")
-    if not names:
-        return frozenset()
+def tried_pools(pod: Pod) -> tuple[frozenset[str], datetime | None]:
+    """The pools a pod was passed on from, and when that was last written (None: unreadable)."""
+    names = frozenset(n.strip() for n in pod.annotations.get(TRIED, "").split(",") if n.strip())
     try:
         at = datetime.fromisoformat(pod.annotations.get(TRIED_AT, "").replace("Z", "+00:00"))
     except ValueError:
+        return names, None
+    return names, at if at.tzinfo is not None else None
+
+
+def still_tried(pod: Pod, pools: Collection[str], now: datetime) -> frozenset[str]:
+    """The pod's tried pools, forgotten when they are all of `pools` (its existing pools: no replica
+    takes it) and were written `TRIED_TTL` ago or more (or when)."""
+    tried, at = tried_pools(pod)
+    if tried and all(p in tried for p in pools) and (at is None or now - at >= TRIED_TTL):
         return frozenset()
-    if at.tzinfo is None or now - at >= TRIED_TTL:
-        return frozenset()
-    return frozenset(n.strip() for n in names.split(",") if n.strip())
+    return tried
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +206,8 @@ def take(
         hit = memo.get(key)
         if hit is None:
             order = lists.order(pod)
-            hit = memo[key] = (
-                order,
-                route(order, existing=existing, owns=owns, tried=tried_pools(pod, now)),
-            )
+            tried = still_tried(pod, [p for p in order if p in existing], now)
+            hit = memo[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
         order, run = hit
         if run is None:
             continue
@@ -220,6 +225,7 @@ def _node_owned(node: StateNode, owns: Callable[[str], bool]) -> bool:
 
 def passed_on(run: Sequence[str], pod: Pod, now: datetime) -> dict[str, str]:
     """The annotations that pass a pod on after the pools of `run` could not take it."""
-    tried = [*sorted(tried_pools(pod, now)), *(p for p in run if p not in tried_pools(pod, now))]
+    before = tried_pools(pod)[0]
+    tried = [*sorted(before), *(p for p in run if p not in before)]
     stamp = now.isoformat().replace("+00:00", "Z")
     return {TRIED: ",".join(tried), TRIED_AT: stamp}
