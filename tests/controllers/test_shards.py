@@ -19,6 +19,7 @@ import pytest
 
 from providers.fake import saved
 from provisioner.clock import RealClock
+from provisioner.controllers.admission import CONDITION
 from provisioner.kube import client as kc
 from provisioner.scheduling import shards as model
 from tests.controllers.conftest import REAL_CLUSTER
@@ -215,16 +216,27 @@ def _pool_in(shards: set[int], taken: set[str]) -> str:
     )
 
 
-def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold(
-    kube_client, backend, replicas
-):
+def _admitted(pod: Any) -> str | None:
+    """The status of the pod's quota admission condition."""
+    found = [c for c in pod.raw.get("status", {}).get("conditions") or () if c.get("type") == CONDITION]
+    return found[0].get("status") if found else None
+
+
+def _pools_on_two_replicas(kube_client: kc.KubeClient, replicas: Replicas) -> tuple[str, str]:
+    """Two pool names whose shards two different replicas hold."""
     replicas.start()
     replicas.start()
     wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
     held = holders(kube_client)
     first_holder, second_holder = sorted(set(held.values()))
     first = _pool_in({s for s, h in held.items() if h == first_holder}, set())
-    second = _pool_in({s for s, h in held.items() if h == second_holder}, {first})
+    return first, _pool_in({s for s, h in held.items() if h == second_holder}, {first})
+
+
+def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold(
+    kube_client, backend, replicas
+):
+    first, second = _pools_on_two_replicas(kube_client, replicas)
     backend.create(node_class())
     # One-GPU nodes: the first pool may launch two, then its limit says no and the rest go on.
     backend.create(node_pool(first, instance_types=("g5.xlarge",), limits={"nvidia.com/gpu": "2"}))
@@ -241,4 +253,44 @@ def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold
     for pod in backend.state.pods.values():
         if nodes[pod.node_name or ""].labels.get("provisioner.sh/nodepool") == second:
             assert pod.annotations.get(model.TRIED) == first, "passed on by the first pool's replica"
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+
+
+def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(kube_client, backend, replicas):
+    first, second = _pools_on_two_replicas(kube_client, replicas)
+    quota = [
+        {"nodePool": pool, "resources": {"nvidia.com/gpu": "1"}, "overQuota": False}
+        for pool in (first, second)
+    ]
+    backend.create(node_class())
+    for pool in (first, second):
+        backend.create(node_pool(pool, instance_types=("g5.xlarge",)))
+    backend.create(
+        {
+            "apiVersion": "provisioner.sh/v1",
+            "kind": "Team",
+            "metadata": {"name": "vision"},
+            "spec": {"namespaces": ["vision"], "quotas": quota},
+        }
+    )
+    for i in range(4):
+        doc = gpu_pod(
+            f"train-{i}", namespace="vision", annotations={"provisioner.sh/nodepools": f"{first},{second}"}
+        )
+        doc["spec"]["schedulingGates"] = [{"name": "provisioner.sh/admission"}]
+        backend.create(doc)
+    binder = TestBinder(backend)
+
+    def two_bound() -> bool:
+        return sum(1 for p in backend.state.pods.values() if p.node_name) == 2
+
+    wait_until("two pods admitted and bound", two_bound, step=settle(backend, binder), limit=120)
+
+    def refused_twice() -> bool:
+        return [_admitted(p) for p in backend.state.pods.values()].count("False") == 2
+
+    wait_until("the other two told they wait for quota", refused_twice, step=settle(backend, binder))
+    pods = list(backend.state.pods.values())
+    assert sum(1 for p in pods if p.node_name) == 2 and sum(1 for p in pods if p.gated) == 2
+    assert sorted(c.nodepool or "" for c in backend.state.claims.values()) == sorted([first, second])
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
