@@ -125,7 +125,11 @@ class ProvisioningController(Reconciler):
             self._solved = None
             self._seen = None
         else:
-            self._solved = self._signature(after, [*pods_needing_capacity(after), *self.booked()], now)
+            # Only the pods this batch solved: one that arrived while it was solving opens the next batch
+            # (counted as solved, it would wait for some other change).
+            batch = {p.key for p in pods}
+            solved = [p for p in [*pods_needing_capacity(after), *self.booked()] if p.key in batch]
+            self._solved = self._signature(after, solved, now)
             self._seen = self._solved
         return results
 
