@@ -63,6 +63,10 @@ class LeaderElector:
                 return False
             return True
 
+    def stop(self, why: str) -> None:
+        """Stop acting now without giving the lease up: it expires unless renewed by a later `step`."""
+        self._lose(why)
+
     def _lose(self, why: str) -> None:
         with self._lock:
             if self._leader:

@@ -4,7 +4,8 @@ replica holds right now.
 Every replica renews a membership Lease (`<prefix>-member-<identity>`, labelled `MEMBER_LABEL`), lists
 the live ones, and works out the same assignment of the S shard Leases (`<prefix>-shard-<i>`) over the
 members (`provisioner.scheduling.shards.assign`). It acquires and renews the shards assigned to it and
-releases the others, so a shard changes hands once its new owner's next step finds it free. Quota
+stops acting on the others and lets their Leases expire, so a shard changes hands once the Lease of
+its old holder expired, after any pass of that holder still under way. Quota
 admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
 whoever holds `<prefix>-admission` (any replica may win it).
 
@@ -98,8 +99,10 @@ class ShardLeases:
             if i in mine:
                 lease.step()
             elif lease.is_leader():
-                lease.release()
-                log.info("released shard %d: assigned to another replica", i)
+                # Stop acting on it now, and let the Lease expire rather than release it: a controller
+                # pass already under way may still write for its pools, and the new holder takes the
+                # shard only once the Lease has expired, after any such pass.
+                lease.stop("assigned to another replica")
         self.admission.step()
 
     def _live_members(self) -> tuple[str, ...]:

@@ -46,9 +46,23 @@ def settle(*replicas: ShardLeases, rounds: int = 3) -> None:
             r.step()
 
 
-def test_replicas_split_the_shards_evenly_and_never_share_one(make):
+def start(clock: VirtualClock, *replicas: ShardLeases) -> None:
+    """Replicas starting together: the first to step takes every shard, gives the others' share up, and
+    they take it once its Leases expire."""
+    run_for(clock, replicas[0].shard_leases[0].lease_duration + 2, *replicas)
+
+
+def run_for(clock: VirtualClock, seconds: float, *replicas: ShardLeases) -> None:
+    """Replicas stepping every retry period (2 s) for `seconds`."""
+    settle(*replicas, rounds=1)
+    for _ in range(int(seconds // 2)):
+        clock.advance(2)
+        settle(*replicas, rounds=1)
+
+
+def test_replicas_split_the_shards_evenly_and_never_share_one(make, clock):
     a, b = make("replica-a"), make("replica-b")
-    settle(a, b)
+    start(clock, a, b)
     assert len(a.owned_shards()) == len(b.owned_shards()) == SHARDS // 2
     assert not a.owned_shards() & b.owned_shards()
     assert a.holds_admission() != b.holds_admission(), "quota admission has one holder"
@@ -56,32 +70,35 @@ def test_replicas_split_the_shards_evenly_and_never_share_one(make):
 
 def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, clock):
     a, b, c = make("replica-a"), make("replica-b"), make("replica-c")
-    settle(a, b, c)
+    start(clock, a, b, c)
     lost = c.owned_shards()
     assert lost
     clock.advance(a.shard_leases[0].renew_deadline)
     assert not c.owned_shards(), "past its renew deadline a replica stops acting, before the Lease expires"
     settle(a, b)  # c is gone: its Leases are not renewed, not yet expired
     assert not (a.owned_shards() | b.owned_shards()) & lost, "no shard taken before its Lease expired"
-    clock.advance(a.shard_leases[0].lease_duration)
-    settle(a, b)
+    run_for(clock, a.shard_leases[0].lease_duration, a, b)
     assert a.owned_shards() | b.owned_shards() == set(range(SHARDS))
     assert not a.owned_shards() & b.owned_shards()
 
 
-def test_a_replica_joining_takes_its_share_and_the_others_release_it(make):
+def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(make, clock):
     a = make("replica-a")
     settle(a)
     assert a.owned_shards() == set(range(SHARDS))
     b = make("replica-b")
     settle(a, b)
+    assert len(a.owned_shards()) == SHARDS // 2, "a stops acting on b's share at once"
+    assert not b.owned_shards(), "b waits: a pass of a's may still be writing for those pools"
+    run_for(clock, a.shard_leases[0].lease_duration + 2, a, b)
     assert len(b.owned_shards()) == SHARDS // 2
     assert a.owned_shards() | b.owned_shards() == set(range(SHARDS))
+    assert not a.owned_shards() & b.owned_shards()
 
 
-def test_released_leases_let_the_others_take_over_at_once(make):
+def test_released_leases_let_the_others_take_over_at_once(make, clock):
     a, b = make("replica-a"), make("replica-b")
-    settle(a, b)
+    start(clock, a, b)
     a.release()
     settle(b)
     assert b.owned_shards() == set(range(SHARDS)) and b.holds_admission()

@@ -49,20 +49,25 @@ class Replicas:
         self.url = url
         self.state = state
         self.procs: list[subprocess.Popen[str]] = []
+        self.logs: list[Path] = []
 
     def start(self, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         cmd = [sys.executable, "-c", "from provisioner.cli import main; main()", "run", "--cloud", "fake"]
         cmd += ["--url", self.url, "--cluster-name", "e2e", "--batch-idle", "0.2", "--batch-max", "1"]
         cmd += ["--interval", "0.1", "--log-format", "json", "--metrics-port", "0", "--ledger", "none"]
         cmd += ["--shards", str(SHARDS), "--lease-duration", LEASE, "--fake-state", str(self.state)]
-        proc = subprocess.Popen(
-            cmd,
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})},
-        )
+        # A file, not a pipe: a pipe nobody reads until the end fills up and blocks a chatty replica.
+        log = self.state.parent / f"replica-{len(self.procs)}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stderr=out,
+                stdout=subprocess.DEVNULL,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})},
+            )
         self.procs.append(proc)
+        self.logs.append(log)
         return proc
 
     def launches(self) -> dict[str, int]:
@@ -73,17 +78,17 @@ class Replicas:
         return saved.load(str(self.state))[0] if self.state.exists() else []
 
     def stop(self) -> list[str]:
-        logs = []
+        """Stop every replica still running; their logs."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
             try:
-                _, err = proc.communicate(timeout=30)
+                proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                _, err = proc.communicate()
-            logs.append(err or "")
-        return logs
+                proc.wait()
+        return [log.read_text() for log in self.logs]
 
 
 @pytest.fixture
@@ -129,6 +134,12 @@ def pools_on_every_shard(per_shard: int = 1) -> list[str]:
     raise AssertionError("unreachable")
 
 
+def pinned_pod(name: str, pool: str) -> dict[str, Any]:
+    """A one-GPU pod for one pool, pinned to it by node selector (a list alone would let kube-scheduler,
+    and the tests' binder, bind it to a node of any pool that fits)."""
+    return gpu_pod(name, node_selector={"provisioner.sh/nodepool": pool})
+
+
 def settle(backend: KubeBackend, binder: TestBinder) -> Callable[[], object]:
     return lambda: (cluster_controllers(backend), binder.sync())
 
@@ -163,7 +174,7 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     )
     for name in pools:
         for i in range(2):
-            backend.create(gpu_pod(f"{name}-{i}", annotations={"provisioner.sh/nodepools": name}))
+            backend.create(pinned_pod(f"{name}-{i}", name))
     binder = TestBinder(backend)
     wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
     claims = list(backend.state.claims.values())
@@ -189,7 +200,7 @@ def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launc
     backend.create(node_class())
     for name in pools:
         backend.create(node_pool(name))
-        backend.create(gpu_pod(f"{name}-0", annotations={"provisioner.sh/nodepools": name}))
+        backend.create(pinned_pod(f"{name}-0", name))
     binder = TestBinder(backend)
     wait_until(
         "the first replica killed itself mid-launch",
