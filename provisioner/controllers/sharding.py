@@ -20,6 +20,7 @@ from provisioner.scheduling import Unschedulable
 from provisioner.scheduling import shards as model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState, Snapshot
+from provisioner.state.cluster import Changes
 from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,14 @@ class Sharding:
         self._last = (snap, held, tick, scoped)
         return scoped
 
+    @property
+    def retry_at(self) -> datetime | None:
+        """`Scoped.retry_at` of the last view made."""
+        return self._last[3].retry_at if self._last is not None else None
+
     def take(self, pods: Sequence[Pod], snap: Snapshot) -> list[Pod]:
         """Of pods that are not in the cluster (a ProvisioningRequest's), the ones this replica takes."""
-        taken, _ = model.take(
+        taken, _, _ = model.take(
             pods, snap, owns=self._owns(self.owned_shards()), defaults=self.defaults, now=self.clock.now()
         )
         return taken
@@ -97,7 +103,8 @@ class Sharding:
 
 
 class ShardedState:
-    """A ClusterState whose `snapshot()` is one replica's part of it; everything else is the state's."""
+    """A ClusterState whose `snapshot()` is one replica's part of it, and whose change feeds also report
+    what changes that part without a write (`ScopedChanges`); everything else is the state's."""
 
     def __init__(self, state: ClusterState, sharding: Sharding) -> None:
         self._state = state
@@ -106,5 +113,30 @@ class ShardedState:
     def snapshot(self) -> Snapshot:
         return self._sharding.scoped(self._state.snapshot()).snapshot
 
+    def changes(self, kind: str) -> ScopedChanges:
+        return ScopedChanges(self._state.changes(kind), self._sharding)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._state, name)
+
+
+class ScopedChanges:
+    """A change feed (`ClusterState.changes`) that also reports `EVERYTHING` when this replica's part of
+    the cluster changed with nothing written: it took or gave up a shard, or a pod every pool refused is
+    due to start again. Controllers that sleep while nothing is written then look again."""
+
+    EVERYTHING = "*"
+
+    def __init__(self, feed: Changes, sharding: Sharding) -> None:
+        self._feed = feed
+        self._sharding = sharding
+        self._held = sharding.owned_shards()
+
+    def take(self) -> set[str]:
+        keys = self._feed.take()
+        held = self._sharding.owned_shards()
+        retry_at = self._sharding.retry_at
+        if held != self._held or (retry_at is not None and self._sharding.clock.now() >= retry_at):
+            self._held = held
+            keys = keys | {self.EVERYTHING}
+        return keys

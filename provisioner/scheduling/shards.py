@@ -152,6 +152,9 @@ class Scoped:
     runs: Mapping[str, tuple[str, ...]]
     """Pod key -> the pools it is solved with here, for the pods whose list goes on beyond them (a
     failure passes them on)."""
+    retry_at: datetime | None = None
+    """When the first pod that every pool refused starts again from its first pool (nothing is written
+    then: whoever holds that pool must look again by the clock)."""
 
 
 def scope(
@@ -164,7 +167,7 @@ def scope(
     """The part of `snap` a replica holding the pools `owns` accepts acts on. A pod whose list goes on
     beyond this replica's run is given that run as its list (so the solver cannot skip a pool another
     replica holds), and named in `runs`."""
-    pending, runs = take(snap.pending_pods, snap, owns=owns, defaults=defaults, now=now)
+    pending, runs, retry_at = take(snap.pending_pods, snap, owns=owns, defaults=defaults, now=now)
     nodes = tuple(n for n in snap.nodes if _node_owned(n, owns))
     return Scoped(
         snapshot=replace(
@@ -174,6 +177,7 @@ def scope(
             nodepools=tuple(p for p in snap.nodepools if owns(p.name)),
         ),
         runs=runs,
+        retry_at=retry_at,
     )
 
 
@@ -184,15 +188,17 @@ def take(
     owns: Callable[[str], bool],
     defaults: pool_order.ClusterDefaults,
     now: datetime,
-) -> tuple[list[Pod], dict[str, tuple[str, ...]]]:
+) -> tuple[list[Pod], dict[str, tuple[str, ...]], datetime | None]:
     """The pods of `pods` this replica takes (`route`), each with the run of pools it is solved with
-    here as its list when that run is not its whole list; and pod key -> run for those."""
+    here as its list when that run is not its whole list; pod key -> run for those; and when the
+    first pod every pool refused starts again (`Scoped.retry_at`)."""
     existing = {p.name for p in snap.nodepools}
     lists = PoolLists.of(snap, defaults)
     taken: list[Pod] = []
     runs: dict[str, tuple[str, ...]] = {}
     # Pods of one template route alike: decided once per distinct input, not once per pod.
     memo: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...] | None]] = {}
+    retry_at: datetime | None = None
     for pod in pods:
         ann = pod.annotations
         key = (
@@ -206,8 +212,12 @@ def take(
         hit = memo.get(key)
         if hit is None:
             order = lists.order(pod)
-            tried = still_tried(pod, [p for p in order if p in existing], now)
+            pools = [p for p in order if p in existing]
+            tried = still_tried(pod, pools, now)
             hit = memo[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
+            at = tried_pools(pod)[1]
+            if pools and at is not None and tried.issuperset(pools):
+                retry_at = min(retry_at or at + TRIED_TTL, at + TRIED_TTL)
         order, run = hit
         if run is None:
             continue
@@ -215,7 +225,7 @@ def take(
             pod = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
             runs[pod.key] = run
         taken.append(pod)
-    return taken, runs
+    return taken, runs, retry_at
 
 
 def _node_owned(node: StateNode, owns: Callable[[str], bool]) -> bool:

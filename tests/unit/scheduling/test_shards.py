@@ -169,3 +169,13 @@ def test_a_pod_pinned_to_a_pool_goes_to_that_pools_holder():
     snap = Snapshot(pending_pods=(pinned,), nodepools=(node_pool("a"), node_pool("b")))
     assert not shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW).snapshot.pending_pods
     assert shards.scope(snap, owns=_owns("b"), defaults=ClusterDefaults(), now=NOW).snapshot.pending_pods
+
+
+def test_a_pod_every_pool_refused_is_due_again_after_the_ttl_for_whoever_holds_its_first_pool():
+    refused = pod("p", pools=("a", "b"), annotations={shards.TRIED: "a,b", shards.TRIED_AT: NOW.isoformat()})
+    snap = Snapshot(pending_pods=(refused,), nodepools=(node_pool("a"), node_pool("b")))
+    now = NOW + timedelta(seconds=10)
+    scoped = shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=now)
+    assert not scoped.snapshot.pending_pods and scoped.retry_at == NOW + shards.TRIED_TTL
+    due = shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW + shards.TRIED_TTL)
+    assert [p.name for p in due.snapshot.pending_pods] == ["p"] and due.retry_at is None
