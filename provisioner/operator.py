@@ -299,8 +299,15 @@ class Operator:
         self.wait()
 
 
+def _catch_up(client: kc.KubeClient, informers: Informers) -> None:
+    """Feed the state a consistent list of the NodeClaims (the watch may lag behind it)."""
+    items, _ = client.list(kc.NODECLAIM)
+    for item in items:
+        informers.feeder.upsert(kc.NODECLAIM, item)
+
+
 def _leases(
-    settings: OperatorSettings, client: kc.KubeClient, clock: Clock
+    settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers
 ) -> tuple[LeaderElector | ShardLeases | None, Sharding | None]:
     """The leader Lease (or none), or with `--shards` the shard Leases and the Manager's view of them."""
     timing: dict[str, Any] = {
@@ -316,6 +323,7 @@ def _leases(
             shards=settings.shards,
             namespace=settings.lease_namespace,
             prefix=settings.lease_name.removesuffix("-leader"),
+            on_acquire=lambda: _catch_up(client, informers),
             **timing,
         )
         sharding = Sharding(
@@ -357,7 +365,7 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> Operator
     providers = settings.providers(
         ProviderContext(clock=clock, registry=metrics.registry, kube=client, state=state)
     )
-    elector, sharding = _leases(settings, client, clock)
+    elector, sharding = _leases(settings, client, clock, informers)
     is_leader = (
         sharding.holds_any
         if sharding is not None

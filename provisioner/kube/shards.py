@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 from provisioner.clock import Clock, parse_time
@@ -55,6 +56,7 @@ class ShardLeases:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        on_acquire: Callable[[], None] | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards: {shards} is not allowed; at least 1")
@@ -82,6 +84,11 @@ class ShardLeases:
         self.member = elector(f"{prefix}-member-{lease_name(identity)}", labels={MEMBER_LABEL: prefix})
         self.admission = elector(f"{prefix}-admission")
         self.shard_leases = [elector(f"{prefix}-shard-{i}") for i in range(shards)]
+        self.on_acquire = on_acquire
+        """Called when this replica wins shards, before it acts on them: brings its picture of the
+        cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
+        watches may not have delivered yet."""
+        self._warming: frozenset[int] = frozenset()
         self.members: tuple[str, ...] = ()
         """The live replicas as last listed."""
         self._pool_shards: dict[str, int] = {}
@@ -95,6 +102,7 @@ class ShardLeases:
             # Keep the last assignment: the shard Leases' own deadlines bound how long it is acted on.
             log.warning("sharding: cannot list the replicas' Leases: %s", err)
         mine = {s for s, m in model.assign(self.shards, self.members).items() if m == self.identity}
+        before = self._held()
         for i, lease in enumerate(self.shard_leases):
             if i in mine:
                 lease.step()
@@ -103,6 +111,17 @@ class ShardLeases:
                 # pass already under way may still write for its pools, and the new holder takes the
                 # shard only once the Lease has expired, after any such pass.
                 lease.stop("assigned to another replica")
+        won = self._held() - before
+        if won and self.on_acquire is not None:
+            # Not acted on until the picture is caught up: the claims their last holder wrote just
+            # before it died may still be on their way through this replica's watch.
+            self._warming = won
+            try:
+                self.on_acquire()
+            except Exception:
+                log.exception("sharding: catching up on shards %s failed; acting on what is known", won)
+            finally:
+                self._warming = frozenset()
         self.admission.step()
 
     def _live_members(self) -> tuple[str, ...]:
@@ -124,15 +143,19 @@ class ShardLeases:
                 live.add(holder)
         return tuple(sorted(live))
 
-    def owned_shards(self) -> frozenset[int]:
+    def _held(self) -> frozenset[int]:
         return frozenset(i for i, lease in enumerate(self.shard_leases) if lease.is_leader())
+
+    def owned_shards(self) -> frozenset[int]:
+        """The shards this replica acts on now."""
+        return self._held() - self._warming
 
     def owns_pool(self, pool: str) -> bool:
         """Whether this replica may act on the pool now (holds its shard's Lease)."""
         shard = self._pool_shards.get(pool)
         if shard is None:
             shard = self._pool_shards[pool] = model.shard_of(pool, self.shards)
-        return self.shard_leases[shard].is_leader()
+        return shard not in self._warming and self.shard_leases[shard].is_leader()
 
     def holds_admission(self) -> bool:
         return self.admission.is_leader()

@@ -102,3 +102,15 @@ def test_released_leases_let_the_others_take_over_at_once(make, clock):
     a.release()
     settle(b)
     assert b.owned_shards() == set(range(SHARDS)) and b.holds_admission()
+
+
+def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(kube_client, clock):
+    seen: list[frozenset[int]] = []
+    leases = ShardLeases(kube_client, identity="replica-a", clock=clock, shards=SHARDS, prefix="t-catch-up")
+    leases.on_acquire = lambda: seen.append(leases.owned_shards())
+    leases.step()
+    assert seen == [frozenset()], "caught up before acting on any shard it won"
+    assert leases.owned_shards() == set(range(SHARDS))
+    leases.step()
+    assert len(seen) == 1, "renewing is not winning"
+    leases.release()

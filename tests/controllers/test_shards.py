@@ -211,6 +211,7 @@ def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launc
     wait_until(
         "the survivor holds every shard",
         lambda: len(holders(kube_client)) == SHARDS and len(set(holders(kube_client).values())) == 1,
+        step=settle(backend, binder),  # the cluster goes on meanwhile (Nodes lose their not-ready taint)
     )
     wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
     assert survivor.poll() is None
