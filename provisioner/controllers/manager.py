@@ -8,6 +8,10 @@ node repair, disruption (when enabled), termination, garbage collection, pool st
 
 With a ledger recorder, disruption hands it its actions and blockers and the usage controller its
 samples. Only the leader steps, so only the leader writes.
+
+With `sharding` (replicas sharing the NodePools, `controllers/sharding.py`), the pool controllers read
+this replica's part of the state, and the controllers whose decisions span pools (`GLOBAL_CONTROLLERS`)
+run on the whole of it, only in the replica holding quota admission.
 """
 
 from __future__ import annotations
