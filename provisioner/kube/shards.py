@@ -94,7 +94,8 @@ class ShardLeases:
         self._pool_shards: dict[str, int] = {}
 
     def step(self) -> None:
-        """Renew membership, work out this replica's shards, acquire or renew them, release the rest."""
+        """Renew membership, work out this replica's shards, acquire or renew them (acting on one it won
+        only after `on_acquire`), stop acting on the others."""
         self.member.step()
         try:
             self.members = self._live_members()
@@ -103,6 +104,8 @@ class ShardLeases:
             log.warning("sharding: cannot list the replicas' Leases: %s", err)
         mine = {s for s, m in model.assign(self.shards, self.members).items() if m == self.identity}
         before = self._held()
+        # Held back from the start: a shard won below is not acted on before the catch-up.
+        self._warming = frozenset(mine) - before
         for i, lease in enumerate(self.shard_leases):
             if i in mine:
                 lease.step()
@@ -112,16 +115,15 @@ class ShardLeases:
                 # shard only once the Lease has expired, after any such pass.
                 lease.stop("assigned to another replica")
         won = self._held() - before
-        if won and self.on_acquire is not None:
-            # Not acted on until the picture is caught up: the claims their last holder wrote just
-            # before it died may still be on their way through this replica's watch.
-            self._warming = won
-            try:
+        try:
+            if won and self.on_acquire is not None:
+                # The claims their last holder wrote just before it died may still be on their way
+                # through this replica's watch.
                 self.on_acquire()
-            except Exception:
-                log.exception("sharding: catching up on shards %s failed; acting on what is known", won)
-            finally:
-                self._warming = frozenset()
+        except Exception:
+            log.exception("sharding: catching up on shards %s failed; acting on what is known", sorted(won))
+        finally:
+            self._warming = frozenset()
         self.admission.step()
 
     def _live_members(self) -> tuple[str, ...]:
