@@ -94,15 +94,6 @@ def _done(pods: int, pools: int) -> bool:
     return len(claims) >= needed and time.monotonic() - max(t for t, _ in claims) > 5
 
 
-def _unschedulable_pod(client: kc.KubeClient, doc: dict[str, Any]) -> None:
-    """Create a pod and mark it Unschedulable, as kube-scheduler would (a server drops the status a
-    create carries)."""
-    client.create(kc.POD, doc, namespace="default")
-    client.patch(
-        kc.POD, doc["metadata"]["name"], {"status": doc["status"]}, namespace="default", sub="status"
-    )
-
-
 def _held(client: kc.KubeClient, shards: int) -> set[str]:
     """The replicas holding shards, once every shard is held (else empty)."""
     items = client.request("GET", kc.LEASE.path(namespace="default"))["items"]
@@ -152,8 +143,8 @@ def run_once(
         time.sleep(1)  # their informers' first lists are done
         before = [single._proc_stats(p.pid)[0] for p in procs]
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda doc: _unschedulable_pod(client, doc), pod_docs))
-        last_pod = max(t for t, _ in single.ARRIVALS["pods"])
+            list(pool.map(lambda doc: single._create_and_mark(client, kc.POD, doc), pod_docs))
+        last_pod = max(t for t, _ in single.ARRIVALS["marks"])
         close = last_pod + batch_idle
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not _done(pods, pools):
@@ -181,7 +172,7 @@ def run_once(
         "cpuSeconds": cpu,
         "peakRssMiB": [peak for _, peak in stats],
         "doubleNominated": sum(1 for claims_of in NOMINATED_TO.values() if len(claims_of) > 1),
-        "podsCreateSeconds": last_pod - min(t for t, _ in single.ARRIVALS["pods"]),
+        "podsCreateSeconds": last_pod - min(t for t, _ in single.ARRIVALS["marks"]),
     }
 
 
