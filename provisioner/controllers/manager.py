@@ -88,7 +88,7 @@ class Manager:
         # sharding.GLOBAL_CONTROLLERS the whole cluster (and run only where quota admission is held).
         shape = _Shape(
             state=sharding.state(state) if sharding is not None else state,
-            cluster=cluster,
+            cluster=sharding.cluster(cluster) if sharding is not None else cluster,
             providers=providers,
             settings=self.settings,
             metrics=self.metrics,

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from provisioner.api import NodeClaim
 from provisioner.clock import Clock
-from provisioner.clusterapi import ClusterAPI, ClusterError
+from provisioner.clusterapi import ClusterAPI, ClusterError, NotLeader
 from provisioner.scheduling import Unschedulable
 from provisioner.scheduling import shards as model
 from provisioner.scheduling.pool_order import ClusterDefaults
@@ -84,6 +85,14 @@ class Sharding:
         """`state` as this replica's pool controllers read it."""
         return ShardedState(state, self)  # type: ignore[return-value]
 
+    def cluster(self, cluster: ClusterAPI) -> ClusterAPI:
+        """`cluster` as this replica's pool controllers write through it."""
+        return ShardedCluster(cluster, self)  # type: ignore[return-value]
+
+    def owns_now(self, pool: str) -> bool:
+        """Whether this replica holds the pool's shard at this moment."""
+        return self._owns(self.owned_shards())(pool)
+
     def pass_on(self, cluster: ClusterAPI, unschedulable: Sequence[Unschedulable], now: datetime) -> None:
         """Name the pools tried on each pod they could not take whose list goes on in other shards, so
         the holder of the next pool takes it."""
@@ -140,3 +149,22 @@ class ScopedChanges:
             self._held = held
             keys = keys | {self.EVERYTHING}
         return keys
+
+
+class ShardedCluster:
+    """A ClusterAPI that writes a NodeClaim only while this replica holds its pool's shard, checked at
+    the write: a pass that began before the shard was lost (its Lease not renewed in time, under load)
+    writes no claim the shard's new holder may be solving too. Everything else is the cluster's."""
+
+    def __init__(self, cluster: ClusterAPI, sharding: Sharding) -> None:
+        self._cluster = cluster
+        self._sharding = sharding
+
+    def create_nodeclaim(self, claim: NodeClaim) -> NodeClaim:
+        pool = claim.nodepool
+        if pool is not None and not self._sharding.owns_now(pool):
+            raise NotLeader(f"NodeClaim {claim.name}: this replica no longer holds pool {pool}'s shard")
+        return self._cluster.create_nodeclaim(claim)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
