@@ -56,8 +56,7 @@ from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.watch import Watch
-from provisioner.disruption import Command, Memory, Plan, plan
-from provisioner.disruption import Settings as PlannerSettings
+from provisioner.disruption import Command, DisruptionPlan, Memory, PlannerSettings, plan
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.action_rows import Launched, action_rows, blocker_rows
 from provisioner.finops.recorder import LedgerRecorder
@@ -124,7 +123,7 @@ class DisruptionController(Reconciler):
     nodes a pending pod waits for."""
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
-    last_plan: Plan | None = field(default=None, init=False)
+    last_plan: DisruptionPlan | None = field(default=None, init=False)
     memory: Memory = field(default_factory=Memory, init=False)
     """What the planner keeps of earlier plans (the last plan, consolidation keep-verdicts), so a plan
     costs what changed since (the planner is pure and keeps nothing itself)."""
@@ -249,7 +248,7 @@ class DisruptionController(Reconciler):
             ),
         )
 
-    def _plan(self, snap: Snapshot, now: datetime) -> Plan:
+    def _plan(self, snap: Snapshot, now: datetime) -> DisruptionPlan:
         in_flight = {name for a in self.active.values() for name in a.replacements}
         view = dataclasses.replace(
             snap,

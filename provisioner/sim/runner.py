@@ -29,7 +29,7 @@ from provisioner.cloudprovider import wrappers
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.sim import catalogs
@@ -140,7 +140,7 @@ class Runner:
             cluster=self.cluster,
             providers=ProviderSet.single(provider),
             clock=self.clock,
-            settings=Settings(
+            settings=ControllerSettings(
                 cluster_name="sim", name_suffix=counting_names(), pool_defaults=loaded.pool_defaults
             ),
             metrics=Metrics(CollectorRegistry()),
