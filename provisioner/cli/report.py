@@ -161,8 +161,9 @@ def scale_down(
 ) -> None:
     """What disruption removed and really saved, what the fleet paid, idle cost, churn, top blockers."""
     from provisioner.finops.reports import scale_down as builder
+    from provisioner.finops.reports import scale_down_formats as formats
 
-    fmt = out.resolve(output, write, allowed=tuple(builder.RENDERERS))
+    fmt = out.resolve(output, write, allowed=tuple(formats.RENDERERS))
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
     built = builder.build(
         rows.actions,
@@ -175,9 +176,9 @@ def scale_down(
         best=rows.best,
     )
     if fmt == "table":
-        text = builder.to_table(built, width=None if write else out.terminal_width())
+        text = formats.to_table(built, width=None if write else out.terminal_width())
     else:
-        text = builder.RENDERERS[fmt](built)
+        text = formats.RENDERERS[fmt](built)
     out.emit(text, write)
 
 

@@ -8,6 +8,7 @@ that builds it. `reconcile(now)` is one level-triggered pass. The solver they ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from provisioner.clusterapi import ClusterAPI
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import ControllerSettings
+from provisioner.controllers.watch import every_pool
 from provisioner.state import ClusterState
 
 
@@ -31,6 +33,9 @@ class Reconciler:
     settings: ControllerSettings
     metrics: Metrics
     clock: Clock
+    owns: Callable[[str], bool] = every_pool
+    """The NodePools this controller serves, by name (all of them unless its replica serves a shard): the
+    controller's `Watch` hands out only the claims, Nodes and pools of these."""
 
     def reconcile(self, now: datetime) -> object:
         """One pass over the cluster as it is now."""
