@@ -38,7 +38,7 @@ from provisioner.controllers.disruption import DisruptionSettings
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import Sharding
 from provisioner.controllers.webhook import AdmissionWebhook
 from provisioner.finops.recorder import LedgerRecorder
@@ -165,9 +165,9 @@ class OperatorSettings:
         except ValueError as err:
             raise OperatorError(str(err)) from None
 
-    def controller_settings(self) -> Settings:
+    def controller_settings(self) -> ControllerSettings:
         """The controllers' settings these flags make."""
-        return Settings(
+        return ControllerSettings(
             cluster_name=self.cluster_name,
             batch_idle=timedelta(seconds=self.batch_idle),
             batch_max=timedelta(seconds=self.batch_max),

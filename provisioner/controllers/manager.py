@@ -37,7 +37,7 @@ from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.controllers.provisioning_requests import ProvisioningRequestController
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.repair import RepairController
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import GLOBAL_CONTROLLERS, Sharding
 from provisioner.controllers.termination import TerminationController
 from provisioner.controllers.usage import UsageController
@@ -58,7 +58,7 @@ class Manager:
         cluster: ClusterAPI,
         providers: ProviderSet,
         clock: Clock,
-        settings: Settings | None = None,
+        settings: ControllerSettings | None = None,
         metrics: Metrics | None = None,
         solve: SolveFn = scheduling.solve,
         solve_options: SolveOptions | None = None,
@@ -72,7 +72,7 @@ class Manager:
         self.cluster = cluster
         self.providers = providers
         self.clock = clock
-        self.settings = settings or Settings()
+        self.settings = settings or ControllerSettings()
         self.metrics = metrics or Metrics()
         self.is_leader = is_leader
         self.sharding = sharding
@@ -198,6 +198,6 @@ class _Shape(TypedDict):
     state: ClusterState
     cluster: ClusterAPI
     providers: ProviderSet
-    settings: Settings
+    settings: ControllerSettings
     metrics: Metrics
     clock: Clock

@@ -83,7 +83,7 @@ class ProvisioningController(Reconciler):
     """The last pass found no pod needing capacity: while no pod, Node or claim is written, none does."""
 
     def __post_init__(self) -> None:
-        self._watch = Watch(self.state, ("Pod", "Node", "NodeClaim"))
+        self._watch = Watch(self.state, ("Pod", "Node", "NodeClaim"), owns=self.owns)
 
     def trigger(self) -> None:
         """Solve at the next reconcile, without waiting for the batch window (interruptions)."""

@@ -87,7 +87,7 @@ class Sharding:
 
     def cluster(self, cluster: ClusterAPI) -> ClusterAPI:
         """`cluster` as this replica's pool controllers write through it."""
-        return ShardedCluster(cluster, self)  # type: ignore[return-value]
+        return ShardedCluster(cluster, self)
 
     def owns_now(self, pool: str) -> bool:
         """Whether this replica holds the pool's shard at this moment."""

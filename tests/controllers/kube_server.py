@@ -407,7 +407,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def _allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
-    from provisioner.clusterapi.memory import disruptions_allowed
+    from provisioner.clusterapi.in_memory import disruptions_allowed
 
     return disruptions_allowed(pdb, pods)
 

@@ -9,12 +9,12 @@ from typer.testing import CliRunner
 from provisioner.cli.main import app
 from provisioner.cloudprovider import CreateError
 from provisioner.controllers.conditions import condition_status
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 
 def _world(**settings):
-    return World(MemoryBackend, settings=Settings(cluster_name="test", **settings))
+    return World(MemoryBackend, settings=ControllerSettings(cluster_name="test", **settings))
 
 
 def _mark_unschedulable(w):
