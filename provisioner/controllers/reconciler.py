@@ -16,7 +16,7 @@ from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.watch import every_pool
 from provisioner.state import ClusterState
 
@@ -30,7 +30,7 @@ class Reconciler:
     """Read only through `snapshot()` (or under its lock): informer threads write it."""
     cluster: ClusterAPI
     providers: ProviderSet
-    settings: Settings
+    settings: ControllerSettings
     metrics: Metrics
     clock: Clock
     owns: Callable[[str], bool] = every_pool
