@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+import provisioner.cloudprovider.protocol
 from providers.fake import FakeProvider
 from provisioner.api import labels as wk
 from provisioner.api.common import Operator, Requirement
 from provisioner.cloudprovider import (
     CreateError,
     GangPlacement,
+    Instance,
     InsufficientCapacity,
     NotFound,
     OfferingKey,
@@ -30,7 +33,9 @@ def provider(**overrides) -> FakeProvider:
     return FakeProvider(clock=lambda: T0, **overrides)
 
 
-def create(fake: FakeProvider, name: str, names=("m5.large",), **claim_overrides):
+def create(
+    fake: FakeProvider, name: str, names: tuple[str] = ("m5.large",), **claim_overrides
+) -> provisioner.cloudprovider.protocol.Instance:
     types = [t for t in fake.instance_types(NODE_CLASS) if t.name in names]
     types.sort(key=lambda t: list(names).index(t.name))
     return fake.create(
@@ -144,7 +149,7 @@ def test_interruptions_are_returned_once() -> None:
 
 
 def test_a_reclaiming_interruption_takes_the_instance_away() -> None:
-    deleted = []
+    deleted: list[Instance] = []
     fake = provider(on_delete=deleted.append)
     instance = create(fake, "a", capacity_types=(wk.CAPACITY_TYPE_SPOT,))
 
@@ -218,7 +223,7 @@ def test_given_instance_types_replace_the_catalog() -> None:
     assert fake.zones == ["zone-1", "zone-2", "zone-3"]
 
 
-def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_path) -> None:
+def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_path: Path) -> None:
     path = str(tmp_path / "cloud.json")
     first = provider(state_path=path, cluster_name="c")
     a = create(first, "claim-a")
@@ -239,8 +244,12 @@ def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_pat
 
 
 def create_group(
-    fake: FakeProvider, names: list[str], types=("m5.large",), placement=None, **claim_overrides
-):
+    fake: FakeProvider,
+    names: list[str],
+    types: tuple[str, str] | tuple[str] = ("m5.large",),
+    placement: provisioner.cloudprovider.protocol.GangPlacement | None = None,
+    **claim_overrides,
+) -> list[provisioner.cloudprovider.protocol.Instance]:
     options = [t for t in fake.instance_types(NODE_CLASS) if t.name in types]
     options.sort(key=lambda t: list(types).index(t.name))
     claims = [node_claim(n, list(types), node_class=NODE_CLASS, **claim_overrides) for n in names]

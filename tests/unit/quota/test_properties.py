@@ -5,13 +5,20 @@ borrow stays within its quota, and a pool stays within its limits."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
+from provisioner.api.nodepool import NodePool
+from provisioner.api.team import Department, Team
 from provisioner.quota import admission
+from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import count
+from provisioner.state.objects import Pod
+from provisioner.state.snapshot import Snapshot
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
 POOLS = ("a100", "t4")
@@ -48,9 +55,14 @@ def worlds(draw):
     return pools, departments, teams, rounds
 
 
-def _run(pools, departments, teams, rounds):
+def _run(
+    pools: list[NodePool],
+    departments: list[Department],
+    teams: list[Team],
+    rounds: list[list[tuple[str, int, bool, int, bool] | Any]],
+) -> Iterator[tuple[Snapshot, QuotaBook]]:
     """Arrivals in rounds; after each decision the admitted pods run pinned and the victims go."""
-    running: list = []
+    running: list[Pod] = []
     serial = 0
     for arrivals in rounds:
         pending = []
