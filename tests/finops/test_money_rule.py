@@ -63,8 +63,8 @@ def test_a_row_written_by_an_older_program_is_judged_by_the_rule_not_its_stored_
         savings_per_hour=0.17,
         pods_moved=1,
     )
-    assert (old.claimed_per_hour, old.is_saving) == (0.0, False)
-    assert old.change_per_hour == pytest.approx(0.17)
+    expected: tuple[float, bool, object] = (0.0, False, pytest.approx(0.17))
+    assert (old.claimed_per_hour, old.is_saving, old.change_per_hour) == expected
 
 
 # Karpenter's disruption scenarios (tests/e2e/test_parity.py), with the ledger -----------------------------

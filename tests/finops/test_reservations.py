@@ -77,8 +77,8 @@ def test_instances_another_cluster_runs_in_the_reservation_count_as_used() -> No
     snap = snapshot([ours], pools=pools)
     offered = offered_reservations(snap, {"h100": [it], "on-demand-only": [it]})
     (row,) = reservation_rows(snap, offered, time=T0, hours=1.0)
-    assert (row.instances, row.running) == (2, 2)
-    assert row.used == pytest.approx(1.5)
+    expected: tuple[int, int, object] = (2, 2, pytest.approx(1.5))
+    assert (row.instances, row.running, row.used) == expected
     assert (row.gpus_per_instance, row.gpu_allocated) == (8, 4 + 8)
     assert row.nodepools == ("h100",), "only the pools whose capacity-type requirement allows reserved"
     assert row.price_per_hour == 55.04

@@ -122,7 +122,7 @@ def hostile_scenarios(draw: st.DrawFn) -> list[Any]:
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_scenarios())
 def test_a_hostile_scenario_file_is_refused_with_a_clear_error_or_simulated(
-    tmp_path_factory: pytest.TempPathFactory, docs
+    tmp_path_factory: pytest.TempPathFactory, docs: list[Any]
 ) -> None:
     path = tmp_path_factory.mktemp("scenario") / "hostile.yaml"
     path.write_text(yaml.safe_dump_all(docs))

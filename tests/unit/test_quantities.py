@@ -16,7 +16,7 @@ from provisioner.api import quantities
     ],
     ids=["milli", "gibi", "decimal", "exponent", "kilo"],
 )
-def test_quantities_parse_exactly(text, expected) -> None:
+def test_quantities_parse_exactly(text: str | int | float, expected: Decimal) -> None:
     assert quantities.parse_quantity(text) == expected
 
 
@@ -26,7 +26,7 @@ def test_cpu_is_counted_in_millicores_rounding_up() -> None:
 
 
 @pytest.mark.parametrize("bad", ["", "1.2.3", "4GB", "abc", "--1"])
-def test_non_quantities_are_refused_with_examples(bad) -> None:
+def test_non_quantities_are_refused_with_examples(bad: str) -> None:
     with pytest.raises(quantities.QuantityError, match="not a Kubernetes quantity"):
         quantities.parse_quantity(bad)
 
@@ -37,7 +37,7 @@ def test_format_is_the_inverse_of_parse() -> None:
 
 
 @pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), Decimal("Infinity")])
-def test_non_finite_numbers_are_refused_as_quantities(bad) -> None:
+def test_non_finite_numbers_are_refused_as_quantities(bad: float | Decimal) -> None:
     # A JSON number too large for a float (a Node's allocatable of 1e999) arrives as infinity: it is a
     # bad quantity (ValueError, which the state turns into "malformed Node"), not an OverflowError.
     with pytest.raises(quantities.QuantityError, match="finite"):

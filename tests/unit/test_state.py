@@ -6,13 +6,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
-from provisioner.state import ClusterState, Pod
+from provisioner.state import ClusterState, Pod, Snapshot
 from provisioner.state.objects import TaintValue, Toleration, tolerates_all
 from tests.typed import present
 
 
-def pod_doc(name="p", *, containers=None, init=None, overhead=None, **spec):
+def pod_doc(
+    name: str = "p",
+    *,
+    containers: list[dict[str, Any]] | None = None,
+    init: list[dict[str, Any]] | None = None,
+    overhead: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "ml"},
         "spec": {
@@ -25,7 +33,7 @@ def pod_doc(name="p", *, containers=None, init=None, overhead=None, **spec):
     }
 
 
-def container(cpu, memory="0", **extra):
+def container(cpu: str, memory: str = "0", **extra: str) -> dict[str, Any]:
     return {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory, **extra}}}
 
 
@@ -80,7 +88,9 @@ def test_pod_level_resources_count_over_a_larger_init_container() -> None:
         pytest.param({"memory": "lots"}, "memory", "not a Kubernetes quantity", id="malformed"),
     ],
 )
-def test_a_bad_request_makes_the_pod_invalid_and_is_not_counted(requests, name, says) -> None:
+def test_a_bad_request_makes_the_pod_invalid_and_is_not_counted(
+    requests: dict[str, str], name: str, says: str
+) -> None:
     pod = Pod.from_dict(pod_doc(containers=[{"name": "c", "resources": {"requests": requests}}]))
     assert f"spec.containers[0].resources.requests.{name}: " in pod.invalid
     assert says in pod.invalid
@@ -116,7 +126,9 @@ def test_pool_list_annotation_is_ordered_and_trimmed() -> None:
     ],
     ids=["exists", "value-mismatch", "wildcard", "effect-mismatch"],
 )
-def test_tolerations_follow_kubernetes_rules(toleration, taint, tolerated) -> None:
+def test_tolerations_follow_kubernetes_rules(
+    toleration: Toleration, taint: TaintValue, tolerated: bool
+) -> None:
     assert (tolerates_all((toleration,), [taint]) is None) is tolerated
 
 
@@ -124,7 +136,7 @@ def test_prefer_no_schedule_never_blocks() -> None:
     assert tolerates_all((), [TaintValue("k", "PreferNoSchedule")]) is None
 
 
-def claim_doc(name, provider_id=None):
+def claim_doc(name: str, provider_id: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "provisioner.sh/v1",
         "kind": "NodeClaim",
@@ -165,7 +177,11 @@ def test_unknown_kinds_are_refused() -> None:
         ClusterState().upsert("ConfigMap", {"metadata": {"name": "x"}})
 
 
-def _picture(snap):
+Entry = tuple[str, bool, str | None, list[str]]
+"""One node of a snapshot: its name, whether a Node is there, its claim's name, its pods in order."""
+
+
+def _picture(snap: Snapshot) -> tuple[list[Entry], list[str], list[str], dict[str, Any]]:
     """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending; and
     the parts besides (pools, daemonsets, namespaces)."""
     return (
@@ -185,7 +201,9 @@ def _picture(snap):
         st.tuples(st.integers(0, 8), st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)), max_size=40
     )
 )
-def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(changes) -> None:
+def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(
+    changes: list[tuple[int, int, int, int]],
+) -> None:
     """The snapshot is kept up from the changes since the last one (the pods by node, the nodes and claims
     written, the other kinds): after every change it must say exactly what a state filled with the same
     objects at once says (the same nodes, claims joined by provider id then by node name, the last claim
@@ -193,18 +211,19 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(chang
     state = ClusterState()
     objects: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def put(kind, key, doc) -> None:
+    def put(kind: str, key: str, doc: dict[str, Any]) -> None:
         state.upsert(kind, doc)
         objects[(kind, key)] = doc
 
-    def drop(kind, key) -> None:
+    def drop(kind: str, key: str) -> None:
         state.remove(kind, key)
         objects.pop((kind, key), None)
 
     for op, i, j, k in changes:
         node = f"node-{j}"
         if op == 0:  # a pod bound to a node (running or finished) or pending
-            doc = pod_doc(f"p{i}", **({"nodeName": node} if k != 1 else {}))
+            bound: dict[str, Any] = {"nodeName": node} if k != 1 else {}
+            doc = pod_doc(f"p{i}", **bound)
             doc["status"] = {"phase": "Succeeded" if k == 2 else "Running"}
             put("Pod", f"ml/p{i}", doc)
         elif op == 1:
@@ -245,22 +264,26 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(chang
         assert kept_up[0] == _joined_from_scratch(state)
 
 
-def _joined_from_scratch(state):
+def _joined_from_scratch(state: ClusterState) -> list[Entry]:
     """The snapshot's nodes as the rule says, worked out directly: each Node with the last claim (in the
     claims' order) whose provider id is the Node's, else whose status names it; then each claim no Node
     joins; by name, a Node first."""
-    by_provider, by_name = {}, {}
+    by_provider: dict[str, NodeClaim] = {}
+    by_name: dict[str, NodeClaim] = {}
     for claim in state.claims.values():
         if claim.status.provider_id:
             by_provider[claim.status.provider_id] = claim
         if claim.status.node_name:
             by_name[claim.status.node_name] = claim
-    out, joined = [], set()
+    out: list[tuple[tuple[str, int], Entry]] = []
+    joined: set[str] = set()
     for node in state.nodes.values():
-        claim = by_provider.get(node.provider_id or "") or by_name.get(node.name)
-        joined |= {claim.name} if claim else set()
+        joining = by_provider.get(node.provider_id or "") or by_name.get(node.name)
+        joined |= {joining.name} if joining else set()
         pods = [p for p in state.pods.values() if p.node_name == node.name and not p.is_terminal]
-        out.append(((node.name, 0), (node.name, True, claim.name if claim else None, [p.key for p in pods])))
+        out.append(
+            ((node.name, 0), (node.name, True, joining.name if joining else None, [p.key for p in pods]))
+        )
     out += [((c.name, 1), (c.name, False, c.name, [])) for c in state.claims.values() if c.name not in joined]
     return [entry for _, entry in sorted(out, key=lambda e: e[0])]
 

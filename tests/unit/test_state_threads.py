@@ -140,7 +140,7 @@ def hammer(state: ClusterState, read: Callable[[ClusterState], Iterator[str]]) -
 
 
 @pytest.fixture
-def interleaved():
+def interleaved() -> Iterator[None]:
     """Switch threads every microsecond, so a race shows up within a few hundred rounds."""
     before = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
@@ -149,7 +149,9 @@ def interleaved():
 
 
 @pytest.mark.parametrize("read", [torn_in_snapshot, torn_in_views], ids=["snapshots", "views"])
-def test_readers_never_see_a_torn_view_while_informers_write(interleaved, read) -> None:
+def test_readers_never_see_a_torn_view_while_informers_write(
+    interleaved: None, read: Callable[[ClusterState], Iterator[str]]
+) -> None:
     state = ClusterState()
 
     found, reads = hammer(state, read)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 
 from providers.fake import FakeProvider
 from provisioner.cli import app
-from provisioner.cloudprovider import TransientError
+from provisioner.cloudprovider import InstanceType, TransientError
 
 runner = CliRunner()
 
@@ -68,7 +68,7 @@ def test_fake_cloud_is_read_through_the_provider(monkeypatch: pytest.MonkeyPatch
     calls: list[str] = []
     original = FakeProvider.region_instance_types
 
-    def spy(self: FakeProvider):
+    def spy(self: FakeProvider) -> list[InstanceType]:
         calls.append(self.region or "")
         return original(self)
 

@@ -3,13 +3,14 @@ the call log and the launch/delete hooks. (The shared behaviour is in tests/prov
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import provisioner.cloudprovider.protocol
 from providers.fake import FakeProvider
 from provisioner.api import labels as wk
 from provisioner.api.common import Operator, Requirement
@@ -29,13 +30,13 @@ NODE_CLASS = fake_node_class()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def provider(**overrides) -> FakeProvider:
+def provider(**overrides: Any) -> FakeProvider:
     return FakeProvider(clock=lambda: T0, **overrides)
 
 
 def create(
-    fake: FakeProvider, name: str, names: tuple[str] = ("m5.large",), **claim_overrides
-) -> provisioner.cloudprovider.protocol.Instance:
+    fake: FakeProvider, name: str, names: Sequence[str] = ("m5.large",), **claim_overrides: Any
+) -> Instance:
     types = [t for t in fake.instance_types(NODE_CLASS) if t.name in names]
     types.sort(key=lambda t: list(names).index(t.name))
     return fake.create(
@@ -246,10 +247,10 @@ def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_pat
 def create_group(
     fake: FakeProvider,
     names: list[str],
-    types: tuple[str, str] | tuple[str] = ("m5.large",),
-    placement: provisioner.cloudprovider.protocol.GangPlacement | None = None,
-    **claim_overrides,
-) -> list[provisioner.cloudprovider.protocol.Instance]:
+    types: Sequence[str] = ("m5.large",),
+    placement: GangPlacement | None = None,
+    **claim_overrides: Any,
+) -> list[Instance]:
     options = [t for t in fake.instance_types(NODE_CLASS) if t.name in types]
     options.sort(key=lambda t: list(types).index(t.name))
     claims = [node_claim(n, list(types), node_class=NODE_CLASS, **claim_overrides) for n in names]

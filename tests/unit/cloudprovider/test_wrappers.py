@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,7 +40,9 @@ def m5_types(provider: FakeProvider) -> list[InstanceType]:
     return [t for t in provider.instance_types(NODE_CLASS) if t.name in ("m5.large", "m5.xlarge")]
 
 
-def claim(name: str = "c", *, capacity_types: tuple[str, ...] = ("on-demand",), zones=None) -> NodeClaim:
+def claim(
+    name: str = "c", *, capacity_types: tuple[str, ...] = ("on-demand",), zones: Sequence[str] | None = None
+) -> NodeClaim:
     return node_claim(
         name, ["m5.large", "m5.xlarge"], node_class=NODE_CLASS, capacity_types=capacity_types, zones=zones
     )

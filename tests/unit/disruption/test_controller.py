@@ -4,8 +4,9 @@ the on-demand fallbacks are replaced by spot, one at a time as the budget says."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,17 +22,8 @@ from tests.typed import present
 
 
 def pool_doc(
-    *, capacity_types, budget="100%", consolidate_after="1m"
-) -> dict[
-    str,
-    str
-    | dict[str, str]
-    | dict[
-        str,
-        dict[str, dict[str, dict[str, str]] | dict[str, dict[str, str] | list[dict[str, str | list[str]]]]]
-        | dict[str, str | list[dict[str, str]]],
-    ],
-]:
+    *, capacity_types: Sequence[str], budget: str = "100%", consolidate_after: str = "1m"
+) -> dict[str, Any]:
     doc = node_pool("gpu", gpu_names=("a10g",), capacity_types=capacity_types)
     doc["spec"]["disruption"] = {"consolidateAfter": consolidate_after, "budgets": [{"nodes": budget}]}
     return doc

@@ -3,16 +3,19 @@ PDBs say; those hold its drain only until `terminationGracePeriod`, counted from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption import plan
 from provisioner.disruption.model import Command, Plan
 from provisioner.scheduling import SolveFn
+from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool, pdb
 from tests.typed import present
@@ -22,13 +25,19 @@ LARGE = b.instance_type("m.large", cpu=8, memory_gib=32, price=0.40)
 SMALL = b.instance_type("m.small", cpu=2, memory_gib=8, price=0.10)
 
 
-def expired(name: str = "old", *, pods=(), **kw) -> StateNode:
+def expired(name: str = "old", *, pods: Sequence[Pod] = (), **kw: Any) -> StateNode:
     return b.state_node(
         name, it=LARGE, pods=pods, created=b.NOW - timedelta(hours=25), expire_after="24h", **kw
     )
 
 
-def run(nodes: list[StateNode], *, solve: SolveFn, pools=None, pdbs=()) -> Plan:
+def run(
+    nodes: list[StateNode],
+    *,
+    solve: SolveFn,
+    pools: list[NodePool] | None = None,
+    pdbs: Sequence[PodDisruptionBudget] = (),
+) -> Plan:
     pools = pools or [b.node_pool()]
     snap = b.snapshot(nodes, pools=pools, pdbs=pdbs)
     return plan(snap, instance_types={p.name: [SMALL, LARGE] for p in pools}, now=b.NOW, solve=solve)

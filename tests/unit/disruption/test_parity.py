@@ -5,10 +5,11 @@ command moves pods onto capacity in flight (a node not initialized, room a pendi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 
-import provisioner.state.snapshot
 from provisioner.api import labels as wk
+from provisioner.cloudprovider import InstanceType
 from provisioner.disruption import plan
 from provisioner.disruption.model import Blocker, BlockerKind, Command, Plan
 from provisioner.scheduling import SolveFn
@@ -22,7 +23,11 @@ BIG = instance_type("c.large", cpu=8, memory_gib=32, price=0.40)
 
 
 def run(
-    nodes: list[provisioner.state.snapshot.StateNode], *, solve: SolveFn, pending=(), types=(CHEAP, BIG)
+    nodes: list[StateNode],
+    *,
+    solve: SolveFn,
+    pending: Sequence[Pod] = (),
+    types: Sequence[InstanceType] = (CHEAP, BIG),
 ) -> Plan:
     pools = [node_pool(budgets=[{"nodes": "100%"}])]
     snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))

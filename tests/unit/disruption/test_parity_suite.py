@@ -5,12 +5,15 @@ anti-affinity is no move."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from provisioner.api import labels as wk
+from provisioner.cloudprovider import InstanceType
 from provisioner.disruption import plan
 from provisioner.disruption.model import Plan
 from provisioner.scheduling import SolveFn
+from provisioner.state.objects import Pod
 from provisioner.state.snapshot import StateNode
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
@@ -20,13 +23,19 @@ LARGE = instance_type("c.large", cpu=8, memory_gib=32, price=0.40, zones=ZONES)
 APP = {"app": "web"}
 
 
-def run(nodes: list[StateNode], *, solve: SolveFn, pending=(), types=(SMALL, LARGE)) -> Plan:
+def run(
+    nodes: list[StateNode],
+    *,
+    solve: SolveFn,
+    pending: Sequence[Pod] = (),
+    types: Sequence[InstanceType] = (SMALL, LARGE),
+) -> Plan:
     pools = [node_pool(budgets=[{"nodes": "100%"}])]
     snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))
     return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
 
 
-def in_zone(name: str, zone: str, *, it, pods) -> StateNode:
+def in_zone(name: str, zone: str, *, it: InstanceType, pods: Sequence[Pod]) -> StateNode:
     return state_node(name, it=it, pods=pods, labels={wk.ZONE: zone})
 
 
@@ -78,7 +87,7 @@ def test_no_node_goes_when_its_pod_would_join_one_it_repels(solve: SolveFn) -> N
     assert result.commands == []
 
 
-def drifted(name: str, *, since, pods=()) -> StateNode:
+def drifted(name: str, *, since: datetime, pods: Sequence[Pod] = ()) -> StateNode:
     condition = {"type": "Drifted", "status": "True", "lastTransitionTime": since.isoformat()}
     return state_node(name, it=SMALL, pods=pods, conditions=[condition])
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any, Never
 
 import pytest
 
+from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import BlockerKind, Settings, nodepool_hash, plan
 from provisioner.disruption.model import Blocker, Plan
 from provisioner.scheduling import SolveFn
+from provisioner.state.objects import PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
 from tests.typed import present
 from tests.unit.disruption.builders import (
@@ -29,11 +32,11 @@ LARGE = instance_type("m.large", cpu=8, memory_gib=32, price=0.40)
 TYPES = [SMALL, LARGE]
 
 
-def no_solve(*args, **kwargs) -> Never:
+def no_solve(*args: object, **kwargs: object) -> Never:
     raise AssertionError("this decision must not need a re-solve")
 
 
-def types_for(*pools, types=TYPES) -> dict[str, list[InstanceType]]:
+def types_for(*pools: NodePool, types: Sequence[InstanceType] = TYPES) -> dict[str, list[InstanceType]]:
     return {p.name: list(types) for p in pools}
 
 
@@ -41,12 +44,12 @@ def run(
     nodes: list[StateNode],
     *,
     solve: SolveFn,
-    pools=None,
-    pdbs=(),
-    types=None,
-    now=NOW,
-    settings=Settings(),
-    namespaces=None,
+    pools: list[NodePool] | None = None,
+    pdbs: Sequence[PodDisruptionBudget] = (),
+    types: dict[str, list[InstanceType]] | None = None,
+    now: datetime = NOW,
+    settings: Settings = Settings(),
+    namespaces: dict[str, dict[str, str]] | None = None,
 ) -> Plan:
     pools = pools or [node_pool()]
     snap = snapshot(nodes, pools=pools, pdbs=pdbs, namespaces=namespaces)

@@ -107,7 +107,7 @@ def build(spec: dict[str, Any]) -> tuple[Snapshot, list[NodePool]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster_st)
-def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec) -> None:
+def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec: dict[str, Any]) -> None:
     snap, pools = build(spec)
     types = {p.name: TYPES for p in pools}
     result = plan(snap, instance_types=types, now=NOW, solve=real_or_standin())

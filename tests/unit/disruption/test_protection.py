@@ -3,11 +3,13 @@ annotation on a pod (`true`, or a duration that lapses), and PDBs, those that se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.controllers.disruption import DisruptionController
 from provisioner.controllers.metrics import Metrics
@@ -16,7 +18,7 @@ from provisioner.disruption import BlockerKind, plan
 from provisioner.disruption.candidates import do_not_disrupt, do_not_disrupt_problem
 from provisioner.disruption.model import Plan
 from provisioner.scheduling import SolveFn
-from provisioner.state.objects import Pod
+from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 from tests.typed import present
@@ -27,7 +29,13 @@ LARGE = instance_type("m.large", cpu=8, memory_gib=32, price=0.40)
 SMALL = instance_type("m.small", cpu=2, memory_gib=8, price=0.10)
 
 
-def run(nodes: list[StateNode], *, solve: SolveFn, pdbs=(), pools=None) -> Plan:
+def run(
+    nodes: list[StateNode],
+    *,
+    solve: SolveFn,
+    pdbs: Sequence[PodDisruptionBudget] = (),
+    pools: list[NodePool] | None = None,
+) -> Plan:
     pools = pools or [pool()]
     snap = snapshot(nodes, pools=pools, pdbs=pdbs)
     return plan(snap, instance_types={p.name: [SMALL, LARGE] for p in pools}, now=NOW, solve=solve)

@@ -4,6 +4,7 @@ and never trades a reserved node for "cheaper" capacity that is in fact paid on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.disruption import BlockerKind
 from provisioner.finops.rows import action_rows
 from provisioner.scheduling import SolveFn
+from provisioner.state.objects import Pod
 from provisioner.state.snapshot import StateNode
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, state_node
 from tests.unit.disruption.test_planner import run
@@ -29,7 +31,9 @@ def with_reservation(it: InstanceType, *, free: int, total: int = 1) -> Instance
     return replace(it, offerings=(*it.offerings, replace(offer, reservation=reservation)))
 
 
-def reserved_node(name: str, *, it, pods, price=None) -> StateNode:
+def reserved_node(
+    name: str, *, it: InstanceType, pods: Sequence[Pod], price: float | None = None
+) -> StateNode:
     return state_node(
         name,
         it=it,

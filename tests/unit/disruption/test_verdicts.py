@@ -353,7 +353,11 @@ CPUS = st.sampled_from(["250m", "500m", "1", "1500m", "3"])
     per_pod=st.sampled_from([1, 2, 16, None]),
 )
 def test_cached_and_uncached_plans_agree_over_random_changes(
-    sizes, loads, min_savings, rounds, per_pod
+    sizes: list[str],
+    loads: list[list[str]],
+    min_savings: str,
+    rounds: list[list[tuple[str, int, str]]],
+    per_pod: int | None,
 ) -> None:
     world = World(min_savings=min_savings)
     for i, size in enumerate(sizes):

@@ -127,7 +127,12 @@ def _pod(name: str, spec: dict[str, object]) -> Pod:
     ),
     per_pod=st.sampled_from([1, 2, 3]),
 )
-def test_the_shelves_find_what_one_walk_over_every_target_finds(kinds, loads, steps, per_pod) -> None:
+def test_the_shelves_find_what_one_walk_over_every_target_finds(
+    kinds: list[str],
+    loads: list[list[dict[str, object]]],
+    steps: list[tuple[int, int, dict[str, object], bool]],
+    per_pod: int,
+) -> None:
     nodes = []
     for i, kind in enumerate(kinds):
         pods = [_pod(f"n{i}-{j}", spec) for j, spec in enumerate(loads[i])]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
+from provisioner.api import Department
 from provisioner.api.nodepool import NodePool
 from provisioner.api.team import Team
 from provisioner.quota import admission
 from provisioner.quota.admission import Plan
+from provisioner.state.objects import Pod
 from tests.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
@@ -14,7 +18,13 @@ T4 = "t4"
 
 
 def decide(
-    pools: list[NodePool], teams: list[Team], *, pending=(), running=None, departments=(), exclude=()
+    pools: list[NodePool],
+    teams: list[Team],
+    *,
+    pending: Sequence[Pod] = (),
+    running: dict[str, list[Pod]] | None = None,
+    departments: Sequence[Department] = (),
+    exclude: Collection[str] = (),
 ) -> Plan:
     snap = snapshot(pools, pending=list(pending), running=running)
     return admission.decide(snap, book(snap, teams, list(departments)), exclude_victims=exclude)

@@ -47,4 +47,5 @@ def test_reserved_offerings_are_left_out_and_unplaceable_pods_too() -> None:
     cost, status = exact_optimum(
         pods, [node_pool(capacity_types=("on-demand", "reserved"))], [free], ceiling=5.0, time_limit=30
     )
-    assert cost == pytest.approx(0.7) and status == "optimal", (cost, status)
+    expected: tuple[object, str] = (pytest.approx(0.7), "optimal")
+    assert (cost, status) == expected

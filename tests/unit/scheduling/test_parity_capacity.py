@@ -5,6 +5,7 @@ pinned to a domain go before a pod that repels them."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -85,7 +86,7 @@ def test_a_pod_whose_selector_the_unowned_node_does_not_meet_gets_a_new_node() -
 SECURE = {"security": "s2"}
 
 
-def repeller(name: str = "repels", **kw) -> Pod:
+def repeller(name: str = "repels", **kw: Any) -> Pod:
     anti = {"topologyKey": wk.ZONE, "labelSelector": {"matchLabels": SECURE}}
     return pod(name, anti_affinity=[anti], **kw)
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-import provisioner.api.nodepool
-import provisioner.state.snapshot
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.scheduling import explain
@@ -102,7 +100,7 @@ def test_no_refusal_while_the_list_can_serve_the_pod(the_pod: Pod, order: PoolOr
     assert refusal(the_pod, order, gpu_pools={"gpu-a"}) is None
 
 
-def _pools() -> list[provisioner.api.nodepool.NodePool]:
+def _pools() -> list[NodePool]:
     no_gpu = [req(wk.GPU_COUNT, "DoesNotExist")]
     gpu_taint = [{"key": wk.GPU_RESOURCE, "effect": "NoSchedule"}]
     return [
@@ -153,7 +151,7 @@ def _three(*, first_limit: str | None = None) -> list[NodePool]:
     ]
 
 
-def _free_node_in(pool: str) -> provisioner.state.snapshot.Snapshot:
+def _free_node_in(pool: str) -> Snapshot:
     return snapshot([(node(f"{pool}-node", cpu=8, memory_gib=32, pool=pool), [])])
 
 

@@ -5,7 +5,6 @@ over-committed."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,8 +29,12 @@ TOLERATIONS = [
 CPUS = ["100m", "500m", "1", "1500m", "3", "6", "12"]
 
 
+Scenario = tuple[list[NodePool], list[tuple[Node, list[Pod]]], list[Pod]]
+"""The pools, the nodes with their pods, and the pending pods of one drawn case."""
+
+
 @st.composite
-def scenarios(draw):
+def scenarios(draw: st.DrawFn) -> Scenario:
     n_pools = draw(st.integers(1, 3))
     pools = []
     for i in range(n_pools):
@@ -101,9 +104,7 @@ def scenarios(draw):
     return pools, nodes, pods
 
 
-def solve_scenario(
-    pools: list[NodePool], nodes: list[tuple[Node, list[Any]] | Any], pods: list[Pod]
-) -> Results:
+def solve_scenario(pools: list[NodePool], nodes: list[tuple[Node, list[Pod]]], pods: list[Pod]) -> Results:
     types = {p.name: cpu_types() for p in pools}
     return run(pods, pools, types, snap=snapshot(nodes))
 
@@ -113,7 +114,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @SETTINGS
 @given(scenarios())
-def test_every_pod_is_accounted_for_exactly_once(case) -> None:
+def test_every_pod_is_accounted_for_exactly_once(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
     seen = Counter(p.pod.key for p in results.placements)
@@ -126,7 +127,7 @@ def test_every_pod_is_accounted_for_exactly_once(case) -> None:
 
 @SETTINGS
 @given(scenarios())
-def test_no_pod_lands_where_a_taint_is_not_tolerated(case) -> None:
+def test_no_pod_lands_where_a_taint_is_not_tolerated(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
     node_taints = {n.name: n.taints for n, _ in nodes}
@@ -141,10 +142,10 @@ def test_no_pod_lands_where_a_taint_is_not_tolerated(case) -> None:
 
 @SETTINGS
 @given(scenarios())
-def test_pool_limits_are_never_exceeded(case) -> None:
+def test_pool_limits_are_never_exceeded(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
-    used: dict[str, int] = defaultdict(int)
+    used: dict[str | None, int] = defaultdict(int)
     for n, _ in nodes:
         used[n.nodepool] += n.capacity["cpu"]
     for claim in results.new_claims:
@@ -160,7 +161,7 @@ def test_pool_limits_are_never_exceeded(case) -> None:
 
 @SETTINGS
 @given(scenarios())
-def test_do_not_schedule_spread_never_exceeds_max_skew(case) -> None:
+def test_do_not_schedule_spread_never_exceeds_max_skew(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
     zone_counts: Counter[str] = Counter()
@@ -188,7 +189,7 @@ def test_do_not_schedule_spread_never_exceeds_max_skew(case) -> None:
 
 @SETTINGS
 @given(scenarios())
-def test_nodes_are_never_over_committed(case) -> None:
+def test_nodes_are_never_over_committed(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
     on_node: Counter[str] = Counter()

@@ -8,13 +8,11 @@ from typing import Any
 
 import pytest
 
-import provisioner.state.snapshot
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodepool import NodePool
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.scheduling import SolveOptions
-from provisioner.scheduling.results import Results
+from provisioner.scheduling import Results, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
 from tests.builders import (
     ZONES,
@@ -40,7 +38,7 @@ from tests.typed import present
 GPU_TAINT = {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 
 
-def gpu_pool(name: str = "gpu", **kw) -> NodePool:
+def gpu_pool(name: str = "gpu", **kw: Any) -> NodePool:
     kw.setdefault("taints", [GPU_TAINT])
     return node_pool(name, **kw)
 
@@ -285,7 +283,7 @@ def test_hostname_spread_with_max_skew_two_allows_pairs() -> None:
     assert len(run(pods).new_claims) == 2
 
 
-def _two_zone_universe() -> tuple[list[InstanceType], provisioner.state.snapshot.Snapshot]:
+def _two_zone_universe() -> tuple[list[InstanceType], Snapshot]:
     # New nodes only in zone-a; zone-b is in the spread's universe through an existing, full node.
     full = node("full", zone="zone-b", cpu=1, memory_gib=1)
     types = [instance_type("only-a", cpu=4, zones=["zone-a"])]
@@ -719,7 +717,7 @@ def test_solve_is_deterministic_whatever_the_input_order() -> None:
         for i in range(12)
     ]
 
-    def shape(results):
+    def shape(results: Results) -> list[tuple[str, str, object, list[str]]]:
         return [
             (c.hostname, c.instance_type.name, c.offering, sorted(p.name for p in c.pods))
             for c in results.new_claims
