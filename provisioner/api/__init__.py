@@ -8,7 +8,7 @@ from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
 from provisioner.api.nodepool import NodePool
 from provisioner.api.team import Department, Team
 
-KINDS = {
+KINDS: dict[str, type[NodePool | NodeClaim | NodeClass | Department | Team]] = {
     "NodePool": NodePool,
     "NodeClaim": NodeClaim,
     "AWSNodeClass": AWSNodeClass,
@@ -16,6 +16,8 @@ KINDS = {
     "Department": Department,
     "Team": Team,
 }
+"""Our kinds (group `provisioner.sh`) -> their models: each is a row of the tracked kinds' table
+(`provisioner.api.kinds.TRACKED`), which says where it lives in the API."""
 
 __all__ = [
     "KINDS",

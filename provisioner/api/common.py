@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic.alias_generators import to_camel
 
 from provisioner.api import durations, labels
+from provisioner.api.kinds import NODECLASS_KINDS
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -437,9 +438,6 @@ class NodeClassReference(Model):
             )
         raise_all(errors)
         return self
-
-
-NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
 
 
 def condition(conditions: list[Condition], type_: str) -> Condition | None:

@@ -2,8 +2,9 @@
 gcp for GCPNodeClass pools, karpenter-benchmark for either), each read in its own region, so AWS and GCP
 pools run together in one scenario as they do under one controller (`--cloud aws,gcp`).
 
-Owns the choice (`spec.catalogs`, else `spec.catalog`, else one per kind the pools use) and the checks of
-stockout selectors against the chosen catalogs. Reading the scenario file is `scenario`'s job; problems
+Owns the choice (`spec.catalogs`, else `spec.catalog`, else one per kind the pools use), the checks of
+stockout selectors against the chosen catalogs, and the zones of a catalog a NodeClass launches in (with
+the NodeClass a pool gets when the scenario writes none). Reading the scenario file is `scenario`'s job; problems
 are returned as (message, field path) for it to locate.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provisioner.api import GCPNodeClass
+from provisioner.api import AWSNodeClass, GCPNodeClass
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType
@@ -149,3 +150,49 @@ def unavailable_problems(
                 )
             )
     return found
+
+
+def default_nodeclass(kind: str, name: str, zones: Sequence[str]) -> NodeClass:
+    """What a pool gets when its nodeClassRef names no document: every zone of the region."""
+    if kind == "GCPNodeClass":
+        return GCPNodeClass.model_validate(
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "project": "simulated",
+                    "image": "projects/simulated/global/images/default",
+                    "zones": list(zones),
+                },
+            }
+        )
+    return AWSNodeClass.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "subnetSelectorTerms": [{"tags": {"simulated": "*"}}],
+                "securityGroupSelectorTerms": [{"tags": {"simulated": "*"}}],
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": "simulated",
+            },
+            "status": {"subnets": [{"id": f"subnet-{z}", "zone": z} for z in zones]},
+        }
+    )
+
+
+def nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
+    """The zones of `zones` (its catalog's) the NodeClass launches in: its zone list or its subnets' zones,
+    every zone when it names none."""
+    if isinstance(nc, GCPNodeClass) and nc.spec.zones:
+        return [z for z in zones if z in nc.spec.zones]
+    if isinstance(nc, AWSNodeClass) and nc.status is not None and nc.status.subnets:
+        chosen = {s.zone for s in nc.status.subnets}
+        return [z for z in zones if z in chosen]
+    return list(zones)
+
+
+def types_for(nc: NodeClass, types: Sequence[InstanceType], zones: Sequence[str]) -> list[InstanceType]:
+    """The catalog's types with only the offerings in the NodeClass's zones."""
+    allowed = set(nodeclass_zones(nc, zones))
+    if allowed == set(zones):
+        return list(types)
+    return [t.with_offerings(tuple(o for o in t.offerings if o.zone in allowed)) for t in types]

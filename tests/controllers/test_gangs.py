@@ -15,8 +15,8 @@ from provisioner.api import provisioning_request as pr
 from provisioner.api.common import Condition
 from provisioner.cloudprovider import Instance
 from provisioner.clusterapi.port import ClusterError
-from provisioner.controllers import gang_launch
 from provisioner.controllers.conditions import condition_status
+from provisioner.controllers.lifecycle import gang_launch
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from tests.builders import node_claim

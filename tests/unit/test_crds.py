@@ -13,7 +13,7 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from provisioner.api import crds, provisioning_request
+from provisioner.api import crds
 from provisioner.api.common import Model
 from provisioner.api.nodeclass import AWSNodeClass
 from provisioner.api.nodepool import NodePool
@@ -257,7 +257,7 @@ def chart_copies() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("source", ["generated", "chart"])
 def test_every_crd_passes_every_structural_rule(source: str) -> None:
-    generated = [*crds.all_crds(), provisioning_request.crd()]
+    generated = [*crds.all_crds(), crds.provisioning_request_crd()]
     documents = generated if source == "generated" else chart_copies()
     assert len(documents) == len(KINDS) + 1  # ours and the ProvisioningRequest CRD
     for crd in documents:

@@ -43,11 +43,11 @@ def test_one_subnet_per_zone_the_one_with_most_free_addresses() -> None:
 
 def plan(
     claim: NodeClaim, types: list[InstanceType], image_keys: frozenset[str] = frozenset({"amd64"})
-) -> launch.Plan:
+) -> launch.LaunchPlan:
     return launch.plan(claim, types, subnets=SUBNETS, image_keys=set(image_keys))
 
 
-def offerings(p: launch.Plan) -> list[launch.Candidate]:
+def offerings(p: launch.LaunchPlan) -> list[launch.Candidate]:
     return [c for a in p.attempts for c in a.candidates]
 
 

@@ -12,7 +12,7 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.disruption import BlockerKind
-from provisioner.finops.rows import action_rows
+from provisioner.finops.action_rows import action_rows
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod
 from provisioner.state.snapshot import StateNode

@@ -8,7 +8,7 @@ from provisioner.api import Department
 from provisioner.api.nodepool import NodePool
 from provisioner.api.team import Team
 from provisioner.quota import admission
-from provisioner.quota.admission import Plan
+from provisioner.quota.decisions import AdmissionPlan
 from provisioner.state.objects import Pod
 from tests.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
@@ -25,12 +25,12 @@ def decide(
     running: dict[str, list[Pod]] | None = None,
     departments: Sequence[Department] = (),
     exclude: Collection[str] = (),
-) -> Plan:
+) -> AdmissionPlan:
     snap = snapshot(pools, pending=list(pending), running=running)
     return admission.decide(snap, book(snap, teams, list(departments)), exclude_victims=exclude)
 
 
-def admitted(plan: Plan) -> dict[str, tuple[str | None, bool]]:
+def admitted(plan: AdmissionPlan) -> dict[str, tuple[str | None, bool]]:
     return {a.pod.key: (a.pool, a.over_quota) for a in plan.admitted}
 
 
