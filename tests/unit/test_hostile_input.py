@@ -195,12 +195,8 @@ def test_a_pod_with_a_list_for_a_node_selector_value_names_the_field() -> None:
     ],
 )
 def test_a_pod_with_a_non_text_selector_field_is_refused_naming_it(
-    where: tuple[str, str, str] | tuple[str],
-    value: dict[str, list[dict[str, list[dict[str, str | list[str] | None]]]]]
-    | list[dict[str, int | str | list[int]]]
-    | list[dict[str, list[str]]]
-    | list[dict[str, int | str | list[dict[str, int]]]]
-    | list[dict[str, str | dict[str, dict[str, list[str]]]]],
+    where: tuple[str, ...],
+    value: Any,
     field: str,
 ) -> None:
     """The solver hashes selectors and topology keys into its groups: a list there (found by the scenario

@@ -65,9 +65,9 @@ DEFAULTS = ClusterDefaults(cpu=("cpu-b", "cpu-a"), gpu=("gpu-b",))
 )
 def test_a_pods_pool_order_comes_from_the_first_rule_that_applies(
     the_pod: Pod,
-    team: tuple[()] | tuple[str],
+    team: tuple[str, ...],
     defaults: ClusterDefaults,
-    names: tuple[str, str, str, str, str] | tuple[str, str, str, str],
+    names: tuple[str, ...],
     expected: PoolOrder,
 ) -> None:
     assert resolve(the_pod, team_default=team, defaults=defaults, pool_names=names) == expected

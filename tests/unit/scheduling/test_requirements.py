@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from provisioner.scheduling import requirements as rq
@@ -23,7 +21,7 @@ from provisioner.scheduling import requirements as rq
     ids=["in-in", "in-in-outside", "in-notin", "gt-lt", "gt-lt-bound", "exists-absent", "notin-absent"],
 )
 def test_intersection_matches_what_both_match(
-    a: tuple[str, list[Any]] | tuple[str, list[str]],
+    a: tuple[str, list[str]],
     b: tuple[str, list[str]],
     value: str | None,
     expected: bool,
@@ -45,9 +43,7 @@ def test_intersection_matches_what_both_match(
     ],
     ids=["disjoint-in", "in-notin", "exists-doesnotexist", "no-integer-between", "non-integer-gt"],
 )
-def test_contradictions_are_empty(
-    a: tuple[str, list[Any]] | tuple[str, list[str]], b: tuple[str, list[Any]] | tuple[str, list[str]]
-) -> None:
+def test_contradictions_are_empty(a: tuple[str, list[str]], b: tuple[str, list[str]]) -> None:
     assert rq.key_req(*a).intersect(rq.key_req(*b)).empty
 
 

@@ -164,7 +164,7 @@ def test_node_selector_on_a_label_no_pool_sets_is_unschedulable() -> None:
     ],
     ids=["in", "not-in", "gt", "lt", "exists"],
 )
-def test_required_node_affinity_operators(operator: str, values: list[str | Any], expected: str) -> None:
+def test_required_node_affinity_operators(operator: str, values: list[str], expected: str) -> None:
     p = pod("p", cpu="500m", required=[[req(wk.INSTANCE_CPU, operator, *values)]])
     assert run([p]).new_claims[0].instance_type.name == expected
 
