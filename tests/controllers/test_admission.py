@@ -11,6 +11,7 @@ from provisioner.api import labels as wk
 from provisioner.controllers.admission import CONDITION
 from tests.builders import pdb_manifest
 from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
 def team(name: str, gpus: int, *, over: bool = True, department: str | None = None) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def test_an_owner_reclaims_a_borrowed_gpu_through_the_eviction_api(make_world: C
     w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "1"}), team("vision", 1), team("nlp", 0))
     w.apply(gated("borrower", "nlp", preemptible=True))
     w.run_until(w.all_bound, max_ticks=90)
-    assert condition(w, "nlp/borrower")["reason"] == "AdmittedOverQuota"  # type: ignore[index]
+    assert present(condition(w, "nlp/borrower"))["reason"] == "AdmittedOverQuota"
     w.apply(gated("owner", "vision"))
     w.run_until(lambda: "nlp/borrower" not in w.state.pods, max_ticks=10)
     (event,) = w.events("Reclaimed")
