@@ -11,6 +11,7 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodepool import NodePool
+from provisioner.cloudprovider import Offering
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import Results, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
@@ -717,7 +718,7 @@ def test_solve_is_deterministic_whatever_the_input_order() -> None:
         for i in range(12)
     ]
 
-    def shape(results: Results) -> list[tuple[str, str, object, list[str]]]:
+    def shape(results: Results) -> list[tuple[str, str, Offering, list[str]]]:
         return [
             (c.hostname, c.instance_type.name, c.offering, sorted(p.name for p in c.pods))
             for c in results.new_claims
