@@ -73,6 +73,7 @@ def build_providers(
     fake_catalog: str,
     fake_region: str | None,
     fake_state: str | None = None,
+    fake_shared: bool = False,
     clock: Any,
     registry: Any,
     register_node: Any,
@@ -85,15 +86,17 @@ def build_providers(
     for cloud in clouds:
         if cloud == "fake":
             from providers.fake import FakeProvider
+            from providers.fake.shared import SharedFakeProvider
 
-            fake = FakeProvider(
+            # Sharded replicas share one fake cloud (its state file), as they would share an account.
+            fake = (SharedFakeProvider if fake_shared and fake_state else FakeProvider)(
                 catalog=fake_catalog,
                 region=fake_region,
                 cluster_name=cluster_name,
                 clock=clock.now,
                 on_launch=register_node,
                 on_delete=delete_node,
-                state_path=fake_state,
+                state_path=fake_state,  # type: ignore[arg-type]  # shared only with a path
             )
             wrapped = wrappers.wrap(fake, clock=clock.now, registry=registry)
             by_kind.setdefault("AWSNodeClass", wrapped)
@@ -139,6 +142,7 @@ def provider_factory(
     fake_catalog: str,
     fake_region: str | None,
     fake_state: str | None = None,
+    fake_shared: bool = False,
 ) -> ProviderFactory:
     """The providers `--cloud` asks for, built by the operator once it has its clock, metrics registry,
     client and state (`build_providers`, with the fake cloud's stand-in kubelet)."""
@@ -157,6 +161,7 @@ def provider_factory(
             fake_catalog=fake_catalog,
             fake_region=fake_region,
             fake_state=fake_state,
+            fake_shared=fake_shared,
             clock=ctx.clock,
             registry=ctx.registry,
             register_node=register_node,
@@ -246,7 +251,8 @@ def run_command(
     fake_state: str | None = typer.Option(
         None,
         "--fake-state",
-        help="JSON file the fake cloud keeps its instances in, so they outlive a restart.",
+        help="JSON file the fake cloud keeps its instances in, so they outlive a restart (and, with "
+        "--shards, every replica sees them).",
     ),
     batch_idle: float = typer.Option(1.0, "--batch-idle", envvar="PROVISIONER_BATCH_IDLE", help="Seconds."),
     batch_max: float = typer.Option(10.0, "--batch-max", envvar="PROVISIONER_BATCH_MAX", help="Seconds."),
@@ -279,6 +285,16 @@ def run_command(
     ),
     lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
     lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
+    shards: int = typer.Option(
+        0,
+        "--shards",
+        envvar="PROVISIONER_SHARDS",
+        help="Share the NodePools among every replica started with the same value: this many shard Leases "
+        "(<lease-name without -leader>-shard-<i>). 0: one leader acts, the others wait.",
+    ),
+    lease_duration: float = typer.Option(
+        15.0, "--lease-duration", help="Seconds a Lease outlives its holder's last renewal."
+    ),
     default_cpu_pools: str = typer.Option(
         "",
         "--default-cpu-pools",
@@ -314,6 +330,10 @@ def run_command(
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
+    if shards and "fake" in cloud.split(",") and not fake_state:
+        raise _fail(
+            "--fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)"
+        )
     from provisioner.operator import OperatorError, OperatorSettings, build
 
     try:
@@ -330,6 +350,7 @@ def run_command(
                 fake_catalog=fake_catalog,
                 fake_region=fake_region,
                 fake_state=fake_state,
+                fake_shared=shards > 0,
             ),
             cloud=cloud,
             cluster_name=cluster_name,
@@ -347,6 +368,8 @@ def run_command(
             leader_elect=leader_elect,
             lease_namespace=lease_namespace,
             lease_name=lease_name,
+            shards=shards,
+            lease_duration=lease_duration,
             disruption=disruption,
             validation_delay=validation_delay,
             default_cpu_pools=default_cpu_pools,

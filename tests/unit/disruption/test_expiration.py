@@ -13,7 +13,7 @@ from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption import plan
-from provisioner.disruption.model import Command, Plan
+from provisioner.disruption.model import Command, DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
@@ -37,13 +37,13 @@ def run(
     solve: SolveFn,
     pools: list[NodePool] | None = None,
     pdbs: Sequence[PodDisruptionBudget] = (),
-) -> Plan:
+) -> DisruptionPlan:
     pools = pools or [b.node_pool()]
     snap = b.snapshot(nodes, pools=pools, pdbs=pdbs)
     return plan(snap, instance_types={p.name: [SMALL, LARGE] for p in pools}, now=b.NOW, solve=solve)
 
 
-def expirations(result: Plan) -> list[Command]:
+def expirations(result: DisruptionPlan) -> list[Command]:
     return [c for c in result.commands if c.reason == DisruptionReason.EXPIRED]
 
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType
 from provisioner.disruption import plan
-from provisioner.disruption.model import Blocker, BlockerKind, Command, Plan
+from provisioner.disruption.model import Blocker, BlockerKind, Command, DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
@@ -28,7 +28,7 @@ def run(
     solve: SolveFn,
     pending: Sequence[Pod] = (),
     types: Sequence[InstanceType] = (CHEAP, BIG),
-) -> Plan:
+) -> DisruptionPlan:
     pools = [node_pool(budgets=[{"nodes": "100%"}])]
     snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))
     return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
@@ -78,7 +78,7 @@ def test_an_underused_node_a_pending_pod_is_about_to_use_is_not_consolidated(sol
 # Capacity in flight is no destination (issue 30) ----------------------------------------------------------
 
 
-def blocker_of(result: Plan, node: str) -> Blocker:
+def blocker_of(result: DisruptionPlan, node: str) -> Blocker:
     (found,) = [b for b in result.blockers if b.node == node and b.method != "candidates"]
     return found
 

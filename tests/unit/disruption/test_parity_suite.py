@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType
 from provisioner.disruption import plan
-from provisioner.disruption.model import Plan
+from provisioner.disruption.model import DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod
 from provisioner.state.snapshot import StateNode
@@ -29,7 +29,7 @@ def run(
     solve: SolveFn,
     pending: Sequence[Pod] = (),
     types: Sequence[InstanceType] = (SMALL, LARGE),
-) -> Plan:
+) -> DisruptionPlan:
     pools = [node_pool(budgets=[{"nodes": "100%"}])]
     snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))
     return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
@@ -92,7 +92,7 @@ def drifted(name: str, *, since: datetime, pods: Sequence[Pod] = ()) -> StateNod
     return state_node(name, it=SMALL, pods=pods, conditions=[condition])
 
 
-def one_at_a_time(nodes: list[StateNode], *, solve: SolveFn) -> Plan:
+def one_at_a_time(nodes: list[StateNode], *, solve: SolveFn) -> DisruptionPlan:
     pools = [node_pool(budgets=[{"nodes": "1"}])]
     return plan(snapshot(nodes, pools=pools), instance_types={"default": [SMALL]}, now=NOW, solve=solve)
 

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Never
 
 import pytest
 
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
-from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import BlockerKind, Settings, nodepool_hash, plan
-from provisioner.disruption.model import Blocker, Plan
+from provisioner.cloudprovider import InstanceType
+from provisioner.disruption import BlockerKind, PlannerSettings, nodepool_hash, plan
+from provisioner.disruption.model import Blocker, DisruptionPlan
 from provisioner.scheduling import SolveFn
-from provisioner.state.objects import PodDisruptionBudget
-from provisioner.state.snapshot import StateNode
 from tests.typed import present
 from tests.unit.disruption.builders import (
     NOW,
@@ -41,22 +39,22 @@ def types_for(*pools: NodePool, types: Sequence[InstanceType] = TYPES) -> dict[s
 
 
 def run(
-    nodes: list[StateNode],
+    nodes,
     *,
     solve: SolveFn,
-    pools: list[NodePool] | None = None,
-    pdbs: Sequence[PodDisruptionBudget] = (),
-    types: dict[str, list[InstanceType]] | None = None,
-    now: datetime = NOW,
-    settings: Settings = Settings(),
-    namespaces: dict[str, dict[str, str]] | None = None,
-) -> Plan:
+    pools=None,
+    pdbs=(),
+    types=None,
+    now=NOW,
+    settings=PlannerSettings(),
+    namespaces=None,
+):
     pools = pools or [node_pool()]
     snap = snapshot(nodes, pools=pools, pdbs=pdbs, namespaces=namespaces)
     return plan(snap, instance_types=types or types_for(*pools), now=now, settings=settings, solve=solve)
 
 
-def blocker(result: Plan, node: str) -> Blocker:
+def blocker(result: DisruptionPlan, node: str) -> Blocker:
     found = [b for b in result.blockers if b.node == node]
     assert found, f"no blocker recorded for {node}: {result.blockers}"
     return found[-1]
@@ -376,7 +374,10 @@ def test_the_records_of_a_plan_add_up_to_the_drop_in_cost(solve: SolveFn) -> Non
 def test_max_commands_stops_the_plan_early(solve: SolveFn) -> None:
     nodes = [state_node(f"idle{i}") for i in range(3)] + [state_node("lonely", it=LARGE, pods=[pod("a")])]
     result = run(
-        nodes, solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])], settings=Settings(max_commands=1)
+        nodes,
+        solve=solve,
+        pools=[node_pool(budgets=[{"nodes": "100%"}])],
+        settings=PlannerSettings(max_commands=1),
     )
     assert len(result.commands) == 1
 

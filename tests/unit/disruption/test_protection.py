@@ -16,12 +16,11 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.disruption import BlockerKind, plan
 from provisioner.disruption.candidates import do_not_disrupt, do_not_disrupt_problem
-from provisioner.disruption.model import Plan
+from provisioner.disruption.model import DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.typed import present
 from tests.unit.disruption.builders import NOW, instance_type, pdb, pod, snapshot, state_node
 from tests.unit.disruption.builders import node_pool as pool
 
@@ -35,7 +34,7 @@ def run(
     solve: SolveFn,
     pdbs: Sequence[PodDisruptionBudget] = (),
     pools: list[NodePool] | None = None,
-) -> Plan:
+) -> DisruptionPlan:
     pools = pools or [pool()]
     snap = snapshot(nodes, pools=pools, pdbs=pdbs)
     return plan(snap, instance_types={p.name: [SMALL, LARGE] for p in pools}, now=NOW, solve=solve)
@@ -132,11 +131,11 @@ def test_a_nodes_last_teams_follow_its_namespace_labels() -> None:
     for _ in range(3):  # until its own writes (the claim's Empty condition) have settled
         w.tick(10)
         ctl.reconcile(w.clock.now())
-    (node,) = {present(p.node_name) for p in w.pods()}
-    assert ctl._last_teams[node] == ("vision",)
+    (node,) = {p.node_name for p in w.pods()}
+    assert ctl.node_book.last_teams[node] == ("vision",)
     w.state.upsert("Namespace", {"metadata": {"name": "default", "labels": {wk.TEAM: "speech"}}})
     ctl.reconcile(w.clock.now())
-    assert ctl._last_teams[node] == ("speech",)
+    assert ctl.node_book.last_teams[node] == ("speech",)
 
 
 # PDBs over DaemonSet pods ------------------------------------------------------------------------------
