@@ -78,7 +78,15 @@ def pools() -> list[NodePool]:
     ]
 
 
-def _pod(name: str, *, cpu: str, memory: str, gpus: int = 0, selector=None, required=None) -> Pod:
+def _pod(
+    name: str,
+    *,
+    cpu: str,
+    memory: str,
+    gpus: int = 0,
+    selector: dict[str, str] | None = None,
+    required: list[dict[str, Any]] | None = None,
+) -> Pod:
     requests = {"cpu": cpu, "memory": memory}
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
     if gpus:
@@ -110,8 +118,11 @@ def suite(prefix: str = "") -> list[Pod]:
     add("train-a100x2", 5, cpu="12", memory="80Gi", gpus=2, selector={wk.GPU_NAME: "a100"})
     add("train-h100x1", 3, cpu="8", memory="64Gi", gpus=1, selector={wk.GPU_NAME: "h100"})
     add("train-l4x2", 4, cpu="8", memory="32Gi", gpus=2, selector={wk.GPU_NAME: "l4"})
+
     # Inference asking for GPU memory, not a model.
-    mem = lambda op, v: [{"key": wk.GPU_MEMORY, "operator": op, "values": [str(v)]}]  # noqa: E731
+    def mem(op: str, v: int) -> list[dict[str, Any]]:
+        return [{"key": wk.GPU_MEMORY, "operator": op, "values": [str(v)]}]
+
     add("infer-20g", 10, cpu="4", memory="16Gi", gpus=1, required=mem("Gt", 20000))
     add("infer-40g", 4, cpu="8", memory="48Gi", gpus=1, required=mem("Gt", 40000))
     add("infer-t4", 8, cpu="2", memory="8Gi", gpus=1, selector={wk.GPU_NAME: "t4"})

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import catalog
-from provisioner.scheduling import solve
+from provisioner.scheduling import Results, solve
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import Pod
 
@@ -41,7 +41,11 @@ AFFINITY_VALUES = 7
 
 
 def _pod(
-    rng: random.Random, name: str, labels: dict[str, str], affinity: dict[str, Any] | None = None, spread=None
+    rng: random.Random,
+    name: str,
+    labels: dict[str, str],
+    affinity: dict[str, Any] | None = None,
+    spread: list[dict[str, Any]] | None = None,
 ) -> Pod:
     spec: dict[str, Any] = {
         "containers": [
@@ -125,16 +129,16 @@ def run(n: int) -> dict[str, Any]:
     return {"pods": n, "nodes": len(results.new_claims), "seconds": seconds, "cpuSeconds": cpu_seconds}
 
 
-def verify(results) -> None:
+def verify(results: Results) -> None:
     """Outside the timing: the constraints of every group hold in the answer (a fast wrong answer is
     worth nothing)."""
     from collections import Counter, defaultdict
 
-    zone_spread: dict[str, Counter] = defaultdict(Counter)
+    zone_spread: dict[str, Counter[str]] = defaultdict(Counter)
     affinity_zones: dict[str, set[str]] = defaultdict(set)
     for claim in results.new_claims:
         zone = claim.offering.zone
-        host_spread: Counter = Counter()
+        host_spread: Counter[str] = Counter()
         anti = 0
         for p in claim.pods:
             if p.name.startswith("zone-spread"):

@@ -25,3 +25,13 @@ def wait_until(
             return
         time.sleep(interval)
     raise AssertionError(f"gave up waiting for {what}")
+
+
+def in_turn(*steps: Callable[[], object]) -> Callable[[], None]:
+    """One `step` for wait_until that calls each of `steps` in order."""
+
+    def step() -> None:
+        for s in steps:
+            s()
+
+    return step

@@ -4,7 +4,7 @@ RBAC has only what the controller uses, the pod runs locked down, the cloud iden
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -35,27 +35,27 @@ def rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
 
 
-def test_the_chart_lints_clean():
+def test_the_chart_lints_clean() -> None:
     result = helm.lint(str(CHART), BASE)
     assert result["errors"] == []
     assert all(m["severity"] <= 1 for m in result["messages"]), result["messages"]
 
 
-def test_bad_values_are_refused_by_the_schema():
+def test_bad_values_are_refused_by_the_schema() -> None:
     result = helm.lint(str(CHART), {**BASE, "replicas": "two"})
     assert any("replicas" in e for e in result["errors"])
     with pytest.raises(helm.HelmError):
         render(cloud="azure")
 
 
-def test_rbac_has_no_wildcard_and_no_secret_access():
+def test_rbac_has_no_wildcard_and_no_secret_access() -> None:
     for rule in rules(render()):
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule.get(field, []), rule
         assert not any(r.startswith("secrets") for r in rule["resources"]), rule
 
 
-def test_rbac_grants_exactly_the_verbs_the_controller_uses():
+def test_rbac_grants_exactly_the_verbs_the_controller_uses() -> None:
     granted = {
         (g, r, v)
         for rule in rules(render())
@@ -92,7 +92,7 @@ def test_rbac_grants_exactly_the_verbs_the_controller_uses():
     assert ("", "nodes", "create") in fake
 
 
-def test_leader_election_is_namespaced_to_the_release():
+def test_leader_election_is_namespaced_to_the_release() -> None:
     role = one(render(), "Role")
     assert role["metadata"]["namespace"] == "kube-system"
     assert role["rules"] == [
@@ -100,7 +100,7 @@ def test_leader_election_is_namespaced_to_the_release():
     ]
 
 
-def test_the_deployment_runs_two_replicas_non_root_read_only_with_no_capabilities():
+def test_the_deployment_runs_two_replicas_non_root_read_only_with_no_capabilities() -> None:
     docs = render()
     deploy = one(docs, "Deployment")
     assert deploy["spec"]["replicas"] == 2
@@ -135,18 +135,20 @@ def test_the_deployment_runs_two_replicas_non_root_read_only_with_no_capabilitie
     ],
     ids=["irsa", "gke-workload-identity"],
 )
-def test_the_service_account_carries_the_cloud_identity(values, annotation, expected):
+def test_the_service_account_carries_the_cloud_identity(
+    values: dict[str, Any], annotation: str, expected: str
+) -> None:
     sa = one(render(**values), "ServiceAccount")
     assert sa["metadata"]["annotations"][annotation] == expected
 
 
-def test_the_service_monitor_is_optional():
+def test_the_service_monitor_is_optional() -> None:
     assert not [d for d in render() if d["kind"] == "ServiceMonitor"]
     monitor = one(render(metrics={"serviceMonitor": {"enabled": True}}), "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
 
 
-def test_the_chart_ships_the_generated_crds():
+def test_the_chart_ships_the_generated_crds() -> None:
     chart = helm.Chart.load(str(CHART))
     names = {c["name"] if isinstance(c, dict) else c.name for c in chart.crds}
     kinds = {
@@ -163,7 +165,7 @@ def test_the_chart_ships_the_generated_crds():
     }
 
 
-def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():
+def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts() -> None:
     from typer.main import get_command
 
     from provisioner.cli.main import app
@@ -182,7 +184,7 @@ def test_every_flag_the_deployment_passes_is_one_provisioner_run_accepts():
     assert set(flags) <= known, set(flags) - known
 
 
-def test_the_default_pools_reach_the_controller_in_order():
+def test_the_default_pools_reach_the_controller_in_order() -> None:
     from provisioner.scheduling.pool_order import ClusterDefaults
 
     values = {
@@ -197,7 +199,7 @@ def test_the_default_pools_reach_the_controller_in_order():
     assert not [a for a in plain["args"] if a.startswith("--default-")]
 
 
-def test_the_admission_webhook_gates_pods_over_tls_and_never_blocks_the_cluster():
+def test_the_admission_webhook_gates_pods_over_tls_and_never_blocks_the_cluster() -> None:
     import base64
 
     from cryptography import x509
@@ -238,7 +240,7 @@ def test_the_admission_webhook_gates_pods_over_tls_and_never_blocks_the_cluster(
     ]
 
 
-def test_rbac_lets_admission_read_teams_patch_pods_and_write_team_status():
+def test_rbac_lets_admission_read_teams_patch_pods_and_write_team_status() -> None:
     granted = {
         (g, r, v)
         for rule in rules(render())
@@ -258,16 +260,16 @@ def test_rbac_lets_admission_read_teams_patch_pods_and_write_team_status():
 
 def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
-    return container
+    return cast(dict[str, Any], container)
 
 
-def test_by_default_the_controller_keeps_no_ledger():
+def test_by_default_the_controller_keeps_no_ledger() -> None:
     docs = render()
     assert "--ledger=none" in _container(docs)["args"]
     assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
 
 
-def test_the_postgresql_ledger_url_comes_from_a_secret_through_the_environment():
+def test_the_postgresql_ledger_url_comes_from_a_secret_through_the_environment() -> None:
     docs = render(replicas=3, ledger={"type": "postgresql", "postgresql": {"secretName": "finops-db"}})
     container = _container(docs)
     (env,) = [e for e in container["env"] if e["name"] == "PROVISIONER_LEDGER"]
@@ -276,12 +278,12 @@ def test_the_postgresql_ledger_url_comes_from_a_secret_through_the_environment()
     assert one(docs, "Deployment")["spec"]["replicas"] == 3
 
 
-def test_a_postgresql_ledger_needs_its_secret():
+def test_a_postgresql_ledger_needs_its_secret() -> None:
     with pytest.raises(helm.HelmError, match="secretName"):
         render(ledger={"type": "postgresql"})
 
 
-def test_the_sqlite_ledger_lives_on_a_volume_claim_for_one_replica():
+def test_the_sqlite_ledger_lives_on_a_volume_claim_for_one_replica() -> None:
     docs = render(replicas=1, ledger={"type": "sqlite", "sqlite": {"size": "5Gi"}})
     deploy = one(docs, "Deployment")
     assert deploy["spec"]["strategy"] == {"type": "Recreate"}
@@ -294,7 +296,7 @@ def test_the_sqlite_ledger_lives_on_a_volume_claim_for_one_replica():
     assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
 
 
-def test_the_schema_refuses_a_sqlite_ledger_with_more_than_one_replica():
+def test_the_schema_refuses_a_sqlite_ledger_with_more_than_one_replica() -> None:
     with pytest.raises(helm.HelmError, match="replicas"):
         render(replicas=2, ledger={"type": "sqlite"})
     result = helm.lint(str(CHART), {**BASE, "replicas": 2, "ledger": {"type": "sqlite"}})
@@ -324,7 +326,7 @@ def test_the_region_reaches_the_controller_only_for_the_clouds_asked_for() -> No
     assert not any(a.startswith("--aws-region") for a in args)
 
 
-def test_shards_reach_the_controller_with_the_right_to_list_leases():
+def test_shards_reach_the_controller_with_the_right_to_list_leases() -> None:
     docs = render(shards=8, replicas=4)
     deploy = one(docs, "Deployment")
     assert deploy["spec"]["replicas"] == 4
@@ -340,7 +342,7 @@ def test_shards_reach_the_controller_with_the_right_to_list_leases():
     assert not any(a.startswith("--shards") for a in _container(render())["args"]), "off by default"
 
 
-def test_the_chart_refuses_shards_below_zero_or_with_the_fake_cloud():
+def test_the_chart_refuses_shards_below_zero_or_with_the_fake_cloud() -> None:
     assert any("shards" in e for e in helm.lint(str(CHART), {**BASE, "shards": -1})["errors"])
     with pytest.raises(helm.HelmError, match="cloud fake"):
         render(shards=4, cloud="fake")

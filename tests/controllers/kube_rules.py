@@ -300,6 +300,7 @@ def merge_write(kind: str, old: dict[str, Any], patch: Mapping[str, Any], *, sta
 
 def _admit_custom(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     try:
-        return admit(obj, CUSTOM[kind], root=True)  # type: ignore[no-any-return]
+        admitted: dict[str, Any] = admit(obj, CUSTOM[kind], root=True)
+        return admitted
     except Invalid as err:
         raise Invalid([f"{kind}.{p.lstrip('.')}" for p in err.problems]) from None

@@ -31,7 +31,7 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, cast
 
 import aiohttp.web
 import attrs
@@ -112,9 +112,10 @@ class FilledEmulator(kmock.KubernetesEmulator):
         # kmock finds the one object a get, create, patch or delete names by scanning every object it
         # holds: quadratic over a run that creates thousands. A named request is a key lookup; only
         # lists and watches (no name) scan.
-        name = request.name
-        if name is not None and (strict or request.namespace is not None):
-            obj = self._objects._objects.get((request.resource, request.namespace, name))
+        name, resource = request.name, request.resource
+        # (A request that names an object always names its resource: the name follows it in the path.)
+        if name is not None and resource is not None and (strict or request.namespace is not None):
+            obj = self._objects._objects.get((resource, request.namespace, name))
             return [] if obj is None else [obj]
         return [
             obj
@@ -124,7 +125,9 @@ class FilledEmulator(kmock.KubernetesEmulator):
             and (name is None or obj_name == name)
         ]
 
-    def _find(self, resource: Any, namespace: str | None, name: str) -> Any:
+    def _find(self, resource: Any, namespace: str | None, name: str | None) -> Any:
+        if name is None:  # (a name-less key is never held)
+            return None
         key = (resource, namespace, name)
         if key in self._objects and not self._objects[key].deleted:
             return self._objects[key]
@@ -170,7 +173,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if request.subresource == "binding" and request.method == enums.method.POST:
             return await self._bind(request)
         action = request.action
-        kind = _KINDS.get(request.resource.plural, "")
+        kind = _KINDS.get(request.resource.plural or "", "")
         if action == enums.action.CREATE and isinstance(request.data, dict):
             return await self._create(request, kind)
         if action == enums.action.UPDATE and request.name and isinstance(request.data, dict):
@@ -183,7 +186,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
         meta = request.data.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-        namespaced = request.resource is not None and _NAMESPACED.get(request.resource.plural, False)
+        namespaced = request.resource is not None and _NAMESPACED.get(request.resource.plural or "", False)
         if namespaced:
             namespace = request.namespace or meta.get("namespace") or "default"
             meta["namespace"] = namespace
@@ -353,7 +356,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
         payload = await super()._serve_list(request)
-        payload["metadata"]["resourceVersion"] = str(self.rv)
+        cast(dict[str, Any], payload)["metadata"]["resourceVersion"] = str(self.rv)
         return payload
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
@@ -417,7 +420,7 @@ class KubeServer:
 
     def __init__(self) -> None:
         self.url = ""
-        self.emulator: FilledEmulator | None = None
+        self._emulator: FilledEmulator | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -435,13 +438,19 @@ class KubeServer:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         async with FilledEmulator() as emulator, kmock.Server(emulator) as server:
-            self.emulator = emulator
+            self._emulator = emulator
             self.url = str(server.url).rstrip("/")
             self._ready.set()
             await self._stopping.wait()
             # Open watches would hold the server's shutdown until the clients' read timeouts.
             for task in list(emulator.watches):
                 task.cancel()
+
+    @property
+    def emulator(self) -> FilledEmulator:
+        """The running emulator (once started)."""
+        assert self._emulator is not None, "the server is not started"
+        return self._emulator
 
     def start(self) -> KubeServer:
         self._thread.start()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import quantities
-from provisioner.clock import VirtualClock, isoformat
+from provisioner.clock import Clock, isoformat
 from provisioner.cloudprovider import Instance, InstanceType
 from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError, guarded, node_rv
 from provisioner.state.objects import Node, Pod, tolerates_all
@@ -49,7 +49,7 @@ class TestKubelet:
     """Registers a Ready Node for each launched instance (with its capacity and GPUs), unless told not to."""
 
     backend: Backend
-    clock: VirtualClock
+    clock: Clock
     types: Mapping[str, InstanceType]
     never_register: set[str] = field(default_factory=set)
     """Claim names whose instance never gets a Node."""

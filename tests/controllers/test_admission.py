@@ -4,12 +4,14 @@ and Team status."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.controllers.admission import CONDITION
 from tests.builders import pdb_manifest
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
 def team(name: str, gpus: int, *, over: bool = True, department: str | None = None) -> dict[str, Any]:
@@ -51,7 +53,9 @@ def condition(w: Any, key: str) -> dict[str, Any] | None:
     )
 
 
-def test_a_pod_within_quota_is_pinned_to_its_pool_ungated_and_given_a_node(make_world) -> None:
+def test_a_pod_within_quota_is_pinned_to_its_pool_ungated_and_given_a_node(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu"), team("vision", 2), gated("a", "vision"))
     w.run_until(w.all_bound, max_ticks=90)
@@ -66,7 +70,9 @@ def test_a_pod_within_quota_is_pinned_to_its_pool_ungated_and_given_a_node(make_
     assert any(e["involvedObject"]["name"] == "a" for e in w.events("Admitted"))
 
 
-def test_a_pod_beyond_quota_stays_gated_says_why_once_and_launches_nothing(make_world) -> None:
+def test_a_pod_beyond_quota_stays_gated_says_why_once_and_launches_nothing(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu"), team("vision", 1), gated("big", "vision", gpus=2))
     for _ in range(5):
@@ -81,12 +87,12 @@ def test_a_pod_beyond_quota_stays_gated_says_why_once_and_launches_nothing(make_
     assert [e["reason"] for e in said] == ["QuotaNeverFits"]
 
 
-def test_an_owner_reclaims_a_borrowed_gpu_through_the_eviction_api(make_world) -> None:
+def test_an_owner_reclaims_a_borrowed_gpu_through_the_eviction_api(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "1"}), team("vision", 1), team("nlp", 0))
     w.apply(gated("borrower", "nlp", preemptible=True))
     w.run_until(w.all_bound, max_ticks=90)
-    assert condition(w, "nlp/borrower")["reason"] == "AdmittedOverQuota"  # type: ignore[index]
+    assert present(condition(w, "nlp/borrower"))["reason"] == "AdmittedOverQuota"
     w.apply(gated("owner", "vision"))
     w.run_until(lambda: "nlp/borrower" not in w.state.pods, max_ticks=10)
     (event,) = w.events("Reclaimed")
@@ -95,7 +101,7 @@ def test_an_owner_reclaims_a_borrowed_gpu_through_the_eviction_api(make_world) -
     w.run_until(lambda: bool(w.state.pods["vision/owner"].node_name), max_ticks=30)
 
 
-def test_team_status_shows_quota_and_use_per_pool(make_world) -> None:
+def test_team_status_shows_quota_and_use_per_pool(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(
         node_class(), node_pool("gpu"), team("vision", 2), gated("a", "vision"), gated("b", "vision", gpus=2)
@@ -109,7 +115,7 @@ def test_team_status_shows_quota_and_use_per_pool(make_world) -> None:
     assert pool.pending[wk.GPU_RESOURCE] == "2"
 
 
-def test_metrics_count_waiting_admitted_and_reclaimed_pods(make_world) -> None:
+def test_metrics_count_waiting_admitted_and_reclaimed_pods(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "1"}), team("vision", 1), team("nlp", 0))
     w.apply(gated("borrower", "nlp", preemptible=True), gated("never", "nlp"))
@@ -121,7 +127,9 @@ def test_metrics_count_waiting_admitted_and_reclaimed_pods(make_world) -> None:
     assert w.metric("provisioner_reclaims_total", result="evicted") == 1
 
 
-def test_room_a_half_done_reclaim_freed_waits_for_its_pod_then_times_out_with_an_event(make_world) -> None:
+def test_room_a_half_done_reclaim_freed_waits_for_its_pod_then_times_out_with_an_event(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu", limits={wk.GPU_RESOURCE: "2"}), team("vision", 2), team("nlp", 0))
     w.apply(
@@ -146,7 +154,7 @@ def test_room_a_half_done_reclaim_freed_waits_for_its_pod_then_times_out_with_an
 
 
 def test_a_higher_priority_pod_preempts_its_teams_lower_priority_pod_through_the_eviction_api(
-    make_world,
+    make_world: Callable[..., World],
 ) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu"), team("vision", 1, over=False))
@@ -160,7 +168,9 @@ def test_a_higher_priority_pod_preempts_its_teams_lower_priority_pod_through_the
     w.run_until(lambda: bool(w.state.pods["vision/high"].node_name), max_ticks=60)
 
 
-def test_a_departments_quota_is_reclaimed_for_its_team_from_a_team_of_no_department(make_world) -> None:
+def test_a_departments_quota_is_reclaimed_for_its_team_from_a_team_of_no_department(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(
         node_class(),
@@ -177,7 +187,9 @@ def test_a_departments_quota_is_reclaimed_for_its_team_from_a_team_of_no_departm
     w.run_until(lambda: all(w.state.pods[f"vision/v{i}"].node_name for i in (1, 2)), max_ticks=60)
 
 
-def test_a_borrower_takes_its_share_back_from_a_sibling_inside_a_capped_department(make_world) -> None:
+def test_a_borrower_takes_its_share_back_from_a_sibling_inside_a_capped_department(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(
         node_class(),

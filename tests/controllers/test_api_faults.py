@@ -4,10 +4,13 @@ claim), and the controller's writes stay bounded (no hot loop on a failing call)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from tests.controllers.kube_server import KubeServer
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="injects API failures through the fixture")
 
@@ -15,9 +18,9 @@ TICKS = 40
 """Steps of the controller during the fault; a hot loop would write on every one of them, many times."""
 
 
-def _books_balance(w) -> None:
+def _books_balance(w: World) -> None:
     claims = {c.name for c in w.claims()}
-    assert sorted(i.nodeclaim for i in w.fake.list()) == sorted(claims), "one instance per claim"
+    assert sorted((i.nodeclaim for i in w.fake.list()), key=str) == sorted(claims), "one instance per claim"
     assert w.fake.launched_total == len(claims), "no launch beyond one per claim"
 
 
@@ -34,7 +37,9 @@ def _books_balance(w) -> None:
     ],
     ids=lambda v: str(v).replace(" ", "-"),
 )
-def test_an_api_server_failing_a_write_for_a_while_is_survived(kube_server, make_kube_world, call, status):
+def test_an_api_server_failing_a_write_for_a_while_is_survived(
+    kube_server: KubeServer, make_kube_world: Callable[..., World], call: str, status: int
+) -> None:
     w = make_kube_world()
     emulator = kube_server.emulator
     emulator.fail_status[call] = status
@@ -49,7 +54,9 @@ def test_an_api_server_failing_a_write_for_a_while_is_survived(kube_server, make
     _books_balance(w)
 
 
-def test_dropped_watch_streams_are_reopened_and_nothing_is_missed(kube_server, make_kube_world):
+def test_dropped_watch_streams_are_reopened_and_nothing_is_missed(
+    kube_server: KubeServer, make_kube_world: Callable[..., World]
+) -> None:
     w = make_kube_world()
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
     w.run_until(w.all_bound, max_ticks=30)
@@ -61,7 +68,9 @@ def test_dropped_watch_streams_are_reopened_and_nothing_is_missed(kube_server, m
     _books_balance(w)
 
 
-def test_a_watch_answering_410_gone_relists_and_the_work_goes_on(kube_server, make_kube_world):
+def test_a_watch_answering_410_gone_relists_and_the_work_goes_on(
+    kube_server: KubeServer, make_kube_world: Callable[..., World]
+) -> None:
     w = make_kube_world()
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
     w.run_until(w.all_bound, max_ticks=30)

@@ -3,20 +3,24 @@ proxy) and the controllers over the Kubernetes API fixture."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
 
 from provisioner.api import labels as wk
 from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.settings import ControllerSettings
-from tests.controllers.world import gpu_pod, node_pool
+from tests.controllers.world import World, gpu_pod, node_pool
+from tests.typed import present
 
 aws_world = pytest.importorskip("tests.providers.aws.world")
-from tests.providers.aws.stack import shared_stack  # noqa: E402
+from tests.providers.aws.stack import Stack, shared_stack  # noqa: E402
+from tests.providers.aws.world import World as AWSWorld  # noqa: E402
 from tests.providers.harness_aws import make_provider  # noqa: E402
 
 
 @pytest.fixture
-def aws():
+def aws() -> Iterator[tuple[Stack, AWSWorld]]:
     stack = shared_stack()
     stack.reset()
     account = aws_world.build(stack)
@@ -24,19 +28,21 @@ def aws():
     stack.proxy.reset()
 
 
-def test_pending_gpu_pods_become_ec2_instances_then_initialized_nodes_then_bound(make_kube_world, aws):
+def test_pending_gpu_pods_become_ec2_instances_then_initialized_nodes_then_bound(
+    make_kube_world: Callable[..., World], aws: tuple[Stack, AWSWorld]
+) -> None:
     stack, account = aws
     provider = make_provider(stack)
     w = make_kube_world(provider=provider, settings=ControllerSettings(cluster_name="contract"))
     w.apply(account.node_class.to_dict(), node_pool("gpu", zones=account.zones), gpu_pod("train-0"))
     w.run_until(w.all_bound, max_ticks=30)
     (claim,) = w.claims()
-    assert claim.status.provider_id.startswith("aws:///")
-    assert claim.status.instance_type.startswith(("g5", "g6"))
+    assert present(claim.status.provider_id).startswith("aws:///")
+    assert present(claim.status.instance_type).startswith(("g5", "g6"))
     assert condition_status(claim, "Initialized") == "True"
     (node,) = w.state.nodes.values()
     assert node.labels[wk.NODEPOOL] == "gpu" and node.provider_id == claim.status.provider_id
-    instance_id = claim.status.provider_id.rsplit("/", 1)[-1]
+    instance_id = present(claim.status.provider_id).rsplit("/", 1)[-1]
     ec2 = stack.client("ec2", direct=True)
     described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
     tags = {t["Key"]: t["Value"] for t in described.get("Tags", [])}

@@ -3,11 +3,13 @@ keeps serving the rest."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from provisioner.api import labels as wk
 from provisioner.kube.client import ApiError
-from tests.controllers.world import KubeBackend, gpu_pod, node_class, node_pool
+from tests.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
 
 
 @pytest.mark.parametrize(
@@ -17,7 +19,9 @@ from tests.controllers.world import KubeBackend, gpu_pod, node_class, node_pool
         pytest.param("lots", "not a Kubernetes quantity", id="malformed"),
     ],
 )
-def test_a_pod_with_a_bad_gpu_request_gets_an_event_and_no_node(make_world, amount, says):
+def test_a_pod_with_a_bad_gpu_request_gets_an_event_and_no_node(
+    make_world: Callable[..., World], amount: str, says: str
+) -> None:
     w = make_world()
     bad = gpu_pod("bad", gpu_name="a10g")
     bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", wk.GPU_RESOURCE: amount}}

@@ -3,13 +3,15 @@ written" neither launches a second instance nor leaks the first; orphans are col
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from provisioner.api import labels as wk
 from provisioner.controllers.conditions import condition_status
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
 class Killed(BaseException):
@@ -31,7 +33,7 @@ class DiesAfterLaunch:
         self.inner.patch_nodeclaim_status(name, status)
 
 
-def _crash_after_launch(w) -> str:
+def _crash_after_launch(w: World) -> str:
     w.manager = w.new_manager(cluster=DiesAfterLaunch(w.backend.cluster))
     w.kubelet.hold = True
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
@@ -43,7 +45,9 @@ def _crash_after_launch(w) -> str:
     return claim.name
 
 
-def test_a_restart_after_a_crash_between_launch_and_status_does_not_launch_twice(make_world):
+def test_a_restart_after_a_crash_between_launch_and_status_does_not_launch_twice(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     name = _crash_after_launch(w)
     w.restart()
@@ -61,7 +65,9 @@ def test_a_restart_after_a_crash_between_launch_and_status_does_not_launch_twice
     assert [i.provider_id for i in w.fake.list()] == [claim.status.provider_id]
 
 
-def test_an_instance_whose_claim_vanished_during_a_crash_is_collected_after_the_grace_period(make_world):
+def test_an_instance_whose_claim_vanished_during_a_crash_is_collected_after_the_grace_period(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     name = _crash_after_launch(w)
     orphan = w.fake.list()[0].provider_id
@@ -78,17 +84,19 @@ def test_an_instance_whose_claim_vanished_during_a_crash_is_collected_after_the_
     assert [i.provider_id for i in w.fake.list()] == [claim.status.provider_id], "no leaked instance"
 
 
-def test_a_claim_whose_instance_is_gone_is_deleted_and_finalized(make_world):
+def test_a_claim_whose_instance_is_gone_is_deleted_and_finalized(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
     w.run_until(w.all_bound, max_ticks=30)
     (claim,) = w.claims()
-    w.fake.delete(claim.status.provider_id)  # terminated behind our back (console, another tool)
+    w.fake.delete(present(claim.status.provider_id))  # terminated behind our back (console, another tool)
     w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10, seconds=5)
     assert w.metric("provisioner_nodeclaims_collected_total") == 1
 
 
-def test_a_node_of_ours_without_a_claim_is_deleted_after_the_grace_period(make_world):
+def test_a_node_of_ours_without_a_claim_is_deleted_after_the_grace_period(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     node = {
         "apiVersion": "v1",
@@ -106,7 +114,9 @@ def test_a_node_of_ours_without_a_claim_is_deleted_after_the_grace_period(make_w
     assert w.metric("provisioner_nodes_collected_total") == 1
 
 
-def test_a_placement_group_left_by_a_gang_is_deleted_after_the_grace_period(make_world):
+def test_a_placement_group_left_by_a_gang_is_deleted_after_the_grace_period(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.fake.placement_groups["fake-pg-ml/train"] = w.clock.now()  # its gang's nodes are gone
     w.tick(5)
@@ -132,8 +142,8 @@ class DiesMarkingForDisruption:
 
 
 def test_marks_of_a_disruption_killed_half_way_are_cleared_and_the_node_is_consolidated_after_restart(
-    make_world,
-):
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     pool = node_pool("gpu")
     pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}

@@ -3,13 +3,16 @@ duration has passed since the pod started, then the pod is evicted like any othe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from provisioner.api import labels as wk
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
 
 
-def test_a_do_not_disrupt_duration_holds_a_drain_only_until_it_lapses(make_world):
+def test_a_do_not_disrupt_duration_holds_a_drain_only_until_it_lapses(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu"), gpu_pod("pinned", annotations={wk.DO_NOT_DISRUPT: "30m"}))
     w.run_until(w.all_bound, max_ticks=30)

@@ -4,12 +4,21 @@ launch per claim and no instance without a claim."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import CreateError, InsufficientCapacity, OfferingKey, TransientError
+from provisioner.cloudprovider import (
+    CloudProviderError,
+    CreateError,
+    Instance,
+    InsufficientCapacity,
+    OfferingKey,
+    TransientError,
+)
 from provisioner.controllers.settings import ControllerSettings
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
@@ -35,7 +44,7 @@ def _all_a10g(w: World, capacity_type: str) -> list[OfferingKey]:
     ]
 
 
-FAULTS = {
+FAULTS: dict[str, Callable[[World], CloudProviderError]] = {
     "throttling": lambda w: TransientError("RequestLimitExceeded: request rate exceeded"),
     "cloud-5xx": lambda w: TransientError("InternalError (500): we encountered an internal error"),
     "timeout": lambda w: TransientError("read timeout on endpoint URL"),
@@ -60,7 +69,7 @@ def _creates(w: World) -> int:
 def _books_balance(w: World) -> None:
     claims = {c.name for c in w.claims()}
     instances = [i.nodeclaim for i in w.fake.list()]
-    assert sorted(instances) == sorted(claims), "one instance per claim, none without a claim"
+    assert sorted(instances, key=str) == sorted(claims), "one instance per claim, none without a claim"
     assert w.fake.launched_total == len(instances), "no launch beyond one per claim"
 
 
@@ -105,7 +114,7 @@ def test_slow_cloud_answers_do_not_launch_twice() -> None:
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
     inner = w.fake.create
 
-    def slow_create(*args, **kw):
+    def slow_create(*args: Any, **kw: Any) -> Instance:
         instance = inner(*args, **kw)
         w.clock.advance(timedelta(seconds=90))  # the answer took a minute and a half
         return instance

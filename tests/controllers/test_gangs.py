@@ -4,10 +4,15 @@ the whole gang launches together."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api import provisioning_request as pr
+from provisioner.api.common import Condition
 from provisioner.cloudprovider import Instance
 from provisioner.clusterapi.port import ClusterError
 from provisioner.controllers.conditions import condition_status
@@ -16,12 +21,13 @@ from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from tests.builders import node_claim
 from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 P5 = "p5.48xlarge"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f")
 
 
-def _gang(count: int = 4, *, total: int | None = None, group: str = "llama") -> list[dict]:
+def _gang(count: int = 4, *, total: int | None = None, group: str = "llama") -> list[dict[str, Any]]:
     return [
         gpu_pod(
             f"{group}-{i}",
@@ -36,7 +42,7 @@ def _gang(count: int = 4, *, total: int | None = None, group: str = "llama") -> 
     ]
 
 
-def _h100_world(make_world) -> World:
+def _h100_world(make_world: Callable[..., World]) -> World:
     w = make_world()
     w.apply(
         node_class(),
@@ -45,11 +51,13 @@ def _h100_world(make_world) -> World:
     return w
 
 
-def _launched(w: World) -> list:
+def _launched(w: World) -> list[NodeClaim]:
     return [c for c in w.claims() if condition_status(c, "Launched") == "True"]
 
 
-def test_a_gang_launches_as_one_group_in_one_zone_and_every_member_runs(make_world):
+def test_a_gang_launches_as_one_group_in_one_zone_and_every_member_runs(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.apply(*_gang(4))
     w.run_until(w.all_bound, max_ticks=40)
@@ -63,8 +71,8 @@ def test_a_gang_launches_as_one_group_in_one_zone_and_every_member_runs(make_wor
 
 
 def test_in_a_shortage_no_member_is_launched_and_each_says_why_then_all_launch_when_capacity_returns(
-    make_world,
-):
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     # Room for 3 of the 4 nodes in one zone, none anywhere else: a one-at-a-time launch would bill 3.
     w.fake.set_capacity(instance_type=P5, capacity_type="on-demand", count=0)
@@ -88,7 +96,7 @@ def test_in_a_shortage_no_member_is_launched_and_each_says_why_then_all_launch_w
     assert {c.status.zone for c in launched} == {"us-east-1b"}
 
 
-def test_a_gang_missing_pods_launches_nothing_until_all_exist(make_world):
+def test_a_gang_missing_pods_launches_nothing_until_all_exist(make_world: Callable[..., World]) -> None:
     w = _h100_world(make_world)
     pods = _gang(4)
     w.apply(*pods[:3])
@@ -100,7 +108,9 @@ def test_a_gang_missing_pods_launches_nothing_until_all_exist(make_world):
     assert len(w.claims()) == 4
 
 
-def test_a_group_short_of_its_claims_past_a_batch_window_launches_nothing_and_is_deleted(make_world):
+def test_a_group_short_of_its_claims_past_a_batch_window_launches_nothing_and_is_deleted(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     # The scheduler wrote a group of 2, but one claim never arrived (its write failed).
     claim = node_claim("h100-lonely", [P5], zones=["us-east-1a"], nodepool="h100")
@@ -117,7 +127,7 @@ def test_a_group_short_of_its_claims_past_a_batch_window_launches_nothing_and_is
 # ProvisioningRequests ------------------------------------------------------------------------------------
 
 
-def _template(name: str = "worker") -> dict:
+def _template(name: str = "worker") -> dict[str, Any]:
     pod = _gang(1)[0]
     return {
         "apiVersion": "v1",
@@ -127,7 +137,9 @@ def _template(name: str = "worker") -> dict:
     }
 
 
-def _request(name: str = "llama", *, klass: str = pr.BEST_EFFORT_ATOMIC_SCALE_UP, count: int = 4) -> dict:
+def _request(
+    name: str = "llama", *, klass: str = pr.BEST_EFFORT_ATOMIC_SCALE_UP, count: int = 4
+) -> dict[str, Any]:
     return {
         "apiVersion": pr.API_VERSION,
         "kind": "ProvisioningRequest",
@@ -139,7 +151,7 @@ def _request(name: str = "llama", *, klass: str = pr.BEST_EFFORT_ATOMIC_SCALE_UP
     }
 
 
-def _condition(w: World, type_: str, name: str = "llama"):
+def _condition(w: World, type_: str, name: str = "llama") -> Condition | None:
     request = w.state.provisioning_requests[f"default/{name}"]
     return next((c for c in request.status.conditions if c.type == type_), None)
 
@@ -149,7 +161,9 @@ def _is(w: World, type_: str, status: str, name: str = "llama") -> bool:
     return c is not None and c.status.value == status
 
 
-def test_an_atomic_provisioning_request_launches_all_its_nodes_in_one_zone_then_says_provisioned(make_world):
+def test_an_atomic_provisioning_request_launches_all_its_nodes_in_one_zone_then_says_provisioned(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.apply(_template(), _request())
     w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
@@ -168,7 +182,9 @@ def test_an_atomic_provisioning_request_launches_all_its_nodes_in_one_zone_then_
     assert not _is(w, "BookingExpired", "True")
 
 
-def test_an_atomic_provisioning_request_in_a_shortage_launches_nothing_and_says_why(make_world):
+def test_an_atomic_provisioning_request_in_a_shortage_launches_nothing_and_says_why(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.fake.set_capacity(instance_type=P5, capacity_type="on-demand", count=0)
     w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=3)
@@ -182,14 +198,16 @@ def test_an_atomic_provisioning_request_in_a_shortage_launches_nothing_and_says_
     assert "needs all 4 pods placed together" in provisioned.message
 
 
-def test_check_capacity_launches_nothing_and_says_whether_the_capacity_is_there(make_world):
+def test_check_capacity_launches_nothing_and_says_whether_the_capacity_is_there(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.apply(_template(), _request("check", klass=pr.CHECK_CAPACITY, count=2))
     w.run_until(lambda: _condition(w, "Provisioned", "check") is not None, max_ticks=10)
     for _ in range(5):
         w.tick()
     assert w.claims() == []
-    provisioned = _condition(w, "Provisioned", "check")
+    provisioned = present(_condition(w, "Provisioned", "check"))
     assert (provisioned.status.value, provisioned.reason) == ("False", "CapacityIsNotFound")
     # Nodes with room that another request holds do not count; once its booking ends, they do.
     w.apply(_request("atomic", count=2))
@@ -198,11 +216,13 @@ def test_check_capacity_launches_nothing_and_says_whether_the_capacity_is_there(
     assert _is(w, "Provisioned", "False", "check")
     w.run_until(lambda: _is(w, "BookingExpired", "True", "atomic"), max_ticks=20, seconds=60)
     w.run_until(lambda: _is(w, "Provisioned", "True", "check"), max_ticks=5)
-    assert _condition(w, "Provisioned", "check").reason == "CapacityIsFound"
+    assert present(_condition(w, "Provisioned", "check")).reason == "CapacityIsFound"
     assert len(w.claims()) == 2, "the check launched nothing"
 
 
-def test_a_booking_nobody_takes_expires_and_a_missing_template_fails(make_world):
+def test_a_booking_nobody_takes_expires_and_a_missing_template_fails(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.apply(
         _template(),
@@ -213,21 +233,23 @@ def test_a_booking_nobody_takes_expires_and_a_missing_template_fails(make_world)
     w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
     assert (
         _is(w, "Failed", "True", "orphan")
-        and _condition(w, "Failed", "orphan").reason == "PodTemplateNotFound"
+        and present(_condition(w, "Failed", "orphan")).reason == "PodTemplateNotFound"
     )
     w.run_until(lambda: _is(w, "BookingExpired", "True"), max_ticks=20, seconds=60)
 
 
-def test_booked_capacity_that_goes_before_its_pods_come_is_revoked(make_world):
+def test_booked_capacity_that_goes_before_its_pods_come_is_revoked(make_world: Callable[..., World]) -> None:
     w = _h100_world(make_world)
     w.apply(_template(), _request(count=2))
     w.run_until(lambda: _is(w, "Provisioned", "True"), max_ticks=40)
-    w.fake.delete(w.claims()[0].status.provider_id)  # the cloud takes a node back
-    w.backend.delete("Node", w.claims()[0].status.node_name)
+    w.fake.delete(present(w.claims()[0].status.provider_id))  # the cloud takes a node back
+    w.backend.delete("Node", present(w.claims()[0].status.node_name))
     w.run_until(lambda: _is(w, "CapacityRevoked", "True"), max_ticks=20)
 
 
-def test_an_interrupted_member_is_replaced_in_the_zone_the_rest_of_its_gang_runs_in(make_world):
+def test_an_interrupted_member_is_replaced_in_the_zone_the_rest_of_its_gang_runs_in(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=0)
     w.keep(*_gang(4))  # recreated when evicted, as a Job's pods are
@@ -236,7 +258,7 @@ def test_an_interrupted_member_is_replaced_in_the_zone_the_rest_of_its_gang_runs
     # us-east-1a comes back (and would be tried first): the replacement still goes where its gang runs.
     w.fake.set_capacity(instance_type=P5, zone="us-east-1a", capacity_type="on-demand", count=None)
     victim = w.claims()[0]
-    w.fake.interrupt(victim.status.provider_id, detail="spot warning")
+    w.fake.interrupt(present(victim.status.provider_id), detail="spot warning")
     w.run_until(
         lambda: victim.name not in w.state.claims and w.all_bound() and len(w.pods()) == 4, max_ticks=80
     )
@@ -247,7 +269,7 @@ def test_an_interrupted_member_is_replaced_in_the_zone_the_rest_of_its_gang_runs
     assert new.metadata.annotations[wk.GANG] == "default/llama"
 
 
-def test_booked_nodes_are_not_consolidated_while_the_booking_lasts(make_world):
+def test_booked_nodes_are_not_consolidated_while_the_booking_lasts(make_world: Callable[..., World]) -> None:
     w = _h100_world(make_world)
     w.manager = w.new_manager(disruption=True)
     w.apply(_template(), _request(count=2))
@@ -262,7 +284,9 @@ def test_booked_nodes_are_not_consolidated_while_the_booking_lasts(make_world):
 # A member that never registers; a restart mid-launch ------------------------------------------------------
 
 
-def test_a_member_that_never_registers_replaces_the_whole_gang_and_books_what_it_cost(make_world, tmp_path):
+def test_a_member_that_never_registers_replaces_the_whole_gang_and_books_what_it_cost(
+    make_world: Callable[..., World], tmp_path: Path
+) -> None:
     w = _h100_world(make_world)
     with Ledger(tmp_path / "ledger.sqlite") as ledger:
         w.manager = w.new_manager(recorder=LedgerRecorder(ledger, background=False))
@@ -286,7 +310,7 @@ def test_a_member_that_never_registers_replaces_the_whole_gang_and_books_what_it
         assert len(w.claims()) == 2
 
 
-def test_members_launched_before_a_restart_count_toward_the_group(make_world):
+def test_members_launched_before_a_restart_count_toward_the_group(make_world: Callable[..., World]) -> None:
     w = _h100_world(make_world)
     w.kubelet.hold = True
     # The group launches, but the process dies after writing the first member's status, before the
@@ -295,7 +319,7 @@ def test_members_launched_before_a_restart_count_toward_the_group(make_world):
     patch = lifecycle.cluster.patch_nodeclaim_status
     written: list[str] = []
 
-    def dies_after_the_first(name, status):
+    def dies_after_the_first(name: str, status: Mapping[str, Any]) -> None:
         if "providerID" in status:
             if written:
                 raise ClusterError("the process died")
@@ -317,15 +341,17 @@ def test_members_launched_before_a_restart_count_toward_the_group(make_world):
 class _Patched:
     """An object answering as `inner`, except for the methods given."""
 
-    def __init__(self, inner, **methods) -> None:
+    def __init__(self, inner: object, **methods: Callable[..., Any]) -> None:
         self._inner = inner
         self.__dict__.update(methods)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
-def test_topology_labels_the_cloud_reports_once_running_reach_the_node_and_claim_at_registration(make_world):
+def test_topology_labels_the_cloud_reports_once_running_reach_the_node_and_claim_at_registration(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.kubelet.hold = True
     w.apply(*_gang(2))
@@ -333,15 +359,15 @@ def test_topology_labels_the_cloud_reports_once_running_reach_the_node_and_claim
     layers = {f"topology.k8s.aws/network-node-layer-{n}": f"nn-{n}" for n in (1, 2, 3)}
     for claim in w.claims():
         assert not set(layers) & set(claim.metadata.labels), "not known at launch"
-        w.fake.report_labels(claim.status.provider_id, layers)
+        w.fake.report_labels(present(claim.status.provider_id), layers)
     w.kubelet.hold = False
     w.run_until(w.all_bound, max_ticks=40)
     for claim in w.claims():
         assert layers.items() <= claim.metadata.labels.items()
-        assert layers.items() <= w.state.nodes[claim.status.node_name].labels.items()
+        assert layers.items() <= w.state.nodes[present(claim.status.node_name)].labels.items()
 
 
-def _team(gpus: int) -> dict:
+def _team(gpus: int) -> dict[str, Any]:
     quota = {"nodePool": "h100", "resources": {wk.GPU_RESOURCE: str(gpus)}, "overQuota": False}
     return {
         "apiVersion": "provisioner.sh/v1",
@@ -351,7 +377,9 @@ def _team(gpus: int) -> dict:
     }
 
 
-def test_an_atomic_provisioning_request_beyond_its_teams_quota_books_and_launches_nothing(make_world):
+def test_an_atomic_provisioning_request_beyond_its_teams_quota_books_and_launches_nothing(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.apply(_team(16), _template(), _request(count=4))  # 4 x 8 GPUs asked, 16 allowed
     for _ in range(20):
@@ -363,14 +391,16 @@ def test_an_atomic_provisioning_request_beyond_its_teams_quota_books_and_launche
     assert "team research" in provisioned.message
 
 
-def test_an_atomic_provisioning_request_within_its_teams_quota_launches_whole(make_world):
+def test_an_atomic_provisioning_request_within_its_teams_quota_launches_whole(
+    make_world: Callable[..., World],
+) -> None:
     w = _h100_world(make_world)
     w.apply(_team(32), _template(), _request(count=4))
     w.run_until(lambda: len(_launched(w)) == 4, max_ticks=60)
     assert {c.status.zone for c in w.claims()} == {"us-east-1a"}
 
 
-def test_a_drifted_gang_is_replaced_whole_in_one_command(make_world):
+def test_a_drifted_gang_is_replaced_whole_in_one_command(make_world: Callable[..., World]) -> None:
     w = make_world()
     pool = node_pool("h100", gpu_names=("h100",), capacity_types=("on-demand",), instance_types=[P5])
     pool["spec"].setdefault("disruption", {})["budgets"] = [{"nodes": "100%"}]
@@ -390,7 +420,7 @@ def test_a_drifted_gang_is_replaced_whole_in_one_command(make_world):
                 went[name] = tick
         if not set(old) & set(w.state.claims) and w.all_bound() and len(w.pods()) == 2:
             break
-    plan = w.manager.disruption.last_plan
+    plan = present(w.manager.disruption).last_plan
     assert len(went) == 2, plan and [(b.node, b.kind, b.detail) for b in plan.blockers]
     assert len(set(went.values())) == 1, "in one command"
     claims = w.claims()

@@ -22,6 +22,7 @@ from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.state import ClusterState, Snapshot
 from provisioner.state.cluster import StoreView
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 VIEWS = ("pods", "nodes", "claims", "nodepools", "pending")
 
@@ -83,7 +84,7 @@ def counted(state: ClusterState) -> Counter:
 
 
 @pytest.fixture
-def settled():
+def settled() -> Iterator[World]:
     """Three nodes, each running one training pod, launched and initialized; the disruption controller on."""
     w = World(MemoryBackend)
     w.manager = w.new_manager(disruption=True)
@@ -104,7 +105,7 @@ def step(w: World, seconds: float = 1.0) -> None:
     w.manager.step(w.clock.now())
 
 
-def test_a_pass_with_nothing_written_reads_no_object(settled):
+def test_a_pass_with_nothing_written_reads_no_object(settled: World) -> None:
     w = settled
     assert w.manager.disruption is not None
     counter = counted(w.state)
@@ -123,7 +124,7 @@ def test_a_pass_with_nothing_written_reads_no_object(settled):
     assert quiet >= 85
 
 
-def test_without_the_skipping_a_pass_would_read_every_node(settled):
+def test_without_the_skipping_a_pass_would_read_every_node(settled: World) -> None:
     """The seam counts what it should: a fresh Manager's first pass walks the cluster."""
     w = settled
     w.manager = w.new_manager(disruption=True)
@@ -134,7 +135,7 @@ def test_without_the_skipping_a_pass_would_read_every_node(settled):
     assert counter.visits >= len(w.state.nodes) * 5
 
 
-def test_a_written_pod_is_seen_by_each_controller_that_must_act_on_it(settled):
+def test_a_written_pod_is_seen_by_each_controller_that_must_act_on_it(settled: World) -> None:
     w = settled
     counted(w.state)
     names = {c.name for c in w.claims()}
@@ -154,7 +155,7 @@ def test_a_written_pod_is_seen_by_each_controller_that_must_act_on_it(settled):
 
     # A node's last pod gone: disruption's pod-event bookkeeping marks its claim Empty.
     (first, *_) = sorted(names)
-    node = w.state.claims[first].status.node_name
+    node = present(w.state.claims[first].status.node_name)
     (job,) = [p for p in w.state.pods_on(node) if not p.is_daemonset_pod]
     w.backend.delete("Pod", job.name, namespace=job.namespace)
     step(w)
@@ -168,7 +169,7 @@ def test_a_written_pod_is_seen_by_each_controller_that_must_act_on_it(settled):
     assert other not in w.state.claims
 
 
-def test_a_controller_serving_other_pools_is_not_woken_by_this_ones_writes(settled):
+def test_a_controller_serving_other_pools_is_not_woken_by_this_ones_writes(settled) -> None:
     w = settled
     mine = w.manager.nodepools
     shard = NodePoolStatusController(

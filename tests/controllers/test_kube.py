@@ -3,8 +3,10 @@ fence, and leader election with two controllers where only the leader writes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -18,11 +20,13 @@ from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.state import ClusterState
 from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.kube_server import KubeServer
 from tests.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
+from tests.typed import present
 
 
-def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client):
+def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client: kc.KubeClient) -> None:
     state = ClusterState()
     kube_client.create(kc.NODE, {"metadata": {"name": "before"}})
     informers = Informers(kube_client, state)
@@ -43,7 +47,9 @@ def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client):
 
 
 @pytest.mark.skipif(bool(REAL_CLUSTER), reason="compacting history needs the fixture's hook")
-def test_an_informer_relists_when_its_watch_answers_410_gone(kube_server, kube_client):
+def test_an_informer_relists_when_its_watch_answers_410_gone(
+    kube_server: KubeServer, kube_client: kc.KubeClient
+) -> None:
     state = ClusterState()
     informers = Informers(kube_client, state, resources=[kc.NODE], watch_timeout=1)
     informers.start()
@@ -58,7 +64,7 @@ def test_an_informer_relists_when_its_watch_answers_410_gone(kube_server, kube_c
         informers.stop()
 
 
-def test_a_cluster_api_that_is_not_the_leader_refuses_to_write(kube_client):
+def test_a_cluster_api_that_is_not_the_leader_refuses_to_write(kube_client: kc.KubeClient) -> None:
     api = KubeClusterAPI(kube_client, may_write=lambda: False)
     with pytest.raises(NotLeader):
         api.patch_node("anything", {"metadata": {"labels": {"a": "b"}}})
@@ -70,7 +76,9 @@ def _elector(client: kc.KubeClient, who: str, clock: VirtualClock) -> LeaderElec
     )
 
 
-def test_leader_election_one_holder_takeover_after_expiry_and_stop_on_missed_renewals(kube_client):
+def test_leader_election_one_holder_takeover_after_expiry_and_stop_on_missed_renewals(
+    kube_client: kc.KubeClient,
+) -> None:
     clock = VirtualClock()
     a, b = _elector(kube_client, "a", clock), _elector(kube_client, "b", clock)
     assert a.step() and a.is_leader()
@@ -107,7 +115,7 @@ class CountingCluster:
         return counted
 
 
-def test_with_two_controllers_only_the_leader_writes(kube_client):
+def test_with_two_controllers_only_the_leader_writes(kube_client: kc.KubeClient) -> None:
     clock = VirtualClock()
     cloud = FakeProvider(catalog="aws", cluster_name="test", clock=clock.now)
     worlds, electors, counters = [], [], []
@@ -119,7 +127,7 @@ def test_with_two_controllers_only_the_leader_writes(kube_client):
             c: VirtualClock, e: LeaderElector = elector, h: dict[str, Any] = backend_holder
         ) -> KubeBackend:
             h["b"] = KubeBackend(kube_client, c, may_write=e.is_leader)
-            return h["b"]
+            return cast(KubeBackend, h["b"])
 
         w = World(make_backend, clock=clock, provider=cloud)
         counter = CountingCluster(w.backend.cluster)
@@ -170,7 +178,9 @@ def test_with_two_controllers_only_the_leader_writes(kube_client):
             w.backend.close()
 
 
-def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(kube_client, caplog):
+def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(
+    kube_client: kc.KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
     state = ClusterState()
     informers = Informers(kube_client, state, resources=[kc.NODEPOOL])
     informers.start()
@@ -188,7 +198,7 @@ def test_an_object_our_models_refuse_is_skipped_without_stopping_the_informer(ku
         informers.stop()
 
 
-def test_the_api_server_refuses_a_nodepool_the_crd_schema_refuses(kube_client):
+def test_the_api_server_refuses_a_nodepool_the_crd_schema_refuses(kube_client: kc.KubeClient) -> None:
     # With the chart's CRDs installed, a real server refuses it too: `kubectl apply` fails, not only
     # `provisioner templates validate`.
     bad = node_pool("bad")
@@ -199,7 +209,9 @@ def test_the_api_server_refuses_a_nodepool_the_crd_schema_refuses(kube_client):
 
 
 @pytest.mark.skipif(bool(REAL_CLUSTER), reason="injects API failures through the fixture")
-def test_a_claim_the_api_server_failed_to_create_is_created_on_the_next_batch(kube_server, make_kube_world):
+def test_a_claim_the_api_server_failed_to_create_is_created_on_the_next_batch(
+    kube_server: KubeServer, make_kube_world: Callable[..., World]
+) -> None:
     w = make_kube_world()
     kube_server.emulator.fail_next["POST nodeclaims"] = 1
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
@@ -210,7 +222,7 @@ def test_a_claim_the_api_server_failed_to_create_is_created_on_the_next_batch(ku
     assert len(w.claims()) == 1
 
 
-def test_the_client_connects_through_a_kubeconfig(kube_server, tmp_path):
+def test_the_client_connects_through_a_kubeconfig(kube_server: KubeServer | None, tmp_path: Path) -> None:
     if kube_server is None:
         pytest.skip("the real cluster's kubeconfig is exercised by every other test")
     config = tmp_path / "kubeconfig"
@@ -228,13 +240,15 @@ current-context: test
         client.create(kc.NODE, {"metadata": {"name": "via-kubeconfig"}})
         items, rv = client.list(kc.NODE)
         assert [i["metadata"]["name"] for i in items] == ["via-kubeconfig"] and rv
-        last = kube_server.emulator.last_request
+        last = present(kube_server.emulator.last_request)
         assert last.headers.get("Authorization") == "Bearer abc"
     finally:
         client.close()
 
 
-def test_the_background_event_writer_sends_events_in_order_and_stop_sends_what_is_queued(kube_client):
+def test_the_background_event_writer_sends_events_in_order_and_stop_sends_what_is_queued(
+    kube_client: kc.KubeClient,
+) -> None:
     writer = EventWriter(kube_client).start()
     api = KubeClusterAPI(kube_client, event_writer=writer)
     names = [f"queued-{i:02d}" for i in range(20)]
@@ -247,7 +261,7 @@ def test_the_background_event_writer_sends_events_in_order_and_stop_sends_what_i
     assert [e["involvedObject"]["name"] for e in ours] == names
 
 
-def test_a_full_event_queue_drops_the_newest_event(kube_client):
+def test_a_full_event_queue_drops_the_newest_event(kube_client: kc.KubeClient) -> None:
     writer = EventWriter(kube_client, max_pending=1)  # not started: nothing leaves the queue
     api = KubeClusterAPI(kube_client, event_writer=writer)
     api.record_event(kind="Pod", name="first", namespace="default", reason="Nominated", message="m")
@@ -255,7 +269,7 @@ def test_a_full_event_queue_drops_the_newest_event(kube_client):
     assert writer.dropped == 1
 
 
-def test_a_world_that_fails_to_build_closes_what_it_made(kube_client):
+def test_a_world_that_fails_to_build_closes_what_it_made(kube_client: kc.KubeClient) -> None:
     # On a real cluster a World(...) that raised left its informers running and its objects behind, and
     # every later test met `already exists`.
     made: list[KubeBackend] = []

@@ -40,11 +40,11 @@ def a_node(name: str = "n1") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", ["bad~1", "Upper", "-dash", "a" * 254])
-def test_object_names_must_be_rfc_1123_subdomains(kube_client, name):
+def test_object_names_must_be_rfc_1123_subdomains(kube_client: kc.KubeClient, name: str) -> None:
     assert "metadata.name" in refused(kube_client.create, kc.POD, a_pod(name), namespace="default")
 
 
-def test_namespace_names_must_be_rfc_1123_labels(kube_client):
+def test_namespace_names_must_be_rfc_1123_labels(kube_client: kc.KubeClient) -> None:
     refused(kube_client.create, kc.NAMESPACE, {"metadata": {"name": "a.b"}})
     kube_client.create(kc.NAMESPACE, {"metadata": {"name": "ab"}})
 
@@ -53,7 +53,9 @@ def test_namespace_names_must_be_rfc_1123_labels(kube_client):
     "labels",
     [{"a/b/c": "x"}, {"-a": "x"}, {"a": "x" * 64}, {"a": "bad value"}, {"UPPER.example/x": "y"}],
 )
-def test_label_keys_and_values_follow_the_label_syntax(kube_client, labels):
+def test_label_keys_and_values_follow_the_label_syntax(
+    kube_client: kc.KubeClient, labels: dict[str, str]
+) -> None:
     pod = a_pod()
     pod["metadata"]["labels"] = labels
     assert "metadata.labels" in refused(kube_client.create, kc.POD, pod, namespace="default")
@@ -73,13 +75,15 @@ def test_label_keys_and_values_follow_the_label_syntax(kube_client, labels):
         ({"requests": {wk.GPU_RESOURCE: "1"}, "limits": {wk.GPU_RESOURCE: "2"}}, "must be equal"),
     ],
 )
-def test_quantities_and_integer_only_extended_resources(kube_client, resources, says):
+def test_quantities_and_integer_only_extended_resources(
+    kube_client: kc.KubeClient, resources: dict[str, dict[str, str]], says: str
+) -> None:
     pod = a_pod()
     pod["spec"]["containers"][0]["resources"] = resources
     assert says in refused(kube_client.create, kc.POD, pod, namespace="default")
 
 
-def test_pods_need_containers_with_an_image(kube_client):
+def test_pods_need_containers_with_an_image(kube_client: kc.KubeClient) -> None:
     pod = a_pod()
     del pod["spec"]["containers"][0]["image"]
     assert "containers[0].image: Required value" in refused(
@@ -89,21 +93,23 @@ def test_pods_need_containers_with_an_image(kube_client):
     assert "spec.containers: Required value" in refused(kube_client.create, kc.POD, pod, namespace="default")
 
 
-def test_a_namespace_must_exist_before_objects_in_it(kube_client):
+def test_a_namespace_must_exist_before_objects_in_it(kube_client: kc.KubeClient) -> None:
     with pytest.raises(NotFoundError):
         kube_client.create(kc.POD, a_pod(namespace="vision"), namespace="vision")
     kube_client.create(kc.NAMESPACE, {"metadata": {"name": "vision"}})
     kube_client.create(kc.POD, a_pod(namespace="vision"), namespace="vision")
 
 
-def test_a_created_pod_starts_pending_whatever_status_it_was_sent_with(kube_client):
+def test_a_created_pod_starts_pending_whatever_status_it_was_sent_with(kube_client: kc.KubeClient) -> None:
     pod = a_pod()
     pod["status"] = {"phase": "Running"}
     stored = kube_client.create(kc.POD, pod, namespace="default")
     assert stored["status"] == {"phase": "Pending"}
 
 
-def test_custom_objects_are_validated_pruned_and_defaulted_by_their_crd_schema(kube_client):
+def test_custom_objects_are_validated_pruned_and_defaulted_by_their_crd_schema(
+    kube_client: kc.KubeClient,
+) -> None:
     bad = node_pool("bad", weight=1000)
     assert "spec.weight" in refused(kube_client.create, kc.NODEPOOL, bad)
     cel = node_pool("cel")
@@ -118,7 +124,9 @@ def test_custom_objects_are_validated_pruned_and_defaulted_by_their_crd_schema(k
     assert stored["spec"]["template"]["spec"]["expireAfter"] == "720h", "defaults are filled"
 
 
-def test_a_stale_resource_version_is_a_conflict_and_a_no_op_write_changes_nothing(kube_client):
+def test_a_stale_resource_version_is_a_conflict_and_a_no_op_write_changes_nothing(
+    kube_client: kc.KubeClient,
+) -> None:
     stored = kube_client.create(kc.NODEPOOL, node_pool("gpu"))
     rv = stored["metadata"]["resourceVersion"]
     same = kube_client.patch(kc.NODEPOOL, "gpu", {"spec": {"weight": stored["spec"].get("weight")}})
@@ -128,7 +136,9 @@ def test_a_stale_resource_version_is_a_conflict_and_a_no_op_write_changes_nothin
         kube_client.patch(kc.NODEPOOL, "gpu", {"metadata": {"resourceVersion": rv}, "spec": {"weight": 6}})
 
 
-def test_generation_counts_spec_changes_and_the_status_subresource_splits_writes(kube_client):
+def test_generation_counts_spec_changes_and_the_status_subresource_splits_writes(
+    kube_client: kc.KubeClient,
+) -> None:
     kube_client.create(kc.NODEPOOL, node_pool("gpu"))
     a = kube_client.patch(kc.NODEPOOL, "gpu", {"metadata": {"labels": {"x": "y"}}, "status": {"x": 1}})
     assert a["metadata"]["generation"] == 1 and "status" not in a, "status ignored on the main resource"
@@ -141,7 +151,7 @@ def test_generation_counts_spec_changes_and_the_status_subresource_splits_writes
     assert c["status"] == {"resources": {"nodes": "1"}} and c["metadata"]["generation"] == 2
 
 
-def test_finalizers_hold_a_deletion_and_none_can_be_added_once_it_started(kube_client):
+def test_finalizers_hold_a_deletion_and_none_can_be_added_once_it_started(kube_client: kc.KubeClient) -> None:
     kube_client.create(kc.AWSNODECLASS, node_class())
     kube_client.patch(kc.AWSNODECLASS, "default", {"metadata": {"finalizers": ["a/b"]}})
     kube_client.delete(kc.AWSNODECLASS, "default")
@@ -159,7 +169,7 @@ def _bound_pod(kube_client: kc.KubeClient, name: str = "p", **kw: Any) -> None:
     kube_client.request("POST", kc.POD.path(namespace="default", name=name, sub="binding"), body=body)
 
 
-def test_a_bound_pod_stays_terminating_until_its_kubelet_finishes_it(kube_client):
+def test_a_bound_pod_stays_terminating_until_its_kubelet_finishes_it(kube_client: kc.KubeClient) -> None:
     _bound_pod(kube_client)
     kube_client.delete(kc.POD, "p", namespace="default")
     terminating = kube_client.get(kc.POD, "p", namespace="default")
@@ -174,7 +184,9 @@ def test_a_bound_pod_stays_terminating_until_its_kubelet_finishes_it(kube_client
         kube_client.get(kc.POD, "unbound", namespace="default")
 
 
-def test_scheduling_gates_can_only_be_removed_and_gated_pods_only_narrowed(kube_client):
+def test_scheduling_gates_can_only_be_removed_and_gated_pods_only_narrowed(
+    kube_client: kc.KubeClient,
+) -> None:
     pod = a_pod()
     pod["spec"]["schedulingGates"] = [{"name": "a/one"}, {"name": "a/two"}]
     kube_client.create(kc.POD, pod, namespace="default")
@@ -187,7 +199,7 @@ def test_scheduling_gates_can_only_be_removed_and_gated_pods_only_narrowed(kube_
     refused(kube_client.patch, kc.POD, "p", {"spec": {"nodeName": "n1"}}, namespace="default")
 
 
-def test_a_new_node_carries_the_not_ready_taint(kube_client):
+def test_a_new_node_carries_the_not_ready_taint(kube_client: kc.KubeClient) -> None:
     stored = kube_client.create(kc.NODE, a_node())
     assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in stored["spec"]["taints"]
     assert stored["status"]["capacity"][wk.GPU_RESOURCE] == "1", "a Node keeps the status it registers with"
@@ -196,7 +208,9 @@ def test_a_new_node_carries_the_not_ready_taint(kube_client):
     assert "must be an integer" in refused(kube_client.create, kc.NODE, bad)
 
 
-def test_eviction_honours_pod_disruption_budgets_and_leaves_the_pod_terminating(kube_client):
+def test_eviction_honours_pod_disruption_budgets_and_leaves_the_pod_terminating(
+    kube_client: kc.KubeClient,
+) -> None:
     _bound_pod(kube_client, "guarded", labels={"app": "db"})
     _bound_pod(kube_client, "free", labels={"app": "web"})
     kube_client.create(
@@ -247,7 +261,7 @@ def _lease(name: str = "l", **spec: Any) -> dict[str, Any]:
         "duration-text",
     ],
 )
-def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(kube_client, spec, status):
+def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(kube_client, spec, status) -> None:
     with pytest.raises(ApiError) as err:
         kube_client.create(kc.LEASE, _lease(**spec), namespace="default")
     assert err.value.status == status
@@ -257,7 +271,7 @@ def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(kube_client, spec,
     assert err.value.status == status
 
 
-def test_two_candidates_updating_one_lease_from_the_same_version_conflict(kube_client):
+def test_two_candidates_updating_one_lease_from_the_same_version_conflict(kube_client) -> None:
     held = kube_client.create(kc.LEASE, _lease("race"), namespace="default")
     version = held["metadata"]["resourceVersion"]
     renew = {"holderIdentity": "b", "renewTime": "2026-01-01T00:00:05.000000Z"}

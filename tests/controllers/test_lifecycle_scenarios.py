@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, READY, REGISTERED
 from provisioner.cloudprovider import CreateError
 from provisioner.controllers.conditions import condition_status
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from provisioner.state.objects import Node
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
-def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world):
+def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"), gpu_pod("train-1"))
     w.run_until(w.all_bound, max_ticks=30)
@@ -30,7 +34,9 @@ def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world):
     assert len(w.fake.list()) == len(claims)
 
 
-def test_the_ready_condition_follows_the_lifecycle_for_the_printer_column(make_world):
+def test_the_ready_condition_follows_the_lifecycle_for_the_printer_column(
+    make_world: Callable[..., World],
+) -> None:
     # `kubectl get nodeclaims` reads .status.conditions[?(@.type=="Ready")].status: Unknown while the
     # node is on its way, False with the failed step's reason, True once initialized.
     w = make_world()
@@ -47,7 +53,7 @@ def test_the_ready_condition_follows_the_lifecycle_for_the_printer_column(make_w
     assert condition_status(claim, READY) == "True"
 
 
-def test_a_failed_launch_makes_the_claim_not_ready_with_its_reason(make_world):
+def test_a_failed_launch_makes_the_claim_not_ready_with_its_reason(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.fake.fail_next_create(CreateError("launch template refused"), times=100)
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
@@ -57,11 +63,11 @@ def test_a_failed_launch_makes_the_claim_not_ready_with_its_reason(make_world):
     assert (ready.status.value, ready.reason) == ("False", "CreateError")
 
 
-def _on_demand_nodes(w):
+def _on_demand_nodes(w: World) -> list[Node]:
     return [n for n in w.state.nodes.values() if n.labels.get(wk.CAPACITY_TYPE) == "on-demand"]
 
 
-def test_spot_stockout_launches_on_demand_and_says_so(make_world):
+def test_spot_stockout_launches_on_demand_and_says_so(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.fake.mark_unavailable(capacity_type="spot")
     w.apply(node_class(), node_pool("gpu", capacity_types=("spot", "on-demand")), gpu_pod("train-0"))
@@ -74,7 +80,9 @@ def test_spot_stockout_launches_on_demand_and_says_so(make_world):
     assert "spot capacity" in fell_back[0]["message"] and "launched on-demand" in fell_back[0]["message"]
 
 
-def test_spot_only_pool_out_of_capacity_falls_to_the_on_demand_pool_with_an_event(make_world):
+def test_spot_only_pool_out_of_capacity_falls_to_the_on_demand_pool_with_an_event(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.fake.mark_unavailable(capacity_type="spot")
     w.apply(
@@ -94,7 +102,9 @@ def test_spot_only_pool_out_of_capacity_falls_to_the_on_demand_pool_with_an_even
     assert len(w.fake.list()) == 1, "the spot claim launched nothing"
 
 
-def test_a_node_that_never_registers_is_replaced_after_the_registration_timeout(make_world):
+def test_a_node_that_never_registers_is_replaced_after_the_registration_timeout(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.kubelet.hold = True
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
@@ -112,7 +122,9 @@ def test_a_node_that_never_registers_is_replaced_after_the_registration_timeout(
     assert len(w.fake.list()) == 1
 
 
-def test_a_gpu_node_whose_gpus_never_appear_is_replaced_after_the_initialization_timeout(make_world):
+def test_a_gpu_node_whose_gpus_never_appear_is_replaced_after_the_initialization_timeout(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.kubelet.hold = True
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
@@ -136,7 +148,9 @@ def test_a_gpu_node_whose_gpus_never_appear_is_replaced_after_the_initialization
     assert condition_status(claim, INITIALIZED) == "True"
 
 
-def test_an_unschedulable_pod_gets_one_event_with_the_reason_per_pool(make_world):
+def test_an_unschedulable_pod_gets_one_event_with_the_reason_per_pool(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu", gpu_names=("a10g",)), gpu_pod("wants-h100", gpu_name="h100"))
     for _ in range(10):
@@ -147,7 +161,7 @@ def test_an_unschedulable_pod_gets_one_event_with_the_reason_per_pool(make_world
     assert events[0]["message"].startswith("no NodePool can take this pod: gpu: ")
 
 
-def test_nodepool_status_counts_nodes_and_reports_limits(make_world):
+def test_nodepool_status_counts_nodes_and_reports_limits(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(node_class(), node_pool("gpu", limits={"nvidia.com/gpu": "1"}), gpu_pod("train-0"))
     w.run_until(w.all_bound, max_ticks=30)
@@ -160,29 +174,33 @@ def test_nodepool_status_counts_nodes_and_reports_limits(make_world):
     assert conditions == {"Ready": "True", "NodeClassReady": "True", "LimitsReached": "True"}
 
 
-def test_a_pool_without_its_node_class_is_not_ready(make_world):
+def test_a_pool_without_its_node_class_is_not_ready(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.apply(node_pool("gpu", node_class_name="missing"))
     w.tick()
-    conditions = {c.type: (c.status.value, c.message) for c in w.state.nodepools["gpu"].status.conditions}
+    conditions = {
+        c.type: (c.status.value, c.message) for c in present(w.state.nodepools["gpu"].status).conditions
+    }
     assert conditions["Ready"][0] == "False"
     assert "AWSNodeClass missing not found" in conditions["NodeClassReady"][1]
 
 
-def test_nodepool_status_drops_resources_the_pool_no_longer_has(make_world):
+def test_nodepool_status_drops_resources_the_pool_no_longer_has(make_world: Callable[..., World]) -> None:
     w = make_world()
     pool = node_pool("gpu")
     # As left behind by an earlier run: one 8-GPU node that is gone now.
     pool["status"] = {"resources": {"nodes": "1", "cpu": "96", "nvidia.com/gpu": "8"}}
     w.apply(node_class(), pool)
     w.tick()
-    resources = w.state.nodepools["gpu"].status.resources
+    resources = present(w.state.nodepools["gpu"].status).resources
     assert "nvidia.com/gpu" not in resources and "cpu" not in resources, resources
     w.tick()
-    assert w.state.nodepools["gpu"].status.resources == resources
+    assert present(w.state.nodepools["gpu"].status).resources == resources
 
 
-def test_a_settled_claim_that_loses_its_initialized_condition_is_initialized_again(make_world):
+def test_a_settled_claim_that_loses_its_initialized_condition_is_initialized_again(
+    make_world: Callable[..., World],
+) -> None:
     # Lifecycle passes over a claim it saw settled while the claim is unchanged; a changed claim is looked
     # at again, whatever its name.
     w = make_world()
@@ -206,7 +224,9 @@ def test_a_settled_claim_that_loses_its_initialized_condition_is_initialized_aga
     assert next(c for c in again.status.conditions if c.type == INITIALIZED).reason == "Initialized"
 
 
-def test_nodepool_claim_metrics_follow_each_claim_through_its_phases(make_world):
+def test_nodepool_claim_metrics_follow_each_claim_through_its_phases(
+    make_world: Callable[..., World],
+) -> None:
     # The pool's claim counts and $/h are redone for a claim only when it changed: each step must show.
     w = make_world()
     w.kubelet.hold = True
@@ -215,8 +235,8 @@ def test_nodepool_claim_metrics_follow_each_claim_through_its_phases(make_world)
     w.tick()
     assert w.metric("provisioner_nodeclaims", phase="Launched", nodepool="gpu") == 1
     (claim,) = w.claims()
-    assert w.metric("provisioner_cost_per_hour", nodepool="gpu") == claim.status.price_per_hour > 0
-    assert w.state.nodepools["gpu"].status.resources["nvidia.com/gpu"] == "1"
+    assert w.metric("provisioner_cost_per_hour", nodepool="gpu") == present(claim.status.price_per_hour) > 0
+    assert present(w.state.nodepools["gpu"].status).resources["nvidia.com/gpu"] == "1"
     w.kubelet.hold = False
     w.run_until(w.all_bound, max_ticks=30)
     w.tick()

@@ -10,18 +10,23 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from providers.gcp import naming
 from provisioner.api import labels as wk
 from provisioner.clock import RealClock
+from provisioner.kube import client as kc
 from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.kube_server import KubeServer
 from tests.controllers.world import KubeBackend, TestBinder, node_pool, pod
 from tests.polling import wait_until
+from tests.typed import present
 
 aws_world = pytest.importorskip("tests.providers.aws.world")
-from tests.providers.aws.stack import CREDENTIALS, REGION, shared_stack  # noqa: E402
+from tests.providers.aws.stack import CREDENTIALS, REGION, Stack, shared_stack  # noqa: E402
+from tests.providers.aws.world import World as AWSWorld  # noqa: E402
 from tests.providers.gcp import fixtures as gcp_fixtures  # noqa: E402
 from tests.providers.gcp.standin import ComputeStandIn  # noqa: E402
 from tests.providers.harness_gcp import gcp_node_class  # noqa: E402
@@ -30,7 +35,7 @@ pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API s
 
 
 @pytest.fixture
-def aws() -> Iterator[tuple]:
+def aws() -> Iterator[tuple[Stack, AWSWorld]]:
     stack = shared_stack()
     stack.reset()
     account = aws_world.build(stack)
@@ -45,13 +50,18 @@ def gcp() -> Iterator[ComputeStandIn]:
     server.stop()
 
 
-def _pool(name: str, *, kind: str, node_class: str, types: list[str], zones: list[str]) -> dict:
+def _pool(name: str, *, kind: str, node_class: str, types: list[str], zones: list[str]) -> dict[str, Any]:
     doc = node_pool(name, gpu_names=None, instance_types=types, zones=zones, node_class_name=node_class)
     doc["spec"]["template"]["spec"]["nodeClassRef"]["kind"] = kind
     return doc
 
 
-def test_one_controller_launches_pools_of_both_clouds_in_one_run(kube_server, kube_client, aws, gcp):
+def test_one_controller_launches_pools_of_both_clouds_in_one_run(
+    kube_server: KubeServer,
+    kube_client: kc.KubeClient,
+    aws: tuple[Stack, AWSWorld],
+    gcp: ComputeStandIn,
+) -> None:
     stack, account = aws
     backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
     gcp_class = gcp_node_class("gcp-nodes").to_dict()
@@ -127,13 +137,13 @@ def test_one_controller_launches_pools_of_both_clouds_in_one_run(kube_server, ku
         # No kubelet registers these instances: the binder only marks the pods unschedulable.
         wait_until("a launched claim in each pool", launched, step=TestBinder(backend).sync)
         by_pool = {c.nodepool: c for c in backend.state.claims.values()}
-        assert by_pool["web-aws"].status.provider_id.startswith("aws:///")
+        assert present(by_pool["web-aws"].status.provider_id).startswith("aws:///")
         assert by_pool["web-aws"].status.instance_type == "m5.large"
-        assert by_pool["web-gcp"].status.provider_id.startswith("gce://")
+        assert present(by_pool["web-gcp"].status.provider_id).startswith("gce://")
         assert by_pool["web-gcp"].status.instance_type == "e2-standard-2"
 
         ec2 = stack.client("ec2", direct=True)
-        instance_id = by_pool["web-aws"].status.provider_id.rsplit("/", 1)[-1]
+        instance_id = present(by_pool["web-aws"].status.provider_id).rsplit("/", 1)[-1]
         described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
         assert {t["Key"]: t["Value"] for t in described["Tags"]}[wk.NODECLAIM] == by_pool["web-aws"].name
         gce_name = naming.instance_name(aws_world.CLUSTER, by_pool["web-gcp"].name)

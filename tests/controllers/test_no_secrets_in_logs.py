@@ -9,11 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from provisioner.clock import RealClock
+from provisioner.kube import client as kc
 from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.kube_server import KubeServer
 from tests.controllers.world import (
     KubeBackend,
     TestBinder,
@@ -22,7 +25,7 @@ from tests.controllers.world import (
     node_class,
     node_pool,
 )
-from tests.polling import wait_until
+from tests.polling import in_turn, wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
@@ -34,7 +37,9 @@ SECRETS = {
 }
 
 
-def test_no_token_or_cloud_key_appears_in_logs_or_events(kube_server, kube_client, tmp_path):
+def test_no_token_or_cloud_key_appears_in_logs_or_events(
+    kube_server: KubeServer, kube_client: kc.KubeClient, tmp_path: Path
+) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(
@@ -61,14 +66,14 @@ def test_no_token_or_cloud_key_appears_in_logs_or_events(kube_server, kube_clien
         wait_until(
             "the pod bound",
             lambda: all(p.node_name for p in backend.state.pods.values()),
-            step=lambda: (cluster_controllers(backend), binder.sync()),
+            step=in_turn(lambda: cluster_controllers(backend), binder.sync),
         )
         for c in list(backend.state.claims.values()):
             backend.delete("NodeClaim", c.name)
         wait_until(
             "the claim terminated",
             lambda: not backend.state.claims,
-            step=lambda: (cluster_controllers(backend), backend.settle()),
+            step=in_turn(lambda: cluster_controllers(backend), backend.settle),
         )
     finally:
         proc.send_signal(signal.SIGTERM)

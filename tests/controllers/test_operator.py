@@ -61,7 +61,7 @@ def test_the_operator_built_from_settings_provisions_a_pending_pod_and_stops_cle
     kube_server: Any, kube_client: kc.KubeClient
 ) -> None:
     backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
-    binder = TestBinder(backend)  # type: ignore[arg-type]
+    binder = TestBinder(backend)
     for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0")):
         backend.create(obj)
     operator = build(_settings(kube_server.url))
@@ -69,7 +69,7 @@ def test_the_operator_built_from_settings_provisions_a_pending_pod_and_stops_cle
     runner.start()
 
     def step() -> None:  # what the cluster's own controllers and the scheduler would do
-        cluster_controllers(backend)  # type: ignore[arg-type]
+        cluster_controllers(backend)
         binder.sync()
 
     try:

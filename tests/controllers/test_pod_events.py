@@ -4,6 +4,8 @@ is only remembered, since a restart is not a pod event."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from provisioner.api.nodeclaim import EMPTY
@@ -14,7 +16,7 @@ from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, n
 
 
 @pytest.fixture
-def world():
+def world() -> Iterator[World]:
     w = World(MemoryBackend)
     w.apply(node_class(), node_pool(capacity_types=("on-demand",)), gpu_pod("job", gpus=4, owner="Job"))
     w.run_until(w.all_bound, max_ticks=30)
@@ -26,7 +28,7 @@ def observe(w: World, events: PodEvents) -> None:
     events.observe(w.state.snapshot(), w.clock.now())
 
 
-def test_a_claim_seen_first_is_remembered_not_counted_as_a_pod_event(world):
+def test_a_claim_seen_first_is_remembered_not_counted_as_a_pod_event(world: World) -> None:
     w = world
     events = PodEvents(cluster=w.backend.cluster)
 
@@ -37,7 +39,7 @@ def test_a_claim_seen_first_is_remembered_not_counted_as_a_pod_event(world):
     assert claim.status.last_pod_event_time is None
 
 
-def test_the_last_pod_leaving_moves_the_event_time_and_empties_the_claim(world):
+def test_the_last_pod_leaving_moves_the_event_time_and_empties_the_claim(world: World) -> None:
     w = world
     events = PodEvents(cluster=w.backend.cluster)
     observe(w, events)
@@ -51,7 +53,7 @@ def test_the_last_pod_leaving_moves_the_event_time_and_empties_the_claim(world):
     assert claim.status.last_pod_event_time == isoformat(w.clock.now())
 
 
-def test_nothing_is_written_while_the_pods_stay_the_same(world):
+def test_nothing_is_written_while_the_pods_stay_the_same(world: World) -> None:
     w = world
     events = PodEvents(cluster=w.backend.cluster)
     observe(w, events)

@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.cloudprovider import CreateError
 from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.settings import ControllerSettings
+from provisioner.scheduling import Results
+from provisioner.state.cluster import Snapshot
+from provisioner.state.objects import Pod
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
 def _world(**settings):
     return World(MemoryBackend, settings=ControllerSettings(cluster_name="test", **settings))
 
 
-def _mark_unschedulable(w):
+def _mark_unschedulable(w: World) -> None:
     w.binder.sync()
 
 
-def test_a_batch_closes_after_the_idle_window_without_new_pods():
+def test_a_batch_closes_after_the_idle_window_without_new_pods() -> None:
     w = _world(batch_idle=timedelta(seconds=1), batch_max=timedelta(seconds=10))
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
     _mark_unschedulable(w)
@@ -36,7 +43,7 @@ def test_a_batch_closes_after_the_idle_window_without_new_pods():
     assert len(w.claims()) == 1
 
 
-def test_pods_arriving_steadily_are_batched_until_the_max_window():
+def test_pods_arriving_steadily_are_batched_until_the_max_window() -> None:
     w = _world(batch_idle=timedelta(seconds=1), batch_max=timedelta(seconds=10))
     w.apply(node_class(), node_pool("gpu"))
     for i in range(25):
@@ -48,10 +55,10 @@ def test_pods_arriving_steadily_are_batched_until_the_max_window():
         w.clock.advance(0.5)
     assert w.manager.provisioning.batches == 1
     assert i == 20, "closed by the 10 s max window, with a pod arriving every 0.5 s"
-    assert sum(len(n.pods) for n in w.manager.provisioning.last_results.new_claims) == 21
+    assert sum(len(n.pods) for n in present(w.manager.provisioning.last_results).new_claims) == 21
 
 
-def test_a_solved_batch_is_not_solved_again_while_nothing_changes():
+def test_a_solved_batch_is_not_solved_again_while_nothing_changes() -> None:
     w = _world()
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
     w.kubelet.hold = True
@@ -61,11 +68,13 @@ def test_a_solved_batch_is_not_solved_again_while_nothing_changes():
     assert len(w.claims()) == 1
 
 
-def test_a_launch_that_fails_for_another_reason_is_reported_and_retried():
+def test_a_launch_that_fails_for_another_reason_is_reported_and_retried() -> None:
     w = _world()
     w.fake.fail_next_create(CreateError("the AMI is not authorized"))
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
-    w.run_until(lambda: w.claims() and condition_status(w.claims()[0], "Launched") == "False", max_ticks=10)
+    w.run_until(
+        lambda: bool(w.claims()) and condition_status(w.claims()[0], "Launched") == "False", max_ticks=10
+    )
     (event,) = [e for e in w.events("CreateError")]
     assert "AMI is not authorized" in event["message"]
     assert w.metric("provisioner_launch_failures_total", reason="CreateError") == 1
@@ -74,7 +83,7 @@ def test_a_launch_that_fails_for_another_reason_is_reported_and_retried():
     assert condition_status(claim, "Launched") == "True"
 
 
-def test_a_claim_that_cannot_launch_is_replaced_after_the_launch_timeout():
+def test_a_claim_that_cannot_launch_is_replaced_after_the_launch_timeout() -> None:
     w = _world(launch_timeout=timedelta(minutes=5))
     w.fake.fail_next_create(CreateError("no"), times=1000)
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
@@ -84,7 +93,7 @@ def test_a_claim_that_cannot_launch_is_replaced_after_the_launch_timeout():
     assert any(e["involvedObject"]["name"] == first for e in w.events("LaunchFailed"))
 
 
-def test_run_refuses_bad_flags_with_a_clear_message():
+def test_run_refuses_bad_flags_with_a_clear_message() -> None:
     result = CliRunner().invoke(app, ["run", "--log-format", "xml"])
     assert result.exit_code == 2
     assert "error: --log-format: 'xml' is not known; allowed: json, text" in result.output
@@ -93,7 +102,7 @@ def test_run_refuses_bad_flags_with_a_clear_message():
     assert "--batch-max" in result.output
 
 
-def test_run_refuses_to_start_without_an_explicit_cloud(monkeypatch):
+def test_run_refuses_to_start_without_an_explicit_cloud(monkeypatch: pytest.MonkeyPatch) -> None:
     """No silent fake cloud: it would make Ready Nodes for instances that do not exist in a real cluster."""
     monkeypatch.delenv("PROVISIONER_CLOUD", raising=False)
     result = CliRunner().invoke(app, ["run", "--url", "http://127.0.0.1:9"])
@@ -101,7 +110,7 @@ def test_run_refuses_to_start_without_an_explicit_cloud(monkeypatch):
     assert result.stderr.startswith("error: --cloud: required; allowed: aws, gcp, fake")
 
 
-def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step():
+def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step() -> None:
     w = _world(launch_backoff=timedelta(seconds=5), launch_backoff_max=timedelta(seconds=40))
     w.fake.fail_next_create(CreateError("quota for the AMI"), times=1000)
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
@@ -112,7 +121,7 @@ def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step():
     assert 3 <= len(creates) <= 7, len(creates)
 
 
-def test_the_cluster_default_pools_in_the_settings_route_launches_and_refuse_what_they_cannot_serve():
+def test_the_cluster_default_pools_in_the_settings_route_launches_and_refuse_what_they_cannot_serve() -> None:
     from provisioner.scheduling.pool_order import ClusterDefaults
 
     heavy = node_pool("gpu-heavy", gpu_names=("a10g",), weight=100)
@@ -132,7 +141,7 @@ def test_the_cluster_default_pools_in_the_settings_route_launches_and_refuse_wha
     assert "the cluster's default GPU pools (cpu) and none of them launches GPU nodes" in event["message"]
 
 
-def test_the_disruption_planner_solves_with_the_cluster_default_pools():
+def test_the_disruption_planner_solves_with_the_cluster_default_pools() -> None:
     """Consolidation re-solves pods to prove they fit elsewhere: with the defaults, as provisioning does."""
     from provisioner.scheduling.pool_order import ClusterDefaults
 
@@ -140,21 +149,21 @@ def test_the_disruption_planner_solves_with_the_cluster_default_pools():
     w = _world(pool_defaults=defaults)
     w.apply(node_class(), node_pool("gpu-light"), node_pool("gpu-heavy", weight=100), gpu_pod("a"))
     w.manager = w.new_manager(disruption=True)
-    seen = []
+    seen: list[ClusterDefaults] = []
 
-    def recording_solve(pods, snapshot, /, **kw):
+    def recording_solve(pods: Sequence[Pod], snapshot: Snapshot, /, **kw: Any) -> Results:
         seen.append(kw["options"].pool_defaults)
         from provisioner import scheduling
 
         return scheduling.solve(pods, snapshot, **kw)
 
-    w.manager.disruption.solve = recording_solve
+    present(w.manager.disruption).solve = recording_solve
     w.run_until(lambda: w.all_bound() and bool(seen), max_ticks=40, seconds=5)
     assert seen and set(seen) == {defaults}
     assert [c.nodepool for c in w.claims()] == ["gpu-light"]
 
 
-def test_labels_only_the_cloud_knows_reach_the_claim_and_the_node(make_world):
+def test_labels_only_the_cloud_knows_reach_the_claim_and_the_node(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.fake.cloud_labels = {"topology.k8s.aws/network-node-layer-3": "nn-3"}
     w.apply(node_class(), node_pool("gpu"), gpu_pod("train-0"))
@@ -165,7 +174,7 @@ def test_labels_only_the_cloud_knows_reach_the_claim_and_the_node(make_world):
     assert node.labels["topology.k8s.aws/network-node-layer-3"] == "nn-3"
 
 
-def test_a_pod_arriving_while_a_batch_is_solved_opens_the_next_batch():
+def test_a_pod_arriving_while_a_batch_is_solved_opens_the_next_batch() -> None:
     from provisioner import scheduling
 
     w = _world()

@@ -4,16 +4,19 @@ condition's toleration, with an Event, a metric and a ledger row that is no savi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from provisioner.api import labels as wk
 from provisioner.clock import isoformat
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from tests.controllers.world import World, gpu_pod, node_class, node_pool
 
 
-def _sick(w, node_name, **status):
+def _sick(w: World, node_name: str, **status: str) -> None:
     """The node's kubelet stopped posting: Ready goes Unknown now (as the node-lifecycle controller sets)."""
     node = w.state.nodes[node_name]
     conditions = [c for c in node.raw["status"]["conditions"] if c["type"] != "Ready"]
@@ -29,14 +32,16 @@ def _sick(w, node_name, **status):
     w.backend.settle()
 
 
-def _nodes_of(w, count):
+def _nodes_of(w: World, count: int) -> list[str]:
     w.apply(node_class(), node_pool("gpu"))
     w.keep(*(gpu_pod(f"train-{i}") for i in range(count)))
     w.run_until(lambda: w.all_bound() and len(w.pods()) == count, max_ticks=30)
     return sorted(w.state.nodes)
 
 
-def test_a_node_not_ready_past_its_toleration_is_replaced_with_an_event_and_a_metric(make_world):
+def test_a_node_not_ready_past_its_toleration_is_replaced_with_an_event_and_a_metric(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     (sick,) = _nodes_of(w, 1)
     claim = w.state.nodes[sick].labels[wk.NODECLAIM]
@@ -54,7 +59,7 @@ def test_a_node_not_ready_past_its_toleration_is_replaced_with_an_event_and_a_me
     w.run_until(lambda: w.all_bound() and all(p.node_name != sick for p in w.pods()), max_ticks=30)
 
 
-def test_gpus_the_device_plugin_withdrew_get_the_node_repaired(make_world):
+def test_gpus_the_device_plugin_withdrew_get_the_node_repaired(make_world: Callable[..., World]) -> None:
     w = make_world()
     (sick,) = _nodes_of(w, 1)
     node = w.state.nodes[sick]
@@ -69,7 +74,7 @@ def test_gpus_the_device_plugin_withdrew_get_the_node_repaired(make_world):
     assert w.metric("provisioner_node_repairs_total", nodepool="gpu", condition="GPUsWithdrawn") == 1
 
 
-def test_no_repair_when_more_than_a_fifth_of_the_pool_is_unhealthy(make_world):
+def test_no_repair_when_more_than_a_fifth_of_the_pool_is_unhealthy(make_world: Callable[..., World]) -> None:
     w = make_world()
     nodes = _nodes_of(w, 3)
     for name in nodes[:2]:  # 2 of 3: an outage, not a broken node
@@ -82,7 +87,9 @@ def test_no_repair_when_more_than_a_fifth_of_the_pool_is_unhealthy(make_world):
 
 
 @pytest.mark.parametrize("make_world", ["memory"], indirect=True)
-def test_a_repair_is_a_ledger_row_with_reason_repair_and_no_saving(make_world, tmp_path):
+def test_a_repair_is_a_ledger_row_with_reason_repair_and_no_saving(
+    make_world: Callable[..., World], tmp_path: Path
+) -> None:
     w = make_world()
     with Ledger(tmp_path / "ledger.sqlite") as ledger:
         w.manager = w.new_manager(recorder=LedgerRecorder(ledger, background=False))

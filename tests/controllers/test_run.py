@@ -11,6 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -18,6 +20,7 @@ from provisioner.clock import RealClock
 from provisioner.finops.ledger import Ledger
 from provisioner.kube import client as kc
 from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.kube_server import KubeServer
 from tests.controllers.world import (
     KubeBackend,
     TestBinder,
@@ -26,7 +29,7 @@ from tests.controllers.world import (
     node_class,
     node_pool,
 )
-from tests.polling import wait_until
+from tests.polling import in_turn, wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
@@ -34,7 +37,7 @@ pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API s
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return cast(int, s.getsockname()[1])
 
 
 def _start_run(url: str, *flags: str) -> subprocess.Popen[str]:
@@ -47,7 +50,9 @@ def _start_run(url: str, *flags: str) -> subprocess.Popen[str]:
     )
 
 
-def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_back(kube_server, kube_client):
+def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_back(
+    kube_server: KubeServer, kube_client: kc.KubeClient
+) -> None:
     backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
     binder = TestBinder(backend)
     for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0"), gpu_pod("train-1")):
@@ -67,7 +72,7 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         wait_until(
             "pods bound on initialized nodes",
             settled,
-            step=lambda: (cluster_controllers(backend), binder.sync()),
+            step=in_turn(lambda: cluster_controllers(backend), binder.sync),
         )
         nodes = list(backend.state.nodes.values())
         assert all(n.ready for n in nodes)
@@ -76,7 +81,9 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         assert {c.status.provider_id for c in claims} == {n.provider_id for n in nodes}
 
         def scrape() -> str:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            return cast(
+                str, urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            )
 
         wait_until("claims counted as Initialized", lambda: 'phase="Initialized"} 2.0' in scrape())
         metrics = scrape()
@@ -90,7 +97,7 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         wait_until(
             "claims terminated",
             lambda: not backend.state.claims and not backend.state.nodes,
-            step=lambda: (cluster_controllers(backend), backend.settle()),
+            step=in_turn(lambda: cluster_controllers(backend), backend.settle),
         )
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -107,8 +114,8 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
 
 
 def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
-    kube_server, kube_client, tmp_path
-):
+    kube_server: KubeServer, kube_client: kc.KubeClient, tmp_path: Path
+) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -135,7 +142,7 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
         wait_until(
             "two pods bound on two nodes",
             lambda: len({p.node_name for p in backend.state.pods.values() if p.node_name}) == 2,
-            step=lambda: (cluster_controllers(backend), binder.sync()),
+            step=in_turn(lambda: cluster_controllers(backend), binder.sync),
         )
         backend.delete("Pod", "train-0", namespace="default")
 

@@ -60,7 +60,7 @@ def run_for(clock: VirtualClock, seconds: float, *replicas: ShardLeases) -> None
         settle(*replicas, rounds=1)
 
 
-def test_replicas_split_the_shards_evenly_and_never_share_one(make, clock):
+def test_replicas_split_the_shards_evenly_and_never_share_one(make, clock) -> None:
     a, b = make("replica-a"), make("replica-b")
     start(clock, a, b)
     assert len(a.owned_shards()) == len(b.owned_shards()) == SHARDS // 2
@@ -68,7 +68,7 @@ def test_replicas_split_the_shards_evenly_and_never_share_one(make, clock):
     assert a.holds_admission() != b.holds_admission(), "quota admission has one holder"
 
 
-def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, clock):
+def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, clock) -> None:
     a, b, c = make("replica-a"), make("replica-b"), make("replica-c")
     start(clock, a, b, c)
     lost = c.owned_shards()
@@ -82,7 +82,7 @@ def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, cloc
     assert not a.owned_shards() & b.owned_shards()
 
 
-def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(make, clock):
+def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(make, clock) -> None:
     a = make("replica-a")
     settle(a)
     assert a.owned_shards() == set(range(SHARDS))
@@ -96,7 +96,7 @@ def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(ma
     assert not a.owned_shards() & b.owned_shards()
 
 
-def test_released_leases_let_the_others_take_over_at_once(make, clock):
+def test_released_leases_let_the_others_take_over_at_once(make, clock) -> None:
     a, b = make("replica-a"), make("replica-b")
     start(clock, a, b)
     a.release()
@@ -104,7 +104,7 @@ def test_released_leases_let_the_others_take_over_at_once(make, clock):
     assert b.owned_shards() == set(range(SHARDS)) and b.holds_admission()
 
 
-def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(kube_client, clock):
+def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(kube_client, clock) -> None:
     seen: list[frozenset[int]] = []
     leases = ShardLeases(kube_client, identity="replica-a", clock=clock, shards=SHARDS, prefix="t-catch-up")
     leases.on_acquire = lambda: seen.append(leases.owned_shards())

@@ -13,7 +13,7 @@ from provisioner.state import ClusterState
 from tests.builders import node_claim, node_pool_manifest
 
 
-def test_taking_a_shard_wakes_the_controllers_though_nothing_was_written():
+def test_taking_a_shard_wakes_the_controllers_though_nothing_was_written() -> None:
     state = ClusterState()
     held: set[int] = set()
     sharding = Sharding(
@@ -31,7 +31,7 @@ def test_taking_a_shard_wakes_the_controllers_though_nothing_was_written():
     assert [p.name for p in view.snapshot().nodepools] == [pool]
 
 
-def test_a_claim_of_a_pool_whose_shard_was_lost_is_not_written():
+def test_a_claim_of_a_pool_whose_shard_was_lost_is_not_written() -> None:
     held = {model.shard_of("pool-x", 2)}
     sharding = Sharding(
         shards=2, owned_shards=lambda: frozenset(held), holds_admission=lambda: False, clock=VirtualClock()

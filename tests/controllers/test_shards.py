@@ -161,7 +161,7 @@ def assert_each_claim_launched_once_and_nothing_orphaned(backend: KubeBackend, r
 @pytest.mark.parametrize("count", [2, 3], ids=["two-replicas", "three-replicas"])
 def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     count, kube_client, backend, replicas
-):
+) -> None:
     pools = pools_on_every_shard()
     backend.create(node_class())
     for name in pools:
@@ -194,7 +194,7 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
 )
 def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launch_or_an_orphan(
     kube_client, backend, replicas
-):
+) -> None:
     # The first replica dies (SIGKILL, no Lease released) right after its first launch, before the
     # claim's status says so: the instance exists, only the shared cloud knows it.
     doomed = replicas.start(env={"PROVISIONER_CRASH_AT": "launch-called:1"})
@@ -252,7 +252,7 @@ def _pools_on_two_replicas(kube_client: kc.KubeClient, replicas: Replicas) -> tu
 
 def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold(
     kube_client, backend, replicas
-):
+) -> None:
     first, second = _pools_on_two_replicas(kube_client, replicas)
     backend.create(node_class())
     # One-GPU nodes: the first pool may launch two, then its limit says no and the rest go on.
@@ -273,7 +273,7 @@ def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
 
 
-def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(kube_client, backend, replicas):
+def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(kube_client, backend, replicas) -> None:
     first, second = _pools_on_two_replicas(kube_client, replicas)
     quota = [
         {"nodePool": pool, "resources": {"nvidia.com/gpu": "1"}, "overQuota": False}

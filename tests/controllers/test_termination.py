@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import gpu_pod, node_class, node_pool, pdb
+from tests.controllers.kube_server import KubeServer
+from tests.controllers.world import World, gpu_pod, node_class, node_pool, pdb
+from tests.typed import present
 
 
-def _one_bound_claim(w, *pods, **pool_kw):
+def _one_bound_claim(w: World, *pods: Mapping[str, Any], **pool_kw: Any) -> NodeClaim:
     if not pods and not w.state.pods:
         pods = (gpu_pod("train-0"),)
     w.apply(node_class(), node_pool("gpu", **pool_kw), *pods)
@@ -21,14 +26,14 @@ def _one_bound_claim(w, *pods, **pool_kw):
 
 
 def test_deleting_a_claim_drains_terminates_the_instance_deletes_the_node_and_releases_the_finalizer(
-    make_world,
-):
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     claim = _one_bound_claim(w)
     node_name = claim.status.node_name
     w.backend.delete("NodeClaim", claim.name)
     w.tick()
-    node = w.state.nodes.get(node_name)
+    node = w.state.nodes.get(node_name or "")
     assert node is None or any(t.key == wk.DISRUPTED_TAINT for t in node.taints)
     w.run_until(lambda: claim.name not in w.state.claims, max_ticks=10)
     assert node_name not in w.state.nodes
@@ -38,7 +43,9 @@ def test_deleting_a_claim_drains_terminates_the_instance_deletes_the_node_and_re
     assert w.metric("provisioner_nodeclaims_terminated_total", nodepool="gpu") == 1
 
 
-def test_a_pdb_that_allows_no_disruption_holds_the_drain_until_it_allows(make_world):
+def test_a_pdb_that_allows_no_disruption_holds_the_drain_until_it_allows(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.apply(pdb("train", match_labels={"app": "train"}, max_unavailable=0))
     claim = _one_bound_claim(w)
@@ -56,7 +63,9 @@ def test_a_pdb_that_allows_no_disruption_holds_the_drain_until_it_allows(make_wo
     assert claim.status.provider_id not in {i.provider_id for i in w.fake.list()}
 
 
-def test_do_not_disrupt_holds_a_voluntary_deletion_until_the_termination_grace_period(make_world):
+def test_do_not_disrupt_holds_a_voluntary_deletion_until_the_termination_grace_period(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     pinned = gpu_pod("pinned", annotations={wk.DO_NOT_DISRUPT: "true"})
     claim = _one_bound_claim(w, pinned, termination_grace_period="10m")
@@ -69,11 +78,11 @@ def test_do_not_disrupt_holds_a_voluntary_deletion_until_the_termination_grace_p
     assert w.metric("provisioner_evictions_total", result="forced") == 1
 
 
-def test_an_interruption_cordons_the_node_and_replaces_it_at_once(make_world):
+def test_an_interruption_cordons_the_node_and_replaces_it_at_once(make_world: Callable[..., World]) -> None:
     w = make_world()
     w.keep(gpu_pod("pinned", annotations={wk.DO_NOT_DISRUPT: "true"}))
     claim = _one_bound_claim(w, *[])
-    w.fake.interrupt(claim.status.provider_id)
+    w.fake.interrupt(present(claim.status.provider_id))
     w.tick()
     assert (
         claim.name not in w.state.claims or w.state.claims[claim.name].metadata.deletion_timestamp is not None
@@ -88,7 +97,9 @@ def test_an_interruption_cordons_the_node_and_replaces_it_at_once(make_world):
     assert w.metric("provisioner_interruptions_total", kind="spot-interruption") == 1
 
 
-def test_with_disruption_on_deleting_the_workload_lets_its_claims_be_terminated(make_world):
+def test_with_disruption_on_deleting_the_workload_lets_its_claims_be_terminated(
+    make_world: Callable[..., World],
+) -> None:
     w = make_world()
     w.manager = w.new_manager(disruption=True)
     claim = _one_bound_claim(w)
@@ -100,7 +111,9 @@ def test_with_disruption_on_deleting_the_workload_lets_its_claims_be_terminated(
     assert not w.fake.list()
 
 
-def test_a_pool_at_its_limit_launches_no_replacement_while_its_node_is_being_deleted(make_world):
+def test_a_pool_at_its_limit_launches_no_replacement_while_its_node_is_being_deleted(
+    make_world: Callable[..., World],
+) -> None:
     """A node being deleted is still paid for: its pods wait rather than push the pool past its limit."""
     w = make_world()
     w.apply(pdb("train", match_labels={"app": "train"}, max_unavailable=0))
@@ -122,8 +135,12 @@ def test_a_pool_at_its_limit_launches_no_replacement_while_its_node_is_being_del
 @pytest.mark.parametrize("empty", [True, False], ids=["empty-node", "with-pod"])
 @pytest.mark.parametrize("injected", [0, 1, 2])
 def test_termination_writes_without_conflicting_with_itself_and_retries_a_conflict_once_quietly(
-    kube_server, make_kube_world, caplog, injected, empty
-):
+    kube_server: KubeServer,
+    make_kube_world: Callable[..., World],
+    caplog: pytest.LogCaptureFixture,
+    injected: int,
+    empty: bool,
+) -> None:
     # On a real v1.36 server termination met `409 the object has been modified` on every deletion: the
     # finalizer patch carried the resourceVersion read before its own status write. Now it works from
     # the state its writes keep current; a conflict another writer causes is retried once on the

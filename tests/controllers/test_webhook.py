@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from cryptography import x509
@@ -139,11 +139,13 @@ def _patch(answer: dict[str, Any]) -> list[dict[str, Any]] | None:
     if "patch" not in response:
         return None
     assert response["patchType"] == "JSONPatch"
-    return json.loads(base64.b64decode(response["patch"]))
+    return cast(list[dict[str, Any]] | None, json.loads(base64.b64decode(response["patch"])))
 
 
 @pytest.mark.parametrize("namespace", ["vision", "labelled"], ids=["listed-by-the-team", "team-label"])
-def test_a_pod_of_a_team_is_created_behind_the_admission_gate(webhook, namespace: str) -> None:
+def test_a_pod_of_a_team_is_created_behind_the_admission_gate(
+    webhook: tuple[str, ssl.SSLContext], namespace: str
+) -> None:
     status, answer = _post(webhook, _review(namespace, _pod()))
     assert status == 200
     assert answer["kind"] == "AdmissionReview" and answer["apiVersion"] == "admission.k8s.io/v1"
@@ -154,7 +156,7 @@ def test_a_pod_of_a_team_is_created_behind_the_admission_gate(webhook, namespace
     ]
 
 
-def test_a_gate_is_appended_to_gates_the_pod_already_has(webhook) -> None:
+def test_a_gate_is_appended_to_gates_the_pod_already_has(webhook: tuple[str, ssl.SSLContext]) -> None:
     _, answer = _post(webhook, _review("vision", _pod(schedulingGates=[{"name": "other.io/wait"}])))
     assert _patch(answer) == [
         {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": wk.ADMISSION_GATE}}
@@ -172,25 +174,27 @@ def test_a_gate_is_appended_to_gates_the_pod_already_has(webhook) -> None:
     ids=["no-team", "already-bound", "already-gated", "update"],
 )
 def test_other_pods_are_allowed_unchanged(
-    webhook, namespace: str, pod: dict[str, Any], operation: str
+    webhook: tuple[str, ssl.SSLContext], namespace: str, pod: dict[str, Any], operation: str
 ) -> None:
     status, answer = _post(webhook, _review(namespace, pod, operation=operation))
     assert status == 200 and answer["response"]["allowed"] is True
     assert _patch(answer) is None
 
 
-def test_a_body_that_is_not_an_admission_review_is_a_400(webhook) -> None:
+def test_a_body_that_is_not_an_admission_review_is_a_400(webhook: tuple[str, ssl.SSLContext]) -> None:
     status, answer = _post(webhook, b"not json")
     assert status == 400 and "AdmissionReview" in answer["message"]
 
 
-def test_a_team_added_later_is_seen_by_the_next_request(webhook, state: ClusterState) -> None:
+def test_a_team_added_later_is_seen_by_the_next_request(
+    webhook: tuple[str, ssl.SSLContext], state: ClusterState
+) -> None:
     assert _patch(_post(webhook, _review("nlp", _pod()))[1]) is None
     state.upsert("Team", {"kind": "Team", "metadata": {"name": "nlp"}, "spec": {"namespaces": ["nlp"]}})
     assert _patch(_post(webhook, _review("nlp", _pod()))[1]) is not None
 
 
-def test_plain_http_gets_no_admission_review_answer(webhook) -> None:
+def test_plain_http_gets_no_admission_review_answer(webhook: tuple[str, ssl.SSLContext]) -> None:
     url, _ = webhook
     plain = url.replace("https://", "http://", 1)
     body = json.dumps(_review("vision", _pod())).encode()
@@ -203,7 +207,9 @@ def test_plain_http_gets_no_admission_review_answer(webhook) -> None:
     raise AssertionError(f"plain HTTP was answered: {answer[:200]!r}")
 
 
-def test_a_client_that_connects_and_says_nothing_does_not_hold_up_the_api_server(webhook) -> None:
+def test_a_client_that_connects_and_says_nothing_does_not_hold_up_the_api_server(
+    webhook: tuple[str, ssl.SSLContext],
+) -> None:
     url, _ = webhook
     port = int(url.split(":")[2].split("/")[0])
     with socket.create_connection(("127.0.0.1", port)):

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from providers.fake import FakeProvider
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.clock import VirtualClock, isoformat
 from provisioner.cloudprovider.wrappers import CachingProvider
@@ -126,9 +127,14 @@ RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
 
 
 class Backend(Protocol):
-    state: ClusterState
-    cluster: ClusterAPI
-    clock: VirtualClock
+    # Read-only members: each backend holds its own kind of ClusterAPI (a mutable protocol member would
+    # have to be exactly ClusterAPI).
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def cluster(self) -> ClusterAPI: ...
+    @property
+    def clock(self) -> VirtualClock: ...
 
     def create(self, obj: Mapping[str, Any]) -> None: ...
     def patch(
@@ -144,6 +150,7 @@ class Backend(Protocol):
     def events(self) -> list[dict[str, Any]]: ...
     def settle(self) -> None: ...
     def close(self) -> None: ...
+    def restarted(self) -> Backend: ...
 
 
 class MemoryBackend:
@@ -157,12 +164,13 @@ class MemoryBackend:
     def _raw(self, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
         s = self.state
         key = f"{namespace or 'default'}/{name}"
-        found: Any = {
+        readers: dict[str, Callable[[], Any]] = {
             "Pod": lambda: s.pods.get(key) and s.pods[key].raw,
             "Node": lambda: s.nodes.get(name) and s.nodes[name].raw,
             "NodeClaim": lambda: s.claims.get(name) and s.claims[name].to_dict(),
             "NodePool": lambda: s.nodepools.get(name) and s.nodepools[name].to_dict(),
-        }[kind]()
+        }
+        found = readers[kind]()
         if not found:
             raise NotFoundError(f"{kind} {key}")
         return copy.deepcopy(dict(found))
@@ -223,7 +231,7 @@ class KubeBackend:
         *,
         may_write: Callable[[], bool] = lambda: True,
         cleanup: bool = False,
-    ):
+    ) -> None:
         """`cleanup`: a real cluster (PROVISIONER_TEST_KUBECONFIG) outlives the test; everything the test
         made is deleted at `close()`, and new namespaces are waited on until their `default`
         ServiceAccount exists (a real server refuses pods in a namespace without it)."""
@@ -476,7 +484,7 @@ class World:
 
     # Reading the world
 
-    def claims(self) -> list[Any]:
+    def claims(self) -> list[NodeClaim]:
         return sorted(self.state.claims.values(), key=lambda c: c.name)
 
     def pods(self) -> list[Pod]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,7 +19,7 @@ TEMPLATES = ROOT / "nodepool_templates"
 def simulate(*paths: str | Path) -> dict[str, Any]:
     result = cli("simulate", *paths, "--output", "json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return cast(dict[str, Any], json.loads(result.stdout))
 
 
 def claims_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -66,7 +66,9 @@ def classes() -> dict[str, Any]:
         "sixteen-gpus-on-gcps-a2-megagpu-16g",
     ],
 )
-def test_each_class_takes_its_own_work(classes, pod, pool, gpus, gpu_names):
+def test_each_class_takes_its_own_work(
+    classes: dict[str, Any], pod: str, pool: str, gpus: int, gpu_names: set[str]
+) -> None:
     claim = claims_of(classes)[pod]
     assert claim["nodePool"] == pool
     assert (claim["gpu"] or {}).get("count", 0) == gpus
@@ -74,7 +76,7 @@ def test_each_class_takes_its_own_work(classes, pod, pool, gpus, gpu_names):
         assert claim["gpu"]["name"] in gpu_names
 
 
-def test_spot_only_launches_spot_and_h100_prod_on_demand(classes):
+def test_spot_only_launches_spot_and_h100_prod_on_demand(classes: dict[str, Any]) -> None:
     by_pool: dict[str, set[str]] = {}
     for claim in classes["nodeClaims"]:
         by_pool.setdefault(claim["nodePool"], set()).add(claim["capacityType"])
@@ -82,7 +84,7 @@ def test_spot_only_launches_spot_and_h100_prod_on_demand(classes):
     assert by_pool["h100-prod-aws"] == {"on-demand"}
 
 
-def test_no_untyped_gpu_pod_lands_on_h100_or_a_bigger_node_than_it_needs(classes):
+def test_no_untyped_gpu_pod_lands_on_h100_or_a_bigger_node_than_it_needs(classes: dict[str, Any]) -> None:
     claims = claims_of(classes)
     for pod in ("research/notebook", "research/sweep-0"):
         claim = claims[pod]
@@ -108,13 +110,15 @@ def test_no_untyped_gpu_pod_lands_on_h100_or_a_bigger_node_than_it_needs(classes
         "spot-only-keeps-untolerating-pods-out",
     ],
 )
-def test_the_rest_is_refused_with_a_reason_per_pool(classes, pod, pool, words):
+def test_the_rest_is_refused_with_a_reason_per_pool(
+    classes: dict[str, Any], pod: str, pool: str, words: str
+) -> None:
     reasons = reasons_of(classes)[pod]
     assert len(reasons) == 12, "every pool of both clouds gives its reason"
     assert words in reasons[pool]
 
 
-def test_only_the_refused_pods_are_unschedulable(classes):
+def test_only_the_refused_pods_are_unschedulable(classes: dict[str, Any]) -> None:
     assert set(reasons_of(classes)) == {
         "research/h100-no-toleration",
         "serving/big-model",
@@ -122,7 +126,9 @@ def test_only_the_refused_pods_are_unschedulable(classes):
     }
 
 
-def test_the_bundled_templates_and_a_pod_file_simulate_as_shipped_with_no_scenario_document(tmp_path):
+def test_the_bundled_templates_and_a_pod_file_simulate_as_shipped_with_no_scenario_document(
+    tmp_path: Path,
+) -> None:
     pods = tmp_path / "pods.yaml"
     pods.write_text(
         """\
@@ -148,7 +154,7 @@ spec:
     assert claims["default/on-gcp"]["instanceType"].split("-")[0] in {"e2", "n2", "n1"}
 
 
-def test_every_bundled_pool_can_launch_from_its_clouds_catalog(tmp_path):
+def test_every_bundled_pool_can_launch_from_its_clouds_catalog(tmp_path: Path) -> None:
     """A pool whose requirements match no type of its cloud (a misspelt family) would refuse every pod."""
     pods = tmp_path / "pods.yaml"
     docs = []
@@ -173,7 +179,9 @@ spec:
     }
 
 
-def test_cluster_default_pools_route_pods_naming_no_list_and_refuse_what_they_cannot_serve(tmp_path):
+def test_cluster_default_pools_route_pods_naming_no_list_and_refuse_what_they_cannot_serve(
+    tmp_path: Path,
+) -> None:
     scenario = tmp_path / "defaults.yaml"
     scenario.write_text(
         f"""\
@@ -239,7 +247,7 @@ spec:
         "bad-region",
     ],
 )
-def test_bad_scenario_settings_are_located_errors(tmp_path, spec, expected):
+def test_bad_scenario_settings_are_located_errors(tmp_path: Path, spec: str, expected: str) -> None:
     scenario = tmp_path / "bad.yaml"
     include = "" if "include" in spec else f"  include: [{TEMPLATES}]\n"
     scenario.write_text(
@@ -260,13 +268,13 @@ def test_bad_scenario_settings_are_located_errors(tmp_path, spec, expected):
     ],
     ids=["own-list", "no-list"],
 )
-def test_explain_says_where_a_pods_pool_order_comes_from(pod, origin):
+def test_explain_says_where_a_pods_pool_order_comes_from(pod: str, origin: str) -> None:
     result = cli("explain", CLASSES, "--pod", pod)
     assert result.returncode == 0, result.stderr
     assert f"NodePools in the order tried ({origin})" in result.stdout
 
 
-def test_with_time_the_controllers_launch_on_both_clouds_and_follow_the_default_pools(tmp_path):
+def test_with_time_the_controllers_launch_on_both_clouds_and_follow_the_default_pools(tmp_path: Path) -> None:
     scenario = tmp_path / "day.yaml"
     scenario.write_text(
         f"""\

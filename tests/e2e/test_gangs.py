@@ -26,7 +26,7 @@ def _static(tmp_path: Path, capacity: str) -> Path:
     return path
 
 
-def test_the_shortage_scenario_launches_nothing_until_capacity_returns_then_all_four_in_one_zone():
+def test_the_shortage_scenario_launches_nothing_until_capacity_returns_then_all_four_in_one_zone() -> None:
     doc = run_json(SHORTAGE)
     launched = doc["nodeClaims"]
     assert len(launched) == 4, "the gang's 4 nodes, and never a partial group"
@@ -49,7 +49,9 @@ def test_the_shortage_scenario_launches_nothing_until_capacity_returns_then_all_
     assert doc["finops"]["gangAvoidedCost"] == avoided["cost"]
 
 
-def test_a_static_shortage_shows_the_gang_unschedulable_how_many_fit_and_what_it_avoided(tmp_path):
+def test_a_static_shortage_shows_the_gang_unschedulable_how_many_fit_and_what_it_avoided(
+    tmp_path: Path,
+) -> None:
     path = _static(
         tmp_path,
         "[{instanceType: p5.48xlarge, capacityType: on-demand, count: 0},"
@@ -70,7 +72,7 @@ def test_a_static_shortage_shows_the_gang_unschedulable_how_many_fit_and_what_it
     assert "Gangs: 1" in table.stdout and "Unschedulable" in table.stdout
 
 
-def test_a_static_gang_with_room_gets_four_nodes_in_one_zone(tmp_path):
+def test_a_static_gang_with_room_gets_four_nodes_in_one_zone(tmp_path: Path) -> None:
     path = _static(
         tmp_path, "[{instanceType: p5.48xlarge, zone: us-east-1a, capacityType: on-demand, count: 3}]"
     )
@@ -80,7 +82,7 @@ def test_a_static_gang_with_room_gets_four_nodes_in_one_zone(tmp_path):
     assert doc["gangs"][0]["state"] == "Placed"
 
 
-def test_a_capacity_entry_naming_an_unknown_type_is_refused_with_its_field(tmp_path):
+def test_a_capacity_entry_naming_an_unknown_type_is_refused_with_its_field(tmp_path: Path) -> None:
     path = _static(tmp_path, "[{instanceType: p9.huge, count: 1}]")
     result = cli("simulate", path)
     assert result.returncode == 1
@@ -128,7 +130,7 @@ def _pool_documents() -> str:
     return yaml.safe_dump_all(docs[1:])
 
 
-def test_provisioning_requests_in_a_static_solve_say_what_they_would_get(tmp_path):
+def test_provisioning_requests_in_a_static_solve_say_what_they_would_get(tmp_path: Path) -> None:
     path = tmp_path / "requests.yaml"
     path.write_text(_pool_documents() + "---\n" + REQUEST)
     doc = run_json(path)
@@ -146,7 +148,9 @@ def test_provisioning_requests_in_a_static_solve_say_what_they_would_get(tmp_pat
     assert doc["gangs"][0]["name"] == "ml/provisioningrequest.llama-70b"
 
 
-def test_an_atomic_request_in_a_timeline_waits_for_capacity_then_is_provisioned_in_one_zone(tmp_path):
+def test_an_atomic_request_in_a_timeline_waits_for_capacity_then_is_provisioned_in_one_zone(
+    tmp_path: Path,
+) -> None:
     scenario = {
         "apiVersion": "provisioner.sh/v1alpha1",
         "kind": "Scenario",
@@ -184,7 +188,7 @@ def test_an_atomic_request_in_a_timeline_waits_for_capacity_then_is_provisioned_
     assert conditions["BookingExpired"]["status"] == "True", "no real pod came to take the capacity"
 
 
-def test_a_request_of_a_class_we_do_not_serve_is_refused_with_its_field(tmp_path):
+def test_a_request_of_a_class_we_do_not_serve_is_refused_with_its_field(tmp_path: Path) -> None:
     path = tmp_path / "requests.yaml"
     path.write_text(
         _pool_documents() + "---\n" + REQUEST.replace("check-capacity.autoscaling", "queued.example")
@@ -194,7 +198,7 @@ def test_a_request_of_a_class_we_do_not_serve_is_refused_with_its_field(tmp_path
     assert "spec.provisioningClassName" in result.stderr and "queued.example.x-k8s.io" in result.stderr
 
 
-def test_an_expiring_gang_is_replaced_whole_in_one_command(tmp_path):
+def test_an_expiring_gang_is_replaced_whole_in_one_command(tmp_path: Path) -> None:
     """gang-shortage.yaml with room for the gang and a pool whose nodes expire after 1h: the gang's four
     nodes expire together and are replaced by one command launching four nodes, not held or one by one."""
     docs = list(yaml.safe_load_all(SHORTAGE.read_text()))

@@ -11,16 +11,13 @@ from typing import Any
 
 from tests.e2e.test_quota_cases import (
     at,
-    deployment,
     entry,
     events,
-    l4_pool,
-    nodes_of,
     prioritized,
-    scenario,
     step,
     team,
 )
+from tests.e2e.test_teams import deployment, l4_pool, nodes_of, scenario
 from tests.e2e.test_timeline import run_json, write
 
 

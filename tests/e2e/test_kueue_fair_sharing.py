@@ -13,16 +13,13 @@ from tests.e2e.test_kueue_cases import sized
 from tests.e2e.test_quota_cases import (
     at,
     department,
-    deployment,
     entry,
     events,
-    l4_pool,
-    nodes_of,
     prioritized,
-    scenario,
     step,
     team,
 )
+from tests.e2e.test_teams import deployment, l4_pool, nodes_of, scenario
 from tests.e2e.test_timeline import run_json, write
 
 LENDS_2 = 'lendingLimit: {nvidia.com/gpu: "2"}'

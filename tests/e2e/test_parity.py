@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from provisioner.api.durations import parse_duration
 from tests.e2e import test_timeline as timeline
 from tests.e2e.test_simulate import GPU_POOL, HEADER, cli
+from tests.typed import present
 
 
 def simulate(tmp_path: Path, text: str) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def simulate(tmp_path: Path, text: str) -> dict[str, Any]:
     path.write_text(text)
     result = cli("simulate", path, "--output", "json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return cast(dict[str, Any], json.loads(result.stdout))
 
 
 def pods_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -31,7 +32,7 @@ def pods_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def reasons(doc: dict[str, Any], pod: str) -> list[dict[str, str]]:
     found = [u["reasons"] for u in doc["unschedulable"] if u["pod"] == pod]
     assert found, f"{pod} is not unschedulable: {doc['unschedulable']}"
-    return found[0]
+    return cast(list[dict[str, str]], found[0])
 
 
 CPU_POOL = """\
@@ -65,7 +66,7 @@ spec:
 # Bad input ---------------------------------------------------------------------------------------------
 
 
-def test_a_pod_asking_for_minus_one_gpu_is_unschedulable_with_the_reason(tmp_path):
+def test_a_pod_asking_for_minus_one_gpu_is_unschedulable_with_the_reason(tmp_path: Path) -> None:
     text = HEADER + GPU_POOL
     text += pod(
         "bad",
@@ -83,7 +84,7 @@ def test_a_pod_asking_for_minus_one_gpu_is_unschedulable_with_the_reason(tmp_pat
     assert "spec.containers[0].resources.requests.nvidia.com/gpu: '-1' is negative" in reason["reason"]
 
 
-def test_simulate_refuses_a_requirement_on_a_typo_under_our_prefix_as_validate_does(tmp_path):
+def test_simulate_refuses_a_requirement_on_a_typo_under_our_prefix_as_validate_does(tmp_path: Path) -> None:
     pool = CPU_POOL + "        - {key: provisioner.sh/capacity-typ, operator: Exists}\n"
     path = tmp_path / "scenario.yaml"
     path.write_text(HEADER + pool + pod("p", requests='{cpu: "1"}'))
@@ -96,7 +97,7 @@ def test_simulate_refuses_a_requirement_on_a_typo_under_our_prefix_as_validate_d
     ) in result.stderr
 
 
-def test_simulate_refuses_a_negative_volume_size_with_every_other_problem_at_once(tmp_path):
+def test_simulate_refuses_a_negative_volume_size_with_every_other_problem_at_once(tmp_path: Path) -> None:
     nodeclass = """\
 ---
 apiVersion: provisioner.sh/v1
@@ -124,7 +125,7 @@ spec:
 # Pod-level resources -----------------------------------------------------------------------------------
 
 
-def test_pod_level_resources_size_the_node_not_the_containers_sum(tmp_path):
+def test_pod_level_resources_size_the_node_not_the_containers_sum(tmp_path: Path) -> None:
     spec = '  resources: {requests: {cpu: "1", memory: 2Gi}}\n'
     text = HEADER + CPU_POOL + pod("shared", requests='{cpu: "30", memory: 100Gi}', spec=spec)
     doc = simulate(tmp_path, text)
@@ -151,18 +152,24 @@ def underused_gpu_node(annotation: str) -> str:
     )
 
 
-def test_a_do_not_disrupt_duration_keeps_the_node_until_it_lapses_then_it_is_consolidated(tmp_path):
+def test_a_do_not_disrupt_duration_keeps_the_node_until_it_lapses_then_it_is_consolidated(
+    tmp_path: Path,
+) -> None:
     doc = timeline.run_json(timeline.write(tmp_path, underused_gpu_node("2h")))
     (action,) = doc["actions"]
     assert action["replacement"] == "g6.xlarge" and "ml/small-0" in action["pods"]
-    assert parse_duration(action["at"]) >= timedelta(hours=2), "not before the pod has run for two hours"
+    assert present(parse_duration(action["at"])) >= timedelta(hours=2), (
+        "not before the pod has run for two hours"
+    )
     assert not [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
 
 
-def test_an_invalid_do_not_disrupt_value_is_an_event_and_ignored(tmp_path):
+def test_an_invalid_do_not_disrupt_value_is_an_event_and_ignored(tmp_path: Path) -> None:
     doc = timeline.run_json(timeline.write(tmp_path, underused_gpu_node("forever")))
     (action,) = doc["actions"]
-    assert parse_duration(action["at"]) < timedelta(hours=1), "consolidated soon after the big job ended"
+    assert present(parse_duration(action["at"])) < timedelta(hours=1), (
+        "consolidated soon after the big job ended"
+    )
     (event,) = [e for e in doc["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
     assert event["name"] == "small-0" and "'forever'" in event["message"]
 
@@ -199,7 +206,7 @@ spec:
     ("pdb", "kept"),
     [pytest.param("", False, id="no-pdb"), pytest.param(AGENT_PDB, True, id="pdb-allows-none")],
 )
-def test_a_pdb_over_daemonset_pods_keeps_an_empty_node(tmp_path, pdb, kept):
+def test_a_pdb_over_daemonset_pods_keeps_an_empty_node(tmp_path: Path, pdb: str, kept: bool) -> None:
     text = timeline.scenario(
         duration="2h",
         timeline="    - at: 30m\n      delete:\n        - {kind: Job, namespace: ml, name: train}\n",
@@ -220,8 +227,8 @@ def test_a_pdb_over_daemonset_pods_keeps_an_empty_node(tmp_path, pdb, kept):
 
 
 def test_an_expired_node_held_by_do_not_disrupt_and_a_pdb_is_gone_by_expire_after_plus_the_grace_period(
-    tmp_path,
-):
+    tmp_path: Path,
+) -> None:
     text = timeline.scenario(duration="4h")
     text += timeline.gpu_pool(types="[g6.xlarge]", capacity="[on-demand]").replace(
         "      taints:\n",
@@ -266,7 +273,7 @@ def follows(app: str, key: str = "kubernetes.io/hostname") -> str:
     )
 
 
-def test_a_chain_of_hostname_affinities_in_one_batch_lands_on_one_node(tmp_path):
+def test_a_chain_of_hostname_affinities_in_one_batch_lands_on_one_node(tmp_path: Path) -> None:
     text = HEADER + CPU_POOL + cpu_pod("db", cpu="100m", labels="{app: db}")
     text += cpu_pod("web", cpu="1", labels="{app: web}", spec=follows("db"))
     text += cpu_pod("cache", cpu="1500m", labels="{app: cache}", spec=follows("web"))
@@ -277,14 +284,14 @@ def test_a_chain_of_hostname_affinities_in_one_batch_lands_on_one_node(tmp_path)
     assert claim["pods"] == ["ml/cache", "ml/db", "ml/ui", "ml/web"]
 
 
-def test_a_node_selector_on_a_key_the_pool_defines_is_met(tmp_path):
+def test_a_node_selector_on_a_key_the_pool_defines_is_met(tmp_path: Path) -> None:
     pool = CPU_POOL + "        - {key: example.com/tier, operator: In, values: [gold]}\n"
     doc = simulate(tmp_path, HEADER + pool + cpu_pod("p", spec="  nodeSelector: {example.com/tier: gold}\n"))
     assert doc["unschedulable"] == []
     assert set(pods_of(doc)) == {"ml/p"}
 
 
-def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits(tmp_path):
+def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits(tmp_path: Path) -> None:
     soft = (
         CPU_POOL.replace("name: cpu}", "name: soft}").replace("  template:\n", "  weight: 100\n  template:\n")
         + "      taints: [{key: dedicated, value: batch, effect: PreferNoSchedule}]\n"
@@ -293,7 +300,7 @@ def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits(tm
     assert pods_of(doc)["ml/p"]["nodePool"] == "cpu"
 
 
-def test_pods_with_the_same_host_port_get_their_own_nodes(tmp_path):
+def test_pods_with_the_same_host_port_get_their_own_nodes(tmp_path: Path) -> None:
     text = HEADER + CPU_POOL
     for name in ("a", "b"):
         text += cpu_pod(name).replace(
@@ -303,7 +310,7 @@ def test_pods_with_the_same_host_port_get_their_own_nodes(tmp_path):
     assert len(doc["nodeClaims"]) == 2
 
 
-def test_min_domains_leaves_a_pod_pending_when_the_pool_offers_too_few_zones(tmp_path):
+def test_min_domains_leaves_a_pod_pending_when_the_pool_offers_too_few_zones(tmp_path: Path) -> None:
     pool = (
         CPU_POOL
         + "        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}\n"
@@ -369,7 +376,7 @@ spec:
 """
 
 
-def test_a_pod_pinned_to_h100_is_not_left_pending_by_pods_that_could_use_a100(tmp_path):
+def test_a_pod_pinned_to_h100_is_not_left_pending_by_pods_that_could_use_a100(tmp_path: Path) -> None:
     text = HEADER + H100_AND_A100 + trainer("flex", "[h100, a100]", "16") + trainer("strict", "[h100]", "8")
     doc = simulate(tmp_path, text)
     assert doc["unschedulable"] == []
@@ -377,7 +384,7 @@ def test_a_pod_pinned_to_h100_is_not_left_pending_by_pods_that_could_use_a100(tm
     assert pods_of(doc)["ml/flex"]["nodePool"] == "a100"
 
 
-def test_explain_says_why_a_pod_ends_unschedulable_in_the_full_solve(tmp_path):
+def test_explain_says_why_a_pod_ends_unschedulable_in_the_full_solve(tmp_path: Path) -> None:
     text = HEADER + H100_AND_A100 + trainer("strict-0", "[h100]", "8") + trainer("strict-1", "[h100]", "8")
     path = tmp_path / "scenario.yaml"
     path.write_text(text)
@@ -387,7 +394,7 @@ def test_explain_says_why_a_pod_ends_unschedulable_in_the_full_solve(tmp_path):
     assert "unschedulable" in full and "limit" in full and "ml/strict-0" in full
 
 
-def test_a_zone_affine_group_follows_a_target_pinned_to_one_zone(tmp_path):
+def test_a_zone_affine_group_follows_a_target_pinned_to_one_zone(tmp_path: Path) -> None:
     target = cpu_pod(
         "db", labels="{app: db}", spec="  nodeSelector: {topology.kubernetes.io/zone: us-east-1c}\n"
     )
@@ -404,7 +411,7 @@ def test_a_zone_affine_group_follows_a_target_pinned_to_one_zone(tmp_path):
     assert len(doc["nodeClaims"]) >= 2, "the followers need more than the target's node"
 
 
-def test_a_preferred_node_affinity_does_not_narrow_a_zone_spread(tmp_path):
+def test_a_preferred_node_affinity_does_not_narrow_a_zone_spread(tmp_path: Path) -> None:
     spec = (
         "  affinity:\n    nodeAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n"
         "        - weight: 100\n          preference:\n            matchExpressions:\n"
@@ -424,7 +431,9 @@ def test_a_preferred_node_affinity_does_not_narrow_a_zone_spread(tmp_path):
     assert zones == ["us-east-1a", "us-east-1b", "us-east-1c"], "the spread counts every zone the pool offers"
 
 
-def test_two_underused_nodes_of_one_type_are_not_swapped_for_one_of_that_type_one_is_deleted(tmp_path):
+def test_two_underused_nodes_of_one_type_are_not_swapped_for_one_of_that_type_one_is_deleted(
+    tmp_path: Path,
+) -> None:
     """Karpenter's multi-node rule: replacing nodes with one of the same type as one of them is a delete of
     the emptier one (its pods move), never a launch."""
     text = timeline.scenario(
@@ -472,7 +481,7 @@ status:
 """
 
 
-def test_pods_go_to_an_existing_node_no_pool_owns(tmp_path):
+def test_pods_go_to_an_existing_node_no_pool_owns(tmp_path: Path) -> None:
     """Karpenter's "should schedule (multiple) pods to an existing node unowned by Karpenter", with the
     pool named `default` (which gives every pod a pool list)."""
     text = HEADER + DEFAULT_POOL + bare_node("managed-1", cpu="10")
@@ -482,7 +491,7 @@ def test_pods_go_to_an_existing_node_no_pool_owns(tmp_path):
     assert {p["pod"]: p["node"] for p in doc["placements"]} == {f"ml/p{i}": "managed-1" for i in range(3)}
 
 
-def test_pods_pinned_to_each_zone_run_and_a_pod_that_repels_them_stays_pending(tmp_path):
+def test_pods_pinned_to_each_zone_run_and_a_pod_that_repels_them_stays_pending(tmp_path: Path) -> None:
     """Karpenter's "should not violate pod anti-affinity on zone"."""
     pool = CPU_POOL + (
         "        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b, us-east-1c]}\n"
@@ -520,7 +529,7 @@ spec:
 """
 
 
-def test_a_daemonset_kept_to_another_zone_takes_nothing_from_an_existing_node(tmp_path):
+def test_a_daemonset_kept_to_another_zone_takes_nothing_from_an_existing_node(tmp_path: Path) -> None:
     """Karpenter's "should not subtract daemonset overhead that is not strictly compatible with an
     existing node": the node in zone b has exactly the pod's CPU free."""
     node = bare_node(
@@ -532,7 +541,9 @@ def test_a_daemonset_kept_to_another_zone_takes_nothing_from_an_existing_node(tm
     assert doc["placements"] == [{"pod": "ml/p", "node": "node-b"}]
 
 
-def test_a_node_launched_for_pods_still_on_their_way_receives_no_pods_from_consolidation(tmp_path):
+def test_a_node_launched_for_pods_still_on_their_way_receives_no_pods_from_consolidation(
+    tmp_path: Path,
+) -> None:
     """Karpenter's "won't delete node if it would require pods to schedule on an uninitialized node" and
     "should not schedule an additional node when receiving pending pods while consolidating": work arrives
     ten minutes after the first node settled; the node launched for it is not where the first node's pod
@@ -584,7 +595,7 @@ def instance_cpus(claim: dict[str, Any]) -> set[str]:
     return {t.split(".")[1] for t in claim["instanceTypeOptions"]}
 
 
-def test_min_values_on_a_gt_requirement_spans_that_many_cpu_counts(tmp_path):
+def test_min_values_on_a_gt_requirement_spans_that_many_cpu_counts(tmp_path: Path) -> None:
     """Karpenter's "should schedule respecting the minValues in Gt operator"."""
     text = (
         HEADER
@@ -600,7 +611,7 @@ def test_min_values_on_a_gt_requirement_spans_that_many_cpu_counts(tmp_path):
     assert len(instance_cpus(claim)) >= 3
 
 
-def test_min_values_on_a_gt_requirement_the_types_cannot_span_leaves_the_pod_pending(tmp_path):
+def test_min_values_on_a_gt_requirement_the_types_cannot_span_leaves_the_pod_pending(tmp_path: Path) -> None:
     """Karpenter's "scheduler should fail if the minValues in Gt operator is not satisfied": m7i has three
     sizes over 60 CPUs."""
     text = (
@@ -617,7 +628,7 @@ def test_min_values_on_a_gt_requirement_the_types_cannot_span_leaves_the_pod_pen
     assert "minValues 4" in json.dumps(reasons(doc, "ml/p"))
 
 
-def test_the_largest_min_values_of_in_and_not_in_on_one_key_applies(tmp_path):
+def test_the_largest_min_values_of_in_and_not_in_on_one_key_applies(tmp_path: Path) -> None:
     """Karpenter's "should schedule considering the max of the minValues of In and NotIn operators"."""
     text = (
         HEADER

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -41,12 +42,12 @@ def yaml_blocks() -> list[tuple[int, str]]:
 BLOCKS = yaml_blocks()
 
 
-def test_the_readme_has_yaml_examples():
+def test_the_readme_has_yaml_examples() -> None:
     assert len(BLOCKS) >= 4
 
 
 @pytest.mark.parametrize(("line", "text"), BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
-def test_every_yaml_block_runs_as_written(tmp_path, line, text):
+def test_every_yaml_block_runs_as_written(tmp_path: Path, line: int, text: str) -> None:
     kinds = {d.get("kind") for d in yaml.safe_load_all(text) if d}
     block = tmp_path / f"readme-{line}.yaml"
     block.write_text(text)

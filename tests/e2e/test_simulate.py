@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,10 +34,11 @@ def cli(*args: str | Path, hash_seed: str | None = None) -> subprocess.Completed
     )
 
 
-def simulate_json(path: Path) -> dict:
+def simulate_json(path: Path) -> dict[str, Any]:
     result = cli("simulate", path, "--output", "json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
 
 
 HEADER = """\
@@ -83,7 +86,7 @@ spec:
 
 
 @pytest.fixture
-def write(tmp_path: Path):
+def write(tmp_path: Path) -> Callable[..., Path]:
     def _write(text: str, name: str = "s.yaml") -> Path:
         path = tmp_path / name
         path.write_text(text)
@@ -92,7 +95,7 @@ def write(tmp_path: Path):
     return _write
 
 
-def test_demo_json_follows_the_contract():
+def test_demo_json_follows_the_contract() -> None:
     doc = simulate_json(DEMO)
     assert set(doc) >= {"nodeClaims", "placements", "unschedulable", "costPerHour"}
     for claim in doc["nodeClaims"]:
@@ -126,7 +129,7 @@ def test_demo_json_follows_the_contract():
     assert sorted(embedding.values()) == ["gpu-inference", "inference-spot"]
 
 
-def test_demo_table_shows_claims_fallback_and_reasons():
+def test_demo_table_shows_claims_fallback_and_reasons() -> None:
     result = cli("simulate", DEMO)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -135,7 +138,7 @@ def test_demo_table_shows_claims_fallback_and_reasons():
     assert "ml/giant-pretrain" in out and "no instance type is big enough" in out
 
 
-def test_spot_stockout_falls_back_to_on_demand(write):
+def test_spot_stockout_falls_back_to_on_demand(write: Callable[..., Path]) -> None:
     text = HEADER + "  unavailable:\n    - {capacityType: spot}\n" + GPU_POOL
     text += gpu_job("train", gpus=8, gpu_name="a100")
     doc = simulate_json(write(text))
@@ -144,7 +147,7 @@ def test_spot_stockout_falls_back_to_on_demand(write):
     assert claim["gpu"] == {"name": "a100", "count": 8, "memoryMiB": 40960}
 
 
-def test_zone_stockout_moves_to_another_zone(write):
+def test_zone_stockout_moves_to_another_zone(write: Callable[..., Path]) -> None:
     text = (
         HEADER + "  unavailable:\n    - {zone: us-east-1a}\n" + GPU_POOL + gpu_job("t", gpus=1, gpu_name="l4")
     )
@@ -152,7 +155,7 @@ def test_zone_stockout_moves_to_another_zone(write):
     assert claim["zone"] != "us-east-1a"
 
 
-def test_everything_stocked_out_is_unschedulable_with_the_reason(write):
+def test_everything_stocked_out_is_unschedulable_with_the_reason(write: Callable[..., Path]) -> None:
     text = (
         HEADER
         + "  unavailable:\n    - {instanceType: p5.48xlarge}\n"
@@ -165,7 +168,7 @@ def test_everything_stocked_out_is_unschedulable_with_the_reason(write):
     assert "unavailable" in u["reasons"][0]["reason"]
 
 
-def test_pool_limits_and_existing_nodes_are_counted(write):
+def test_pool_limits_and_existing_nodes_are_counted(write: Callable[..., Path]) -> None:
     text = HEADER + GPU_POOL.replace(
         "spec:\n  template:", 'spec:\n  limits: {nvidia.com/gpu: "8"}\n  template:'
     )
@@ -190,7 +193,7 @@ spec:
     assert "limit nvidia.com/gpu=8" in u["reasons"][0]["reason"]
 
 
-def test_deployment_topology_spread_over_zones(write):
+def test_deployment_topology_spread_over_zones(write: Callable[..., Path]) -> None:
     text = (
         HEADER
         + """\
@@ -226,7 +229,7 @@ spec:
     ]
 
 
-def test_gcp_catalog_and_statefulset(write):
+def test_gcp_catalog_and_statefulset(write: Callable[..., Path]) -> None:
     text = """\
 apiVersion: provisioner.sh/v1alpha1
 kind: Scenario
@@ -255,7 +258,7 @@ spec:
     assert sum(len(c["pods"]) for c in doc["nodeClaims"]) == 2
 
 
-def test_same_scenario_same_output_whatever_the_hash_seed():
+def test_same_scenario_same_output_whatever_the_hash_seed() -> None:
     first = cli("simulate", DEMO, "-o", "json", hash_seed="1").stdout
     assert first and cli("simulate", DEMO, "-o", "json", hash_seed="2").stdout == first
 
@@ -287,7 +290,9 @@ def test_same_scenario_same_output_whatever_the_hash_seed():
         "nodeclass-of-another-cloud",
     ],
 )
-def test_invalid_scenario_is_a_located_error_and_exit_1(write, text, expected):
+def test_invalid_scenario_is_a_located_error_and_exit_1(
+    write: Callable[..., Path], text: str, expected: str
+) -> None:
     path = write(text)
     result = cli("simulate", path)
     assert result.returncode == 1
@@ -296,12 +301,12 @@ def test_invalid_scenario_is_a_located_error_and_exit_1(write, text, expected):
     assert expected in result.stderr
 
 
-def test_missing_file_is_an_error():
+def test_missing_file_is_an_error() -> None:
     result = cli("simulate", "does-not-exist.yaml")
     assert result.returncode == 1 and "does-not-exist.yaml" in result.stderr
 
 
-def test_explain_lists_each_pool_with_verdict_and_cost():
+def test_explain_lists_each_pool_with_verdict_and_cost() -> None:
     result = cli("explain", DEMO, "--pod", "ml/giant-pretrain")
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -315,19 +320,19 @@ def test_explain_lists_each_pool_with_verdict_and_cost():
     assert "yes" in fits.stdout and "$/h" in fits.stdout
 
 
-def test_explain_unknown_pod_exit_1():
+def test_explain_unknown_pod_exit_1() -> None:
     result = cli("explain", DEMO, "--pod", "ml/nobody")
     assert result.returncode == 1 and "ml/nobody" in result.stderr
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)
-def test_every_bundled_scenario_runs(path):
+def test_every_bundled_scenario_runs(path: Path) -> None:
     doc = simulate_json(path)
     placed = sum(len(c["pods"]) for c in doc["nodeClaims"]) + len(doc["placements"])
     assert placed + len(doc["unschedulable"]) > 0
 
 
-def test_existing_cluster_scenario_fills_room_then_hits_the_limit():
+def test_existing_cluster_scenario_fills_room_then_hits_the_limit() -> None:
     doc = simulate_json(ROOT / "scenarios" / "existing-cluster.yaml")
     assert {p["node"] for p in doc["placements"]} == {"a100-node-1", "a100-node-2"}
     assert [c["pods"] for c in doc["nodeClaims"]] == [["ml/big-1"]]

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+
+from tests.typed import present
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = ROOT / "scenarios" / "day.yaml"
@@ -27,7 +29,7 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def run_json(path: Path, *extra: str | Path) -> dict[str, Any]:
     result = cli("simulate", path, "--output", "json", *extra)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return cast(dict[str, Any], json.loads(result.stdout))
 
 
 # Builders ------------------------------------------------------------------------------------------------
@@ -109,7 +111,7 @@ def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
 
 
 def cost_before(doc: dict[str, Any], at: str) -> float:
-    return next(s["costPerHourBefore"] for s in doc["timeline"] if s["at"] == at)
+    return cast(float, next(s["costPerHourBefore"] for s in doc["timeline"] if s["at"] == at))
 
 
 # The day of scripts/demo -----------------------------------------------------------------------------------
@@ -689,7 +691,7 @@ def test_the_binder_keeps_required_anti_affinity_and_zone_spread() -> None:
     api_nodes = {state.pods[f"default/api-{i}"].node_name for i in range(3)}
     assert api_nodes == {"a1", "a2", "b1"}
     zones = [
-        state.nodes[state.pods[f"default/web-{i}"].node_name].labels["topology.kubernetes.io/zone"]
+        state.nodes[present(state.pods[f"default/web-{i}"].node_name)].labels["topology.kubernetes.io/zone"]
         for i in range(4)
     ]
     assert sorted(zones) == ["a", "a", "b", "b"]

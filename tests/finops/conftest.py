@@ -17,6 +17,8 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -29,7 +31,7 @@ def _pg_bin() -> str | None:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return cast(int, s.getsockname()[1])
 
 
 def _as_postgres(argv: list[str]) -> list[str]:
@@ -126,8 +128,8 @@ def postgres_url(postgres_server: str) -> str:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def ledger_url(request, tmp_path) -> str:
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Each ledger test runs on both backends."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    return request.getfixturevalue("postgres_url")
+    return cast(str, request.getfixturevalue("postgres_url"))

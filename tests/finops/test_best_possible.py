@@ -18,7 +18,7 @@ from tests.builders import usage_row
 from tests.e2e import test_timeline as timeline
 
 
-def test_paid_and_best_cover_the_same_solved_hours_and_the_share_is_of_the_possible_saving():
+def test_paid_and_best_cover_the_same_solved_hours_and_the_share_is_of_the_possible_saving() -> None:
     rows = [
         BestRow(T0, 1.0, 10.0, "optimal", 3),
         BestRow(T0 + timedelta(hours=1), 1.0, None, "time limit reached", 3),
@@ -38,7 +38,7 @@ def test_paid_and_best_cover_the_same_solved_hours_and_the_share_is_of_the_possi
     )
 
 
-def test_nothing_left_to_save_has_no_share():
+def test_nothing_left_to_save_has_no_share() -> None:
     found = best.compare(
         [BestRow(T0, 1.0, 14.0, "optimal", 1)],
         [usage_row("a", time=T0, hours=1.0, price_per_hour=14.0)],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,7 +21,7 @@ NOW = (T0 + timedelta(hours=2)).isoformat()
 
 
 @pytest.fixture
-def ledger_file(ledger_url):
+def ledger_file(ledger_url: str) -> str:
     """A ledger with two actions, a blocker and a usage sample, on SQLite and on PostgreSQL."""
     path = ledger_url
     with Ledger(path) as ledger:
@@ -32,7 +33,7 @@ def ledger_file(ledger_url):
     return path
 
 
-def test_scale_down_json_from_a_ledger_file(ledger_file):
+def test_scale_down_json_from_a_ledger_file(ledger_file: str) -> None:
     result = runner.invoke(
         app,
         ["report", "scale-down", "--ledger", str(ledger_file), "--since", "7d", "--now", NOW, "-o", "json"],
@@ -44,7 +45,7 @@ def test_scale_down_json_from_a_ledger_file(ledger_file):
     assert doc["topBlockers"][0]["kind"] == "PDB"
 
 
-def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file, tmp_path):
+def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file: str, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     args = [
         "report",
@@ -88,20 +89,20 @@ def test_scale_down_for_one_pool_as_html_to_a_file(ledger_file, tmp_path):
         ),
     ],
 )
-def test_bad_options_say_what_is_allowed(ledger_file, args, message):
+def test_bad_options_say_what_is_allowed(ledger_file: str, args: list[str], message: str) -> None:
     result = runner.invoke(app, ["report", "scale-down", "--ledger", str(ledger_file), *args])
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
 
 
-def test_a_missing_ledger_file_is_a_clear_error(tmp_path):
+def test_a_missing_ledger_file_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", "scale-down", "--ledger", str(tmp_path / "nope.sqlite")])
     assert result.exit_code == 2
     assert "no ledger at" in result.output
 
 
-def test_nodes_and_nodepools_from_a_file_of_objects(tmp_path):
+def test_nodes_and_nodepools_from_a_file_of_objects(tmp_path: Path) -> None:
     docs = [
         {
             "apiVersion": "provisioner.sh/v1",
@@ -151,7 +152,7 @@ def test_nodes_and_nodepools_from_a_file_of_objects(tmp_path):
     assert "2 node(s) not ready" in pools.stdout
 
 
-def test_nodes_from_a_live_cluster_through_a_kubeconfig(tmp_path):
+def test_nodes_from_a_live_cluster_through_a_kubeconfig(tmp_path: Path) -> None:
     """The official client against a Kubernetes API over HTTP (the controller tests' kmock server)."""
     from provisioner.kube import client as kc
     from tests.controllers.kube_server import KubeServer
@@ -195,7 +196,7 @@ def test_nodes_from_a_live_cluster_through_a_kubeconfig(tmp_path):
     assert line.startswith("gpu-1,gpu,Not ready,scheduling disabled,")
 
 
-def test_the_format_follows_the_written_file_unless_o_says(ledger_file, tmp_path):
+def test_the_format_follows_the_written_file_unless_o_says(ledger_file: str, tmp_path: Path) -> None:
     base = ["report", "scale-down", "--ledger", str(ledger_file), "--now", NOW]
     as_csv = tmp_path / "r.csv"
     assert runner.invoke(app, [*base, "--write", str(as_csv)]).exit_code == 0
@@ -205,7 +206,7 @@ def test_the_format_follows_the_written_file_unless_o_says(ledger_file, tmp_path
     assert json.loads(forced.read_text())["total"]["nodesReplaced"] == 2
 
 
-def test_a_table_fits_the_width_it_is_given():
+def test_a_table_fits_the_width_it_is_given() -> None:
     from provisioner.finops.reports.text import table
 
     rows = [["a-very-long-node-name-that-goes-on-and-on", "gpu", 12.5]]
@@ -217,7 +218,7 @@ def test_a_table_fits_the_width_it_is_given():
     assert max(len(line) for line in narrow) <= 20
 
 
-def test_costs_by_team_and_as_focus_columns(ledger_file):
+def test_costs_by_team_and_as_focus_columns(ledger_file: str) -> None:
     from provisioner.finops.reports.focus import FOCUS_COLUMNS
 
     result = runner.invoke(app, ["report", "costs", "--ledger", str(ledger_file), "--now", NOW, "-o", "json"])
@@ -233,6 +234,6 @@ def test_costs_by_team_and_as_focus_columns(ledger_file):
     assert rows
 
 
-def test_version():
+def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.startswith("provisioner ")

@@ -16,7 +16,7 @@ from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, s
 from tests.unit.disruption.conftest import real_or_standin
 
 
-def test_a_plan_recorded_in_the_ledger_reports_the_drop_in_cost(ledger_url):
+def test_a_plan_recorded_in_the_ledger_reports_the_drop_in_cost(ledger_url: str) -> None:
     gpu = instance_type("p.gpu", cpu=8, memory_gib=64, price=3.0, gpus=1)
     small = instance_type("m.small", cpu=2, memory_gib=8, price=0.1)
     pools = [node_pool(budgets=[{"nodes": "100%"}])]

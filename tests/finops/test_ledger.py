@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
@@ -18,7 +19,7 @@ from tests.builders import reservation_row, usage_row
 from tests.finops import shipped_ledger
 
 
-def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
+def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url: str) -> None:
     with Ledger(ledger_url) as ledger:
         assert ledger.revision() == head_revision() == "0007"
         tables = set(inspect(ledger.engine).get_table_names())
@@ -31,7 +32,7 @@ def test_a_new_ledger_is_created_at_the_newest_revision(ledger_url):
     } <= tables
 
 
-def test_opening_a_ledger_again_changes_nothing(ledger_url):
+def test_opening_a_ledger_again_changes_nothing(ledger_url: str) -> None:
     with Ledger(ledger_url) as ledger:
         ledger.record_actions([action()])
     with Ledger(ledger_url) as ledger:
@@ -39,7 +40,9 @@ def test_opening_a_ledger_again_changes_nothing(ledger_url):
         assert len(ledger.actions()) == 1
 
 
-def test_a_ledger_of_the_release_before_alembic_is_upgraded_in_place_and_keeps_its_rows(ledger_url):
+def test_a_ledger_of_the_release_before_alembic_is_upgraded_in_place_and_keeps_its_rows(
+    ledger_url: str,
+) -> None:
     old_action = action(replacement_nodes=("gpu-x1",))
     old_usage = usage_row()
     with shipped_ledger.Ledger(ledger_url, now=T0) as old:
@@ -64,7 +67,7 @@ def test_a_ledger_of_the_release_before_alembic_is_upgraded_in_place_and_keeps_i
 
 
 @pytest.mark.parametrize("step", [1, 2], ids=["v1", "v2"])
-def test_a_ledger_stopped_at_an_early_pre_alembic_step_upgrades_too(ledger_url, step):
+def test_a_ledger_stopped_at_an_early_pre_alembic_step_upgrades_too(ledger_url: str, step: int) -> None:
     engine = create_engine(url_for(ledger_url))
     with engine.begin() as conn:
         shipped_ledger.schema_version.create(conn)
@@ -82,14 +85,14 @@ def test_a_ledger_stopped_at_an_early_pre_alembic_step_upgrades_too(ledger_url, 
         assert ledger.actions()[0].replacement_nodes == ("r1",)
 
 
-def test_a_ledger_newer_than_the_program_is_refused(ledger_url):
+def test_a_ledger_newer_than_the_program_is_refused(ledger_url: str) -> None:
     with Ledger(ledger_url) as ledger, ledger.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(LedgerError, match="newer than this program"):
         Ledger(ledger_url)
 
 
-def test_action_rows_round_trip_with_every_field(ledger_url):
+def test_action_rows_round_trip_with_every_field(ledger_url: str) -> None:
     row = action(
         detail="GPU node held only by CPU pods",
         replacement_nodes=("gpu-pool-x1",),
@@ -104,14 +107,14 @@ def test_action_rows_round_trip_with_every_field(ledger_url):
     assert back.estimated_monthly_savings == pytest.approx(1.5 * 730)
 
 
-def test_an_action_recorded_twice_is_stored_once(ledger_url):
+def test_an_action_recorded_twice_is_stored_once(ledger_url: str) -> None:
     with Ledger(ledger_url) as ledger:
         ledger.record_actions([action()])
         assert ledger.record_actions([action(), action("n2")]) == 1
         assert [a.node for a in ledger.actions()] == ["n1", "n2"]
 
 
-def test_actions_are_read_by_window_and_pool(ledger_url):
+def test_actions_are_read_by_window_and_pool(ledger_url: str) -> None:
     rows = [
         action("old", command_id="a", time=T0 - timedelta(days=8)),
         action("cpu", command_id="b", pool="cpu"),
@@ -124,7 +127,7 @@ def test_actions_are_read_by_window_and_pool(ledger_url):
         assert [a.node for a in ledger.actions(until=T0)] == ["old"]
 
 
-def test_blockers_and_usage_round_trip(ledger_url):
+def test_blockers_and_usage_round_trip(ledger_url: str) -> None:
     blocker = BlockerRow(
         time=T0,
         evaluation_id="e1",
@@ -152,7 +155,9 @@ def test_blockers_and_usage_round_trip(ledger_url):
     assert back.gpu_idle_hours == 6.0
 
 
-def test_a_batch_of_rows_repeating_and_differing_in_times_and_lists_reads_back_row_for_row(ledger_url):
+def test_a_batch_of_rows_repeating_and_differing_in_times_and_lists_reads_back_row_for_row(
+    ledger_url: str,
+) -> None:
     # Each distinct time, team list and workload/allocation list of a batch is converted once, in and
     # out: rows that share some of them and differ in others must still come back each as written.
     later = T0 + timedelta(minutes=5)
@@ -180,19 +185,19 @@ def test_a_batch_of_rows_repeating_and_differing_in_times_and_lists_reads_back_r
     assert blocked == kept
 
 
-def test_a_naive_time_is_taken_as_utc(ledger_url):
+def test_a_naive_time_is_taken_as_utc(ledger_url: str) -> None:
     with Ledger(ledger_url) as ledger:
         ledger.record_actions([action(time=T0.replace(tzinfo=None))])
         assert ledger.actions()[0].time == T0
 
 
-def test_a_path_is_a_sqlite_file_and_postgresql_urls_use_psycopg(tmp_path):
+def test_a_path_is_a_sqlite_file_and_postgresql_urls_use_psycopg(tmp_path: Path) -> None:
     assert url_for(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
     assert url_for("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert url_for(None).startswith("sqlite:///")
 
 
-def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows(ledger_url):
+def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows(ledger_url: str) -> None:
     """Revision 0004 is what the previous release shipped: its rows stay, and reservations can be added."""
     from alembic import command
     from sqlalchemy import column, insert, table
@@ -221,7 +226,7 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
         assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]
 
 
-def test_reservation_rows_round_trip_and_are_read_by_window_and_pool(ledger_url):
+def test_reservation_rows_round_trip_and_are_read_by_window_and_pool(ledger_url: str) -> None:
     block = reservation_row(
         "cb-1",
         time=T0 + timedelta(hours=1),

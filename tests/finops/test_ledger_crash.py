@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import event
@@ -18,6 +19,7 @@ from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, actions_from_json, actions_to_json
 from tests.builders import action_row as action
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
 class Killed(BaseException):
@@ -51,11 +53,13 @@ def _emptied_node_consolidated(w: World, recorder: LedgerRecorder) -> str:
     w.backend.delete("Pod", "train-0", namespace="default")
     with pytest.raises(Killed):
         w.run_until(lambda: False, max_ticks=60, seconds=5)
-    return node
+    return present(node)
 
 
 @pytest.mark.parametrize("when", ["before", "after"], ids=["before-hand-in", "after-commit"])
-def test_a_crash_around_the_ledger_write_leaves_exactly_one_row_per_node_removed(tmp_path, when):
+def test_a_crash_around_the_ledger_write_leaves_exactly_one_row_per_node_removed(
+    tmp_path: Path, when: str
+) -> None:
     w = World(MemoryBackend)
     try:
         with Ledger(tmp_path / "l.sqlite") as ledger:
@@ -74,7 +78,7 @@ def test_a_crash_around_the_ledger_write_leaves_exactly_one_row_per_node_removed
         w.backend.close()
 
 
-def test_a_ledger_that_stays_down_holds_the_finalizer_only_for_ledger_hold(tmp_path):
+def test_a_ledger_that_stays_down_holds_the_finalizer_only_for_ledger_hold(tmp_path: Path) -> None:
     w = World(
         MemoryBackend, settings=ControllerSettings(cluster_name="test", ledger_hold=timedelta(minutes=2))
     )
@@ -106,11 +110,11 @@ class Interrupted(Exception):
     """The process stopped in the middle of the ledger's first upgrade."""
 
 
-def test_an_upgrade_interrupted_half_way_leaves_a_ledger_the_next_open_upgrades(tmp_path):
+def test_an_upgrade_interrupted_half_way_leaves_a_ledger_the_next_open_upgrades(tmp_path: Path) -> None:
     target = tmp_path / "l.sqlite"
     first = Ledger(target, migrate=False)
 
-    def stop_at_the_indexes(_conn, _cursor, statement, *_args) -> None:
+    def stop_at_the_indexes(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
         if statement.lstrip().upper().startswith("CREATE INDEX"):
             raise Interrupted(statement)
 

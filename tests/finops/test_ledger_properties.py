@@ -3,6 +3,7 @@ back equal, in time order, and the savings read back add up to the savings writt
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from sqlalchemy import delete
 from provisioner.finops import tables
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow
-from tests.finops.test_ledger import T0
+from tests.builders import NOW as T0
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
 prices = st.floats(min_value=0, max_value=100, allow_nan=False, allow_infinity=False).map(
@@ -54,14 +55,14 @@ row_st = st.builds(
 
 
 @pytest.fixture
-def ledger(ledger_url):
+def ledger(ledger_url: str) -> Iterator[Ledger]:
     with Ledger(ledger_url) as opened:
         yield opened
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(row_st, max_size=12, unique_by=lambda r: r.node))
-def test_action_rows_round_trip_and_add_up(ledger, rows):
+def test_action_rows_round_trip_and_add_up(ledger: Ledger, rows: list[ActionRow]) -> None:
     with ledger.engine.begin() as conn:
         conn.execute(delete(tables.actions))
     ledger.record_actions(rows)

@@ -5,6 +5,7 @@ deletion, and showback that adds up to what was paid, idle cost to the pool's ow
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from datetime import timedelta
 
 import pytest
@@ -14,14 +15,25 @@ from provisioner.disruption.model import Command, NodeRecord, PodMove
 from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import costs, focus, scale_down
-from provisioner.finops.rows import TeamAllocation
-from tests.finops.test_ledger import T0, action, usage_row
+from provisioner.finops.rows import TeamAllocation, UsageRow
+from provisioner.state.cluster import StateNode
+from provisioner.state.objects import Pod
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
 GPU = instance_type("g.4x", cpu=32, memory_gib=128, price=4.0, gpus=4)
 
 
-def record(node, *, price=4.0, pods=(), replacement=None, replacement_price=0.0):
+def record(
+    node: StateNode,
+    *,
+    price: float = 4.0,
+    pods: Iterable[Pod] = (),
+    replacement: str | None = None,
+    replacement_price: float = 0.0,
+) -> NodeRecord:
     return NodeRecord(
         node=node.name,
         nodepool="default",
@@ -37,7 +49,7 @@ def record(node, *, price=4.0, pods=(), replacement=None, replacement_price=0.0)
     )
 
 
-def test_savings_are_against_the_replacement_really_launched_not_the_planned_one():
+def test_savings_are_against_the_replacement_really_launched_not_the_planned_one() -> None:
     node = state_node("n1", it=GPU, pods=[pod("web", cpu="1")])
     command = Command(
         reason=DisruptionReason.UNDERUTILIZED,
@@ -55,7 +67,7 @@ def test_savings_are_against_the_replacement_really_launched_not_the_planned_one
     assert row.replacement_nodes == ("r1",)
 
 
-def test_replacements_are_shared_by_the_removed_nodes_in_proportion_to_their_prices():
+def test_replacements_are_shared_by_the_removed_nodes_in_proportion_to_their_prices() -> None:
     a, b = state_node("a", it=GPU), state_node("b", it=GPU, price=2.0)
     command = Command(
         reason=DisruptionReason.UNDERUTILIZED,
@@ -70,7 +82,7 @@ def test_replacements_are_shared_by_the_removed_nodes_in_proportion_to_their_pri
     assert sum(r.savings_per_hour for r in rows) == pytest.approx(6.0 - 3.0)
 
 
-def test_evicting_pods_nothing_recreates_is_workload_evicted_never_a_saving():
+def test_evicting_pods_nothing_recreates_is_workload_evicted_never_a_saving() -> None:
     bare = pod("notebook", cpu="1", gpus=1, owner=None)
     kept = pod("train", cpu="1", gpus=1, owner="Job")
     node = state_node("n1", it=GPU, pods=[bare, kept])
@@ -91,7 +103,7 @@ def test_evicting_pods_nothing_recreates_is_workload_evicted_never_a_saving():
     assert report.total.realized_savings == pytest.approx(6.0)
 
 
-def test_a_node_of_only_bare_pods_saves_nothing():
+def test_a_node_of_only_bare_pods_saves_nothing() -> None:
     node = state_node("n1", it=GPU, pods=[pod(f"nb-{i}", cpu="1", gpus=1, owner=None) for i in range(4)])
     command = Command(
         reason=DisruptionReason.UNDERUTILIZED, method="single-node", nodes=(node,), records=(record(node),)
@@ -100,7 +112,7 @@ def test_a_node_of_only_bare_pods_saves_nothing():
     assert row.savings_per_hour == pytest.approx(0.0) and row.evicted_per_hour == pytest.approx(4.0)
 
 
-def test_capacity_launched_again_for_the_moved_pods_is_charged_back():
+def test_capacity_launched_again_for_the_moved_pods_is_charged_back() -> None:
     moved = action("n1", savings=2.0, workloads=("ReplicaSet/ml/web",), replacement_nodes=("r1",))
     usage = [
         # Launched 20 minutes after the action for the same Deployment's pods: churn, $3 over 1 h.
@@ -124,14 +136,14 @@ def test_capacity_launched_again_for_the_moved_pods_is_charged_back():
     assert view.realized == pytest.approx(2.0 * 3 - 3.0)
 
 
-def test_realized_savings_count_the_hours_from_the_action_or_the_window_start():
+def test_realized_savings_count_the_hours_from_the_action_or_the_window_start() -> None:
     early = action("old", command_id="1", time=T0 - timedelta(hours=5), savings=1.0)
     report = scale_down.build([early], [], [], since=T0 - timedelta(hours=10), now=T0)
     assert report.total.realized_savings == pytest.approx(5.0)
     assert report.total.run_rate_monthly == pytest.approx(730.0), "estimated apart, never added"
 
 
-def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals():
+def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals() -> None:
     a, b = state_node("a", it=GPU), state_node("b", it=GPU, price=2.0)
     meter = UsageMeter(interval=timedelta(minutes=5))
     rows = meter.observe(snapshot([a]), T0)
@@ -139,7 +151,7 @@ def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals()
     rows += meter.observe(snapshot([b]), T0 + timedelta(minutes=4))
     rows += meter.observe(snapshot([b]), T0 + timedelta(minutes=6))
     rows += meter.flush(T0 + timedelta(minutes=7))
-    hours = {}
+    hours: dict[str, float] = {}
     for r in rows:
         hours[r.node] = hours.get(r.node, 0.0) + r.hours
     assert hours == pytest.approx({"a": 2 / 60, "b": 5 / 60})
@@ -147,14 +159,15 @@ def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals()
     assert paid == pytest.approx(4.0 * 2 / 60 + 2.0 * 5 / 60)
 
 
-def test_the_meter_told_nothing_changed_bills_the_same_rows_without_walking_the_nodes():
+def test_the_meter_told_nothing_changed_bills_the_same_rows_without_walking_the_nodes() -> None:
     a, b = state_node("a", it=GPU), state_node("b", it=GPU, price=2.0)
     one, both = snapshot([a]), snapshot([a, b])
     # (snapshot, minutes, changed since the pass before): unchanged passes between the changes.
     passes = [(one, 0, True), (one, 1, False), (both, 2, True), (both, 3, False), (both, 7, False)]
     passes += [(snapshot([b]), 8, True), (snapshot([b]), 9, False), (snapshot([b]), 13, False)]
     walked, told = UsageMeter(interval=timedelta(minutes=5)), UsageMeter(interval=timedelta(minutes=5))
-    rows_walked, rows_told = [], []
+    rows_walked: list[UsageRow] = []
+    rows_told: list[UsageRow] = []
     for snap, minutes, changed in passes:
         now = T0 + timedelta(minutes=minutes)
         rows_walked += walked.observe(snap, now)
@@ -166,7 +179,7 @@ def test_the_meter_told_nothing_changed_bills_the_same_rows_without_walking_the_
     assert sum(r.hours for r in rows_told if r.node == "a") == pytest.approx(7 / 60)
 
 
-def test_each_usage_row_is_the_node_as_it_was_at_the_rows_end_when_only_labels_change():
+def test_each_usage_row_is_the_node_as_it_was_at_the_rows_end_when_only_labels_change() -> None:
     # The meter writes an unchanged node's sample again (the same StateNode from the snapshot) with its
     # own time and hours: a new team label on the namespace, a new pool owner or a pod more must show.
     node = state_node("a", it=GPU, pods=[pod("train", gpus=1, node="a")])
@@ -190,7 +203,7 @@ def test_each_usage_row_is_the_node_as_it_was_at_the_rows_end_when_only_labels_c
     assert [r.hours for r in (first, second, third, fourth, fifth)] == pytest.approx([5 / 60] * 5)
 
 
-def test_churn_charges_each_node_to_the_actions_whose_window_it_was_born_in():
+def test_churn_charges_each_node_to_the_actions_whose_window_it_was_born_in() -> None:
     web, api = ("ReplicaSet/ml/web",), ("ReplicaSet/ml/api",)
     first = action("n1", command_id="c1", time=T0, workloads=web)
     second = action("n2", command_id="c2", time=T0 + timedelta(minutes=40), workloads=web + api)
@@ -213,7 +226,7 @@ def test_churn_charges_each_node_to_the_actions_whose_window_it_was_born_in():
     assert report.churn.cost == pytest.approx(6.5)
 
 
-def test_showback_divides_a_node_among_teams_and_charges_idle_to_the_pools_owner():
+def test_showback_divides_a_node_among_teams_and_charges_idle_to_the_pools_owner() -> None:
     owned = usage_row(
         "g1",
         hours=1.0,
@@ -233,7 +246,7 @@ def test_showback_divides_a_node_among_teams_and_charges_idle_to_the_pools_owner
     assert sum(c.total for c in lines.values()) == pytest.approx(owned.cost + orphan.cost)
 
 
-def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
+def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up() -> None:
     """Checked against FOCUS 1.0's column list, not with `focus-validator`: its only release (1.0.0)
     installs only beside numpy<2 and multimethod<1.11, and its "1.0" rules still name the preview's
     columns (InvoiceIssuer, Provider, Publisher, ResourceID, ChargeType) and crash on the currency check.
@@ -260,7 +273,7 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
         assert r["ChargePeriodStart"] < r["ChargePeriodEnd"]
 
 
-def test_pools_without_an_owner_label_have_none():
+def test_pools_without_an_owner_label_have_none() -> None:
     from provisioner.finops.samples import pool_owners
 
     owned = node_pool("gpu")

@@ -34,8 +34,8 @@ from tests.e2e import test_timeline as timeline
     ],
 )
 def test_only_moves_made_to_save_claim_removed_minus_launched(
-    reason, method, removed, launched, evicted, claimed
-):
+    reason: str, method: str, removed: float, launched: float, evicted: float, claimed: float
+) -> None:
     got = money.claimed_saving(
         reason=reason, method=method, removed=removed, launched=launched, evicted=evicted
     )
@@ -43,7 +43,7 @@ def test_only_moves_made_to_save_claim_removed_minus_launched(
     assert got <= money.change_per_hour(removed, launched) + 1e-12 or not money.is_saving(reason, method)
 
 
-def test_a_row_written_by_an_older_program_is_judged_by_the_rule_not_its_stored_saving():
+def test_a_row_written_by_an_older_program_is_judged_by_the_rule_not_its_stored_saving() -> None:
     old = ActionRow(
         time=datetime(2026, 3, 2, tzinfo=UTC),
         command_id="c",
@@ -63,7 +63,8 @@ def test_a_row_written_by_an_older_program_is_judged_by_the_rule_not_its_stored_
         savings_per_hour=0.17,
         pods_moved=1,
     )
-    assert (old.claimed_per_hour, old.is_saving, old.change_per_hour) == (0.0, False, pytest.approx(0.17))
+    expected: tuple[float, bool, object] = (0.0, False, pytest.approx(0.17))
+    assert (old.claimed_per_hour, old.is_saving, old.change_per_hour) == expected
 
 
 # Karpenter's disruption scenarios (tests/e2e/test_parity.py), with the ledger -----------------------------

@@ -4,17 +4,22 @@ thread of its own; and only the leading replica's controllers hand it rows."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
+from tests.builders import NOW as T0
+from tests.builders import action_row as action
+from tests.builders import usage_row
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.finops.test_ledger import T0, action, usage_row
 from tests.polling import wait_until
 
 
-def test_in_the_background_rows_wait_for_the_database_and_are_all_written_when_it_is_back(tmp_path):
+def test_in_the_background_rows_wait_for_the_database_and_are_all_written_when_it_is_back(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / "down" / "ledger.sqlite"
     failures: list[str] = []
     recorder = LedgerRecorder(
@@ -36,7 +41,9 @@ def test_in_the_background_rows_wait_for_the_database_and_are_all_written_when_i
     assert set(failures) <= {"actions", "usage"}
 
 
-def test_too_many_waiting_rows_drop_the_oldest_and_say_so(tmp_path, caplog):
+def test_too_many_waiting_rows_drop_the_oldest_and_say_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     dropped: list[tuple[str, int]] = []
     recorder = LedgerRecorder(
         str(tmp_path / "down" / "l.sqlite"),
@@ -52,7 +59,7 @@ def test_too_many_waiting_rows_drop_the_oldest_and_say_so(tmp_path, caplog):
     assert "usage rows dropped" in caplog.text
 
 
-def test_an_action_written_twice_is_stored_once(tmp_path):
+def test_an_action_written_twice_is_stored_once(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.sqlite") as ledger:
         recorder = LedgerRecorder(ledger, background=False)
         recorder.actions([action("n1", time=T0)])
@@ -61,7 +68,7 @@ def test_an_action_written_twice_is_stored_once(tmp_path):
 
 
 @pytest.mark.parametrize("leading", [True, False], ids=["leader", "follower"])
-def test_only_the_leader_writes_the_ledger(tmp_path, leading):
+def test_only_the_leader_writes_the_ledger(tmp_path: Path, leading: bool) -> None:
     world = World(MemoryBackend)
     try:
         with Ledger(tmp_path / "l.sqlite") as ledger:

@@ -7,13 +7,17 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterable
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from provisioner.api import labels as wk
 from provisioner.finops.reports import nodes as node_report
 from provisioner.finops.reports import scale_down, scale_down_formats
+from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Node
 from tests.builders import NOW as T0
@@ -24,11 +28,16 @@ NOW = T0 + timedelta(hours=10)
 SINCE = T0 - timedelta(days=7)
 
 
-def build(actions=(), blockers=(), usage=(), **kw):
+def build(
+    actions: Iterable[ActionRow] = (),
+    blockers: Iterable[BlockerRow] = (),
+    usage: Iterable[UsageRow] = (),
+    **kw: Any,
+) -> scale_down.ScaleDownReport:
     return scale_down.build(list(actions), list(blockers), list(usage), since=SINCE, now=NOW, **kw)
 
 
-def test_realized_savings_run_from_each_action_to_now_and_the_run_rate_is_separate():
+def test_realized_savings_run_from_each_action_to_now_and_the_run_rate_is_separate() -> None:
     report = build(
         [
             action("a", command_id="1", savings=2.0),
@@ -40,7 +49,7 @@ def test_realized_savings_run_from_each_action_to_now_and_the_run_rate_is_separa
     assert report.total.run_rate_monthly == pytest.approx(3.0 * 730)
 
 
-def test_team_totals_split_shared_rows_so_they_add_up_to_the_pool_totals():
+def test_team_totals_split_shared_rows_so_they_add_up_to_the_pool_totals() -> None:
     rows = [
         action("a", command_id="1", teams=("research", "vision"), savings=2.0),
         action("b", command_id="2", teams=("research",), savings=1.0),
@@ -57,7 +66,7 @@ def test_team_totals_split_shared_rows_so_they_add_up_to_the_pool_totals():
     assert sum(t.nodes_replaced + t.nodes_removed for t in report.teams) == 3
 
 
-def test_rows_outside_the_window_or_pool_are_left_out():
+def test_rows_outside_the_window_or_pool_are_left_out() -> None:
     rows = [
         action("old", command_id="1", time=SINCE - timedelta(hours=1)),
         action("cpu", command_id="2", pool="cpu"),
@@ -68,7 +77,7 @@ def test_rows_outside_the_window_or_pool_are_left_out():
     assert [p.name for p in report.pools] == ["gpu"]
 
 
-def test_idle_cost_and_gpu_idle_hours_come_from_usage():
+def test_idle_cost_and_gpu_idle_hours_come_from_usage() -> None:
     gpu = usage_row("g", gpu_capacity=8, gpu_allocated=2, price_per_hour=32.0, hours=2.0)
     cpu = usage_row(
         "c",
@@ -88,7 +97,7 @@ def test_idle_cost_and_gpu_idle_hours_come_from_usage():
     assert report.total.gpu_idle_hours == pytest.approx(12.0)
 
 
-def test_a_replacement_disrupted_again_within_an_hour_counts_as_churn():
+def test_a_replacement_disrupted_again_within_an_hour_counts_as_churn() -> None:
     first = action("n1", command_id="1", replacement_nodes=("n2",))
     quick = action("n2", command_id="2", time=T0 + timedelta(minutes=30), replacement_nodes=("n3",))
     late = action("n3", command_id="3", time=T0 + timedelta(hours=3))
@@ -98,8 +107,8 @@ def test_a_replacement_disrupted_again_within_an_hour_counts_as_churn():
     assert report.churn.nodes_replaced == 3
 
 
-def test_top_blockers_rank_the_most_frequent_first():
-    def blocker(node, evaluation, kind, detail):
+def test_top_blockers_rank_the_most_frequent_first() -> None:
+    def blocker(node: str, evaluation: str, kind: str, detail: str) -> BlockerRow:
         return blocker_row(node, evaluation_id=evaluation, kind=kind, detail=detail)
 
     rows = [blocker("n1", e, "PDB", "PDB ml/web allows 0") for e in ("e1", "e2", "e3")]
@@ -111,7 +120,7 @@ def test_top_blockers_rank_the_most_frequent_first():
     ]
 
 
-def sample_report():
+def sample_report() -> scale_down.ScaleDownReport:
     rows = [
         action("a", command_id="1", reason="Empty", action="delete", replacement_type=None, savings=2.0),
         action("b", command_id="2", reason="Underutilized"),
@@ -121,7 +130,7 @@ def sample_report():
     return build(rows, blockers, usage)
 
 
-def test_the_html_report_is_one_self_contained_page_with_both_charts():
+def test_the_html_report_is_one_self_contained_page_with_both_charts() -> None:
     page = scale_down_formats.to_html(sample_report())
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") == 2, "both charts, rendered to inline SVG at build time"
@@ -133,7 +142,7 @@ def test_the_html_report_is_one_self_contained_page_with_both_charts():
     assert not re.search(r"<script|<link|\bsrc=|\bhref=|@import", page)
 
 
-def test_csv_and_json_carry_the_same_totals():
+def test_csv_and_json_carry_the_same_totals() -> None:
     report = sample_report()
     rows = list(csv.DictReader(io.StringIO(scale_down_formats.to_csv(report))))
     total = next(r for r in rows if r["section"] == "total")
@@ -149,7 +158,7 @@ def test_csv_and_json_carry_the_same_totals():
     assert min(p["dollars"] for p in doc["costPerHour"]["gpu"]) == 0.0, "hours without a node are zeros"
 
 
-def test_the_table_names_realized_and_estimated_separately():
+def test_the_table_names_realized_and_estimated_separately() -> None:
     text = scale_down_formats.to_table(sample_report())
     assert "Realized savings" in text and "Run-rate" in text
     assert "By pool" in text and "Top blockers" in text
@@ -158,7 +167,15 @@ def test_the_table_names_realized_and_estimated_separately():
 # ---- node and node-pool tables ------------------------------------------------------------------------
 
 
-def node(name="n1", *, conditions=None, unschedulable=False, gpus_label=0, gpus_allocatable=None, pool="gpu"):
+def node(
+    name: str = "n1",
+    *,
+    conditions: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    gpus_label: int = 0,
+    gpus_allocatable: int | None = None,
+    pool: str = "gpu",
+) -> StateNode:
     labels = {wk.NODEPOOL: pool, wk.INSTANCE_TYPE: "p4d.24xlarge"}
     if gpus_label:
         labels[wk.GPU_COUNT] = str(gpus_label)
@@ -207,18 +224,18 @@ READY = {"type": "Ready", "status": "True"}
         ),
     ],
 )
-def test_a_node_is_not_ready_with_its_reason(kw, reason):
+def test_a_node_is_not_ready_with_its_reason(kw: dict[str, Any], reason: str) -> None:
     (row,) = node_report.node_rows(Snapshot(nodes=(node(**kw),)))
     assert row.status == "Not ready"
     assert reason in row.reasons
 
 
-def test_a_healthy_gpu_node_is_ready():
+def test_a_healthy_gpu_node_is_ready() -> None:
     (row,) = node_report.node_rows(Snapshot(nodes=(node(gpus_label=8, gpus_allocatable=8),)))
     assert (row.status, row.reasons, row.gpus) == ("Ready", (), 8)
 
 
-def test_the_nodepool_table_counts_ready_and_not_ready_nodes():
+def test_the_nodepool_table_counts_ready_and_not_ready_nodes() -> None:
     from tests.unit.disruption.builders import node_pool
 
     snap = Snapshot(
@@ -238,7 +255,7 @@ def test_the_nodepool_table_counts_ready_and_not_ready_nodes():
     assert text.splitlines()[0].startswith("name,status,reasons,nodes,ready,not_ready")
 
 
-def test_cost_per_hour_spreads_a_long_sample_over_the_hours_it_covers():
+def test_cost_per_hour_spreads_a_long_sample_over_the_hours_it_covers() -> None:
     sample = usage_row("a", time=T0 + timedelta(minutes=30), hours=2.0, price_per_hour=10.0)
     points = {t: v for t, v in build(usage=[sample]).cost_per_hour["gpu"] if v}
     assert points == {
@@ -248,7 +265,7 @@ def test_cost_per_hour_spreads_a_long_sample_over_the_hours_it_covers():
     }
 
 
-def test_a_browser_renders_the_report_offline(tmp_path):
+def test_a_browser_renders_the_report_offline(tmp_path: Path) -> None:
     """What a reviewer sees: headless Chromium opens the page from disk (these machines have no network,
     so anything fetched would be missing) and paints it."""
     import shutil

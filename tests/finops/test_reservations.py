@@ -8,8 +8,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +23,9 @@ from provisioner.disruption.model import Command, NodeRecord, PodMove
 from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import reservations, scale_down, scale_down_formats
+from provisioner.finops.rows import ReservationRow, UsageRow
 from provisioner.finops.samples import offered_reservations, reservation_rows
+from provisioner.state.cluster import StateNode
 from tests.builders import NOW as T0
 from tests.builders import aws_node_class, reservation_row, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
@@ -29,11 +34,11 @@ NOW = T0 + timedelta(hours=10)
 SINCE = T0 - timedelta(days=1)
 
 
-def build(rows, **kw):
+def build(rows: Sequence[ReservationRow], **kw: Any) -> reservations.ReservationReport:
     return reservations.build(rows, since=SINCE, now=NOW, **kw)
 
 
-def test_a_half_empty_reservation_is_half_idle_and_its_idle_half_costs_the_reservation_price():
+def test_a_half_empty_reservation_is_half_idle_and_its_idle_half_costs_the_reservation_price() -> None:
     (u,) = build([reservation_row(hours=2.0)]).reservations
     assert u.instance_hours == pytest.approx(4.0)
     assert (u.used_hours, u.idle_hours, u.utilization) == pytest.approx((2.0, 2.0, 0.5))
@@ -42,14 +47,14 @@ def test_a_half_empty_reservation_is_half_idle_and_its_idle_half_costs_the_reser
     assert (u.gpu_hours, u.gpu_idle_hours) == pytest.approx((32.0, 16.0))
 
 
-def test_idle_gpus_on_a_running_reserved_node_count_as_idle_reserved_gpu_hours():
+def test_idle_gpus_on_a_running_reserved_node_count_as_idle_reserved_gpu_hours() -> None:
     row = reservation_row(instances=1, running=1, used=0.25, gpu_allocated=2)
     (u,) = build([row]).reservations
     assert u.gpu_idle_hours == pytest.approx(6.0)
     assert u.idle_cost == pytest.approx(0.75 * 55.04)
 
 
-def test_instances_another_cluster_runs_in_the_reservation_count_as_used():
+def test_instances_another_cluster_runs_in_the_reservation_count_as_used() -> None:
     """The cloud says both slots are taken, one by us (half its GPUs): the other is not ours to see into."""
     it = instance_type("p5", cpu=192, memory_gib=2048, price=55.04, gpus=8, gpu_name="h100")
     reservation = Reservation(id="cr-1", total=2, free=0, hourly_price=55.04)
@@ -67,29 +72,33 @@ def test_instances_another_cluster_runs_in_the_reservation_count_as_used():
     snap = snapshot([ours], pools=pools)
     offered = offered_reservations(snap, {"h100": [it], "on-demand-only": [it]})
     (row,) = reservation_rows(snap, offered, time=T0, hours=1.0)
-    assert (row.instances, row.running, row.used) == (2, 2, pytest.approx(1.5))
+    expected: tuple[int, int, object] = (2, 2, pytest.approx(1.5))
+    assert (row.instances, row.running, row.used) == expected
     assert (row.gpus_per_instance, row.gpu_allocated) == (8, 4 + 8)
     assert row.nodepools == ("h100",), "only the pools whose capacity-type requirement allows reserved"
     assert row.price_per_hour == 55.04
 
 
-def test_a_sample_across_clock_hours_is_split_by_the_hours_it_covers():
+def test_a_sample_across_clock_hours_is_split_by_the_hours_it_covers() -> None:
     row = reservation_row(time=T0 + timedelta(minutes=30), hours=1.0, used=2.0, gpu_allocated=16)
     report = build([row])
-    assert [(h.hour, h.usage.instance_hours) for h in report.hours] == [
+    expected: list[tuple[datetime, object]] = [
         (T0, pytest.approx(1.0)),
         (T0 + timedelta(hours=1), pytest.approx(1.0)),
     ]
+    assert [(h.hour, h.usage.instance_hours) for h in report.hours] == expected
     assert sum(h.usage.idle_cost for h in report.hours) == pytest.approx(0.0)
 
 
-def test_one_pool_sees_only_the_reservations_it_may_launch_into():
+def test_one_pool_sees_only_the_reservations_it_may_launch_into() -> None:
     rows = [reservation_row("cr-a", nodepools=("a",)), reservation_row("cr-b", nodepools=("a", "b"))]
     assert [u.name for u in build(rows, pool="b").reservations] == ["cr-b"]
     assert build(rows).total.instances == 4
 
 
-def test_the_scale_down_report_shows_idle_reserved_gpu_hours_and_cost_in_its_headline_and_every_format():
+def test_the_scale_down_report_shows_idle_reserved_gpu_hours_and_cost_in_its_headline_and_every_format() -> (
+    None
+):
     report = scale_down.build(
         [], [], [usage_row()], since=SINCE, now=NOW, reservations=[reservation_row(hours=2.0)]
     )
@@ -115,7 +124,7 @@ def test_the_scale_down_report_shows_idle_reserved_gpu_hours_and_cost_in_its_hea
     )
 
 
-def test_without_reservations_the_scale_down_report_says_nothing_of_them():
+def test_without_reservations_the_scale_down_report_says_nothing_of_them() -> None:
     report = scale_down.build([], [], [usage_row()], since=SINCE, now=NOW)
     assert report.reservations is None
     assert "Idle reserved" not in dict(scale_down_formats.headline(report))
@@ -124,7 +133,7 @@ def test_without_reservations_the_scale_down_report_says_nothing_of_them():
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "json"])
-def test_the_reservations_report_renders_per_reservation_and_per_hour(fmt):
+def test_the_reservations_report_renders_per_reservation_and_per_hour(fmt: str) -> None:
     report = build([reservation_row(hours=2.0), reservation_row("cb-1", kind="capacity-block")])
     text = reservations.RENDERERS[fmt](report)
     assert "cr-1" in text and "cb-1" in text
@@ -134,7 +143,7 @@ def test_the_reservations_report_renders_per_reservation_and_per_hour(fmt):
         assert len(doc["hours"]) == 3
 
 
-def test_a_node_moved_from_on_demand_into_a_reservation_saves_the_whole_on_demand_price():
+def test_a_node_moved_from_on_demand_into_a_reservation_saves_the_whole_on_demand_price() -> None:
     node = state_node("od", it=instance_type("p5", price=55.04))
     record = NodeRecord(
         node="od",
@@ -160,7 +169,7 @@ def test_a_node_moved_from_on_demand_into_a_reservation_saves_the_whole_on_deman
     assert row.savings_per_hour == pytest.approx(55.04)
 
 
-def test_a_reserved_node_moved_onto_on_demand_is_not_a_saving_and_shows_what_it_costs():
+def test_a_reserved_node_moved_onto_on_demand_is_not_a_saving_and_shows_what_it_costs() -> None:
     """A Capacity Block ending: its $0 node is replaced by an on-demand one, really launched at $55.04/h."""
     node = state_node("cb", it=instance_type("p5", price=55.04), capacity_type="on-demand", price=0.0)
     record = NodeRecord(
@@ -186,7 +195,7 @@ def test_a_reserved_node_moved_onto_on_demand_is_not_a_saving_and_shows_what_it_
     assert row.change_per_hour == pytest.approx(-55.04), "the fleet's $/h rose by the on-demand price"
 
 
-def test_the_meter_bills_a_reservation_while_offered_and_cuts_its_row_where_a_node_leaves():
+def test_the_meter_bills_a_reservation_while_offered_and_cuts_its_row_where_a_node_leaves() -> None:
     it = instance_type("p5", cpu=192, memory_gib=2048, price=55.04, gpus=8, gpu_name="h100")
     reservation = Reservation(id="cr-1", total=1, free=0, hourly_price=55.04)
     offer = Offering("zone-a", "reserved", 0.0, available=False, reservation=reservation)
@@ -219,7 +228,7 @@ def test_the_meter_bills_a_reservation_while_offered_and_cuts_its_row_where_a_no
     assert sum(r.gpu_idle_hours for r in rows) == pytest.approx(8 * 3 / 60)
 
 
-def test_report_reservations_reads_the_ledger_in_each_format(ledger_url, tmp_path):
+def test_report_reservations_reads_the_ledger_in_each_format(ledger_url: str, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from provisioner.cli.main import app
@@ -249,7 +258,7 @@ def test_report_reservations_reads_the_ledger_in_each_format(ledger_url, tmp_pat
     assert refused.exit_code == 2 and "allowed: table, csv, json" in refused.output
 
 
-def test_the_recorder_keeps_reservation_rows_while_the_database_is_down(tmp_path):
+def test_the_recorder_keeps_reservation_rows_while_the_database_is_down(tmp_path: Path) -> None:
     from provisioner.finops.ledger import Ledger
     from provisioner.finops.recorder import LedgerRecorder
 
@@ -267,7 +276,7 @@ def test_the_recorder_keeps_reservation_rows_while_the_database_is_down(tmp_path
         assert [r.reservation_id for r in ledger.reservations()] == ["cr-1"]
 
 
-def test_a_reservations_idle_part_belongs_to_the_team_its_nodeclass_names_else_its_pools_owner():
+def test_a_reservations_idle_part_belongs_to_the_team_its_nodeclass_names_else_its_pools_owner() -> None:
     it = instance_type("p5", cpu=192, memory_gib=2048, price=55.04, gpus=8, gpu_name="h100")
     reservation = Reservation(id="cr-1", total=2, free=1, hourly_price=55.04)
     with_it = replace(
@@ -295,7 +304,7 @@ def test_a_reservations_idle_part_belongs_to_the_team_its_nodeclass_names_else_i
     assert used.reservation_id == "cr-1" and used.price_per_hour == 0.0
 
 
-def usage_row_of(node):
+def usage_row_of(node: StateNode) -> UsageRow:
     from provisioner.finops.samples import usage_row as row_of
 
     return row_of(node, time=T0, hours=1.0, teams={})

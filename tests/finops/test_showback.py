@@ -8,22 +8,23 @@ import csv
 import io
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from provisioner.finops import window
 from provisioner.finops.reports import costs, focus, reservations, scale_down
 from provisioner.finops.reports.text import largest_remainder
-from provisioner.finops.rows import TeamAllocation
+from provisioner.finops.rows import TeamAllocation, UsageRow
 from tests.builders import NOW as T0
 from tests.builders import reservation_row, usage_row
 
 GIB = 1024**3
 
 
-def reserved_node(**overrides):
+def reserved_node(**overrides: Any) -> UsageRow:
     """A p5 node in reservation cr-1 ($0/h more on its own row), team vision using 6 of its 8 GPUs."""
-    values = dict(
+    values: dict[str, Any] = dict(
         instance_type="p5.48xlarge",
         capacity_type="reserved",
         price_per_hour=0.0,
@@ -38,7 +39,7 @@ def reserved_node(**overrides):
     return usage_row("p5-a", **values)
 
 
-def test_a_reserved_node_is_charged_at_its_reservations_price_and_the_idle_rest_to_the_owner():
+def test_a_reserved_node_is_charged_at_its_reservations_price_and_the_idle_rest_to_the_owner() -> None:
     node = reserved_node()
     on_demand = usage_row("od", allocations=(TeamAllocation("vision", 8000, 64 * GIB, 2),))
     held = reservation_row(owner="research")  # 2 instances at $55.04/h, one running: ours
@@ -54,13 +55,13 @@ def test_a_reserved_node_is_charged_at_its_reservations_price_and_the_idle_rest_
     assert report.total.cost == pytest.approx(2 * 55.04)
 
 
-def test_a_reservation_with_no_owner_is_charged_to_its_pool_as_unallocated():
+def test_a_reservation_with_no_owner_is_charged_to_its_pool_as_unallocated() -> None:
     (line,) = costs.lines([], [reservation_row(running=0, used=0.0)])
     assert (line.team, line.nodepool, line.reservation) == (costs.UNALLOCATED, "h100", "cr-1")
     assert line.idle_cost == pytest.approx(2 * 55.04) and line.gpu_idle_hours == pytest.approx(16)
 
 
-def test_focus_rows_carry_every_cost_with_commitment_columns_on_reserved_ones():
+def test_focus_rows_carry_every_cost_with_commitment_columns_on_reserved_ones() -> None:
     rows = focus.focus_rows([reserved_node(), usage_row("od")], [reservation_row(owner="research")])
     docs = [dict(zip(focus.FOCUS_COLUMNS, r, strict=True)) for r in rows]
     assert sum(d["BilledCost"] for d in docs) == pytest.approx(2 * 55.04 + 32.0)
@@ -78,7 +79,7 @@ def test_focus_rows_carry_every_cost_with_commitment_columns_on_reserved_ones():
     assert json.loads(unused[0]["Tags"])["provisioner.sh/team"] == "research"
 
 
-def test_any_split_of_a_period_into_windows_adds_up_to_the_whole():
+def test_any_split_of_a_period_into_windows_adds_up_to_the_whole() -> None:
     # Rows that straddle hour edges: 40 minutes from :50, 90 minutes from 1:10, a reservation of 2 h.
     rows = [
         usage_row("a", time=T0 + timedelta(minutes=50), hours=40 / 60, price_per_hour=3.0),
@@ -101,20 +102,20 @@ def test_any_split_of_a_period_into_windows_adds_up_to_the_whole():
     assert hour.total.cost == pytest.approx(3.0 * 30 / 60 + 1.0 * 50 / 60), "each row's half inside the hour"
 
 
-def test_a_row_of_no_hours_is_kept_only_inside_the_window():
+def test_a_row_of_no_hours_is_kept_only_inside_the_window() -> None:
     at = usage_row("z", time=T0, hours=0.0)
     assert window.clip([at], since=T0, now=T0 + timedelta(hours=1)) == [at]
     assert window.clip([at], since=T0 + timedelta(seconds=1), now=T0 + timedelta(hours=1)) == []
 
 
-def test_largest_remainder_rounding_adds_up_to_the_rounded_sum():
+def test_largest_remainder_rounding_adds_up_to_the_rounded_sum() -> None:
     values = [0.333, 0.333, 0.334, 1.005, 2.0049]
     rounded = largest_remainder(values)
     assert sum(rounded) == pytest.approx(round(sum(values), 2))
     assert all(abs(r - v) < 0.01 for r, v in zip(rounded, values, strict=True))
 
 
-def test_the_costs_csv_rows_add_up_to_the_printed_total():
+def test_the_costs_csv_rows_add_up_to_the_printed_total() -> None:
     rows = [
         usage_row(f"n{i}", time=T0 + timedelta(minutes=7 * i), hours=0.37, price_per_hour=1.0 / 3)
         for i in range(40)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from providers.aws import AWSProvider
 from provisioner.api.nodeclass import NodeClass
@@ -46,10 +47,10 @@ class AWSHarness:
         return self.proxy.launched
 
 
-def make_provider(stack: Stack, **overrides: object) -> AWSProvider:
+def make_provider(stack: Stack, **overrides: Any) -> AWSProvider:
     """The provider under test: one attempt per call (retrying is the wrapper's job, and a test that
     injects one throttle expects one call), the stack's test credentials, the proxy as endpoint."""
-    args: dict[str, object] = {
+    args: dict[str, Any] = {
         "region": REGION,
         "cluster_name": "contract",
         "endpoint_url": stack.url,
@@ -57,7 +58,7 @@ def make_provider(stack: Stack, **overrides: object) -> AWSProvider:
         "max_attempts": 1,
     }
     args.update(overrides)
-    return AWSProvider(**args)  # type: ignore[arg-type]
+    return AWSProvider(**args)
 
 
 def make_harness() -> Iterator[AWSHarness]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from providers.gcp import GCPProvider
 from provisioner.api import GCPNodeClass
@@ -25,8 +26,8 @@ def gcp_node_class(name: str = "default", **spec: object) -> GCPNodeClass:
     return GCPNodeClass(metadata=ObjectMeta(name=name), spec=GCPNodeClassSpec(**fields))
 
 
-def make_provider(standin: ComputeStandIn, **overrides: object) -> GCPProvider:
-    kwargs: dict[str, object] = {
+def make_provider(standin: ComputeStandIn, **overrides: Any) -> GCPProvider:
+    kwargs: dict[str, Any] = {
         "project": standin.project,
         "region": fixtures.REGION,
         "cluster_name": CLUSTER,
@@ -34,7 +35,7 @@ def make_provider(standin: ComputeStandIn, **overrides: object) -> GCPProvider:
         "operation_timeout": 10.0,
     }
     kwargs.update(overrides)
-    return GCPProvider(**kwargs)  # type: ignore[arg-type]
+    return GCPProvider(**kwargs)
 
 
 _CAPACITY_MODEL = {wk.CAPACITY_TYPE_SPOT: "SPOT", wk.CAPACITY_TYPE_ON_DEMAND: "STANDARD"}

@@ -4,9 +4,11 @@ every provider through its harness: one offering for all, all or nothing, idempo
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import GangPlacement, InstanceType, InsufficientCapacity, OfferingKey
 from tests.builders import node_claim
@@ -20,7 +22,7 @@ def options(harness: Harness, names: list[str]) -> list[InstanceType]:
     return [by_name[n] for n in names]
 
 
-def gang(harness: Harness, prefix: str, size: int, names: list[str], **claim: object) -> list:
+def gang(harness: Harness, prefix: str, size: int, names: list[str], **claim: Any) -> list[NodeClaim]:
     return [node_claim(f"{prefix}-{i}", names, node_class=harness.node_class, **claim) for i in range(size)]
 
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from provisioner.api import AWSNodeClass, GCPNodeClass, NodeClaim, NodePool, durations, labels
 from provisioner.api.common import (
@@ -39,7 +39,7 @@ def requirement(key: str, operator: str, *values: str, **extra: Any) -> dict[str
     return {"key": key, "operator": operator, "values": list(values), **extra}
 
 
-def errors_of(model: type, data: dict[str, Any]) -> list[tuple[tuple, str]]:
+def errors_of(model: type[BaseModel], data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
     with pytest.raises(ValidationError) as err:
         model.model_validate(data)
     out = []
@@ -156,7 +156,9 @@ def test_karpenter_field_spellings_are_kept() -> None:
         ),
     ],
 )
-def test_requirement_errors_name_the_field_inside_the_requirement(req, path, message) -> None:
+def test_requirement_errors_name_the_field_inside_the_requirement(
+    req: dict[str, Any], path: tuple[str | int, ...], message: str
+) -> None:
     ((loc, msg),) = errors_of(Requirement, req)
     assert loc == path
     assert message in msg
@@ -175,7 +177,7 @@ def test_requirement_errors_name_the_field_inside_the_requirement(req, path, mes
         pytest.param([("In", "2"), ("Gt", "4")], True, id="in-below-gt"),
     ],
 )
-def test_contradictory_requirements_are_found_per_key(reqs, conflict) -> None:
+def test_contradictory_requirements_are_found_per_key(reqs: list[tuple[str, ...]], conflict: bool) -> None:
     parsed = [Requirement(key="k", operator=Operator(op), values=list(values)) for op, *values in reqs]
     assert bool(requirement_conflicts(parsed)) is conflict
 
@@ -267,7 +269,11 @@ def test_a_contradiction_points_at_the_requirement_that_emptied_the_set() -> Non
         ),
     ],
 )
-def test_node_pool_errors_are_located_at_the_field(spec, path, message) -> None:
+def test_node_pool_errors_are_located_at_the_field(
+    spec: dict[str, Any],
+    path: tuple[str | int, ...],
+    message: str,
+) -> None:
     ((loc, msg),) = errors_of(NodePool, node_pool(**spec))
     assert loc == path
     assert message in msg
@@ -311,7 +317,8 @@ def test_remembered_durations_answer_as_the_first_time_and_refuse_bad_input_ever
         assert durations.parse_duration(" 15m ") == timedelta(minutes=15)
         with pytest.raises(durations.DurationError, match="'15 minutes' is not a duration"):
             durations.parse_duration("15 minutes")
-    assert durations.parse_duration(0) == timedelta(0), "not a string: parsed as its text"
+    not_a_string: Any = 0
+    assert durations.parse_duration(not_a_string) == timedelta(0), "not a string: parsed as its text"
 
 
 def test_remembered_label_checks_refuse_a_bad_key_or_value_every_time() -> None:
@@ -358,7 +365,7 @@ def test_gcp_node_class_needs_a_project_and_an_image() -> None:
     )
 
 
-def _claim_with(*requirements: dict) -> NodeClaim:
+def _claim_with(*requirements: dict[str, Any]) -> NodeClaim:
     return NodeClaim.model_validate(
         {
             "metadata": {"name": "c"},
@@ -392,7 +399,11 @@ def _claim_with(*requirements: dict) -> NodeClaim:
         pytest.param([{"key": ZONE, "operator": "DoesNotExist"}], [], ["us-east-1a"], id="does-not-exist"),
     ],
 )
-def test_a_claim_admits_exactly_the_values_its_requirements_allow(requirements, admitted, refused) -> None:
+def test_a_claim_admits_exactly_the_values_its_requirements_allow(
+    requirements: list[dict[str, Any]],
+    admitted: list[str],
+    refused: list[str],
+) -> None:
     claim = _claim_with(*requirements)
     assert all(claim.admits(ZONE, v) for v in admitted)
     assert not any(claim.admits(ZONE, v) for v in refused)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from provisioner.api import crds
+from provisioner.api.common import Model
 from provisioner.api.nodeclass import AWSNodeClass
 from provisioner.api.nodepool import NodePool
 from provisioner.cli.main import app
@@ -29,10 +31,11 @@ def by_kind() -> dict[str, dict[str, Any]]:
 
 
 def schema_of(kind: str) -> dict[str, Any]:
-    return by_kind()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema: dict[str, Any] = by_kind()[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
 
 
-def walk(schema: dict[str, Any], path: str = ""):
+def walk(schema: dict[str, Any], path: str = "") -> Iterator[Any]:
     yield path, schema
     for name, sub in schema.get("properties", {}).items():
         yield from walk(sub, f"{path}.{name}")
@@ -186,7 +189,7 @@ def conforms(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
         if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
             return [f"{path}: {value!r} does not match the quantity pattern"]
         return []
-    kind = schema.get("type")
+    kind = cast(str, schema.get("type"))
     checks = {
         "object": lambda v: isinstance(v, dict),
         "array": lambda v: isinstance(v, list),
@@ -233,7 +236,9 @@ def test_every_bundled_template_is_accepted_by_the_crd_schema_without_pruning() 
             f"{loaded.document.source}: {loaded.kind}/{loaded.name}"
         )
         # What the models write back (defaults filled in) must be accepted as well.
-        assert conforms(loaded.obj.to_dict(), schema) == [], f"{loaded.kind}/{loaded.name} as dumped"
+        assert conforms(cast(Model, loaded.obj).to_dict(), schema) == [], (
+            f"{loaded.kind}/{loaded.name} as dumped"
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -331,7 +336,8 @@ def test_the_structural_check_finds_each_rule_broken(change: Any, expected: str)
 
 
 def _admit_pool(**kw: Any) -> dict[str, Any]:
-    return admit(node_pool_manifest("gpu", **kw), schema_of("NodePool"), root=True)
+    admitted: dict[str, Any] = admit(node_pool_manifest("gpu", **kw), schema_of("NodePool"), root=True)
+    return admitted
 
 
 @pytest.mark.parametrize(

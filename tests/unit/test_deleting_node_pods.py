@@ -30,7 +30,9 @@ def terminating(pod: Pod) -> Pod:
         ("StatefulSet", False, True),
     ],
 )
-def test_the_pods_of_a_deleting_node_that_need_capacity(owner, ending, solved):
+def test_the_pods_of_a_deleting_node_that_need_capacity(
+    owner: str | None, ending: bool, solved: bool
+) -> None:
     pod = builders.pod("p", node_name="gone", owner=owner)
     if ending:
         pod = terminating(pod)
@@ -39,7 +41,7 @@ def test_the_pods_of_a_deleting_node_that_need_capacity(owner, ending, solved):
     assert [p.key for p in pods_needing_capacity(snap)] == ([pod.key] if solved else [])
 
 
-def test_the_pods_of_a_node_staying_need_no_capacity():
+def test_the_pods_of_a_node_staying_need_no_capacity() -> None:
     pod = builders.pod("p", node_name="stays", owner="StatefulSet")
     snap = builders.state_snapshot([builders.state_node("stays", pods=[terminating(pod)])])
     assert pods_needing_capacity(dataclasses.replace(snap, pending_pods=())) == []

@@ -91,7 +91,7 @@ def test_no_object_from_the_api_breaks_the_feed_or_its_neighbours(obj: tuple[str
     assert snap is not None
 
 
-def test_a_refused_object_is_named_with_its_field_in_the_warning(caplog) -> None:
+def test_a_refused_object_is_named_with_its_field_in_the_warning(caplog: pytest.LogCaptureFixture) -> None:
     doc = node_pool("gpu", limits={"nvidia.com/gpu": "-5Gi"})
     doc["spec"]["weight"] = "heavy"
     feeder = StateFeeder(ClusterState())
@@ -121,7 +121,9 @@ def hostile_scenarios(draw: st.DrawFn) -> list[Any]:
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_scenarios())
-def test_a_hostile_scenario_file_is_refused_with_a_clear_error_or_simulated(tmp_path_factory, docs) -> None:
+def test_a_hostile_scenario_file_is_refused_with_a_clear_error_or_simulated(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[Any]
+) -> None:
     path = tmp_path_factory.mktemp("scenario") / "hostile.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     result = CliRunner().invoke(app, ["simulate", str(path)])
@@ -192,7 +194,11 @@ def test_a_pod_with_a_list_for_a_node_selector_value_names_the_field() -> None:
         ),
     ],
 )
-def test_a_pod_with_a_non_text_selector_field_is_refused_naming_it(where, value, field) -> None:
+def test_a_pod_with_a_non_text_selector_field_is_refused_naming_it(
+    where: tuple[str, ...],
+    value: Any,
+    field: str,
+) -> None:
     """The solver hashes selectors and topology keys into its groups: a list there (found by the scenario
     fuzzing) broke the whole solve."""
     bad = _pod()

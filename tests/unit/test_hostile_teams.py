@@ -9,6 +9,7 @@ import copy
 import logging
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from provisioner.api import labels as wk
@@ -36,7 +37,9 @@ def _department(name: str = "research") -> dict[str, Any]:
     }
 
 
-def _team(name: str = "vision", *, namespace: str = "vision", department: str | None = "research") -> dict:
+def _team(
+    name: str = "vision", *, namespace: str = "vision", department: str | None = "research"
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "namespaces": [namespace, f"{namespace}-dev"],
         "defaultNodePools": ["gpu"],
@@ -93,7 +96,7 @@ def test_no_team_or_department_from_the_api_breaks_the_feed_or_admission_of_othe
     assert [a.pod.key for a in plan.admitted] == [f"{GOOD_NAMESPACE}/good-job"], "the good team is served"
 
 
-def _refused(caplog: Any, res: kc.Resource, doc: dict[str, Any]) -> str:
+def _refused(caplog: pytest.LogCaptureFixture, res: kc.Resource, doc: dict[str, Any]) -> str:
     feeder = StateFeeder(ClusterState())
     with caplog.at_level(logging.WARNING):
         feeder.upsert(res, doc)
@@ -101,7 +104,7 @@ def _refused(caplog: Any, res: kc.Resource, doc: dict[str, Any]) -> str:
     return record.getMessage()
 
 
-def test_a_refused_team_is_named_with_its_field_in_the_warning(caplog) -> None:
+def test_a_refused_team_is_named_with_its_field_in_the_warning(caplog: pytest.LogCaptureFixture) -> None:
     doc = _team()
     doc["spec"]["quotas"][0]["resources"][wk.GPU_RESOURCE] = "-5Gi"
     message = _refused(caplog, kc.TEAM, doc)
@@ -110,7 +113,9 @@ def test_a_refused_team_is_named_with_its_field_in_the_warning(caplog) -> None:
     assert "-5Gi" in message
 
 
-def test_a_refused_department_is_named_with_its_field_in_the_warning(caplog) -> None:
+def test_a_refused_department_is_named_with_its_field_in_the_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     doc = _department()
     doc["spec"]["quotas"][0]["overQuota"] = "sometimes"
     message = _refused(caplog, kc.DEPARTMENT, doc)

@@ -3,7 +3,9 @@ them, become ours and validate; whatever cannot be carried over is a warning nam
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -175,7 +177,7 @@ def test_what_cannot_be_carried_over_is_a_located_warning(example: str, line: in
 def test_nothing_is_dropped_silently() -> None:
     """Every key path of the input that is missing from the output has a warning at or above it."""
 
-    def leaves(data, prefix=()):
+    def leaves(data: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
         if isinstance(data, dict) and data:
             for key, value in data.items():
                 yield from leaves(value, (*prefix, key))

@@ -9,6 +9,7 @@ written here in our own words rather than copied.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ spec:
 """
 
 
-def karpenter_pool(name: str, *, requirements: list[dict[str, Any]] = (), **spec: Any) -> str:  # type: ignore[assignment]
+def karpenter_pool(name: str, *, requirements: Sequence[dict[str, Any]] = (), **spec: Any) -> str:
     template_spec = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "nodes"},
         "requirements": list(requirements),

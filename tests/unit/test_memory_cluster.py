@@ -64,7 +64,7 @@ PATCHES = {
 
 
 @pytest.mark.parametrize("patch", list(PATCHES.values()), ids=list(PATCHES))
-def test_a_patch_stores_what_validating_the_merged_json_gives(patch) -> None:
+def test_a_patch_stores_what_validating_the_merged_json_gives(patch: dict[str, Any]) -> None:
     claim = NodeClaim.model_validate(claim_doc())
     whole = NodeClaim.model_validate(merge_patch(claim.to_dict(), patch))
     got = merged(claim, patch)
@@ -86,7 +86,7 @@ def test_a_patch_stores_what_validating_the_merged_json_gives(patch) -> None:
         pytest.param({"spec": {"nodeClassRef": None}}, id="required-field-removed"),
     ],
 )
-def test_a_value_the_model_refuses_is_refused_and_the_claim_kept(patch) -> None:
+def test_a_value_the_model_refuses_is_refused_and_the_claim_kept(patch: dict[str, Any]) -> None:
     claim = NodeClaim.model_validate(claim_doc())
     with pytest.raises(ValidationError):
         NodeClaim.model_validate(merge_patch(claim.to_dict(), patch))

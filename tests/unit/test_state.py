@@ -1,15 +1,26 @@
 """The cluster-state objects: what decision code reads from Kubernetes JSON, and the snapshot join."""
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
-from provisioner.state import ClusterState, Pod
+from provisioner.state import ClusterState, Pod, Snapshot
 from provisioner.state.objects import TaintValue, Toleration, tolerates_all
+from tests.typed import present
 
 
-def pod_doc(name="p", *, containers=None, init=None, overhead=None, **spec):
+def pod_doc(
+    name: str = "p",
+    *,
+    containers: list[dict[str, Any]] | None = None,
+    init: list[dict[str, Any]] | None = None,
+    overhead: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "ml"},
         "spec": {
@@ -22,37 +33,37 @@ def pod_doc(name="p", *, containers=None, init=None, overhead=None, **spec):
     }
 
 
-def container(cpu, memory="0", **extra):
+def container(cpu: str, memory: str = "0", **extra: str) -> dict[str, Any]:
     return {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory, **extra}}}
 
 
-def test_requests_sum_containers_and_count_one_pod():
+def test_requests_sum_containers_and_count_one_pod() -> None:
     pod = Pod.from_dict(pod_doc(containers=[container("500m", "1Gi"), container("250m", "512Mi")]))
     assert pod.requests == {"cpu": 750, "memory": 1536 * 2**20, "pods": 1}
 
 
-def test_an_init_container_larger_than_the_containers_sets_the_request():
+def test_an_init_container_larger_than_the_containers_sets_the_request() -> None:
     pod = Pod.from_dict(pod_doc(containers=[container("1")], init=[container("3"), container("2")]))
     assert pod.requests["cpu"] == 3000
 
 
-def test_sidecar_init_containers_add_to_the_running_containers():
+def test_sidecar_init_containers_add_to_the_running_containers() -> None:
     sidecar = {**container("500m"), "restartPolicy": "Always"}
     pod = Pod.from_dict(pod_doc(containers=[container("1")], init=[sidecar]))
     assert pod.requests["cpu"] == 1500
 
 
-def test_pod_overhead_is_added():
+def test_pod_overhead_is_added() -> None:
     pod = Pod.from_dict(pod_doc(containers=[container("1")], overhead={"cpu": "250m"}))
     assert pod.requests["cpu"] == 1250
 
 
-def test_limits_without_requests_count_as_requests():
+def test_limits_without_requests_count_as_requests() -> None:
     doc = pod_doc(containers=[{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}])
     assert Pod.from_dict(doc).gpus == 8
 
 
-def test_pod_level_resources_replace_the_containers_sum_for_what_they_name():
+def test_pod_level_resources_replace_the_containers_sum_for_what_they_name() -> None:
     doc = pod_doc(
         containers=[container("1", "1Gi"), container("2", "1Gi", **{wk.GPU_RESOURCE: "1"})],
         resources={"requests": {"cpu": "500m"}, "limits": {"memory": "8Gi"}},
@@ -64,7 +75,7 @@ def test_pod_level_resources_replace_the_containers_sum_for_what_they_name():
     assert pod.invalid == ""
 
 
-def test_pod_level_resources_count_over_a_larger_init_container():
+def test_pod_level_resources_count_over_a_larger_init_container() -> None:
     doc = pod_doc(containers=[container("1")], init=[container("4")], resources={"requests": {"cpu": "2"}})
     assert Pod.from_dict(doc).requests["cpu"] == 2000
 
@@ -77,14 +88,16 @@ def test_pod_level_resources_count_over_a_larger_init_container():
         pytest.param({"memory": "lots"}, "memory", "not a Kubernetes quantity", id="malformed"),
     ],
 )
-def test_a_bad_request_makes_the_pod_invalid_and_is_not_counted(requests, name, says):
+def test_a_bad_request_makes_the_pod_invalid_and_is_not_counted(
+    requests: dict[str, str], name: str, says: str
+) -> None:
     pod = Pod.from_dict(pod_doc(containers=[{"name": "c", "resources": {"requests": requests}}]))
     assert f"spec.containers[0].resources.requests.{name}: " in pod.invalid
     assert says in pod.invalid
     assert name not in pod.requests
 
 
-def test_every_bad_request_of_a_pod_is_named():
+def test_every_bad_request_of_a_pod_is_named() -> None:
     doc = pod_doc(
         containers=[container("1", "-1Gi"), {"name": "d", "resources": {"limits": {wk.GPU_RESOURCE: "x"}}}]
     )
@@ -93,7 +106,7 @@ def test_every_bad_request_of_a_pod_is_named():
     assert f"spec.containers[1].resources.limits.{wk.GPU_RESOURCE}" in problems
 
 
-def test_pool_list_annotation_is_ordered_and_trimmed():
+def test_pool_list_annotation_is_ordered_and_trimmed() -> None:
     doc = pod_doc()
     doc["metadata"]["annotations"] = {wk.NODEPOOLS: " a100-standard, t4-best-effort ,"}
     assert Pod.from_dict(doc).nodepools == ("a100-standard", "t4-best-effort")
@@ -113,15 +126,17 @@ def test_pool_list_annotation_is_ordered_and_trimmed():
     ],
     ids=["exists", "value-mismatch", "wildcard", "effect-mismatch"],
 )
-def test_tolerations_follow_kubernetes_rules(toleration, taint, tolerated):
+def test_tolerations_follow_kubernetes_rules(
+    toleration: Toleration, taint: TaintValue, tolerated: bool
+) -> None:
     assert (tolerates_all((toleration,), [taint]) is None) is tolerated
 
 
-def test_prefer_no_schedule_never_blocks():
+def test_prefer_no_schedule_never_blocks() -> None:
     assert tolerates_all((), [TaintValue("k", "PreferNoSchedule")]) is None
 
 
-def claim_doc(name, provider_id=None):
+def claim_doc(name: str, provider_id: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "provisioner.sh/v1",
         "kind": "NodeClaim",
@@ -137,7 +152,7 @@ def claim_doc(name, provider_id=None):
     }
 
 
-def test_snapshot_joins_nodes_to_claims_by_provider_id_and_keeps_claims_in_flight():
+def test_snapshot_joins_nodes_to_claims_by_provider_id_and_keeps_claims_in_flight() -> None:
     state = ClusterState()
     state.upsert("NodeClaim", claim_doc("gpu-a", provider_id="fake://z/a"))
     state.upsert("NodeClaim", claim_doc("gpu-b"))
@@ -149,7 +164,7 @@ def test_snapshot_joins_nodes_to_claims_by_provider_id_and_keeps_claims_in_fligh
     snap = state.snapshot()
 
     by_name = {n.name: n for n in snap.nodes}
-    assert by_name["node-a"].claim.name == "gpu-a"
+    assert present(by_name["node-a"].claim).name == "gpu-a"
     assert [p.name for p in by_name["node-a"].pods] == ["bound"]
     assert by_name["gpu-b"].in_flight
     # A claim in flight shows its single-valued requirements as the labels its node will have.
@@ -157,12 +172,16 @@ def test_snapshot_joins_nodes_to_claims_by_provider_id_and_keeps_claims_in_fligh
     assert [p.name for p in snap.pending_pods] == ["pending"]
 
 
-def test_unknown_kinds_are_refused():
+def test_unknown_kinds_are_refused() -> None:
     with pytest.raises(ValueError, match="does not track kind"):
         ClusterState().upsert("ConfigMap", {"metadata": {"name": "x"}})
 
 
-def _picture(snap):
+Entry = tuple[str, bool, str | None, list[str]]
+"""One node of a snapshot: its name, whether a Node is there, its claim's name, its pods in order."""
+
+
+def _picture(snap: Snapshot) -> tuple[list[Entry], list[str], list[str], dict[str, Any]]:
     """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending; and
     the parts besides (pools, daemonsets, namespaces)."""
     return (
@@ -182,26 +201,29 @@ def _picture(snap):
         st.tuples(st.integers(0, 8), st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)), max_size=40
     )
 )
-def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(changes):
+def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(
+    changes: list[tuple[int, int, int, int]],
+) -> None:
     """The snapshot is kept up from the changes since the last one (the pods by node, the nodes and claims
     written, the other kinds): after every change it must say exactly what a state filled with the same
     objects at once says (the same nodes, claims joined by provider id then by node name, the last claim
     winning a shared id, pods in the same order, claims in flight, pending pods, the rest)."""
     state = ClusterState()
-    objects: dict[tuple[str, str], dict] = {}
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def put(kind, key, doc):
+    def put(kind: str, key: str, doc: dict[str, Any]) -> None:
         state.upsert(kind, doc)
         objects[(kind, key)] = doc
 
-    def drop(kind, key):
+    def drop(kind: str, key: str) -> None:
         state.remove(kind, key)
         objects.pop((kind, key), None)
 
     for op, i, j, k in changes:
         node = f"node-{j}"
         if op == 0:  # a pod bound to a node (running or finished) or pending
-            doc = pod_doc(f"p{i}", **({"nodeName": node} if k != 1 else {}))
+            bound: dict[str, Any] = {"nodeName": node} if k != 1 else {}
+            doc = pod_doc(f"p{i}", **bound)
             doc["status"] = {"phase": "Succeeded" if k == 2 else "Running"}
             put("Pod", f"ml/p{i}", doc)
         elif op == 1:
@@ -242,27 +264,31 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(chang
         assert kept_up[0] == _joined_from_scratch(state)
 
 
-def _joined_from_scratch(state):
+def _joined_from_scratch(state: ClusterState) -> list[Entry]:
     """The snapshot's nodes as the rule says, worked out directly: each Node with the last claim (in the
     claims' order) whose provider id is the Node's, else whose status names it; then each claim no Node
     joins; by name, a Node first."""
-    by_provider, by_name = {}, {}
+    by_provider: dict[str, NodeClaim] = {}
+    by_name: dict[str, NodeClaim] = {}
     for claim in state.claims.values():
         if claim.status.provider_id:
             by_provider[claim.status.provider_id] = claim
         if claim.status.node_name:
             by_name[claim.status.node_name] = claim
-    out, joined = [], set()
+    out: list[tuple[tuple[str, int], Entry]] = []
+    joined: set[str] = set()
     for node in state.nodes.values():
-        claim = by_provider.get(node.provider_id or "") or by_name.get(node.name)
-        joined |= {claim.name} if claim else set()
+        joining = by_provider.get(node.provider_id or "") or by_name.get(node.name)
+        joined |= {joining.name} if joining else set()
         pods = [p for p in state.pods.values() if p.node_name == node.name and not p.is_terminal]
-        out.append(((node.name, 0), (node.name, True, claim.name if claim else None, [p.key for p in pods])))
+        out.append(
+            ((node.name, 0), (node.name, True, joining.name if joining else None, [p.key for p in pods]))
+        )
     out += [((c.name, 1), (c.name, False, c.name, [])) for c in state.claims.values() if c.name not in joined]
     return [entry for _, entry in sorted(out, key=lambda e: e[0])]
 
 
-def test_a_change_feed_hands_out_the_keys_written_since_its_last_take():
+def test_a_change_feed_hands_out_the_keys_written_since_its_last_take() -> None:
     state = ClusterState()
     pods, other_pods, nodes = state.changes("Pod"), state.changes("Pod"), state.changes("Node")
     state.upsert("Pod", pod_doc("a"))

@@ -75,7 +75,9 @@ def test_a_bind_takes_the_spec_and_metadata_parse_of_the_last_version() -> None:
         ),
     ],
 )
-def test_a_write_that_changes_a_parsed_field_is_parsed_again(patch, field, value) -> None:
+def test_a_write_that_changes_a_parsed_field_is_parsed_again(
+    patch: dict[str, Any], field: str, value: Any
+) -> None:
     state = ClusterState()
     doc = pod_doc()
     state.upsert("Pod", doc)
@@ -120,7 +122,7 @@ def test_pods_of_one_template_share_its_parse_and_a_different_spec_is_parsed_its
         ),
     ],
 )
-def test_a_bad_write_is_refused_with_the_error_a_full_parse_gives(patch) -> None:
+def test_a_bad_write_is_refused_with_the_error_a_full_parse_gives(patch: dict[str, Any]) -> None:
     state = ClusterState()
     doc = pod_doc()
     state.upsert("Pod", doc)
@@ -154,7 +156,7 @@ PATCHES = st.one_of(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(PATCHES, max_size=12))
-def test_every_version_equals_a_parse_from_scratch(patches) -> None:
+def test_every_version_equals_a_parse_from_scratch(patches: list[dict[str, Any]]) -> None:
     """Merge patch after merge patch (sharing what they leave, as the embedded cluster writes): each
     version the state takes reads as a fresh parse of its document, and each it refuses is refused
     with the fresh parse's error."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ ALIVE = 40
 """Triples each writer keeps at once: the oldest is deleted as a new one is made."""
 
 
-def node_doc(name: str, *, generation: int = 0) -> dict:
+def node_doc(name: str, *, generation: int = 0) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {wk.NODEPOOL: "gpu", "round": str(generation)}},
         "spec": {"providerID": f"fake://z/{name}"},
@@ -35,7 +36,7 @@ def node_doc(name: str, *, generation: int = 0) -> dict:
     }
 
 
-def claim_doc(name: str) -> dict:
+def claim_doc(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "provisioner.sh/v1",
         "kind": "NodeClaim",
@@ -45,7 +46,7 @@ def claim_doc(name: str) -> dict:
     }
 
 
-def pod_doc(name: str) -> dict:
+def pod_doc(name: str) -> dict[str, Any]:
     return pod_manifest(f"pod-{name}", namespace="ml", node_name=name)
 
 
@@ -96,8 +97,8 @@ def torn_in_views(state: ClusterState) -> Iterator[str]:
             yield f"pod {key} without a node"
     with state.lock:
         for claim in state.claims.values():
-            node = state.nodes.get(claim.status.node_name or "")
-            if node is None or f"ml/pod-{node.name}" not in state.pods:
+            claimed = state.nodes.get(claim.status.node_name or "")
+            if claimed is None or f"ml/pod-{claimed.name}" not in state.pods:
                 yield f"claim {claim.name} without its node or pod"
         if not len(state.nodes) == len(state.claims) == len(state.pods):
             yield f"{len(state.nodes)} nodes, {len(state.claims)} claims, {len(state.pods)} pods"
@@ -139,7 +140,7 @@ def hammer(state: ClusterState, read: Callable[[ClusterState], Iterator[str]]) -
 
 
 @pytest.fixture
-def interleaved():
+def interleaved() -> Iterator[None]:
     """Switch threads every microsecond, so a race shows up within a few hundred rounds."""
     before = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
@@ -148,7 +149,9 @@ def interleaved():
 
 
 @pytest.mark.parametrize("read", [torn_in_snapshot, torn_in_views], ids=["snapshots", "views"])
-def test_readers_never_see_a_torn_view_while_informers_write(interleaved, read):
+def test_readers_never_see_a_torn_view_while_informers_write(
+    interleaved: None, read: Callable[[ClusterState], Iterator[str]]
+) -> None:
     state = ClusterState()
 
     found, reads = hammer(state, read)
@@ -161,7 +164,7 @@ def test_readers_never_see_a_torn_view_while_informers_write(interleaved, read):
     assert all(sn.claim is not None and len(sn.pods) == 1 for sn in snap.nodes)
 
 
-def test_a_snapshot_is_shared_until_the_next_write():
+def test_a_snapshot_is_shared_until_the_next_write() -> None:
     state = ClusterState()
     state.upsert("Node", node_doc("a"))
     first = state.snapshot()
@@ -174,7 +177,7 @@ def test_a_snapshot_is_shared_until_the_next_write():
     assert first.nodes[0].pods == ()
 
 
-def test_views_are_read_only_copies_for_iteration():
+def test_views_are_read_only_copies_for_iteration() -> None:
     state = ClusterState()
     state.upsert("Node", node_doc("a"))
     nodes = state.nodes.values()

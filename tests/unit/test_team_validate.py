@@ -47,8 +47,10 @@ spec:
 """
 
 
-def check(text: str, **kw: bool) -> list[str]:
-    report = documents.validate_documents(documents.parse_yaml_documents(text, source="t.yaml"), **kw)
+def check(text: str, *, allow_oversubscription: bool = False) -> list[str]:
+    report = documents.validate_documents(
+        documents.parse_yaml_documents(text, source="t.yaml"), allow_oversubscription=allow_oversubscription
+    )
     return [str(p) for p in report.sorted_problems() if "AWSNodeClass" not in str(p)]
 
 

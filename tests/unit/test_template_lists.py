@@ -4,6 +4,7 @@ ours."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from tests.unit.test_templates_validate import VALID, run_validate, with_lines
 
 
 @pytest.fixture
-def write(tmp_path: Path):
+def write(tmp_path: Path) -> Callable[[str], Path]:
     def _write(text: str) -> Path:
         path = tmp_path / "pool.yaml"
         path.write_text(text)
@@ -26,7 +27,7 @@ def problems(lines: list[str]) -> list[str]:
     return [line.split(":", 1)[1].strip() for line in lines]
 
 
-def test_every_bad_limit_is_reported(write):
+def test_every_bad_limit_is_reported(write: Callable[[str], Path]) -> None:
     code, lines, _ = run_validate(write(with_lines({8: 'cpu: "-4"', 9: "nvidia.com/gpu: lots"})))
     assert code == 1
     found = problems(lines)
@@ -34,7 +35,9 @@ def test_every_bad_limit_is_reported(write):
     assert any(p.startswith("9: NodePool/gpu: spec.limits[\"nvidia.com/gpu\"]: 'lots' is not") for p in found)
 
 
-def test_every_unknown_capacity_type_is_reported_with_a_suggestion_even_beside_another_bad_requirement(write):
+def test_every_unknown_capacity_type_is_reported_with_a_suggestion_even_beside_another_bad_requirement(
+    write: Callable[[str], Path],
+) -> None:
     text = with_lines({27: 'values: ["spott", "demand"]', 30: 'values: ["many"]'})
     code, lines, _ = run_validate(write(text))
     assert code == 1
@@ -48,7 +51,7 @@ def test_every_unknown_capacity_type_is_reported_with_a_suggestion_even_beside_a
     assert any("requirements[1].values[0]" in p and "integer value, got 'many'" in p for p in found)
 
 
-def test_every_label_the_provisioner_sets_is_named_on_its_own_line(write):
+def test_every_label_the_provisioner_sets_is_named_on_its_own_line(write: Callable[[str], Path]) -> None:
     text = VALID.replace(
         "  template:\n",
         "  template:\n    metadata:\n      labels:\n"
@@ -70,7 +73,9 @@ def test_every_label_the_provisioner_sets_is_named_on_its_own_line(write):
         pytest.param("lots", "not a Kubernetes quantity", id="malformed"),
     ],
 )
-def test_a_volume_size_that_is_not_positive_is_an_error_at_its_line(write, size, says):
+def test_a_volume_size_that_is_not_positive_is_an_error_at_its_line(
+    write: Callable[[str], Path], size: str, says: str
+) -> None:
     text = (
         VALID
         + "  blockDeviceMappings:\n    - deviceName: /dev/xvda\n      ebs:\n        volumeSize: "
@@ -85,7 +90,9 @@ def test_a_volume_size_that_is_not_positive_is_an_error_at_its_line(write, size,
     assert says in problem
 
 
-def test_a_requirement_on_a_typo_under_our_prefix_is_an_error_with_did_you_mean(write):
+def test_a_requirement_on_a_typo_under_our_prefix_is_an_error_with_did_you_mean(
+    write: Callable[[str], Path],
+) -> None:
     text = with_lines({25: "- key: provisioner.sh/capacity-typ"})
     code, lines, _ = run_validate(write(text))
     assert code == 1, "no node ever carries the key: the pool could never mean it"
@@ -95,6 +102,6 @@ def test_a_requirement_on_a_typo_under_our_prefix_is_an_error_with_did_you_mean(
     assert "did you mean 'provisioner.sh/capacity-type'?" in problem
 
 
-def test_a_key_of_another_prefix_is_not_a_typo(write):
+def test_a_key_of_another_prefix_is_not_a_typo(write: Callable[[str], Path]) -> None:
     code, lines, _ = run_validate(write(with_lines({25: "- key: example.com/capacity-typ"})))
     assert (code, lines) == (0, [])

@@ -4,7 +4,9 @@ per problem. Bad-input cases mutate one line of a valid template and expect that
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -82,7 +84,7 @@ def run_validate(*paths: Path | str) -> tuple[int, list[str], str]:
 
 
 @pytest.fixture
-def write(tmp_path: Path):
+def write(tmp_path: Path) -> Callable[..., Path]:
     def _write(text: str | bytes, name: str = "pool.yaml") -> Path:
         path = tmp_path / name
         if isinstance(text, bytes):
@@ -94,7 +96,7 @@ def write(tmp_path: Path):
     return _write
 
 
-def test_the_valid_template_validates_with_exit_0(write) -> None:
+def test_the_valid_template_validates_with_exit_0(write: Callable[..., Path]) -> None:
     code, lines, stderr = run_validate(write(VALID))
     assert (code, lines) == (0, [])
     assert "2 documents: all valid" in stderr
@@ -254,7 +256,9 @@ BAD_LINES = [
 
 
 @pytest.mark.parametrize(("replacements", "line", "expected"), BAD_LINES)
-def test_a_bad_field_is_reported_once_at_its_own_line(write, replacements, line, expected) -> None:
+def test_a_bad_field_is_reported_once_at_its_own_line(
+    write: Callable[..., Path], replacements: dict[int, str], line: int, expected: str
+) -> None:
     path = write(with_lines(replacements))
     code, lines, _ = run_validate(path)
     assert code == 1
@@ -264,7 +268,7 @@ def test_a_bad_field_is_reported_once_at_its_own_line(write, replacements, line,
     assert expected in errors[0]
 
 
-def test_a_missing_required_field_points_at_its_parent(write) -> None:
+def test_a_missing_required_field_points_at_its_parent(write: Callable[..., Path]) -> None:
     text = VALID.replace(
         "      nodeClassRef:\n        group: provisioner.sh\n        kind: AWSNodeClass\n        name: gpu\n",
         "",
@@ -277,7 +281,7 @@ def test_a_missing_required_field_points_at_its_parent(write) -> None:
     ]
 
 
-def test_several_problems_each_get_their_own_line_in_file_order(write) -> None:
+def test_several_problems_each_get_their_own_line_in_file_order(write: Callable[..., Path]) -> None:
     path = write(with_lines({6: "weight: 500", 16: "duration: forever", 26: "operator: Equals"}))
     code, lines, _ = run_validate(path)
     assert code == 1
@@ -301,7 +305,9 @@ def test_several_problems_each_get_their_own_line_in_file_order(write) -> None:
         ),
     ],
 )
-def test_a_document_that_is_not_usable_yaml_is_one_located_error(write, content, line, expected) -> None:
+def test_a_document_that_is_not_usable_yaml_is_one_located_error(
+    write: Callable[..., Path], content: str, line: int, expected: str
+) -> None:
     path = write(content)
     code, lines, _ = run_validate(path)
     assert code == 1
@@ -310,7 +316,7 @@ def test_a_document_that_is_not_usable_yaml_is_one_located_error(write, content,
     assert expected in lines[0]
 
 
-def test_documents_before_a_syntax_error_are_still_checked(write) -> None:
+def test_documents_before_a_syntax_error_are_still_checked(write: Callable[..., Path]) -> None:
     path = write(with_lines({6: "weight: 101"}) + "---\nkind: [\n")
     code, lines, _ = run_validate(path)
     assert code == 1
@@ -327,7 +333,7 @@ def test_merge_keys_and_anchors_are_read_as_kubernetes_reads_them() -> None:
     assert (data, line) == (doc.data, 1)
 
 
-def test_an_alias_bomb_is_refused_not_expanded(write) -> None:
+def test_an_alias_bomb_is_refused_not_expanded(write: Callable[..., Path]) -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for i in range(1, 9):
         bomb += f"{'abcdefghij'[i]}: &{'abcdefghij'[i]} [{', '.join(['*' + 'abcdefghij'[i - 1]] * 10)}]\n"
@@ -350,7 +356,9 @@ def test_an_alias_bomb_is_refused_not_expanded(write) -> None:
         pytest.param(b"name: caf\xe9\n", "not UTF-8 text; expected YAML", id="latin-1"),
     ],
 )
-def test_empty_binary_and_non_utf8_files_are_errors_not_tracebacks(write, content, expected) -> None:
+def test_empty_binary_and_non_utf8_files_are_errors_not_tracebacks(
+    write: Callable[..., Path], content: bytes, expected: str
+) -> None:
     path = write(content)
     code, lines, _ = run_validate(path)
     assert code == 1
@@ -366,7 +374,9 @@ def test_unreadable_and_missing_paths_are_errors_not_tracebacks(tmp_path: Path) 
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_a_file_without_read_permission_is_an_error(write) -> None:  # pragma: no cover - not root in CI
+def test_a_file_without_read_permission_is_an_error(
+    write: Callable[..., Path],
+) -> None:  # pragma: no cover - not root in CI
     path = write(VALID)
     path.chmod(0)
     code, lines, _ = run_validate(path)
@@ -395,7 +405,9 @@ def test_a_file_without_read_permission_is_an_error(write) -> None:  # pragma: n
         ),
     ],
 )
-def test_unknown_api_versions_and_kinds_say_what_is_allowed(write, header, expected) -> None:
+def test_unknown_api_versions_and_kinds_say_what_is_allowed(
+    write: Callable[..., Path], header: str, expected: str
+) -> None:
     path = write(header + "metadata:\n  name: x\nspec: {}\n")
     code, lines, _ = run_validate(path)
     assert code == 1
@@ -403,7 +415,7 @@ def test_unknown_api_versions_and_kinds_say_what_is_allowed(write, header, expec
     assert expected in lines[0]
 
 
-def test_the_same_name_in_two_files_is_a_duplicate(write) -> None:
+def test_the_same_name_in_two_files_is_a_duplicate(write: Callable[..., Path]) -> None:
     first = write(VALID, "a.yaml")
     second = write(VALID.split("---\n")[0], "b.yaml")
     code, lines, _ = run_validate(first, second)
@@ -413,7 +425,9 @@ def test_the_same_name_in_two_files_is_a_duplicate(write) -> None:
     ]
 
 
-def test_a_node_class_ref_to_a_class_not_in_the_set_is_a_warning_and_exit_0(write) -> None:
+def test_a_node_class_ref_to_a_class_not_in_the_set_is_a_warning_and_exit_0(
+    write: Callable[..., Path],
+) -> None:
     path = write(VALID.split("---\n")[0])
     code, lines, _ = run_validate(path)
     assert code == 0
@@ -423,13 +437,13 @@ def test_a_node_class_ref_to_a_class_not_in_the_set_is_a_warning_and_exit_0(writ
     ]
 
 
-def test_strict_turns_warnings_into_exit_1(write) -> None:
+def test_strict_turns_warnings_into_exit_1(write: Callable[..., Path]) -> None:
     path = write(VALID.split("---\n")[0])
     result = CliRunner().invoke(app, ["templates", "validate", "--strict", str(path)])
     assert result.exit_code == 1
 
 
-def test_karpenter_label_keys_and_uppercase_gpu_names_are_warned_about(write) -> None:
+def test_karpenter_label_keys_and_uppercase_gpu_names_are_warned_about(write: Callable[..., Path]) -> None:
     path = write(
         with_lines(
             {
@@ -450,7 +464,7 @@ def test_karpenter_label_keys_and_uppercase_gpu_names_are_warned_about(write) ->
     assert [entry.split(":")[1] for entry in lines] == ["25", "30"]
 
 
-def test_a_kubectl_list_is_validated_item_by_item_at_the_items_lines(write) -> None:
+def test_a_kubectl_list_is_validated_item_by_item_at_the_items_lines(write: Callable[..., Path]) -> None:
     items = "".join("  - " + "\n    ".join(doc.splitlines()) + "\n" for doc in VALID.split("---\n"))
     text = "apiVersion: v1\nkind: List\nitems:\n" + items.replace("weight: 50", "weight: 500")
     path = write(text)
@@ -490,7 +504,7 @@ def test_a_dash_reads_standard_input() -> None:
     ],
 )
 def test_valid_but_doubtful_pools_get_a_located_warning_and_exit_0(
-    write, replacements, line, expected
+    write: Callable[..., Path], replacements: dict[int, str], line: int, expected: str
 ) -> None:
     path = write(with_lines(replacements))
     code, lines, _ = run_validate(path)
@@ -500,7 +514,7 @@ def test_valid_but_doubtful_pools_get_a_located_warning_and_exit_0(
     assert matching[0].startswith(f"{path}:{line}: NodePool/gpu: ")
 
 
-def test_a_gpu_pool_without_a_gpu_taint_is_warned_about(write) -> None:
+def test_a_gpu_pool_without_a_gpu_taint_is_warned_about(write: Callable[..., Path]) -> None:
     path = write(
         with_lines({28: "- key: provisioner.sh/gpu-name", 29: "operator: In", 30: 'values: ["h100"]'})
     )
@@ -564,7 +578,7 @@ json_data = st.recursive(
 )
 
 
-def _paths(data, prefix=()):
+def _paths(data: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
     yield prefix
     if isinstance(data, dict):
         for key, value in data.items():
@@ -574,7 +588,7 @@ def _paths(data, prefix=()):
             yield from _paths(value, (*prefix, i))
 
 
-def _replace(data, path, value):
+def _replace(data: Any, path: Sequence[Any], value: Any) -> Any:
     if not path:
         return value
     head, *rest = path
@@ -600,7 +614,7 @@ def _check_report(report: documents.ValidationReport, documents_in: int) -> None
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_any_mutation_of_a_valid_template_gives_errors_or_success_never_a_crash(data) -> None:
+def test_any_mutation_of_a_valid_template_gives_errors_or_success_never_a_crash(data: st.DataObject) -> None:
     import yaml
 
     doc = VALID_DOCS[data.draw(st.integers(0, len(VALID_DOCS) - 1))]
@@ -614,14 +628,14 @@ def test_any_mutation_of_a_valid_template_gives_errors_or_success_never_a_crash(
 
 @settings(max_examples=150, deadline=None)
 @given(json_data)
-def test_any_random_document_gives_errors_or_success_never_a_crash(data) -> None:
+def test_any_random_document_gives_errors_or_success_never_a_crash(data: Any) -> None:
     document = documents.YamlDocument(data=data, line=1, source="random.yaml")
     _check_report(documents.validate_documents([document]), 1)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab:- \n[]{}&*!|>'\"#?,%@`\t0.")), max_size=60))
-def test_any_text_parses_to_documents_or_one_located_error(text) -> None:
+def test_any_text_parses_to_documents_or_one_located_error(text: str) -> None:
     try:
         parsed = documents.parse_yaml_documents(text, source="t.yaml")
     except documents.DocumentError as err:

@@ -4,6 +4,7 @@ mean"; these show beside the structural errors of the same document instead of w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ spec:
 
 
 @pytest.fixture
-def write(tmp_path: Path):
+def write(tmp_path: Path) -> Callable[[str], Path]:
     def _write(text: str) -> Path:
         path = tmp_path / "pool.yaml"
         path.write_text(text)
@@ -35,7 +36,7 @@ def write(tmp_path: Path):
     return _write
 
 
-def test_a_gpu_name_typo_is_refused_with_the_well_known_key(write) -> None:
+def test_a_gpu_name_typo_is_refused_with_the_well_known_key(write: Callable[[str], Path]) -> None:
     code, lines, summary = run_validate(write(with_lines({25: "- key: provisioner.sh/gpu_name"})))
     assert code == 1
     (line,) = lines
@@ -51,7 +52,9 @@ def test_a_reservation_key_is_well_known() -> None:
     assert key_checks.unknown_key("example.com/gpu_name") is None
 
 
-def test_a_label_typo_stays_a_warning_and_shows_beside_a_structural_error(write) -> None:
+def test_a_label_typo_stays_a_warning_and_shows_beside_a_structural_error(
+    write: Callable[[str], Path],
+) -> None:
     text = with_lines({6: "weight: 500"}).replace(
         "  template:\n    spec:\n",
         "  template:\n    metadata:\n      labels: {provisioner.sh/tier: gold}\n    spec:\n",
@@ -63,7 +66,7 @@ def test_a_label_typo_stays_a_warning_and_shows_beside_a_structural_error(write)
     assert any('labels["provisioner.sh/tier"]: warning: ' in line for line in lines), lines
 
 
-def test_a_requirement_typo_shows_beside_a_structural_error(write) -> None:
+def test_a_requirement_typo_shows_beside_a_structural_error(write: Callable[[str], Path]) -> None:
     text = with_lines({6: "weight: 500", 25: "- key: provisioner.sh/gpu_name"})
     code, lines, _ = run_validate(write(text))
     assert code == 1
@@ -80,7 +83,9 @@ def test_a_requirement_typo_shows_beside_a_structural_error(write) -> None:
         pytest.param("example.com/fpga", "offered: ", id="unknown"),
     ],
 )
-def test_a_limit_no_instance_type_offers_is_refused(write, resource: str, hint: str) -> None:
+def test_a_limit_no_instance_type_offers_is_refused(
+    write: Callable[[str], Path], resource: str, hint: str
+) -> None:
     code, lines, _ = run_validate(write(with_lines({9: f"{resource}: 8"})))
     assert code == 1
     (line,) = lines
@@ -88,11 +93,11 @@ def test_a_limit_no_instance_type_offers_is_refused(write, resource: str, hint: 
     assert f"no instance type in the catalogs offers a resource {resource!r}; {hint}" in line
 
 
-def test_nodes_is_a_pool_limit(write) -> None:
+def test_nodes_is_a_pool_limit(write: Callable[[str], Path]) -> None:
     assert run_validate(write(with_lines({9: "nodes: 8"})))[0] == 0
 
 
-def test_a_team_quota_on_a_resource_no_instance_type_offers_is_refused(write) -> None:
+def test_a_team_quota_on_a_resource_no_instance_type_offers_is_refused(write: Callable[[str], Path]) -> None:
     code, lines, _ = run_validate(write(VALID + TEAM))
     assert code == 1
     (line,) = lines

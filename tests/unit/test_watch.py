@@ -3,17 +3,19 @@ only those of the pools it serves when it is given a predicate on pool names (a 
 
 from __future__ import annotations
 
+from typing import Any
+
 from provisioner.api import labels as wk
 from provisioner.controllers.watch import FIRST, Watch
 from provisioner.state import ClusterState
 from tests.builders import node_claim, node_pool, pod_manifest
 
 
-def node_doc(name: str, pool: str | None) -> dict:
+def node_doc(name: str, pool: str | None) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {wk.NODEPOOL: pool} if pool else {}}}
 
 
-def test_the_first_take_says_everything_then_only_what_was_written():
+def test_the_first_take_says_everything_then_only_what_was_written() -> None:
     state = ClusterState()
     state.upsert("Node", node_doc("n1", "a"))
     watch = Watch(state, ("Node", "Pod"))
@@ -26,7 +28,7 @@ def test_the_first_take_says_everything_then_only_what_was_written():
     assert watch.take() == {}
 
 
-def test_a_watch_scoped_to_some_pools_hands_out_only_their_claims_nodes_and_pools():
+def test_a_watch_scoped_to_some_pools_hands_out_only_their_claims_nodes_and_pools() -> None:
     state = ClusterState()
     watch = Watch(state, ("NodeClaim", "Node", "NodePool", "Pod"), owns=lambda pool: pool == "a")
     watch.take()

@@ -45,12 +45,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
 from tests.providers.aws import fleets, prices
+from tests.typed import present
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 DEFAULT_FAMILIES = frozenset(
@@ -309,12 +310,12 @@ class FaultProxy:
                     name = item.findtext(f"{ns}instanceType") or ""
                     if name.split(".", 1)[0] not in self.families:
                         container.remove(item)
-        return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+        return cast(bytes, ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
     def _forward(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, list[tuple[str, str]], bytes]:
-        conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
+        conn = http.client.HTTPConnection(present(self.upstream.hostname), self.upstream.port, timeout=60)
         try:
             sent = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "connection")}
             sent["Content-Length"] = str(len(body))

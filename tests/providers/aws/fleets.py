@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlencode
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
@@ -114,8 +114,8 @@ def create_fleet(
     options = "SpotOptions" if capacity_type == "spot" else "OnDemandOptions"
     min_target = int(values.get(f"{options}.MinTargetCapacity", "0") or 0)
     overrides: dict[tuple[int, int], dict[str, str]] = {}
-    for key, value in params:
-        m = _OVERRIDE.match(key)
+    for name, value in params:
+        m = _OVERRIDE.match(name)
         if m:
             overrides.setdefault((int(m.group(1)), int(m.group(2))), {})[m.group(3)] = value
     call = FleetCall(capacity_type=capacity_type, overrides=[], total=total, min_target=min_target)
@@ -314,4 +314,4 @@ def with_placement(proxy: FaultProxy, data: bytes) -> bytes:
             if name is None:
                 name = ET.SubElement(placement, f"{q}groupName")
             name.text = group
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return cast(bytes, ET.tostring(root, encoding="utf-8", xml_declaration=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from providers.aws import bootstrap
@@ -22,7 +24,7 @@ CLUSTER = bootstrap.ClusterInfo(
     ],
     ids=["tags-custom", "al2023-alias", "bottlerocket-alias", "explicit-family-wins"],
 )
-def test_the_family_comes_from_ami_family_then_the_alias(spec: dict[str, object], family: str) -> None:
+def test_the_family_comes_from_ami_family_then_the_alias(spec: dict[str, Any], family: str) -> None:
     assert bootstrap.family_of(world.node_class(**spec)) == family
 
 

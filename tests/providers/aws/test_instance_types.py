@@ -5,6 +5,7 @@ Pricing API or the built-in catalog, and the cache in front of it all."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -188,7 +189,7 @@ def test_region_instance_types_span_every_zone_of_the_region(provider: AWSProvid
     ids=["no-subnet", "no-security-group", "unknown-ami", "alias-not-published"],
 )
 def test_a_node_class_whose_selectors_find_nothing_is_not_ready(
-    provider: AWSProvider, account: world.World, spec: dict[str, object], message: str
+    provider: AWSProvider, account: world.World, spec: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(NodeClassNotReady, match=message):
         provider.instance_types(world.node_class(**spec))

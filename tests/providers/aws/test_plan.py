@@ -41,7 +41,9 @@ def test_one_subnet_per_zone_the_one_with_most_free_addresses() -> None:
     }
 
 
-def plan(claim: NodeClaim, types: list[InstanceType], image_keys: frozenset[str] = frozenset({"amd64"})):
+def plan(
+    claim: NodeClaim, types: list[InstanceType], image_keys: frozenset[str] = frozenset({"amd64"})
+) -> launch.LaunchPlan:
     return launch.plan(claim, types, subnets=SUBNETS, image_keys=set(image_keys))
 
 

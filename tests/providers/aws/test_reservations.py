@@ -128,7 +128,7 @@ def test_a_claim_fills_the_reservation_first_then_falls_to_the_cheapest_other_of
     assert all(k.capacity_type == RESERVED for k in second.skipped)
     # The next read sees the reservation full: listed, but not available.
     (offering,) = reserved_offerings(provider.instance_types(node_class), "p5.48xlarge")
-    assert (offering.available, offering.reservation.free) == (False, 0)  # type: ignore[union-attr]
+    assert (offering.available, offering.reservation.free) == (False, 0)
 
 
 def test_a_reservation_that_expired_is_a_capacity_error_for_that_reservation_only(

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from tests.providers.gcp import bulk
@@ -100,7 +100,7 @@ class State:
     resource_policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     """(region, name) -> a resource policy."""
     calls: list[Call] = field(default_factory=list)
-    ids: itertools.count = field(default_factory=lambda: itertools.count(1000))
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -254,7 +254,7 @@ class ComputeStandIn:
 
     def instance(self, name: str, *, zone: str | None = None) -> dict[str, Any]:
         with self.state.lock:
-            return json.loads(json.dumps(self.state.instances[self._find(name, zone)]))
+            return cast(dict[str, Any], json.loads(json.dumps(self.state.instances[self._find(name, zone)])))
 
     def insert_body(self, name: str, *, zone: str | None = None) -> dict[str, Any]:
         """The JSON body the client sent to create this instance (the last accepted insert)."""
@@ -262,7 +262,7 @@ class ComputeStandIn:
             matches = [b for (z, n), b in self.state.insert_bodies.items() if n == name and zone in (None, z)]
             if not matches:
                 raise KeyError(name)
-            return json.loads(json.dumps(matches[-1]))
+            return cast(dict[str, Any], json.loads(json.dumps(matches[-1])))
 
     def instance_names(self) -> list[str]:
         with self.state.lock:

@@ -3,12 +3,15 @@ create, error classification, idempotency and waiting. Real client, real HTTP, l
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import (
     CreateError,
+    Instance,
     InsufficientCapacity,
     NotFound,
     OfferingKey,
@@ -21,9 +24,9 @@ from tests.providers.harness_gcp import IMAGE, gcp_node_class, make_provider
 SPOT_FIRST = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
 
 
-def launch(provider: GCPProvider, name: str, options: list[str], **claim_kw: object):  # type: ignore[no-untyped-def]
+def launch(provider: GCPProvider, name: str, options: list[str], **claim_kw: Any) -> Instance:
     nc = claim_kw.pop("node_class", None) or gcp_node_class()
-    claim = node_claim(name, options, node_class=nc, **claim_kw)  # type: ignore[arg-type]
+    claim = node_claim(name, options, node_class=nc, **claim_kw)
     return provider.create(claim, provider.instance_types(nc), nc)
 
 

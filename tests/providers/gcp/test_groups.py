@@ -6,21 +6,31 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
-from provisioner.cloudprovider import CreateError, GangPlacement, InsufficientCapacity, OfferingKey
+from provisioner.api.nodeclass import GCPNodeClass
+from provisioner.cloudprovider import CreateError, GangPlacement, Instance, InsufficientCapacity, OfferingKey
 from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn
 from tests.providers.harness_gcp import gcp_node_class
+from tests.typed import present
 
 H100 = "a3-highgpu-8g"
 LATER = datetime.now(UTC) + timedelta(days=1)
 
 
-def gang(provider: GCPProvider, prefix: str, size: int, nc=None, placement=None, **claim):  # type: ignore[no-untyped-def]
+def gang(
+    provider: GCPProvider,
+    prefix: str,
+    size: int,
+    nc: GCPNodeClass | None = None,
+    placement: GangPlacement | None = None,
+    **claim: Any,
+) -> list[Instance]:
     nc = nc or gcp_node_class()
     claims = [node_claim(f"{prefix}-{i}", [H100], node_class=nc, **claim) for i in range(size)]
     return provider.create_group(claims, provider.instance_types(nc), nc, placement=placement)
@@ -43,7 +53,7 @@ def test_a_gang_is_one_bulk_insert_with_min_count_and_each_member_knows_its_clai
     assert len({i.zone for i in instances}) == 1
     assert {i.instance_type for i in instances} == {H100}
     listed = {i.nodeclaim: i for i in provider.list()}
-    assert sorted(listed) == ["train-0", "train-1", "train-2", "train-3"]
+    assert sorted(listed, key=str) == ["train-0", "train-1", "train-2", "train-3"]
     raw = standin.instance(instances[0].provider_id.rsplit("/", 1)[1])
     meta = {item["key"]: item["value"] for item in raw["metadata"]["items"]}
     assert json.loads(meta["provisioner-gang-members"])[raw["name"]] == "train-0"
@@ -89,7 +99,7 @@ def test_a_compact_policy_per_gang_is_created_used_labelled_and_collected(
 
     instances = gang(provider, "llama", 2, nc=nc, placement=GangPlacement(gang="ml/llama"))
 
-    names = {i.placement_group for i in instances}
+    names = {present(i.placement_group) for i in instances}
     (name,) = names
     policy = standin.resource_policy(name)
     assert policy is not None

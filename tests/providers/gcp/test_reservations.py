@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import GCPReservations
+from provisioner.api.nodeclass import GCPNodeClass, GCPReservations
+from provisioner.cloudprovider import Offering
 from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn
 from tests.providers.harness_gcp import gcp_node_class
+from tests.typed import present
 
 A = "us-central1-a"
 RESERVED = wk.CAPACITY_TYPE_RESERVED
 BOTH = (RESERVED, wk.CAPACITY_TYPE_ON_DEMAND)
 
 
-def reserved(provider: GCPProvider, nc, name: str = "a3-highgpu-8g"):  # type: ignore[no-untyped-def]
+def reserved(provider: GCPProvider, nc: GCPNodeClass, name: str = "a3-highgpu-8g") -> list[Offering]:
     (it,) = [t for t in provider.instance_types(nc) if t.name == name]
     return [o for o in it.offerings if o.capacity_type == RESERVED]
 
@@ -42,7 +44,9 @@ def test_any_reservation_means_those_that_do_not_require_being_named(
     standin.add_reservation("open", zone=A, machine_type="a3-highgpu-8g", count=1, specific=False)
     standin.add_reservation("named-only", zone=A, machine_type="a3-highgpu-8g", count=1)
 
-    ids = [o.reservation.id for o in reserved(provider, gcp_node_class(reservations=GCPReservations()))]
+    ids = [
+        present(o.reservation).id for o in reserved(provider, gcp_node_class(reservations=GCPReservations()))
+    ]
 
     assert ids == ["open"]
 
@@ -75,4 +79,4 @@ def test_a_claim_launches_into_the_reservation_then_falls_to_on_demand_when_it_i
     second_body = standin.insert_body(second.provider_id.rsplit("/", 1)[-1])
     assert second_body["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
     (now,) = reserved(provider, nc)
-    assert (now.available, now.reservation.free) == (False, 0)  # type: ignore[union-attr]
+    assert (now.available, present(now.reservation).free) == (False, 0)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from provisioner.api import labels as wk
 from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from provisioner.cloudprovider import catalog
+from tests.typed import present
 
 
-def _by_name(name: str, region: str | None = None) -> dict:
+def _by_name(name: str, region: str | None = None) -> dict[str, Any]:
     return {t.name: t for t in catalog.load(name, region)}
 
 
@@ -135,8 +138,8 @@ def test_gpu_names_normalise_to_label_values(raw: str, label: str) -> None:
 
 def test_prices_and_shapes_are_available_without_offerings() -> None:
     assert catalog.on_demand_price("aws", "p5.48xlarge", "us-east-1") == pytest.approx(55.04)
-    assert catalog.spot_price("aws", "p5.48xlarge", "us-east-1") < catalog.on_demand_price(
-        "aws", "p5.48xlarge"
+    assert present(catalog.spot_price("aws", "p5.48xlarge", "us-east-1")) < present(
+        catalog.on_demand_price("aws", "p5.48xlarge")
     )
     assert catalog.on_demand_price("aws", "no.such", "us-east-1") is None
     assert catalog.on_demand_price("aws", "m5.large", "mars-1") is None

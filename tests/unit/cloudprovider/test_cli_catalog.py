@@ -4,25 +4,27 @@ fake provider (the AWS-on-moto path is tested with the AWS provider)."""
 from __future__ import annotations
 
 import json
+from typing import Any, Never
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from providers.fake import FakeProvider
 from provisioner.cli import app
-from provisioner.cloudprovider import TransientError
+from provisioner.cloudprovider import InstanceType, TransientError
 
 runner = CliRunner()
 
 
-def run(*args: str, env: dict[str, str] | None = None):
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
     return runner.invoke(app, ["catalog", *args], env=env)
 
 
-def as_json(*args: str) -> list[dict]:
+def as_json(*args: str) -> list[dict[str, Any]]:
     result = run(*args, "--output", "json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    return rows
 
 
 def test_offline_aws_gpu_json_lists_p5_with_eight_h100() -> None:
@@ -66,7 +68,7 @@ def test_fake_cloud_is_read_through_the_provider(monkeypatch: pytest.MonkeyPatch
     calls: list[str] = []
     original = FakeProvider.region_instance_types
 
-    def spy(self: FakeProvider):
+    def spy(self: FakeProvider) -> list[InstanceType]:
         calls.append(self.region or "")
         return original(self)
 
@@ -114,7 +116,7 @@ def test_user_errors_exit_1_with_a_message_and_no_traceback(args: tuple[str, ...
 
 
 def test_a_provider_error_is_reported_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    def throttled(self: FakeProvider):
+    def throttled(self: FakeProvider) -> Never:
         raise TransientError("Throttling: rate exceeded")
 
     monkeypatch.setattr(FakeProvider, "region_instance_types", throttled)

@@ -3,8 +3,11 @@ the call log and the launch/delete hooks. (The shared behaviour is in tests/prov
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +17,7 @@ from provisioner.api.common import Operator, Requirement
 from provisioner.cloudprovider import (
     CreateError,
     GangPlacement,
+    Instance,
     InsufficientCapacity,
     NotFound,
     OfferingKey,
@@ -26,11 +30,13 @@ NODE_CLASS = fake_node_class()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def provider(**overrides) -> FakeProvider:
+def provider(**overrides: Any) -> FakeProvider:
     return FakeProvider(clock=lambda: T0, **overrides)
 
 
-def create(fake: FakeProvider, name: str, names=("m5.large",), **claim_overrides):
+def create(
+    fake: FakeProvider, name: str, names: Sequence[str] = ("m5.large",), **claim_overrides: Any
+) -> Instance:
     types = [t for t in fake.instance_types(NODE_CLASS) if t.name in names]
     types.sort(key=lambda t: list(names).index(t.name))
     return fake.create(
@@ -144,7 +150,7 @@ def test_interruptions_are_returned_once() -> None:
 
 
 def test_a_reclaiming_interruption_takes_the_instance_away() -> None:
-    deleted = []
+    deleted: list[Instance] = []
     fake = provider(on_delete=deleted.append)
     instance = create(fake, "a", capacity_types=(wk.CAPACITY_TYPE_SPOT,))
 
@@ -218,7 +224,7 @@ def test_given_instance_types_replace_the_catalog() -> None:
     assert fake.zones == ["zone-1", "zone-2", "zone-3"]
 
 
-def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_path) -> None:
+def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_path: Path) -> None:
     path = str(tmp_path / "cloud.json")
     first = provider(state_path=path, cluster_name="c")
     a = create(first, "claim-a")
@@ -239,8 +245,12 @@ def test_a_state_file_carries_instances_and_launch_counts_over_a_restart(tmp_pat
 
 
 def create_group(
-    fake: FakeProvider, names: list[str], types=("m5.large",), placement=None, **claim_overrides
-):
+    fake: FakeProvider,
+    names: list[str],
+    types: Sequence[str] = ("m5.large",),
+    placement: GangPlacement | None = None,
+    **claim_overrides: Any,
+) -> list[Instance]:
     options = [t for t in fake.instance_types(NODE_CLASS) if t.name in types]
     options.sort(key=lambda t: list(types).index(t.name))
     claims = [node_claim(n, list(types), node_class=NODE_CLASS, **claim_overrides) for n in names]

@@ -4,13 +4,15 @@ when the group ends partial. Over the fake provider (our own seam)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from providers.fake import FakeProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType, InsufficientCapacity, Offering, OfferingKey, Reservation
 from provisioner.cloudprovider.group import launch_one_by_one
-from provisioner.cloudprovider.launch_order import group_launch_order
+from provisioner.cloudprovider.launch_order import Attempt, group_launch_order
 from tests.builders import node_claim
 from tests.providers.harness_fake import fake_node_class
 
@@ -18,7 +20,7 @@ SPOT, OD, RESERVED = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPAC
 NODE_CLASS = fake_node_class()
 
 
-def keys(attempts) -> list[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
+def keys(attempts: Iterable[Attempt]) -> list[tuple[str, str, str]]:
     return [(a.instance_type.name, a.zone, a.capacity_type) for a in attempts]
 
 

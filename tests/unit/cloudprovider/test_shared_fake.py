@@ -22,7 +22,7 @@ def create(fake: SharedFakeProvider, name: str):
     return fake.create(node_claim(name, options=["m5.large"]), types, fake_node_class())
 
 
-def test_what_one_replica_launches_the_others_see_and_never_launch_again(tmp_path):
+def test_what_one_replica_launches_the_others_see_and_never_launch_again(tmp_path) -> None:
     path = str(tmp_path / "cloud.json")
     a, b = shared(path), shared(path)
     launched = create(a, "claim-x")
@@ -41,7 +41,7 @@ def _launch(path: str, names: list[str]) -> None:
         create(fake, name)
 
 
-def test_processes_launching_at_once_lose_no_instance(tmp_path):
+def test_processes_launching_at_once_lose_no_instance(tmp_path) -> None:
     path = str(tmp_path / "cloud.json")
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_launch, args=(path, [f"p{i}-{j}" for j in range(15)])) for i in range(3)]

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from providers.fake import FakeProvider
+from provisioner.api.nodeclaim import NodeClaim
 from provisioner.cloudprovider import (
     CloudProvider,
+    CloudProviderError,
     CreateError,
+    InstanceType,
     InsufficientCapacity,
     NotFound,
     OfferingKey,
@@ -32,11 +36,13 @@ NODE_CLASS = fake_node_class()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def m5_types(provider: FakeProvider) -> list:
+def m5_types(provider: FakeProvider) -> list[InstanceType]:
     return [t for t in provider.instance_types(NODE_CLASS) if t.name in ("m5.large", "m5.xlarge")]
 
 
-def claim(name: str = "c", *, capacity_types: tuple[str, ...] = ("on-demand",), zones=None):
+def claim(
+    name: str = "c", *, capacity_types: tuple[str, ...] = ("on-demand",), zones: Sequence[str] | None = None
+) -> NodeClaim:
     return node_claim(
         name, ["m5.large", "m5.xlarge"], node_class=NODE_CLASS, capacity_types=capacity_types, zones=zones
     )
@@ -100,7 +106,7 @@ def test_a_call_throttled_once_is_retried_once_after_the_first_backoff() -> None
     [InsufficientCapacity([OfferingKey("m5.large", "us-east-1a", "on-demand")]), CreateError("bad AMI")],
     ids=["insufficient-capacity", "create-error"],
 )
-def test_other_errors_are_not_retried(error: Exception) -> None:
+def test_other_errors_are_not_retried(error: CloudProviderError) -> None:
     fake = FakeProvider()
     fake.fail_next_create(error)
     sleeps: list[float] = []

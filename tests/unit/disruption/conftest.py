@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from provisioner import scheduling
+from provisioner.scheduling import SolveFn
 from tests.unit.disruption import standin
 
 
-def real_or_standin():
+def real_or_standin() -> SolveFn:
     return getattr(scheduling, "solve", None) or standin.solve
 
 
 @pytest.fixture
-def solve():
+def solve() -> SolveFn:
     return real_or_standin()

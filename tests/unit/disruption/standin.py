@@ -15,8 +15,9 @@ from provisioner.api import labels as wk
 from provisioner.api.common import Requirement
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
+from provisioner.scheduling.solver import SolveOptions
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import Pod, tolerates_all
+from provisioner.state.objects import DaemonSet, Pod, tolerates_all
 
 
 def _capacity_types(pool: NodePool) -> set[str]:
@@ -40,8 +41,8 @@ def solve(
     *,
     pools: Sequence[NodePool],
     instance_types: Mapping[str, Sequence[InstanceType]],
-    daemonsets=None,
-    options=None,
+    daemonsets: Sequence[DaemonSet] | None = None,
+    options: SolveOptions | None = None,
 ) -> Results:
     results = Results()
     avail = {n.name: dict(n.available) for n in snapshot.nodes if not n.cordoned and not n.deleting}

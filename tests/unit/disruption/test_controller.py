@@ -4,6 +4,10 @@ the on-demand fallbacks are replaced by spot, one at a time as the budget says."
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from provisioner.api.common import is_true
@@ -14,28 +18,31 @@ from provisioner.controllers.provider_set import ProviderSet
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from tests.typed import present
 
 
-def pool_doc(*, capacity_types, budget="100%", consolidate_after="1m"):
+def pool_doc(
+    *, capacity_types: Sequence[str], budget: str = "100%", consolidate_after: str = "1m"
+) -> dict[str, Any]:
     doc = node_pool("gpu", gpu_names=("a10g",), capacity_types=capacity_types)
     doc["spec"]["disruption"] = {"consolidateAfter": consolidate_after, "budgets": [{"nodes": budget}]}
     return doc
 
 
 @pytest.fixture
-def world():
+def world() -> Iterator[World]:
     w = World(MemoryBackend)
     yield w
     w.backend.close()
 
 
 @pytest.fixture
-def ledger(tmp_path):
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger(tmp_path / "ledger.sqlite") as opened:
         yield opened
 
 
-def controller(w, ledger):
+def controller(w: World, ledger: Ledger) -> DisruptionController:
     return DisruptionController(
         state=w.state,
         cluster=w.backend.cluster,
@@ -48,17 +55,17 @@ def controller(w, ledger):
     )
 
 
-def step(w, ctl, seconds=10):
+def step(w: World, ctl: DisruptionController, seconds: int = 10) -> None:
     w.tick(seconds)
     ctl.reconcile(w.clock.now())
     w.backend.settle()
 
 
-def cost(w):
+def cost(w: World) -> float:
     return sum(c.status.price_per_hour or 0 for c in w.claims() if c.metadata.deletion_timestamp is None)
 
 
-def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world, ledger):
+def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world: World, ledger: Ledger) -> None:
     w = world
     jobs = [gpu_pod(f"job-{i}", gpus=4, owner="Job") for i in range(3)]
     namespace = {
@@ -89,7 +96,7 @@ def test_gpu_jobs_ending_remove_their_nodes_and_the_ledger_adds_up(world, ledger
     assert not {r.node for r in rows} & live, "every action row names a node really removed"
 
 
-def test_a_node_that_stops_being_empty_during_validation_is_kept(world, ledger):
+def test_a_node_that_stops_being_empty_during_validation_is_kept(world: World, ledger: Ledger) -> None:
     w = world
     w.apply(
         node_class(),
@@ -108,7 +115,9 @@ def test_a_node_that_stops_being_empty_during_validation_is_kept(world, ledger):
     assert ledger.actions() == []
 
 
-def test_a_command_first_planned_at_validation_is_validated_then_carried_out_without_idling(world, ledger):
+def test_a_command_first_planned_at_validation_is_validated_then_carried_out_without_idling(
+    world: World, ledger: Ledger
+) -> None:
     w = world
     w.apply(
         node_class(),
@@ -131,7 +140,9 @@ def test_a_command_first_planned_at_validation_is_validated_then_carried_out_wit
     assert len(ledger.actions()) == 2
 
 
-def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(world, ledger):
+def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(
+    world: World, ledger: Ledger
+) -> None:
     w = world
     w.fake.mark_unavailable(capacity_type="spot")
     w.apply(node_class(), pool_doc(capacity_types=("spot", "on-demand"), budget="1", consolidate_after="0s"))
@@ -162,7 +173,7 @@ def test_spot_coming_back_replaces_the_on_demand_fallbacks_within_the_budget(wor
     assert {n for r in rows for n in r.replacement_nodes} <= set(w.state.nodes)
 
 
-def test_consolidate_after_counts_from_when_the_last_pod_left(world, ledger):
+def test_consolidate_after_counts_from_when_the_last_pod_left(world: World, ledger: Ledger) -> None:
     w = world
     w.apply(node_class(), pool_doc(capacity_types=("on-demand",), consolidate_after="2m"))
     w.apply(gpu_pod("job-0", gpus=4, owner="Job"))
@@ -183,7 +194,9 @@ def test_consolidate_after_counts_from_when_the_last_pod_left(world, ledger):
     assert [r.reason for r in ledger.actions()] == ["Empty"]
 
 
-def test_a_ledger_that_is_down_never_holds_up_disruption_and_gets_every_row_when_it_is_back(world, tmp_path):
+def test_a_ledger_that_is_down_never_holds_up_disruption_and_gets_every_row_when_it_is_back(
+    world: World, tmp_path: Path
+) -> None:
     w = world
     w.apply(node_class(), pool_doc(capacity_types=("on-demand",), consolidate_after="0s"))
     w.apply(*[gpu_pod(f"job-{i}", gpus=4, owner="Job") for i in range(2)])
@@ -225,7 +238,7 @@ def test_a_ledger_that_is_down_never_holds_up_disruption_and_gets_every_row_when
     assert sum(r.savings_per_hour for r in rows) == pytest.approx(saved) and saved > 0
 
 
-def test_a_return_to_spot_that_cannot_launch_is_abandoned_and_backs_off(world, ledger):
+def test_a_return_to_spot_that_cannot_launch_is_abandoned_and_backs_off(world: World, ledger: Ledger) -> None:
     w = world
     w.fake.mark_unavailable(capacity_type="spot")
     w.apply(node_class(), pool_doc(capacity_types=("spot", "on-demand"), budget="1", consolidate_after="0s"))
@@ -241,7 +254,7 @@ def test_a_return_to_spot_that_cannot_launch_is_abandoned_and_backs_off(world, l
     claim = w.state.claims[original.name]
     assert claim.metadata.deletion_timestamp is None
     assert not is_true(claim.status.conditions, DISRUPTING), "unmarked after the abandoned attempt"
-    node = w.state.nodes[claim.status.node_name]
+    node = w.state.nodes[present(claim.status.node_name)]
     assert not any(t.key == "provisioner.sh/disrupted" for t in node.taints)
     assert ledger.actions() == []
     assert w.events("DisruptionAbandoned")

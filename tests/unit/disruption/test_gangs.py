@@ -6,11 +6,13 @@ from datetime import timedelta
 
 from provisioner.api import labels as wk
 from provisioner.disruption import BlockerKind
-from tests.unit.disruption.builders import node_pool, pod, state_node
-from tests.unit.disruption.test_planner import LARGE, NOW, blocker, run
+from provisioner.scheduling import SolveFn
+from provisioner.state.objects import Pod
+from tests.unit.disruption.builders import NOW, node_pool, pod, state_node
+from tests.unit.disruption.test_planner import LARGE, blocker, run
 
 
-def member(name: str, node: str, *, group: str = "train", total: int = 2, cpu: str = "1"):
+def member(name: str, node: str, *, group: str = "train", total: int = 2, cpu: str = "1") -> Pod:
     return pod(
         name,
         node=node,
@@ -20,7 +22,7 @@ def member(name: str, node: str, *, group: str = "train", total: int = 2, cpu: s
     )
 
 
-def test_a_node_running_one_member_of_a_gang_is_not_consolidated_alone(solve):
+def test_a_node_running_one_member_of_a_gang_is_not_consolidated_alone(solve: SolveFn) -> None:
     # Without the gang, "light" would go: its pod fits on "half".
     half = state_node("half", it=LARGE, pods=[member("t-0", "half"), pod("c", cpu="1", node="half")])
     light = state_node("light", it=LARGE, pods=[member("t-1", "light")])
@@ -31,7 +33,7 @@ def test_a_node_running_one_member_of_a_gang_is_not_consolidated_alone(solve):
     assert "gang ml/train runs on 2 nodes, disrupted together or not at all" in why.detail
 
 
-def test_the_same_nodes_without_a_gang_are_consolidated(solve):
+def test_the_same_nodes_without_a_gang_are_consolidated(solve: SolveFn) -> None:
     half = state_node(
         "half", it=LARGE, pods=[pod("t-0", cpu="1", node="half"), pod("c", cpu="1", node="half")]
     )
@@ -40,13 +42,13 @@ def test_the_same_nodes_without_a_gang_are_consolidated(solve):
     assert [c.node_names for c in result.commands] == [("light",)]
 
 
-def test_a_gang_on_one_node_is_consolidated_like_any_pod(solve):
+def test_a_gang_on_one_node_is_consolidated_like_any_pod(solve: SolveFn) -> None:
     lonely = state_node("lonely", it=LARGE, pods=[member("t-0", "lonely", total=1)])
     result = run([lonely], solve=solve)
     assert [c.action for c in result.commands] == ["replace"]
 
 
-def test_other_nodes_are_still_consolidated_beside_a_held_gang(solve):
+def test_other_nodes_are_still_consolidated_beside_a_held_gang(solve: SolveFn) -> None:
     gang_a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")])
     gang_b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
     idle = state_node("idle", it=LARGE)
@@ -59,7 +61,7 @@ def test_other_nodes_are_still_consolidated_beside_a_held_gang(solve):
 DRIFTED = [{"type": "Drifted", "status": "True"}]
 
 
-def test_a_drifted_member_replaces_the_whole_gang_in_one_command(solve):
+def test_a_drifted_member_replaces_the_whole_gang_in_one_command(solve: SolveFn) -> None:
     a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")], conditions=DRIFTED)
     b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
     result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])])
@@ -67,7 +69,7 @@ def test_a_drifted_member_replaces_the_whole_gang_in_one_command(solve):
     assert len(result.commands[0].replacements) == 2
 
 
-def test_a_drifted_gang_waits_when_the_budget_cannot_take_every_member(solve):
+def test_a_drifted_gang_waits_when_the_budget_cannot_take_every_member(solve: SolveFn) -> None:
     a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")], conditions=DRIFTED)
     b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
     result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])
@@ -76,7 +78,7 @@ def test_a_drifted_gang_waits_when_the_budget_cannot_take_every_member(solve):
     assert why.kind == BlockerKind.BUDGET
 
 
-def test_an_expired_member_takes_the_whole_gang_with_it(solve):
+def test_an_expired_member_takes_the_whole_gang_with_it(solve: SolveFn) -> None:
     old = NOW - timedelta(hours=800)
     a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="5")], created=old)
     b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="5")])
@@ -85,7 +87,7 @@ def test_an_expired_member_takes_the_whole_gang_with_it(solve):
     assert "gang ml/train" in result.commands[0].records[1].detail
 
 
-def test_a_gang_is_consolidated_as_a_whole_when_its_nodes_together_are_worth_it(solve):
+def test_a_gang_is_consolidated_as_a_whole_when_its_nodes_together_are_worth_it(solve: SolveFn) -> None:
     # The gang's two small members fit one cheaper node; the busy nodes between them fit nowhere cheaper.
     a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="500m")])
     busy = [state_node(f"busy{i}", it=LARGE, pods=[pod(f"b{i}", cpu="7600m")]) for i in (1, 2)]
@@ -95,7 +97,7 @@ def test_a_gang_is_consolidated_as_a_whole_when_its_nodes_together_are_worth_it(
     assert len(result.commands[0].replacements) == 1
 
 
-def test_a_whole_gang_is_not_consolidated_beyond_the_budget(solve):
+def test_a_whole_gang_is_not_consolidated_beyond_the_budget(solve: SolveFn) -> None:
     a = state_node("gang-a", it=LARGE, pods=[member("t-0", "gang-a", cpu="500m")])
     b = state_node("gang-b", it=LARGE, pods=[member("t-1", "gang-b", cpu="500m")])
     result = run([a, b], solve=solve, pools=[node_pool(budgets=[{"nodes": "1"}])])

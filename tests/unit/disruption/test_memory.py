@@ -17,6 +17,7 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, nodepool_hash, plan
 from provisioner.disruption.facts import Facts, NodeFacts
+from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot, StateNode
 from tests import builders
 from tests.builders import aws_node_class, daemonset
@@ -86,7 +87,7 @@ def two_nodes(solve: Callable[..., Any], *, pool: Any = None, a: StateNode | Non
     )
 
 
-def test_an_unchanged_cluster_is_planned_once_and_the_plan_handed_back(solve):
+def test_an_unchanged_cluster_is_planned_once_and_the_plan_handed_back(solve: SolveFn) -> None:
     inputs = two_nodes(solve)
     memory = Memory()
     first = inputs.plan(NOW, memory)
@@ -190,7 +191,9 @@ def _solve(i: Inputs) -> Inputs:
         pytest.param(_solve, False, id="the-solve-function-changes"),
     ],
 )
-def test_a_change_to_what_a_plan_reads_plans_again(solve, change, changes_the_plan):
+def test_a_change_to_what_a_plan_reads_plans_again(
+    solve: SolveFn, change: Callable[[Inputs], Inputs], changes_the_plan: bool
+) -> None:
     inputs = two_nodes(solve)
     memory = Memory()
     first = inputs.plan(NOW, memory)
@@ -268,7 +271,7 @@ BOUNDARIES = [
 
 
 @pytest.mark.parametrize("boundary", BOUNDARIES)
-def test_a_time_rule_crossing_the_plans_moment_plans_again(solve, boundary):
+def test_a_time_rule_crossing_the_plans_moment_plans_again(solve: SolveFn, boundary: Boundary) -> None:
     inputs = boundary.build(solve)
     before = boundary.at - timedelta(minutes=1)
     memory = Memory()
@@ -281,7 +284,9 @@ def test_a_time_rule_crossing_the_plans_moment_plans_again(solve, boundary):
 
 
 @pytest.mark.parametrize("boundary", BOUNDARIES)
-def test_a_moment_before_a_rule_the_last_plan_saw_crossed_plans_again(solve, boundary):
+def test_a_moment_before_a_rule_the_last_plan_saw_crossed_plans_again(
+    solve: SolveFn, boundary: Boundary
+) -> None:
     inputs = boundary.build(solve)
     memory = Memory()
     first = inputs.plan(boundary.at, memory)
@@ -291,7 +296,7 @@ def test_a_moment_before_a_rule_the_last_plan_saw_crossed_plans_again(solve, bou
     assert canonical(earlier) != canonical(first)
 
 
-def test_facts_are_kept_for_the_nodes_of_the_next_plan_and_dropped_for_the_others():
+def test_facts_are_kept_for_the_nodes_of_the_next_plan_and_dropped_for_the_others() -> None:
     node, other = node_a(), node_b()
     facts = Facts()
     facts.start([node, other])
@@ -304,7 +309,7 @@ def test_facts_are_kept_for_the_nodes_of_the_next_plan_and_dropped_for_the_other
     assert facts.of(other) is not second  # the plan in between did not see it
 
 
-def test_no_facts_outlive_the_plan_that_replaced_their_node():
+def test_no_facts_outlive_the_plan_that_replaced_their_node() -> None:
     """A node replaced since the last plan must not stay alive through its facts (with all its pods: at
     30,000 pods a whole generation of them)."""
     old = node_a()

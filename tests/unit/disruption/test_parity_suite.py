@@ -5,10 +5,16 @@ anti-affinity is no move."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from provisioner.api import labels as wk
+from provisioner.cloudprovider import InstanceType
 from provisioner.disruption import plan
+from provisioner.disruption.model import DisruptionPlan
+from provisioner.scheduling import SolveFn
+from provisioner.state.objects import Pod
+from provisioner.state.snapshot import StateNode
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -17,17 +23,23 @@ LARGE = instance_type("c.large", cpu=8, memory_gib=32, price=0.40, zones=ZONES)
 APP = {"app": "web"}
 
 
-def run(nodes, *, solve, pending=(), types=(SMALL, LARGE)):
+def run(
+    nodes: list[StateNode],
+    *,
+    solve: SolveFn,
+    pending: Sequence[Pod] = (),
+    types: Sequence[InstanceType] = (SMALL, LARGE),
+) -> DisruptionPlan:
     pools = [node_pool(budgets=[{"nodes": "100%"}])]
     snap = dataclasses.replace(snapshot(nodes, pools=pools), pending_pods=tuple(pending))
     return plan(snap, instance_types={"default": list(types)}, now=NOW, solve=solve)
 
 
-def in_zone(name, zone, *, it, pods):
+def in_zone(name: str, zone: str, *, it: InstanceType, pods: Sequence[Pod]) -> StateNode:
     return state_node(name, it=it, pods=pods, labels={wk.ZONE: zone})
 
 
-def test_a_pending_pod_that_fits_nowhere_does_not_hold_consolidation_back(solve):
+def test_a_pending_pod_that_fits_nowhere_does_not_hold_consolidation_back(solve: SolveFn) -> None:
     """Karpenter's "can delete nodes with a permanently pending pod"."""
     one = state_node("one", it=LARGE, pods=[pod("a", cpu="500m"), pod("b", cpu="500m")])
     two = state_node("two", it=LARGE, pods=[pod("c", cpu="500m")])
@@ -36,7 +48,7 @@ def test_a_pending_pod_that_fits_nowhere_does_not_hold_consolidation_back(solve)
     assert [(c.action, c.node_names) for c in result.commands] == [("delete", ("two",))]
 
 
-def test_a_replacement_keeps_the_zone_a_spread_needs(solve):
+def test_a_replacement_keeps_the_zone_a_spread_needs(solve: SolveFn) -> None:
     """Karpenter's "can replace node maintaining zonal topology spread"."""
     spread = [
         {
@@ -63,7 +75,7 @@ def test_a_replacement_keeps_the_zone_a_spread_needs(solve):
     assert replacement.offering.zone == "zone-b"
 
 
-def test_no_node_goes_when_its_pod_would_join_one_it_repels(solve):
+def test_no_node_goes_when_its_pod_would_join_one_it_repels(solve: SolveFn) -> None:
     """Karpenter's "won't delete node if it would violate pod anti-affinity": the nodes are already the
     cheapest type, and deleting one would put two pods that repel each other on one host."""
     anti = [{"labelSelector": {"matchLabels": APP}, "topologyKey": wk.HOSTNAME}]
@@ -75,17 +87,17 @@ def test_no_node_goes_when_its_pod_would_join_one_it_repels(solve):
     assert result.commands == []
 
 
-def drifted(name, *, since, pods=()):
+def drifted(name: str, *, since: datetime, pods: Sequence[Pod] = ()) -> StateNode:
     condition = {"type": "Drifted", "status": "True", "lastTransitionTime": since.isoformat()}
     return state_node(name, it=SMALL, pods=pods, conditions=[condition])
 
 
-def one_at_a_time(nodes, *, solve):
+def one_at_a_time(nodes: list[StateNode], *, solve: SolveFn) -> DisruptionPlan:
     pools = [node_pool(budgets=[{"nodes": "1"}])]
     return plan(snapshot(nodes, pools=pools), instance_types={"default": [SMALL]}, now=NOW, solve=solve)
 
 
-def test_an_empty_drifted_node_goes_before_a_busy_one(solve):
+def test_an_empty_drifted_node_goes_before_a_busy_one(solve: SolveFn) -> None:
     """Karpenter's "should drift empty nodes before non-empty nodes", with a budget of one node."""
     busy = drifted("busy", since=NOW - timedelta(hours=2), pods=[pod("a", cpu="1")])
     empty = drifted("empty", since=NOW - timedelta(hours=1))
@@ -93,7 +105,7 @@ def test_an_empty_drifted_node_goes_before_a_busy_one(solve):
     assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("empty",))]
 
 
-def test_the_node_that_drifted_first_is_replaced_first(solve):
+def test_the_node_that_drifted_first_is_replaced_first(solve: SolveFn) -> None:
     """Karpenter's "should drift one non-empty node at a time, starting with the earliest drift"."""
     late = drifted("late", since=NOW - timedelta(minutes=5), pods=[pod("a", cpu="1500m")])
     early = drifted("early", since=NOW - timedelta(hours=1), pods=[pod("b", cpu="1500m")])
@@ -101,7 +113,7 @@ def test_the_node_that_drifted_first_is_replaced_first(solve):
     assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("early",))]
 
 
-def test_drift_moves_on_to_the_next_node_when_the_first_cannot_reschedule_its_pods(solve):
+def test_drift_moves_on_to_the_next_node_when_the_first_cannot_reschedule_its_pods(solve: SolveFn) -> None:
     """Karpenter's "should continue to the next drifted node if the first cannot reschedule all pods"."""
     stuck = drifted("stuck", since=NOW - timedelta(hours=1), pods=[pod("huge", cpu="1900m", memory="7Gi")])
     movable = drifted("movable", since=NOW - timedelta(minutes=5), pods=[pod("b", cpu="500m")])
@@ -113,7 +125,7 @@ def test_drift_moves_on_to_the_next_node_when_the_first_cannot_reschedule_its_po
     assert [(c.method, c.node_names) for c in result.commands] == [("drift", ("movable",))]
 
 
-def test_three_nodes_spot_and_on_demand_merge_into_one(solve):
+def test_three_nodes_spot_and_on_demand_merge_into_one(solve: SolveFn) -> None:
     """Karpenter's "can merge 3 nodes into 1 if the candidates have both spot and on-demand"."""
     big = instance_type("c.large", cpu=8, memory_gib=32, price=0.40, spot_price=0.30, zones=ZONES)
     small = instance_type("c.small", cpu=2, memory_gib=8, price=0.10, spot_price=0.05, zones=ZONES)
@@ -130,7 +142,7 @@ def test_three_nodes_spot_and_on_demand_merge_into_one(solve):
     assert [c.instance_type.name for c in command.replacements] == ["c.small"]
 
 
-def test_a_terminating_pods_do_not_disrupt_does_not_hold_its_node(solve):
+def test_a_terminating_pods_do_not_disrupt_does_not_hold_its_node(solve: SolveFn) -> None:
     """Karpenter's "should consider candidates that have do-not-disrupt terminating pods": only an active
     pod is protected; a pod on its way out holds nothing."""
     raw = pod("leaving", cpu="300m", annotations={wk.DO_NOT_DISRUPT: "true"}).raw
@@ -142,7 +154,7 @@ def test_a_terminating_pods_do_not_disrupt_does_not_hold_its_node(solve):
     assert [(c.method, c.node_names) for c in result.commands] == [("emptiness", ("n",))]
 
 
-def test_an_active_pods_do_not_disrupt_still_holds_its_node(solve):
+def test_an_active_pods_do_not_disrupt_still_holds_its_node(solve: SolveFn) -> None:
     node = state_node(
         "n", it=SMALL, pods=[pod("staying", cpu="300m", annotations={wk.DO_NOT_DISRUPT: "true"})]
     )

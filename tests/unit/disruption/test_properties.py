@@ -4,14 +4,19 @@ records account for every pod it moves."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
+from provisioner.api.nodepool import NodePool
 from provisioner.disruption import plan
 from provisioner.disruption.budgets import limit_for
 from provisioner.disruption.candidates import disrupting, do_not_disrupt
 from provisioner.disruption.pdbs import allowed_disruptions
+from provisioner.state.snapshot import Snapshot
+from tests.typed import present
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pdb, pod, snapshot, state_node
 from tests.unit.disruption.conftest import real_or_standin
 
@@ -41,23 +46,33 @@ node_st = st.fixed_dictionaries(
     }
 )
 
+
+PDB = tuple[str, tuple[str, object]]
+"""(app, (max or min, how many))"""
+
+pdb_st: st.SearchStrategy[PDB] = st.tuples(
+    st.sampled_from(APPS), st.sampled_from([("max", 0), ("max", 1), ("min", "50%"), ("min", 1)])
+)
+
+
+def _app(pdb: PDB) -> str:
+    return pdb[0]
+
+
+pdbs_st = st.lists(pdb_st, max_size=3, unique_by=_app)
+
+
 cluster_st = st.fixed_dictionaries(
     {
         "nodes": st.lists(node_st, min_size=1, max_size=10),
         "budget_a": st.sampled_from(["0", "1", "2", "10%", "50%", "100%"]),
         "budget_b": st.sampled_from(["1", "30%", "100%"]),
-        "pdbs": st.lists(
-            st.tuples(
-                st.sampled_from(APPS), st.sampled_from([("max", 0), ("max", 1), ("min", "50%"), ("min", 1)])
-            ),
-            max_size=3,
-            unique_by=lambda t: t[0],
-        ),
+        "pdbs": pdbs_st,
     }
 )
 
 
-def build(spec):
+def build(spec: dict[str, Any]) -> tuple[Snapshot, list[NodePool]]:
     pools = [
         node_pool("a", capacity_types=["spot", "on-demand"], budgets=[{"nodes": spec["budget_a"]}]),
         node_pool("b", capacity_types=["on-demand"], budgets=[{"nodes": spec["budget_b"]}]),
@@ -92,7 +107,7 @@ def build(spec):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster_st)
-def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec):
+def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec: dict[str, Any]) -> None:
     snap, pools = build(spec)
     types = {p.name: TYPES for p in pools}
     result = plan(snap, instance_types=types, now=NOW, solve=real_or_standin())
@@ -107,7 +122,7 @@ def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec):
         for node in command.nodes:
             original = by_name[node.name]
             assert original.managed and original.initialized and not disrupting(original)
-            assert original.node.annotations.get(wk.DO_NOT_DISRUPT) != "true"
+            assert present(original.node).annotations.get(wk.DO_NOT_DISRUPT) != "true"
             for p in original.pods:
                 assert not do_not_disrupt(p, NOW), f"do-not-disrupt pod {p.key} evicted"
                 assert p.key in recorded
@@ -126,8 +141,11 @@ def test_every_plan_respects_do_not_disrupt_pdbs_and_budgets(spec):
     pool_by_name = {p.name: p for p in pools}
     for command in result.commands:
         for node in command.nodes:
-            used[node.nodepool] += 1
+            used[present(node.nodepool)] += 1
             limit, _ = limit_for(
-                pool_by_name[node.nodepool], command.reason, total=totals[node.nodepool], now=NOW
+                pool_by_name[present(node.nodepool)],
+                command.reason,
+                total=totals[present(node.nodepool)],
+                now=NOW,
             )
-            assert limit is None or used[node.nodepool] <= limit, "budget exceeded"
+            assert limit is None or used[present(node.nodepool)] <= limit, "budget exceeded"

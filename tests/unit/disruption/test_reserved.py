@@ -4,14 +4,18 @@ and never trades a reserved node for "cheaper" capacity that is in fact paid on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.cloudprovider.types import Offering, Reservation
+from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.disruption import BlockerKind
 from provisioner.finops.action_rows import action_rows
+from provisioner.scheduling import SolveFn
+from provisioner.state.objects import Pod
+from provisioner.state.snapshot import StateNode
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, state_node
 from tests.unit.disruption.test_planner import run
 
@@ -20,14 +24,16 @@ SMALL = instance_type("m.small", cpu=2, memory_gib=8, price=0.10)
 LARGE = instance_type("m.large", cpu=8, memory_gib=32, price=0.40)
 
 
-def with_reservation(it, *, free: int, total: int = 1):
+def with_reservation(it: InstanceType, *, free: int, total: int = 1) -> InstanceType:
     """The type with a reservation in its zone ($0/h: paid either way; `hourly_price` what it costs)."""
     reservation = Reservation(id="cr-1", total=total, free=free, hourly_price=it.offerings[0].price)
     offer = Offering(zone="zone-a", capacity_type=wk.CAPACITY_TYPE_RESERVED, price=0.0, available=free > 0)
     return replace(it, offerings=(*it.offerings, replace(offer, reservation=reservation)))
 
 
-def reserved_node(name, *, it, pods, price=None):
+def reserved_node(
+    name: str, *, it: InstanceType, pods: Sequence[Pod], price: float | None = None
+) -> StateNode:
     return state_node(
         name,
         it=it,
@@ -45,7 +51,7 @@ def reserved_node(name, *, it, pods, price=None):
         pytest.param(0.40, id="priced-at-the-reservation-rate"),
     ],
 )
-def test_a_reserved_node_is_never_replaced_with_a_cheaper_type(solve, price):
+def test_a_reserved_node_is_never_replaced_with_a_cheaper_type(solve: SolveFn, price: float | None) -> None:
     """Whatever $/h its claim carries (a cloud may price a reserved launch at the reservation's rate), a
     cheaper node outside the reservation would be paid on top of it."""
     large = with_reservation(LARGE, free=0)
@@ -56,7 +62,9 @@ def test_a_reserved_node_is_never_replaced_with_a_cheaper_type(solve, price):
     assert blockers and blockers[-1].kind == BlockerKind.NOT_CHEAPER
 
 
-def test_a_reserved_node_and_an_on_demand_node_are_not_traded_for_one_cheaper_on_demand_node(solve):
+def test_a_reserved_node_and_an_on_demand_node_are_not_traded_for_one_cheaper_on_demand_node(
+    solve: SolveFn,
+) -> None:
     """Both pods fit on one m.small ($0.10/h), which looks cheaper than the pair ($0 + $0.40/h) but leaves
     the reservation idle, still paid: the on-demand node's pod moves onto the reserved node instead."""
     large = with_reservation(LARGE, free=0)
@@ -70,7 +78,7 @@ def test_a_reserved_node_and_an_on_demand_node_are_not_traded_for_one_cheaper_on
     assert record.pods[0].destination == "reserved"
 
 
-def test_work_moves_onto_idle_reserved_capacity_and_saves_the_on_demand_price(solve):
+def test_work_moves_onto_idle_reserved_capacity_and_saves_the_on_demand_price(solve: SolveFn) -> None:
     large = with_reservation(LARGE, free=0)
     held = reserved_node("reserved", it=large, pods=[pod("a", cpu="3")])
     extra = state_node("on-demand", it=large, pods=[pod("b", cpu="3")])
@@ -82,7 +90,9 @@ def test_work_moves_onto_idle_reserved_capacity_and_saves_the_on_demand_price(so
     assert row.savings_per_hour == pytest.approx(0.40), "the whole on-demand price: the reservation is paid"
 
 
-def test_a_reserved_node_is_not_traded_with_an_on_demand_one_for_one_cheaper_on_demand_node(solve):
+def test_a_reserved_node_is_not_traded_with_an_on_demand_one_for_one_cheaper_on_demand_node(
+    solve: SolveFn,
+) -> None:
     """The pair ($0 + $0.40/h) fits on one m.small ($0.10/h): it looks $0.30/h cheaper, but the
     reservation would sit idle and still be paid. The on-demand node's pod moves onto the reserved node."""
     pool = node_pool(capacity_types=("reserved", "on-demand"), budgets=[{"nodes": "100%"}])
@@ -97,7 +107,9 @@ def test_a_reserved_node_is_not_traded_with_an_on_demand_one_for_one_cheaper_on_
     assert command.records[0].pods[0].destination == "reserved"
 
 
-def test_an_empty_reserved_node_takes_the_work_of_an_on_demand_node_rather_than_being_deleted(solve):
+def test_an_empty_reserved_node_takes_the_work_of_an_on_demand_node_rather_than_being_deleted(
+    solve: SolveFn,
+) -> None:
     """Deleting an empty reserved node saves nothing (the reservation is paid); an on-demand node of its type
     and zone moving onto it saves the on-demand price, in one plan."""
     large = with_reservation(LARGE, free=0)
@@ -112,7 +124,7 @@ def test_an_empty_reserved_node_takes_the_work_of_an_on_demand_node_rather_than_
     assert "on-demand" in kept[0].detail
 
 
-def test_an_empty_reserved_node_nothing_could_move_onto_is_deleted(solve):
+def test_an_empty_reserved_node_nothing_could_move_onto_is_deleted(solve: SolveFn) -> None:
     """With no node of its type and zone outside the reservation, the slot is freed for whoever needs it."""
     large = with_reservation(LARGE, free=0)
     idle = reserved_node("reserved", it=large, pods=[])

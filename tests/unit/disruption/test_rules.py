@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -10,12 +11,13 @@ from provisioner.api.nodepool import Budget, DisruptionReason
 from provisioner.disruption import nodepool_hash
 from provisioner.disruption.budgets import budget_active, limit_for
 from provisioner.disruption.pdbs import allowed_disruptions
+from provisioner.state.objects import Pod
 from tests.unit.disruption.builders import node_pool, pdb, pod
 
 WEB = {"app": "web"}
 
 
-def web_pods(bound: int, pending: int = 0):
+def web_pods(bound: int, pending: int = 0) -> list[Pod]:
     return [pod(f"b{i}", labels=WEB, node="n") for i in range(bound)] + [
         pod(f"u{i}", labels=WEB) for i in range(pending)
     ]
@@ -34,11 +36,11 @@ def web_pods(bound: int, pending: int = 0):
         pytest.param({"disruptions_allowed": 4, "min_available": 3}, 3, 0, 4, id="status-wins"),
     ],
 )
-def test_allowed_disruptions(spec, bound, pending, allowed):
+def test_allowed_disruptions(spec: dict[str, Any], bound: int, pending: int, allowed: int) -> None:
     assert allowed_disruptions(pdb("web", match=WEB, **spec), web_pods(bound, pending)) == allowed
 
 
-def test_a_pdb_counts_only_pods_of_its_namespace():
+def test_a_pdb_counts_only_pods_of_its_namespace() -> None:
     budget = pdb("web", match=WEB, min_available=1)
     others = [pod("x", labels=WEB, node="n", namespace="other")]
     assert allowed_disruptions(budget, others) == 0
@@ -53,24 +55,26 @@ def test_a_pdb_counts_only_pods_of_its_namespace():
         pytest.param(8, 59, False, id="before-the-tick"),
     ],
 )
-def test_a_scheduled_budget_is_active_for_its_duration_after_each_tick(hour, minute, active):
+def test_a_scheduled_budget_is_active_for_its_duration_after_each_tick(
+    hour: int, minute: int, active: bool
+) -> None:
     budget = Budget(nodes="0", schedule="0 9 * * *", duration="8h")
     assert budget_active(budget, datetime(2026, 11, 20, hour, minute, tzinfo=UTC)) is active
 
 
-def test_the_most_restrictive_active_budget_wins():
+def test_the_most_restrictive_active_budget_wins() -> None:
     pool = node_pool(budgets=[{"nodes": "50%"}, {"nodes": "3"}, {"nodes": "1", "reasons": ["Drifted"]}])
     now = datetime(2026, 11, 20, tzinfo=UTC)
     assert limit_for(pool, DisruptionReason.UNDERUTILIZED, total=10, now=now)[0] == 3
     assert limit_for(pool, DisruptionReason.DRIFTED, total=10, now=now)[0] == 1
 
 
-def test_no_budget_for_a_reason_means_unlimited():
+def test_no_budget_for_a_reason_means_unlimited() -> None:
     pool = node_pool(budgets=[{"nodes": "1", "reasons": ["Drifted"]}])
     assert limit_for(pool, DisruptionReason.EMPTY, total=10, now=datetime(2026, 1, 1, tzinfo=UTC))[0] is None
 
 
-def test_the_pool_hash_is_stable_and_follows_the_template_but_not_the_requirements():
+def test_the_pool_hash_is_stable_and_follows_the_template_but_not_the_requirements() -> None:
     base = nodepool_hash(node_pool())
     assert base == nodepool_hash(node_pool())
     assert base != nodepool_hash(node_pool(labels={"team": "a"}))

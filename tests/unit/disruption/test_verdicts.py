@@ -162,7 +162,7 @@ def three_kept_nodes() -> World:
     return world
 
 
-def test_a_plan_of_an_unchanged_cluster_reuses_every_keep_verdict():
+def test_a_plan_of_an_unchanged_cluster_reuses_every_keep_verdict() -> None:
     world = three_kept_nodes()
     memory = Memory()
     first = world.plan(memory=memory)
@@ -256,7 +256,7 @@ def test_a_change_to_what_a_verdict_depends_on_re_solves_it(
     assert canonical(cached) == canonical(world.plan(solve=recording, settings=settings))
 
 
-def test_a_change_to_a_node_no_pod_could_move_to_keeps_the_verdict():
+def test_a_change_to_a_node_no_pod_could_move_to_keeps_the_verdict() -> None:
     """c's 5-CPU pod never fits on b: b is not shown to c's re-solve, and a change to b keeps c's verdict."""
     world = three_kept_nodes()
     memory = Memory()
@@ -270,7 +270,7 @@ def test_a_change_to_a_node_no_pod_could_move_to_keeps_the_verdict():
     assert canonical(cached) == canonical(world.plan(solve=recording))
 
 
-def test_multi_node_attempts_that_failed_are_not_re_solved_either():
+def test_multi_node_attempts_that_failed_are_not_re_solved_either() -> None:
     world = three_kept_nodes()
     memory = Memory()
     first = world.plan(memory=memory, settings=PlannerSettings())
@@ -281,7 +281,7 @@ def test_multi_node_attempts_that_failed_are_not_re_solved_either():
     assert canonical(again) == canonical(first)
 
 
-def test_a_pool_status_change_keeps_the_verdicts():
+def test_a_pool_status_change_keeps_the_verdicts() -> None:
     """The nodepool controller rewrites a pool's status as nodes come and go; re-solves never read it."""
     world = three_kept_nodes()
     memory = Memory()
@@ -291,7 +291,7 @@ def test_a_pool_status_change_keeps_the_verdicts():
     assert again.solves == 0 and again.reused == 3
 
 
-def test_verdicts_a_plan_did_not_use_are_forgotten_when_the_next_begins():
+def test_verdicts_a_plan_did_not_use_are_forgotten_when_the_next_begins() -> None:
     world = three_kept_nodes()
     memory = Memory()
     world.plan(memory=memory)
@@ -352,7 +352,13 @@ CPUS = st.sampled_from(["250m", "500m", "1", "1500m", "3"])
     rounds=st.lists(STEPS, min_size=1, max_size=5),
     per_pod=st.sampled_from([1, 2, 16, None]),
 )
-def test_cached_and_uncached_plans_agree_over_random_changes(sizes, loads, min_savings, rounds, per_pod):
+def test_cached_and_uncached_plans_agree_over_random_changes(
+    sizes: list[str],
+    loads: list[list[str]],
+    min_savings: str,
+    rounds: list[list[tuple[str, int, str]]],
+    per_pod: int | None,
+) -> None:
     world = World(min_savings=min_savings)
     for i, size in enumerate(sizes):
         world.node(f"n{i}", size, *loads[i])

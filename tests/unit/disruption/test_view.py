@@ -127,15 +127,20 @@ def _pod(name: str, spec: dict[str, object]) -> Pod:
     ),
     per_pod=st.sampled_from([1, 2, 3]),
 )
-def test_the_shelves_find_what_one_walk_over_every_target_finds(kinds, loads, steps, per_pod):
+def test_the_shelves_find_what_one_walk_over_every_target_finds(
+    kinds: list[str],
+    loads: list[list[dict[str, object]]],
+    steps: list[tuple[int, int, dict[str, object], bool]],
+    per_pod: int,
+) -> None:
     nodes = []
     for i, kind in enumerate(kinds):
         pods = [_pod(f"n{i}-{j}", spec) for j, spec in enumerate(loads[i])]
         sn = state_node(f"n{i}", it=TYPES[kind], pods=pods, pool="gpu" if kind == "gpu" else "default")
         if kind == "gpu":
             assert sn.node is not None
-            node = dataclasses.replace(sn.node, taints=(*sn.node.taints, GPU_TAINT))
-            sn = dataclasses.replace(sn, node=node)
+            tainted = dataclasses.replace(sn.node, taints=(*sn.node.taints, GPU_TAINT))
+            sn = dataclasses.replace(sn, node=tainted)
         nodes.append(sn)
     snap = snapshot(nodes, pools=[node_pool(), node_pool("gpu")])
     plan_nodes = {n.name: n for n in snap.nodes}

@@ -3,6 +3,7 @@ pools and pods wrap tests/builders.py with the defaults a team's GPU pod has."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -79,8 +80,8 @@ def pod(
 def snapshot(
     pools: list[NodePool],
     *,
-    pending: list[Pod] = (),
-    running: dict[str, list[Pod]] | None = None,  # type: ignore[assignment]
+    pending: Sequence[Pod] = (),
+    running: dict[str, list[Pod]] | None = None,
 ) -> Snapshot:
     """`running`: pool name -> pods bound to one node of that pool."""
     nodes = tuple(
@@ -90,5 +91,5 @@ def snapshot(
     return Snapshot(nodes=nodes, pending_pods=tuple(pending), nodepools=tuple(pools))
 
 
-def book(snap: Snapshot, teams: list[Team], departments: list[Department] = ()) -> QuotaBook:  # type: ignore[assignment]
+def book(snap: Snapshot, teams: list[Team], departments: Sequence[Department] = ()) -> QuotaBook:
     return QuotaBook(teams=teams, departments=departments, nodepools=snap.nodepools, namespaces={})

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
+from provisioner.api import Department
+from provisioner.api.nodepool import NodePool
+from provisioner.api.team import Team
 from provisioner.quota import admission
+from provisioner.quota.decisions import AdmissionPlan
+from provisioner.state.objects import Pod
+from tests.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
 A100 = "a100"
 T4 = "t4"
 
 
-def decide(pools, teams, *, pending=(), running=None, departments=(), exclude=()):
+def decide(
+    pools: list[NodePool],
+    teams: list[Team],
+    *,
+    pending: Sequence[Pod] = (),
+    running: dict[str, list[Pod]] | None = None,
+    departments: Sequence[Department] = (),
+    exclude: Collection[str] = (),
+) -> AdmissionPlan:
     snap = snapshot(pools, pending=list(pending), running=running)
     return admission.decide(snap, book(snap, teams, list(departments)), exclude_victims=exclude)
 
 
-def admitted(plan) -> dict[str, tuple[str | None, bool]]:
+def admitted(plan: AdmissionPlan) -> dict[str, tuple[str | None, bool]]:
     return {a.pod.key: (a.pool, a.over_quota) for a in plan.admitted}
 
 
@@ -126,7 +142,7 @@ def test_borrowed_capacity_is_shared_by_weight() -> None:
     )
     per_team = {"vision": 0, "nlp": 0}
     for a in plan.admitted:
-        per_team[a.team] += 1  # type: ignore[index]
+        per_team[present(a.team)] += 1
     assert per_team == {"vision": 8, "nlp": 4}
 
 

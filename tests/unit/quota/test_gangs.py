@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from provisioner.api import labels as wk
+from provisioner.state.objects import Pod
 from tests.unit.quota.builders import node_pool, pod, quota, team
 from tests.unit.quota.test_admission import A100, admitted, decide
 
 
-def member(name: str, *, group: str = "train", total: int = 4, **kw):
+def member(name: str, *, group: str = "train", total: int = 4, **kw: Any) -> Pod:
     p = pod(name, "vision", gpus=8, **kw)
     return dataclasses.replace(
         p,

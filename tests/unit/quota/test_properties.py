@@ -5,13 +5,20 @@ borrow stays within its quota, and a pool stays within its limits."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
+from provisioner.api.nodepool import NodePool
+from provisioner.api.team import Department, Team
 from provisioner.quota import admission
+from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import count
+from provisioner.state.objects import Pod
+from provisioner.state.snapshot import Snapshot
+from tests.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
 POOLS = ("a100", "t4")
@@ -19,8 +26,13 @@ TEAMS = ("vision", "nlp", "speech")
 GPU = wk.GPU_RESOURCE
 
 
+Arrival = tuple[str, int, bool, int, bool]
+"""A pod arriving: its team, GPUs, preemptible, priority, and whether it lists its own pools."""
+QuotaWorld = tuple[list[NodePool], list[Department], list[Team], list[list[Arrival]]]
+
+
 @st.composite
-def worlds(draw):
+def worlds(draw: st.DrawFn) -> QuotaWorld:
     pools = [node_pool(p, gpus=draw(st.integers(0, 24))) for p in POOLS]
     dept_quotas = [quota(p, draw(st.integers(0, 16)), over=draw(st.booleans())) for p in POOLS]
     departments = [department("research", *dept_quotas)]
@@ -48,9 +60,14 @@ def worlds(draw):
     return pools, departments, teams, rounds
 
 
-def _run(pools, departments, teams, rounds):
+def _run(
+    pools: list[NodePool],
+    departments: list[Department],
+    teams: list[Team],
+    rounds: list[list[Arrival]],
+) -> Iterator[tuple[Snapshot, QuotaBook]]:
     """Arrivals in rounds; after each decision the admitted pods run pinned and the victims go."""
-    running: list = []
+    running: list[Pod] = []
     serial = 0
     for arrivals in rounds:
         pending = []
@@ -78,13 +95,13 @@ def _run(pools, departments, teams, rounds):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds())
-def test_quotas_and_limits_hold_whatever_arrives(world) -> None:
+def test_quotas_and_limits_hold_whatever_arrives(world: QuotaWorld) -> None:
     pools, departments, teams, rounds = world
     for snap, qb in _run(pools, departments, teams, rounds):
         usage = count(snap, qb)
         for p in pools:
             limit = p.spec.limits_base_units().get(GPU)
-            assert usage.of_pool(p.name).get(GPU, 0) <= limit, "a pool above its limits"
+            assert usage.of_pool(p.name).get(GPU, 0) <= present(limit), "a pool above its limits"
             for t in teams:
                 entry = qb.team_entry(t, p.name)
                 cap = entry.limit(GPU)

@@ -18,7 +18,7 @@ def with_requests(base: Pod, **requests: str) -> Pod:
     return Pod.from_dict({**raw, "spec": spec})
 
 
-def test_a_negative_gpu_request_is_unschedulable_with_the_reason_and_launches_nothing():
+def test_a_negative_gpu_request_is_unschedulable_with_the_reason_and_launches_nothing() -> None:
     bad = with_requests(gpu_pod("bad", gpus=1, gpu_name="l4"), **{wk.GPU_RESOURCE: "-1"})
     good = gpu_pod("good", gpus=1, gpu_name="l4")
     results = run([bad, good], node_pool("gpu"), gpu_types())
@@ -27,14 +27,14 @@ def test_a_negative_gpu_request_is_unschedulable_with_the_reason_and_launches_no
     assert f"spec.containers[0].resources.requests.{wk.GPU_RESOURCE}: '-1' is negative" in reason
 
 
-def test_a_negative_cpu_request_never_lands_on_existing_capacity_either():
+def test_a_negative_cpu_request_never_lands_on_existing_capacity_either() -> None:
     bad = with_requests(pod("bad"), cpu="-2")
     results = run([bad])
     assert not results.new_claims and not results.placements
     assert "negative" in reasons_of(results, "bad")[""]
 
 
-def test_pod_level_resources_decide_the_size_of_the_node():
+def test_pod_level_resources_decide_the_size_of_the_node() -> None:
     doc = dict(pod("big-containers", cpu="12", memory="1Gi").raw)
     doc["spec"] = {**doc["spec"], "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}
     results = run([Pod.from_dict(doc)])

@@ -18,7 +18,7 @@ NODE_CLASS = AWSNodeClass.model_validate(
 )
 
 
-def test_a_claim_carries_pool_label_finalizer_options_and_both_drift_hashes():
+def test_a_claim_carries_pool_label_finalizer_options_and_both_drift_hashes() -> None:
     pool = node_pool("gpu", taints=[{"key": wk.GPU_RESOURCE, "effect": "NoSchedule"}])
     tolerate = [{"key": wk.GPU_RESOURCE, "operator": "Exists"}]
     results = run([gpu_pod("train", gpus=8, tolerations=tolerate)], pool, gpu_types())
@@ -33,7 +33,7 @@ def test_a_claim_carries_pool_label_finalizer_options_and_both_drift_hashes():
     assert claim.metadata.annotations[wk.NODECLASS_HASH] == nodeclass_hash(NODE_CLASS)
 
 
-def test_a_template_change_changes_the_pool_hash_and_a_requirement_change_does_not():
+def test_a_template_change_changes_the_pool_hash_and_a_requirement_change_does_not() -> None:
     base = node_pool("cpu", requirements=[req(wk.CAPACITY_TYPE, "In", "spot")])
     tainted = node_pool(
         "cpu",
@@ -47,7 +47,7 @@ def test_a_template_change_changes_the_pool_hash_and_a_requirement_change_does_n
     assert nodepool_hash(narrowed) == nodepool_hash(base)
 
 
-def test_without_a_node_class_only_the_pool_hash_is_stamped():
+def test_without_a_node_class_only_the_pool_hash_is_stamped() -> None:
     claim = run([pod("web", cpu="1")]).new_claims[0].to_nodeclaim("default-abc")
     assert wk.NODEPOOL_HASH in claim.metadata.annotations
     assert wk.NODECLASS_HASH not in claim.metadata.annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.api import labels as wk
+from provisioner.cloudprovider import InstanceType
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.scheduling import SolveOptions
 from tests.builders import (
@@ -22,7 +23,7 @@ from tests.builders import (
 )
 
 
-def h100(*, unavailable: tuple[tuple[str, str], ...] = ()) -> list:
+def h100(*, unavailable: tuple[tuple[str, str], ...] = ()) -> list[InstanceType]:
     return [
         instance_type(
             "p5.48xlarge",
@@ -161,8 +162,8 @@ def test_every_gang_is_placed_whole_in_one_zone_or_not_at_all(seed: int) -> None
     rng = random.Random(seed)
     cap = {**{k: v for z in ZONES for k, v in capacity(z, rng.randint(0, 5)).items()}}
     pods = []
-    for g in range(rng.randint(1, 4)):
-        pods += gang_pods(f"g{g}", rng.randint(1, 5), gpus=rng.choice([4, 8]))
+    for n in range(rng.randint(1, 4)):
+        pods += gang_pods(f"g{n}", rng.randint(1, 5), gpus=rng.choice([4, 8]))
     pods += [pod(f"web-{i}", cpu="1") for i in range(rng.randint(0, 3))]
     types = [*h100(), instance_type("m.xlarge", cpu=4, memory_gib=16)]
     results = run(pods, types=types, options=SolveOptions(capacity=cap))

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.scheduling import explain
+from provisioner.api.nodepool import NodePool
+from provisioner.scheduling import Results, explain
 from provisioner.state.objects import Pod
+from provisioner.state.snapshot import Snapshot
 from tests.builders import (
     claim_of,
     cpu_types,
@@ -26,17 +28,18 @@ from tests.builders import (
     spread,
     term,
 )
+from tests.typed import present
 
 KEY = "example.com/tier"
 
 
-def zone_of(results, name: str) -> str:
+def zone_of(results: Results, name: str) -> str:
     claim = claim_of(results, name)
     assert claim is not None, f"{name} got no new node"
     return claim.offering.zone
 
 
-def host_of(results, name: str) -> str:
+def host_of(results: Results, name: str) -> str:
     claim = claim_of(results, name)
     if claim is not None:
         return claim.hostname
@@ -55,7 +58,7 @@ def with_ports(base: Pod, *ports: dict[str, Any]) -> Pod:
     return with_spec(base, containers=[{**container, "ports": list(ports)}])
 
 
-def skew(results, key: str = wk.ZONE) -> list[int]:
+def skew(results: Results, key: str = wk.ZONE) -> list[int]:
     counts: Counter[str] = Counter()
     for claim in results.new_claims:
         value = claim.offering.zone if key == wk.ZONE else claim.hostname
@@ -66,7 +69,7 @@ def skew(results, key: str = wk.ZONE) -> list[int]:
 # Same-batch pod affinity and anti-affinity ---------------------------------------------------------------
 
 
-def test_a_hostname_affinity_chain_lands_on_one_node_whatever_the_order():
+def test_a_hostname_affinity_chain_lands_on_one_node_whatever_the_order() -> None:
     # ui -> cache -> web -> db; the followers are larger, so a largest-first order meets them first.
     db = pod("db", cpu="100m", labels={"type": "db"})
     web = pod(
@@ -92,7 +95,7 @@ def test_a_hostname_affinity_chain_lands_on_one_node_whatever_the_order():
     assert len({host_of(results, n) for n in ("db", "web", "cache", "ui")}) == 1
 
 
-def test_a_zone_affine_group_follows_its_target_constrained_to_one_zone():
+def test_a_zone_affine_group_follows_its_target_constrained_to_one_zone() -> None:
     target = pod("target", cpu="100m", labels={"security": "s2"}, required=[[req(wk.ZONE, "In", "zone-c")]])
     followers = [
         pod(
@@ -107,7 +110,7 @@ def test_a_zone_affine_group_follows_its_target_constrained_to_one_zone():
     assert {zone_of(results, p.name) for p in [target, *followers]} == {"zone-c"}
 
 
-def test_a_zone_affine_pod_follows_a_pending_target_into_the_zone_it_gets():
+def test_a_zone_affine_pod_follows_a_pending_target_into_the_zone_it_gets() -> None:
     target = pod("target", cpu="3", labels={"app": "t"})
     follower = pod("follower", cpu="3", affinity=[term(wk.ZONE, app="t")])
     results = run([follower, target])
@@ -115,7 +118,7 @@ def test_a_zone_affine_pod_follows_a_pending_target_into_the_zone_it_gets():
     assert zone_of(results, "follower") == zone_of(results, "target")
 
 
-def test_zone_anti_affinity_between_two_groups_of_the_batch_keeps_them_apart():
+def test_zone_anti_affinity_between_two_groups_of_the_batch_keeps_them_apart() -> None:
     a = [
         pod(f"a{i}", cpu="100m", labels={"app": "a"}, anti_affinity=[term(wk.ZONE, app="b")])
         for i in range(2)
@@ -126,7 +129,9 @@ def test_zone_anti_affinity_between_two_groups_of_the_batch_keeps_them_apart():
     assert not {zone_of(results, p.name) for p in a} & {zone_of(results, p.name) for p in b}
 
 
-def test_anti_affinity_of_a_pending_pod_keeps_the_pods_it_selects_out_of_its_zone_whatever_the_order():
+def test_anti_affinity_of_a_pending_pod_keeps_the_pods_it_selects_out_of_its_zone_whatever_the_order() -> (
+    None
+):
     # Karpenter's "inverse" case: the pod carrying the anti-affinity is placed last (it is the smallest).
     guard = pod(
         "guard",
@@ -145,11 +150,11 @@ def test_anti_affinity_of_a_pending_pod_keeps_the_pods_it_selects_out_of_its_zon
 # Custom label keys a pool defines ----------------------------------------------------------------------
 
 
-def tier_pool(*values: str):
+def tier_pool(*values: str) -> NodePool:
     return node_pool(requirements=[req(KEY, "In", *values)])
 
 
-def claim_labels(results, name: str) -> dict[str, str]:
+def claim_labels(results: Results, name: str) -> dict[str, str]:
     claim = claim_of(results, name)
     assert claim is not None
     return claim.to_nodeclaim("c").metadata.labels
@@ -166,7 +171,9 @@ def claim_labels(results, name: str) -> dict[str, str]:
         pytest.param(req(KEY, "DoesNotExist"), False, id="DoesNotExist"),
     ],
 )
-def test_required_affinity_on_a_key_the_pool_defines(requirement, schedules):
+def test_required_affinity_on_a_key_the_pool_defines(
+    requirement: dict[str, str | list[str]], schedules: bool
+) -> None:
     results = run([pod("p", required=[[requirement]])], tier_pool("gold"))
     assert (claim_of(results, "p") is not None) is schedules
 
@@ -176,17 +183,19 @@ def test_required_affinity_on_a_key_the_pool_defines(requirement, schedules):
     [req(KEY, "In", "gold"), req(KEY, "Exists"), req(KEY, "NotIn", "silver")],
     ids=["In", "Exists", "NotIn"],
 )
-def test_the_node_carries_the_label_of_a_key_the_pool_defines(requirement):
+def test_the_node_carries_the_label_of_a_key_the_pool_defines(
+    requirement: dict[str, str | list[str]],
+) -> None:
     results = run([pod("p", required=[[requirement]])], tier_pool("gold"))
     assert claim_labels(results, "p")[KEY] == "gold"
 
 
-def test_an_unconstrained_pod_gets_the_pools_single_value_as_a_label():
+def test_an_unconstrained_pod_gets_the_pools_single_value_as_a_label() -> None:
     results = run([pod("p")], tier_pool("gold"))
     assert claim_labels(results, "p")[KEY] == "gold"
 
 
-def test_pods_asking_for_different_values_of_a_pool_key_get_different_nodes_with_their_labels():
+def test_pods_asking_for_different_values_of_a_pool_key_get_different_nodes_with_their_labels() -> None:
     pods = [
         pod("g", cpu="100m", node_selector={KEY: "gold"}),
         pod("s", cpu="100m", node_selector={KEY: "silver"}),
@@ -197,7 +206,7 @@ def test_pods_asking_for_different_values_of_a_pool_key_get_different_nodes_with
     assert claim_of(results, "g") is not claim_of(results, "s")
 
 
-def test_compatible_pods_share_a_node_on_a_pool_key():
+def test_compatible_pods_share_a_node_on_a_pool_key() -> None:
     pods = [
         pod("g", cpu="100m", required=[[req(KEY, "In", "gold")]]),
         pod("n", cpu="100m", required=[[req(KEY, "NotIn", "silver")]]),
@@ -215,7 +224,9 @@ def test_compatible_pods_share_a_node_on_a_pool_key():
         pytest.param(req(KEY, "DoesNotExist"), True, id="DoesNotExist"),
     ],
 )
-def test_a_key_no_pool_defines_behaves_as_karpenter(requirement, schedules):
+def test_a_key_no_pool_defines_behaves_as_karpenter(
+    requirement: dict[str, str | list[str]], schedules: bool
+) -> None:
     results = run([pod("p", required=[[requirement]])])
     assert (claim_of(results, "p") is not None) is schedules
 
@@ -225,25 +236,25 @@ def test_a_key_no_pool_defines_behaves_as_karpenter(requirement, schedules):
 SOFT = {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}
 
 
-def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits():
+def test_a_pool_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits() -> None:
     pools = [node_pool("soft", weight=100, taints=[SOFT]), node_pool("plain", weight=1)]
     results = run([pod("p")], pools)
-    assert claim_of(results, "p").nodepool.name == "plain"
+    assert present(claim_of(results, "p")).nodepool.name == "plain"
 
 
-def test_a_prefer_no_schedule_pool_is_used_when_nothing_else_fits():
+def test_a_prefer_no_schedule_pool_is_used_when_nothing_else_fits() -> None:
     pools = [node_pool("soft", taints=[SOFT]), node_pool("plain", limits={"cpu": "0"})]
     results = run([pod("p")], pools)
-    assert claim_of(results, "p").nodepool.name == "soft"
+    assert present(claim_of(results, "p")).nodepool.name == "soft"
 
 
-def test_a_pod_tolerating_the_prefer_no_schedule_taint_may_use_its_pool():
+def test_a_pod_tolerating_the_prefer_no_schedule_taint_may_use_its_pool() -> None:
     pools = [node_pool("soft", weight=100, taints=[SOFT]), node_pool("plain", weight=1)]
     tolerant = pod("p", tolerations=[{"key": "dedicated", "operator": "Exists"}])
-    assert claim_of(run([tolerant], pools), "p").nodepool.name == "soft"
+    assert present(claim_of(run([tolerant], pools), "p")).nodepool.name == "soft"
 
 
-def test_an_existing_node_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits():
+def test_an_existing_node_with_a_prefer_no_schedule_taint_is_avoided_while_another_fits() -> None:
     soft = node("a-soft", taints=[SOFT])
     plain = node("b-plain")
     results = run([pod("p", cpu="100m")], snap=snapshot([(soft, []), (plain, [])]))
@@ -253,13 +264,13 @@ def test_an_existing_node_with_a_prefer_no_schedule_taint_is_avoided_while_anoth
 # Host ports ----------------------------------------------------------------------------------------------
 
 
-def test_two_pods_with_the_same_host_port_never_share_a_node():
+def test_two_pods_with_the_same_host_port_never_share_a_node() -> None:
     pods = [with_ports(pod(f"p{i}", cpu="100m"), {"containerPort": 80, "hostPort": 8080}) for i in range(2)]
     results = run(pods)
     assert host_of(results, "p0") != host_of(results, "p1")
 
 
-def test_different_host_ports_or_protocols_may_share_a_node():
+def test_different_host_ports_or_protocols_may_share_a_node() -> None:
     a = with_ports(pod("a", cpu="100m"), {"containerPort": 80, "hostPort": 8080})
     b = with_ports(pod("b", cpu="100m"), {"containerPort": 80, "hostPort": 8081})
     c = with_ports(pod("c", cpu="100m"), {"containerPort": 80, "hostPort": 8080, "protocol": "UDP"})
@@ -267,7 +278,7 @@ def test_different_host_ports_or_protocols_may_share_a_node():
     assert len({host_of(results, n) for n in "abc"}) == 1
 
 
-def test_a_host_port_taken_on_an_existing_node_sends_the_pod_elsewhere():
+def test_a_host_port_taken_on_an_existing_node_sends_the_pod_elsewhere() -> None:
     n1 = node("n1", cpu=8, memory_gib=32)
     running = with_spec(
         with_ports(pod("running", cpu="100m"), {"containerPort": 80, "hostPort": 8080}), nodeName="n1"
@@ -284,7 +295,7 @@ def spread_with(**extra: Any) -> dict[str, Any]:
     return {**spread(app="w"), **extra}
 
 
-def test_min_domains_counts_missing_domains_as_empty():
+def test_min_domains_counts_missing_domains_as_empty() -> None:
     pools = node_pool(requirements=[req(wk.ZONE, "In", "zone-a", "zone-b")])
     pods = [
         pod(f"p{i}", cpu="100m", labels={"app": "w"}, spread=[spread_with(minDomains=3)]) for i in range(3)
@@ -294,7 +305,7 @@ def test_min_domains_counts_missing_domains_as_empty():
     assert len(results.unschedulable) == 1
 
 
-def test_min_domains_met_spreads_as_usual():
+def test_min_domains_met_spreads_as_usual() -> None:
     pods = [
         pod(f"p{i}", cpu="100m", labels={"app": "w"}, spread=[spread_with(minDomains=2)]) for i in range(11)
     ]
@@ -302,7 +313,7 @@ def test_min_domains_met_spreads_as_usual():
     assert skew(results) == [3, 4, 4]
 
 
-def tainted_nodes_with_spread_label():
+def tainted_nodes_with_spread_label() -> Snapshot:
     taint = {"key": "taintname", "value": "v", "effect": "NoSchedule"}
     nodes = [
         node(f"n{i}", cpu=1, labels={"fake-label": v}, taints=[taint]) for i, v in enumerate(("foo", "bar"))
@@ -311,7 +322,9 @@ def tainted_nodes_with_spread_label():
 
 
 @pytest.mark.parametrize(("policy", "expected"), [("Ignore", [1]), ("Honor", [5])])
-def test_node_taints_policy_decides_whether_tainted_nodes_count_as_domains(policy, expected):
+def test_node_taints_policy_decides_whether_tainted_nodes_count_as_domains(
+    policy: str, expected: list[int]
+) -> None:
     pool = node_pool(labels={"fake-label": "baz"})
     constraint = {**spread("fake-label", app="w"), "nodeTaintsPolicy": policy}
     pods = [pod(f"p{i}", cpu="1", labels={"app": "w"}, spread=[constraint]) for i in range(5)]
@@ -321,7 +334,9 @@ def test_node_taints_policy_decides_whether_tainted_nodes_count_as_domains(polic
 
 
 @pytest.mark.parametrize(("policy", "expected"), [("Ignore", 1), ("Honor", 5)])
-def test_node_affinity_policy_decides_whether_unselectable_nodes_count_as_domains(policy, expected):
+def test_node_affinity_policy_decides_whether_unselectable_nodes_count_as_domains(
+    policy: str, expected: int
+) -> None:
     pool = node_pool(labels={"fake-label": "baz", "selector": "value"})
     others = [
         node(f"n{i}", cpu=1, labels={"fake-label": v, "selector": "mismatch"})
@@ -336,7 +351,7 @@ def test_node_affinity_policy_decides_whether_unselectable_nodes_count_as_domain
     assert sum(len(c.pods) for c in results.new_claims) == expected
 
 
-def test_a_spread_is_not_narrowed_by_a_preferred_node_affinity():
+def test_a_spread_is_not_narrowed_by_a_preferred_node_affinity() -> None:
     pods = [
         pod(
             f"p{i}",
@@ -351,7 +366,7 @@ def test_a_spread_is_not_narrowed_by_a_preferred_node_affinity():
     assert skew(results) == [2, 2, 2]
 
 
-def test_a_spread_is_narrowed_by_a_required_node_affinity():
+def test_a_spread_is_narrowed_by_a_required_node_affinity() -> None:
     pods = [
         pod(
             f"p{i}",
@@ -370,7 +385,7 @@ def test_a_spread_is_narrowed_by_a_required_node_affinity():
 TAINT = {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 
 
-def h100_and_a100_pools():
+def h100_and_a100_pools() -> list[NodePool]:
     return [
         node_pool(
             "h100",
@@ -387,15 +402,15 @@ def flexible(name: str) -> Pod:
     return gpu_pod(name, gpus=8, gpu_name=None, cpu="8", required=[[req(wk.GPU_NAME, "In", "h100", "a100")]])
 
 
-def test_a_pod_pinned_to_h100_is_placed_before_flexible_pods_take_the_h100_limit():
+def test_a_pod_pinned_to_h100_is_placed_before_flexible_pods_take_the_h100_limit() -> None:
     strict = gpu_pod("strict", gpus=8, gpu_name="h100", cpu="4")
     results = run([flexible("flex-a"), flexible("flex-b"), strict], h100_and_a100_pools(), gpu_types())
     assert not results.unschedulable, [(u.pod.name, u.reasons) for u in results.unschedulable]
-    assert claim_of(results, "strict").nodepool.name == "h100"
-    assert {claim_of(results, n).nodepool.name for n in ("flex-a", "flex-b")} == {"a100"}
+    assert present(claim_of(results, "strict")).nodepool.name == "h100"
+    assert {present(claim_of(results, n)).nodepool.name for n in ("flex-a", "flex-b")} == {"a100"}
 
 
-def test_explain_gives_the_reason_a_pod_ends_unschedulable_in_the_full_solve():
+def test_explain_gives_the_reason_a_pod_ends_unschedulable_in_the_full_solve() -> None:
     pools = h100_and_a100_pools()
     strict = [gpu_pod(f"strict-{i}", gpus=8, gpu_name="h100", cpu="4") for i in range(2)]
     types = {p.name: gpu_types() for p in pools}

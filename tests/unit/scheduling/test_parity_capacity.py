@@ -5,11 +5,14 @@ pinned to a domain go before a pod that repels them."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from provisioner.api import labels as wk
+from provisioner.scheduling.results import Results
 from provisioner.state.cluster import Snapshot, StateNode
+from provisioner.state.objects import DaemonSet, Node, Pod
 from tests.builders import (
     claim_of,
     daemonset,
@@ -24,13 +27,13 @@ from tests.builders import (
 )
 
 
-def zone_of(results, name: str) -> str:
+def zone_of(results: Results, name: str) -> str:
     claim = claim_of(results, name)
     assert claim is not None, f"{name} got no new node"
     return claim.offering.zone
 
 
-def unowned(name: str = "managed-1", *, cpu: int = 10):
+def unowned(name: str = "managed-1", *, cpu: int = 10) -> Node:
     """A Ready node of a managed node group: no pool label, no claim."""
     return node(name, cpu=cpu, memory_gib=10, pool=None)
 
@@ -38,20 +41,20 @@ def unowned(name: str = "managed-1", *, cpu: int = 10):
 # A node no pool owns ------------------------------------------------------------------------------------
 
 
-def test_a_pod_goes_to_an_existing_node_no_pool_owns():
+def test_a_pod_goes_to_an_existing_node_no_pool_owns() -> None:
     results = run([pod("p", cpu="10m")], snap=snapshot([(unowned(), [])]))
     assert [(p.pod.name, p.node) for p in results.placements] == [("p", "managed-1")]
     assert not results.new_claims
 
 
-def test_many_pods_go_to_an_existing_node_no_pool_owns():
+def test_many_pods_go_to_an_existing_node_no_pool_owns() -> None:
     pods = [pod(f"p{i}", cpu="10m", memory="10Mi") for i in range(100)]
     results = run(pods, snap=snapshot([(unowned(), [])]))
     assert {p.node for p in results.placements} == {"managed-1"} and len(results.placements) == 100
     assert not results.new_claims
 
 
-def test_a_pod_with_a_pool_list_still_uses_a_node_no_pool_owns():
+def test_a_pod_with_a_pool_list_still_uses_a_node_no_pool_owns() -> None:
     """kube-scheduler places the pod on the unowned node whatever its pool list: a new node would stay
     empty. The pool named `default` gives every pod a list, so this is also Karpenter's plain case."""
     listed = pod("listed", cpu="10m", pools=["default"])
@@ -63,7 +66,7 @@ def test_a_pod_with_a_pool_list_still_uses_a_node_no_pool_owns():
     assert not results.new_claims
 
 
-def test_a_pod_with_a_pool_list_still_keeps_off_other_pools_nodes_when_an_unowned_node_is_full():
+def test_a_pod_with_a_pool_list_still_keeps_off_other_pools_nodes_when_an_unowned_node_is_full() -> None:
     other = node("other-1", cpu=8, pool="other")
     full = unowned(cpu=1)
     results = run([pod("p", cpu="2", pools=["default"])], snap=snapshot([(other, []), (full, [])]))
@@ -72,7 +75,7 @@ def test_a_pod_with_a_pool_list_still_keeps_off_other_pools_nodes_when_an_unowne
     assert claim.nodepool.name == "default"
 
 
-def test_a_pod_whose_selector_the_unowned_node_does_not_meet_gets_a_new_node():
+def test_a_pod_whose_selector_the_unowned_node_does_not_meet_gets_a_new_node() -> None:
     pinned = pod("p", cpu="10m", node_selector={wk.NODEPOOL: "default"}, pools=["default"])
     results = run([pinned], snap=snapshot([(unowned(), [])]))
     assert not results.placements and len(results.new_claims) == 1
@@ -83,19 +86,19 @@ def test_a_pod_whose_selector_the_unowned_node_does_not_meet_gets_a_new_node():
 SECURE = {"security": "s2"}
 
 
-def repeller(name: str = "repels", **kw):
+def repeller(name: str = "repels", **kw: Any) -> Pod:
     anti = {"topologyKey": wk.ZONE, "labelSelector": {"matchLabels": SECURE}}
     return pod(name, anti_affinity=[anti], **kw)
 
 
-def zone_pinned(name: str, zone: str, *, how: str = "selector"):
+def zone_pinned(name: str, zone: str, *, how: str = "selector") -> Pod:
     if how == "selector":
         return pod(name, cpu="2", labels=SECURE, node_selector={wk.ZONE: zone})
     return pod(name, cpu="2", labels=SECURE, required=[[req(wk.ZONE, "In", zone)]])
 
 
 @pytest.mark.parametrize("how", ["selector", "affinity"])
-def test_pods_pinned_to_each_zone_run_and_the_pod_that_repels_them_waits(how):
+def test_pods_pinned_to_each_zone_run_and_the_pod_that_repels_them_waits(how: str) -> None:
     """Karpenter's "should not violate pod anti-affinity on zone": the repeller is smaller, yet placing it
     first would take one pinned pod's only zone."""
     pinned = [zone_pinned(f"z{i}", z, how=how) for i, z in enumerate(("zone-a", "zone-b", "zone-c"))]
@@ -104,14 +107,14 @@ def test_pods_pinned_to_each_zone_run_and_the_pod_that_repels_them_waits(how):
     assert sorted(zone_of(results, p.name) for p in pinned) == ["zone-a", "zone-b", "zone-c"]
 
 
-def test_a_pod_that_repels_pinned_pods_takes_the_zone_they_leave_free():
+def test_a_pod_that_repels_pinned_pods_takes_the_zone_they_leave_free() -> None:
     pinned = [zone_pinned("za", "zone-a"), zone_pinned("zb", "zone-b")]
     results = run([repeller(cpu="4"), *pinned])
     assert not results.unschedulable
     assert zone_of(results, "repels") == "zone-c"
 
 
-def test_a_repeller_with_flexible_targets_still_goes_first_so_both_run():
+def test_a_repeller_with_flexible_targets_still_goes_first_so_both_run() -> None:
     """Neither is pinned: the repeller goes first and its target keeps out of its zone (Karpenter leaves
     the repeller pending here, for want of knowing the target's zone; both running is the better end)."""
     results = run([pod("target", cpu="2", labels=SECURE), repeller(cpu="100m")])
@@ -122,7 +125,7 @@ def test_a_repeller_with_flexible_targets_still_goes_first_so_both_run():
 # DaemonSet overhead only where the DaemonSet can run ----------------------------------------------------
 
 
-def zone_a_daemonset(cpu: str = "3"):
+def zone_a_daemonset(cpu: str = "3") -> DaemonSet:
     """A DaemonSet whose node affinity keeps it to zone-a, asking most of an m.xlarge."""
     return daemonset("zonal", cpu=cpu, memory="1Gi", required=[[req(wk.ZONE, "In", "zone-a")]])
 
@@ -137,7 +140,7 @@ def in_flight(name: str, *, zone: str, launched: bool = True) -> StateNode:
     return StateNode(name=name, claim=claim)
 
 
-def test_a_daemonset_that_cannot_run_on_an_existing_node_takes_nothing_from_it():
+def test_a_daemonset_that_cannot_run_on_an_existing_node_takes_nothing_from_it() -> None:
     """Karpenter's "should not subtract daemonset overhead that is not strictly compatible with an
     existing node"."""
     there = node("node-b", cpu=1, memory_gib=1, zone="zone-b")
@@ -145,7 +148,7 @@ def test_a_daemonset_that_cannot_run_on_an_existing_node_takes_nothing_from_it()
     assert [(p.pod.name, p.node) for p in results.placements] == [("p", "node-b")]
 
 
-def test_a_daemonset_that_cannot_run_in_a_launched_claims_zone_takes_nothing_from_it():
+def test_a_daemonset_that_cannot_run_in_a_launched_claims_zone_takes_nothing_from_it() -> None:
     snap = snapshot(daemonsets=[zone_a_daemonset()])
     snap = dataclasses.replace(snap, nodes=(in_flight("claim-b", zone="zone-b"),))
     results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
@@ -153,7 +156,7 @@ def test_a_daemonset_that_cannot_run_in_a_launched_claims_zone_takes_nothing_fro
     assert not results.new_claims
 
 
-def test_a_daemonset_that_may_run_where_a_claim_may_land_keeps_its_room():
+def test_a_daemonset_that_may_run_where_a_claim_may_land_keeps_its_room() -> None:
     snap = snapshot(daemonsets=[zone_a_daemonset()])
     snap = dataclasses.replace(snap, nodes=(in_flight("claim-ab", zone="zone-b", launched=False),))
     results = run([pod("p", cpu="2", memory="1Gi")], snap=snap)
@@ -171,7 +174,7 @@ def with_taints(sn: StateNode, *taints: dict[str, str]) -> StateNode:
     return dataclasses.replace(sn, node=type(sn.node).from_dict(raw))
 
 
-def test_an_initialized_node_is_tried_before_nodes_still_starting():
+def test_an_initialized_node_is_tried_before_nodes_still_starting() -> None:
     """Karpenter's "should order initialized nodes for scheduling uninitialized nodes"."""
     starting = [state_node(f"a-starting-{i}", initialized=False) for i in range(5)]
     ready = state_node("z-ready")
@@ -185,7 +188,7 @@ NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
 @pytest.mark.parametrize(
     ("initialized", "placed"), [(False, True), (True, False)], ids=["starting", "initialized"]
 )
-def test_a_not_ready_taint_is_ignored_only_while_the_node_starts(initialized, placed):
+def test_a_not_ready_taint_is_ignored_only_while_the_node_starts(initialized: bool, placed: bool) -> None:
     """Karpenter's "should assume pod will schedule to a node with ephemeral taint
     node.kubernetes.io/not-ready:NoExecute when the node is uninitialized"."""
     sn = with_taints(state_node("n", initialized=initialized), NOT_READY)
@@ -195,7 +198,7 @@ def test_a_not_ready_taint_is_ignored_only_while_the_node_starts(initialized, pl
 
 
 @pytest.mark.parametrize("bound", [True, False], ids=["daemon-pod-bound", "daemon-pod-not-yet"])
-def test_a_starting_node_keeps_room_for_daemonset_pods_not_running_there_yet(bound):
+def test_a_starting_node_keeps_room_for_daemonset_pods_not_running_there_yet(bound: bool) -> None:
     """Karpenter's "should track daemonset usage separately so we know how many DS resources are remaining
     to be scheduled": 16 CPUs less 100m overhead, a 1-CPU DaemonSet; a 14.9-CPU pod fits only beside the
     DaemonSet's pod, bound or still to come, never in its room."""
@@ -215,7 +218,7 @@ def test_a_starting_node_keeps_room_for_daemonset_pods_not_running_there_yet(bou
     assert not too_big.placements
 
 
-def test_a_daemonset_kept_to_another_pool_takes_nothing_from_a_claim_in_flight():
+def test_a_daemonset_kept_to_another_pool_takes_nothing_from_a_claim_in_flight() -> None:
     other_pool = daemonset("other", cpu="3", memory="1Gi", node_selector={wk.NODEPOOL: "other"})
     snap = dataclasses.replace(
         snapshot(daemonsets=[other_pool]), nodes=(in_flight("claim-ab", zone="zone-b", launched=False),)
@@ -224,7 +227,7 @@ def test_a_daemonset_kept_to_another_pool_takes_nothing_from_a_claim_in_flight()
     assert [(p.pod.name, p.node) for p in results.placements] == [("p", "claim-ab")]
 
 
-def test_pinned_pods_that_repel_a_flexible_pod_go_first_and_it_waits():
+def test_pinned_pods_that_repel_a_flexible_pod_go_first_and_it_waits() -> None:
     """Karpenter's "should not violate pod anti-affinity on zone (inverse)": the pinned pods carry the
     anti-affinity, so they go first and every zone repels the target."""
     anti = {"topologyKey": wk.ZONE, "labelSelector": {"matchLabels": SECURE}}

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.scheduling import explain
 from provisioner.scheduling.pool_order import ClusterDefaults, PoolOrder, refusal, resolve
 from provisioner.scheduling.solver import SolveOptions
 from provisioner.state.cluster import Snapshot
+from provisioner.state.objects import Pod
 from tests.builders import (
     cpu_types,
     gpu_pod,
@@ -61,17 +63,23 @@ DEFAULTS = ClusterDefaults(cpu=("cpu-b", "cpu-a"), gpu=("gpu-b",))
         "nothing-at-all-every-pool-by-weight",
     ],
 )
-def test_a_pods_pool_order_comes_from_the_first_rule_that_applies(the_pod, team, defaults, names, expected):
+def test_a_pods_pool_order_comes_from_the_first_rule_that_applies(
+    the_pod: Pod,
+    team: tuple[str, ...],
+    defaults: ClusterDefaults,
+    names: tuple[str, ...],
+    expected: PoolOrder,
+) -> None:
     assert resolve(the_pod, team_default=team, defaults=defaults, pool_names=names) == expected
 
 
-def test_lists_given_as_text_keep_their_order_and_drop_blanks_and_repeats():
+def test_lists_given_as_text_keep_their_order_and_drop_blanks_and_repeats() -> None:
     assert ClusterDefaults.of(cpu="b, a,,b", gpu=["g1,g2", "g1"]) == ClusterDefaults(
         cpu=("b", "a"), gpu=("g1", "g2")
     )
 
 
-def test_a_gpu_pod_whose_default_list_launches_no_gpu_is_refused_with_where_the_list_came_from():
+def test_a_gpu_pod_whose_default_list_launches_no_gpu_is_refused_with_where_the_list_came_from() -> None:
     order = resolve(gpu_pod(gpus=2), team_default=("cpu-a",), defaults=DEFAULTS, pool_names=POOLS)
     why = refusal(gpu_pod(gpus=2), order, gpu_pools={"gpu-a", "gpu-b"})
     assert why is not None
@@ -88,11 +96,11 @@ def test_a_gpu_pod_whose_default_list_launches_no_gpu_is_refused_with_where_the_
     ],
     ids=["one-gpu-pool-in-the-list", "cpu-pod", "own-annotation-left-to-per-pool-reasons", "every-pool"],
 )
-def test_no_refusal_while_the_list_can_serve_the_pod(the_pod, order):
+def test_no_refusal_while_the_list_can_serve_the_pod(the_pod: Pod, order: PoolOrder) -> None:
     assert refusal(the_pod, order, gpu_pools={"gpu-a"}) is None
 
 
-def _pools():
+def _pools() -> list[NodePool]:
     no_gpu = [req(wk.GPU_COUNT, "DoesNotExist")]
     gpu_taint = [{"key": wk.GPU_RESOURCE, "effect": "NoSchedule"}]
     return [
@@ -106,7 +114,7 @@ def _pools():
 TYPES = {name: cpu_types() + gpu_types() for name in ("cpu-a", "cpu-b", "gpu-a", "gpu-b")}
 
 
-def test_the_solver_sends_pods_naming_no_list_to_the_cluster_defaults_against_the_weights():
+def test_the_solver_sends_pods_naming_no_list_to_the_cluster_defaults_against_the_weights() -> None:
     options = SolveOptions(pool_defaults=ClusterDefaults(cpu=("cpu-b",), gpu=("gpu-b",)))
     results = run([pod("web"), gpu_pod("infer", gpus=1, gpu_name=None)], _pools(), TYPES, options=options)
     assert {c.pods[0].name: c.nodepool.name for c in results.new_claims} == {"web": "cpu-b", "infer": "gpu-b"}
@@ -114,7 +122,7 @@ def test_the_solver_sends_pods_naming_no_list_to_the_cluster_defaults_against_th
     assert {c.pods[0].name: c.nodepool.name for c in plain.new_claims} == {"web": "cpu-a", "infer": "gpu-a"}
 
 
-def test_the_solver_refuses_a_gpu_pod_its_default_list_cannot_serve_and_explain_says_the_same():
+def test_the_solver_refuses_a_gpu_pod_its_default_list_cannot_serve_and_explain_says_the_same() -> None:
     options = SolveOptions(pool_defaults=ClusterDefaults(gpu=("cpu-a", "cpu-b")))
     the_pod = gpu_pod("train", gpus=1, gpu_name=None)
     results = run([the_pod], _pools(), TYPES, options=options)
@@ -135,7 +143,7 @@ def test_the_solver_refuses_a_gpu_pod_its_default_list_cannot_serve_and_explain_
 LISTED = ("first", "second", "third")
 
 
-def _three(*, first_limit: str | None = None) -> list:
+def _three(*, first_limit: str | None = None) -> list[NodePool]:
     return [
         node_pool("first", weight=1, limits={"cpu": first_limit} if first_limit else None),
         node_pool("second", weight=1),
@@ -143,17 +151,17 @@ def _three(*, first_limit: str | None = None) -> list:
     ]
 
 
-def _free_node_in(pool: str):
+def _free_node_in(pool: str) -> Snapshot:
     return snapshot([(node(f"{pool}-node", cpu=8, memory_gib=32, pool=pool), [])])
 
 
-def test_a_pod_with_a_list_launches_in_its_first_pool_rather_than_take_a_free_node_of_its_third():
+def test_a_pod_with_a_list_launches_in_its_first_pool_rather_than_take_a_free_node_of_its_third() -> None:
     results = run([pod("p", pools=LISTED)], _three(), snap=_free_node_in("third"))
     assert not results.placements
     assert [c.nodepool.name for c in results.new_claims] == ["first"]
 
 
-def test_a_pod_with_a_list_takes_the_free_node_of_its_third_pool_when_the_first_two_cannot_launch():
+def test_a_pod_with_a_list_takes_the_free_node_of_its_third_pool_when_the_first_two_cannot_launch() -> None:
     pools = _three(first_limit="0")
     types = {"first": cpu_types(), "second": [], "third": cpu_types()}
     results = run([pod("p", pools=LISTED)], pools, types, snap=_free_node_in("third"))
@@ -161,17 +169,17 @@ def test_a_pod_with_a_list_takes_the_free_node_of_its_third_pool_when_the_first_
     assert not results.new_claims
 
 
-def test_a_pod_with_a_list_takes_a_free_node_of_its_first_pool_before_launching():
+def test_a_pod_with_a_list_takes_a_free_node_of_its_first_pool_before_launching() -> None:
     results = run([pod("p", pools=LISTED)], _three(), snap=_free_node_in("first"))
     assert [(p.pod.name, p.node) for p in results.placements] == [("p", "first-node")]
 
 
-def test_a_pod_without_a_list_takes_free_capacity_anywhere_first_as_karpenter_does():
+def test_a_pod_without_a_list_takes_free_capacity_anywhere_first_as_karpenter_does() -> None:
     results = run([pod("p")], _three(), snap=_free_node_in("second"))
     assert [(p.pod.name, p.node) for p in results.placements] == [("p", "second-node")]
 
 
-def test_a_node_opened_in_this_solve_in_a_lower_pool_does_not_pull_a_pod_from_its_first_pool():
+def test_a_node_opened_in_this_solve_in_a_lower_pool_does_not_pull_a_pod_from_its_first_pool() -> None:
     big = pod("big", cpu="1", pools=["third"])
     small = pod("small", cpu="500m", pools=LISTED)
     results = run([big, small], _three())
@@ -181,7 +189,7 @@ def test_a_node_opened_in_this_solve_in_a_lower_pool_does_not_pull_a_pod_from_it
     }
 
 
-def test_an_untyped_gpu_pod_does_not_grow_an_open_a100_node_when_a_t4_node_of_its_own_is_cheaper():
+def test_an_untyped_gpu_pod_does_not_grow_an_open_a100_node_when_a_t4_node_of_its_own_is_cheaper() -> None:
     gpu_taint = [{"key": wk.GPU_RESOURCE, "effect": "NoSchedule"}]
     pools = [
         node_pool("t4", weight=60, requirements=[req(wk.GPU_NAME, "In", "t4")], taints=gpu_taint),
@@ -199,7 +207,7 @@ def test_an_untyped_gpu_pod_does_not_grow_an_open_a100_node_when_a_t4_node_of_it
     assert placed == {"finetune": ("a100", "p.a100x1"), "notebook": ("t4", "g.t4x1")}
 
 
-def _default_and_gpu_pools(*, opted_out: bool) -> list:
+def _default_and_gpu_pools(*, opted_out: bool) -> list[NodePool]:
     default = node_pool("default")
     if opted_out:
         default.metadata.annotations[wk.DEFAULT_POOL] = "false"

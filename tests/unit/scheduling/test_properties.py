@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.api import labels as wk
-from provisioner.state.objects import TaintValue, tolerates_all
+from provisioner.api.nodepool import NodePool
+from provisioner.scheduling.results import Results
+from provisioner.state.objects import Node, Pod, TaintValue, tolerates_all
 from tests.builders import ZONES, cpu_types, node, node_pool, pod, run, snapshot
 
 TAINTS = [
@@ -27,8 +29,12 @@ TOLERATIONS = [
 CPUS = ["100m", "500m", "1", "1500m", "3", "6", "12"]
 
 
+Scenario = tuple[list[NodePool], list[tuple[Node, list[Pod]]], list[Pod]]
+"""The pools, the nodes with their pods, and the pending pods of one drawn case."""
+
+
 @st.composite
-def scenarios(draw):
+def scenarios(draw: st.DrawFn) -> Scenario:
     n_pools = draw(st.integers(1, 3))
     pools = []
     for i in range(n_pools):
@@ -42,7 +48,7 @@ def scenarios(draw):
                 limits={"cpu": str(limit)} if limit is not None else None,
             )
         )
-    nodes = []
+    nodes: list[tuple[Node, list[Pod]]] = []
     for i in range(draw(st.integers(0, 3))):
         taints = draw(st.lists(st.sampled_from(range(len(TAINTS))), max_size=1, unique=True))
         n = node(
@@ -98,7 +104,7 @@ def scenarios(draw):
     return pools, nodes, pods
 
 
-def solve_scenario(pools, nodes, pods):
+def solve_scenario(pools: list[NodePool], nodes: list[tuple[Node, list[Pod]]], pods: list[Pod]) -> Results:
     types = {p.name: cpu_types() for p in pools}
     return run(pods, pools, types, snap=snapshot(nodes))
 
@@ -108,7 +114,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @SETTINGS
 @given(scenarios())
-def test_every_pod_is_accounted_for_exactly_once(case):
+def test_every_pod_is_accounted_for_exactly_once(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
     seen = Counter(p.pod.key for p in results.placements)
@@ -121,7 +127,7 @@ def test_every_pod_is_accounted_for_exactly_once(case):
 
 @SETTINGS
 @given(scenarios())
-def test_no_pod_lands_where_a_taint_is_not_tolerated(case):
+def test_no_pod_lands_where_a_taint_is_not_tolerated(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
     node_taints = {n.name: n.taints for n, _ in nodes}
@@ -136,10 +142,10 @@ def test_no_pod_lands_where_a_taint_is_not_tolerated(case):
 
 @SETTINGS
 @given(scenarios())
-def test_pool_limits_are_never_exceeded(case):
+def test_pool_limits_are_never_exceeded(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
-    used: dict[str, int] = defaultdict(int)
+    used: dict[str | None, int] = defaultdict(int)
     for n, _ in nodes:
         used[n.nodepool] += n.capacity["cpu"]
     for claim in results.new_claims:
@@ -155,11 +161,11 @@ def test_pool_limits_are_never_exceeded(case):
 
 @SETTINGS
 @given(scenarios())
-def test_do_not_schedule_spread_never_exceeds_max_skew(case):
+def test_do_not_schedule_spread_never_exceeds_max_skew(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
-    zone_counts: Counter = Counter()
-    host_counts: Counter = Counter()
+    zone_counts: Counter[str] = Counter()
+    host_counts: Counter[str] = Counter()
     node_zone = {n.name: n.labels[wk.ZONE] for n, _ in nodes}
     for placement in results.placements:
         if placement.pod.labels["app"] == "a":
@@ -183,10 +189,10 @@ def test_do_not_schedule_spread_never_exceeds_max_skew(case):
 
 @SETTINGS
 @given(scenarios())
-def test_nodes_are_never_over_committed(case):
+def test_nodes_are_never_over_committed(case: Scenario) -> None:
     pools, nodes, pods = case
     results = solve_scenario(pools, nodes, pods)
-    on_node: Counter = Counter()
+    on_node: Counter[str] = Counter()
     for placement in results.placements:
         on_node[placement.node] += placement.pod.requests["cpu"]
     for n, _ in nodes:

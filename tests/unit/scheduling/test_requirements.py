@@ -20,7 +20,12 @@ from provisioner.scheduling import requirements as rq
     ],
     ids=["in-in", "in-in-outside", "in-notin", "gt-lt", "gt-lt-bound", "exists-absent", "notin-absent"],
 )
-def test_intersection_matches_what_both_match(a, b, value, expected):
+def test_intersection_matches_what_both_match(
+    a: tuple[str, list[str]],
+    b: tuple[str, list[str]],
+    value: str | None,
+    expected: bool,
+) -> None:
     left, right = rq.key_req(*a), rq.key_req(*b)
     both = left.intersect(right)
     assert both.matches(value) is expected
@@ -38,11 +43,11 @@ def test_intersection_matches_what_both_match(a, b, value, expected):
     ],
     ids=["disjoint-in", "in-notin", "exists-doesnotexist", "no-integer-between", "non-integer-gt"],
 )
-def test_contradictions_are_empty(a, b):
+def test_contradictions_are_empty(a: tuple[str, list[str]], b: tuple[str, list[str]]) -> None:
     assert rq.key_req(*a).intersect(rq.key_req(*b)).empty
 
 
-def test_pod_alternatives_and_the_node_selector():
+def test_pod_alternatives_and_the_node_selector() -> None:
     from provisioner.state.objects import SelectorRequirement
 
     terms = ((SelectorRequirement("zone", "In", ("a",)),), (SelectorRequirement("zone", "In", ("b",)),))
@@ -53,7 +58,7 @@ def test_pod_alternatives_and_the_node_selector():
     assert alts[1].matches({"disk": "ssd", "zone": "b"})
 
 
-def test_round_trip_to_api_requirements():
+def test_round_trip_to_api_requirements() -> None:
     reqs = rq.Reqs.of(
         {
             "a": rq.key_req("In", ["y", "x"]),
@@ -74,6 +79,6 @@ def test_round_trip_to_api_requirements():
     assert again == reqs
 
 
-def test_single_value():
+def test_single_value() -> None:
     assert rq.key_req("In", ["only"]).single == "only"
     assert rq.key_req("In", ["a", "b"]).single is None

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
+from provisioner.scheduling.results import Results
 from tests.builders import gpu_pod, instance_type, node_pool, req, run
 
 RESERVED = wk.CAPACITY_TYPE_RESERVED
@@ -22,7 +23,7 @@ def h100(*, reservation: Reservation | None = None, zone: str = "zone-a") -> Ins
     return it.with_offerings((reserved, *it.offerings))
 
 
-def capacity_types(results, pool: str) -> list[str]:
+def capacity_types(results: Results, pool: str) -> list[str]:
     return sorted(c.offering.capacity_type for c in results.new_claims if c.nodepool.name == pool)
 
 

@@ -25,26 +25,26 @@ members = st.lists(st.text("abcdef0123456789", min_size=4, max_size=12), min_siz
 
 
 @given(pool_names, st.integers(1, 32))
-def test_a_pool_is_in_the_same_shard_whoever_asks(pools, n):
+def test_a_pool_is_in_the_same_shard_whoever_asks(pools, n) -> None:
     assert [shards.shard_of(p, n) for p in pools] == [shards.shard_of(p, n) for p in reversed(pools)][::-1]
     assert all(0 <= shards.shard_of(p, n) < n for p in pools)
 
 
 @given(pool_names, st.integers(1, 16))
-def test_one_more_shard_moves_only_the_pools_the_new_shard_takes(pools, n):
+def test_one_more_shard_moves_only_the_pools_the_new_shard_takes(pools, n) -> None:
     for p in pools:
         before, after = shards.shard_of(p, n), shards.shard_of(p, n + 1)
         assert after in (before, n), f"{p} moved from {before} to {after}, not to the new shard"
 
 
-def test_pools_spread_evenly_over_shards():
+def test_pools_spread_evenly_over_shards() -> None:
     counts = Counter(shards.shard_of(f"pool-{i}", 8) for i in range(4000))
     assert set(counts) == set(range(8))
     assert max(counts.values()) < 1.15 * 500 and min(counts.values()) > 0.85 * 500
 
 
 @given(st.integers(1, 64), members)
-def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n, names):
+def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n, names) -> None:
     owners = shards.assign(n, names)
     assert set(owners) == set(range(n))
     load = Counter(owners.values())
@@ -54,7 +54,7 @@ def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n, names):
 
 @settings(max_examples=200)
 @given(st.integers(1, 64), members.filter(lambda m: len(m) >= 2), st.data())
-def test_a_replica_leaving_moves_its_shards_and_few_others(n, names, data):
+def test_a_replica_leaving_moves_its_shards_and_few_others(n, names, data) -> None:
     gone = data.draw(st.sampled_from(names))
     before = shards.assign(n, names)
     after = shards.assign(n, [m for m in names if m != gone])
@@ -68,7 +68,7 @@ def test_a_replica_leaving_moves_its_shards_and_few_others(n, names, data):
 
 @settings(max_examples=200)
 @given(st.integers(1, 64), members, st.text("ghijkl", min_size=4, max_size=8))
-def test_a_replica_joining_takes_shards_without_reshuffling_the_rest(n, names, new):
+def test_a_replica_joining_takes_shards_without_reshuffling_the_rest(n, names, new) -> None:
     before = shards.assign(n, names)
     after = shards.assign(n, [*names, new])
     moved = {s for s in before if before[s] != after[s]}
@@ -104,12 +104,12 @@ def _owns(*names):
         "unknown-only-goes-to-its-first-names-holder",
     ],
 )
-def test_a_pod_is_taken_by_the_holder_of_its_first_untried_pool(order, owned, tried, want):
+def test_a_pod_is_taken_by_the_holder_of_its_first_untried_pool(order, owned, tried, want) -> None:
     assert shards.route(order, existing={"a", "b", "c"}, owns=_owns(*owned), tried=set(tried)) == want
 
 
 @given(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6, unique=True), st.integers(1, 4), st.data())
-def test_exactly_one_replica_takes_a_pod_at_each_step_in_list_order(order, n, data):
+def test_exactly_one_replica_takes_a_pod_at_each_step_in_list_order(order, n, data) -> None:
     replicas = [{p for p in "abcdef" if shards.shard_of(p, n) == i} for i in range(n)]
     tried: set[str] = set()
     visited: list[str] = []
@@ -129,7 +129,7 @@ def test_exactly_one_replica_takes_a_pod_at_each_step_in_list_order(order, n, da
     assert visited == list(order), "every pool tried once, in the pod's order"
 
 
-def test_tried_pools_are_forgotten_only_once_every_pool_refused_the_pod_for_the_ttl():
+def test_tried_pools_are_forgotten_only_once_every_pool_refused_the_pod_for_the_ttl() -> None:
     p = pod("p", annotations={shards.TRIED: "a,b", shards.TRIED_AT: NOW.isoformat()})
     later = NOW + shards.TRIED_TTL
     assert shards.still_tried(p, ["a", "b"], NOW + timedelta(seconds=1)) == {"a", "b"}, "nobody takes it yet"
@@ -139,14 +139,14 @@ def test_tried_pools_are_forgotten_only_once_every_pool_refused_the_pod_for_the_
     assert shards.still_tried(unreadable, ["a"], NOW) == frozenset()
 
 
-def test_passing_on_adds_the_run_to_the_pools_tried():
+def test_passing_on_adds_the_run_to_the_pools_tried() -> None:
     p = pod("p", annotations={shards.TRIED: "a", shards.TRIED_AT: NOW.isoformat()})
     ann = shards.passed_on(("b", "c"), p, NOW + timedelta(seconds=5))
     assert ann[shards.TRIED] == "a,b,c"
     assert shards.tried_pools(pod("p", annotations=ann))[0] == {"a", "b", "c"}
 
 
-def test_a_replicas_snapshot_holds_its_pools_their_claims_and_the_pods_it_takes():
+def test_a_replicas_snapshot_holds_its_pools_their_claims_and_the_pods_it_takes() -> None:
     pools = (node_pool("a"), node_pool("b"))
     mine = StateNode(name="c1", claim=node_claim("c1", nodepool="a"))
     theirs = StateNode(name="c2", claim=node_claim("c2", nodepool="b"))
@@ -164,14 +164,14 @@ def test_a_replicas_snapshot_holds_its_pools_their_claims_and_the_pods_it_takes(
     assert whole.snapshot.pending_pods[0] is spans, "a pod wholly held here is left as it is"
 
 
-def test_a_pod_pinned_to_a_pool_goes_to_that_pools_holder():
+def test_a_pod_pinned_to_a_pool_goes_to_that_pools_holder() -> None:
     pinned = pod("pinned", pools=("a", "b"), node_selector={wk.NODEPOOL: "b"})
     snap = Snapshot(pending_pods=(pinned,), nodepools=(node_pool("a"), node_pool("b")))
     assert not shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW).snapshot.pending_pods
     assert shards.scope(snap, owns=_owns("b"), defaults=ClusterDefaults(), now=NOW).snapshot.pending_pods
 
 
-def test_a_pod_every_pool_refused_is_due_again_after_the_ttl_for_whoever_holds_its_first_pool():
+def test_a_pod_every_pool_refused_is_due_again_after_the_ttl_for_whoever_holds_its_first_pool() -> None:
     refused = pod("p", pools=("a", "b"), annotations={shards.TRIED: "a,b", shards.TRIED_AT: NOW.isoformat()})
     snap = Snapshot(pending_pods=(refused,), nodepools=(node_pool("a"), node_pool("b")))
     now = NOW + timedelta(seconds=10)
