@@ -11,11 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provisioner.api import AWSNodeClass, NodeClaim, NodePool
+from providers.aws.model import AWSNodeClass
+from provisioner.api import NodeClaim, NodePool
 from provisioner.api import labels as wk
-from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
+from provisioner.api.common import ObjectMeta, Operator, Requirement
 from provisioner.api.nodeclaim import NodeClaimSpec
-from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodeclass import NodeClass, NodeClassReference
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
 from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 from provisioner.scheduling import NewClaim, Results, SolveOptions, solve

@@ -31,8 +31,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from providers.aws import efa, errors, launch
+from providers.aws.model import AWSNodeClass
 from providers.aws.sdk import call
-from provisioner.api import AWSNodeClass, NodeClaim
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import (
     CreateError,

@@ -27,10 +27,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from providers.aws.model import AWSPlacement
 from providers.fake import saved
+from providers.gcp.model import GCPPlacement
 from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import AWSPlacement, NodeClass
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog as catalog_
 from provisioner.cloudprovider.errors import (
     CloudProviderError,
@@ -288,7 +290,7 @@ class FakeProvider:
 
     def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
         types = self._instance_types(node_class)
-        placement = node_class.spec.placement
+        placement = getattr(node_class.spec, "placement", None)
         if not isinstance(placement, AWSPlacement) or not placement.efa:
             return types
         return [
@@ -420,8 +422,8 @@ class FakeProvider:
 
     def _placement_group(self, node_class: NodeClass, placement: GangPlacement | None) -> str | None:
         """The NodeClass's placement: its existing group or policy, or one made for the gang."""
-        spec = node_class.spec.placement
-        if spec is None:
+        spec = getattr(node_class.spec, "placement", None)
+        if not isinstance(spec, AWSPlacement | GCPPlacement):
             return None
         existing = spec.group_name if isinstance(spec, AWSPlacement) else spec.policy
         per_gang = spec.group_per_gang if isinstance(spec, AWSPlacement) else spec.compact_per_gang

@@ -27,10 +27,10 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from providers.gcp import errors, instances, launch, naming
+from providers.gcp.model import GCPNodeClass
 from providers.gcp.sdk import failure
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import GCPNodeClass
 from provisioner.cloudprovider.errors import (
     CreateError,
     InsufficientCapacity,

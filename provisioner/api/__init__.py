@@ -1,28 +1,35 @@
 """The API: pydantic models of every CRD (group `provisioner.sh`, version `v1`), well-known labels,
-quantities and durations. Pure: imports no SDK, reads no clock.
+quantities and durations. Pure: imports no SDK, reads no clock. The NodeClass kinds are the installed
+provider plug-ins' (provisioner.api.plugins); `KINDS` reads them on first use.
 """
 
-from provisioner.api.common import Condition, ObjectMeta, Operator, Requirement, Taint
+from collections.abc import Mapping
+
+from provisioner.api import plugins
+from provisioner.api.common import Condition, Model, ObjectMeta, Operator, Requirement, Taint
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
+from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
 from provisioner.api.nodepool import NodePool
 from provisioner.api.team import Department, Team
 
-KINDS = {
-    "NodePool": NodePool,
-    "NodeClaim": NodeClaim,
-    "AWSNodeClass": AWSNodeClass,
-    "GCPNodeClass": GCPNodeClass,
-    "Department": Department,
-    "Team": Team,
-}
+
+def _kinds(_found: tuple[plugins.Declares, ...]) -> Mapping[str, type[Model]]:
+    return {
+        "NodePool": NodePool,
+        "NodeClaim": NodeClaim,
+        **NODECLASS_KINDS,
+        "Department": Department,
+        "Team": Team,
+    }
+
+
+KINDS: plugins.Derived[type[Model]] = plugins.Derived(_kinds)
+"""Kind -> model of every object this API defines, the installed plug-ins' NodeClass kinds included."""
 
 __all__ = [
     "KINDS",
-    "AWSNodeClass",
     "Condition",
     "Department",
-    "GCPNodeClass",
     "NodeClaim",
     "NodeClass",
     "NodePool",

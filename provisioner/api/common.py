@@ -412,36 +412,6 @@ def _within(value: str, lower: int | None, upper: int | None) -> bool:
     return (lower is None or number > lower) and (upper is None or number < upper)
 
 
-class NodeClassReference(Model):
-    """Which NodeClass launches the nodes: `group`, `kind` and `name`."""
-
-    group: str = labels.GROUP
-    """API group of the NodeClass; `provisioner.sh`."""
-    kind: str
-    """`AWSNodeClass` or `GCPNodeClass`."""
-    name: Annotated[str, AfterValidator(check_name)]
-    """Name of the NodeClass object."""
-
-    @model_validator(mode="after")
-    def _known_kind(self) -> NodeClassReference:
-        errors: list[FieldError] = []
-        if self.group != labels.GROUP:
-            errors.append(
-                FieldError(f"group {self.group!r} is not known; allowed: {labels.GROUP}", path=("group",))
-            )
-        if self.kind not in NODECLASS_KINDS:
-            errors.append(
-                FieldError(
-                    f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}", path=("kind",)
-                )
-            )
-        raise_all(errors)
-        return self
-
-
-NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
-
-
 def condition(conditions: list[Condition], type_: str) -> Condition | None:
     """The condition of that type, if present."""
     # A plain loop: this runs for every node many times a pass, and a generator costs more than the walk.

@@ -27,8 +27,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from provisioner.api import KINDS, accelerators, labels
-from provisioner.api.common import NODECLASS_KINDS
 from provisioner.api.located import allowed_fields, format_path, located_problems
+from provisioner.api.nodeclass import NODECLASS_KINDS
 from provisioner.api.nodepool import NodePool
 from provisioner.api.yamldoc import (
     YAML_SUFFIXES,

@@ -12,12 +12,12 @@ from provisioner.api.common import (
     Duration,
     FiniteDuration,
     Model,
-    NodeClassReference,
     ObjectMeta,
     Operator,
     Requirement,
     Taint,
 )
+from provisioner.api.nodeclass import NodeClassReference
 
 # Condition types, in lifecycle order.
 LAUNCHED = "Launched"

@@ -20,7 +20,6 @@ from provisioner.api.common import (
     Labels,
     Model,
     Named,
-    NodeClassReference,
     ObjectMeta,
     Requirement,
     Taint,
@@ -28,6 +27,7 @@ from provisioner.api.common import (
     raise_all,
     requirement_conflicts,
 )
+from provisioner.api.nodeclass import NodeClassReference
 
 
 class ConsolidationPolicy(StrEnum):

@@ -277,6 +277,7 @@ def _load_file(path: Path):
     from pydantic import ValidationError
 
     from provisioner.api import KINDS, documents
+    from provisioner.api.nodeclass import NODECLASS_KINDS
     from provisioner.state.cluster import ClusterState
 
     try:
@@ -300,8 +301,7 @@ def _load_file(path: Path):
         "Node",
         "NodeClaim",
         "NodePool",
-        "AWSNodeClass",
-        "GCPNodeClass",
+        *NODECLASS_KINDS,
         "DaemonSet",
         "PodDisruptionBudget",
         "Namespace",
@@ -348,7 +348,7 @@ def _load_file(path: Path):
 
 def _load_cluster(kubeconfig: str | None, context: str | None):
     try:
-        from provisioner.kube.client import WATCHED, KubeClient
+        from provisioner.kube.client import KubeClient, watched
     except ImportError as err:  # pragma: no cover - the kube room ships with the package
         raise _fail(f"reading a live cluster needs provisioner.kube: {err}") from None
     from provisioner.state.cluster import ClusterState
@@ -359,7 +359,7 @@ def _load_cluster(kubeconfig: str | None, context: str | None):
         raise _fail(f"cannot load it: {err}", flag="--kubeconfig") from None
     state = ClusterState()
     try:
-        for res in WATCHED:
+        for res in watched():
             try:
                 items, _ = client.list(res)
             except Exception as err:

@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from provisioner.api import labels as wk
+from provisioner.api.plugins import NODECLASS_CRDS
 from provisioner.clusterapi.port import ClusterError, ConflictError, EvictionBlocked, NotFoundError
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -62,8 +63,6 @@ PDB = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", Tr
 LEASE = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)
 NODECLAIM = Resource("NodeClaim", wk.GROUP, wk.VERSION, "nodeclaims", False)
 NODEPOOL = Resource("NodePool", wk.GROUP, wk.VERSION, "nodepools", False)
-AWSNODECLASS = Resource("AWSNodeClass", wk.GROUP, wk.VERSION, "awsnodeclasses", False)
-GCPNODECLASS = Resource("GCPNodeClass", wk.GROUP, wk.VERSION, "gcpnodeclasses", False)
 TEAM = Resource("Team", wk.GROUP, wk.VERSION, "teams", False)
 DEPARTMENT = Resource("Department", wk.GROUP, wk.VERSION, "departments", False)
 PODTEMPLATE = Resource("PodTemplate", "", "v1", "podtemplates", True)
@@ -71,22 +70,29 @@ PROVISIONING_REQUEST = Resource(
     "ProvisioningRequest", "autoscaling.x-k8s.io", "v1", "provisioningrequests", True
 )
 
-WATCHED = (
-    POD,
-    NODE,
-    NAMESPACE,
-    DAEMONSET,
-    PDB,
-    NODECLAIM,
-    NODEPOOL,
-    AWSNODECLASS,
-    GCPNODECLASS,
-    TEAM,
-    DEPARTMENT,
-    PODTEMPLATE,
-    PROVISIONING_REQUEST,
-)
-"""Everything the informers feed into ClusterState."""
+
+def nodeclass(kind: str) -> Resource:
+    """The resource of a NodeClass kind an installed provider plug-in brings (`AWSNodeClass`...)."""
+    crd = NODECLASS_CRDS[kind]
+    return Resource(crd.kind, wk.GROUP, wk.VERSION, crd.plural, False)
+
+
+def watched() -> tuple[Resource, ...]:
+    """Everything the informers feed into ClusterState, the installed plug-ins' NodeClass kinds included."""
+    return (
+        POD,
+        NODE,
+        NAMESPACE,
+        DAEMONSET,
+        PDB,
+        NODECLAIM,
+        NODEPOOL,
+        *(nodeclass(kind) for kind in NODECLASS_CRDS),
+        TEAM,
+        DEPARTMENT,
+        PODTEMPLATE,
+        PROVISIONING_REQUEST,
+    )
 
 
 class ApiError(ClusterError):

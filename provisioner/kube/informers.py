@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from provisioner.kube.client import WATCHED, ApiError, Gone, KubeClient, Resource
+from provisioner.kube.client import ApiError, Gone, KubeClient, Resource, watched
 from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -193,14 +193,14 @@ class Informers:
         client: KubeClient,
         state: ClusterState,
         *,
-        resources: Iterable[Resource] = WATCHED,
+        resources: Iterable[Resource] | None = None,
         watch_timeout: int = 300,
     ) -> None:
         self.stop_event = threading.Event()
         self.feeder = StateFeeder(state)
         self.informers = [
             Informer(client, res, self.feeder, stop=self.stop_event, watch_timeout=watch_timeout)
-            for res in resources
+            for res in (watched() if resources is None else resources)
         ]
 
     def start(self) -> None:

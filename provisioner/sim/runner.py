@@ -21,14 +21,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from providers.fake import FakeProvider
 from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.team import Department, Team
 from provisioner.clock import VirtualClock
-from provisioner.cloudprovider import wrappers
+from provisioner.cloudprovider import registry, wrappers
+from provisioner.cloudprovider.plugin import SimulatedCloud
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
@@ -108,7 +108,7 @@ class RunResult:
     actions: list[ActionRow]
     usage: list[UsageRow]
     last_results: Any
-    fake: FakeProvider
+    fake: SimulatedCloud
     ticks: int = 0
     pods_recreated: int = 0
     pods_completed: list[str] = field(default_factory=list)
@@ -180,12 +180,7 @@ class Runner:
         # Only the types some pool could launch: the others change no decision, and the whole region's
         # catalog would be scanned at every evaluation of a run that evaluates hundreds of times.
         usable = [t for t in loaded.catalog_types if any(admits(p, t) for p in loaded.nodepools)]
-        self.fake = FakeProvider(
-            instance_types=[_available_again(t) for t in usable],
-            cluster_name="sim",
-            clock=self.clock.now,
-            reveal_stockouts=False,
-        )
+        self.fake = registry.simulated([_available_again(t) for t in usable], self.clock.now)
         self._mark(spec.unavailable, available=False)
         self._set_capacity(spec.capacity)
         self.block_ends: dict[str, datetime] = {}
@@ -199,7 +194,7 @@ class Runner:
         self.scoped = PoolScopedTypes(
             self.fake,
             loaded.nodepools,
-            zones_for=lambda nc: scenario_._nodeclass_zones(nc, loaded.zones_of(nc.kind)),
+            zones_for=lambda nc: scenario_.nodeclass_zones(nc, loaded.zones_of(nc.kind)),
         )
         provider = wrappers.wrap(
             self.scoped,
@@ -210,7 +205,7 @@ class Runner:
         self.manager = Manager(
             state=self.state,
             cluster=self.cluster,
-            providers=ProviderSet.single(provider),
+            providers=ProviderSet.every_kind(provider),
             clock=self.clock,
             settings=Settings(
                 cluster_name="sim", name_suffix=counting_names(), pool_defaults=loaded.pool_defaults

@@ -27,20 +27,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from provisioner.api import (
-    AWSNodeClass,
-    Department,
-    GCPNodeClass,
-    NodePool,
-    Team,
-    documents,
-    durations,
-    key_checks,
-    quantities,
-)
+from provisioner.api import Department, NodePool, Team, documents, durations, key_checks, quantities
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
-from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
 from provisioner.api.provisioning_request import ProvisioningRequest
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType, Offering, for_template
@@ -52,13 +42,23 @@ from provisioner.sim.scenario_spec import ReservationSpec, Scenario
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
 
-CATALOGS = ("aws", "gcp", "karpenter-benchmark")
 WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
 OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget", "PriorityClass")
-OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass", "Team", "Department")
 REQUEST_KINDS = ("ProvisioningRequest", "PodTemplate")
 """Cluster Autoscaler's ProvisioningRequest and the PodTemplates it names (`provisioner.sim.gangs`)."""
-ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
+
+
+def our_kinds() -> tuple[str, ...]:
+    """The provisioner.sh kinds a scenario holds: NodePool, the installed plug-ins' NodeClass kinds, Team,
+    Department."""
+    return ("NodePool", *NODECLASS_KINDS, "Team", "Department")
+
+
+def all_kinds() -> tuple[str, ...]:
+    """Every kind a scenario may hold."""
+    return ("Scenario", *our_kinds(), *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
+
+
 MAX_REPLICAS = 100_000
 
 
@@ -289,10 +289,11 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             )
             continue
         kind = data.get("kind")
-        if not isinstance(kind, str) or kind not in ALL_KINDS:
+        known_kinds = all_kinds()
+        if not isinstance(kind, str) or kind not in known_kinds:
             out.add(
                 doc,
-                f"kind {json.dumps(kind)} is not known in a scenario; allowed: {', '.join(ALL_KINDS)}",
+                f"kind {json.dumps(kind)} is not known in a scenario; allowed: {', '.join(known_kinds)}",
                 ("kind",),
             )
             continue
@@ -302,7 +303,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             if not isinstance(meta, dict) or not isinstance(name, str) or not name:
                 out.add(doc, "metadata.name is required", ("metadata", "name"))
                 continue
-            cluster_scoped = ("Node", "Namespace", "PriorityClass", *OUR_KINDS)
+            cluster_scoped = ("Node", "Namespace", "PriorityClass", *our_kinds())
             ns = meta.get("namespace") or "default" if kind not in cluster_scoped else ""
             key = (kind, f"{ns}/{name}" if ns else name)
             if key in seen:
@@ -319,7 +320,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 out.add(doc, message, path)
             out.problems.extend(requests.problems)
             requests.problems.clear()
-        elif kind in OUR_KINDS:
+        elif kind in NODECLASS_KINDS or kind in ("NodePool", "Team", "Department"):
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
             for key_problem in key_checks.check(doc):
@@ -328,7 +329,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 out.warnings.extend(documents.lint(obj, doc))
             if isinstance(obj, NodePool):
                 nodepools.append((obj, doc))
-            elif isinstance(obj, AWSNodeClass | GCPNodeClass):
+            elif isinstance(obj, NodeClass):
                 nodeclasses[(obj.kind, obj.name)] = obj
             if obj is not None:
                 quota_objects.append(documents.LoadedObject(obj, doc))
@@ -412,7 +413,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         ref = pool.spec.template.spec.node_class_ref
         if ref.kind not in by_kind:
             served_by = " + ".join(u.name for u in uses)
-            wanted = next(c for c, k in catalogs.NODECLASS_KIND.items() if k == ref.kind)
+            wanted = catalogs.catalog_for(ref.kind)
             out.add(
                 doc,
                 f"kind {ref.kind!r} cannot launch from the {served_by} catalog; use "
@@ -495,42 +496,16 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
 
 def _default_nodeclass(kind: str, name: str, zones: Sequence[str]) -> NodeClass:
     """What a pool gets when its nodeClassRef names no document: every zone of the region."""
-    if kind == "GCPNodeClass":
-        return GCPNodeClass.model_validate(
-            {
-                "metadata": {"name": name},
-                "spec": {
-                    "project": "simulated",
-                    "image": "projects/simulated/global/images/default",
-                    "zones": list(zones),
-                },
-            }
-        )
-    return AWSNodeClass.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "subnetSelectorTerms": [{"tags": {"simulated": "*"}}],
-                "securityGroupSelectorTerms": [{"tags": {"simulated": "*"}}],
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "role": "simulated",
-            },
-            "status": {"subnets": [{"id": f"subnet-{z}", "zone": z} for z in zones]},
-        }
-    )
+    return NODECLASS_KINDS[kind].simulated(name, zones)
 
 
-def _nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
-    if isinstance(nc, GCPNodeClass) and nc.spec.zones:
-        return [z for z in zones if z in nc.spec.zones]
-    if isinstance(nc, AWSNodeClass) and nc.status is not None and nc.status.subnets:
-        chosen = {s.zone for s in nc.status.subnets}
-        return [z for z in zones if z in chosen]
-    return list(zones)
+def nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
+    """The zones of `zones` the NodeClass launches in."""
+    return nc.launch_zones(zones)
 
 
 def _types_for(nc: NodeClass, types: Sequence[InstanceType], zones: Sequence[str]) -> list[InstanceType]:
-    allowed = set(_nodeclass_zones(nc, zones))
+    allowed = set(nodeclass_zones(nc, zones))
     if allowed == set(zones):
         return list(types)
     return [t.with_offerings(tuple(o for o in t.offerings if o.zone in allowed)) for t in types]

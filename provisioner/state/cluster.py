@@ -10,7 +10,7 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, TypeVar
 
 from provisioner.api import NodeClaim, NodePool
-from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass, NodeClass
+from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
 from provisioner.api.provisioning_request import ProvisioningRequest
 from provisioner.api.team import Department, Team
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, spec_key
@@ -82,7 +82,6 @@ class Changes:
             return keys
 
 
-_NODECLASS_KINDS = ("AWSNodeClass", "GCPNodeClass")
 _TEMPLATES = 256
 """How many spec sets `ClusterState` remembers a parsed pod of (the oldest is forgotten first)."""
 
@@ -194,9 +193,8 @@ class ClusterState:
                 pool = NodePool.model_validate(obj)
                 key = pool.name
                 self._nodepools[key] = pool
-            elif kind in _NODECLASS_KINDS:
-                model = AWSNodeClass if kind == "AWSNodeClass" else GCPNodeClass
-                nc = model.model_validate(obj)
+            elif kind in NODECLASS_KINDS:
+                nc = NODECLASS_KINDS[kind].model_validate(obj)
                 key = nc.name
                 self._nodeclasses[(kind, key)] = nc
             elif kind == "DaemonSet":
@@ -259,6 +257,8 @@ class ClusterState:
             self._joined.nodes_written.add(key)
         elif kind == "NodeClaim":
             self._joined.claims_written.add(key)
+        elif kind in NODECLASS_KINDS:
+            self._stale.add("nodeclasses")
         elif kind != "Pod":
             self._stale.add(kind)
         for feed in self._feeds.get(kind, ()):
@@ -282,7 +282,7 @@ class ClusterState:
         """Forget one object: `namespace/name` for namespaced kinds, `name` otherwise."""
         with self._lock:
             self.generation += 1
-            if kind in _NODECLASS_KINDS:
+            if kind in NODECLASS_KINDS:
                 self._nodeclasses.pop((kind, key), None)
             else:
                 if kind == "Pod":
@@ -326,7 +326,7 @@ class ClusterState:
         """The keys held for a kind (`namespace/name` for namespaced kinds, `name` otherwise): what a
         relist compares with."""
         with self._lock:
-            if kind in _NODECLASS_KINDS:
+            if kind in NODECLASS_KINDS:
                 return {name for (k, name) in self._nodeclasses if k == kind}
             return set(self._store(kind))
 
@@ -365,7 +365,7 @@ class ClusterState:
                 daemonsets=_sorted(self._daemonsets) if "DaemonSet" in stale else last.daemonsets,
                 pdbs=_sorted(self._pdbs) if "PodDisruptionBudget" in stale else last.pdbs,
                 nodepools=_sorted(self._nodepools) if "NodePool" in stale else last.nodepools,
-                nodeclasses=(dict(self._nodeclasses) if stale & set(_NODECLASS_KINDS) else last.nodeclasses),
+                nodeclasses=dict(self._nodeclasses) if "nodeclasses" in stale else last.nodeclasses,
                 namespaces=(
                     {k: dict(v) for k, v in self._namespaces.items()}
                     if "Namespace" in stale
@@ -384,13 +384,13 @@ _SNAPSHOT_KINDS = (
     "DaemonSet",
     "PodDisruptionBudget",
     "NodePool",
-    *_NODECLASS_KINDS,
+    "nodeclasses",
     "Namespace",
     "Team",
     "Department",
 )
 """The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
-pending pods)."""
+pending pods; "nodeclasses": the NodeClasses of every kind)."""
 
 
 def _sorted(store: Mapping[str, V]) -> tuple[V, ...]:

@@ -122,7 +122,7 @@ def pdb(name: str, *, match_labels: Mapping[str, str], max_unavailable: int = 0)
 
 # Backends -----------------------------------------------------------------------------------------------
 
-RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
+RESOURCES = {r.kind: r for r in (*kc.watched(), kc.EVENT)}
 
 
 class Backend(Protocol):
@@ -428,7 +428,7 @@ class World:
         return Manager(
             state=self.state,
             cluster=kw.pop("cluster", self.backend.cluster),
-            providers=ProviderSet.single(self.provider),
+            providers=ProviderSet.every_kind(self.provider),
             clock=self.clock,
             settings=self.settings,
             **kw,

@@ -1,0 +1,46 @@
+"""The AWS plug-in: what the core learns of EC2 (see provisioner.cloudprovider.plugin). Loading it imports
+the AWSNodeClass model only; boto3 is imported when the provider is built."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from providers.aws.model import AWSNodeClass
+from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
+from provisioner.cloudprovider.plugin import ChartPieces, Option, OptionError, ProviderPlugin, Wiring
+from provisioner.cloudprovider.protocol import CloudProvider
+
+
+def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
+    from providers.aws.provider import AWSProvider
+
+    if not options.get("aws_region"):
+        raise OptionError("--aws-region: required with --cloud aws (or set AWS_REGION)")
+    return AWSProvider(
+        region=str(options["aws_region"]),
+        cluster_name=wiring.cluster_name,
+        endpoint_url=options.get("aws_endpoint"),
+        interruption_queue_url=options.get("aws_interruption_queue"),
+    )
+
+
+PLUGIN = ProviderPlugin(
+    name="aws",
+    build=_build,
+    nodeclasses=(
+        Kind(
+            model=AWSNodeClass,
+            kind="AWSNodeClass",
+            plural="awsnodeclasses",
+            short_names=("awsnc", "awsnodeclass"),
+            columns=(AGE, PrinterColumn("Role", ".spec.role", priority=1)),
+        ),
+    ),
+    catalogs={"aws": CatalogFile(package="providers.aws", file="catalog.yaml", kinds=("AWSNodeClass",))},
+    options=(
+        Option("--aws-region", env="AWS_REGION"),
+        Option("--aws-endpoint", env="AWS_ENDPOINT_URL"),
+        Option("--aws-interruption-queue", env="PROVISIONER_INTERRUPTION_QUEUE", help="SQS queue URL."),
+    ),
+    chart=ChartPieces(),
+)

@@ -1,0 +1,50 @@
+"""The fake cloud's plug-in: it launches pools of every installed NodeClass kind from a built-in catalog,
+stands in for the kubelets of its instances (kwok-style Nodes) and is the cloud `provisioner simulate`
+runs on. For a development cluster only: its Nodes have no machine behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from providers.fake import kwok
+from provisioner.cloudprovider.plugin import Option, ProviderPlugin, SimulatedCloud, Wiring
+from provisioner.cloudprovider.protocol import CloudProvider
+from provisioner.cloudprovider.types import InstanceType
+
+
+def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
+    from providers.fake.provider import FakeProvider
+
+    return FakeProvider(
+        catalog=options.get("fake_catalog") or "aws",
+        region=options.get("fake_region"),
+        cluster_name=wiring.cluster_name,
+        clock=wiring.clock,
+        on_launch=wiring.on_launch,
+        on_delete=wiring.on_delete,
+        state_path=options.get("fake_state"),
+    )
+
+
+def _simulated(types: list[InstanceType], clock: Callable[[], datetime]) -> SimulatedCloud:
+    from providers.fake.provider import FakeProvider
+
+    return FakeProvider(instance_types=types, cluster_name="sim", clock=clock, reveal_stockouts=False)
+
+
+PLUGIN = ProviderPlugin(
+    name="fake",
+    build=_build,
+    options=(
+        Option("--fake-catalog", default="aws", help="Catalog the fake cloud serves: aws, gcp..."),
+        Option("--fake-region"),
+        Option(
+            "--fake-state", help="JSON file the fake cloud keeps its instances in, so they outlive a restart."
+        ),
+    ),
+    serves_every_kind=True,
+    nodes=kwok,
+    simulated=_simulated,
+    dev_only="fake creates Nodes for instances that do not exist, for a development cluster only",
+)

@@ -1,0 +1,45 @@
+"""The GCP plug-in: what the core learns of Compute Engine (see provisioner.cloudprovider.plugin).
+Loading it imports the GCPNodeClass model only; google-cloud-compute is imported when the provider is
+built."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from providers.gcp.model import GCPNodeClass
+from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
+from provisioner.cloudprovider.plugin import ChartPieces, Option, OptionError, ProviderPlugin, Wiring
+from provisioner.cloudprovider.protocol import CloudProvider
+
+
+def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
+    from providers.gcp.provider import GCPProvider
+
+    project, region = options.get("gcp_project"), options.get("gcp_region")
+    if not project or not region:
+        raise OptionError("--gcp-project, --gcp-region: both required with --cloud gcp")
+    return GCPProvider(
+        project=project, region=region, cluster_name=wiring.cluster_name, endpoint=options.get("gcp_endpoint")
+    )
+
+
+PLUGIN = ProviderPlugin(
+    name="gcp",
+    build=_build,
+    nodeclasses=(
+        Kind(
+            model=GCPNodeClass,
+            kind="GCPNodeClass",
+            plural="gcpnodeclasses",
+            short_names=("gcpnc", "gcpnodeclass"),
+            columns=(PrinterColumn("Project", ".spec.project"), AGE),
+        ),
+    ),
+    catalogs={"gcp": CatalogFile(package="providers.gcp", file="catalog.yaml", kinds=("GCPNodeClass",))},
+    options=(
+        Option("--gcp-project", env="GOOGLE_CLOUD_PROJECT"),
+        Option("--gcp-region", env="PROVISIONER_GCP_REGION"),
+        Option("--gcp-endpoint", env="PROVISIONER_GCP_ENDPOINT"),
+    ),
+    chart=ChartPieces(),
+)

@@ -1,0 +1,161 @@
+"""What a provider plug-in declares: the one object a cloud hands the core.
+
+A cloud is a package (e.g. `providers/aws/`) with a module holding a `ProviderPlugin`, registered by one
+line of its `pyproject.toml`:
+
+    [project.entry-points."provisioner.providers"]
+    aws = "providers.aws.plugin:PLUGIN"
+
+The plug-in says its name (`--cloud NAME`), the NodeClass kinds it brings (model and CRD names, see
+provisioner.api.plugins.Kind), the catalogs it ships as package data, its `provisioner run` options (flag,
+environment variable, help), how to build its CloudProvider from those options and the operator's
+`Wiring`, and what the chart grants it (`ChartPieces`). A cloud without kubelets (the fake one) also
+gives the Nodes it stands in for (`NodeMaker`) and the simulator's cloud (`simulated`).
+provisioner.cloudprovider.registry reads the installed plug-ins; nothing in the core names one.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from provisioner.api.plugins import CatalogFile, Kind
+from provisioner.cloudprovider.protocol import CloudProvider, Instance
+from provisioner.cloudprovider.types import InstanceType
+
+
+class OptionError(ValueError):
+    """A plug-in's options do not let it build its provider; the message names the flag."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One `provisioner run` option of a plug-in: a text flag, read from the environment when not given."""
+
+    flag: str
+    """The flag, `--aws-region`; the plug-in reads its value under `key`."""
+    help: str = ""
+    env: str | None = None
+    """Environment variable read when the flag is not given."""
+    default: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`aws_region` for `--aws-region`: the name the value is passed under."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the operator gives every provider it builds."""
+
+    cluster_name: str
+    clock: Callable[[], datetime]
+    on_launch: Callable[[Instance, InstanceType], None] | None = None
+    """Called after a launch by a cloud without kubelets, to register the Node it stands in for."""
+    on_delete: Callable[[Instance], None] | None = None
+    """Called after a delete by such a cloud, to remove that Node."""
+
+
+class NodeMaker(Protocol):
+    """The Nodes a cloud without kubelets stands in for (as Karpenter's kwok provider does)."""
+
+    def node_for_instance(
+        self,
+        instance: Instance,
+        instance_type: InstanceType | None,
+        *,
+        ready: bool = True,
+        devices: bool = True,
+        now: datetime | None = None,
+    ) -> dict[str, Any]: ...
+
+    def node_name_for(self, instance: Instance) -> str: ...
+
+
+class SimulatedCloud(CloudProvider, Protocol):
+    """The cloud `provisioner simulate` runs on: a CloudProvider the simulator can also steer (capacity,
+    stockouts, reservations, interruptions) and read (its catalog and zones)."""
+
+    on_launch: Callable[[Instance, InstanceType], None] | None
+    on_delete: Callable[[Instance], None] | None
+
+    @property
+    def catalog(self) -> builtins.list[InstanceType]: ...
+
+    @property
+    def zones(self) -> builtins.list[str]: ...
+
+    def remaining(self, *, instance_type: str, zone: str, capacity_type: str) -> int | None: ...
+
+    def set_capacity(
+        self,
+        *,
+        instance_type: str | None = None,
+        zone: str | None = None,
+        capacity_type: str | None = None,
+        count: int | None,
+    ) -> None: ...
+
+    def mark_unavailable(
+        self, *, instance_type: str | None = None, zone: str | None = None, capacity_type: str | None = None
+    ) -> None: ...
+
+    def mark_available(
+        self, *, instance_type: str | None = None, zone: str | None = None, capacity_type: str | None = None
+    ) -> None: ...
+
+    def add_reservation(
+        self,
+        reservation_id: str,
+        *,
+        instance_type: str,
+        zone: str,
+        count: int,
+        kind: str = ...,
+        ends_at: datetime | None = None,
+    ) -> None: ...
+
+    def end_reservation(self, reservation_id: str) -> None: ...
+
+    def interrupt(
+        self, provider_id: str, kind: str = "spot-interruption", *, detail: str = "", reclaim: bool = False
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChartPieces:
+    """What the Helm chart holds for a plug-in: its values (under `providers.NAME`) and the extra RBAC
+    rules its provider needs in the cluster (beyond the core's)."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    rbac_rules: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class ProviderPlugin:
+    """A cloud, as it registers itself (see the module docstring)."""
+
+    name: str
+    """`--cloud NAME`; the entry point's name."""
+    build: Callable[[Mapping[str, str | None], Wiring], CloudProvider]
+    """Builds the provider from its options (by `Option.key`) and the wiring; raises OptionError."""
+    nodeclasses: Sequence[Kind] = ()
+    """The NodeClass kinds it launches (model, CRD names and columns)."""
+    catalogs: Mapping[str, CatalogFile] = field(default_factory=dict)
+    """Built-in catalogs it ships, by name."""
+    options: Sequence[Option] = ()
+    """Its `provisioner run` options."""
+    serves_every_kind: bool = False
+    """True for a cloud that launches pools of any installed kind (the fake one)."""
+    nodes: NodeMaker | None = None
+    """The Nodes it stands in for, when its instances have no kubelet."""
+    simulated: Callable[[list[InstanceType], Callable[[], datetime]], SimulatedCloud] | None = None
+    """The simulator's cloud over these types and clock, when this plug-in provides it."""
+    chart: ChartPieces = ChartPieces()
+    """Its chart values and RBAC rules."""
+    dev_only: str | None = None
+    """Why it is for a development cluster only, when it is (`--cloud` says so)."""
