@@ -3,12 +3,21 @@ the AWSNodeClass model only; boto3 is imported when the provider is built."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from providers.aws.model import AWSNodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
-from provisioner.cloudprovider.plugin import ChartPieces, Option, OptionError, ProviderPlugin, Wiring
+from provisioner.cloudprovider.plugin import (
+    CatalogQuery,
+    ChartPieces,
+    Option,
+    OptionError,
+    ProviderPlugin,
+    Wiring,
+)
 from provisioner.cloudprovider.protocol import CloudProvider
+from provisioner.cloudprovider.types import InstanceType
 
 
 def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
@@ -22,6 +31,17 @@ def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
         endpoint_url=options.get("aws_endpoint"),
         interruption_queue_url=options.get("aws_interruption_queue"),
     )
+
+
+def _read_types(query: CatalogQuery) -> list[InstanceType]:
+    from providers.aws.provider import AWSProvider
+
+    provider = AWSProvider(region=query.region, cluster_name="catalog", endpoint_url=query.endpoint)
+    return provider.region_instance_types()
+
+
+def _default_region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
 PLUGIN = ProviderPlugin(
@@ -42,5 +62,7 @@ PLUGIN = ProviderPlugin(
         Option("--aws-endpoint", env="AWS_ENDPOINT_URL"),
         Option("--aws-interruption-queue", env="PROVISIONER_INTERRUPTION_QUEUE", help="SQS queue URL."),
     ),
+    read_types=_read_types,
+    default_region=_default_region,
     chart=ChartPieces(),
 )

@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from providers.fake import kwok
-from provisioner.cloudprovider.plugin import Option, ProviderPlugin, SimulatedCloud, Wiring
+from provisioner.cloudprovider import catalog
+from provisioner.cloudprovider.plugin import CatalogQuery, Option, ProviderPlugin, SimulatedCloud, Wiring
 from provisioner.cloudprovider.protocol import CloudProvider
 from provisioner.cloudprovider.types import InstanceType
 
@@ -33,6 +34,12 @@ def _simulated(types: list[InstanceType], clock: Callable[[], datetime]) -> Simu
     return FakeProvider(instance_types=types, cluster_name="sim", clock=clock, reveal_stockouts=False)
 
 
+def _read_types(query: CatalogQuery) -> list[InstanceType]:
+    from providers.fake.provider import FakeProvider
+
+    return FakeProvider(catalog="aws", region=query.region).region_instance_types()
+
+
 PLUGIN = ProviderPlugin(
     name="fake",
     build=_build,
@@ -46,5 +53,7 @@ PLUGIN = ProviderPlugin(
     serves_every_kind=True,
     nodes=kwok,
     simulated=_simulated,
+    read_types=_read_types,
+    default_region=lambda: catalog.default_region("aws"),
     dev_only="fake creates Nodes for instances that do not exist, for a development cluster only",
 )

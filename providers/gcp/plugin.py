@@ -4,12 +4,22 @@ built."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from providers.gcp.model import GCPNodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
-from provisioner.cloudprovider.plugin import ChartPieces, Option, OptionError, ProviderPlugin, Wiring
+from provisioner.cloudprovider import catalog
+from provisioner.cloudprovider.plugin import (
+    CatalogQuery,
+    ChartPieces,
+    Option,
+    OptionError,
+    ProviderPlugin,
+    Wiring,
+)
 from provisioner.cloudprovider.protocol import CloudProvider
+from provisioner.cloudprovider.types import InstanceType
 
 
 def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
@@ -21,6 +31,21 @@ def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
     return GCPProvider(
         project=project, region=region, cluster_name=wiring.cluster_name, endpoint=options.get("gcp_endpoint")
     )
+
+
+def _read_types(query: CatalogQuery) -> list[InstanceType]:
+    from providers.gcp.provider import ENDPOINT_ENV, GCPProvider
+
+    project = query.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+    if not project:
+        raise OptionError("required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT)", flag="--project")
+    provider = GCPProvider(
+        project=project,
+        region=query.region,
+        cluster_name="catalog",
+        endpoint=query.endpoint or os.environ.get(ENDPOINT_ENV),
+    )
+    return provider.region_instance_types()
 
 
 PLUGIN = ProviderPlugin(
@@ -41,5 +66,7 @@ PLUGIN = ProviderPlugin(
         Option("--gcp-region", env="PROVISIONER_GCP_REGION"),
         Option("--gcp-endpoint", env="PROVISIONER_GCP_ENDPOINT"),
     ),
+    read_types=_read_types,
+    default_region=lambda: catalog.default_region("gcp"),
     chart=ChartPieces(),
 )

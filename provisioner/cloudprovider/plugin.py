@@ -28,7 +28,24 @@ from provisioner.cloudprovider.types import InstanceType
 
 
 class OptionError(ValueError):
-    """A plug-in's options do not let it build its provider; the message names the flag."""
+    """A plug-in's options do not let it build its provider: the message, and the flag when it is not
+    already at the start of the message."""
+
+    def __init__(self, message: str, *, flag: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.flag = flag
+
+
+@dataclass(frozen=True)
+class CatalogQuery:
+    """What `provisioner catalog --cloud NAME` asks a plug-in: the types its cloud offers in `region`."""
+
+    region: str
+    project: str | None = None
+    """`--project` (GCP's)."""
+    endpoint: str | None = None
+    """`--endpoint`: an API endpoint override."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +172,11 @@ class ProviderPlugin:
     """The Nodes it stands in for, when its instances have no kubelet."""
     simulated: Callable[[list[InstanceType], Callable[[], datetime]], SimulatedCloud] | None = None
     """The simulator's cloud over these types and clock, when this plug-in provides it."""
+    read_types: Callable[[CatalogQuery], list[InstanceType]] | None = None
+    """The types its cloud offers in a region, read live (`provisioner catalog`); raises OptionError or
+    CloudProviderError."""
+    default_region: Callable[[], str] | None = None
+    """The region `provisioner catalog` reads when none is given."""
     chart: ChartPieces = ChartPieces()
     """Its chart values and RBAC rules."""
     dev_only: str | None = None

@@ -147,7 +147,12 @@ def test_finalizers_hold_a_deletion_and_none_can_be_added_once_it_started(kube_c
     kube_client.delete(kc.nodeclass("AWSNodeClass"), "default")
     held = kube_client.get(kc.nodeclass("AWSNodeClass"), "default")
     assert held["metadata"]["deletionTimestamp"]
-    refused(kube_client.patch, kc.nodeclass("AWSNodeClass"), "default", {"metadata": {"finalizers": ["a/b", "c/d"]}})
+    refused(
+        kube_client.patch,
+        kc.nodeclass("AWSNodeClass"),
+        "default",
+        {"metadata": {"finalizers": ["a/b", "c/d"]}},
+    )
     kube_client.patch(kc.nodeclass("AWSNodeClass"), "default", {"metadata": {"finalizers": []}})
     with pytest.raises(NotFoundError):
         kube_client.get(kc.nodeclass("AWSNodeClass"), "default")
