@@ -64,5 +64,20 @@ PLUGIN = ProviderPlugin(
     ),
     read_types=_read_types,
     default_region=_default_region,
-    chart=ChartPieces(),
+    chart=ChartPieces(
+        values={"region": "", "roleArn": "", "interruptionQueue": "", "endpoint": ""},
+        flags={
+            "--aws-region": "region",
+            "--aws-interruption-queue": "interruptionQueue",
+            "--aws-endpoint": "endpoint",
+        },
+        examples={
+            "region": "us-east-1",
+            "roleArn": "arn:aws:iam::123456789012:role/provisioner",
+            "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/provisioner",
+            "endpoint": "http://127.0.0.1:5000",
+        },
+        required=("region",),
+        annotations={"eks.amazonaws.com/role-arn": "roleArn"},
+    ),
 )

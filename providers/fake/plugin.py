@@ -9,7 +9,14 @@ from datetime import datetime
 
 from providers.fake import kwok
 from provisioner.cloudprovider import catalog
-from provisioner.cloudprovider.plugin import CatalogQuery, Option, ProviderPlugin, SimulatedCloud, Wiring
+from provisioner.cloudprovider.plugin import (
+    CatalogQuery,
+    ChartPieces,
+    Option,
+    ProviderPlugin,
+    SimulatedCloud,
+    Wiring,
+)
 from provisioner.cloudprovider.protocol import CloudProvider
 from provisioner.cloudprovider.types import InstanceType
 
@@ -51,6 +58,7 @@ PLUGIN = ProviderPlugin(
         ),
     ),
     serves_every_kind=True,
+    chart=ChartPieces(node_verbs=("create",)),
     nodes=kwok,
     simulated=_simulated,
     read_types=_read_types,

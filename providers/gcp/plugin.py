@@ -68,5 +68,16 @@ PLUGIN = ProviderPlugin(
     ),
     read_types=_read_types,
     default_region=lambda: catalog.default_region("gcp"),
-    chart=ChartPieces(),
+    chart=ChartPieces(
+        values={"project": "", "region": "", "serviceAccount": "", "endpoint": ""},
+        flags={"--gcp-project": "project", "--gcp-region": "region", "--gcp-endpoint": "endpoint"},
+        examples={
+            "project": "my-project",
+            "region": "us-central1",
+            "serviceAccount": "provisioner@my-project.iam.gserviceaccount.com",
+            "endpoint": "http://127.0.0.1:8080",
+        },
+        required=("project", "region"),
+        annotations={"iam.gke.io/gcp-service-account": "serviceAccount"},
+    ),
 )

@@ -145,11 +145,23 @@ class SimulatedCloud(CloudProvider, Protocol):
 
 @dataclass(frozen=True)
 class ChartPieces:
-    """What the Helm chart holds for a plug-in: its values (under `providers.NAME`) and the extra RBAC
-    rules its provider needs in the cluster (beyond the core's)."""
+    """What the Helm chart (charts/provisioner) holds for a plug-in, as data its tests check the templates
+    against (tests/chart/test_chart.py): the values under the plug-in's name, the `run` flag each sets, the
+    ones the chart requires when `cloud` includes the plug-in, the ServiceAccount annotation each sets
+    (the cloud identity), and the verbs on Nodes the controller needs beyond the core's."""
 
-    values: Mapping[str, Any] = field(default_factory=dict)
-    rbac_rules: tuple[Mapping[str, Any], ...] = ()
+    values: Mapping[str, str] = field(default_factory=dict)
+    """values.yaml key under `NAME:` -> its default."""
+    examples: Mapping[str, str] = field(default_factory=dict)
+    """values key -> a value of the form the chart's schema accepts (what the tests render with)."""
+    flags: Mapping[str, str] = field(default_factory=dict)
+    """`run` flag -> the values key the Deployment passes it from."""
+    required: tuple[str, ...] = ()
+    """Values keys the chart refuses to render without when `cloud` includes the plug-in."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """ServiceAccount annotation -> the values key it comes from."""
+    node_verbs: tuple[str, ...] = ()
+    """Verbs on Nodes beyond the core's (a cloud without kubelets creates them)."""
 
 
 @dataclass(frozen=True)
