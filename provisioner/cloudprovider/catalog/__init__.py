@@ -266,7 +266,7 @@ def _data(name: str) -> dict[str, Any]:
         raise CatalogError(f"unknown catalog {name!r}: use one of {', '.join(names())}")
     file = CATALOG_FILES[name]
     text = resources.files(file.package).joinpath(file.file).read_text(encoding="utf-8")
-    # The C loader when libyaml is present: the pure-Python one takes about a second on gcp.yaml.
+    # The C loader when libyaml is present: the pure-Python one takes about a second on the gcp catalog.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     data: dict[str, Any] = yaml.load(text, Loader=loader)
     return data
