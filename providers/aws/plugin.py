@@ -4,7 +4,6 @@ the AWSNodeClass model only; boto3 is imported when the provider is built."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from providers.aws.model import AWSNodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
@@ -13,6 +12,7 @@ from provisioner.cloudprovider.plugin import (
     ChartPieces,
     Option,
     OptionError,
+    OptionValues,
     ProviderPlugin,
     Wiring,
 )
@@ -20,7 +20,7 @@ from provisioner.cloudprovider.protocol import CloudProvider
 from provisioner.cloudprovider.types import InstanceType
 
 
-def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
+def _build(options: OptionValues, wiring: Wiring) -> CloudProvider:
     from providers.aws.provider import AWSProvider
 
     if not options.get("aws_region"):
@@ -47,6 +47,7 @@ def _default_region() -> str:
 PLUGIN = ProviderPlugin(
     name="aws",
     build=_build,
+    billing_names={"aws": "AWS"},
     nodeclasses=(
         Kind(
             model=AWSNodeClass,

@@ -4,7 +4,7 @@ runs on. For a development cluster only: its Nodes have no machine behind them."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 
 from providers.fake import kwok
@@ -13,6 +13,7 @@ from provisioner.cloudprovider.plugin import (
     CatalogQuery,
     ChartPieces,
     Option,
+    OptionValues,
     ProviderPlugin,
     SimulatedCloud,
     Wiring,
@@ -21,7 +22,7 @@ from provisioner.cloudprovider.protocol import CloudProvider
 from provisioner.cloudprovider.types import InstanceType
 
 
-def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
+def _build(options: OptionValues, wiring: Wiring) -> CloudProvider:
     from providers.fake.provider import FakeProvider
 
     return FakeProvider(
@@ -50,6 +51,7 @@ def _read_types(query: CatalogQuery) -> list[InstanceType]:
 PLUGIN = ProviderPlugin(
     name="fake",
     build=_build,
+    billing_names={"fake": "Fake cloud (provisioner)"},
     options=(
         Option("--fake-catalog", default="aws", help="Catalog the fake cloud serves: aws, gcp..."),
         Option("--fake-region"),

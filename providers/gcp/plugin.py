@@ -5,7 +5,6 @@ built."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from providers.gcp.model import GCPNodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
@@ -15,6 +14,7 @@ from provisioner.cloudprovider.plugin import (
     ChartPieces,
     Option,
     OptionError,
+    OptionValues,
     ProviderPlugin,
     Wiring,
 )
@@ -22,7 +22,7 @@ from provisioner.cloudprovider.protocol import CloudProvider
 from provisioner.cloudprovider.types import InstanceType
 
 
-def _build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
+def _build(options: OptionValues, wiring: Wiring) -> CloudProvider:
     from providers.gcp.provider import GCPProvider
 
     project, region = options.get("gcp_project"), options.get("gcp_region")
@@ -51,6 +51,7 @@ def _read_types(query: CatalogQuery) -> list[InstanceType]:
 PLUGIN = ProviderPlugin(
     name="gcp",
     build=_build,
+    billing_names={"gce": "Google Cloud", "gcp": "Google Cloud"},
     nodeclasses=(
         Kind(
             model=GCPNodeClass,

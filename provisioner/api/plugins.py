@@ -4,7 +4,8 @@ Owns the reading of the entry-point group `provisioner.providers` (a package's `
 `[project.entry-points."provisioner.providers"] NAME = "package.module:PLUGIN"`), done once with
 `importlib.metadata` and in the plug-ins' name order, and what every room must read of a plug-in from the
 bottom of the house: the NodeClass kinds it brings (each a `Kind`: model, names and `kubectl get`
-columns of its CRD) and the catalog files it ships (`CatalogFile`). The whole plug-in (options, how to
+columns of its CRD), the catalog files it ships (`CatalogFile`) and the name its bills carry (FOCUS
+ProviderName, by providerID scheme). The whole plug-in (options, how to
 build its CloudProvider, chart pieces) is `provisioner.cloudprovider.plugin.ProviderPlugin`;
 `provisioner.cloudprovider.registry` reads it.
 
@@ -86,6 +87,9 @@ class Declares(Protocol):
     @property
     def catalogs(self) -> Mapping[str, CatalogFile]: ...
 
+    @property
+    def billing_names(self) -> Mapping[str, str]: ...
+
 
 @functools.cache
 def installed() -> tuple[Declares, ...]:
@@ -158,6 +162,9 @@ class Derived(Mapping[str, V]):
 
 NODECLASS_CRDS: Derived[Kind] = Derived(lambda found: {k.kind: k for p in found for k in p.nodeclasses})
 """NodeClass kind -> its CRD description, over every installed plug-in."""
+
+BILLING_NAMES: Derived[str] = Derived(lambda found: {k: v for p in found for k, v in p.billing_names.items()})
+"""providerID scheme (`aws`, `gce`...) -> the FOCUS ProviderName of its cloud, over every installed plug-in."""
 
 CATALOG_FILES: Derived[CatalogFile] = Derived(
     lambda found: {n: f for p in found for n, f in p.catalogs.items()}

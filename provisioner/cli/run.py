@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +23,7 @@ import typer
 
 from provisioner.cli.app import app
 from provisioner.cloudprovider import registry as plugins_
+from provisioner.cloudprovider.plugin import OptionValues
 
 log = logging.getLogger("provisioner")
 
@@ -64,7 +65,7 @@ def build_providers(
     *,
     clouds: list[str],
     cluster_name: str,
-    options: Mapping[str, str | None],
+    options: OptionValues,
     clock: Any,
     registry: Any,
     register_node: Any,
@@ -88,7 +89,7 @@ def _cloud_help() -> str:
     found = plugins_.plugins()
     production = [p.name for p in found if p.dev_only is None]
     dev = [p.name for p in found if p.dev_only is not None]
-    several = f" or several ({','.join(production[:2])})" if len(production) > 1 else ""
+    several = f", or several ({','.join(production[:2])})" if len(production) > 1 else ""
     tail = f"; {', '.join(dev)} only for a dev cluster (its Nodes are not real)" if dev else ""
     return f"Required: {', '.join(production)}{several}{tail}."
 
@@ -103,7 +104,7 @@ def _with_plugin_options(func: Callable[..., None]) -> Callable[..., None]:
             o.key,
             inspect.Parameter.KEYWORD_ONLY,
             default=typer.Option(o.default, o.flag, envvar=o.env, help=o.help or None),
-            annotation=str | None,
+            annotation=o.type | None,
         )
         for o in options
     ]
@@ -116,7 +117,7 @@ def _with_plugin_options(func: Callable[..., None]) -> Callable[..., None]:
     wrapper.__signature__ = signature.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {
         **{k: v for k, v in func.__annotations__.items() if k != "plugin_options"},
-        **{o.key: str | None for o in options},
+        **{o.key: o.type | None for o in options},
     }
     return wrapper
 
@@ -223,7 +224,7 @@ def run_command(
         envvar="PROVISIONER_LEDGER",
         help="FinOps ledger: a SQLAlchemy URL (postgresql://user@host/db) or a SQLite file; none: no ledger.",
     ),
-    plugin_options: Mapping[str, str | None] | None = None,
+    plugin_options: OptionValues | None = None,
 ) -> None:
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):

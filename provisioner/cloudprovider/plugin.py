@@ -50,19 +50,25 @@ class CatalogQuery:
 
 @dataclass(frozen=True)
 class Option:
-    """One `provisioner run` option of a plug-in: a text flag, read from the environment when not given."""
+    """One `provisioner run` option of a plug-in, read from the environment when the flag is not given."""
 
     flag: str
     """The flag, `--aws-region`; the plug-in reads its value under `key`."""
     help: str = ""
     env: str | None = None
     """Environment variable read when the flag is not given."""
-    default: str | None = None
+    default: str | int | float | None = None
+    type: type[str] | type[int] | type[float] = str
+    """What the value is parsed as (`run` refuses another, naming the flag); None when not given."""
 
     @property
     def key(self) -> str:
         """`aws_region` for `--aws-region`: the name the value is passed under."""
         return self.flag.lstrip("-").replace("-", "_")
+
+
+OptionValues = Mapping[str, Any]
+"""A plug-in's option values by `Option.key`, each of its `Option.type` or None."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +176,7 @@ class ProviderPlugin:
 
     name: str
     """`--cloud NAME`; the entry point's name."""
-    build: Callable[[Mapping[str, str | None], Wiring], CloudProvider]
+    build: Callable[[OptionValues, Wiring], CloudProvider]
     """Builds the provider from its options (by `Option.key`) and the wiring; raises OptionError."""
     nodeclasses: Sequence[Kind] = ()
     """The NodeClass kinds it launches (model, CRD names and columns)."""
@@ -178,6 +184,9 @@ class ProviderPlugin:
     """Built-in catalogs it ships, by name."""
     options: Sequence[Option] = ()
     """Its `provisioner run` options."""
+    billing_names: Mapping[str, str] = field(default_factory=dict)
+    """providerID scheme of its instances (`aws` in `aws:///...`) -> the FOCUS ProviderName its costs
+    are exported under."""
     serves_every_kind: bool = False
     """True for a cloud that launches pools of any installed kind (the fake one)."""
     nodes: NodeMaker | None = None

@@ -17,7 +17,14 @@ from prometheus_client import CollectorRegistry
 from provisioner.api import plugins as api_plugins
 from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
 from provisioner.cloudprovider import wrappers
-from provisioner.cloudprovider.plugin import NodeMaker, OptionError, ProviderPlugin, SimulatedCloud, Wiring
+from provisioner.cloudprovider.plugin import (
+    NodeMaker,
+    OptionError,
+    OptionValues,
+    ProviderPlugin,
+    SimulatedCloud,
+    Wiring,
+)
 from provisioner.cloudprovider.protocol import CloudProvider
 from provisioner.cloudprovider.types import InstanceType
 
@@ -82,7 +89,7 @@ def node_maker(clouds: Sequence[str]) -> NodeMaker | None:
 
 def build(
     clouds: Sequence[str],
-    options: Mapping[str, str | None],
+    options: OptionValues,
     wiring: Wiring,
     registry: CollectorRegistry | None,
 ) -> dict[str, CloudProvider]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from provisioner.api.plugins import BILLING_NAMES
 from provisioner.finops.reports.best import Comparison
 from provisioner.finops.reports.text import csv_text, largest_remainder, table
 from provisioner.finops.rows import ReservationRow, UsageRow
@@ -397,8 +398,6 @@ FOCUS_COLUMNS = (
 )
 """FOCUS 1.0's columns, in the spec's alphabetical order."""
 
-PROVIDERS = {"aws": "AWS", "gcp": "Google Cloud", "gce": "Google Cloud", "fake": "Fake cloud (provisioner)"}
-
 
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -406,7 +405,7 @@ def _stamp(moment: datetime) -> str:
 
 def _provider(provider_id: str) -> str:
     scheme = provider_id.split("://", 1)[0] if "://" in provider_id else ""
-    return PROVIDERS.get(scheme, scheme or "unknown")
+    return BILLING_NAMES.get(scheme, scheme or "unknown")
 
 
 COMMITMENT_TYPES = {"capacity-block": "Capacity Block", "default": "Capacity Reservation"}
