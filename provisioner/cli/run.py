@@ -72,7 +72,6 @@ def build_providers(
     delete_node: Any,
 ) -> Any:
     """The ProviderSet `--cloud` asks for, each cloud built by its plug-in from its options."""
-    from provisioner.cloudprovider import registry as plugins
     from provisioner.cloudprovider.plugin import OptionError, Wiring
     from provisioner.controllers.provider_set import ProviderSet
 
@@ -80,7 +79,7 @@ def build_providers(
         cluster_name=cluster_name, clock=clock.now, on_launch=register_node, on_delete=delete_node
     )
     try:
-        return ProviderSet(plugins.build(clouds, options, wiring, registry))
+        return ProviderSet(plugins_.build(clouds, options, wiring, registry))
     except OptionError as err:
         raise _fail(str(err)) from None
 
