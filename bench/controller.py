@@ -4,11 +4,12 @@ HTTP (../shared/BENCHMARKS.md section 5).
 The API server is the controller tests' fixture (tests/controllers/kube_server.py: kmock, filled where the
 controller relies on a real server), run in this process; the controller is a child process, as a user
 starts it. One AWSNodeClass and one CPU pool (c6i/m6i 4xlarge, spot and on-demand). Then `--pods` pods
-(1500m CPU, 2Gi each) are created at once, already marked Unschedulable (PodScheduled=False), from
-several client threads.
+(1500m CPU, 2Gi each) are created at once from several client threads, and each is marked Unschedulable
+(PodScheduled=False, through its /status) as kube-scheduler marks a pod it cannot place: the API server
+sets a new pod's status itself, as a real one does.
 
 Measured, on the server's clock as requests arrive:
-- the batch window's close: the last pod's arrival plus the controller's idle window (`--batch-idle`;
+- the batch window's close: the last pod's mark plus the controller's idle window (`--batch-idle`;
   the max window is set long, so the idle window is the one that closes the batch; any delay in the
   controller's watch counts against it);
 - for each pod, when the NodeClaim it was nominated to (its `Nominated` Event, read as it arrives) was
@@ -52,8 +53,9 @@ from tests.controllers import kube_server  # noqa: E402
 
 TYPES = ["c6i.4xlarge", "m6i.4xlarge"]
 NOMINATED = re.compile(r"nodeclaim/(\S+)")
-ARRIVALS: dict[str, list[tuple[float, str]]] = {"pods": [], "nodeclaims": [], "events": []}
-"""Resource plural -> (monotonic time, name) of each create the server answered."""
+ARRIVALS: dict[str, list[tuple[float, str]]] = {"pods": [], "nodeclaims": [], "events": [], "marks": []}
+"""Resource plural -> (monotonic time, name) of each create the server answered; "marks": each pod's
+Unschedulable status write."""
 NOMINATIONS: dict[str, str] = {}
 """Pod name -> the NodeClaim its `Nominated` Event names (read as the Events arrive: listing thousands of
 Events every second would load the server the controller is measured against)."""
@@ -88,7 +90,10 @@ class TimedEmulator(kube_server.FilledEmulator):
     async def _handle(self, request: Any) -> Any:
         response = await super()._handle(request)
         resource = request.resource
-        if resource is not None and resource.plural in ARRIVALS and response.status == 201:
+        if resource is not None and resource.plural == "pods" and request.subresource == "status":
+            if response.status == 200:
+                ARRIVALS["marks"].append((time.monotonic(), request.name or ""))
+        elif resource is not None and resource.plural in ARRIVALS and response.status == 201:
             data = request.data or {}
             name = (data.get("metadata") or {}).get("name", "")
             ARRIVALS[resource.plural].append((time.monotonic(), name))
@@ -165,14 +170,21 @@ def _objects(n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                     }
                 ]
             },
-            "status": {
-                "phase": "Pending",
-                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-            },
         }
         for i in range(n)
     ]
     return setup, pods
+
+
+UNSCHEDULABLE = {
+    "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+}
+"""kube-scheduler's mark on a pod it found no node for."""
+
+
+def _create_and_mark(client: kc.KubeClient, res: kc.Resource, doc: dict[str, Any]) -> None:
+    client.create(res, doc, namespace="default")
+    client.patch(res, doc["metadata"]["name"], UNSCHEDULABLE, namespace="default", sub="status")
 
 
 def _resource(doc: dict[str, Any]) -> kc.Resource:
@@ -231,8 +243,8 @@ def run_once(n: int, *, batch_idle: float, timeout: float, profile: str | None) 
         cpu_before, _ = _proc_stats(proc.pid)
         pod_resource = _resource(pods[0])
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda doc: client.create(pod_resource, doc, namespace="default"), pods))
-        last_pod = max(t for t, _ in ARRIVALS["pods"])
+            list(pool.map(lambda doc: _create_and_mark(client, pod_resource, doc), pods))
+        last_pod = max(t for t, _ in ARRIVALS["marks"])
         close = last_pod + batch_idle
         # Every pod nominated: one Event per pod (written after its claim).
         deadline = time.monotonic() + timeout

@@ -14,9 +14,9 @@ from typing import Any
 from providers.aws.model import AWSNodeClass
 from provisioner.api import NodeClaim, NodePool
 from provisioner.api import labels as wk
-from provisioner.api.common import ObjectMeta, Operator, Requirement
+from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
 from provisioner.api.nodeclaim import NodeClaimSpec
-from provisioner.api.nodeclass import NodeClass, NodeClassReference
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
 from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 from provisioner.scheduling import NewClaim, Results, SolveOptions, solve

@@ -80,7 +80,7 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class LaunchPlan:
     """The requests of one `create`, and the offerings the claim allows that were flagged unavailable."""
 
     attempts: tuple[Attempt, ...]
@@ -137,7 +137,7 @@ def plan(
     zone: str | None = None,
     capacity_types: frozenset[str] = LAUNCHABLE,
     efa_interfaces: dict[str, int] | None = None,
-) -> Plan:
+) -> LaunchPlan:
     """The CreateFleet requests to make, in order: the claim's offerings in the launch order, cut where
     the capacity type changes, each request the first 60 of its run. With `group` (the members of one
     gang, `claim` among them), the offerings every member allows, in `zone` when given, each for the
@@ -178,7 +178,7 @@ def plan(
         )
         for capacity_type, run in order.phases()
     )
-    return Plan(attempts=attempts, unavailable=order.unavailable)
+    return LaunchPlan(attempts=attempts, unavailable=order.unavailable)
 
 
 def fleet_request(

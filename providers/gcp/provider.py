@@ -538,4 +538,5 @@ class GCPProvider:
             )
         except NotFound:
             return True
-        return inst.labels.get(naming.LABEL_CLUSTER) == self._cluster_label
+        ours: bool = inst.labels.get(naming.LABEL_CLUSTER) == self._cluster_label
+        return ours

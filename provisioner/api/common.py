@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic.alias_generators import to_camel
 
 from provisioner.api import durations, labels
+from provisioner.api.kinds import NODECLASS_KINDS
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -410,6 +411,33 @@ def _within(value: str, lower: int | None, upper: int | None) -> bool:
     except ValueError:
         return False
     return (lower is None or number > lower) and (upper is None or number < upper)
+
+
+class NodeClassReference(Model):
+    """Which NodeClass launches the nodes: `group`, `kind` and `name`."""
+
+    group: str = labels.GROUP
+    """API group of the NodeClass; `provisioner.sh`."""
+    kind: str
+    """`AWSNodeClass` or `GCPNodeClass`."""
+    name: Annotated[str, AfterValidator(check_name)]
+    """Name of the NodeClass object."""
+
+    @model_validator(mode="after")
+    def _known_kind(self) -> NodeClassReference:
+        errors: list[FieldError] = []
+        if self.group != labels.GROUP:
+            errors.append(
+                FieldError(f"group {self.group!r} is not known; allowed: {labels.GROUP}", path=("group",))
+            )
+        if self.kind not in NODECLASS_KINDS:
+            errors.append(
+                FieldError(
+                    f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}", path=("kind",)
+                )
+            )
+        raise_all(errors)
+        return self
 
 
 def condition(conditions: list[Condition], type_: str) -> Condition | None:

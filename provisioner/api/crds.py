@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel
 
 from provisioner.api import labels
+from provisioner.api import provisioning_request as pr
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodepool import NodePool
 from provisioner.api.plugins import AGE, NODECLASS_CRDS, Kind, PrinterColumn
@@ -279,6 +280,46 @@ def kinds() -> tuple[Kind, ...]:
     return (*_CORE[:2], *NODECLASS_CRDS.values(), *_CORE[2:])
 
 
+def provisioning_request_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition (namespaced, group `autoscaling.x-k8s.io`), from the model."""
+    schema = structural_schema(pr.ProvisioningRequest)
+    schema["description"] = _description(pr.ProvisioningRequest.__doc__ or "")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"provisioningrequests.{pr.GROUP}"},
+        "spec": {
+            "group": pr.GROUP,
+            "names": {
+                "kind": "ProvisioningRequest",
+                "listKind": "ProvisioningRequestList",
+                "plural": "provisioningrequests",
+                "singular": "provisioningrequest",
+                "shortNames": ["provreq", "provreqs"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": pr.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Class", "type": "string", "jsonPath": ".spec.provisioningClassName"},
+                        {
+                            "name": "Provisioned",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Provisioned")].status',
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
 def all_crds() -> list[dict[str, Any]]:
     """Every CRD, in the order of `kinds`."""
     return [crd(kind) for kind in kinds()]
@@ -304,10 +345,8 @@ def to_yaml(document: dict[str, Any]) -> str:
 def files() -> dict[str, str]:
     """File name (`provisioner.sh_nodepools.yaml`) -> content, for charts/provisioner/crds/; with the
     ProvisioningRequest CRD (`autoscaling.x-k8s.io`), for clusters without Cluster Autoscaler's."""
-    from provisioner.api import provisioning_request
-
     out = {f"{labels.GROUP}_{c['spec']['names']['plural']}.yaml": to_yaml(c) for c in all_crds()}
-    out[f"{provisioning_request.GROUP}_provisioningrequests.yaml"] = to_yaml(provisioning_request.crd())
+    out[f"{pr.GROUP}_provisioningrequests.yaml"] = to_yaml(provisioning_request_crd())
     return out
 
 

@@ -5,10 +5,12 @@ import one module:
 
 - `provisioner.api.yamldoc`: `parse_yaml_documents(text, source=...)` / `read_yaml_file(path)`, a
   multi-document YAML stream as a list of `YamlDocument` (plain JSON-like data plus the line of every key
-  and list item; a document unpacks as `(data, line)`), and the `Problem` every check reports.
+  and list item; a document unpacks as `(data, line)`), its `identify` (kind, name), and the `Problem` every
+  check reports.
 - `provisioner.api.located`: `located_problems(error, document, ...)`, a pydantic `ValidationError`
   turned into `Problem`s that print as `FILE:LINE: Kind/name: field.path: message`, LINE being where the
-  YAML gives that field and the path spelled in camelCase as the user wrote it.
+  YAML gives that field and the path spelled in camelCase as the user wrote it; a `LoadedObject` is a
+  validated object with the document it came from.
 - here: `validate_documents` / `validate_paths`, each document into its model by apiVersion/kind, then
   the checks that need the whole set (duplicate names, a nodeClassRef naming no NodeClass) and lint
   warnings.
@@ -26,9 +28,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from provisioner.api import KINDS, accelerators, labels
-from provisioner.api.located import allowed_fields, format_path, located_problems
-from provisioner.api.nodeclass import NODECLASS_KINDS
+from provisioner.api import KINDS, accelerators, key_checks, labels, team_checks
+from provisioner.api.kinds import NODECLASS_KINDS
+from provisioner.api.located import LoadedObject, allowed_fields, format_path, located_problems
 from provisioner.api.nodepool import NodePool
 from provisioner.api.yamldoc import (
     YAML_SUFFIXES,
@@ -37,6 +39,7 @@ from provisioner.api.yamldoc import (
     Problem,
     Severity,
     YamlDocument,
+    identify,
     parse_yaml_documents,
     read_yaml_file,
 )
@@ -64,22 +67,6 @@ __all__ = [
     "validate_documents",
     "validate_paths",
 ]
-
-
-@dataclass(frozen=True)
-class LoadedObject:
-    """A validated API object and the document it came from."""
-
-    obj: BaseModel
-    document: YamlDocument
-
-    @property
-    def kind(self) -> str:
-        return str(getattr(self.obj, "kind", type(self.obj).__name__))
-
-    @property
-    def name(self) -> str:
-        return str(getattr(self.obj, "name", ""))
 
 
 @dataclass
@@ -114,17 +101,6 @@ KARPENTER_API_VERSIONS = {
     "karpenter.k8s.aws/v1": "EC2NodeClass",
     "karpenter.k8s.aws/v1beta1": "EC2NodeClass",
 }
-
-
-def identify(document: YamlDocument) -> tuple[str | None, str | None]:
-    """The document's (kind, metadata.name) when they are strings, for locating its problems."""
-    data = document.data
-    if not isinstance(data, dict):
-        return None, None
-    kind = data.get("kind") if isinstance(data.get("kind"), str) else None
-    metadata = data.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    return kind, name if isinstance(name, str) else None
 
 
 def validate_document(document: YamlDocument) -> tuple[BaseModel | None, list[Problem]]:
@@ -235,8 +211,6 @@ def validate_documents(
     over-subscription is an error unless `allow_oversubscription`).
 
     A `kind: List` document counts as its items."""
-    from provisioner.api import key_checks, team_checks
-
     report = ValidationReport()
     for document in expand_lists(documents):
         report.documents += 1

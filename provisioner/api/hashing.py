@@ -12,7 +12,8 @@ import hashlib
 import json
 from typing import Any
 
-from provisioner.api import NodeClass, NodePool
+from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodepool import NodePool
 
 
 def _digest(value: Any) -> str:

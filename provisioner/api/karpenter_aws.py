@@ -5,7 +5,7 @@ or `node.kubernetes.io/instance-type In [...]`.
 Karpenter reads these labels off the EC2 type name (`m6gd.2xlarge`: category `m`, generation `6`, family
 `m6gd`, size `2xlarge`); so does this module, over the instance type names the caller passes (the CLI
 passes the built-in AWS catalog's). Owns that reading and the matching of Karpenter's operators; which
-requirements of a pool to rewrite, and the report, are `provisioner.api.karpenter`'s. Pure.
+requirements of a pool to rewrite, and the report, are `provisioner.api.karpenter_objects`'s. Pure.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from provisioner.api import labels
-from provisioner.api.documents import FieldPath, Problem, YamlDocument, format_path, identify
+from provisioner.api.located import format_path
+from provisioner.api.yamldoc import FieldPath, Problem, YamlDocument, identify
 
 PREFIX = f"{labels.GROUP}/"
 

@@ -2,7 +2,8 @@
 field, the path spelled in camelCase as the user wrote it (`spec.template.spec.requirements[1].operator`),
 and for an unknown field the fields that are allowed there.
 
-`located_problems(error, document, ...)`, `format_path(path)`, `allowed_fields(model, path)`. Reading
+`located_problems(error, document, ...)`, `format_path(path)`, `allowed_fields(model, path)`, and
+`LoadedObject` (a validated object and the document it came from, which later checks locate by). Reading
 the YAML is `provisioner.api.yamldoc`'s; which model a document is, `provisioner.api.documents`'. Pure.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -18,6 +20,22 @@ from pydantic import BaseModel, ValidationError
 
 from provisioner.api.common import FieldError, FieldErrors
 from provisioner.api.yamldoc import FieldPath, Problem, YamlDocument
+
+
+@dataclass(frozen=True)
+class LoadedObject:
+    """A validated API object and the document it came from."""
+
+    obj: BaseModel
+    document: YamlDocument
+
+    @property
+    def kind(self) -> str:
+        return str(getattr(self.obj, "kind", type(self.obj).__name__))
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.obj, "name", ""))
 
 
 def format_path(path: Sequence[str | int]) -> str:

@@ -6,18 +6,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from provisioner.api import labels
+from provisioner.api import labels, quantities
 from provisioner.api.common import (
     Condition,
     Duration,
     FiniteDuration,
     Model,
+    NodeClassReference,
     ObjectMeta,
     Operator,
     Requirement,
     Taint,
 )
-from provisioner.api.nodeclass import NodeClassReference
 
 # Condition types, in lifecycle order.
 LAUNCHED = "Launched"
@@ -59,6 +59,13 @@ class NodeClaimSpec(Model):
     termination_grace_period: FiniteDuration | None = None
     """Longest a drain may take."""
 
+    def is_startup_taint(self, key: str, effect: str) -> bool:
+        """Whether a Node's taint is one of the claim's start-up taints: matched by key and effect, as
+        Karpenter matches them (the value is the owner's business). The one owner of that rule: the
+        solver (a starting node's start-up taints need no toleration) and initialization (a claim is not
+        initialized while one is left) both ask here."""
+        return any(t.key == key and t.effect.value == effect for t in self.startup_taints)
+
 
 class NodeClaimStatus(Model):
     """What happened to the claim."""
@@ -85,6 +92,15 @@ class NodeClaimStatus(Model):
     """Launched, Registered, Initialized, Ready, then Drifted, Expired, Empty, Consolidatable, Disrupting."""
     last_pod_event_time: str | None = None
     """Last time a pod was bound to or removed from the node."""
+
+    def allocatable_amounts(self) -> quantities.ResourceList:
+        """`allocatable` parsed to base units (empty when the instance is not launched yet). The one
+        parse of a claim's allocatable: snapshots, the solver and NodePool status read it here."""
+        return quantities.parse_resource_list(self.allocatable)
+
+    def capacity_amounts(self) -> quantities.ResourceList:
+        """`capacity` parsed to base units (empty when the instance is not launched yet)."""
+        return quantities.parse_resource_list(self.capacity)
 
 
 class NodeClaim(Model):

@@ -1,18 +1,18 @@
-"""NodeClasses: how to launch on one cloud. The core knows only the base model here, the reference a
-NodePool or NodeClaim makes to one (`nodeClassRef`), and the kinds the installed provider plug-ins bring
-(`NODECLASS_KINDS`, read through provisioner.api.plugins). Each cloud's model (its spec and status)
-lives in its plug-in and subclasses `NodeClass`.
+"""NodeClasses: how to launch on one cloud. The core knows only the base model here and the models the
+installed provider plug-ins bring (`NODECLASS_MODELS`, read through provisioner.api.plugins); each
+cloud's model (its spec and status) lives in its plug-in and subclasses `NodeClass`. Which kinds are
+NodeClasses is the tracked-kinds table's (`provisioner.api.kinds.NODECLASS_KINDS`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import Field
 
-from provisioner.api import labels, plugins
-from provisioner.api.common import FieldError, Model, ObjectMeta, check_name, raise_all
+from provisioner.api import plugins
+from provisioner.api.common import Model, ObjectMeta
 
 
 class NodeClass(Model):
@@ -46,7 +46,7 @@ class NodeClass(Model):
         raise NotImplementedError(f"{cls.__name__} has no simulated default")
 
 
-def _node_class_models(found: tuple[plugins.Declares, ...]) -> dict[str, type[NodeClass]]:
+def _models(found: tuple[plugins.Declares, ...]) -> dict[str, type[NodeClass]]:
     out: dict[str, type[NodeClass]] = {}
     for plugin in found:
         for kind in plugin.nodeclasses:
@@ -59,34 +59,6 @@ def _node_class_models(found: tuple[plugins.Declares, ...]) -> dict[str, type[No
     return out
 
 
-NODECLASS_KINDS: plugins.Derived[type[NodeClass]] = plugins.Derived(_node_class_models)
+NODECLASS_MODELS: plugins.Derived[type[NodeClass]] = plugins.Derived(_models)
 """NodeClass kind -> model, as the installed provider plug-ins declare them (in the plug-ins' name
 order)."""
-
-
-class NodeClassReference(Model):
-    """Which NodeClass launches the nodes: `group`, `kind` and `name`."""
-
-    group: str = labels.GROUP
-    """API group of the NodeClass; `provisioner.sh`."""
-    kind: str
-    """`AWSNodeClass` or `GCPNodeClass`."""
-    # The description the committed CRDs carry; any kind an installed plug-in brings is accepted.
-    name: Annotated[str, AfterValidator(check_name)]
-    """Name of the NodeClass object."""
-
-    @model_validator(mode="after")
-    def _known_kind(self) -> NodeClassReference:
-        errors: list[FieldError] = []
-        if self.group != labels.GROUP:
-            errors.append(
-                FieldError(f"group {self.group!r} is not known; allowed: {labels.GROUP}", path=("group",))
-            )
-        if self.kind not in NODECLASS_KINDS:
-            errors.append(
-                FieldError(
-                    f"kind {self.kind!r} is not known; allowed: {', '.join(NODECLASS_KINDS)}", path=("kind",)
-                )
-            )
-        raise_all(errors)
-        return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -20,6 +21,7 @@ from provisioner.api.common import (
     Labels,
     Model,
     Named,
+    NodeClassReference,
     ObjectMeta,
     Requirement,
     Taint,
@@ -27,7 +29,6 @@ from provisioner.api.common import (
     raise_all,
     requirement_conflicts,
 )
-from provisioner.api.nodeclass import NodeClassReference
 
 
 class ConsolidationPolicy(StrEnum):
@@ -248,3 +249,10 @@ class NodePool(Named, Model):
 
     def expire_after(self) -> timedelta | None:
         return durations.parse_duration(self.spec.template.spec.expire_after)
+
+
+def live(pools: Iterable[NodePool]) -> list[NodePool]:
+    """The pools new capacity may come from: those not being deleted (no `deletionTimestamp`), in the
+    order given. The one owner of that filter: provisioning, ProvisioningRequests, the disruption
+    planner's replacements and the quota book all take their pools through it."""
+    return [p for p in pools if p.metadata.deletion_timestamp is None]

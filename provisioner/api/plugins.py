@@ -160,6 +160,42 @@ class Derived(Mapping[str, V]):
         return f"Derived({dict(self._current())!r})"
 
 
+class DerivedTuple(Sequence[V]):
+    """A read-only sequence computed from the installed plug-ins on first use, as `Derived` is."""
+
+    def __init__(self, build: Callable[[tuple[Declares, ...]], Sequence[V]]) -> None:
+        self._build = build
+        self._source: tuple[Declares, ...] | None = None
+        self._items: tuple[V, ...] = ()
+
+    def _current(self) -> tuple[V, ...]:
+        source = installed()
+        if source is not self._source:
+            self._items = tuple(self._build(source))
+            self._source = source
+        return self._items
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._current()[index]
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __iter__(self) -> Iterator[V]:
+        return iter(self._current())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DerivedTuple):
+            return self._current() == other._current()
+        return self._current() == other
+
+    def __hash__(self) -> int:
+        return hash(self._current())
+
+    def __repr__(self) -> str:
+        return f"DerivedTuple({self._current()!r})"
+
+
 NODECLASS_CRDS: Derived[Kind] = Derived(lambda found: {k.kind: k for p in found for k in p.nodeclasses})
 """NodeClass kind -> its CRD description, over every installed plug-in."""
 

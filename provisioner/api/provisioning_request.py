@@ -8,7 +8,7 @@ provisioner does with a request is `provisioner.controllers.provisioning_request
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -107,45 +107,3 @@ class ProvisioningRequest(Named, Model):
     def total(self) -> int:
         """How many pods it asks capacity for."""
         return sum(ps.count for ps in self.spec.pod_sets)
-
-
-def crd() -> dict[str, Any]:
-    """The CustomResourceDefinition (namespaced, group `autoscaling.x-k8s.io`), from the model."""
-    from provisioner.api import crds
-
-    schema = crds.structural_schema(ProvisioningRequest)
-    schema["description"] = crds._description(ProvisioningRequest.__doc__ or "")
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"provisioningrequests.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": {
-                "kind": "ProvisioningRequest",
-                "listKind": "ProvisioningRequestList",
-                "plural": "provisioningrequests",
-                "singular": "provisioningrequest",
-                "shortNames": ["provreq", "provreqs"],
-            },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "Class", "type": "string", "jsonPath": ".spec.provisioningClassName"},
-                        {
-                            "name": "Provisioned",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Provisioned")].status',
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
-        },
-    }

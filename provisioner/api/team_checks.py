@@ -12,14 +12,12 @@ to a Department or NodePool not among the files (warnings: they may exist in the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from provisioner.api import quantities
+from provisioner.api.located import LoadedObject, format_path
 from provisioner.api.nodepool import NodePool
 from provisioner.api.team import Department, Team
-
-if TYPE_CHECKING:
-    from provisioner.api.documents import FieldPath, LoadedObject, Problem, Severity
+from provisioner.api.yamldoc import FieldPath, Problem, Severity
 
 
 def _amount(resource: str, value: int) -> str:
@@ -28,8 +26,6 @@ def _amount(resource: str, value: int) -> str:
 
 def check(objects: Sequence[LoadedObject], *, allow_oversubscription: bool = False) -> list[Problem]:
     """Every cross-object problem of the Teams and Departments among `objects`."""
-    from provisioner.api.documents import Problem, format_path
-
     teams = [o for o in objects if isinstance(o.obj, Team)]
     departments = {o.name: o for o in objects if isinstance(o.obj, Department)}
     pools = {o.name: o for o in objects if isinstance(o.obj, NodePool)}

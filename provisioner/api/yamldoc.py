@@ -1,7 +1,8 @@
 """Reading YAML with lines: a multi-document stream as `YamlDocument`s (plain JSON-like data plus the
 line of every key and list item), and the `Problem` every input check reports, located at a line.
 
-`parse_yaml_documents(text, source=...)` / `read_yaml_file(path)`; a document unpacks as `(data, line)`.
+`parse_yaml_documents(text, source=...)` / `read_yaml_file(path)`; a document unpacks as `(data, line)`,
+and `identify(document)` gives its kind and name when they are text.
 Bounded: aliases may not expand a document past `_MAX_NODES` nodes, nor nest it past `_MAX_DEPTH`.
 Turning validation errors into located problems is `provisioner.api.located`'s; validating documents,
 `provisioner.api.documents`'. Pure: reads only the files it is given.
@@ -93,6 +94,17 @@ class YamlDocument:
                 return self.lines[path]
             path = path[:-1]
         return self.line
+
+
+def identify(document: YamlDocument) -> tuple[str | None, str | None]:
+    """The document's (kind, metadata.name) when they are strings, for locating its problems."""
+    data = document.data
+    if not isinstance(data, dict):
+        return None, None
+    kind = data.get("kind") if isinstance(data.get("kind"), str) else None
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return kind, name if isinstance(name, str) else None
 
 
 class DocumentError(ValueError):

@@ -2,6 +2,7 @@
 own module and registers on it; `main.py` imports them all. This package holds only wiring and printing,
 never decisions."""
 
-from provisioner.cli.main import app, main
+from provisioner.cli.app import app
+from provisioner.cli.main import main
 
 __all__ = ["app", "main"]

@@ -61,7 +61,7 @@ def parse_since(text: str, *, now: datetime, flag: str = "--since") -> datetime:
 
 
 def _ledger_target(target: str | None) -> str:
-    from provisioner.finops.ledger import DEFAULT_PATH, url_for
+    from provisioner.finops.database import DEFAULT_PATH, url_for
 
     url = url_for(target or os.environ.get(LEDGER_ENV))
     if url.startswith("sqlite:///"):
@@ -91,7 +91,8 @@ def _read(ledger_target: str | None, *, since: str, now_text: str | None, pool: 
     time the fleet was observed): realized savings run to there, and a simulated run's ledger reports as
     it ended. A pool the ledger never saw is an error that names the pools it knows."""
     from provisioner.finops import window
-    from provisioner.finops.ledger import Ledger, LedgerError
+    from provisioner.finops.database import LedgerError
+    from provisioner.finops.ledger import Ledger
 
     url = _ledger_target(ledger_target)
     try:
@@ -218,7 +219,7 @@ def costs(
     label provisioner.sh/team), else to "unallocated"."""
     from provisioner.finops.reports import best as best_possible
     from provisioner.finops.reports import costs as builder
-    from provisioner.finops.reports import scale_down
+    from provisioner.finops.reports import focus, scale_down
 
     fmt = out.resolve(output, write, allowed=COST_FORMATS)
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
@@ -244,7 +245,7 @@ def costs(
     elif fmt == "csv":
         text = builder.to_csv(rows.usage, rows.reservations)
     else:
-        text = builder.to_focus_csv(rows.usage, rows.reservations, cluster=cluster)
+        text = focus.to_focus_csv(rows.usage, rows.reservations, cluster=cluster)
     out.emit(text, write)
 
 
@@ -262,10 +263,11 @@ def _scenario_file(path: Path):
     if not any(isinstance(d.data, dict) and d.data.get("kind") == "Scenario" for d in docs):
         return None
     from provisioner.sim import scenario
+    from provisioner.sim.loaded import ScenarioError
 
     try:
         return scenario.load_documents(docs, source=str(path))
-    except scenario.ScenarioError as err:
+    except ScenarioError as err:
         for problem in err.problems:
             typer.echo(str(problem), err=True)
         raise typer.Exit(2) from None
@@ -277,8 +279,7 @@ def _load_file(path: Path):
     from pydantic import ValidationError
 
     from provisioner.api import KINDS, documents
-    from provisioner.api.nodeclass import NODECLASS_KINDS
-    from provisioner.state.cluster import ClusterState
+    from provisioner.state.cluster import ClusterState, snapshot_kinds
 
     try:
         docs = documents.read_yaml_file(path)
@@ -288,26 +289,16 @@ def _load_file(path: Path):
     if any(isinstance(d.data, dict) and d.data.get("kind") == "Scenario" for d in docs):
         # A scenario file: its own loader expands workloads and fills nodes from the catalog.
         from provisioner.sim import scenario
+        from provisioner.sim.loaded import ScenarioError
 
         try:
             return scenario.load_documents(docs, source=str(path)).snapshot()
-        except scenario.ScenarioError as err:
+        except ScenarioError as err:
             for problem in err.problems:
                 typer.echo(str(problem), err=True)
             raise typer.Exit(2) from None
     state = ClusterState()
-    tracked = {
-        "Pod",
-        "Node",
-        "NodeClaim",
-        "NodePool",
-        *NODECLASS_KINDS,
-        "DaemonSet",
-        "PodDisruptionBudget",
-        "Namespace",
-        "Team",
-        "Department",
-    }
+    tracked = set(snapshot_kinds())
 
     def visit(obj: Any, doc: documents.YamlDocument, base: tuple[str | int, ...]) -> None:
         if not isinstance(obj, dict):
@@ -348,7 +339,7 @@ def _load_file(path: Path):
 
 def _load_cluster(kubeconfig: str | None, context: str | None):
     try:
-        from provisioner.kube.client import KubeClient, watched
+        from provisioner.kube.client import WATCHED, KubeClient
     except ImportError as err:  # pragma: no cover - the kube room ships with the package
         raise _fail(f"reading a live cluster needs provisioner.kube: {err}") from None
     from provisioner.state.cluster import ClusterState
@@ -359,7 +350,7 @@ def _load_cluster(kubeconfig: str | None, context: str | None):
         raise _fail(f"cannot load it: {err}", flag="--kubeconfig") from None
     state = ClusterState()
     try:
-        for res in watched():
+        for res in WATCHED:
             try:
                 items, _ = client.list(res)
             except Exception as err:

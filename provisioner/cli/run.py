@@ -1,6 +1,7 @@
-"""`provisioner run`: the controller process. Connects to the API server, starts the informers, the
-leader election and the metrics endpoint, builds the providers for the clouds asked for, and runs the
-controllers while it leads, until SIGTERM or SIGINT (then it releases the lease and exits 0)."""
+"""`provisioner run`: the controller process. Parses its flags into `provisioner.operator.OperatorSettings`
+(the providers for the clouds asked for as a factory the operator calls), sets up logging, and runs the
+operator `provisioner.operator.build` makes until SIGTERM or SIGINT (then it releases the lease and exits
+0). A flag the operator cannot work with exits 2 with `error: --flag: ...`."""
 
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
-import threading
-import uuid
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from provisioner import crashpoints
 from provisioner.cli.app import app
 from provisioner.cloudprovider import registry as plugins_
 from provisioner.cloudprovider.plugin import OptionValues
+
+if TYPE_CHECKING:
+    from provisioner.cloudprovider import Instance, InstanceType
+    from provisioner.controllers.provider_set import ProviderSet
+    from provisioner.operator import ProviderContext, ProviderFactory
 
 log = logging.getLogger("provisioner")
 
@@ -84,6 +87,26 @@ def build_providers(
         raise _fail(str(err)) from None
 
 
+def provider_factory(*, clouds: list[str], cluster_name: str, options: OptionValues) -> ProviderFactory:
+    """The providers `--cloud` asks for, built by the operator once it has its clock, metrics registry,
+    client and state (`build_providers`, with the stand-in kubelet of a cloud that has none)."""
+
+    def build(ctx: ProviderContext) -> ProviderSet:
+        register_node, delete_node = _fake_kubelet(ctx, clouds)
+        providers: ProviderSet = build_providers(
+            clouds=clouds,
+            cluster_name=cluster_name,
+            options=options,
+            clock=ctx.clock,
+            registry=ctx.registry,
+            register_node=register_node,
+            delete_node=delete_node,
+        )
+        return providers
+
+    return build
+
+
 def _cloud_help() -> str:
     found = plugins_.plugins()
     production = [p.name for p in found if p.dev_only is None]
@@ -121,16 +144,43 @@ def _with_plugin_options(func: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _safe_url(target: str) -> str:
-    """The ledger URL without its password, for the log."""
-    if "://" not in target:
-        return target
-    from sqlalchemy.engine import make_url
+def _fake_kubelet(
+    ctx: ProviderContext, clouds: list[str]
+) -> tuple[Callable[[Instance, InstanceType | None], None], Callable[[Instance], None]]:
+    """(register_node, delete_node) for a cloud without kubelets (the fake one): it registers the Node one
+    would (its plug-in's `nodes`), as Karpenter's kwok provider does, and deletes it with the instance."""
+    from provisioner.api import mig
+    from provisioner.cloudprovider.types import with_mig_layout
+    from provisioner.clusterapi import ClusterError
+    from provisioner.kube import client as kc
 
-    try:
-        return make_url(target).render_as_string(hide_password=True)
-    except Exception:
-        return "(unparsable URL)"
+    client, state, clock = ctx.kube, ctx.state, ctx.clock
+    maker = plugins_.node_maker(clouds)
+
+    def register_node(instance: Instance, instance_type: InstanceType | None) -> None:
+        claim = state.claims.get(instance.nodeclaim or "")
+        layout = mig.layout_of(claim.metadata.labels) if claim is not None else None
+        if layout is not None and instance_type is not None:
+            # No MIG manager behind a fake node: it comes up with its pool's layout already applied.
+            parted = with_mig_layout(instance_type, layout)
+            instance_type = instance_type if isinstance(parted, str) else parted
+        assert maker is not None  # only a cloud that makes Nodes calls back
+        manifest = maker.node_for_instance(instance, instance_type, now=clock.now())
+        if layout is not None:
+            manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "success"
+        try:
+            client.create(kc.NODE, manifest)
+        except ClusterError as err:
+            log.warning("could not register a Node for %s: %s", instance.provider_id, err)
+            return
+        crashpoints.reached("node-registered")
+
+    def delete_node(instance: Instance) -> None:
+        with contextlib.suppress(ClusterError):
+            assert maker is not None
+            client.delete(kc.NODE, maker.node_name_for(instance))
+
+    return register_node, delete_node
 
 
 @app.command("run")
@@ -228,16 +278,42 @@ def run_command(
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
-    if batch_idle <= 0 or batch_max < batch_idle:
-        raise _fail("--batch-max: must be >= --batch-idle, and --batch-idle > 0")
-    if gc_grace < 0 or gc_interval <= 0:
-        raise _fail("--gc-grace, --gc-interval: --gc-grace must be >= 0 and --gc-interval > 0")
-    from provisioner import crashpoints
+    from provisioner.operator import OperatorError, OperatorSettings, build
 
     try:
-        # Read once here, never on a hot path: see provisioner.crashpoints.
-        crashpoints.arm(os.environ.get(crashpoints.ENV))
-    except ValueError as err:
+        settings = OperatorSettings(
+            providers=provider_factory(
+                clouds=[c.strip() for c in cloud.split(",") if c.strip()],
+                cluster_name=cluster_name,
+                options=plugin_options or {},
+            ),
+            cloud=cloud,
+            cluster_name=cluster_name,
+            url=url,
+            kubeconfig=kubeconfig,
+            context=context,
+            batch_idle=batch_idle,
+            batch_max=batch_max,
+            registration_timeout=registration_timeout,
+            initialization_timeout=initialization_timeout,
+            interval=interval,
+            gc_grace=gc_grace,
+            gc_interval=gc_interval,
+            metrics_port=metrics_port,
+            leader_elect=leader_elect,
+            lease_namespace=lease_namespace,
+            lease_name=lease_name,
+            disruption=disruption,
+            validation_delay=validation_delay,
+            default_cpu_pools=default_cpu_pools,
+            default_gpu_pools=default_gpu_pools,
+            webhook_port=webhook_port,
+            webhook_cert=webhook_cert,
+            webhook_key=webhook_key,
+            ledger=ledger,
+            crash_at=os.environ.get(crashpoints.ENV),
+        )
+    except OperatorError as err:
         raise _fail(str(err)) from None
     if not cloud.strip():
         # Never a silent default: the fake cloud would create Ready Node objects for instances that do not
@@ -248,173 +324,15 @@ def run_command(
             + (f"; {dev_only}" if dev_only else "")
         )
     setup_logging(log_format, log_level)
-
-    from prometheus_client import start_http_server
-
-    from provisioner.api import mig
-    from provisioner.clock import RealClock
-    from provisioner.cloudprovider.types import with_mig_layout
-    from provisioner.clusterapi import ClusterError
-    from provisioner.controllers.disruption import DisruptionSettings
-    from provisioner.controllers.manager import Manager
-    from provisioner.controllers.metrics import Metrics
-    from provisioner.controllers.settings import Settings
-    from provisioner.kube import client as kc
-    from provisioner.kube.api import EventWriter, KubeClusterAPI
-    from provisioner.kube.informers import Informers
-    from provisioner.kube.leader import LeaderElector
-    from provisioner.scheduling.pool_order import ClusterDefaults
-    from provisioner.state import ClusterState
-
-    clouds = [c.strip() for c in cloud.split(",") if c.strip()]
-    maker = plugins_.node_maker(clouds)
-    clock = RealClock()
     try:
-        client = kc.KubeClient.connect(url=url, kubeconfig=kubeconfig, context=context)
-    except Exception as err:  # kubeconfig parsing errors come in many types
-        raise _fail(f"--kubeconfig: cannot configure the Kubernetes client: {err}") from None
-    metrics = Metrics()
-    state = ClusterState()
-    informers = Informers(client, state)
+        operator = build(settings)
 
-    def register_node(instance: Any, instance_type: Any) -> None:
-        # The fake cloud has no kubelet: register the Node it would, as Karpenter's kwok provider does.
-        claim = state.claims.get(instance.nodeclaim or "")
-        layout = mig.layout_of(claim.metadata.labels) if claim is not None else None
-        if layout is not None and instance_type is not None:
-            # No MIG manager behind a fake node: it comes up with its pool's layout already applied.
-            parted = with_mig_layout(instance_type, layout)
-            instance_type = instance_type if isinstance(parted, str) else parted
-        assert maker is not None  # only a cloud that makes Nodes calls back
-        manifest = maker.node_for_instance(instance, instance_type, now=clock.now())
-        if layout is not None:
-            manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "success"
-        try:
-            client.create(kc.NODE, manifest)
-        except ClusterError as err:
-            log.warning("could not register a Node for %s: %s", instance.provider_id, err)
-            return
-        crashpoints.reached("node-registered")
+        def on_signal(signum: int, _frame: object) -> None:
+            log.info("received %s; shutting down", signal.Signals(signum).name)
+            operator.stop()
 
-    def delete_node(instance: Any) -> None:
-        with contextlib.suppress(ClusterError):
-            assert maker is not None
-            client.delete(kc.NODE, maker.node_name_for(instance))
-
-    providers = build_providers(
-        clouds=clouds,
-        cluster_name=cluster_name,
-        options=plugin_options or {},
-        clock=clock,
-        registry=metrics.registry,
-        register_node=register_node,
-        delete_node=delete_node,
-    )
-    identity = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-    elector = (
-        LeaderElector(client, identity=identity, clock=clock, name=lease_name, namespace=lease_namespace)
-        if leader_elect
-        else None
-    )
-    is_leader = elector.is_leader if elector is not None else (lambda: True)
-    event_writer = EventWriter(client)
-    cluster = KubeClusterAPI(
-        client, informers.feeder, may_write=is_leader, clock=clock, event_writer=event_writer
-    )
-    settings = Settings(
-        cluster_name=cluster_name,
-        batch_idle=timedelta(seconds=batch_idle),
-        batch_max=timedelta(seconds=batch_max),
-        registration_timeout=timedelta(seconds=registration_timeout),
-        initialization_timeout=timedelta(seconds=initialization_timeout),
-        pool_defaults=ClusterDefaults.of(cpu=default_cpu_pools, gpu=default_gpu_pools),
-        gc_grace=timedelta(seconds=gc_grace),
-        node_gc_grace=timedelta(seconds=gc_grace),
-        gc_interval=timedelta(seconds=gc_interval),
-        claim_writers=8,
-    )
-    recorder = None
-    if ledger.lower() != "none":
-        from provisioner.finops.recorder import LedgerRecorder
-
-        # Opened by the recorder's own thread: a database down at start-up delays the ledger, not the
-        # controller. Only the leader's controllers hand it rows.
-        recorder = LedgerRecorder(
-            ledger,
-            on_failure=lambda table: metrics.ledger_write_failures.labels(table=table).inc(),
-            on_dropped=lambda table, n: metrics.ledger_rows_dropped.labels(table=table).inc(n),
-        )
-    manager = Manager(
-        state=state,
-        cluster=cluster,
-        providers=providers,
-        clock=clock,
-        settings=settings,
-        metrics=metrics,
-        is_leader=is_leader,
-        disruption=disruption,
-        disruption_settings=DisruptionSettings(
-            validation_delay=timedelta(seconds=validation_delay),
-            evaluation_interval=timedelta(seconds=min(10.0, max(validation_delay, interval))),
-        ),
-        recorder=recorder,
-    )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        log.info("received %s; shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    if metrics_port:
-        start_http_server(metrics_port, registry=metrics.registry)
-    webhook = None
-    if webhook_port:
-        from provisioner.controllers.webhook import AdmissionWebhook
-
-        try:
-            webhook = AdmissionWebhook(state, certfile=webhook_cert, keyfile=webhook_key, port=webhook_port)
-        except (OSError, ValueError) as err:
-            raise _fail(
-                f"--webhook-port: cannot serve the admission webhook on {webhook_port}: {err}"
-            ) from None
-        webhook.start()
-    informers.start()
-    if not informers.wait_synced(60):
-        log.warning("not every informer synced within 60s (are the CRDs installed?); starting anyway")
-    threads: list[threading.Thread] = []
-    if elector is not None:
-        threads.append(threading.Thread(target=elector.run, args=(stop,), name="leader", daemon=True))
-    threads.append(
-        threading.Thread(
-            target=manager.run, args=(stop,), kwargs={"interval": interval}, name="manager", daemon=True
-        )
-    )
-    if recorder is not None:
-        recorder.start()
-    event_writer.start()
-    for t in threads:
-        t.start()
-    log.info(
-        "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s webhook=%s ledger=%s",
-        cloud,
-        cluster_name,
-        identity,
-        metrics_port or "off",
-        webhook_port or "off",
-        _safe_url(ledger),
-    )
-    while not stop.is_set():
-        stop.wait(0.5)
-    for t in threads:
-        t.join(timeout=30)
-    event_writer.stop(timeout=5)
-    if recorder is not None:
-        recorder.stop()
-    if elector is not None:
-        elector.release()
-    if webhook is not None:
-        webhook.stop()
-    informers.stop()
-    log.info("provisioner stopped")
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        operator.run()
+    except OperatorError as err:
+        raise _fail(str(err)) from None

@@ -23,23 +23,24 @@ from provisioner.scheduling import NewClaim, Results, pool_order
 from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import static
+from provisioner.sim.loaded import LoadedScenario, ScenarioError
 from provisioner.state.objects import Pod
 
 SIMULATE_FORMATS = ("table", "json", "yaml", "csv")
 EXPLAIN_FORMATS = ("table", "json", "yaml")
 
 
-def _load(paths: list[Path]) -> scenario_.LoadedScenario:
+def _load(paths: list[Path]) -> LoadedScenario:
     try:
         loaded = scenario_.load(*paths)
-    except scenario_.ScenarioError as err:
+    except ScenarioError as err:
         _fail(paths, err)
     for warning in loaded.warnings:
         typer.echo(str(warning), err=True)
     return loaded
 
 
-def _fail(paths: list[Path], err: scenario_.ScenarioError) -> NoReturn:
+def _fail(paths: list[Path], err: ScenarioError) -> NoReturn:
     for problem in err.problems:
         typer.echo(str(problem), err=True)
     n = len(err.problems)
@@ -79,7 +80,7 @@ def _fallback_note(claim: NewClaim) -> str:
     return f"{chosen.capacity_type} unavailable in {', '.join(zones)}"
 
 
-def _print_table(loaded: scenario_.LoadedScenario, results: Results) -> None:
+def _print_table(loaded: LoadedScenario, results: Results) -> None:
     console = _console()
     doc = static.to_json(results, loaded)
     pending = len(loaded.pods)
@@ -205,7 +206,7 @@ def simulate(
 
     try:
         timeline = timeline_.load(loaded)
-    except scenario_.ScenarioError as err:
+    except ScenarioError as err:
         _fail(scenario, err)
     if timeline is not None:
         from provisioner.sim import console
@@ -269,7 +270,7 @@ def explain(
             typer.echo(static.document_text(doc, fmt), nl=False)
 
 
-def _explanation(loaded: scenario_.LoadedScenario, target: Pod) -> dict[str, Any]:
+def _explanation(loaded: LoadedScenario, target: Pod) -> dict[str, Any]:
     """What `explain` says, as data: the pod, its pools in order with each verdict, the full solve."""
     verdicts = static.explain_pod(loaded, target)
     order = pool_order.resolve(

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 import yaml
 
-from provisioner.api import documents, karpenter
+from provisioner.api import documents, karpenter, karpenter_objects
 from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.cloudprovider import catalog
@@ -82,7 +82,7 @@ def import_karpenter(
         output, write if write is not None and write.suffix else None, allowed=IMPORT_FORMATS, default="yaml"
     )
     aws_types = sorted(t.name for t in catalog.load("aws"))
-    notes: list[karpenter.Note] = []
+    notes: list[karpenter_objects.Note] = []
     failed = False
     converted_count = warning_count = 0
     outputs: list[tuple[str, str, list[dict[str, Any]]]] = []  # (output name, source file name, objects)
@@ -176,7 +176,7 @@ def catalog_resources() -> frozenset[str]:
     )
 
 
-def _print_report(notes: list[karpenter.Note]) -> None:
+def _print_report(notes: list[karpenter_objects.Note]) -> None:
     """The migration report on stderr: what changed meaning, then what to check."""
     for section, title in (("changed", "Changed meaning"), ("check", "To check")):
         lines = [n for n in notes if n.section == section]

@@ -15,7 +15,8 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry
 
 from provisioner.api import plugins as api_plugins
-from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
+from provisioner.api.kinds import NODECLASS_KINDS
+from provisioner.api.nodeclass import NODECLASS_MODELS, NodeClass
 from provisioner.cloudprovider import wrappers
 from provisioner.cloudprovider.plugin import (
     NodeMaker,
@@ -59,7 +60,7 @@ def plugin(name: str) -> ProviderPlugin:
 
 def nodeclass_kinds() -> Mapping[str, type[NodeClass]]:
     """NodeClass kind -> model, over every plug-in."""
-    return NODECLASS_KINDS
+    return NODECLASS_MODELS
 
 
 def simulated(types: list[InstanceType], clock: Callable[[], datetime]) -> SimulatedCloud:

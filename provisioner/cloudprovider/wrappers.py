@@ -102,8 +102,8 @@ def backoff(
     source = rng or random.Random()
 
     def wait(state: tenacity.RetryCallState) -> float:
-        n = max(1, state.attempt_number)
-        return min(maximum, initial * 2 ** (n - 1) + source.uniform(0, initial))
+        n: int = max(1, state.attempt_number)
+        return min(maximum, initial * 2.0 ** (n - 1) + source.uniform(0, initial))
 
     return wait
 

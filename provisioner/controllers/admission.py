@@ -29,7 +29,7 @@ from provisioner.api import quantities
 from provisioner.clock import isoformat
 from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError
 from provisioner.controllers.reconciler import Reconciler
-from provisioner.quota import admission, status
+from provisioner.quota import admission, decisions, status
 from provisioner.quota.book import QuotaBook, counted
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
@@ -70,7 +70,7 @@ class AdmissionController(Reconciler):
     admitted into it); past that the hold is dropped, with an Event `ReclaimTimedOut`."""
     _holds: dict[str, tuple[str, datetime]] = field(default_factory=dict, init=False)
     """Pod key -> (pool, until) of the room held for it."""
-    last_plan: admission.Plan | None = field(default=None, init=False)
+    last_plan: decisions.AdmissionPlan | None = field(default=None, init=False)
     held: dict[str, tuple[str, list[tuple[str, str]]]] = field(default_factory=dict, init=False)
     """Pod key -> (message, reasons per pool) of every pod waiting now (for `simulate` and reports)."""
     _said: dict[str, str] = field(default_factory=dict, init=False)
@@ -81,9 +81,21 @@ class AdmissionController(Reconciler):
     """Pods whose reclaim a PDB blocked: they keep that reason (not flipping to "nothing to reclaim" while
     the blocked borrowers are left alone) until admitted."""
     _status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, init=False)
+    _gated: tuple[tuple[Pod, ...], list[Pod]] = field(default_factory=lambda: ((), []), init=False)
+    """The pending pods last read, and those of them behind the gate: a snapshot hands back the same
+    tuple while no pending pod was written, and 10,000 pending pods are not walked again each pass."""
 
-    def reconcile(self, now: datetime) -> admission.Plan | None:
+    def reconcile(self, now: datetime) -> decisions.AdmissionPlan | None:
         snap = self.state.snapshot()
+        pending, gated = self._gated
+        if snap.pending_pods is not pending:
+            gated = [p for p in snap.pending_pods if p.gated and not p.deleting]
+            self._gated = (snap.pending_pods, gated)
+        if not gated and not snap.teams and not snap.departments:
+            # Nothing to admit and no one to report on: skip counting every pod of the cluster.
+            self.last_plan, self.held = None, {}
+            return None
+        gated = list(gated)
         book = QuotaBook(
             teams=snap.teams,
             departments=snap.departments,
@@ -91,11 +103,6 @@ class AdmissionController(Reconciler):
             namespaces=snap.namespaces,
             defaults=self.settings.pool_defaults,
         )
-        gated = [p for p in snap.pending_pods if p.gated and not p.deleting]
-        if not gated and not snap.teams and not snap.departments:
-            # Nothing to admit and no one to report on: skip counting every pod of the cluster.
-            self.last_plan, self.held = None, {}
-            return None
         self._blocked = {k: until for k, until in self._blocked.items() if until > now}
         self._drop_late_holds(gated, now)
         plan = admission.decide(
@@ -160,7 +167,7 @@ class AdmissionController(Reconciler):
                     type="Warning",
                 )
 
-    def _admit(self, admit: admission.Admit, now: datetime) -> None:
+    def _admit(self, admit: decisions.Admit, now: datetime) -> None:
         pod = admit.pod
         gates = [
             g
@@ -221,7 +228,7 @@ class AdmissionController(Reconciler):
         except ClusterError as err:
             log.warning("could not write the admission condition of pod %s: %s", pod.key, err)
 
-    def _reclaim(self, admit: admission.Admit, now: datetime) -> tuple[bool, int]:
+    def _reclaim(self, admit: decisions.Admit, now: datetime) -> tuple[bool, int]:
         """Evict every victim: whether all are gone (or going), and how many went now."""
         done = True
         evicted = 0
@@ -279,7 +286,7 @@ class AdmissionController(Reconciler):
             )
         return done, evicted
 
-    def _write_status(self, snap: Snapshot, book: QuotaBook, plan: admission.Plan) -> None:
+    def _write_status(self, snap: Snapshot, book: QuotaBook, plan: decisions.AdmissionPlan) -> None:
         for kind, name, doc in status.documents(book, plan):
             if self._status.get((kind, name)) == doc:
                 continue

@@ -12,7 +12,7 @@ meantime drops them. Carrying out a command:
 3. delete the old NodeClaims: the termination controller (its finalizer) drains them through the eviction
    API, honouring PDBs and do-not-disrupt, and deletes the instances;
 4. hand the ledger recorder one row per node removed or replaced, priced with the replacements as they
-   really launched (`provisioner.finops.rows.action_rows` holds the money rules). Each old claim carries
+   really launched (`provisioner.finops.action_rows` holds the money rules). Each old claim carries
    its rows (annotation `provisioner.sh/ledger-actions`) from just before its deletion until the rows are
    stored: a controller killed in between hands them in again after its restart (termination does), and
    the ledger stores a (command, node) row once.
@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from provisioner import crashpoints, scheduling
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING, INITIALIZED
 from provisioner.cloudprovider.types import InstanceType
@@ -53,12 +54,14 @@ from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.disruption import Command, Memory, Plan, plan
 from provisioner.disruption import Settings as PlannerSettings
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
+from provisioner.finops.action_rows import Launched, action_rows, blocker_rows
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, Launched, action_rows, actions_to_json, blocker_rows
+from provisioner.finops.rows import ActionRow, actions_to_json
 from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.cluster import StateNode, team_of
@@ -178,8 +181,15 @@ class DisruptionController(Reconciler):
     _notes_teams: Mapping[str, str] = field(default_factory=dict, init=False)
     """The namespace labels the notes' teams were read with (every snapshot has its own copy)."""
 
+    _watch: Watch = field(init=False)
+    _carried: frozenset[str] = field(default=frozenset(), init=False)
+    """The commands being carried out when the bookkeeping last ran (orphaned marks depend on them)."""
+    _unmark_failed: bool = field(default=False, init=False)
+
     def __post_init__(self) -> None:
         self._pod_events = PodEvents(cluster=self.cluster)
+        # What the per-node bookkeeping reads: the nodes, their claims and pods, the namespaces' teams.
+        self._watch = Watch(self.state, ("Node", "NodeClaim", "Pod", "Namespace", "Team"))
 
     # ---- the loop ----------------------------------------------------------------------------------
 
@@ -189,11 +199,22 @@ class DisruptionController(Reconciler):
         booked = self.booked()
         if booked:
             snap = dataclasses.replace(snap, pending_pods=(*snap.pending_pods, *booked))
-        self._note_nodes(snap)
-        self._warn_invalid_annotations()
-        self._pod_events.observe(snap, now)
-        self._remember_teams()
-        self._clear_orphaned_marks(snap, now)
+        # The bookkeeping is a function of the nodes and the commands carried out: with neither changed
+        # since it last ran (writes of that pass included) and no write of it left to retry, it would
+        # do and write nothing, and is not done.
+        written = self._watch.take()
+        if (
+            written
+            or self._pod_events.failed
+            or self._unmark_failed
+            or frozenset(self.active) != self._carried
+        ):
+            self._carried, self._unmark_failed = frozenset(self.active), False
+            self._note_nodes(snap)
+            self._warn_invalid_annotations()
+            self._pod_events.observe(snap, now)
+            self._remember_teams()
+            self._clear_orphaned_marks(snap, now)
         self._progress(snap, now)
         try:
             self._decide(snap, now, changed=changed)
@@ -274,7 +295,7 @@ class DisruptionController(Reconciler):
             # Replacements being launched hold room for the pods they were made for: hide them.
             nodes=tuple(n for n in snap.nodes if n.claim is None or n.claim.name not in in_flight),
         )
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         result = plan(
             view,
             pools=pools,
@@ -337,6 +358,7 @@ class DisruptionController(Reconciler):
             try:
                 self._mark_claim(claim.name, sn.name, now, on=False, reason="Orphaned")
             except ClusterError as err:
+                self._unmark_failed = True  # the next pass tries again
                 log.warning("disruption: cannot unmark %s: %s", claim.name, err)
 
     def _execute(self, command: Command, snap: Snapshot, now: datetime) -> None:

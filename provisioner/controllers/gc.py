@@ -15,10 +15,12 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CloudProviderError, NotFound
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.state import Snapshot
 
 log = logging.getLogger(__name__)
@@ -29,14 +31,28 @@ class GarbageCollector(Reconciler):
     _orphan_nodes: dict[str, datetime] = field(default_factory=dict, init=False)
     _first_seen: dict[str, datetime] = field(default_factory=dict, init=False)
     _last_run: datetime | None = field(default=None, init=False)
+    _watch: Watch = field(init=False)
+    _claims: dict[str, NodeClaim] = field(default_factory=dict, init=False)
+    """Claim name -> claim, in the snapshot's order, as of the last run that saw a Node or claim written."""
+    _claim_pids: frozenset[str] = field(default=frozenset(), init=False)
+
+    def __post_init__(self) -> None:
+        # The claims (and the snapshot's order of them, which follows the Nodes they join), and the
+        # Nodes no claim owns: made again only when a Node or claim was written since the last run.
+        self._watch = Watch(self.state, ("NodeClaim", "Node"))
 
     def reconcile(self, now: datetime) -> None:
         if self._last_run is not None and now - self._last_run < self.settings.gc_interval:
             return
         self._last_run = now
+        written = bool(self._watch.take())
         snap = self.state.snapshot()
-        claims = {n.claim.name: n.claim for n in snap.nodes if n.claim is not None}
-        claim_pids = {c.status.provider_id for c in claims.values() if c.status.provider_id}
+        if written:
+            self._claims = {n.claim.name: n.claim for n in snap.nodes if n.claim is not None}
+            self._claim_pids = frozenset(
+                c.status.provider_id for c in self._claims.values() if c.status.provider_id
+            )
+        claims, claim_pids = self._claims, self._claim_pids
         for provider in self.providers.unique():
             try:
                 instances = provider.list()
@@ -49,7 +65,8 @@ class GarbageCollector(Reconciler):
                     continue
                 live.add(inst.provider_id)
                 if inst.provider_id in claim_pids or (inst.nodeclaim and inst.nodeclaim in claims):
-                    self._first_seen.pop(inst.provider_id, None)
+                    if self._first_seen:
+                        self._first_seen.pop(inst.provider_id, None)
                     continue
                 # Age by the cloud's launch time when it has one, else by when we first saw it.
                 born = inst.launched_at or self._first_seen.setdefault(inst.provider_id, now)
@@ -71,7 +88,9 @@ class GarbageCollector(Reconciler):
                     born.isoformat(),
                 )
             kinds = self.providers.kinds_of(provider)
-            for claim in claims.values():
+            # Only a claim whose instance the cloud did not list can have lost it.
+            lost = () if claim_pids <= live else claims.values()
+            for claim in lost:
                 pid = claim.status.provider_id
                 if not pid or pid in live or claim.metadata.deletion_timestamp is not None:
                     continue
@@ -106,7 +125,8 @@ class GarbageCollector(Reconciler):
                     )
             except CloudProviderError as err:
                 log.warning("garbage collection: cannot collect %s placement groups: %s", provider.name, err)
-        self._collect_nodes(snap, now)
+        if written or self._orphan_nodes:
+            self._collect_nodes(snap, now)
 
     def _collect_nodes(self, snap: Snapshot, now: datetime) -> None:
         orphans = set()

@@ -1,5 +1,7 @@
 """NodePool status: resources in use and node count, and the conditions Ready, NodeClassReady and
-LimitsReached. Written only when something changed, so a quiet cluster makes no API calls."""
+LimitsReached. Written only when something changed, so a quiet cluster makes no API calls; worked out
+only when a NodeClaim, NodePool or NodeClass was written (or a status write failed), so a quiet cluster
+costs a pass nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from provisioner.clusterapi import ClusterError
 from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.state import Snapshot
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,7 @@ def _facts(claim: NodeClaim) -> _ClaimFacts:
         phase=_phase(claim),
         pool=claim.nodepool or "",
         price=claim.status.price_per_hour or 0.0,
-        capacity=quantities.parse_resource_list(claim.status.capacity or claim.status.allocatable),
+        capacity=claim.status.capacity_amounts() or claim.status.allocatable_amounts(),
     )
 
 
@@ -59,8 +62,18 @@ def _facts(claim: NodeClaim) -> _ClaimFacts:
 class NodePoolStatusController(Reconciler):
     _facts: dict[str, _ClaimFacts] = field(default_factory=dict, init=False)
     """Claim -> its facts as last read, redone only for a claim that changed since."""
+    _watch: Watch = field(init=False)
+    _failed: bool = field(default=False, init=False)
+    """A status write failed in the last pass: the next one works it out again, changed or not."""
+
+    def __post_init__(self) -> None:
+        # What a pool's status is made of: its claims (usage), itself (limits) and its NodeClass (Ready).
+        self._watch = Watch(self.state, ("NodeClaim", "NodePool", "AWSNodeClass", "GCPNodeClass"))
 
     def reconcile(self, now: datetime) -> None:
+        if not self._watch.take() and not self._failed:
+            return
+        self._failed = False
         snap = self.state.snapshot()
         facts = self._read(snap)
         self._claim_metrics(facts)
@@ -110,6 +123,7 @@ class NodePoolStatusController(Reconciler):
             try:
                 self.cluster.patch_nodepool_status(pool.name, status)
             except ClusterError as err:
+                self._failed = True
                 log.warning("NodePool %s: cannot write status: %s", pool.name, err)
 
     def _read(self, snap: Snapshot) -> list[_ClaimFacts]:

@@ -34,7 +34,11 @@ class PodEvents:
     """Claim -> the StateNode it was read from: a snapshot hands the same (frozen) one back while its
     node, claim and pods are unchanged, and such a claim needs no second look."""
 
+    failed: bool = field(default=False, init=False)
+    """A write of the last `observe` failed: the next one must look again, whatever changed."""
+
     def observe(self, snap: Snapshot, now: datetime) -> None:
+        self.failed = False
         seen: dict[str, frozenset[str]] = {}
         looked_at: dict[str, StateNode] = {}
         for sn in snap.nodes:
@@ -66,6 +70,7 @@ class PodEvents:
                 self.cluster.patch_nodeclaim_status(claim.name, status)
             except ClusterError as err:
                 del looked_at[claim.name]  # looked at again next pass, and written then
+                self.failed = True
                 log.debug("NodeClaim %s: cannot update pod event time: %s", claim.name, err)
         self._seen = seen
         self._looked_at = looked_at

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from provisioner.api import NodeClaim, NodePool
-from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
+from provisioner.api.kinds import NODECLASS_KINDS
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import CloudProvider, CloudProviderError, InstanceType
 from provisioner.cloudprovider.types import for_template
 from provisioner.cloudprovider.unavailable import UnavailableOfferings

@@ -22,10 +22,12 @@ from datetime import datetime
 from provisioner import scheduling
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.scheduling import NewClaim, Results, SolveFn, SolveOptions, Unschedulable
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
@@ -74,6 +76,12 @@ class ProvisioningController(Reconciler):
     _pod_messages: dict[str, str] = field(default_factory=dict, init=False)
     _nominated: dict[str, str] = field(default_factory=dict, init=False)
     _failed_writes: int = field(default=0, init=False)
+    _watch: Watch = field(init=False)
+    _idle: bool = field(default=False, init=False)
+    """The last pass found no pod needing capacity: while no pod, Node or claim is written, none does."""
+
+    def __post_init__(self) -> None:
+        self._watch = Watch(self.state, ("Pod", "Node", "NodeClaim"))
 
     def trigger(self) -> None:
         """Solve at the next reconcile, without waiting for the batch window (interruptions)."""
@@ -87,10 +95,15 @@ class ProvisioningController(Reconciler):
         return frozenset({p.key for p in pods} | claims | self.providers.unavailable_offerings(now))
 
     def reconcile(self, now: datetime) -> Results | None:
+        written = self._watch.take()
+        booked = self.booked()
+        if self._idle and not written and not booked and not self._forced:
+            return None
         snap = self.state.snapshot()
         pods = pods_needing_capacity(snap)
         self.metrics.pending_pods.set(len(pods))
-        pods += self.booked()
+        self._idle = not pods
+        pods += booked
         if not pods:
             self._window_start = self._last_change = None
             self._seen = None
@@ -128,7 +141,7 @@ class ProvisioningController(Reconciler):
         return results
 
     def _solve(self, snap: Snapshot, pods: list[Pod], now: datetime) -> Results:
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         instance_types = pool_instance_types(self.providers, snap, pools)
         started = time.perf_counter()
         # The snapshot goes as it is: scheduling.existing owns how its nodes count (a deleting node still

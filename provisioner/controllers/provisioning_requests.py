@@ -25,10 +25,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from provisioner import scheduling
 from provisioner.api import durations
 from provisioner.api import labels as wk
+from provisioner.api import nodepool as nodepool_api
 from provisioner.api import provisioning_request as pr
 from provisioner.api.common import Condition, ConditionStatus
 from provisioner.clusterapi import ClusterError
@@ -65,8 +67,9 @@ class ProvisioningRequestController(Reconciler):
     def reconcile(self, now: datetime) -> None:
         with self.state.lock:
             requests = sorted(self.state.provisioning_requests.values(), key=lambda r: r.key)
-            templates = dict(self.state.pod_templates)
-            pods = list(self.state.pods.values())
+            # Read only when there is a request: a copy of every pod costs a large cluster every pass.
+            templates = dict(self.state.pod_templates) if requests else {}
+            pods = list(self.state.pods.values()) if requests else []
         booked: list[Pod] = []
         held: list[Pod] = []
         if not requests:
@@ -87,7 +90,7 @@ class ProvisioningRequestController(Reconciler):
         self,
         request: pr.ProvisioningRequest,
         snap: Snapshot,
-        templates: dict,
+        templates: dict[str, Any],
         pods: list[Pod],
         now: datetime,
         *,
@@ -190,7 +193,7 @@ class ProvisioningRequestController(Reconciler):
         before this one, which keep their room), and where (or why not)."""
         if not pods:
             return True, "every pod it was for is running"
-        pools = [p for p in snap.nodepools if p.metadata.deletion_timestamp is None]
+        pools = nodepool_api.live(snap.nodepools)
         results = self.solve(
             [*others, *pods],
             snap,
@@ -228,7 +231,7 @@ class ProvisioningRequestController(Reconciler):
         if not changed:
             return
         conditions = list(request.status.conditions)
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for type_, status, reason, message in changed:
             out = set_condition(conditions, type_, status, reason=reason, message=message, now=now)
             conditions = [Condition.model_validate(d) for d in out]

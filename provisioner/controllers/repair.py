@@ -25,6 +25,7 @@ from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.disruption.repair import (
     DEFAULT_POLICIES,
     RepairPolicy,
@@ -51,8 +52,18 @@ class RepairController(Reconciler):
     _withdrawn: dict[str, datetime] = field(default_factory=dict, init=False)
     """Node -> when we first saw its device plugin advertise fewer GPUs than it has."""
     _held_said: dict[str, str] = field(default_factory=dict, init=False)
+    _watch: Watch = field(init=False)
+    _busy: bool = field(default=True, init=False)
+    """The last pass saw an unhealthy node: the next one looks again, written or not (a toleration runs
+    out, a budget window opens, on time alone)."""
+
+    def __post_init__(self) -> None:
+        self._watch = Watch(self.state, ("Node", "NodeClaim", "NodePool"))
 
     def reconcile(self, now: datetime) -> None:
+        # No node unhealthy last pass and no Node, claim or pool written since: none is now.
+        if not self._watch.take() and not self._busy:
+            return
         snap = self.state.snapshot()
         pairs: list[tuple[Node, NodeClaim]] = []
         totals: dict[str, int] = {}
@@ -74,6 +85,7 @@ class RepairController(Reconciler):
             pairs.append((node, claim))
         self._withdrawn = withdrawn
         unhealthy = assess(pairs, policies=self.policies, now=now, withdrawn_since=withdrawn)
+        self._busy = bool(unhealthy)
         result = plan(
             unhealthy,
             pools={p.name: p for p in snap.nodepools},

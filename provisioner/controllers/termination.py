@@ -41,6 +41,7 @@ from provisioner.clusterapi import (
 )
 from provisioner.controllers.conditions import condition_time, set_condition
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.disruption.candidates import do_not_disrupt
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import actions_from_json
@@ -73,14 +74,27 @@ class TerminationController(Reconciler):
     _blocked_said: dict[str, str] = field(default_factory=dict, init=False)
     _retry_at: dict[str, datetime] = field(default_factory=dict, init=False)
 
+    _watch: Watch = field(init=False)
+    _busy: bool = field(default=True, init=False)
+    """The last pass had a claim to terminate: the next one looks again, written or not (a drain and
+    the cloud's deletion move without a write to a claim)."""
+
+    def __post_init__(self) -> None:
+        self._watch = Watch(self.state, ("NodeClaim",))
+
     def reconcile(self, now: datetime) -> None:
+        # No claim deleting last pass and none written since: none is deleting now.
+        if not self._watch.take() and not self._busy:
+            return
         snap = self.state.snapshot()
+        self._busy = False
         for sn in snap.nodes:
             claim = sn.claim
             if claim is None or claim.metadata.deletion_timestamp is None:
                 continue
             if wk.TERMINATION_FINALIZER not in claim.metadata.finalizers:
                 continue
+            self._busy = True
             try:
                 self._terminate(claim, sn.node, list(sn.pods), now)
             except NotFoundError:

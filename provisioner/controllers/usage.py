@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import Watch
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import OfferedReservation, offered_reservations
+from provisioner.finops.samples import OfferedReservation, offered_reservations
 from provisioner.state import Snapshot
 
 DEFAULT_INTERVAL = timedelta(minutes=5)
@@ -34,16 +35,23 @@ class UsageController(Reconciler):
     _offered: list[OfferedReservation] = field(default_factory=list, init=False)
     """The reservations the clouds last offered."""
     _next_ask: datetime | None = field(default=None, init=False)
+    _watch: Watch = field(init=False)
 
     def __post_init__(self) -> None:
         self._meter = UsageMeter(interval=self.interval)
+        # What a node's row is made of: its Node, claim and pods, its namespaces' teams, its pool's owner.
+        self._watch = Watch(self.state, ("NodeClaim", "Node", "Pod", "Namespace", "Team", "NodePool"))
 
     def reconcile(self, now: datetime) -> None:
+        # Nothing written since the last pass: the meter only notes the time (no walk over the nodes).
+        changed = bool(self._watch.take())
         snap = self.state.snapshot()
-        self.recorder.usage(self._meter.observe(snap, now))
+        self.recorder.usage(self._meter.observe(snap, now, changed=changed))
         if self._next_ask is None or now >= self._next_ask:
             self._ask(snap, now)
-        self.recorder.reservations(self._meter.observe_reservations(snap, self._offered, now))
+        self.recorder.reservations(
+            self._meter.observe_reservations(snap, self._offered, now, changed=changed)
+        )
 
     def flush(self, now: datetime) -> None:
         """Write every node's and reservation's hours up to `now` (the end of a run, or shutdown)."""

@@ -15,14 +15,14 @@ from croniter import croniter
 
 from provisioner.api import NodePool, durations
 from provisioner.api.nodepool import Budget, DisruptionReason
-from provisioner.disruption.clock import Clock, aware
+from provisioner.disruption.plan_time import PlanTime, aware
 
 
-def budget_active(budget: Budget, now: datetime | Clock) -> bool:
+def budget_active(budget: Budget, now: datetime | PlanTime) -> bool:
     """Whether the budget's cron window contains `now` (always, without a schedule)."""
     if budget.schedule is None or budget.duration is None:
         return True
-    clock = now if isinstance(now, Clock) else Clock(now)
+    clock = now if isinstance(now, PlanTime) else PlanTime(now)
     length = durations.parse_duration(budget.duration) or timedelta(0)
     moment = clock.now
     # Start just after `now` so a tick at exactly `now` counts as the window opening.
@@ -35,7 +35,7 @@ def budget_active(budget: Budget, now: datetime | Clock) -> bool:
 
 
 def limit_for(
-    pool: NodePool, reason: DisruptionReason, *, total: int, now: datetime | Clock
+    pool: NodePool, reason: DisruptionReason, *, total: int, now: datetime | PlanTime
 ) -> tuple[int | None, str]:
     """The node count the pool's budgets allow for a reason (None: unlimited) and the budget that set it."""
     best: int | None = None
@@ -62,7 +62,7 @@ class BudgetTracker:
         *,
         totals: dict[str, int],
         disrupting: dict[str, int],
-        clock: Clock,
+        clock: PlanTime,
     ) -> None:
         self._pools = {p.name: p for p in pools}
         self._totals = totals

@@ -9,26 +9,21 @@ exists, with
 - no pod on its way that can land on it (capacity launched for pods not bound yet: pending pods, and the
   pods of nodes already being disrupted).
 Whether its other pods are evictable under their PDBs is checked per command (evictions add up across
-the nodes of one plan)."""
+the nodes of one plan). The rules are here; `facts.candidate_blocker` applies them to a node's facts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from provisioner.api import NodePool, accelerators, durations, quantities
 from provisioner.api import labels as wk
 from provisioner.api.common import ConditionStatus, condition, is_true
 from provisioner.api.nodeclaim import DISRUPTING, EMPTY, INITIALIZED
-from provisioner.disruption.clock import Clock, aware
 from provisioner.disruption.model import BlockerKind
-from provisioner.disruption.pdbs import PDBLedger
+from provisioner.disruption.plan_time import PlanTime, aware
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod, tolerates_all
-
-if TYPE_CHECKING:
-    from provisioner.disruption.facts import NodeFacts
 
 
 def reschedulable(node: StateNode) -> list[Pod]:
@@ -72,7 +67,7 @@ def do_not_disrupt_until(pod: Pod) -> datetime | None:
     return None if start is None or lasts is None else start + lasts
 
 
-def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
+def do_not_disrupt(pod: Pod, now: datetime | PlanTime) -> bool:
     """Whether the pod's annotation protects it now: `true`, or a duration not yet lapsed (a pod whose
     start is not known yet is protected, to be safe). Only an active pod is: not a finished or terminating
     one (Karpenter's `IsDisruptable`)."""
@@ -82,7 +77,7 @@ def do_not_disrupt(pod: Pod, now: datetime | Clock) -> bool:
     if value.lower() == "true" or pod.started is None:
         return True
     until = do_not_disrupt_until(pod)
-    clock = now if isinstance(now, Clock) else Clock(now)
+    clock = now if isinstance(now, PlanTime) else PlanTime(now)
     return until is not None and not clock.reached(until)
 
 
@@ -153,42 +148,6 @@ def own_blocker(node: StateNode) -> tuple[BlockerKind, str] | None:
     return None
 
 
-def candidate_blocker(
-    facts: NodeFacts,
-    pools: dict[str, NodePool],
-    *,
-    clock: Clock,
-    pdbs: PDBLedger,
-    pending: Sequence[Pod] = (),
-) -> tuple[BlockerKind, str] | None:
-    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes.
-
-    DaemonSet pods are never moved, but they go with the node: a PDB that selects them and allows no
-    eviction keeps the node, whatever method would remove it (Karpenter's candidate filter). The PDBs of
-    the pods that move are checked per command, where evictions add up."""
-    own = facts.own_blocker
-    if own is not None:
-        return own
-    node = facts.node
-    # Only an annotated pod can be protected (`do_not_disrupt`); the first one in force is named.
-    pod = next((p for p in facts.annotated if do_not_disrupt(p, clock)), None)
-    if pod is not None:
-        value = pod.annotations[wk.DO_NOT_DISRUPT]
-        until = do_not_disrupt_until(pod)
-        lapses = f" until {until.isoformat()}" if until is not None else ""
-        return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}={value}{lapses}"
-    why = pdbs.blocker(facts.daemon_pods)
-    if why is not None:
-        return BlockerKind.PDB, why
-    waiting = awaited_by(node, pending)
-    if waiting is not None:
-        where = "on a node being disrupted" if waiting.node_name else "pending"
-        return BlockerKind.AWAITED, f"{where} pod {waiting.key} can land on it (capacity launched for it)"
-    if facts.nodepool not in pools:
-        return BlockerKind.NO_POOL, f"node pool {facts.nodepool!r} does not exist"
-    return None
-
-
 def instance_type(node: StateNode) -> str:
     if node.claim is not None and node.claim.status.instance_type:
         return node.claim.status.instance_type
@@ -233,7 +192,7 @@ def empty_since(node: StateNode) -> datetime | None:
     return last_pod_event(node)
 
 
-def settled(since: datetime | None, pool: NodePool, clock: Clock) -> bool:
+def settled(since: datetime | None, pool: NodePool, clock: PlanTime) -> bool:
     """Whether `consolidateAfter` has passed since `since` (never with `Never`)."""
     wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
     if wait is None:

@@ -20,10 +20,10 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
 from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
-from provisioner.disruption.clock import Clock
 from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
 from provisioner.disruption.pdbs import PDBLedger
+from provisioner.disruption.plan_time import PlanTime
 from provisioner.disruption.verdicts import Verdict, Verdicts
 from provisioner.disruption.view import SolverView
 from provisioner.scheduling.pools import CompiledPools
@@ -63,7 +63,7 @@ class Context:
         *,
         pools: list[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
-        clock: Clock,
+        clock: PlanTime,
         settings: Settings,
         solve: SolveFn,
         budgets: BudgetTracker,
@@ -76,7 +76,7 @@ class Context:
         self.pool_list = pools
         self.instance_types = instance_types
         self.clock = clock
-        """The plan's `now`: every rule that depends on time asks it (`clock`)."""
+        """The plan's `now`: every rule that depends on time asks it (`plan_time.PlanTime`)."""
         self.settings = settings
         self._solve = solve
         self.budgets = budgets

@@ -25,9 +25,9 @@ from provisioner.api.nodeclaim import DRIFTED
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import gangs
-from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context
 from provisioner.disruption.model import BlockerKind, Command
+from provisioner.disruption.plan_time import PlanTime
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import SelectorRequirement
@@ -222,7 +222,7 @@ def _block_ends(instance_types: Mapping[str, Sequence[InstanceType]]) -> dict[st
     }
 
 
-def _ending(instance_types: Mapping[str, Sequence[InstanceType]], clock: Clock) -> dict[str, datetime]:
+def _ending(instance_types: Mapping[str, Sequence[InstanceType]], clock: PlanTime) -> dict[str, datetime]:
     """The Capacity Blocks that end within CAPACITY_BLOCK_LEAD of now, with their ends."""
     return {
         rid: end
@@ -232,7 +232,7 @@ def _ending(instance_types: Mapping[str, Sequence[InstanceType]], clock: Clock) 
 
 
 def without_ending_blocks(
-    instance_types: Mapping[str, Sequence[InstanceType]], *, clock: Clock
+    instance_types: Mapping[str, Sequence[InstanceType]], *, clock: PlanTime
 ) -> Mapping[str, Sequence[InstanceType]]:
     """The types with the offerings of Capacity Blocks ending soon flagged unavailable (kept, so their
     ends stay readable); the mapping as given when none ends soon."""

@@ -14,13 +14,15 @@ methods' and `candidates`'.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from provisioner.api import accelerators, durations
+from provisioner.api import NodePool, accelerators, durations
 from provisioner.api import labels as wk
 from provisioner.disruption import candidates as cand
 from provisioner.disruption.model import BlockerKind
+from provisioner.disruption.pdbs import PDBLedger
+from provisioner.disruption.plan_time import PlanTime
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
 
@@ -118,3 +120,39 @@ class Facts:
             # A node the plan made (a receiver of moved pods), or one asked about before a plan starts.
             found = self._kept[id(node)] = NodeFacts(node)
         return found
+
+
+def candidate_blocker(
+    facts: NodeFacts,
+    pools: dict[str, NodePool],
+    *,
+    clock: PlanTime,
+    pdbs: PDBLedger,
+    pending: Sequence[Pod] = (),
+) -> tuple[BlockerKind, str] | None:
+    """Why the node may not be disrupted at all, or None for a candidate. Only called for owned nodes.
+
+    DaemonSet pods are never moved, but they go with the node: a PDB that selects them and allows no
+    eviction keeps the node, whatever method would remove it (Karpenter's candidate filter). The PDBs of
+    the pods that move are checked per command, where evictions add up."""
+    own = facts.own_blocker
+    if own is not None:
+        return own
+    node = facts.node
+    # Only an annotated pod can be protected (`do_not_disrupt`); the first one in force is named.
+    pod = next((p for p in facts.annotated if cand.do_not_disrupt(p, clock)), None)
+    if pod is not None:
+        value = pod.annotations[wk.DO_NOT_DISRUPT]
+        until = cand.do_not_disrupt_until(pod)
+        lapses = f" until {until.isoformat()}" if until is not None else ""
+        return BlockerKind.DO_NOT_DISRUPT_POD, f"pod {pod.key} has {wk.DO_NOT_DISRUPT}={value}{lapses}"
+    why = pdbs.blocker(facts.daemon_pods)
+    if why is not None:
+        return BlockerKind.PDB, why
+    waiting = cand.awaited_by(node, pending)
+    if waiting is not None:
+        where = "on a node being disrupted" if waiting.node_name else "pending"
+        return BlockerKind.AWAITED, f"{where} pod {waiting.key} can land on it (capacity launched for it)"
+    if facts.nodepool not in pools:
+        return BlockerKind.NO_POOL, f"node pool {facts.nodepool!r} does not exist"
+    return None

@@ -4,7 +4,7 @@ The controller (and `provisioner simulate`, which runs it) plans on every change
 interval; most plans see the cluster as the last one did. The pure planner keeps nothing between calls:
 its caller holds a `Memory` and hands it to every plan. It holds
 - the last plan and everything it read: when the next plan is given the very same inputs at a moment
-  its clock's answers still hold for (`clock`: no `consolidateAfter`, `expireAfter`, do-not-disrupt
+  its time's answers still hold for (`plan_time`: no `consolidateAfter`, `expireAfter`, do-not-disrupt
   duration, budget window or Capacity Block lead crossed in between), that plan is handed back as it is
   (`Plan.repeated`), without evaluating a node;
 - consolidation keep-verdicts (`verdicts`) and what each node's facts are (`facts`), for the plans
@@ -27,9 +27,9 @@ from datetime import datetime
 
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption.clock import Clock, aware
 from provisioner.disruption.facts import Facts
 from provisioner.disruption.model import Plan
+from provisioner.disruption.plan_time import PlanTime, aware
 from provisioner.disruption.verdicts import Verdicts
 from provisioner.state.cluster import Snapshot
 
@@ -97,7 +97,7 @@ class Memory:
     def __init__(self) -> None:
         self.verdicts = Verdicts()
         self.facts = Facts()
-        self._last: tuple[Inputs, Clock, Plan] | None = None
+        self._last: tuple[Inputs, PlanTime, Plan] | None = None
 
     def repeat(self, inputs: Inputs, now: datetime) -> Plan | None:
         """The last plan, when it read exactly these inputs and its clock's answers hold at `now`."""
@@ -115,6 +115,6 @@ class Memory:
             repeated=True,
         )
 
-    def made(self, inputs: Inputs, clock: Clock, plan: Plan) -> None:
+    def made(self, inputs: Inputs, clock: PlanTime, plan: Plan) -> None:
         """The plan just made from these inputs, with the clock it asked."""
         self._last = (inputs, clock, plan)

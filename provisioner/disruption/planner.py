@@ -14,7 +14,7 @@ order until `Settings.max_commands`, and the resulting `Plan` (or the last one a
 without that gang's nodes (`gangs`).
 
 Pure: no clock, no client; `now` and settings come in, a `Plan` goes out. Time is read only through the
-plan's `Clock`.
+plan's `PlanTime`.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from datetime import datetime
 from provisioner import scheduling
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import candidates as cand
 from provisioner.disruption import emptiness, expiration_drift, gangs, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
-from provisioner.disruption.clock import Clock
 from provisioner.disruption.context import Context, Settings
-from provisioner.disruption.facts import Facts
+from provisioner.disruption.facts import Facts, candidate_blocker
 from provisioner.disruption.memory import Inputs, Memory
 from provisioner.disruption.model import BlockerKind, Plan
+from provisioner.disruption.plan_time import PlanTime
 from provisioner.disruption.verdicts import Shared
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot
@@ -50,7 +49,7 @@ METHODS: tuple[Callable[[Context], None], ...] = (
 
 
 def _budgets(
-    snapshot: Snapshot, pools: Sequence[NodePool], *, clock: Clock, facts: Facts
+    snapshot: Snapshot, pools: Sequence[NodePool], *, clock: PlanTime, facts: Facts
 ) -> tuple[BudgetTracker, set[str]]:
     """The pools' budgets as the plan starts, and the nodes already being disrupted (they count against
     every reason)."""
@@ -127,9 +126,9 @@ def _plan(
     solve: SolveFn,
     memory: Memory | None,
     held: Mapping[str, str],
-) -> tuple[Plan, Clock]:
+) -> tuple[Plan, PlanTime]:
     pool_list = pools
-    clock = Clock(now)
+    clock = PlanTime(now)
     facts = memory.facts if memory is not None else Facts()
     facts.start(snapshot.nodes)
     budgets, disrupting = _budgets(snapshot, pool_list, clock=clock, facts=facts)
@@ -160,9 +159,7 @@ def _plan(
             continue
         ctx.result.evaluated += 1
         ctx.owned.append(node)
-        blocker = cand.candidate_blocker(
-            known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=ctx.on_the_way
-        )
+        blocker = candidate_blocker(known, ctx.pools, clock=ctx.clock, pdbs=ctx.pdbs, pending=ctx.on_the_way)
         if blocker is None and node.name in held:
             blocker = (BlockerKind.GANG, held[node.name])
         if blocker is not None:

@@ -1,8 +1,8 @@
 """How the ledger's rows become column values and back: one function (or, for usage rows, one object per
 batch) per table, and the conversions they share (UTC times, comma-joined names, JSON lists).
 
-Split out of `provisioner.finops.ledger` when a fifth table (`best_possible`) came: the ledger keeps the
-tables, the schema's upgrades and the queries; this module keeps the mapping. Pure.
+The tables are `provisioner.finops.tables`', the queries `provisioner.finops.ledger`'s; this module keeps
+the mapping. Pure.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The money rule of a disruption action, written once: what it may claim as saved, and what it moved.
 
-Pure: plain numbers and names in, numbers out. `provisioner.finops.rows.action_rows` applies it when a
+Pure: plain numbers and names in, numbers out. `provisioner.finops.action_rows` applies it when a
 command's rows are made, and the reports apply it again to every row they read, so a ledger written by an
 older program is judged by the same rule.
 

@@ -26,7 +26,8 @@ from pathlib import Path
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
 from provisioner import crashpoints
-from provisioner.finops.ledger import Ledger, LedgerError
+from provisioner.finops.database import LedgerError
+from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow, BlockerRow, ReservationRow, UsageRow
 
 log = logging.getLogger(__name__)

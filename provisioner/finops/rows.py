@@ -1,41 +1,29 @@
 """The values the ledger stores and the reports read: one action per node removed or replaced, one
-blocker per node kept per evaluation, one usage sample per node per interval.
+blocker per node kept per evaluation, one usage sample per node per interval, one sample per reservation
+per interval, and a simulated run's best possible cost. Pure.
 
-Pure: built from the planner's records, the replacements really launched and snapshots; `now` comes in.
 The ledger maps them to tables; the reports take them as plain values, so reports are testable without a
-database.
+database. What each row says of money (paid, idle, claimed, a reservation's idle part) is worked out
+here, from the row alone. Rows are built elsewhere: actions and blockers from the planner's commands by
+`provisioner.finops.action_rows`, usage and reservation samples from snapshots by
+`provisioner.finops.samples`.
 
 Reservations are sampled too (`ReservationRow`): a reservation is paid for every hour it exists, used or
 not, so its idle part is money the node rows (whose reserved nodes cost $0/h more) cannot show.
-
-An action's row is made here, and its money by `provisioner.finops.money`'s one rule:
-- its `savings_per_hour` is `money.claimed_saving` of the node removed against its share of the
-  replacements *really launched* (their prices from the claims' status, not the plan's); expiration,
-  drift and a Capacity Block ending claim none (`change_per_hour` shows what they moved);
-- pods nothing recreates (no controller owner: bare pods) are evicted for good, so their share of the
-  node's $/h is `evicted_per_hour` ("workload evicted"), never a saving.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from provisioner.api import accelerators, quantities
-from provisioner.api import labels as wk
-from provisioner.disruption.preferred import allows
 from provisioner.finops import money
-from provisioner.state.cluster import team_of
 
 if TYPE_CHECKING:
-    from provisioner.api import NodePool
-    from provisioner.cloudprovider.types import InstanceType, Reservation
-    from provisioner.disruption.model import Command, Plan
-    from provisioner.state.cluster import Snapshot, StateNode
     from provisioner.state.objects import Pod
 
 HOURS_PER_MONTH = 730
@@ -278,118 +266,6 @@ class BestRow:
         return (self.cost_per_hour or 0.0) * self.hours
 
 
-@dataclass(frozen=True, slots=True)
-class OfferedReservation:
-    """A reservation as the cloud last answered, for sampling between answers."""
-
-    instance_type: str
-    zone: str
-    reservation: Reservation
-    gpus_per_instance: int
-    nodepools: tuple[str, ...]
-    """The pools that may launch into it (their capacity-type requirement allows reserved)."""
-    others: int
-    """Instances running in it that are not ours (another cluster or account), as of that answer."""
-    owner: str = ""
-    """Who pays for its idle part (`ReservationRow.owner`)."""
-
-
-def _inside(snapshot: Snapshot) -> dict[str, list[StateNode]]:
-    """Reservation id -> our launched nodes in it (their `capacity-reservation-id` label)."""
-    inside: dict[str, list[StateNode]] = {}
-    for node in snapshot.nodes:
-        rid = node.labels.get(wk.CAPACITY_RESERVATION_ID)
-        if rid and node.claim is not None and node.claim.status.provider_id:
-            inside.setdefault(rid, []).append(node)
-    return inside
-
-
-def offered_reservations(
-    snapshot: Snapshot, instance_types: Mapping[str, Sequence[InstanceType]]
-) -> list[OfferedReservation]:
-    """Every reservation the pools' offerings carry (pool -> its instance types, as the cloud answers
-    now), sorted by id. The slots taken beyond our nodes in it are counted now, while the cloud's free
-    count and our nodes agree."""
-    pools: dict[str, NodePool] = {p.metadata.name: p for p in snapshot.nodepools if p.metadata.name}
-    found: dict[str, tuple[InstanceType, str, Reservation]] = {}
-    users: dict[str, set[str]] = {}
-    for pool, types in instance_types.items():
-        for it in types:
-            for o in it.offerings:
-                if o.reservation is None:
-                    continue
-                found.setdefault(o.reservation.id, (it, o.zone, o.reservation))
-                spec = pools.get(pool)
-                if spec is not None and allows(spec, wk.CAPACITY_TYPE_RESERVED):
-                    users.setdefault(o.reservation.id, set()).add(pool)
-    inside = _inside(snapshot)
-    return [
-        OfferedReservation(
-            instance_type=it.name,
-            zone=zone,
-            reservation=reservation,
-            gpus_per_instance=it.gpu.count if it.gpu is not None else 0,
-            nodepools=tuple(sorted(users.get(rid, ()))),
-            others=max(0, reservation.total - reservation.free - len(inside.get(rid, ()))),
-            owner=_reservation_owner(snapshot, [pools[p] for p in sorted(users.get(rid, ())) if p in pools]),
-        )
-        for rid, (it, zone, reservation) in sorted(found.items())
-    ]
-
-
-def _reservation_owner(snapshot: Snapshot, users: Sequence[NodePool]) -> str:
-    """The team a user pool's NodeClass names (label `provisioner.sh/team`), else a user pool's owner."""
-    for pool in users:
-        ref = pool.spec.template.spec.node_class_ref
-        nodeclass = snapshot.nodeclasses.get((ref.kind, ref.name))
-        team = (getattr(getattr(nodeclass, "metadata", None), "labels", None) or {}).get(wk.TEAM)
-        if team:
-            return str(team)
-    for pool in users:
-        if team := (pool.metadata.labels or {}).get(wk.TEAM):
-            return str(team)
-    return ""
-
-
-def reservation_rows(
-    snapshot: Snapshot,
-    offered: Sequence[OfferedReservation],
-    *,
-    time: datetime,
-    hours: float = 0.0,
-) -> list[ReservationRow]:
-    """One sample of each offered reservation with our nodes in it as the snapshot has them now."""
-    if not offered:
-        return []  # the common case, every pass: no walk over the nodes
-    inside = _inside(snapshot)
-    teams = snapshot.team_names()
-    rows = []
-    for o in offered:
-        r = o.reservation
-        ours = [usage_row(n, time=time, hours=hours, teams=teams) for n in inside.get(r.id, [])]
-        gpus = o.gpus_per_instance
-        rows.append(
-            ReservationRow(
-                time=time,
-                hours=hours,
-                reservation_id=r.id,
-                kind=r.kind,
-                instance_type=o.instance_type,
-                zone=o.zone,
-                price_per_hour=r.hourly_price,
-                instances=r.total,
-                running=len(ours) + o.others,
-                used=sum(s.used_fraction for s in ours) + o.others,
-                gpus_per_instance=gpus,
-                gpu_allocated=sum(min(s.gpu_allocated, gpus) for s in ours) + o.others * gpus,
-                nodepools=o.nodepools,
-                ends_at=r.ends_at,
-                owner=o.owner,
-            )
-        )
-    return rows
-
-
 def _fraction(row: UsageRow, cpu: int, memory: int, gpu: int) -> float:
     # Written out (no list, no generator): the reports ask this of every usage row several times.
     if row.gpu_capacity > 0:
@@ -410,169 +286,3 @@ def workload_of(pod: Pod) -> str | None:
     if pod.owner_kind is None or pod.owner_name is None:
         return None
     return f"{pod.owner_kind}/{pod.namespace}/{pod.owner_name}"
-
-
-def _paid_share(node: StateNode, pods: Sequence[Pod]) -> float:
-    """The pods' share of what the node is paid for, measured as `UsageRow.used_fraction` measures it."""
-    alloc = node.allocatable
-    total: dict[str, int] = {}
-    for pod in pods:
-        total = quantities.add(total, pod.requests)
-    gpus = accelerators.units(alloc)
-    if gpus > 0:
-        return min(1.0, accelerators.units(total) / gpus)
-    fractions = [total.get(k, 0) / alloc[k] for k in (quantities.CPU, quantities.MEMORY) if alloc.get(k, 0)]
-    return min(1.0, max(fractions, default=0.0))
-
-
-@dataclass(frozen=True, slots=True)
-class Launched:
-    """A replacement as the cloud really launched it."""
-
-    node: str
-    instance_type: str
-    capacity_type: str
-    price_per_hour: float
-
-
-def action_rows(
-    command: Command,
-    *,
-    time: datetime,
-    command_id: str,
-    launched: Sequence[Launched] | None = None,
-) -> list[ActionRow]:
-    """Ledger rows of one command, one per node it removes.
-
-    `launched` are its replacements as really launched; None means "as planned" (a plan not carried out).
-    The replacements' $/h is shared among the removed nodes in proportion to their prices (evenly when they
-    cost nothing: reserved nodes), so a command's rows add up to its whole change in $/h; a reserved node
-    moved onto on-demand capacity (a Capacity Block ending) saves a negative amount.
-    """
-    by_name = {n.name: n for n in command.nodes}
-    removed = sum(r.price_per_hour for r in command.records)
-    if launched is not None:
-        after = sum(x.price_per_hour for x in launched)
-        launched_type = ",".join(sorted({x.instance_type for x in launched})) or None
-        launched_capacity = ",".join(sorted({x.capacity_type for x in launched})) or None
-    out = []
-    for r in command.records:
-        node = by_name.get(r.node)
-        workload = [p for p in node.pods if not p.is_daemonset_pod and not p.is_terminal] if node else []
-        bare = {p.key: p for p in workload if workload_of(p) is None}
-        evicted = r.price_per_hour * _paid_share(node, list(bare.values())) if node and bare else 0.0
-        if launched is None:
-            replacement = r.replacement_price_per_hour
-            rtype, rcapacity = r.replacement_type, r.replacement_capacity_type
-        else:
-            share = r.price_per_hour / removed if removed > 0 else 1 / len(command.records)
-            replacement = after * share
-            rtype, rcapacity = launched_type, launched_capacity
-        moved = tuple(m.pod for m in r.pods if m.pod not in bare)
-        out.append(
-            ActionRow(
-                time=time,
-                command_id=command_id,
-                action="replace" if rtype else "delete",
-                nodepool=r.nodepool,
-                teams=tuple(r.teams),
-                node=r.node,
-                instance_type=r.instance_type,
-                capacity_type=r.capacity_type,
-                zone=r.zone,
-                reason=str(r.reason.value),
-                method=command.method,
-                price_per_hour=r.price_per_hour,
-                replacement_type=rtype,
-                replacement_capacity_type=rcapacity,
-                replacement_price_per_hour=replacement,
-                savings_per_hour=money.claimed_saving(
-                    reason=str(r.reason.value),
-                    method=command.method,
-                    removed=r.price_per_hour,
-                    launched=replacement,
-                    evicted=evicted,
-                ),
-                pods_moved=len(moved),
-                pods=moved,
-                detail=r.detail,
-                replacement_nodes=tuple(x.node for x in launched or ()),
-                evicted_pods=tuple(sorted(bare)),
-                evicted_per_hour=evicted,
-                workloads=tuple(sorted({w for p in workload if (w := workload_of(p))})),
-            )
-        )
-    return out
-
-
-def blocker_rows(plan: Plan, *, evaluation_id: str) -> list[BlockerRow]:
-    """Every blocker of a planner `Plan` (time = the plan's `now`)."""
-    return [
-        BlockerRow(
-            time=plan.now,
-            evaluation_id=evaluation_id,
-            node=b.node,
-            nodepool=b.nodepool,
-            kind=str(b.kind.value),
-            method=b.method,
-            detail=b.detail,
-        )
-        for b in plan.blockers
-    ]
-
-
-def usage_row(
-    node: StateNode,
-    *,
-    time: datetime,
-    hours: float,
-    teams: Mapping[str, str],
-    pool_owner: str = "",
-) -> UsageRow:
-    """One usage sample of a node we own over the `hours` that start at `time`."""
-    assert node.claim is not None
-    alloc = node.allocatable
-    used = node.requested
-    per_team: dict[str, dict[str, int]] = {}
-    for pod in node.pods:
-        if pod.is_terminal or pod.is_daemonset_pod:
-            continue
-        team = team_of(pod, teams) or ""
-        per_team[team] = quantities.add(per_team.get(team, {}), pod.requests)
-    labels = node.labels
-    status = node.claim.status
-    return UsageRow(
-        time=time,
-        hours=hours,
-        node=node.name,
-        nodepool=node.nodepool or "",
-        instance_type=status.instance_type or labels.get(wk.INSTANCE_TYPE, ""),
-        capacity_type=status.capacity_type or labels.get(wk.CAPACITY_TYPE, ""),
-        price_per_hour=node.price,
-        cpu_capacity=alloc.get(quantities.CPU, 0),
-        cpu_allocated=used.get(quantities.CPU, 0),
-        memory_capacity=alloc.get(quantities.MEMORY, 0),
-        memory_allocated=used.get(quantities.MEMORY, 0),
-        gpu_capacity=accelerators.units(alloc),
-        gpu_allocated=accelerators.units(used),
-        teams=tuple(sorted(t for t in per_team if t)),
-        provider_id=status.provider_id or "",
-        zone=status.zone or labels.get(wk.ZONE, ""),
-        region=labels.get(wk.REGION, ""),
-        pool_owner=pool_owner,
-        workloads=tuple(sorted({w for p in node.pods if not p.is_daemonset_pod and (w := workload_of(p))})),
-        allocations=tuple(
-            TeamAllocation(team, r.get(quantities.CPU, 0), r.get(quantities.MEMORY, 0), accelerators.units(r))
-            for team, r in sorted(per_team.items())
-        ),
-        reservation_id=labels.get(wk.CAPACITY_RESERVATION_ID, ""),
-    )
-
-
-def pool_owners(snapshot: Snapshot) -> dict[str, str]:
-    """Pool -> its owner team (the NodePool's `provisioner.sh/team` label), for pools that name one."""
-    return {
-        p.metadata.name: team
-        for p in snapshot.nodepools
-        if p.metadata.name and (team := (p.metadata.labels or {}).get(wk.TEAM))
-    }

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,78 +20,31 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from provisioner.api import labels as wk
-from provisioner.api.plugins import NODECLASS_CRDS
+from provisioner.api import kinds
+
+# The tracked resources (one table: `provisioner.api.kinds`), under the names the kube room's callers use.
+from provisioner.api.kinds import DAEMONSET as DAEMONSET
+from provisioner.api.kinds import DEPARTMENT as DEPARTMENT
+from provisioner.api.kinds import NAMESPACE as NAMESPACE
+from provisioner.api.kinds import NODE as NODE
+from provisioner.api.kinds import NODECLAIM as NODECLAIM
+from provisioner.api.kinds import NODEPOOL as NODEPOOL
+from provisioner.api.kinds import PDB as PDB
+from provisioner.api.kinds import POD as POD
+from provisioner.api.kinds import PODTEMPLATE as PODTEMPLATE
+from provisioner.api.kinds import PROVISIONING_REQUEST as PROVISIONING_REQUEST
+from provisioner.api.kinds import TEAM as TEAM
+from provisioner.api.kinds import Resource as Resource
+from provisioner.api.kinds import nodeclass as nodeclass
 from provisioner.clusterapi.port import ClusterError, ConflictError, EvictionBlocked, NotFoundError
 
 MERGE_PATCH = "application/merge-patch+json"
 
 
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """One API resource: where it lives and what kind its objects are."""
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-
-    def path(self, *, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if sub:
-            base += f"/{sub}"
-        return base
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-POD = Resource("Pod", "", "v1", "pods", True)
-NODE = Resource("Node", "", "v1", "nodes", False)
-NAMESPACE = Resource("Namespace", "", "v1", "namespaces", False)
 EVENT = Resource("Event", "", "v1", "events", True)
-DAEMONSET = Resource("DaemonSet", "apps", "v1", "daemonsets", True)
-PDB = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True)
 LEASE = Resource("Lease", "coordination.k8s.io", "v1", "leases", True)
-NODECLAIM = Resource("NodeClaim", wk.GROUP, wk.VERSION, "nodeclaims", False)
-NODEPOOL = Resource("NodePool", wk.GROUP, wk.VERSION, "nodepools", False)
-TEAM = Resource("Team", wk.GROUP, wk.VERSION, "teams", False)
-DEPARTMENT = Resource("Department", wk.GROUP, wk.VERSION, "departments", False)
-PODTEMPLATE = Resource("PodTemplate", "", "v1", "podtemplates", True)
-PROVISIONING_REQUEST = Resource(
-    "ProvisioningRequest", "autoscaling.x-k8s.io", "v1", "provisioningrequests", True
-)
-
-
-def nodeclass(kind: str) -> Resource:
-    """The resource of a NodeClass kind an installed provider plug-in brings (`AWSNodeClass`...)."""
-    crd = NODECLASS_CRDS[kind]
-    return Resource(crd.kind, wk.GROUP, wk.VERSION, crd.plural, False)
-
-
-def watched() -> tuple[Resource, ...]:
-    """Everything the informers feed into ClusterState, the installed plug-ins' NodeClass kinds included."""
-    return (
-        POD,
-        NODE,
-        NAMESPACE,
-        DAEMONSET,
-        PDB,
-        NODECLAIM,
-        NODEPOOL,
-        *(nodeclass(kind) for kind in NODECLASS_CRDS),
-        TEAM,
-        DEPARTMENT,
-        PODTEMPLATE,
-        PROVISIONING_REQUEST,
-    )
+WATCHED = kinds.TRACKED
+"""Everything the informers feed into ClusterState."""
 
 
 class ApiError(ClusterError):

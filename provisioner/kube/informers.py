@@ -3,8 +3,8 @@ back off on errors. One daemon thread per resource.
 
 `StateFeeder` is the single door into ClusterState for this process: informer events and the answers to
 our own writes (KubeClusterAPI feeds the object the server returned, so a controller never acts twice on
-a stale view) both pass through it, and an object older than the one held (by resourceVersion) is
-dropped, so a late watch event cannot roll the state back.
+a stale view) both pass through it, and an object not newer than the one held (by resourceVersion) is
+dropped, so a late watch event cannot roll the state back, nor the echo of our own write parse it again.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from provisioner.kube.client import ApiError, Gone, KubeClient, Resource, watched
+from provisioner.kube.client import WATCHED, ApiError, Gone, KubeClient, Resource
 from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,9 @@ class StateFeeder:
                 return False
             del self._tombstones[ident]
         held = self._versions.get(ident)
-        if held is not None and rv < held:
+        if held is not None and rv <= held:
+            # The same version is the same object: the watch event of our own write, whose answer was
+            # fed already (a NodeClaim validated twice for each claim a batch writes), or a relist.
             return False
         self._versions[ident] = rv
         return True
@@ -193,14 +195,14 @@ class Informers:
         client: KubeClient,
         state: ClusterState,
         *,
-        resources: Iterable[Resource] | None = None,
+        resources: Iterable[Resource] = WATCHED,
         watch_timeout: int = 300,
     ) -> None:
         self.stop_event = threading.Event()
         self.feeder = StateFeeder(state)
         self.informers = [
             Informer(client, res, self.feeder, stop=self.stop_event, watch_timeout=watch_timeout)
-            for res in (watched() if resources is None else resources)
+            for res in resources
         ]
 
     def start(self) -> None:

@@ -26,69 +26,16 @@ A pod whose namespace belongs to no team is admitted at once, unpinned (no team,
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from provisioner.quota import borrowing, gangs
 from provisioner.quota import work as work_mod
 from provisioner.quota.book import QuotaBook, counted
 from provisioner.quota.borrowing import Borrower
-from provisioner.quota.usage import Usage, count
+from provisioner.quota.decisions import AdmissionPlan, Admit, Hold
+from provisioner.quota.usage import count
 from provisioner.quota.work import NOTHING_TO_RECLAIM, PACED, RECLAIMS_PER_PASS
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
-
-
-@dataclass(frozen=True, slots=True)
-class Admit:
-    """A pod to admit: pinned to `pool` (None: a pod of no team, only the gate is lifted)."""
-
-    pod: Pod
-    pool: str | None
-    team: str | None = None
-    over_quota: bool = False
-    victims: tuple[Pod, ...] = ()
-    """Pods to evict first (borrowed pods of others, and `preempted`); the pod is admitted only once
-    they are gone."""
-    preempted: tuple[Pod, ...] = ()
-    """The part of `victims` that are its own team's pods of lower priority (`Team.spec.preemption`)."""
-
-    @property
-    def message(self) -> str:
-        if self.pool is None:
-            return "admitted: its namespace belongs to no team (no quota applies)"
-        how = "over quota (borrowed, may be reclaimed)" if self.over_quota else "within quota"
-        text = f"admitted on {self.pool} {how} of team {self.team}"
-        if self.victims:
-            text += f", reclaiming {len(self.victims)} borrowed pod{'s' if len(self.victims) != 1 else ''}"
-        return text
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """A pod that stays gated, with why (one reason per pool of its order)."""
-
-    pod: Pod
-    team: str
-    reasons: tuple[tuple[str, str], ...]
-    never: bool = False
-    """No pool of its order could ever take it as the quotas stand: raise a quota or change the pod."""
-    first_pool: str | None = None
-
-    @property
-    def head(self) -> str:
-        return "can never be admitted as quotas stand" if self.never else "waiting for quota"
-
-    @property
-    def message(self) -> str:
-        return f"{self.head}: " + "; ".join(f"{pool}: {why}" for pool, why in self.reasons)
-
-
-@dataclass
-class Plan:
-    admitted: list[Admit] = field(default_factory=list)
-    held: list[Hold] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    """Use after this pass (the admitted pods counted, the victims not)."""
 
 
 def decide(
@@ -98,13 +45,13 @@ def decide(
     gated: Sequence[Pod] | None = None,
     exclude_victims: Collection[str] = (),
     held: Mapping[str, str] | None = None,
-) -> Plan:
+) -> AdmissionPlan:
     """The admission decision for the gated pods of the snapshot (or `gated`). `exclude_victims`: pods
     not to reclaim (their eviction was blocked lately). `held`: waiting pod -> the pool where room freed
     by its reclaim is held for it (some of its victims are gone, others not yet): no one else is
     admitted into that room, and the pod is admitted there once the rest is free."""
     usage = count(snap, book)
-    plan = Plan(usage=usage)
+    plan = AdmissionPlan(usage=usage)
     work = work_mod.Pass(book, usage, exclude_victims)
     waiting = sorted(
         gated if gated is not None else [p for p in snap.pending_pods if p.gated and not p.deleting],

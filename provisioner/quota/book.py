@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from provisioner.api import NodePool, quantities
+from provisioner.api.nodepool import live
 from provisioner.api.team import Department, DepartmentQuota, Team, namespace_teams
 from provisioner.scheduling import pool_order
 from provisioner.state.objects import Pod
@@ -100,7 +101,7 @@ class QuotaBook:
         self.defaults = defaults or pool_order.ClusterDefaults()
         self.teams = {t.name: t for t in teams}
         self.departments = {d.name: d for d in departments}
-        self.pools = {p.name: p for p in nodepools if p.metadata.deletion_timestamp is None}
+        self.pools = {p.name: p for p in live(nodepools)}
         self._default_pool_names = pool_order.default_pool_names(self.pools.values())
         self._team_of_namespace = namespace_teams(self.teams.values(), namespaces)
         # Entries and limits are read thousands of times a pass: parse each quantity once.

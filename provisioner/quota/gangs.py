@@ -10,13 +10,10 @@ held with their own reasons, the others with one naming the gang and how many of
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from provisioner.quota.decisions import AdmissionPlan, Hold
 from provisioner.scheduling.gangs import membership
 from provisioner.state.objects import Pod
-
-if TYPE_CHECKING:
-    from provisioner.quota.admission import Hold, Plan
 
 
 def _gang(pod: Pod) -> str | None:
@@ -24,10 +21,10 @@ def _gang(pod: Pod) -> str | None:
     return m[0] if m is not None else None
 
 
-def whole(plan: Plan, waiting: Sequence[Pod], *, redo: Callable[[list[Pod]], Plan]) -> Plan:
+def whole(
+    plan: AdmissionPlan, waiting: Sequence[Pod], *, redo: Callable[[list[Pod]], AdmissionPlan]
+) -> AdmissionPlan:
     """The plan, or (when a gang is admitted in part) the plan made again without the gangs cut."""
-    from provisioner.quota.admission import Hold  # admission calls this module
-
     waits: dict[str, int] = {}
     for h in plan.held:
         g = _gang(h.pod)

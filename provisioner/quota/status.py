@@ -9,8 +9,8 @@ from typing import Any
 
 from provisioner.api import quantities
 from provisioner.api.team import PoolUse, QuotaStatus
-from provisioner.quota.admission import Plan
 from provisioner.quota.book import Entry, QuotaBook, counted
+from provisioner.quota.decisions import AdmissionPlan
 from provisioner.quota.reclaim import over_quota
 
 
@@ -60,7 +60,7 @@ def _quota(entry: Entry, *resources: Mapping[str, int]) -> dict[str, int]:
     return {r: 0 for rl in resources for r in rl}
 
 
-def documents(book: QuotaBook, plan: Plan) -> list[tuple[str, str, dict[str, Any]]]:
+def documents(book: QuotaBook, plan: AdmissionPlan) -> list[tuple[str, str, dict[str, Any]]]:
     """(kind, name, status) for every Team and Department of the book, in name order."""
     usage = plan.usage
     pending: dict[tuple[str, str], dict[str, int]] = {}

@@ -5,8 +5,10 @@ offering) and reasons for the pods no pool can take. No SDK, no clock.
 The rooms, bottom up: `requirements` (the label algebra), `resources` (vectors over a solve's
 dimensions), `offerings` (types, cheapest offering, options, minValues), `pools` (pools compiled for a
 solve, their limits), `existing` (how a snapshot's nodes count: the one owner of those adjustments),
-`fit` (a pod shape against a pool alone), `topology` (groups, spreads, domains), `shapes` (pods compiled
-into shapes and variants), `solver` (the orchestration), `explain` (one pod against each pool), `results`."""
+`variant` (what shapes are made of: variants, pool fits, topology groups and spreads), `fit` (a pod
+shape against a pool alone), `topology` (groups, spreads, domains), `shapes` (pods compiled into shapes
+and variants), `order` (the order a batch is placed in), `opened` (the nodes a solve opens and the
+NewClaims they become), `solver` (the orchestration), `explain` (one pod against each pool), `results`."""
 
 from provisioner.scheduling.explain import PoolVerdict, explain
 from provisioner.scheduling.pool_order import ClusterDefaults

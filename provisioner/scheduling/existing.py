@@ -189,12 +189,11 @@ def _starting(
     unregistered taint and taints such as not-ready (`EPHEMERAL_TAINTS`), and its device plugins may not report GPUs yet: pods need not tolerate those
     taints, and it offers what its claim promised (both clear once it is initialized)."""
     assert sn.claim is not None
-    # A start-up taint is matched by key and effect, as Karpenter matches them.
-    startup = {(t.key, t.effect.value) for t in sn.claim.spec.startup_taints}
-    kept = tuple(t for t in taints if (t.key, t.effect) not in startup and not _ephemeral(t))
+    spec = sn.claim.spec
+    kept = tuple(t for t in taints if not spec.is_startup_taint(t.key, t.effect) and not _ephemeral(t))
     promised: Vec | None = None
     if sn.claim.status.allocatable:
-        promised = dims.vec(quantities.parse_resource_list(sn.claim.status.allocatable))
+        promised = dims.vec(sn.claim.status.allocatable_amounts())
     else:
         claim_type = _claim_type(sn, pools)
         promised = plus(claim_type.alloc, claim_type.ds_overhead) if claim_type is not None else None
@@ -226,7 +225,7 @@ def _capacity_of(sn: StateNode, pools: Mapping[str, Pool], *, dims: Dims) -> Vec
     if sn.node is not None and sn.node.capacity:
         return dims.vec(sn.node.capacity)
     if sn.claim is not None and sn.claim.status.capacity:
-        return dims.vec(quantities.parse_resource_list(sn.claim.status.capacity))
+        return dims.vec(sn.claim.status.capacity_amounts())
     t = _claim_type(sn, pools)
     return t.capacity if t is not None else dims.vec(sn.allocatable)
 

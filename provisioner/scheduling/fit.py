@@ -8,8 +8,6 @@ Limits and topology are checked when a node is opened (`pools`, `topology`), not
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from provisioner.api import accelerators, mig, quantities
 from provisioner.api import labels as wk
@@ -17,7 +15,6 @@ from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import (
     OFFERING_KEYS,
     TYPE_KEYS,
-    Option,
     OptionCache,
     PoolType,
     any_offering,
@@ -26,21 +23,8 @@ from provisioner.scheduling.offerings import (
 )
 from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec, fits, fmt, le
+from provisioner.scheduling.variant import PoolFit, Variant
 from provisioner.state.objects import PREFER_NO_SCHEDULE, TaintValue, tolerates_all
-
-if TYPE_CHECKING:
-    from provisioner.scheduling.shapes import Variant
-
-
-@dataclass(slots=True, eq=False)
-class PoolFit:
-    """A variant against a pool, before any node exists: narrowed requirements and the types that fit
-    the pod alone (cheapest first, only available ones)."""
-
-    reqs: rq.Reqs
-    options: list[Option]
-    standalone: float
-    """The price of the cheapest node that holds the pod alone."""
 
 
 def untolerated(v: Variant, taints: tuple[TaintValue, ...]) -> TaintValue | None:

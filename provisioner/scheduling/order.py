@@ -1,15 +1,83 @@
-"""The order the solver places a batch's shapes in, as far as pods constrain each other: the pods a
-required affinity follows before their followers, the owners of a required anti-affinity before the pods
-they repel, except pods pinned to one domain of the term's key, which go before a repeller free to go
-elsewhere. Size and choice order the rest (`solver`). Pure."""
+"""The order the solver places a batch's pods in (`placing_order`). First as far as pods constrain each
+other (`depths`): the pods a required affinity follows before their followers, the owners of a required
+anti-affinity before the pods they repel, except pods pinned to one domain of the term's key, which go
+before a repeller free to go elsewhere. Then priority, size (GPUs, cpu, memory) and choice (the GPU models
+and pools a pod accepts: the most constrained first) order the rest. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from provisioner.api import accelerators, quantities
+from provisioner.api import labels as wk
+from provisioner.scheduling.fit import labels_missing, untolerated
+from provisioner.scheduling.resources import Dims
 from provisioner.scheduling.shapes import Shape
-from provisioner.scheduling.topology import Group, Topology
+from provisioner.scheduling.topology import Topology
+from provisioner.scheduling.variant import Group
 from provisioner.state.objects import Pod
+
+
+def placing_order(
+    pod_shapes: Sequence[tuple[Pod, Shape]],
+    firsts: Sequence[tuple[Shape, Pod]],
+    *,
+    topology: Topology,
+    dims: Dims,
+) -> list[tuple[Pod, Shape]]:
+    """The batch's (pod, shape) pairs in the order they are placed; `firsts` holds each shape once with
+    its first pod."""
+    accel = _accelerator_dims(dims)
+    cpu, mem = dims.index[quantities.CPU], dims.index[quantities.MEMORY]
+    depth = depths(firsts, topology)
+    choice: dict[int, tuple[int, int]] = {id(shape): _choice(shape, accel) for shape, _ in firsts}
+
+    def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, int, int, int, str]:
+        pod, shape = item
+        r = shape.variants[0].req
+        pools, models = choice[id(shape)]
+        gpus = sum(r[d] for d in accel)
+        # Fewer GPU models first among pods of equal GPU count; the pool count only breaks ties
+        # below size, so a flexible large pod still opens its heavier pool before small ones fill
+        # a lighter pool's node it would then join.
+        return (depth[id(shape)], -pod.priority, -gpus, models, -r[cpu], -r[mem], pools, pod.key)
+
+    return sorted(pod_shapes, key=order)
+
+
+def _accelerator_dims(dims: Dims) -> list[int]:
+    """The solve's dimensions that are accelerators (`accelerators.is_accelerator`: GPUs of any maker,
+    MIG slices, Neuron)."""
+    return [i for i, name in enumerate(dims.names) if accelerators.is_accelerator(name)]
+
+
+def _choice(shape: Shape, accel: Sequence[int]) -> tuple[int, int]:
+    """How much choice a shape has, read from requirements and taints only (no instance type is
+    scanned): the pools that may take it, and for a GPU pod the GPU models it accepts. The most
+    constrained go first, so a pod pinned to one model is not left without room by pods that could
+    have used another."""
+    v = shape.variants[-1]
+    gpu = any(v.req[d] > 0 for d in accel)
+    pools = 0
+    models: set[str] = set()
+    any_model = False
+    for pool in v.pools:
+        if untolerated(v, pool.taints) is not None:
+            continue
+        usable = False
+        for alt in v.alts:
+            merged = pool.reqs.intersect(alt)
+            if merged.conflict() is not None or labels_missing(alt, pool) is not None:
+                continue
+            usable = True
+            if gpu:
+                allowed = merged.get(wk.GPU_NAME).allowed
+                if allowed is None:
+                    any_model = True
+                else:
+                    models |= allowed
+        pools += usable
+    return pools, (len(wk.GPU_NAMES) + 1 if any_model else len(models))
 
 
 def depths(firsts: Sequence[tuple[Shape, Pod]], topology: Topology) -> dict[int, int]:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api import labels as wk
-from provisioner.api.common import ObjectMeta, Requirement
+from provisioner.api.common import NodeClassReference, ObjectMeta, Requirement
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from provisioner.api.nodeclaim import NodeClaimSpec, ResourceRequirements
-from provisioner.api.nodeclass import NodeClass, NodeClassReference
+from provisioner.api.nodeclass import NodeClass
 from provisioner.api.quantities import ResourceList
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.state.objects import Pod

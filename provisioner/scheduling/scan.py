@@ -7,12 +7,10 @@ with the nodes opened before it. Pure: no clock, no I/O."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from provisioner.scheduling.resources import Vec, add, le
-
-if TYPE_CHECKING:
-    from provisioner.scheduling.shapes import Variant
+from provisioner.scheduling.variant import Variant
 
 
 class Opened(Protocol):

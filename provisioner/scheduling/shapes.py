@@ -1,5 +1,5 @@
 """Compiling pods into shapes: pods with equal constraints and requests share one `Shape`, and each
-shape reads its constraints one or more ways (`Variant`s): preferences (preferred node affinity, then
+shape reads its constraints one or more ways (`variant.Variant`s): preferences (preferred node affinity, then
 preferred pod affinity and ScheduleAnyway spreads) as requirements first, relaxed one step at a time.
 A variant knows the pools it may use in the order they are tried (`pool_order`: the pod's list, a
 default list, or every pool by weight), its request vector, and the topology groups it is constrained
@@ -10,73 +10,25 @@ Per-pool verdicts and domain universes are cached on the variant by `fit` and `t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.scheduling import pool_order
 from provisioner.scheduling import requirements as rq
-from provisioner.scheduling.fit import PoolFit
 from provisioner.scheduling.pools import Pool
-from provisioner.scheduling.resources import Dims, Vec
+from provisioner.scheduling.resources import Dims
 from provisioner.scheduling.results import PoolReason
-from provisioner.scheduling.topology import Group, Spread, Topology
+from provisioner.scheduling.topology import Topology
+from provisioner.scheduling.variant import Group, Spread, Variant
 from provisioner.state.objects import (
     PREFER_NO_SCHEDULE,
-    HostPort,
     LabelSelector,
     Pod,
-    Toleration,
     TopologySpread,
 )
 
 ShapeKey = tuple[Any, ...]
-
-
-@dataclass(slots=True, eq=False)
-class Variant:
-    """One way of reading a pod's constraints (preferences as requirements, or relaxed)."""
-
-    id: int
-    alts: tuple[rq.Reqs, ...]
-    tolerations: tuple[Toleration, ...]
-    req: Vec
-    pools: tuple[Pool, ...]
-    missing_pools: tuple[str, ...]
-    pool_names: frozenset[str] | None
-    order: tuple[str, ...]
-    """Pool names in the order tried (the annotation's, unknown names included)."""
-    spreads: list[Spread]
-    affinity: list[tuple[Group, bool]]
-    anti: list[Group]
-    blocked_by: list[Group] = field(default_factory=list)
-    member_of: list[Group] = field(default_factory=list)
-    owner_of: list[Group] = field(default_factory=list)
-    monotone: bool = True
-    """Once a node refuses this variant it refuses it for the rest of the solve (no spread over a key
-    other than hostname, no required affinity), so scans may resume where the last one stopped."""
-    hint_existing: dict[str | None, int] = field(default_factory=dict)
-    """Per pool scanned (None: every pool), the first existing node that may still take this variant."""
-    hint_new: dict[str | None, int] = field(default_factory=dict)
-    """The same for the nodes this solve opened (cost-aware scans only)."""
-    alone: float | None = None
-    """What a node of its own costs in the first pool of its order that fits it (the solver's cache)."""
-    pool_fit: dict[int, PoolFit | str] = field(default_factory=dict)
-    universe: dict[tuple[str, bool, bool], frozenset[str]] = field(default_factory=dict)
-    """Per (key, nodeAffinityPolicy Ignore, nodeTaintsPolicy Honor): a spread's eligible domains."""
-    required_alts: tuple[rq.Reqs, ...] = ()
-    """The pod's required node affinity alone (preferences do not narrow a spread's domains)."""
-    host_blockers: list[tuple[Group, int]] = field(default_factory=list)
-    """Hostname groups that block a node once it holds `n` counted pods (anti-affinity: 1)."""
-    has_topology: bool = False
-    pins: tuple[str, ...] = ()
-    """Keys other than hostname on which pending pods have a required affinity to this pod: its node
-    is pinned to one domain of each, so they can follow it there in the same solve."""
-    host_ports: tuple[HostPort, ...] = ()
-    """Ports the pod binds on its node: no other pod on the node may hold one of them."""
-    avoid_soft_taints: bool = False
-    """PreferNoSchedule taints the pod does not tolerate count as NoSchedule (Karpenter relaxes this
-    last: such pools and nodes are used only when nothing else fits)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -1,13 +1,10 @@
 """The scheduling simulator: pods in, Results out (placements, new NodeClaims, unschedulable pods with one
-reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This module orchestrates; the
-ideas live in their own modules (`resources`, `offerings`, `pools`, `existing`, `shapes`, `fit`,
-`topology`, `order`).
-
-About 660 lines: the placing loop is one idea (try existing capacity, claims in flight, opened nodes,
-then a new node, per the pod's pool order), and it grew with pool order, reservations, the batch
-ordering of issues 11, 13 and 17, and the gangs hook. Which opened nodes a pod still has to look at is
-`scan`'s, which shapes go first because pods constrain each other is `order`'s, gangs are `gangs`'. The reservation pass and `_finalize` (a NewClaim
-from an opened node) are the next pieces to move out.
+reason per pool). Pure and deterministic: no clock, no I/O, no randomness. This module owns the ladder
+each pod climbs (existing capacity, claims in flight, the nodes this solve opened, a new node, per the
+pod's pool order) and the pass over a batch; the ideas live in their own modules (`resources`,
+`offerings`, `pools`, `existing`, `shapes`, `fit`, `topology`): which shapes go first is `order`'s, the
+nodes a solve opens and the NewClaims they become `opened`'s, which opened nodes a pod still has to look
+at `scan`'s, gangs `gangs`'.
 
 How it decides, in order for each pod (the pods a required affinity follows and the owners of a required
 anti-affinity before the pods they constrain, except that pods pinned to one domain go before a pod free
@@ -44,35 +41,31 @@ so for the rest of the solve, and scans jump over such nodes (union-find with pa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from provisioner.api import NodePool, accelerators, quantities
+from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import existing as ex
-from provisioner.scheduling import gangs, pool_order, reservations, scan
+from provisioner.scheduling import gangs, pool_order, reservations
 from provisioner.scheduling import order as batch_order
-from provisioner.scheduling import requirements as rq
-from provisioner.scheduling.fit import labels_missing, pool_fit, untolerated
-from provisioner.scheduling.offerings import Option, OptionCache, diverse, short_of_min_values
+from provisioner.scheduling.fit import untolerated
+from provisioner.scheduling.offerings import OptionCache
+from provisioner.scheduling.opened import OpenedNode, OpenedNodes, new_claim
 from provisioner.scheduling.pools import (
     CompiledPools,
     Pool,
     compile_pools,
-    first_fit,
-    limit_reason,
-    limit_room,
-    reserve,
-    within,
 )
-from provisioner.scheduling.resources import Dims, Vec, add, le, sub
-from provisioner.scheduling.results import NewClaim, Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, Variant, selected_keys, shape_key
-from provisioner.scheduling.topology import Topology, record, topology_reason
+from provisioner.scheduling.resources import Dims, le, sub
+from provisioner.scheduling.results import Placement, PoolReason, Results, Unschedulable
+from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, selected_keys, shape_key
+from provisioner.scheduling.topology import Topology, record
+from provisioner.scheduling.variant import Variant
 from provisioner.state.cluster import Snapshot
-from provisioner.state.objects import DaemonSet, HostPort, Pod
+from provisioner.state.objects import DaemonSet, Pod
 
 MAX_OPTIONS = 60
 _UNOWNED_HINT = ""
@@ -99,37 +92,7 @@ class SolveOptions:
     need room for all of them in one offering (`gangs`). None: unknown, the cloud answers at launch."""
 
 
-@dataclass(slots=True, eq=False)
-class _New:
-    """A node this solve opened: its narrowed requirements, the options that may still hold its pods
-    (the one at `cursor` is the cheapest that does) and what it reserved of its pool's limits."""
-
-    index: int
-    hostname: str
-    pool: Pool
-    reqs: rq.Reqs
-    options: list[Option]
-    maxvec: Vec
-    total: Vec
-    cursor: int
-    pods: list[Pod] = field(default_factory=list)
-    absorbed: dict[int, tuple[rq.Reqs, list[Option]] | None] = field(default_factory=dict)
-    """Per variant id: the node's requirements and options once a pod of it joins (None: it cannot)."""
-    reserved: Vec = ()
-    host_ports: list[HostPort] = field(default_factory=list)
-    """Host ports its pods hold."""
-
-    @property
-    def price(self) -> float:
-        return self.options[self.cursor][0]
-
-    def domain(self, key: str) -> str | None:
-        if key == wk.HOSTNAME:
-            return self.hostname
-        return self.reqs.get(key).single
-
-
-_Outcome = ex.Existing | _New | list[PoolReason]
+_Outcome = ex.Existing | OpenedNode | list[PoolReason]
 
 
 class _Solver:
@@ -168,14 +131,17 @@ class _Solver:
             defaults=options.pool_defaults,
             team_lists=pool_order.team_lists(snapshot),
         )
-        self.new: list[_New] = []
-        self.new_count: dict[str, int] = {}
         self.shapes: list[Shape] = []
         self.reservations = reservations.Ledger(self.pools)
-        self.full: dict[Vec, dict[int, int]] = {}
-        """Per request vector, jumps over the opened nodes too full for it (`scan`)."""
-        self.skips: dict[int, list[scan.Skip]] = {}
-        """Per variant id, what refuses its pods for good (`scan.skips`)."""
+        self.opened = OpenedNodes(
+            cache=self.cache,
+            dims=self.dims,
+            topology=self.topology,
+            held=self.reservations,
+            shapes=self.shapes,
+            cost_aware_packing=options.cost_aware_packing,
+            claim_name_prefix=options.claim_name_prefix,
+        )
 
     # ---- placing
 
@@ -225,183 +191,20 @@ class _Solver:
             v.hint_existing[hint] = len(nodes)
         return None
 
-    def _narrow(self, v: Variant, n: _New) -> tuple[rq.Reqs, list[Option]] | None:
-        """The node's requirements and options once the variant's requirements join it (cached)."""
-        if v.id in n.absorbed:
-            return n.absorbed[v.id]
-        result = None
-        for alt in v.alts:
-            merged = n.reqs.intersect(alt)
-            if merged.conflict() is not None:
-                continue
-            if merged == n.reqs:
-                result = (n.reqs, n.options)
-                break
-            if labels_missing(alt, n.pool) is not None:
-                continue
-            opts = self.cache.options(n.pool.index, n.pool.types, merged)
-            if opts:
-                result = (merged, opts)
-                break
-        n.absorbed[v.id] = result
-        return result
-
-    def _alone(self, v: Variant) -> float:
-        """What the pod would pay for a node of its own: the standalone price in the first pool of its
-        order that fits it (INF when none does)."""
-        if v.alone is None:
-            fits = (pool_fit(v, p, cache=self.cache, dims=self.dims) for p in v.pools)
-            v.alone = next((f.standalone for f in fits if not isinstance(f, str)), float("inf"))
-        return v.alone
-
-    def _try_new_nodes(
-        self, v: Variant, pod: Pod, *, cost_aware: bool = True, pool_name: str | None = None
-    ) -> _New | None:
-        """An open new node the pod joins (only the pool's when `pool_name` is given). With cost-aware
-        packing it joins only when that adds no more than a node of its own would cost, in this pool or
-        in the first pool of its order: an untyped GPU pod does not grow an A100 node when a T4 node of
-        its own is cheaper."""
-        nodes = self.new
-        cost_aware = cost_aware and self.options.cost_aware_packing
-        hinted = v.monotone and cost_aware
-        start = v.hint_new.get(pool_name, 0) if hinted else 0
-        req = v.req
-        pool_names = v.pool_names
-        skips = self.skips.get(v.id)
-        if skips is None:
-            skips = self.skips[v.id] = scan.skips(v, self.full)
-        for n in scan.unblocked(nodes, start, skips):
-            pool = n.pool
-            if pool_names is not None and pool.name not in pool_names:
-                continue
-            if pool_name is not None and pool.name != pool_name:
-                continue
-            total = tuple(map(add, n.total, req))
-            if not all(map(le, total, n.maxvec)):
-                continue
-            if v.host_ports and ex.ports_conflict(v.host_ports, n.host_ports):
-                continue
-            fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
-            if isinstance(fit, str):
-                continue
-            narrowed = self._narrow(v, n)
-            if narrowed is None:
-                continue
-            node_reqs, options = narrowed
-            if v.has_topology:
-                pinned = self.topology.pin(
-                    v, pool, reqs=node_reqs, options=options, hostname=n.hostname, total=total
-                )
-                if pinned is None:
-                    continue
-                node_reqs, options = pinned
-            changed = options is not n.options
-            room = limit_room(pool, n.reserved) if pool.limits else None
-            idx = first_fit(options, total, 0 if changed else n.cursor, room)
-            if idx < 0:
-                continue
-            price = options[idx][0]
-            if cost_aware:
-                own = fit.standalone if pool_name is not None else min(fit.standalone, self._alone(v))
-                if price - n.price > own + 1e-9:
-                    continue
-            if pool.min_values and short_of_min_values(
-                pool.min_values, [o for o in options[idx:] if all(map(le, total, o[1].alloc))]
-            ):
-                continue
-            if self.reservations:
-                old = reservations.reservation_of(n.options[n.cursor])
-                new = reservations.reservation_of(options[idx])
-                if new != old and new is not None and new in self.cache.exhausted:
-                    continue  # the node's grown type would take a reservation this solve already filled
-                if new != old:
-                    self.reservations.release(old)
-                    self._hold(new)
-            if hinted:
-                v.hint_new[pool_name] = n.index
-            t = options[idx][1]
-            if pool.limits:
-                reserve(pool, n.reserved, t.capacity)
-            n.reserved = t.capacity
-            if changed:
-                n.reqs, n.options = node_reqs, options
-                n.maxvec = self.cache.maxvec(options)
-                n.absorbed = {}
-            n.cursor = idx
-            n.total = total
-            n.pods.append(pod)
-            n.host_ports.extend(v.host_ports)
-            record(v, n.domain)
-            return n
-        if hinted:
-            v.hint_new[pool_name] = len(nodes)
-        return None
-
-    def _hold(self, reservation_id: str | None) -> None:
-        if reservation_id is not None and self.reservations.hold(reservation_id):
-            # Full for the rest of the solve: rebuilt option lists and pool verdicts leave it out.
-            self.cache.exhaust(reservation_id)
-            for shape in self.shapes:
-                for variant in shape.variants:
-                    variant.pool_fit.clear()
-            for node in self.new:
-                node.absorbed = {}
-
-    def _open(self, v: Variant, pool: Pool, pod: Pod, *, reserved_only: bool = False) -> _New | str:
-        fit = pool_fit(v, pool, cache=self.cache, dims=self.dims)
-        if isinstance(fit, str):
-            return fit
-        name = self._next_name(pool, commit=False)
-        node_reqs, options = fit.reqs, fit.options
-        if v.has_topology:
-            pinned = self.topology.pin(v, pool, reqs=node_reqs, options=options, hostname=name, total=v.req)
-            if pinned is None:
-                return topology_reason(v)
-            node_reqs, options = pinned
-        room = limit_room(pool, ()) if pool.limits else None
-        idx = first_fit(options, v.req, 0, room)
-        if idx < 0:
-            if room is not None:
-                return limit_reason(pool, options, v.req, dims=self.dims) + self._room_taken(pool)
-            return "no instance type fits"  # unreachable: pool_fit found one
-        reservation = reservations.reservation_of(options[idx])
-        if reserved_only and reservation is None:
-            return "no reservation of the pool holds it"
-        t = options[idx][1]
-        if pool.limits:
-            reserve(pool, (), t.capacity)
-        self._next_name(pool, commit=True)
-        n = _New(
-            index=len(self.new),
-            hostname=name,
-            pool=pool,
-            reqs=node_reqs,
-            options=options,
-            maxvec=self.cache.maxvec(options),
-            total=v.req,
-            cursor=idx,
-            pods=[pod],
-            reserved=t.capacity,
-            host_ports=list(v.host_ports),
-        )
-        self.new.append(n)
-        self._hold(reservation)
-        record(v, n.domain)
-        return n
-
-    def _room_taken(self, pool: Pool) -> str:
-        """Which pods of this solve took the pool's room (new nodes), to say why a limit says no."""
-        keys = [p.key for n in self.new if n.pool is pool for p in n.pods]
-        if not keys:
-            return ""
-        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-        return f" (in this solve, new nodes for {shown} took the room)"
-
-    def _next_name(self, pool: Pool, *, commit: bool) -> str:
-        k = self.new_count.get(pool.name, 0) + 1
-        if commit:
-            self.new_count[pool.name] = k
-        return f"{self.options.claim_name_prefix}{pool.name}-{k}"
+    def _in_pool(
+        self, v: Variant, pod: Pod, pool: Pool, *, listed: bool, reserved_only: bool = False
+    ) -> ex.Existing | OpenedNode | str:
+        """One pool's rung of the ladder: for a pod with a pool list, the pool's nodes and claims in
+        flight, then the nodes this solve opened there; then a new node (only inside a reservation when
+        `reserved_only`). A string says why the pool cannot open one."""
+        if listed:
+            existing = self._try_existing(v, pool=pool.name)
+            if existing is not None:
+                return existing
+            node = self.opened.join(v, pod, pool_name=pool.name)
+            if node is not None:
+                return node
+        return self.opened.open(v, pool, pod, reserved_only=reserved_only)
 
     def _place(self, pod: Pod, shape: Shape) -> _Outcome:
         if shape.refused is not None:
@@ -418,7 +221,7 @@ class _Solver:
                 existing = self._try_existing(v)
                 if existing is not None:
                     return existing
-                node = self._try_new_nodes(v, pod)
+                node = self.opened.join(v, pod)
                 if node is not None:
                     return node
             elif self.unowned:
@@ -430,33 +233,19 @@ class _Solver:
                 # Reservations before any pool launches spot or on-demand (a listed pod still takes
                 # free room on a pool's nodes before a reservation of a later pool in its list).
                 for pool in v.pools:
-                    if listed:
-                        existing = self._try_existing(v, pool=pool.name)
-                        if existing is not None:
-                            return existing
-                        node = self._try_new_nodes(v, pod, pool_name=pool.name)
-                        if node is not None:
-                            return node
-                    opened = self._open(v, pool, pod, reserved_only=True)
-                    if not isinstance(opened, str):
-                        return opened
+                    found = self._in_pool(v, pod, pool, listed=listed, reserved_only=True)
+                    if not isinstance(found, str):
+                        return found
             for pool in v.pools:
-                if listed:
-                    existing = self._try_existing(v, pool=pool.name)
-                    if existing is not None:
-                        return existing
-                    node = self._try_new_nodes(v, pod, pool_name=pool.name)
-                    if node is not None:
-                        return node
-                opened = self._open(v, pool, pod)
-                if isinstance(opened, str):
-                    why[pool.name] = opened
+                found = self._in_pool(v, pod, pool, listed=listed)
+                if isinstance(found, str):
+                    why[pool.name] = found
                     continue
-                return opened
+                return found
             reasons = [PoolReason(name, why[name]) for name in v.order if name in why]
             if self.options.cost_aware_packing:
                 # No pool can open a node (limits, topology): a dearer open node beats none.
-                node = self._try_new_nodes(v, pod, cost_aware=False)
+                node = self.opened.join(v, pod, cost_aware=False)
                 if node is not None:
                     return node
         if not reasons:
@@ -483,107 +272,19 @@ class _Solver:
             self.compiler.link(shape, pod)
         self.topology.count_running()
 
-        accel = self._accelerator_dims()
-        cpu, mem = self.dims.index[quantities.CPU], self.dims.index[quantities.MEMORY]
-        depth = batch_order.depths(firsts, self.topology)
-        choice: dict[int, tuple[int, int]] = {id(shape): self._choice(shape) for shape, _ in firsts}
-
-        def order(item: tuple[Pod, Shape]) -> tuple[int, int, int, int, int, int, int, str]:
-            pod, shape = item
-            r = shape.variants[0].req
-            pools, models = choice[id(shape)]
-            gpus = sum(r[d] for d in accel)
-            # Fewer GPU models first among pods of equal GPU count; the pool count only breaks ties
-            # below size, so a flexible large pod still opens its heavier pool before small ones fill
-            # a lighter pool's node it would then join.
-            return (depth[id(shape)], -pod.priority, -gpus, models, -r[cpu], -r[mem], pools, pod.key)
-
         results = Results()
-        for pod, shape in sorted(pod_shapes, key=order):
+        for pod, shape in batch_order.placing_order(
+            pod_shapes, firsts, topology=self.topology, dims=self.dims
+        ):
             outcome = self._place(pod, shape)
             if isinstance(outcome, list):
                 results.unschedulable.append(Unschedulable(pod=pod, reasons=outcome))
             elif outcome.__class__ is ex.Existing:
                 results.placements.append(Placement(pod=pod, node=outcome.name))
-        results.new_claims = [self._finalize(n) for n in self.new]
+        results.new_claims = [
+            new_claim(n, dims=self.dims, max_options=self.options.max_options) for n in self.opened.nodes
+        ]
         return results
-
-    def _accelerator_dims(self) -> list[int]:
-        """The solve's dimensions that are accelerators (`accelerators.is_accelerator`: GPUs of any
-        maker, MIG slices, Neuron)."""
-        return [i for i, name in enumerate(self.dims.names) if accelerators.is_accelerator(name)]
-
-    def _choice(self, shape: Shape) -> tuple[int, int]:
-        """How much choice a shape has, read from requirements and taints only (no instance type is
-        scanned): the pools that may take it, and for a GPU pod the GPU models it accepts. The most
-        constrained go first, so a pod pinned to one model is not left without room by pods that could
-        have used another."""
-        v = shape.variants[-1]
-        gpu = any(v.req[d] > 0 for d in self._accelerator_dims())
-        pools = 0
-        models: set[str] = set()
-        any_model = False
-        for pool in v.pools:
-            if untolerated(v, pool.taints) is not None:
-                continue
-            usable = False
-            for alt in v.alts:
-                merged = pool.reqs.intersect(alt)
-                if merged.conflict() is not None or labels_missing(alt, pool) is not None:
-                    continue
-                usable = True
-                if gpu:
-                    allowed = merged.get(wk.GPU_NAME).allowed
-                    if allowed is None:
-                        any_model = True
-                    else:
-                        models |= allowed
-            pools += usable
-        return pools, (len(wk.GPU_NAMES) + 1 if any_model else len(models))
-
-    def _finalize(self, n: _New) -> NewClaim:
-        pool = n.pool
-        room = limit_room(pool, n.reserved) if pool.limits else None
-        # Options are sorted cheapest first and none before the cursor fits, so the chosen type leads.
-        options: list[Option] = []
-        limit = self.options.max_options
-        total = n.total
-        fitting = (
-            opt
-            for opt in n.options[n.cursor :]
-            if all(map(le, total, opt[1].alloc)) and (room is None or within(opt[1], room))
-        )
-        if pool.min_values:
-            options = diverse(list(fitting), pool.min_values, limit)
-        else:
-            for opt in fitting:
-                options.append(opt)
-                if len(options) >= limit:
-                    break
-        types = [t.it for _, t, _ in options]
-        first = options[0][1]
-        reqs, labels = _custom_labels(pool, n.reqs)
-        requirements = [r for r in reqs.to_requirements() if r.key not in (wk.INSTANCE_TYPE, wk.NODEPOOL)]
-        requirements += rq.KeyReq(frozenset(it.name for it in types), absent_ok=False).to_requirements(
-            wk.INSTANCE_TYPE
-        )
-        requirements[-1] = requirements[-1].model_copy(update={"values": [it.name for it in types]})
-        requests: dict[str, int] = {}
-        for pod in n.pods:
-            requests = quantities.add(requests, pod.requests)
-        for i, amount in enumerate(first.ds_overhead):
-            if amount:
-                requests[self.dims.names[i]] = requests.get(self.dims.names[i], 0) + amount
-        return NewClaim(
-            hostname=n.hostname,
-            nodepool=pool.pool,
-            requirements=requirements,
-            instance_types=types,
-            offering=options[0][2],
-            pods=list(n.pods),
-            requests=requests,
-            labels=labels,
-        )
 
 
 class SolveFn(Protocol):
@@ -601,21 +302,6 @@ class SolveFn(Protocol):
         daemonsets: Sequence[DaemonSet] | None = None,
         options: SolveOptions | None = None,
     ) -> Results: ...
-
-
-def _custom_labels(pool: Pool, reqs: rq.Reqs) -> tuple[rq.Reqs, dict[str, str]]:
-    """A value for each key the pool defines (the one allowed, else the first by name, as Karpenter
-    picks one), with the requirements pinned to it so the claim and its node agree."""
-    labels: dict[str, str] = {}
-    for key in pool.custom_keys:
-        kreq = reqs.get(key)
-        value = kreq.single
-        if value is None and kreq.allowed:
-            value = min(kreq.allowed)
-            reqs = reqs.intersect(rq.Reqs(((key, rq.KeyReq(frozenset({value}), absent_ok=False)),)))
-        if value is not None:
-            labels[key] = value
-    return reqs, labels
 
 
 def solve(

@@ -8,8 +8,6 @@ Groups are shared by every shape whose constraints name the same key, selector a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from provisioner.api import labels as wk
 from provisioner.scheduling import requirements as rq
@@ -18,52 +16,11 @@ from provisioner.scheduling.fit import labels_missing
 from provisioner.scheduling.offerings import Option, OptionCache
 from provisioner.scheduling.pools import Pool
 from provisioner.scheduling.resources import Dims, Vec, le
+from provisioner.scheduling.variant import Group, GroupKey, Spread, Variant
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import LabelSelector, Pod, PodAffinityTerm, tolerates_all
 
-if TYPE_CHECKING:
-    from provisioner.scheduling.shapes import Variant
-
 INF = float("inf")
-GroupKey = tuple[str, LabelSelector | None, frozenset[str] | None]
-
-
-@dataclass(slots=True, eq=False)
-class Group:
-    """Pods matching a selector in some namespaces, counted per domain of one topology key."""
-
-    key: str
-    selector: LabelSelector | None
-    namespaces: frozenset[str] | None
-    counts: dict[str, int] = field(default_factory=dict)
-    total: int = 0
-    jumps: dict[int, dict[int, int]] = field(default_factory=dict)
-    """For hostname groups, per threshold n: the solver's jumps over opened nodes holding n or more
-    counted pods (blocked for good: counts only grow)."""
-
-    def matches(self, pod: Pod) -> bool:
-        if self.selector is None:
-            return False
-        if self.namespaces is not None and pod.namespace not in self.namespaces:
-            return False
-        return self.selector.matches(pod.labels)
-
-    def add(self, domain: str) -> None:
-        self.counts[domain] = self.counts.get(domain, 0) + 1
-        self.total += 1
-
-
-@dataclass(slots=True, eq=False)
-class Spread:
-    group: Group
-    max_skew: int
-    hard: bool
-    min_domains: int = 0
-    """`minDomains` (0: none): with fewer eligible domains, the global minimum counts as 0."""
-    affinity_ignore: bool = False
-    """`nodeAffinityPolicy: Ignore`: nodes the pod's node affinity excludes still count as domains."""
-    taints_honor: bool = False
-    """`nodeTaintsPolicy: Honor`: nodes whose taints the pod does not tolerate do not count."""
 
 
 class Topology:

@@ -16,8 +16,8 @@ from datetime import timedelta
 from provisioner.finops.rows import BestRow
 from provisioner.scheduling import solve
 from provisioner.scheduling.optimum import exact_optimum
+from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.runner import RunResult
-from provisioner.sim.scenario import LoadedScenario
 from provisioner.state import Pod
 from provisioner.state.cluster import Snapshot
 

@@ -247,6 +247,7 @@ class Binder:
         scores at least (its GPUs, its CPU), so the walk starts there."""
         nodes = self.cluster.state.nodes
         floor = (_accelerators(pod.requests) * 10**9 + pod.requests.get(quantities.CPU, 0), "")
+        name: str
         for _score, name in by_room.islice(by_room.bisect_left(floor)):
             node = nodes[name]
             ok = allowed.get(name)

@@ -3,9 +3,10 @@ catalog serves its kinds: aws for AWSNodeClass pools, gcp for GCPNodeClass pools
 serves any), each read in its own region, so pools of several clouds run together in one scenario as they
 do under one controller (`--cloud aws,gcp`).
 
-Owns the choice (`spec.catalogs`, else `spec.catalog`, else one per kind the pools use) and the checks of
-stockout selectors against the chosen catalogs. Reading the scenario file is `scenario`'s job; problems
-are returned as (message, field path) for it to locate.
+Owns the choice (`spec.catalogs`, else `spec.catalog`, else one per kind the pools use), the checks of
+stockout selectors against the chosen catalogs, and the zones of a catalog a NodeClass launches in (with
+the NodeClass a pool gets when the scenario writes none). Reading the scenario file is `scenario`'s job;
+problems are returned as (message, field path) for it to locate.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
+from provisioner.api.nodeclass import NODECLASS_MODELS, NodeClass
 from provisioner.api.plugins import CATALOG_FILES
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType
@@ -29,7 +30,7 @@ Found = list[tuple[str, FieldPath]]
 def served_kinds(name: str) -> tuple[str, ...]:
     """The NodeClass kinds a catalog launches pools of: its plug-in's (karpenter-benchmark: every kind)."""
     if name == catalog.BENCHMARK:
-        return tuple(NODECLASS_KINDS)
+        return tuple(NODECLASS_MODELS)
     return CATALOG_FILES[name].kinds
 
 
@@ -162,3 +163,22 @@ def unavailable_problems(
                 )
             )
     return found
+
+
+def default_nodeclass(kind: str, name: str, zones: Sequence[str]) -> NodeClass:
+    """What a pool gets when its nodeClassRef names no document: every zone of the region (its plug-in's
+    model says how: `NodeClass.simulated`)."""
+    return NODECLASS_MODELS[kind].simulated(name, zones)
+
+
+def nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
+    """The zones of `zones` the NodeClass launches in (`NodeClass.launch_zones`)."""
+    return nc.launch_zones(zones)
+
+
+def types_for(nc: NodeClass, types: Sequence[InstanceType], zones: Sequence[str]) -> list[InstanceType]:
+    """The catalog's types with only the offerings in the NodeClass's zones."""
+    allowed = set(nodeclass_zones(nc, zones))
+    if allowed == set(zones):
+        return list(types)
+    return [t.with_offerings(tuple(o for o in t.offerings if o.zone in allowed)) for t in types]

@@ -30,7 +30,7 @@ from provisioner.cloudprovider import Instance, InstanceType, registry
 from provisioner.cloudprovider.plugin import NodeMaker
 from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
-from provisioner.sim.scenario import RUNS_FOR
+from provisioner.sim.kube_documents import RUNS_FOR
 from provisioner.state.objects import Pod, tolerates_all
 
 VOLUNTARY = frozenset(r.value for r in DisruptionReason)
@@ -125,7 +125,10 @@ def gated(doc: Mapping[str, Any], state: Any) -> Mapping[str, Any]:
     book = QuotaBook(teams=state.teams.values(), departments=(), nodepools=(), namespaces=state.namespaces)
     if gate_patch(doc, book.team_of(meta.get("namespace") or "default")) is None:
         return doc
-    return merge_patch(doc, {"spec": {"schedulingGates": [*_gates(doc), {"name": wk.ADMISSION_GATE}]}})
+    gated: Mapping[str, Any] = merge_patch(
+        doc, {"spec": {"schedulingGates": [*_gates(doc), {"name": wk.ADMISSION_GATE}]}}
+    )
+    return gated
 
 
 def _gates(doc: Mapping[str, Any]) -> list[Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -23,8 +24,8 @@ from provisioner.finops.reports.text import plural
 from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import output as output_
 from provisioner.sim import static
+from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.runner import Runner, RunResult
-from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.timeline import Timeline
 
 
@@ -160,7 +161,7 @@ def _money(value: float) -> str:
     return f"${value:,.2f}/h"
 
 
-def _print(loaded: LoadedScenario, result: RunResult, doc: dict) -> None:
+def _print(loaded: LoadedScenario, result: RunResult, doc: dict[str, Any]) -> None:
     probe = Console()
     console = probe if probe.is_terminal else Console(width=200)
     console.print(

@@ -36,8 +36,8 @@ from provisioner.controllers.settings import Settings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, BestRow, ReservationRow, UsageRow
+from provisioner.sim import catalogs
 from provisioner.sim import gangs as sim_gangs
-from provisioner.sim import scenario as scenario_
 from provisioner.sim.binder import Binder
 from provisioner.sim.cluster import (
     DaemonSets,
@@ -46,8 +46,8 @@ from provisioner.sim.cluster import (
     Workloads,
     daemonset_doc,
 )
+from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.pool_types import PoolScopedTypes, admits
-from provisioner.sim.scenario import LoadedScenario
 from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import Step, Timeline, matches_workload
 from provisioner.state import ClusterState, Pod
@@ -194,7 +194,7 @@ class Runner:
         self.scoped = PoolScopedTypes(
             self.fake,
             loaded.nodepools,
-            zones_for=lambda nc: scenario_.nodeclass_zones(nc, loaded.zones_of(nc.kind)),
+            zones_for=lambda nc: catalogs.nodeclass_zones(nc, loaded.zones_of(nc.kind)),
         )
         provider = wrappers.wrap(
             self.scoped,

@@ -1,49 +1,52 @@
-"""Scenario files: loading and checking, not running.
+"""Scenario files: reading and checking them, not running them.
 
 A scenario is multi-document YAML, in one file or several files and folders read as one: our NodePool,
 NodeClass, Team and Department documents, Kubernetes Pods, Deployments, ReplicaSets, StatefulSets and Jobs (expanded to
 their pods), optional Nodes, DaemonSets and Namespaces, and at most one `provisioner.sh/v1alpha1`
 `Scenario` document (catalogs and regions, stockouts, the cluster's default pools, files to include).
-Which catalogs serve which NodeClass kinds is `provisioner.sim.catalogs`'.
 
 `load(*paths)` returns a `LoadedScenario` (the objects, the catalogs' instance types per pool with the
 stockouts applied, a Snapshot) or raises `ScenarioError` holding every problem found, each located as
-`FILE:LINE: Kind/name: field: message`. Running it (`provisioner.sim.static`) is someone else's job, so a
-later timeline (`spec.duration`, `spec.timeline`) only extends the `ScenarioSpec` model here.
-
-Longer than most modules (about 800 lines): the checks of each workload kind's fields sit beside the
-loader that locates their problems, so a new kind is one function here. What a Scenario document may say
-(its models) is `provisioner.sim.scenario_spec`'s.
+`FILE:LINE: Kind/name: field: message`. This module owns the reading of files and includes, the dispatch
+of each document by kind, and the checks across documents (one Scenario, pools against catalogs,
+reservations, bound pods against nodes); the Kubernetes documents' own checks are
+`provisioner.sim.kube_documents`', which catalogs serve which NodeClass kinds `provisioner.sim.catalogs`',
+what a Scenario document may say `provisioner.sim.scenario_spec`'s, and running it
+`provisioner.sim.static`'s and the runner's.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from provisioner.api import Department, NodePool, Team, documents, durations, key_checks, quantities
+from provisioner.api import (
+    Department,
+    NodePool,
+    Team,
+    documents,
+    durations,
+    key_checks,
+    quantities,
+)
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
-from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
-from provisioner.api.provisioning_request import ProvisioningRequest
-from provisioner.cloudprovider.errors import OfferingKey
+from provisioner.api.kinds import NODECLASS_KINDS
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import InstanceType, Offering, for_template
-from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.sim import catalogs, priority
-from provisioner.sim.catalogs import CatalogUse
+from provisioner.sim.findings import Findings
 from provisioner.sim.gangs import RequestDocuments, capacity_of
+from provisioner.sim.kube_documents import OTHER_KINDS, WORKLOAD_KINDS, read_kube_document
+from provisioner.sim.loaded import LoadedScenario, ScenarioError
 from provisioner.sim.scenario_spec import ReservationSpec, Scenario
-from provisioner.state.cluster import Snapshot, StateNode
-from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, tolerates_all
+from provisioner.state.objects import DaemonSet, Node, Pod, tolerates_all
 
-WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job")
-OTHER_KINDS = ("Node", "DaemonSet", "Namespace", "PodDisruptionBudget", "PriorityClass")
 REQUEST_KINDS = ("ProvisioningRequest", "PodTemplate")
 """Cluster Autoscaler's ProvisioningRequest and the PodTemplates it names (`provisioner.sim.gangs`)."""
 
@@ -57,150 +60,6 @@ def our_kinds() -> tuple[str, ...]:
 def all_kinds() -> tuple[str, ...]:
     """Every kind a scenario may hold."""
     return ("Scenario", *our_kinds(), *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
-
-
-MAX_REPLICAS = 100_000
-
-
-class ScenarioError(Exception):
-    """A scenario that cannot run; `problems` says where and why (file, line, document, field)."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-
-@dataclass
-class LoadedScenario:
-    """Everything a run needs, checked."""
-
-    source: str
-    scenario: Scenario
-    nodepools: list[NodePool]
-    nodeclasses: dict[tuple[str, str], NodeClass]
-    """(kind, name) -> NodeClass: the scenario's, plus a default one for every nodeClassRef naming none."""
-    default_nodeclasses: set[tuple[str, str]]
-    pods: list[Pod]
-    """Pods to schedule (not bound to a node)."""
-    nodes: list[Node]
-    bound: dict[str, list[Pod]]
-    """Node name -> pods running on it (bound pods of the file, plus daemonset pods)."""
-    daemonsets: list[DaemonSet]
-    namespaces: dict[str, dict[str, str]]
-    instance_types: dict[str, list[InstanceType]]
-    """Pool name -> the types its NodeClass can launch, stockouts flagged unavailable."""
-    catalogs: list[CatalogUse] = field(default_factory=list)
-    """The catalogs the pools launch from: one per NodeClass kind (or one for every kind)."""
-    document: YamlDocument | None = None
-    """The Scenario document as read (its lines locate timeline problems)."""
-    pdb_documents: list[dict[str, Any]] = field(default_factory=list)
-    """PodDisruptionBudgets as written (the timeline runner applies them to its cluster)."""
-    teams: list[Team] = field(default_factory=list)
-    departments: list[Department] = field(default_factory=list)
-    priorities: priority.PriorityClasses = field(default_factory=priority.PriorityClasses)
-    """The scenario's PriorityClasses (pods' `spec.priority` is set from them as they are loaded)."""
-    provisioning_requests: list[ProvisioningRequest] = field(default_factory=list)
-    """ProvisioningRequests (autoscaling.x-k8s.io/v1), by namespace and name."""
-    pod_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """`namespace/name` -> PodTemplate document (what the requests' pod sets name)."""
-    warnings: list[Problem] = field(default_factory=list)
-    """What `templates validate` warns of (a typo'd `provisioner.sh/` key, a GPU pool without a taint,
-    quotas promising more than a pool holds): the run goes on, and `simulate` prints them first."""
-
-    @property
-    def catalog_types(self) -> list[InstanceType]:
-        """Every type of every catalog (their names never clash: each cloud names its own)."""
-        return [t for use in self.catalogs for t in use.types]
-
-    @property
-    def zones(self) -> list[str]:
-        return [z for use in self.catalogs for z in use.zones]
-
-    @property
-    def where(self) -> str:
-        """The catalogs and their regions, for people: `aws us-east-1 + gcp us-central1`."""
-        return " + ".join(f"{use.name} {use.region}" for use in self.catalogs)
-
-    @property
-    def pool_defaults(self) -> ClusterDefaults:
-        """The scenario's `spec.defaultNodePools`, as the solver takes them."""
-        given = self.scenario.spec.default_node_pools
-        return ClusterDefaults.of(cpu=given.cpu, gpu=given.gpu)
-
-    def zones_of(self, kind: str) -> list[str]:
-        """The zones the catalog serving this NodeClass kind offers."""
-        return next((use.zones for use in self.catalogs if kind in use.kinds), [])
-
-    @property
-    def pdbs(self) -> list[PodDisruptionBudget]:
-        return [PodDisruptionBudget.from_dict(d) for d in self.pdb_documents]
-
-    def snapshot(self) -> Snapshot:
-        nodes = tuple(
-            StateNode(name=n.name, node=n, pods=tuple(self.bound.get(n.name, ()))) for n in self.nodes
-        )
-        return Snapshot(
-            nodes=nodes,
-            pending_pods=tuple(sorted(self.pods, key=lambda p: p.key)),
-            daemonsets=tuple(self.daemonsets),
-            pdbs=tuple(self.pdbs),
-            nodepools=tuple(self.nodepools),
-            nodeclasses=dict(self.nodeclasses),
-            namespaces={k: dict(v) for k, v in self.namespaces.items()},
-            teams=tuple(sorted(self.teams, key=lambda t: t.name)),
-            departments=tuple(sorted(self.departments, key=lambda d: d.name)),
-        )
-
-    @property
-    def capacity(self) -> dict[OfferingKey, int] | None:
-        """Instances each offering has left (`spec.capacity`, the last selector matching an offering
-        wins), None when the scenario sets none."""
-        return capacity_of(self.scenario.spec.capacity, self.catalog_types)
-
-    def find_pod(self, key: str) -> Pod | None:
-        namespace, _, name = key.rpartition("/")
-        namespace = namespace or "default"
-        return next((p for p in self.pods if p.namespace == namespace and p.name == name), None)
-
-
-def _check_reservation(
-    out: _Collector,
-    doc: YamlDocument,
-    r: ReservationSpec,
-    path: tuple[str | int, ...],
-    *,
-    known: set[str],
-    zones: Sequence[str],
-) -> None:
-    """A reservation names a type of the catalog, a zone of the region and a duration as its end."""
-    if r.instance_type not in known:
-        out.add(doc, f"instance type {r.instance_type!r} is not in the catalog", (*path, "instanceType"))
-    if r.zone not in zones:
-        out.add(doc, f"zone {r.zone!r} is not in the region; allowed: {', '.join(zones)}", (*path, "zone"))
-    if r.ends_at is not None:
-        try:
-            durations.parse_duration(r.ends_at)
-        except durations.DurationError as err:
-            out.add(doc, f"endsAt: {err} (a duration after the start, such as 20h)", (*path, "endsAt"))
-
-
-class _Collector:
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-        self.warnings: list[Problem] = []
-
-    def add(self, document: YamlDocument, message: str, path: Sequence[str | int] = ()) -> None:
-        kind, name = documents.identify(document)
-        self.problems.append(
-            Problem(
-                document.source,
-                document.line_of(tuple(path)),
-                message,
-                kind=kind,
-                name=name,
-                path=documents.format_path(tuple(path)),
-            )
-        )
 
 
 def load(*paths: str | Path) -> LoadedScenario:
@@ -266,7 +125,7 @@ def _includes(
 
 
 def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenario:
-    out = _Collector()
+    out = Findings()
     scenarios: list[tuple[Scenario, YamlDocument]] = []
     nodepools: list[tuple[NodePool, YamlDocument]] = []
     nodeclasses: dict[tuple[str, str], NodeClass] = {}
@@ -334,7 +193,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             if obj is not None:
                 quota_objects.append(documents.LoadedObject(obj, doc))
         else:
-            _load_kube(
+            read_kube_document(
                 doc,
                 kind,
                 out,
@@ -430,10 +289,10 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         key = (ref.kind, ref.name)
         use = by_kind[ref.kind]
         if key not in nodeclasses:
-            nodeclasses[key] = _default_nodeclass(ref.kind, ref.name, use.zones)
+            nodeclasses[key] = catalogs.default_nodeclass(ref.kind, ref.name, use.zones)
             defaults.add(key)
         per_pool[pool.name] = for_template(
-            pool.spec.template.metadata.labels, _types_for(nodeclasses[key], use.types, use.zones)
+            pool.spec.template.metadata.labels, catalogs.types_for(nodeclasses[key], use.types, use.zones)
         )
 
     types = [t for use in uses for t in use.types]
@@ -494,21 +353,25 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
     )
 
 
-def _default_nodeclass(kind: str, name: str, zones: Sequence[str]) -> NodeClass:
-    """What a pool gets when its nodeClassRef names no document: every zone of the region."""
-    return NODECLASS_KINDS[kind].simulated(name, zones)
-
-
-def nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
-    """The zones of `zones` the NodeClass launches in."""
-    return nc.launch_zones(zones)
-
-
-def _types_for(nc: NodeClass, types: Sequence[InstanceType], zones: Sequence[str]) -> list[InstanceType]:
-    allowed = set(nodeclass_zones(nc, zones))
-    if allowed == set(zones):
-        return list(types)
-    return [t.with_offerings(tuple(o for o in t.offerings if o.zone in allowed)) for t in types]
+def _check_reservation(
+    out: Findings,
+    doc: YamlDocument,
+    r: ReservationSpec,
+    path: tuple[str | int, ...],
+    *,
+    known: set[str],
+    zones: Sequence[str],
+) -> None:
+    """A reservation names a type of the catalog, a zone of the region and a duration as its end."""
+    if r.instance_type not in known:
+        out.add(doc, f"instance type {r.instance_type!r} is not in the catalog", (*path, "instanceType"))
+    if r.zone not in zones:
+        out.add(doc, f"zone {r.zone!r} is not in the region; allowed: {', '.join(zones)}", (*path, "zone"))
+    if r.ends_at is not None:
+        try:
+            durations.parse_duration(r.ends_at)
+        except durations.DurationError as err:
+            out.add(doc, f"endsAt: {err} (a duration after the start, such as 20h)", (*path, "endsAt"))
 
 
 def _fill_node(n: Node, by_type: Mapping[str, InstanceType]) -> Node:
@@ -518,260 +381,10 @@ def _fill_node(n: Node, by_type: Mapping[str, InstanceType]) -> Node:
     it = by_type.get(n.labels.get(wk.INSTANCE_TYPE, ""))
     if it is None:
         return n
-    from dataclasses import replace
-
     alloc = dict(it.allocatable)
     alloc.setdefault(quantities.PODS, it.max_pods)
     return replace(n, capacity=dict(it.capacity), allocatable=alloc)
 
 
 def _ds_pod_on(ds: DaemonSet, node: str) -> Pod:
-    from dataclasses import replace
-
     return replace(ds.pod, name=f"{ds.name}-{node}", namespace=ds.namespace, node_name=node, phase="Running")
-
-
-RUNS_FOR = "sim.provisioner.sh/runs-for"
-"""Pod annotation, for simulations with time: the pod finishes this long after it starts running (a
-duration such as `8h`), and its Job does not create it again. Ignored without time."""
-
-
-def _check_runs_for(doc: YamlDocument, out: _Collector, meta: Any, base: tuple[str | int, ...]) -> bool:
-    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-    value = annotations.get(RUNS_FOR) if isinstance(annotations, dict) else None
-    if value is None:
-        return True
-    from provisioner.api import durations
-
-    try:
-        parsed = durations.parse_duration(str(value), allow_never=False)
-    except durations.DurationError as err:
-        out.add(doc, str(err), (*base, "annotations", RUNS_FOR))
-        return False
-    if parsed is None or parsed.total_seconds() <= 0:
-        out.add(doc, f"must be longer than 0, got {value!r}", (*base, "annotations", RUNS_FOR))
-        return False
-    return True
-
-
-def _pod_template(
-    doc: YamlDocument, out: _Collector, data: Mapping[str, Any], kind: str
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    spec = data.get("spec")
-    if not isinstance(spec, dict):
-        out.add(doc, f"spec is required for a {kind}", ("spec",))
-        return None
-    template = spec.get("template")
-    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
-        out.add(doc, "spec.template.spec is required (the pod template)", ("spec", "template"))
-        return None
-    return spec, template
-
-
-def _check_pod_spec(
-    doc: YamlDocument,
-    out: _Collector,
-    spec: Any,
-    base: tuple[str | int, ...],
-    *,
-    negative_is_error: bool = False,
-) -> bool:
-    """Whether the pod spec can be read. A request that is not a quantity is an error; a negative one only
-    with `negative_is_error` (a DaemonSet): a pod with one is loaded and reported unschedulable with the
-    reason, as the controller does with one in a cluster."""
-    if not isinstance(spec, dict):
-        out.add(doc, "a pod spec (mapping) is required", base)
-        return False
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        out.add(doc, "containers must be a non-empty list", (*base, "containers"))
-        return False
-    ok = True
-    for group in ("containers", "initContainers"):
-        for i, c in enumerate(spec.get(group) or ()):
-            if not isinstance(c, dict):
-                out.add(doc, "a container must be a mapping", (*base, group, i))
-                ok = False
-                continue
-            res = c.get("resources") or {}
-            for part in ("requests", "limits"):
-                for rname, value in (res.get(part) or {}).items():
-                    try:
-                        negative = quantities.parse_quantity(value) < 0
-                    except quantities.QuantityError as err:
-                        out.add(doc, str(err), (*base, group, i, "resources", part, rname))
-                        ok = False
-                        continue
-                    if negative and negative_is_error:
-                        out.add(
-                            doc,
-                            f"{value!r} is negative; a request must be 0 or more",
-                            (*base, group, i, "resources", part, rname),
-                        )
-                        ok = False
-    for i, t in enumerate(spec.get("topologySpreadConstraints") or ()):
-        if not isinstance(t, dict) or "topologyKey" not in t:
-            out.add(doc, "topologyKey is required", (*base, "topologySpreadConstraints", i))
-            ok = False
-        elif t.get("whenUnsatisfiable", "DoNotSchedule") not in ("DoNotSchedule", "ScheduleAnyway"):
-            out.add(
-                doc,
-                f"whenUnsatisfiable {t.get('whenUnsatisfiable')!r} is not known; allowed: DoNotSchedule, ScheduleAnyway",
-                (*base, "topologySpreadConstraints", i, "whenUnsatisfiable"),
-            )
-            ok = False
-    affinity = spec.get("affinity") or {}
-    for section in ("podAffinity", "podAntiAffinity"):
-        sec = affinity.get(section) or {}
-        for i, t in enumerate(sec.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
-            if not isinstance(t, dict) or "topologyKey" not in t:
-                out.add(
-                    doc,
-                    "topologyKey is required",
-                    (*base, "affinity", section, "requiredDuringSchedulingIgnoredDuringExecution", i),
-                )
-                ok = False
-    node_aff = (affinity.get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    for i, term in enumerate(node_aff.get("nodeSelectorTerms") or ()):
-        for j, expr in enumerate((term or {}).get("matchExpressions") or ()):
-            path = (
-                *base,
-                "affinity",
-                "nodeAffinity",
-                "requiredDuringSchedulingIgnoredDuringExecution",
-                "nodeSelectorTerms",
-                i,
-                "matchExpressions",
-                j,
-            )
-            key = (expr or {}).get("key")
-            if not isinstance(key, str) or not key:
-                out.add(doc, f"key is required: a label key, not {key!r}", (*path, "key"))
-                ok = False
-            op = (expr or {}).get("operator")
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                out.add(
-                    doc,
-                    f"operator {op!r} is not known; allowed: In, NotIn, Exists, DoesNotExist, Gt, Lt",
-                    (*path, "operator"),
-                )
-                ok = False
-    return ok
-
-
-def _load_kube(
-    doc: YamlDocument,
-    kind: str,
-    out: _Collector,
-    *,
-    pods: list[Pod],
-    nodes: list[Node],
-    daemonsets: list[DaemonSet],
-    pdb_documents: list[dict[str, Any]],
-    namespaces: dict[str, dict[str, str]],
-    priorities: priority.PriorityClasses | None = None,
-) -> None:
-    data = doc.data
-    meta = data.get("metadata") or {}
-    name = meta["name"]
-    namespace = meta.get("namespace") or "default"
-    classes = priorities or priority.PriorityClasses()
-    try:
-        if kind == "PriorityClass":
-            return  # read first, by `priority.collect`
-        if kind == "Namespace":
-            namespaces[name] = dict(meta.get("labels") or {})
-        elif kind == "Node":
-            nodes.append(Node.from_dict(data))
-        elif kind == "Pod":
-            if _check_pod_spec(doc, out, data.get("spec"), ("spec",)) and _check_runs_for(
-                doc, out, meta, ("metadata",)
-            ):
-                spec, why = classes.resolve(data["spec"])
-                if spec is None:
-                    out.add(doc, str(why), ("spec", "priorityClassName"))
-                    return
-                pods.append(Pod.from_dict({**data, "spec": spec}))
-        elif kind == "PodDisruptionBudget":
-            if _check_pdb(doc, out, data.get("spec")):
-                pdb_documents.append(data)
-        elif kind == "DaemonSet":
-            found = _pod_template(doc, out, data, kind)
-            if found and _check_pod_spec(
-                doc, out, found[1]["spec"], ("spec", "template", "spec"), negative_is_error=True
-            ):
-                daemonsets.append(DaemonSet.from_dict(data))
-        else:
-            found = _pod_template(doc, out, data, kind)
-            if not found or not _check_pod_spec(doc, out, found[1]["spec"], ("spec", "template", "spec")):
-                return
-            spec, template = found
-            pod_spec, why = classes.resolve(template["spec"])
-            if pod_spec is None:
-                out.add(doc, str(why), ("spec", "template", "spec", "priorityClassName"))
-                return
-            template = {**template, "spec": pod_spec}
-            field_name = "parallelism" if kind == "Job" else "replicas"
-            count = spec.get(field_name, 1)
-            if kind == "Job" and isinstance(spec.get("completions"), int) and isinstance(count, int):
-                count = min(count, spec["completions"])
-            if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_REPLICAS:
-                out.add(
-                    doc,
-                    f"{field_name} must be an integer 0-{MAX_REPLICAS}, got {count!r}",
-                    ("spec", field_name),
-                )
-                return
-            tmeta = template.get("metadata") or {}
-            if not _check_runs_for(doc, out, tmeta, ("spec", "template", "metadata")):
-                return
-            owner_kind = {"Deployment": "ReplicaSet"}.get(kind, kind)
-            # One of each per workload, shared by its pods (as the spec is): documents are only read, and
-            # a workload of 1,000 pods would otherwise hold 1,000 copies. The first pod's parse of the
-            # spec is shared the same way.
-            labels = dict(tmeta.get("labels") or {})
-            annotations = dict(tmeta.get("annotations") or {})
-            owners = [{"kind": owner_kind, "name": name, "controller": True}]
-            first: tuple[Pod, ...] = ()
-            for i in range(count):
-                pod_doc = {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"{name}-{i}",
-                        "namespace": namespace,
-                        "labels": labels,
-                        "annotations": annotations,
-                        "ownerReferences": owners,
-                    },
-                    "spec": template["spec"],
-                }
-                pods.append(Pod.from_dict(pod_doc, like=first))
-                first = first or (pods[-1],)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        out.add(doc, f"cannot read this {kind}: {err}")
-
-
-def _check_pdb(doc: YamlDocument, out: _Collector, spec: Any) -> bool:
-    """A PDB needs a selector and exactly one of minAvailable and maxUnavailable (a count or a percent)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("selector"), dict):
-        out.add(doc, "a PodDisruptionBudget needs spec.selector (matchLabels or matchExpressions)", ("spec",))
-        return False
-    given = [k for k in ("minAvailable", "maxUnavailable") if k in spec]
-    if len(given) != 1:
-        out.add(doc, "give exactly one of spec.minAvailable and spec.maxUnavailable", ("spec",))
-        return False
-    value = spec[given[0]]
-    if isinstance(value, bool) or not (
-        (isinstance(value, int) and value >= 0)
-        or (isinstance(value, str) and re.fullmatch(r"(100|\d{1,2})%", value))
-    ):
-        out.add(
-            doc,
-            f"{given[0]} must be a count >= 0 or a percent such as 50%, got {value!r}",
-            ("spec", given[0]),
-        )
-        return False
-    return True

@@ -17,13 +17,13 @@ from typing import Any
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation, gpu_summary
 from provisioner.finops.reports.text import camel, csv_text, dump
-from provisioner.quota import admission, status
+from provisioner.quota import admission, decisions, status
 from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import count
 from provisioner.scheduling import PoolVerdict, Results, SolveOptions, explain, solve
 from provisioner.scheduling.results import PoolReason, Unschedulable
 from provisioner.sim import gangs as sim_gangs
-from provisioner.sim.scenario import LoadedScenario
+from provisioner.sim.loaded import LoadedScenario
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 from provisioner.state.provisioning_requests import is_booking_pod
@@ -241,7 +241,7 @@ def team_status(loaded: LoadedScenario) -> list[tuple[str, str, dict[str, Any]]]
         if pool is not None:
             placed[placement.pod.key] = (placement.pod, pool)
     usage = count(dataclasses.replace(snapshot, pending_pods=()), book)
-    held: list[admission.Hold] = []
+    held: list[decisions.Hold] = []
     for pod in snapshot.pending_pods:
         team = book.team_of(pod.namespace)
         if team is None:
@@ -252,6 +252,6 @@ def team_status(loaded: LoadedScenario) -> list[tuple[str, str, dict[str, Any]]]
             continue
         order = [p for p in book.pool_order(pod, team) if p in book.pools]
         held.append(
-            admission.Hold(pod=pod, team=team.name, reasons=(), first_pool=order[0] if order else None)
+            decisions.Hold(pod=pod, team=team.name, reasons=(), first_pool=order[0] if order else None)
         )
-    return status.documents(book, admission.Plan(held=held, usage=usage))
+    return status.documents(book, decisions.AdmissionPlan(held=held, usage=usage))

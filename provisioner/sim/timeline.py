@@ -18,8 +18,9 @@ from provisioner.api import documents, durations
 from provisioner.api.documents import Problem, YamlDocument
 from provisioner.api.team import Department, Team
 from provisioner.sim import catalogs
-from provisioner.sim import scenario as scenario_
-from provisioner.sim.scenario import LoadedScenario, ScenarioError
+from provisioner.sim.findings import Findings
+from provisioner.sim.kube_documents import read_kube_document
+from provisioner.sim.loaded import LoadedScenario, ScenarioError
 from provisioner.sim.scenario_spec import (
     TIMELINE_QUOTA_KINDS,
     TIMELINE_WORKLOAD_KINDS,
@@ -247,9 +248,9 @@ def load(loaded: LoadedScenario) -> Timeline | None:
                 continue
             namespace = (meta.get("namespace") if isinstance(meta, dict) else None) or "default"
             sub = _sub_document(doc, path, manifest) if doc is not None else YamlDocument(manifest, 1)
-            collector = scenario_._Collector()
+            collector = Findings()
             pods: list[Pod] = []
-            scenario_._load_kube(
+            read_kube_document(
                 sub,
                 kind,
                 collector,

@@ -9,8 +9,9 @@ import threading
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, TypeVar
 
-from provisioner.api import NodeClaim, NodePool
-from provisioner.api.nodeclass import NODECLASS_KINDS, NodeClass
+from provisioner.api import KINDS, NodeClaim, NodePool, kinds
+from provisioner.api.kinds import NODECLASS_KINDS
+from provisioner.api.nodeclass import NodeClass
 from provisioner.api.provisioning_request import ProvisioningRequest
 from provisioner.api.team import Department, Team
 from provisioner.state.objects import DaemonSet, Node, Pod, PodDisruptionBudget, spec_key
@@ -139,7 +140,7 @@ class ClusterState:
         self._order: dict[str, int] = {}
         self._inserted = 0
         self._joined = SnapshotNodes()
-        self._stale: set[str] = set(_SNAPSHOT_KINDS)
+        self._stale: set[str] = set(_snapshot_parts())
         # The first version of each pod made from recent sets of spec objects (`objects.spec_key`): a new
         # pod made from the template its siblings were made from takes their spec's parse.
         # Each entry holds its pod, so the objects its key names stay alive (and their ids theirs).
@@ -174,6 +175,8 @@ class ClusterState:
         with self._lock:
             self.generation += 1
             meta = obj.get("metadata") or {}
+            if kind not in kinds.BY_KIND:
+                raise ValueError(f"ClusterState does not track kind {kind!r}")
             key: str
             if kind == "Pod":
                 pod = self._parse_pod(obj, meta)
@@ -181,52 +184,14 @@ class ClusterState:
                 self._unindex(key)
                 self._pods[key] = pod
                 self._index(pod)
-            elif kind == "Node":
-                node = Node.from_dict(obj)
-                key = node.name
-                self._nodes[key] = node
-            elif kind == "NodeClaim":
-                claim = NodeClaim.model_validate(obj)
-                key = claim.name
-                self._claims[key] = claim
-            elif kind == "NodePool":
-                pool = NodePool.model_validate(obj)
-                key = pool.name
-                self._nodepools[key] = pool
             elif kind in NODECLASS_KINDS:
-                nc = NODECLASS_KINDS[kind].model_validate(obj)
+                nc = KINDS[kind].model_validate(obj)
+                assert isinstance(nc, NodeClass)
                 key = nc.name
                 self._nodeclasses[(kind, key)] = nc
-            elif kind == "DaemonSet":
-                ds = DaemonSet.from_dict(obj)
-                key = f"{ds.namespace}/{ds.name}"
-                self._daemonsets[key] = ds
-            elif kind == "PodDisruptionBudget":
-                pdb = PodDisruptionBudget.from_dict(obj)
-                key = f"{pdb.namespace}/{pdb.name}"
-                self._pdbs[key] = pdb
-            elif kind == "Namespace":
-                key = meta["name"]
-                self._namespaces[key] = dict(meta.get("labels") or {})
-            elif kind == "Team":
-                team = Team.model_validate(obj)
-                key = team.name
-                self._teams[key] = team
-            elif kind == "Department":
-                department = Department.model_validate(obj)
-                key = department.name
-                self._departments[key] = department
-            elif kind == "ProvisioningRequest":
-                request = ProvisioningRequest.model_validate(obj)
-                key = request.key
-                self._provisioning_requests[key] = request
-            elif kind == "PodTemplate":
-                key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
-                if not isinstance(obj.get("template"), Mapping):
-                    raise ValueError(f"PodTemplate {key}: template is missing")
-                self._pod_templates[key] = obj
             else:
-                raise ValueError(f"ClusterState does not track kind {kind!r}")
+                key, value = _parse(kind, obj, meta)
+                self._store(kind)[key] = value
             self._changed(kind, key)
 
     def _parse_pod(self, obj: Mapping[str, Any], meta: Any) -> Pod:
@@ -257,8 +222,6 @@ class ClusterState:
             self._joined.nodes_written.add(key)
         elif kind == "NodeClaim":
             self._joined.claims_written.add(key)
-        elif kind in NODECLASS_KINDS:
-            self._stale.add("nodeclasses")
         elif kind != "Pod":
             self._stale.add(kind)
         for feed in self._feeds.get(kind, ()):
@@ -365,7 +328,7 @@ class ClusterState:
                 daemonsets=_sorted(self._daemonsets) if "DaemonSet" in stale else last.daemonsets,
                 pdbs=_sorted(self._pdbs) if "PodDisruptionBudget" in stale else last.pdbs,
                 nodepools=_sorted(self._nodepools) if "NodePool" in stale else last.nodepools,
-                nodeclasses=dict(self._nodeclasses) if "nodeclasses" in stale else last.nodeclasses,
+                nodeclasses=(dict(self._nodeclasses) if stale & set(NODECLASS_KINDS) else last.nodeclasses),
                 namespaces=(
                     {k: dict(v) for k, v in self._namespaces.items()}
                     if "Namespace" in stale
@@ -379,18 +342,57 @@ class ClusterState:
             return snap
 
 
-_SNAPSHOT_KINDS = (
-    "pending",
-    "DaemonSet",
-    "PodDisruptionBudget",
-    "NodePool",
-    "nodeclasses",
-    "Namespace",
-    "Team",
-    "Department",
-)
-"""The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
-pending pods; "nodeclasses": the NodeClasses of every kind)."""
+def snapshot_kinds() -> tuple[str, ...]:
+    """The tracked kinds (`provisioner.api.kinds.tracked()`) a Snapshot is made of, the installed
+    plug-ins' NodeClass kinds included; the others (PodTemplates, ProvisioningRequests) only their
+    controller reads."""
+    return (
+        "Pod",
+        "Node",
+        "NodeClaim",
+        "DaemonSet",
+        "PodDisruptionBudget",
+        "NodePool",
+        *NODECLASS_KINDS,
+        "Namespace",
+        "Team",
+        "Department",
+    )
+
+
+def _snapshot_parts() -> tuple[str, ...]:
+    """The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
+    pending pods)."""
+    return ("pending", *snapshot_kinds()[3:])
+
+
+def _parse(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[str, Any]:
+    """(key, what the store holds) for a kind kept in a store of its own (not a Pod or a NodeClass): our
+    kinds through their models, the others through `state.objects`; namespaced kinds keyed
+    `namespace/name` (the table's `namespaced`), the others by name."""
+    model = KINDS.get(kind)
+    if model is not None:
+        parsed = model.model_validate(obj)
+        return parsed.name, parsed
+    if kind == "Node":
+        node = Node.from_dict(obj)
+        return node.name, node
+    if kind == "DaemonSet":
+        ds = DaemonSet.from_dict(obj)
+        return f"{ds.namespace}/{ds.name}", ds
+    if kind == "PodDisruptionBudget":
+        pdb = PodDisruptionBudget.from_dict(obj)
+        return f"{pdb.namespace}/{pdb.name}", pdb
+    if kind == "Namespace":
+        return meta["name"], dict(meta.get("labels") or {})
+    if kind == "ProvisioningRequest":
+        request = ProvisioningRequest.model_validate(obj)
+        return request.key, request
+    assert kind == "PodTemplate", kind
+    key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+    if not isinstance(obj.get("template"), Mapping):
+        raise ValueError(f"PodTemplate {key}: template is missing")
+    return key, obj
 
 
 def _sorted(store: Mapping[str, V]) -> tuple[V, ...]:

@@ -58,7 +58,7 @@ class StateNode:
         if self.node is not None and self.node.allocatable:
             return dict(self.node.allocatable)
         if self.claim is not None:
-            return quantities.parse_resource_list(self.claim.status.allocatable)
+            return self.claim.status.allocatable_amounts()
         return {}
 
     @property

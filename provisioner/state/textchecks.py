@@ -9,11 +9,64 @@ and the field path, the first bad field in document order. Pure; `state.objects`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from provisioner.state.objects import Node, Pod
-    from provisioner.state.terms import LabelSelector, PodAffinityTerm
+from provisioner.state.terms import (
+    LabelSelector,
+    PodAffinityTerm,
+    SelectorRequirement,
+    TaintValue,
+    Toleration,
+    TopologySpread,
+)
+
+
+class CheckedPod(Protocol):
+    """What the checks read of a parsed pod (`state.objects.Pod`, which calls them while it parses)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def node_name(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def node_selector(self) -> Mapping[str, str]: ...
+    @property
+    def tolerations(self) -> tuple[Toleration, ...]: ...
+    @property
+    def required_node_terms(self) -> tuple[tuple[SelectorRequirement, ...], ...]: ...
+    @property
+    def topology_spread(self) -> tuple[TopologySpread, ...]: ...
+    @property
+    def affinity_required(self) -> tuple[PodAffinityTerm, ...]: ...
+    @property
+    def affinity_preferred(self) -> tuple[PodAffinityTerm, ...]: ...
+    @property
+    def anti_affinity_required(self) -> tuple[PodAffinityTerm, ...]: ...
+    @property
+    def anti_affinity_preferred(self) -> tuple[PodAffinityTerm, ...]: ...
+
+
+class CheckedNode(Protocol):
+    """What the checks read of a parsed node (`state.objects.Node`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider_id(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def taints(self) -> tuple[TaintValue, ...]: ...
 
 
 def require_text(kind: str, ident: object, fields: Iterable[tuple[str, object]]) -> None:
@@ -59,7 +112,7 @@ def term_fields(path: str, terms: Sequence[PodAffinityTerm]) -> list[tuple[str, 
     return out
 
 
-def check_pod(pod: Pod, *, metadata: bool = True, spec: bool = True) -> None:
+def check_pod(pod: CheckedPod, *, metadata: bool = True, spec: bool = True) -> None:
     """The pod's text fields, and `minDomains` an integer. `metadata` / `spec` False: that part was parsed
     from the very same objects and checked before (a new version of the pod reuses it), so only the rest
     (always `spec.nodeName`) is checked; the first bad field named is the one a full check names."""
@@ -99,7 +152,7 @@ def check_pod(pod: Pod, *, metadata: bool = True, spec: bool = True) -> None:
             )
 
 
-def _spec_fields(pod: Pod) -> list[tuple[str, object]]:
+def _spec_fields(pod: CheckedPod) -> list[tuple[str, object]]:
     return [
         *map_fields("spec.nodeSelector", pod.node_selector),
         *(
@@ -143,7 +196,7 @@ def _spec_fields(pod: Pod) -> list[tuple[str, object]]:
     ]
 
 
-def check_node(node: Node) -> None:
+def check_node(node: CheckedNode) -> None:
     """The node's name, provider id, labels, annotations and taints."""
     require_text(
         "Node",

@@ -42,7 +42,7 @@ from provisioner.state.objects import Pod, PodDisruptionBudget
 from tests.controllers import kube_rules as rules
 from tests.controllers.crd_schema import Invalid
 
-RESOURCES = [*kc.watched(), kc.EVENT, kc.LEASE]
+RESOURCES = [*kc.WATCHED, kc.EVENT, kc.LEASE]
 _KINDS = {r.plural: r.kind for r in RESOURCES}
 _NAMESPACED = {r.plural: r.namespaced for r in RESOURCES}
 _MATCHING: contextvars.ContextVar[rendering.Request] = contextvars.ContextVar("matching")

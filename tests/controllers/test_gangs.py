@@ -10,8 +10,8 @@ from provisioner.api import labels as wk
 from provisioner.api import provisioning_request as pr
 from provisioner.cloudprovider import Instance
 from provisioner.clusterapi.port import ClusterError
-from provisioner.controllers import gang_launch
 from provisioner.controllers.conditions import condition_status
+from provisioner.controllers.lifecycle import gang_launch
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from tests.builders import node_claim

@@ -122,7 +122,7 @@ def pdb(name: str, *, match_labels: Mapping[str, str], max_unavailable: int = 0)
 
 # Backends -----------------------------------------------------------------------------------------------
 
-RESOURCES = {r.kind: r for r in (*kc.watched(), kc.EVENT)}
+RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
 
 
 class Backend(Protocol):

@@ -218,7 +218,7 @@ def test_a_table_fits_the_width_it_is_given():
 
 
 def test_costs_by_team_and_as_focus_columns(ledger_file):
-    from provisioner.finops.reports.costs import FOCUS_COLUMNS
+    from provisioner.finops.reports.focus import FOCUS_COLUMNS
 
     result = runner.invoke(app, ["report", "costs", "--ledger", str(ledger_file), "--now", NOW, "-o", "json"])
     assert result.exit_code == 0, result.output

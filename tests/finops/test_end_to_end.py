@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from provisioner.disruption import plan
+from provisioner.finops.action_rows import action_rows, blocker_rows
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import scale_down
-from provisioner.finops.rows import action_rows, blocker_rows
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 from tests.unit.disruption.conftest import real_or_standin
 

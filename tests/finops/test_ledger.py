@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from provisioner.finops.ledger import Ledger, LedgerError, head_revision, url_for
+from provisioner.finops.database import LedgerError, head_revision, url_for
+from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import BlockerRow, TeamAllocation
 from tests.builders import NOW as T0
 from tests.builders import action_row as action
@@ -197,11 +198,11 @@ def test_a_ledger_of_the_release_before_reservations_upgrades_and_keeps_its_rows
     from sqlalchemy import column, insert, table
 
     from provisioner.finops.columns import UsageValues
-    from provisioner.finops.ledger import _alembic_config
+    from provisioner.finops.database import alembic_config
 
     engine = create_engine(url_for(ledger_url))
     with engine.begin() as conn:
-        command.upgrade(_alembic_config(conn), "0004")
+        command.upgrade(alembic_config(conn), "0004")
     engine.dispose()
     old = Ledger(ledger_url, migrate=False)
     assert old.revision() == "0004"

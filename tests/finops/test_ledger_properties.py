@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete
 
-from provisioner.finops import ledger as module
+from provisioner.finops import tables
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow
 from tests.finops.test_ledger import T0
@@ -63,7 +63,7 @@ def ledger(ledger_url):
 @given(st.lists(row_st, max_size=12, unique_by=lambda r: r.node))
 def test_action_rows_round_trip_and_add_up(ledger, rows):
     with ledger.engine.begin() as conn:
-        conn.execute(delete(module.actions))
+        conn.execute(delete(tables.actions))
     ledger.record_actions(rows)
     back = ledger.actions()
     assert sorted(back, key=lambda r: r.node) == sorted(rows, key=lambda r: r.node)

@@ -9,7 +9,7 @@ from provisioner.api import mig
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.finops.reports import costs
-from provisioner.finops.rows import usage_row
+from provisioner.finops.samples import usage_row
 from tests.builders import NOW, pod, state_node
 
 

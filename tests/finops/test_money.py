@@ -11,9 +11,10 @@ import pytest
 
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.disruption.model import Command, NodeRecord, PodMove
+from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
-from provisioner.finops.reports import costs, scale_down
-from provisioner.finops.rows import Launched, TeamAllocation, action_rows
+from provisioner.finops.reports import costs, focus, scale_down
+from provisioner.finops.rows import TeamAllocation
 from tests.finops.test_ledger import T0, action, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
@@ -146,6 +147,25 @@ def test_the_meter_bills_each_node_from_launch_to_deletion_not_whole_intervals()
     assert paid == pytest.approx(4.0 * 2 / 60 + 2.0 * 5 / 60)
 
 
+def test_the_meter_told_nothing_changed_bills_the_same_rows_without_walking_the_nodes():
+    a, b = state_node("a", it=GPU), state_node("b", it=GPU, price=2.0)
+    one, both = snapshot([a]), snapshot([a, b])
+    # (snapshot, minutes, changed since the pass before): unchanged passes between the changes.
+    passes = [(one, 0, True), (one, 1, False), (both, 2, True), (both, 3, False), (both, 7, False)]
+    passes += [(snapshot([b]), 8, True), (snapshot([b]), 9, False), (snapshot([b]), 13, False)]
+    walked, told = UsageMeter(interval=timedelta(minutes=5)), UsageMeter(interval=timedelta(minutes=5))
+    rows_walked, rows_told = [], []
+    for snap, minutes, changed in passes:
+        now = T0 + timedelta(minutes=minutes)
+        rows_walked += walked.observe(snap, now)
+        # A snapshot that would not be walked: an unchanged pass must not look at its nodes.
+        rows_told += told.observe(snap if changed else snapshot([]), now, changed=changed)
+    rows_walked += walked.flush(T0 + timedelta(minutes=14))
+    rows_told += told.flush(T0 + timedelta(minutes=14))
+    assert rows_told == rows_walked
+    assert sum(r.hours for r in rows_told if r.node == "a") == pytest.approx(7 / 60)
+
+
 def test_each_usage_row_is_the_node_as_it_was_at_the_rows_end_when_only_labels_change():
     # The meter writes an unchanged node's sample again (the same StateNode from the snapshot) with its
     # own time and hours: a new team label on the namespace, a new pool owner or a pod more must show.
@@ -230,9 +250,9 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
         zone="us-east-1a",
         allocations=(TeamAllocation("vision", 8000, 0, 2),),
     )
-    text = costs.to_focus_csv([sample], cluster="prod")
+    text = focus.to_focus_csv([sample], cluster="prod")
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert tuple(rows[0]) == costs.FOCUS_COLUMNS
+    assert tuple(rows[0]) == focus.FOCUS_COLUMNS
     assert sum(float(r["BilledCost"]) for r in rows) == pytest.approx(10.0)
     assert {r["ProviderName"] for r in rows} == {"AWS"}
     for r in rows:
@@ -241,7 +261,7 @@ def test_the_focus_export_has_every_column_of_the_spec_and_costs_add_up():
 
 
 def test_pools_without_an_owner_label_have_none():
-    from provisioner.finops.rows import pool_owners
+    from provisioner.finops.samples import pool_owners
 
     owned = node_pool("gpu")
     owned.metadata.labels["provisioner.sh/team"] = "platform"

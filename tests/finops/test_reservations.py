@@ -17,9 +17,10 @@ from provisioner.api import labels as wk
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import Offering, Reservation
 from provisioner.disruption.model import Command, NodeRecord, PodMove
+from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
 from provisioner.finops.reports import reservations, scale_down
-from provisioner.finops.rows import Launched, action_rows, offered_reservations, reservation_rows
+from provisioner.finops.samples import offered_reservations, reservation_rows
 from tests.builders import NOW as T0
 from tests.builders import aws_node_class, reservation_row, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
@@ -293,6 +294,6 @@ def test_a_reservations_idle_part_belongs_to_the_team_its_nodeclass_names_else_i
 
 
 def usage_row_of(node):
-    from provisioner.finops.rows import usage_row as row_of
+    from provisioner.finops.samples import usage_row as row_of
 
     return row_of(node, time=T0, hours=1.0, teams={})

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from provisioner.finops import window
-from provisioner.finops.reports import costs, reservations, scale_down
+from provisioner.finops.reports import costs, focus, reservations, scale_down
 from provisioner.finops.reports.text import largest_remainder
 from provisioner.finops.rows import TeamAllocation
 from tests.builders import NOW as T0
@@ -61,8 +61,8 @@ def test_a_reservation_with_no_owner_is_charged_to_its_pool_as_unallocated():
 
 
 def test_focus_rows_carry_every_cost_with_commitment_columns_on_reserved_ones():
-    rows = costs.focus_rows([reserved_node(), usage_row("od")], [reservation_row(owner="research")])
-    docs = [dict(zip(costs.FOCUS_COLUMNS, r, strict=True)) for r in rows]
+    rows = focus.focus_rows([reserved_node(), usage_row("od")], [reservation_row(owner="research")])
+    docs = [dict(zip(focus.FOCUS_COLUMNS, r, strict=True)) for r in rows]
     assert sum(d["BilledCost"] for d in docs) == pytest.approx(2 * 55.04 + 32.0)
     used = [d for d in docs if d["CommitmentDiscountStatus"] == "Used"]
     unused = [d for d in docs if d["CommitmentDiscountStatus"] == "Unused"]

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from providers.aws.model import AWSNodeClass
-from provisioner.api import crds, provisioning_request
+from provisioner.api import crds
 from provisioner.api.nodepool import NodePool
 from provisioner.cli.main import app
 from tests.builders import aws_node_class_manifest, node_pool_manifest, req
@@ -252,7 +252,7 @@ def chart_copies() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("source", ["generated", "chart"])
 def test_every_crd_passes_every_structural_rule(source: str) -> None:
-    generated = [*crds.all_crds(), provisioning_request.crd()]
+    generated = [*crds.all_crds(), crds.provisioning_request_crd()]
     documents = generated if source == "generated" else chart_copies()
     assert len(documents) == len(KINDS) + 1  # ours and the ProvisioningRequest CRD
     for crd in documents:

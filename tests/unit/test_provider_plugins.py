@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from provisioner.api import KINDS, plugins
-from provisioner.api.nodeclass import NODECLASS_KINDS
+from provisioner.api.kinds import NODECLASS_KINDS
 from provisioner.cloudprovider import catalog, registry
 from provisioner.cloudprovider.plugin import OptionError, ProviderPlugin, Wiring
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from provisioner.finops.ledger import metadata
+from provisioner.finops.tables import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:

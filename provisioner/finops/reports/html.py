@@ -8,11 +8,12 @@ words; each action shows its node before and after ($/h, type, capacity type) an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
 from provisioner.finops.reports import charts
+from provisioner.finops.reports import reservations as rv
 from provisioner.finops.reports.text import cell
 
 STYLE = """
@@ -79,10 +80,16 @@ def _best_section(report: Any) -> list[str]:
     ]
 
 
-def scale_down_page(report: Any) -> str:
-    """The scale-down report (`scale_down.ScaleDownReport`) as a page."""
-    from provisioner.finops.reports import scale_down as sd
-
+def scale_down_page(
+    report: Any,
+    *,
+    headline: Sequence[tuple[str, str]],
+    totals: tuple[Sequence[str], Mapping[str, Sequence[Sequence[Any]]]],
+    actions: tuple[Sequence[str], Sequence[Sequence[Any]]],
+) -> str:
+    """The scale-down report (`scale_down.ScaleDownReport`) as a page: `scale_down.to_html` gives its
+    headline figures, its totals (headers, rows by pool, team and reason) and its actions (headers, rows)
+    as the text reports show them."""
     scope = f"pool {report.pool}" if report.pool else "all pools"
     churn = report.churn
     parts = [
@@ -93,7 +100,7 @@ def scale_down_page(report: Any) -> str:
         "the run-rate is an estimate of a 730 h month and is never added to them. Pods nothing recreates "
         "are reported as workload evicted, never as a saving. Expiration, drift and a Capacity Block's end "
         "are not savings: their change to the fleet's $/h is shown apart.</p>",
-        kpis(sd.headline(report)),
+        kpis(headline),
         "<h2>Cost per hour by pool</h2>",
         charts.cost_lines(report.cost_per_hour, title="$ paid per hour, by pool"),
         *(_best_section(report) if report.best_per_hour else ()),
@@ -103,13 +110,13 @@ def scale_down_page(report: Any) -> str:
         ),
         *(reservations_section(report.reservations) if report.reservations is not None else ()),
         "<h2>By pool</h2>",
-        table(sd.HEADERS, [sd.totals_row(t) for t in report.pools]),
+        table(totals[0], totals[1]["pool"]),
         "<h2>By team</h2>",
-        table(sd.HEADERS, [sd.totals_row(t) for t in report.teams]),
+        table(totals[0], totals[1]["team"]),
         "<h2>By reason</h2>",
-        table(sd.HEADERS, [sd.totals_row(t) for t in report.reasons]),
+        table(totals[0], totals[1]["reason"]),
         "<h2>Actions, before and after</h2>",
-        table(sd.ACTION_HEADERS, [sd.action_values(v) for v in report.actions]),
+        table(*actions),
         "<h2>Churn</h2>",
         table(
             (
@@ -144,8 +151,6 @@ def scale_down_page(report: Any) -> str:
 
 def reservations_section(report: Any) -> list[str]:
     """Reservation utilization (`reservations.ReservationReport`): the table and used/idle per hour."""
-    from provisioner.finops.reports import reservations as rv
-
     return [
         "<h2>Reserved capacity</h2>",
         '<p class="note">Reservations are paid for every hour they exist, used or not; their nodes cost '

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 from provisioner.finops import window
 from provisioner.finops.reports import best as best_possible
 from provisioner.finops.reports import churn as churn_
-from provisioner.finops.reports import costs
+from provisioner.finops.reports import costs, html
 from provisioner.finops.reports import reservations as reserved
 from provisioner.finops.reports.text import csv_text, plural, table
 from provisioner.finops.rows import HOURS_PER_MONTH, ActionRow, BestRow, BlockerRow, ReservationRow, UsageRow
@@ -590,9 +590,19 @@ def to_json(report: ScaleDownReport) -> str:
 
 
 def to_html(report: ScaleDownReport) -> str:
-    from provisioner.finops.reports import html
-
-    return html.scale_down_page(report)
+    return html.scale_down_page(
+        report,
+        headline=headline(report),
+        totals=(
+            HEADERS,
+            {
+                "pool": [totals_row(t) for t in report.pools],
+                "team": [totals_row(t) for t in report.teams],
+                "reason": [totals_row(t) for t in report.reasons],
+            },
+        ),
+        actions=(ACTION_HEADERS, [action_values(v) for v in report.actions]),
+    )
 
 
 RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}

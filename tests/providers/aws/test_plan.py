@@ -45,7 +45,7 @@ def plan(claim: NodeClaim, types: list[InstanceType], image_keys: frozenset[str]
     return launch.plan(claim, types, subnets=SUBNETS, image_keys=set(image_keys))
 
 
-def offerings(p: launch.Plan) -> list[launch.Candidate]:
+def offerings(p: launch.LaunchPlan) -> list[launch.Candidate]:
     return [c for a in p.attempts for c in a.candidates]
 
 

@@ -11,7 +11,7 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import Offering, Reservation
 from provisioner.disruption import BlockerKind
-from provisioner.finops.rows import action_rows
+from provisioner.finops.action_rows import action_rows
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, state_node
 from tests.unit.disruption.test_planner import run
 

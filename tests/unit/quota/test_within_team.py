@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.api import Team
-from provisioner.quota import admission
+from provisioner.quota import admission, decisions
 from tests.unit.quota.builders import book, node_pool, pod, quota, snapshot
 
 L4 = "l4"
@@ -22,7 +22,7 @@ def _team(policy: str, gpus: int = 3) -> Team:
     return Team.model_validate({"metadata": {"name": "x"}, "spec": spec})
 
 
-def _decide(policy: str) -> admission.Plan:
+def _decide(policy: str) -> decisions.AdmissionPlan:
     # x owns 3 and runs w1 (priority 2), w3 (priority 1, minute 10) and w2 (priority 1, minute 11); a
     # priority 1 pod created at minute 5 (a requeued one keeps its age) waits.
     running = [

@@ -2,9 +2,10 @@
 
 Every rule of the planner that depends on time asks one question: has this moment been reached
 (`consolidateAfter` passed, `expireAfter` passed, a do-not-disrupt duration lapsed, a budget window
-opened or closed, a Capacity Block within its lead)? `Clock.reached` answers it and narrows the span of
-moments, around `now`, at which every answer given so far would be the same. A plan made at `now`
-is therefore the plan of any moment the clock `holds_at`, given the same cluster (`memory` relies on it).
+opened or closed, a Capacity Block within its lead)? `PlanTime.reached` answers it and narrows the span
+of moments, around `now`, at which every answer given so far would be the same. A plan made at `now` is
+therefore the plan of any moment its PlanTime `holds_at`, given the same cluster (`memory` relies on it).
+Not a clock (that is `provisioner.clock.Clock`, which the controllers read): a plan's fixed moment.
 
 A rule that compared `now` itself, without `reached`, would make that span a lie: time is read only here.
 """
@@ -26,8 +27,8 @@ def aware(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=UTC)
 
 
-class Clock:
-    """`now` for one plan, and the span of moments at which the answers given so far hold."""
+class PlanTime:
+    """`now` for one plan (fixed: it never moves), and the span of moments at which the answers given so far hold."""
 
     __slots__ = ("_now", "_since", "_until")
 

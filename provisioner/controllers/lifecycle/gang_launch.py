@@ -2,8 +2,9 @@
 number in `provisioner.sh/gang-size`) go to the cloud as one `CloudProvider.create_group` call, all of one
 offering, or none.
 
-What this owns, for the lifecycle controller (which calls `launch_gangs` with the claims it has not
-launched yet, and does the rest of their life as for any claim):
+What this owns, for the lifecycle controller (which hands `launch_gangs` the gang claims not launched
+yet, with its launch step's back-off and bookkeeping, and `unregistered` to its liveness step; the rest
+of their life is any claim's):
 - Waiting for the whole group: claims written in one batch may reach the state one by one; a group that
   stays short of its size past a batch window (a claim failed to write, or was deleted) is deleted whole,
   and its pods are solved again.
@@ -23,7 +24,6 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
@@ -38,12 +38,11 @@ from provisioner.cloudprovider import (
     TransientError,
 )
 from provisioner.controllers.conditions import condition_status, condition_time, set_condition
+from provisioner.controllers.lifecycle.launch import Launch
+from provisioner.controllers.lifecycle.step import Step
 from provisioner.controllers.provider_set import node_class_of
 from provisioner.finops.rows import ActionRow
 from provisioner.state import Snapshot
-
-if TYPE_CHECKING:
-    from provisioner.controllers.lifecycle import LifecycleController
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +77,7 @@ def split(claims: Sequence[NodeClaim]) -> tuple[list[NodeClaim], dict[str, list[
     return alone, groups
 
 
-def launch_gangs(
-    ctl: LifecycleController, groups: dict[str, list[NodeClaim]], snap: Snapshot, now: datetime
-) -> None:
+def launch_gangs(ctl: Launch, groups: dict[str, list[NodeClaim]], snap: Snapshot, now: datetime) -> None:
     for name, claims in sorted(groups.items()):
         claims.sort(key=lambda c: c.name)
         try:
@@ -89,9 +86,7 @@ def launch_gangs(
             log.warning("gang %s: %s", name, err)
 
 
-def _launch_group(
-    ctl: LifecycleController, name: str, claims: list[NodeClaim], snap: Snapshot, now: datetime
-) -> None:
+def _launch_group(ctl: Launch, name: str, claims: list[NodeClaim], snap: Snapshot, now: datetime) -> None:
     size = max(gang_of(c)[1] for c in claims if gang_of(c) is not None)  # type: ignore[index]
     first_seen = min((condition_time(c, LAUNCHED) or now) for c in claims)
     for claim in claims:
@@ -122,7 +117,7 @@ def _launch_group(
                 ),
             )
         return
-    not_before = max(ctl._retry.get(c.name, (0, now))[1] for c in claims)
+    not_before = max(ctl.not_before(c.name, now) for c in claims)
     if now < not_before:
         return
     ref = claims[0].spec.node_class_ref
@@ -131,7 +126,7 @@ def _launch_group(
     if provider is None or node_class is None:
         what = f"no cloud serves {ref.kind}" if provider is None else f"{ref.kind} {ref.name} not found"
         for claim in claims:
-            ctl._launch_failed(claim, "NodeClassNotFound", what, now)
+            ctl.failed(claim, "NodeClassNotFound", what, now)
         return
     by_name = {t.name: t for t in provider.instance_types(node_class)}
     allowed = [set(c.instance_type_options()) for c in claims]
@@ -158,20 +153,19 @@ def _launch_group(
         ctl.metrics.launch_failures.labels(reason="TransientError").inc()
         log.warning("gang %s: launch will be retried: %s", name, err)
         for claim in claims:
-            ctl._back_off(claim.name, now)
+            ctl.back_off(claim.name, now)
         return
     except CloudProviderError as err:
         ctl.metrics.launch_failures.labels(reason=type(err).__name__).inc()
         for claim in claims:
-            ctl._launch_failed(claim, type(err).__name__, str(err), now)
+            ctl.failed(claim, type(err).__name__, str(err), now)
         return
     by_claim = {i.nodeclaim: i for i in instances if i.nodeclaim}
     if len(instances) != len(claims) or (by_claim and set(by_claim) != {c.name for c in claims}):
         _terminate_partial(ctl, name, claims, instances, now)
         return
     for claim, instance in zip(claims, instances, strict=True):
-        ctl._retry.pop(claim.name, None)
-        ctl._launched(claim, instance, by_name.get(instance.instance_type), set(), now)
+        ctl.launched(claim, instance, by_name.get(instance.instance_type), set(), now)
     log.info("gang %s: launched %d nodes as one group", name, len(instances))
 
 
@@ -186,7 +180,7 @@ def _zone(claims: Sequence[NodeClaim]) -> str | None:
 
 
 def _terminate_partial(
-    ctl: LifecycleController,
+    ctl: Launch,
     name: str,
     claims: Sequence[NodeClaim],
     instances: Sequence[Instance],
@@ -259,9 +253,7 @@ def _row(
     )
 
 
-def unregistered(
-    ctl: LifecycleController, todo: Sequence[NodeClaim], snap: Snapshot, now: datetime
-) -> set[str]:
+def unregistered(ctl: Step, todo: Sequence[NodeClaim], snap: Snapshot, now: datetime) -> set[str]:
     """Give up every launch group of which a member in `todo` was launched but has not registered within
     the registration timeout: all the group's claims (same gang, same group size) are deleted together,
     each a ledger row for what it was billed. Returns the names of the claims deleted."""
@@ -323,7 +315,7 @@ def unregistered(
     return gone
 
 
-def _give_up(ctl: LifecycleController, claims: Sequence[NodeClaim], *, reason: str, message: str) -> None:
+def _give_up(ctl: Step, claims: Sequence[NodeClaim], *, reason: str, message: str) -> None:
     """Delete every claim of the group (their pods are solved again), saying why once, on the pool: one
     Event per failed group, not one per member."""
     log.warning("deleting the %d NodeClaims of a gang: %s", len(claims), message)

@@ -1,0 +1,439 @@
+"""One Karpenter object converted into ours, field by field: a `karpenter.sh/v1` NodePool into a
+`provisioner.sh/v1` NodePool, a `karpenter.k8s.aws/v1` EC2NodeClass into an AWSNodeClass
+(`ObjectConverter`). Every field that cannot be carried over is dropped with a warning located at its
+line; what changed meaning or needs checking becomes a `Note` of the migration report. Which converter a
+document goes to, the result of a set and the notes on the fleet as a whole are
+`provisioner.api.karpenter`'s; Karpenter's EC2 name-derived labels `provisioner.api.karpenter_aws`'. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from provisioner.api import karpenter_aws, labels
+from provisioner.api.documents import FieldPath, Problem, YamlDocument, format_path, identify
+
+AWS_GROUP = "karpenter.k8s.aws"
+KARPENTER_DOMAINS = ("karpenter.sh/", "karpenter.k8s.aws/")
+DEFAULT_POOL_NAME = "default"
+"""The pool name that means something here (`provisioner.scheduling.pool_order`) and nothing in Karpenter."""
+
+# Metadata the API server sets: meaningless in a template, dropped with one warning.
+_SERVER_METADATA = (
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "finalizers",
+    "ownerReferences",
+)
+_AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2022", "Custom")
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Karpenter's AWS labels with no equivalent here, and what to use instead.
+_UNMAPPED_HINTS = {
+    "karpenter.k8s.aws/instance-category": f"narrow with {labels.INSTANCE_FAMILY} or {labels.INSTANCE_TYPE}",
+    "karpenter.k8s.aws/instance-generation": f"narrow with {labels.INSTANCE_FAMILY} or {labels.INSTANCE_TYPE}",
+    "karpenter.k8s.aws/instance-size": f"narrow with {labels.INSTANCE_TYPE} or {labels.INSTANCE_CPU}",
+}
+
+
+Section = Literal["changed", "check"]
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One line of the migration report: what changed meaning, or what a person should check."""
+
+    section: Section
+    subject: str
+    """`Kind/name`, or empty for the fleet as a whole."""
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.text}" if self.subject else self.text
+
+
+class ObjectConverter:
+    """Converts one document; collects its problems located in the source and its notes."""
+
+    def __init__(self, document: YamlDocument, *, instance_types: Sequence[str] = ()) -> None:
+        self.document = document
+        self.kind, self.name = identify(document)
+        self.problems: list[Problem] = []
+        self.notes: list[Note] = []
+        self.instance_types = instance_types
+
+    def note(self, section: Section, text: str) -> None:
+        self.notes.append(Note(section, f"{self.kind}/{self.name}", text))
+
+    def problem(self, path: FieldPath, message: str, *, severity: str = "warning") -> None:
+        self.problems.append(
+            Problem(
+                self.document.source,
+                self.document.line_of(path),
+                message,
+                kind=self.kind,
+                name=self.name,
+                path=format_path(path),
+                severity="error" if severity == "error" else "warning",
+            )
+        )
+
+    def dropped(self, path: FieldPath, why: str) -> None:
+        self.problem(path, f"not carried over: {why}")
+
+    def copy(self, src: Any, path: FieldPath, allowed: Iterable[str], *, why: str) -> dict[str, Any]:
+        """The allowed keys of a mapping; every other key is dropped with a warning."""
+        if not isinstance(src, dict):
+            return {}
+        allowed = set(allowed)
+        out = {}
+        for key, value in src.items():
+            if key in allowed:
+                out[key] = value
+            else:
+                self.dropped((*path, key), why)
+        return out
+
+    # --------------------------------------------------------------------------------------- metadata
+
+    def metadata(self, src: Any) -> dict[str, Any]:
+        path: FieldPath = ("metadata",)
+        if not isinstance(src, dict):
+            return {}
+        out: dict[str, Any] = {}
+        for key, value in src.items():
+            if key == "name":
+                out["name"] = value
+            elif key in ("labels", "annotations") and isinstance(value, dict):
+                mapped = self.label_map(value, (*path, key), annotations=key == "annotations")
+                if mapped:
+                    out[key] = mapped
+            elif key in _SERVER_METADATA:
+                self.dropped((*path, key), "server-set metadata")
+            elif key == "namespace":
+                self.dropped((*path, key), "NodePools and NodeClasses are cluster-scoped")
+            else:
+                self.dropped((*path, key), "not a field a template sets")
+        return out
+
+    def label_map(self, src: dict[str, Any], path: FieldPath, *, annotations: bool = False) -> dict[str, Any]:
+        """Labels or annotations with Karpenter's keys renamed to ours; other Karpenter keys dropped."""
+        out = {}
+        for key, value in src.items():
+            if annotations and key == _LAST_APPLIED:
+                self.dropped((*path, key), "kubectl's record of the last apply")
+            elif key in labels.KARPENTER_LABEL_MAP:
+                out[labels.KARPENTER_LABEL_MAP[key]] = value
+            elif key.startswith(KARPENTER_DOMAINS):
+                self.dropped((*path, key), "a Karpenter key with no equivalent here")
+            else:
+                out[key] = value
+        return out
+
+    def status(self, data: dict[str, Any]) -> None:
+        if "status" in data:
+            self.dropped(("status",), "status is written by the controller")
+
+    # -------------------------------------------------------------------------------------- NodePool
+
+    def nodepool(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        self.copy(data, (), ("apiVersion", "kind", "metadata", "spec", "status"), why="not a NodePool field")
+        self.status(data)
+        spec_src: dict[str, Any] = data["spec"] if isinstance(data.get("spec"), dict) else {}
+        spec = self.copy(
+            spec_src,
+            ("spec",),
+            ("template", "disruption", "limits", "weight"),
+            why="a Karpenter-only field (static replicas and newer fields are not supported)",
+        )
+        if "disruption" in spec:
+            spec["disruption"] = self.copy(
+                spec["disruption"],
+                ("spec", "disruption"),
+                ("consolidationPolicy", "consolidateAfter", "budgets"),
+                why="not a disruption field here",
+            )
+            if spec["disruption"].get("consolidationPolicy") == "WhenUnderutilized":
+                # v1beta1 spelling, which some v1 manifests still carry.
+                spec["disruption"]["consolidationPolicy"] = "WhenEmptyOrUnderutilized"
+                self.problem(
+                    ("spec", "disruption", "consolidationPolicy"),
+                    "WhenUnderutilized (v1beta1) written as WhenEmptyOrUnderutilized",
+                )
+        template_src: dict[str, Any] = spec["template"] if isinstance(spec.get("template"), dict) else {}
+        template: dict[str, Any] = {}
+        tpath: FieldPath = ("spec", "template")
+        for key, value in template_src.items():
+            if key == "metadata" and isinstance(value, dict):
+                meta = self.copy(
+                    value, (*tpath, "metadata"), ("labels", "annotations"), why="not a field here"
+                )
+                for sub in ("labels", "annotations"):
+                    if isinstance(meta.get(sub), dict):
+                        meta[sub] = self.label_map(
+                            meta[sub], (*tpath, "metadata", sub), annotations=sub == "annotations"
+                        )
+                template["metadata"] = meta
+            elif key == "spec":
+                template_spec = self.template_spec(value, (*tpath, "spec"))
+                if template_spec is None:
+                    return None
+                template["spec"] = template_spec
+            else:
+                self.dropped((*tpath, key), "not a NodeClaim template field")
+        if "template" in spec:
+            spec["template"] = template
+        if spec.get("weight") == 0:
+            del spec["weight"]
+            self.note("changed", "weight 0 written as no weight (the same rank: tried after weighted pools)")
+        metadata = self.metadata(data.get("metadata"))
+        if metadata.get("name") == DEFAULT_POOL_NAME:
+            metadata.setdefault("annotations", {})[labels.DEFAULT_POOL] = "false"
+            self.note(
+                "changed",
+                f"a pool named {DEFAULT_POOL_NAME!r} here takes every pod that names no pool list; annotated "
+                f'{labels.DEFAULT_POOL}: "false" so pods try every pool by weight, as under Karpenter',
+            )
+        return {"apiVersion": labels.API_VERSION, "kind": "NodePool", "metadata": metadata, "spec": spec}
+
+    def template_spec(self, src: Any, path: FieldPath) -> dict[str, Any] | None:
+        spec = self.copy(
+            src,
+            path,
+            (
+                "nodeClassRef",
+                "requirements",
+                "taints",
+                "startupTaints",
+                "expireAfter",
+                "terminationGracePeriod",
+            ),
+            why="kubelet and other Karpenter-only settings are not supported here; set kubelet flags in "
+            "the NodeClass userData",
+        )
+        ref = spec.get("nodeClassRef")
+        if isinstance(ref, dict):
+            group, kind = ref.get("group"), ref.get("kind")
+            if group == f"{AWS_GROUP}/v1":
+                # Karpenter's own Windows example spells the group with its version.
+                group = AWS_GROUP
+            if group == AWS_GROUP and kind == "EC2NodeClass":
+                spec["nodeClassRef"] = {
+                    "group": labels.GROUP,
+                    "kind": "AWSNodeClass",
+                    "name": ref.get("name"),
+                }
+            elif group == labels.GROUP:
+                pass
+            else:
+                self.problem(
+                    (*path, "nodeClassRef"),
+                    f"cannot convert a nodeClassRef to {group}/{kind}: only {AWS_GROUP}/EC2NodeClass "
+                    "becomes AWSNodeClass",
+                    severity="error",
+                )
+                return None
+        requirements = []
+        name_derived: list[tuple[int, dict[str, Any]]] = []
+        for i, req in enumerate(spec.get("requirements") or []):
+            if isinstance(req, dict) and req.get("key") in karpenter_aws.NAME_DERIVED:
+                name_derived.append((i, req))
+                continue
+            converted = self.requirement(req, (*path, "requirements", i))
+            if converted is not None:
+                requirements.append(converted)
+        if name_derived:
+            rewritten = self.name_derived(name_derived, (*path, "requirements"))
+            if rewritten is not None:
+                requirements.append(rewritten)
+        if "requirements" in spec:
+            spec["requirements"] = requirements
+        if any(
+            isinstance(r, dict) and r.get("key") == labels.OS and "windows" in (r.get("values") or [])
+            for r in requirements
+        ):
+            self.note(
+                "changed",
+                "Windows nodes are not launched here (every instance type is labelled kubernetes.io/os=linux): "
+                "this pool takes no pod until you run Windows workloads another way",
+            )
+        for taints in ("taints", "startupTaints"):
+            for i, taint in enumerate(spec.get(taints) or []):
+                if isinstance(taint, dict) and taint.get("key") in labels.KARPENTER_LABEL_MAP:
+                    self.problem((*path, taints, i, "key"), f"{taint['key']} renamed")
+                    taint["key"] = labels.KARPENTER_LABEL_MAP[taint["key"]]
+        return spec
+
+    def name_derived(self, reqs: list[tuple[int, dict[str, Any]]], path: FieldPath) -> dict[str, Any] | None:
+        """Karpenter's category/generation/size requirements as one list of families or types."""
+        shown = " and ".join(
+            f"{str(r.get('key')).rpartition('/')[2]} {r.get('operator')} {_values(r.get('values'))}".rstrip()
+            for _, r in reqs
+        )
+        found = (
+            karpenter_aws.rewrite([r for _, r in reqs], self.instance_types) if self.instance_types else None
+        )
+        if found is None or found.requirement is None:
+            why = found.described if found is not None else "no catalog to read the instance types from"
+            for i, req in reqs:
+                hint = _UNMAPPED_HINTS.get(str(req.get("key")), "no equivalent label here")
+                self.dropped(
+                    (*path, i, "key"),
+                    f"requirement on {req.get('key')} dropped ({why}), so the pool admits more instance "
+                    f"types than before ({hint})",
+                )
+            return None
+        self.note(
+            "changed", f"{shown} written as {found.described}; types added to AWS later are not included"
+        )
+        for i, req in reqs:
+            if "minValues" in req:
+                self.problem(
+                    (*path, i, "minValues"),
+                    f"not carried over: minValues {req['minValues']} on {req.get('key')} has no equivalent "
+                    f"(put minValues on {found.requirement['key']} instead)",
+                )
+        return dict(found.requirement)
+
+    def requirement(self, given: object, path: FieldPath) -> object | None:
+        if not isinstance(given, dict):
+            return given  # validation of the result reports it
+        req = self.copy(
+            given, path, ("key", "operator", "values", "minValues"), why="not a requirement field"
+        )
+        key = req.get("key")
+        if not isinstance(key, str):
+            return req
+        if key in labels.KARPENTER_LABEL_MAP:
+            req["key"] = labels.KARPENTER_LABEL_MAP[key]
+            values = req.get("values")
+            if req["key"] == labels.GPU_NAME and isinstance(values, list):
+                lowered = [v.lower() if isinstance(v, str) else v for v in values]
+                if lowered != values:
+                    # GPU names are lowercase here on every cloud; an uppercase value would match nothing.
+                    self.problem((*path, "values"), f"GPU names lowercased: {values} -> {lowered}")
+                    req["values"] = lowered
+            return req
+        if key.startswith(KARPENTER_DOMAINS):
+            hint = _UNMAPPED_HINTS.get(key, "no equivalent label here")
+            self.dropped(
+                (*path, "key"),
+                f"requirement on {key} dropped, so the pool admits more instance types than before ({hint})",
+            )
+            return None
+        return req
+
+    # ---------------------------------------------------------------------------------- EC2NodeClass
+
+    def ec2nodeclass(self, data: dict[str, Any]) -> dict[str, Any]:
+        self.copy(
+            data, (), ("apiVersion", "kind", "metadata", "spec", "status"), why="not an EC2NodeClass field"
+        )
+        self.status(data)
+        path: FieldPath = ("spec",)
+        spec = self.copy(
+            data.get("spec"),
+            path,
+            (
+                "subnetSelectorTerms",
+                "securityGroupSelectorTerms",
+                "amiSelectorTerms",
+                "amiFamily",
+                "role",
+                "instanceProfile",
+                "blockDeviceMappings",
+                "userData",
+                "tags",
+                "metadataOptions",
+                "associatePublicIPAddress",
+                "detailedMonitoring",
+                "kubelet",
+            ),
+            why="a Karpenter-only EC2NodeClass field",
+        )
+        kubelet = spec.pop("kubelet", None)
+        if isinstance(kubelet, dict):
+            for key in kubelet:
+                self.dropped(
+                    (*path, "kubelet", key),
+                    "kubelet settings are not configurable here yet; pass the flag through userData",
+                )
+        elif kubelet is not None:
+            self.dropped((*path, "kubelet"), "kubelet settings are not configurable here yet")
+        for terms, allowed in (
+            ("subnetSelectorTerms", ("id", "tags")),
+            ("securityGroupSelectorTerms", ("id", "name", "tags")),
+            ("amiSelectorTerms", ("id", "name", "tags", "owner", "alias")),
+        ):
+            if isinstance(spec.get(terms), list):
+                spec[terms] = [
+                    self.copy(t, (*path, terms, i), allowed, why="this selector is not supported here")
+                    if isinstance(t, dict)
+                    else t
+                    for i, t in enumerate(spec[terms])
+                ]
+                spec[terms] = [t for t in spec[terms] if t != {}]
+        family = spec.get("amiFamily")
+        if family is not None and family not in _AMI_FAMILIES:
+            self.dropped(
+                (*path, "amiFamily"),
+                f"AMI family {family!r} is not supported here (known: {', '.join(_AMI_FAMILIES)}); "
+                "the family now comes from the AMI alias, else Custom",
+            )
+            del spec["amiFamily"]
+        if isinstance(spec.get("tags"), dict):
+            tags = {}
+            for key, value in spec["tags"].items():
+                if key.startswith((*KARPENTER_DOMAINS, "kubernetes.io/cluster", f"{labels.GROUP}/")):
+                    self.dropped((*path, "tags", key), "tags under this prefix are set by the controller")
+                else:
+                    tags[key] = value
+            spec["tags"] = tags
+        if isinstance(spec.get("blockDeviceMappings"), list):
+            for i, bdm in enumerate(spec["blockDeviceMappings"]):
+                if not isinstance(bdm, dict):
+                    continue
+                bpath: FieldPath = (*path, "blockDeviceMappings", i)
+                clean = self.copy(bdm, bpath, ("deviceName", "ebs", "rootVolume"), why="not supported here")
+                if isinstance(clean.get("ebs"), dict):
+                    clean["ebs"] = self.copy(
+                        clean["ebs"],
+                        (*bpath, "ebs"),
+                        (
+                            "volumeSize",
+                            "volumeType",
+                            "iops",
+                            "throughput",
+                            "encrypted",
+                            "kmsKeyID",
+                            "deleteOnTermination",
+                            "snapshotID",
+                        ),
+                        why="not an EBS setting here",
+                    )
+                spec["blockDeviceMappings"][i] = clean
+        if isinstance(spec.get("metadataOptions"), dict):
+            spec["metadataOptions"] = self.copy(
+                spec["metadataOptions"],
+                (*path, "metadataOptions"),
+                ("httpEndpoint", "httpProtocolIPv6", "httpPutResponseHopLimit", "httpTokens"),
+                why="not a metadata option here",
+            )
+        return {
+            "apiVersion": labels.API_VERSION,
+            "kind": "AWSNodeClass",
+            "metadata": self.metadata(data.get("metadata")),
+            "spec": spec,
+        }
+
+
+def _values(values: object) -> str:
+    return f"[{', '.join(map(str, values))}]" if isinstance(values, list) else ""

@@ -1,0 +1,145 @@
+"""The operator `provisioner run` runs, built in this process from typed settings (`provisioner.operator`):
+with the fake cloud against the strict test API server over HTTP it provisions a pending GPU pod end to
+end, and `stop()` winds it down and releases the lease; settings it cannot work with are refused naming
+the flag."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from provisioner.cli.run import provider_factory
+from provisioner.clock import RealClock
+from provisioner.kube import client as kc
+from provisioner.operator import OperatorError, OperatorSettings, ProviderContext, build
+from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.world import (
+    KubeBackend,
+    TestBinder,
+    cluster_controllers,
+    gpu_pod,
+    node_class,
+    node_pool,
+)
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
+
+FAKE = provider_factory(clouds=["fake"], cluster_name="op", options={"fake_catalog": "aws"})
+
+
+def _settings(url: str | None, **overrides: Any) -> OperatorSettings:
+    base: dict[str, Any] = {
+        "providers": FAKE,
+        "cloud": "fake",
+        "cluster_name": "op",
+        "url": url,
+        "batch_idle": 0.2,
+        "batch_max": 1.0,
+        "interval": 0.1,
+        "metrics_port": 0,
+        "ledger": "none",
+        "lease_name": "op-leader",
+    }
+    return OperatorSettings(**{**base, **overrides})
+
+
+def test_the_operator_built_from_settings_provisions_a_pending_pod_and_stops_cleanly(
+    kube_server: Any, kube_client: kc.KubeClient
+) -> None:
+    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
+    binder = TestBinder(backend)  # type: ignore[arg-type]
+    for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0")):
+        backend.create(obj)
+    operator = build(_settings(kube_server.url))
+    runner = threading.Thread(target=operator.run, name="operator-under-test", daemon=True)
+    runner.start()
+
+    def step() -> None:  # what the cluster's own controllers and the scheduler would do
+        cluster_controllers(backend)  # type: ignore[arg-type]
+        binder.sync()
+
+    try:
+
+        def bound_on_an_initialized_node() -> bool:
+            nodes = list(backend.state.nodes.values())
+            return (
+                all(p.node_name for p in backend.state.pods.values())
+                and len(nodes) == 1
+                and nodes[0].labels.get("provisioner.sh/initialized") == "true"
+            )
+
+        wait_until(
+            "the pod bound on an initialized node",
+            bound_on_an_initialized_node,
+            step=step,
+        )
+        (claim,) = backend.state.claims.values()
+        (node,) = backend.state.nodes.values()
+        assert claim.status.provider_id == node.provider_id
+        assert claim.nodepool == "gpu"
+        lease = kube_client.get(kc.LEASE, "op-leader", namespace="default")
+        assert lease["spec"]["holderIdentity"] == operator.settings.identity
+    finally:
+        operator.stop()
+        runner.join(timeout=60)
+        backend.close()
+    assert not runner.is_alive(), "run() returns once stop() was called"
+    lease = kube_client.get(kc.LEASE, "op-leader", namespace="default")
+    assert not lease["spec"].get("holderIdentity"), "the lease is released on stop"
+
+
+def test_the_providers_are_built_with_the_operators_own_parts(kube_server: Any) -> None:
+    seen: list[ProviderContext] = []
+
+    def spy(ctx: ProviderContext) -> Any:
+        seen.append(ctx)
+        return FAKE(ctx)
+
+    operator = build(_settings(kube_server.url, providers=spy))
+    (ctx,) = seen
+    assert ctx.state is operator.state and ctx.kube is operator.client
+    assert ctx.registry is operator.metrics.registry and ctx.clock is operator.clock
+    assert operator.manager.providers is operator.providers
+
+
+@pytest.mark.parametrize(
+    ("overrides", "flag"),
+    [
+        ({"batch_idle": 5.0, "batch_max": 1.0}, "--batch-max: "),
+        ({"batch_idle": 0.0}, "--batch-max: "),
+        ({"gc_grace": -1.0}, "--gc-grace, --gc-interval: "),
+        ({"gc_interval": 0.0}, "--gc-grace, --gc-interval: "),
+        ({"crash_at": "nowhere:1"}, "PROVISIONER_CRASH_AT: "),
+    ],
+)
+def test_settings_it_cannot_work_with_are_refused_naming_the_flag(
+    overrides: dict[str, Any], flag: str
+) -> None:
+    with pytest.raises(OperatorError) as err:
+        _settings("http://127.0.0.1:9", **overrides)
+    assert str(err.value).startswith(flag)
+
+
+def test_a_kubeconfig_it_cannot_read_is_refused_naming_the_flag(tmp_path: Any) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("this: [is not a kubeconfig")
+    with pytest.raises(OperatorError) as err:
+        build(_settings(None, kubeconfig=str(broken)))
+    assert str(err.value).startswith("--kubeconfig: ")
+
+
+def test_a_webhook_that_cannot_serve_is_refused_naming_the_flag(kube_server: Any, tmp_path: Any) -> None:
+    operator = build(
+        _settings(
+            kube_server.url,
+            webhook_port=1,
+            webhook_cert=str(tmp_path / "missing.crt"),
+            webhook_key=str(tmp_path / "missing.key"),
+        )
+    )
+    with pytest.raises(OperatorError) as err:
+        operator.start()
+    assert str(err.value).startswith("--webhook-port: ")
