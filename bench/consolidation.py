@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import Settings, plan
+from provisioner.disruption import PlannerSettings, plan
 from provisioner.state.cluster import ClusterState, Snapshot
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -252,7 +252,7 @@ def build(nodes: int, seed: int, budget: str) -> tuple[Snapshot, dict[str, list[
 
 
 def run_once(
-    snapshot: Snapshot, types: dict[str, list[InstanceType]], settings: Settings = Settings()
+    snapshot: Snapshot, types: dict[str, list[InstanceType]], settings: PlannerSettings = PlannerSettings()
 ) -> tuple[float, Any]:
     start, cpu = time.perf_counter(), time.process_time()
     result = plan(snapshot, instance_types=types, now=NOW, settings=settings)
@@ -269,11 +269,11 @@ def main() -> None:
     parser.add_argument(
         "--nodes-per-pod",
         type=int,
-        default=Settings().nodes_per_pod,
-        help="Settings.nodes_per_pod (0: show every re-solve the whole cluster).",
+        default=PlannerSettings().nodes_per_pod,
+        help="PlannerSettings.nodes_per_pod (0: show every re-solve the whole cluster).",
     )
     args = parser.parse_args()
-    settings = Settings(nodes_per_pod=args.nodes_per_pod or None)
+    settings = PlannerSettings(nodes_per_pod=args.nodes_per_pod or None)
     snapshot, types = build(args.nodes, args.seed, "100%")
     if args.profile:
         import cProfile

@@ -64,7 +64,6 @@ def grown(pods: int, replicas: int) -> Runner:
     assert timeline is not None
     runner = Runner(loaded, timeline, ledger=Ledger("sqlite://"))
     runner._build()
-    runner.claims = {}
     steps = list(timeline.steps)
     quiet = 0
     last = -1

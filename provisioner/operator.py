@@ -14,8 +14,8 @@ recorder, the Event writer, the lease and the Manager threads (`start`). `stop()
 (from a signal handler or another thread); `run()` starts, waits for it, then joins the threads, flushes
 the Event writer and the recorder, releases the lease and stops the webhook and informers.
 
-Where a later replica identity or shard setting goes: a field of `OperatorSettings` (next to
-`identity`), read here when the lease and the Manager are built.
+With `shards`, the replicas share the NodePools: the shard Leases (`kube/shards.py`) take the leader
+Lease's place, and the Manager gets this replica's view of them (`controllers/sharding.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -38,13 +38,15 @@ from provisioner.controllers.disruption import DisruptionSettings
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
+from provisioner.controllers.sharding import Sharding
 from provisioner.controllers.webhook import AdmissionWebhook
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.kube import client as kc
 from provisioner.kube.api import EventWriter, KubeClusterAPI
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
+from provisioner.kube.shards import ShardLeases
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
 
@@ -125,6 +127,12 @@ class OperatorSettings:
     """`--lease-name`."""
     identity: str = field(default_factory=_identity)
     """This replica's name in the lease (not a flag: host name and a random suffix)."""
+    shards: int = 0
+    """`--shards`: shard Leases the replicas share the NodePools through (`kube/shards.py`); 0: one
+    leader does all the work."""
+    lease_duration: float = 15.0
+    """`--lease-duration`, seconds; the renew deadline and retry period keep Kubernetes' proportions
+    (15 s, 10 s, 2 s)."""
     disruption: bool = True
     """`--disruption/--no-disruption`: consolidate, replace drifted and expired nodes."""
     validation_delay: float = 15.0
@@ -149,15 +157,17 @@ class OperatorSettings:
             raise OperatorError("--batch-max: must be >= --batch-idle, and --batch-idle > 0")
         if self.gc_grace < 0 or self.gc_interval <= 0:
             raise OperatorError("--gc-grace, --gc-interval: --gc-grace must be >= 0 and --gc-interval > 0")
+        if self.shards < 0 or self.lease_duration < 1:
+            raise OperatorError("--shards, --lease-duration: --shards must be >= 0 and --lease-duration >= 1")
         try:
             if self.crash_at:
                 crashpoints.parse(self.crash_at)
         except ValueError as err:
             raise OperatorError(str(err)) from None
 
-    def controller_settings(self) -> Settings:
+    def controller_settings(self) -> ControllerSettings:
         """The controllers' settings these flags make."""
-        return Settings(
+        return ControllerSettings(
             cluster_name=self.cluster_name,
             batch_idle=timedelta(seconds=self.batch_idle),
             batch_max=timedelta(seconds=self.batch_max),
@@ -200,8 +210,8 @@ class Operator:
     informers: Informers
     metrics: Metrics
     providers: ProviderSet
-    elector: LeaderElector | None
-    """None with `--no-leader-elect`: this replica always acts."""
+    elector: LeaderElector | ShardLeases | None
+    """None with `--no-leader-elect`: this replica always acts. With `--shards`, the shard Leases."""
     event_writer: EventWriter
     manager: Manager
     recorder: LedgerRecorder | None
@@ -249,10 +259,11 @@ class Operator:
         for t in self._threads:
             t.start()
         log.info(
-            "provisioner running: cloud=%s cluster=%s identity=%s metrics=%s webhook=%s ledger=%s",
+            "provisioner running: cloud=%s cluster=%s identity=%s shards=%s metrics=%s webhook=%s ledger=%s",
             s.cloud,
             s.cluster_name,
             s.identity,
+            s.shards or "off",
             s.metrics_port or "off",
             s.webhook_port or "off",
             _safe_url(s.ledger),
@@ -288,6 +299,54 @@ class Operator:
         self.wait()
 
 
+def _catch_up(client: kc.KubeClient, informers: Informers) -> None:
+    """Feed the state a consistent list of the NodeClaims (the watch may lag behind it)."""
+    items, _ = client.list(kc.NODECLAIM)
+    for item in items:
+        informers.feeder.upsert(kc.NODECLAIM, item)
+
+
+def _leases(
+    settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers
+) -> tuple[LeaderElector | ShardLeases | None, Sharding | None]:
+    """The leader Lease (or none), or with `--shards` the shard Leases and the Manager's view of them."""
+    timing: dict[str, Any] = {
+        "lease_duration": settings.lease_duration,
+        "renew_deadline": settings.lease_duration * 2 / 3,
+        "retry_period": settings.lease_duration * 2 / 15,
+    }
+    if settings.shards:
+        leases = ShardLeases(
+            client,
+            identity=settings.identity,
+            clock=clock,
+            shards=settings.shards,
+            namespace=settings.lease_namespace,
+            prefix=settings.lease_name.removesuffix("-leader"),
+            on_acquire=lambda: _catch_up(client, informers),
+            **timing,
+        )
+        sharding = Sharding(
+            shards=settings.shards,
+            owned_shards=leases.owned_shards,
+            holds_admission=leases.holds_admission,
+            clock=clock,
+            defaults=settings.controller_settings().pool_defaults,
+        )
+        return leases, sharding
+    if not settings.leader_elect:
+        return None, None
+    elector = LeaderElector(
+        client,
+        identity=settings.identity,
+        clock=clock,
+        name=settings.lease_name,
+        namespace=settings.lease_namespace,
+        **timing,
+    )
+    return elector, None
+
+
 def build(settings: OperatorSettings, *, clock: Clock | None = None) -> Operator:
     """Connect and build every part of the operator; nothing runs until `start`. Raises OperatorError
     naming the flag when the Kubernetes client cannot be configured (the providers factory raises its
@@ -306,18 +365,14 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> Operator
     providers = settings.providers(
         ProviderContext(clock=clock, registry=metrics.registry, kube=client, state=state)
     )
-    elector = (
-        LeaderElector(
-            client,
-            identity=settings.identity,
-            clock=clock,
-            name=settings.lease_name,
-            namespace=settings.lease_namespace,
-        )
-        if settings.leader_elect
-        else None
+    elector, sharding = _leases(settings, client, clock, informers)
+    is_leader = (
+        sharding.holds_any
+        if sharding is not None
+        else elector.is_leader
+        if isinstance(elector, LeaderElector)
+        else (lambda: True)
     )
-    is_leader = elector.is_leader if elector is not None else (lambda: True)
     event_writer = EventWriter(client)
     cluster = KubeClusterAPI(
         client, informers.feeder, may_write=is_leader, clock=clock, event_writer=event_writer
@@ -342,6 +397,7 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> Operator
         disruption=settings.disruption,
         disruption_settings=settings.disruption_settings(),
         recorder=recorder,
+        sharding=sharding,
     )
     return Operator(
         settings=settings,

@@ -28,13 +28,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from providers.aws import efa, errors, launch
 from providers.aws.model import AWSNodeClass
-from providers.aws.sdk import call
+from providers.aws.nodeclass import Resolver
+from providers.aws.sdk import SDK, call
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (
     CreateError,
     Instance,
@@ -53,8 +55,37 @@ from provisioner.cloudprovider.group import (
 )
 from provisioner.cloudprovider.protocol import GangPlacement
 
-if TYPE_CHECKING:
-    from providers.aws.provider import AWSProvider
+
+class GroupHost(Protocol):
+    """What a group launch uses of the AWS provider (`providers.aws.provider.AWSProvider`), which calls
+    into this module: named here so this module does not import the provider back."""
+
+    cluster_name: str
+
+    @property
+    def sdk(self) -> SDK: ...
+
+    @property
+    def resolver(self) -> Resolver: ...
+
+    def create(
+        self, claim: NodeClaim, instance_types: builtins.list[InstanceType], node_class: NodeClass
+    ) -> Instance: ...
+
+    def delete(self, provider_id: str) -> None: ...
+
+    def list(self) -> builtins.list[Instance]: ...
+
+    def efa_interfaces(self, nc: AWSNodeClass) -> dict[str, int]: ...
+
+    def find_claim_instances(self, claim_names: builtins.list[str]) -> dict[str, Instance]: ...
+
+    def find_tagged(self, tags: dict[str, str | builtins.list[str]]) -> builtins.list[Instance]: ...
+
+    def remember_launch(self, claim_name: str, instance: Instance) -> None: ...
+
+    def terminate_ids(self, instance_ids: builtins.list[str]) -> None: ...
+
 
 log = logging.getLogger("providers.aws")
 
@@ -101,7 +132,7 @@ def group_request(
 
 
 def launch_group(
-    provider: AWSProvider,
+    provider: GroupHost,
     claims: Sequence[NodeClaim],
     instance_types: builtins.list[InstanceType],
     nc: AWSNodeClass,
@@ -234,7 +265,7 @@ def launch_group(
 
 
 def _tag_members(
-    provider: AWSProvider,
+    provider: GroupHost,
     claims: Sequence[NodeClaim],
     instance_ids: Sequence[str],
     chosen: launch.Candidate,
@@ -274,7 +305,7 @@ def _tag_members(
 
 
 def _adopt(
-    provider: AWSProvider, claims: Sequence[NodeClaim], existing: dict[str, Instance]
+    provider: GroupHost, claims: Sequence[NodeClaim], existing: dict[str, Instance]
 ) -> dict[str, Instance]:
     """Instances of this group's token that a crash left without their claim tag: tag them now."""
     orphans = provider.find_tagged({LAUNCH_GROUP: token(claims)})
@@ -295,7 +326,7 @@ def _adopt(
 
 
 def _placement_group(
-    provider: AWSProvider, nc: AWSNodeClass, placement: GangPlacement | None, running: Instance | None
+    provider: GroupHost, nc: AWSNodeClass, placement: GangPlacement | None, running: Instance | None
 ) -> str | None:
     """The cluster placement group the members launch into: the one asked for, the one the running
     members are in, the NodeClass's, or one made for the gang."""
@@ -329,7 +360,7 @@ def _placement_group(
     return name
 
 
-def collect_placement(provider: AWSProvider, *, older_than: datetime) -> builtins.list[str]:
+def collect_placement(provider: GroupHost, *, older_than: datetime) -> builtins.list[str]:
     """Delete the placement groups this cluster created (per gang) that no live instance of ours is in,
     created before `older_than`; their names."""
     answer = call(

@@ -6,7 +6,8 @@ providers.aws.sdk (no botocore exception leaves a call; codes are mapped in prov
 an AWSNodeClass resolves to (subnets, security groups, AMIs, instance profile, launch templates) in
 providers.aws.nodeclass; which offerings in which CreateFleet requests, and how an answer reads, in
 providers.aws.launch (the order itself is provisioner.cloudprovider.launch_order's); shapes in
-providers.aws.instancetypes; prices in providers.aws.pricing; message parsing in
+providers.aws.instancetypes; prices in providers.aws.pricing; what the region offers (shapes, zones,
+prices, reserved offerings, cached) in providers.aws.offerings; message parsing in
 providers.aws.interruption and the queue in providers.aws.queue; node bootstrap user data in
 providers.aws.bootstrap; gang launches and placement groups in providers.aws.group; EFA in
 providers.aws.efa; network-topology labels in providers.aws.topology.
@@ -14,10 +15,6 @@ providers.aws.efa; network-topology labels in providers.aws.topology.
 Credentials come from boto3's default chain (environment, IRSA web identity token, instance profile)
 unless a session is given; they are never logged, and error messages carry AWS's code and message only.
 The endpoint is the `endpoint_url` argument, else `AWS_ENDPOINT_URL`, else AWS's own.
-
-Over 600 lines: the protocol's methods and the reads behind them (shapes, zones, prices, reservations,
-instances) in one place; what each decides lives in the modules above. Next to move out: the single-
-claim CreateFleet loop of `create`, beside providers.aws.group's.
 """
 
 from __future__ import annotations
@@ -31,23 +28,21 @@ from datetime import datetime
 from typing import Any
 
 import boto3
-from botocore.config import Config
 
 from providers.aws import (
     bootstrap,
     efa,
     errors,
     group,
-    instancetypes,
     launch,
-    pricing,
     queue,
     reservations,
     topology,
 )
 from providers.aws.model import AWSNodeClass
 from providers.aws.nodeclass import Resolver, aws_node_class
-from providers.aws.sdk import SDK, TTLCache, call, translated
+from providers.aws.offerings import RegionOfferings
+from providers.aws.sdk import SDK, TTLCache, call
 from provisioner.api import NodeClaim, mig
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
@@ -59,7 +54,6 @@ from provisioner.cloudprovider import (
     InsufficientCapacity,
     InterruptionEvent,
     NotFound,
-    Offering,
     OfferingKey,
     TransientError,
 )
@@ -69,10 +63,6 @@ log = logging.getLogger("providers.aws")
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 """Instance states that still cost money or may come back (terminated ones are gone)."""
-
-RESERVATIONS_TTL = 30.0
-"""Seconds a DescribeCapacityReservations answer is used: free counts move with every launch anywhere
-in the account (our own launches drop the cached answer at once)."""
 
 RECENT_LAUNCH_WINDOW = 300.0
 """Seconds a launch is remembered in memory, covering DescribeInstances' eventual consistency."""
@@ -121,7 +111,9 @@ class AWSProvider:
         self._queue_url = interruption_queue_url
         self._sdk = SDK(region=region, session=session, endpoint_url=endpoint_url, max_attempts=max_attempts)
         self._cache = TTLCache(clock, cache_ttl)
-        self._use_pricing_api = use_pricing_api
+        self._offerings = RegionOfferings(
+            self._sdk, self._cache, region=region, use_pricing_api=use_pricing_api
+        )
         # Aliases name AMIs per Kubernetes minor version (SSM paths); the controller knows it, or the env.
         kubernetes_version = kubernetes_version or os.environ.get("PROVISIONER_KUBERNETES_VERSION")
         self._nodeclasses = Resolver(
@@ -145,8 +137,6 @@ class AWSProvider:
         self._clock = clock
         self._recent: dict[str, tuple[Instance, float]] = {}
         self._topology = topology.Known()
-        self._efa_max: dict[str, int] = {}
-        """Type -> the EFA interfaces it allows (0 without EFA), read with the shapes."""
 
     # --- protocol --------------------------------------------------------------------------------------
 
@@ -157,10 +147,10 @@ class AWSProvider:
         resolved = self._nodeclasses.resolve(nc)
         zones = {s.zone for s in resolved.subnets}
         terms = nc.spec.capacity_reservation_selector_terms
-        reserved = self._reserved_offerings(terms, zones) if terms else {}
+        reserved = self._offerings.reserved_offerings(terms, zones) if terms else {}
         types = [
             it
-            for it in reservations.with_reserved(self._priced_types(zones), reserved)
+            for it in reservations.with_reserved(self._offerings.priced_types(zones), reserved)
             if launch.image_key(it, set(resolved.images)) is not None and it.offerings
         ]
         efa_counts = self.efa_interfaces(nc)
@@ -170,20 +160,24 @@ class AWSProvider:
         """Type -> EFA interfaces to launch with, when the NodeClass asks for EFA ({} otherwise)."""
         if nc.spec.placement is None or not nc.spec.placement.efa:
             return {}
-        self._shapes()
-        return {name: n for name, n in self._efa_max.items() if n > 0}
+        self._offerings.shapes()
+        return {name: n for name, n in self._offerings.efa_max.items() if n > 0}
 
     def region_instance_types(self) -> list[InstanceType]:
         """Every type offered in the region, in every zone, priced (no NodeClass needed), with a
         `reserved` offering for every active capacity reservation of the account."""
         try:
-            reserved = self._reserved_offerings(None, None)
+            reserved = self._offerings.reserved_offerings(None, None)
         except CloudProviderError as err:
             # A listing: an endpoint without the API (moto) or a role without
             # ec2:DescribeCapacityReservations still lists every type, without reserved offerings.
             log.warning("capacity reservations not listed: %s", err)
             reserved = {}
-        return [it for it in reservations.with_reserved(self._priced_types(None), reserved) if it.offerings]
+        return [
+            it
+            for it in reservations.with_reserved(self._offerings.priced_types(None), reserved)
+            if it.offerings
+        ]
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         """Launch the first offering with capacity in the launch order of the claim's options: one
@@ -392,107 +386,6 @@ class AWSProvider:
                 )
         return events
 
-    # --- instance types and prices ---------------------------------------------------------------------
-
-    def _shapes(self) -> dict[str, InstanceType]:
-        def load() -> dict[str, InstanceType]:
-            out: dict[str, InstanceType] = {}
-            for info in self._sdk.paginate(
-                "DescribeInstanceTypes", "describe_instance_types", "InstanceTypes"
-            ):
-                it = instancetypes.from_description(info, region=self.region)
-                if it is not None:
-                    out[it.name] = it
-                    self._efa_max[it.name] = efa.interfaces(info)
-            return out
-
-        return self._cache.get("shapes", load)
-
-    def _type_zones(self) -> dict[str, set[str]]:
-        def load() -> dict[str, set[str]]:
-            out: dict[str, set[str]] = {}
-            for o in self._sdk.paginate(
-                "DescribeInstanceTypeOfferings",
-                "describe_instance_type_offerings",
-                "InstanceTypeOfferings",
-                LocationType="availability-zone",
-            ):
-                out.setdefault(o["InstanceType"], set()).add(o["Location"])
-            return out
-
-        return self._cache.get("type-zones", load)
-
-    def _spot_prices(self) -> dict[tuple[str, str], float]:
-        def load() -> dict[tuple[str, str], float]:
-            with translated("DescribeSpotPriceHistory"):
-                return pricing.fetch_spot(self._sdk.ec2)
-
-        return self._cache.get("spot-prices", load)
-
-    def _on_demand_prices(self) -> dict[str, float]:
-        def load() -> dict[str, float]:
-            if not self._use_pricing_api:
-                return {}
-            try:
-                client = self._sdk.client(
-                    "pricing",
-                    region=pricing.pricing_region(self.region),
-                    config=Config(retries={"total_max_attempts": 1}, connect_timeout=3, read_timeout=20),
-                )
-                prices = pricing.fetch_on_demand(client, self.region)
-            except Exception as err:  # any failure: the Pricing API is optional, the catalog answers
-                log.info(
-                    "AWS Pricing API unavailable (%s); using built-in on-demand list prices",
-                    errors.translate(err, operation="GetProducts"),
-                )
-                return {}
-            if not prices:
-                log.info("AWS Pricing API returned no prices; using built-in on-demand list prices")
-            return prices
-
-        return self._cache.get("on-demand-prices", load)
-
-    def _price(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
-        if capacity_type == wk.CAPACITY_TYPE_SPOT:
-            price = self._spot_prices().get((instance_type, zone))
-            return price if price is not None else pricing.fallback_spot(instance_type, self.region, zone)
-        price = self._on_demand_prices().get(instance_type)
-        return price if price is not None else pricing.fallback_on_demand(instance_type, self.region)
-
-    def _reserved_offerings(
-        self, terms: builtins.list[Any] | None, zones: set[str] | None
-    ) -> dict[str, builtins.list[Offering]]:
-        """Type -> reserved offerings of the reservations `terms` select (None: all the account's)."""
-        key = (
-            "reservations",
-            None if terms is None else tuple(t.model_dump_json() for t in terms),
-        )
-        raw = self._cache.get(key, lambda: reservations.describe(self._sdk, terms), ttl=RESERVATIONS_TTL)
-        return reservations.offerings(raw, zones=zones, hourly_price=self._on_demand_price)
-
-    def _on_demand_price(self, instance_type: str) -> float | None:
-        return self._price(instance_type, "", wk.CAPACITY_TYPE_ON_DEMAND)
-
-    def _priced_types(self, zones: set[str] | None) -> builtins.list[InstanceType]:
-        key = ("priced", frozenset(zones) if zones is not None else None)
-        return self._cache.get(key, lambda: self._price_types(zones))
-
-    def _price_types(self, zones: set[str] | None) -> builtins.list[InstanceType]:
-        shapes = self._shapes()
-        type_zones = self._type_zones()
-        out = []
-        for name in sorted(shapes):
-            offerings = []
-            for zone in sorted(type_zones.get(name, set())):
-                if zones is not None and zone not in zones:
-                    continue
-                for capacity_type in (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND):
-                    price = self._price(name, zone, capacity_type)
-                    if price is not None:
-                        offerings.append(Offering(zone=zone, capacity_type=capacity_type, price=price))
-            out.append(shapes[name].with_offerings(tuple(offerings)))
-        return out
-
     # --- instances -------------------------------------------------------------------------------------
 
     @property
@@ -589,7 +482,7 @@ class AWSProvider:
             instance_type=type_name,
             zone=zone,
             capacity_type=capacity_type,
-            price=self._instance_price(type_name, zone, capacity_type),
+            price=self._offerings.instance_price(type_name, zone, capacity_type),
             state=raw.get("State", {}).get("Name", "unknown"),
             nodeclaim=tags.get(wk.NODECLAIM),
             nodepool=tags.get(wk.NODEPOOL),
@@ -604,17 +497,3 @@ class AWSProvider:
                 else None
             ),
         )
-
-    def _instance_price(self, instance_type: str, zone: str, capacity_type: str) -> float:
-        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
-            return 0.0  # paid for whether used or not: running in it costs nothing more
-        try:
-            return self._price(instance_type, zone, capacity_type) or 0.0
-        except CloudProviderError:
-            # A price is informative on get/list; failing the read for it would hide the instance.
-            fallback = (
-                pricing.fallback_spot(instance_type, self.region, zone)
-                if capacity_type == wk.CAPACITY_TYPE_SPOT
-                else pricing.fallback_on_demand(instance_type, self.region)
-            )
-            return fallback or 0.0

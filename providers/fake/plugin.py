@@ -24,15 +24,19 @@ from provisioner.cloudprovider.types import InstanceType
 
 def _build(options: OptionValues, wiring: Wiring) -> CloudProvider:
     from providers.fake.provider import FakeProvider
+    from providers.fake.shared import SharedFakeProvider
 
-    return FakeProvider(
+    # Sharded replicas share one fake cloud (its state file), as they would share an account.
+    state: str | None = options.get("fake_state")
+    kind = SharedFakeProvider if wiring.shared and state else FakeProvider
+    return kind(
         catalog=options.get("fake_catalog") or "aws",
         region=options.get("fake_region"),
         cluster_name=wiring.cluster_name,
         clock=wiring.clock,
         on_launch=wiring.on_launch,
         on_delete=wiring.on_delete,
-        state_path=options.get("fake_state"),
+        state_path=state,  # type: ignore[arg-type]  # shared only with a path
     )
 
 

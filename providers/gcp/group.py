@@ -19,18 +19,19 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.gcp import errors, instances, launch, naming
+from providers.gcp import errors, instances, launch, machines, naming
 from providers.gcp.model import GCPNodeClass
-from providers.gcp.sdk import failure
+from providers.gcp.sdk import SDK, failure
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.errors import (
     CreateError,
     InsufficientCapacity,
@@ -52,8 +53,35 @@ from provisioner.cloudprovider.launch_order import Attempt
 from provisioner.cloudprovider.protocol import GangPlacement, Instance
 from provisioner.cloudprovider.types import InstanceType
 
-if TYPE_CHECKING:
-    from providers.gcp.provider import GCPProvider
+
+class GroupHost(Protocol):
+    """What a group launch uses of the GCP provider (`providers.gcp.provider.GCPProvider`), which calls
+    into this module: named here so this module does not import the provider back."""
+
+    project: str
+    region: str
+    cluster_name: str
+    max_launch_attempts: int
+
+    @property
+    def sdk(self) -> SDK: ...
+
+    def create(
+        self, claim: NodeClaim, instance_types: builtins.list[InstanceType], node_class: NodeClass
+    ) -> Instance: ...
+
+    def delete(self, provider_id: str) -> None: ...
+
+    def get(self, provider_id: str) -> Instance: ...
+
+    def list(self) -> builtins.list[Instance]: ...
+
+    def launch_of(self, instance_type: str) -> machines.Launch: ...
+
+    def recently_out(self) -> set[OfferingKey]: ...
+
+    def mark_out(self, keys: Iterable[OfferingKey]) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +118,7 @@ def properties(
 
 
 def launch_group(
-    provider: GCPProvider,
+    provider: GroupHost,
     claims: Sequence[NodeClaim],
     instance_types: builtins.list[InstanceType],
     nc: GCPNodeClass,
@@ -162,7 +190,7 @@ def launch_group(
 
 
 def _bulk_insert(
-    provider: GCPProvider,
+    provider: GroupHost,
     missing: Sequence[NodeClaim],
     names: dict[str, str],
     attempt: Attempt,
@@ -248,7 +276,7 @@ def _bulk_insert(
 
 
 def _policy(
-    provider: GCPProvider, nc: GCPNodeClass, placement: GangPlacement | None, running: Instance | None
+    provider: GroupHost, nc: GCPNodeClass, placement: GangPlacement | None, running: Instance | None
 ) -> str | None:
     """The compact placement policy the members launch with: the one asked for, the running members',
     the NodeClass's, or one made for the gang."""
@@ -290,7 +318,7 @@ def _policy(
     return f"{region}/{name}"
 
 
-def _wait_region(provider: GCPProvider, op: compute_v1.Operation, what: str) -> None:
+def _wait_region(provider: GroupHost, op: compute_v1.Operation, what: str) -> None:
     c = provider.sdk.clients()
     for _ in range(60):
         if op.status == compute_v1.Operation.Status.DONE:
@@ -307,7 +335,7 @@ def _wait_region(provider: GCPProvider, op: compute_v1.Operation, what: str) -> 
         raise CreateError(f"{what}: {failed.message}")
 
 
-def collect_placement(provider: GCPProvider, *, older_than: datetime) -> builtins.list[str]:
+def collect_placement(provider: GroupHost, *, older_than: datetime) -> builtins.list[str]:
     """Delete the compact placement policies made for this cluster's gangs that no instance uses,
     created before `older_than`; their names."""
     c = provider.sdk.clients()

@@ -5,7 +5,7 @@ Orchestrates the pieces, each in its own module: clients, credentials, translate
 waits in providers.gcp.sdk (no google.api_core exception leaves a call; errors are classified in
 providers.gcp.errors); which offerings a claim tries, in which order, and the insert body in
 providers.gcp.launch (the order itself is provisioner.cloudprovider.launch_order's); instance types
-from the listings in providers.gcp.machines; names, labels and provider ids in providers.gcp.naming;
+from the listings (providers.gcp.listings reads them, providers.gcp.machines builds types); names, labels and provider ids in providers.gcp.naming;
 gang launches (bulkInsert with minCount) and compact placement policies in providers.gcp.group.
 
 What it decides itself: how many offerings one create tries (`max_launch_attempts`), that a quota error
@@ -37,7 +37,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.gcp import errors, group, instances, launch, machines, naming, reservations
+from providers.gcp import errors, group, instances, launch, listings, machines, naming, reservations
 from providers.gcp.model import GCPNodeClass
 from providers.gcp.sdk import SDK, failure
 from provisioner.api.nodeclaim import NodeClaim
@@ -126,51 +126,7 @@ class GCPProvider:
         cached = self._listing
         if cached and now - cached[0] < self.types_ttl:
             return cached[1], cached[2], cached[3]
-        c = self._sdk.clients()
-        zone_items = self._sdk.listed("list zones", c.zones.list, request={"project": self.project})
-        zones = sorted(
-            z.name
-            for z in zone_items
-            if naming.last(z.region) == self.region and (not z.status or z.status == "UP")
-        )
-        region_zones = set(zones)
-        scopes = self._sdk.listed(
-            "list machine types",
-            c.machine_types.aggregated_list,
-            request={"project": self.project, "max_results": 500},
-        )
-        found: builtins.list[machines.Machine] = []
-        for scope, scoped in scopes:
-            zone = naming.last(scope)
-            if zone not in region_zones:
-                continue
-            for mt in scoped.machine_types:
-                found.append(
-                    machines.Machine(
-                        name=mt.name,
-                        zone=zone,
-                        vcpu=int(mt.guest_cpus),
-                        memory_mib=int(mt.memory_mb),
-                        accelerators=tuple(
-                            (a.guest_accelerator_type, int(a.guest_accelerator_count))
-                            for a in mt.accelerators
-                        ),
-                        shared_cpu=bool(mt.is_shared_cpu),
-                        architecture=mt.architecture or "X86_64",
-                        deprecated=bool(mt.deprecated and mt.deprecated.state),
-                    )
-                )
-        acc_scopes = self._sdk.listed(
-            "list accelerator types",
-            c.accelerator_types.aggregated_list,
-            request={"project": self.project, "max_results": 500},
-        )
-        accelerators: dict[str, dict[str, int]] = {}
-        for scope, scoped in acc_scopes:
-            zone = naming.last(scope)
-            if zone in region_zones:
-                for at in scoped.accelerator_types:
-                    accelerators.setdefault(zone, {})[at.name] = int(at.maximum_cards_per_instance or 1)
+        found, accelerators, zones = listings.read_region(self._sdk, project=self.project, region=self.region)
         self._listing = (now, found, accelerators, zones)
         return found, accelerators, zones
 

@@ -12,12 +12,16 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from provisioner.cli import output as out
 from provisioner.cli.app import app
+
+if TYPE_CHECKING:  # the commands import what they use when run, so the CLI starts fast
+    from provisioner.sim.loaded import LoadedScenario
+    from provisioner.state.snapshot import Snapshot
 
 report = typer.Typer(
     name="report",
@@ -157,8 +161,9 @@ def scale_down(
 ) -> None:
     """What disruption removed and really saved, what the fleet paid, idle cost, churn, top blockers."""
     from provisioner.finops.reports import scale_down as builder
+    from provisioner.finops.reports import scale_down_formats as formats
 
-    fmt = out.resolve(output, write, allowed=tuple(builder.RENDERERS))
+    fmt = out.resolve(output, write, allowed=tuple(formats.RENDERERS))
     rows = _read(ledger, since=since, now_text=now_text, pool=pool)
     built = builder.build(
         rows.actions,
@@ -171,9 +176,9 @@ def scale_down(
         best=rows.best,
     )
     if fmt == "table":
-        text = builder.to_table(built, width=None if write else out.terminal_width())
+        text = formats.to_table(built, width=None if write else out.terminal_width())
     else:
-        text = builder.RENDERERS[fmt](built)
+        text = formats.RENDERERS[fmt](built)
     out.emit(text, write)
 
 
@@ -252,7 +257,7 @@ def costs(
 # ---- cluster tables ------------------------------------------------------------------------------------
 
 
-def _scenario_file(path: Path):
+def _scenario_file(path: Path) -> LoadedScenario | None:
     """The loaded scenario when the file holds a Scenario document, else None."""
     from provisioner.api import documents
 
@@ -273,7 +278,7 @@ def _scenario_file(path: Path):
         raise typer.Exit(2) from None
 
 
-def _load_file(path: Path):
+def _load_file(path: Path) -> Snapshot:
     """A snapshot from a YAML/JSON file of Kubernetes objects (a scenario's documents, a `kind: List`, or a
     state dump). Kinds the cluster state does not track are skipped."""
     from pydantic import ValidationError
@@ -337,7 +342,7 @@ def _load_file(path: Path):
     return state.snapshot()
 
 
-def _load_cluster(kubeconfig: str | None, context: str | None):
+def _load_cluster(kubeconfig: str | None, context: str | None) -> Snapshot:
     try:
         from provisioner.kube.client import WATCHED, KubeClient
     except ImportError as err:  # pragma: no cover - the kube room ships with the package
@@ -365,7 +370,7 @@ def _load_cluster(kubeconfig: str | None, context: str | None):
     return state.snapshot()
 
 
-def _snapshot(scenario: Path | None, kubeconfig: str | None, context: str | None):
+def _snapshot(scenario: Path | None, kubeconfig: str | None, context: str | None) -> Snapshot:
     if scenario is not None:
         return _load_file(scenario)
     return _load_cluster(kubeconfig, context)
@@ -400,7 +405,7 @@ def nodes(
         n.nodepool for n in snap.nodes if n.nodepool
     }:
         raise _fail(
-            f"{pool!r}: no such NodePool; pools: {', '.join(sorted(p.metadata.name for p in snap.nodepools)) or 'none'}",
+            f"{pool!r}: no such NodePool; pools: {', '.join(sorted(p.name for p in snap.nodepools)) or 'none'}",
             flag="--pool",
         )
     width = None if write else out.terminal_width()

@@ -69,6 +69,7 @@ def build_providers(
     clouds: list[str],
     cluster_name: str,
     options: OptionValues,
+    shared: bool = False,
     clock: Any,
     registry: Any,
     register_node: Any,
@@ -79,7 +80,11 @@ def build_providers(
     from provisioner.controllers.provider_set import ProviderSet
 
     wiring = Wiring(
-        cluster_name=cluster_name, clock=clock.now, on_launch=register_node, on_delete=delete_node
+        cluster_name=cluster_name,
+        clock=clock.now,
+        on_launch=register_node,
+        on_delete=delete_node,
+        shared=shared,
     )
     try:
         return ProviderSet(plugins_.build(clouds, options, wiring, registry))
@@ -87,9 +92,12 @@ def build_providers(
         raise _fail(str(err)) from None
 
 
-def provider_factory(*, clouds: list[str], cluster_name: str, options: OptionValues) -> ProviderFactory:
+def provider_factory(
+    *, clouds: list[str], cluster_name: str, options: OptionValues, shared: bool = False
+) -> ProviderFactory:
     """The providers `--cloud` asks for, built by the operator once it has its clock, metrics registry,
-    client and state (`build_providers`, with the stand-in kubelet of a cloud that has none)."""
+    client and state (`build_providers`, with the stand-in kubelet of a cloud that has none); `shared`:
+    sharded replicas share one cloud account."""
 
     def build(ctx: ProviderContext) -> ProviderSet:
         register_node, delete_node = _fake_kubelet(ctx, clouds)
@@ -97,6 +105,7 @@ def provider_factory(*, clouds: list[str], cluster_name: str, options: OptionVal
             clouds=clouds,
             cluster_name=cluster_name,
             options=options,
+            shared=shared,
             clock=ctx.clock,
             registry=ctx.registry,
             register_node=register_node,
@@ -242,6 +251,16 @@ def run_command(
     ),
     lease_namespace: str = typer.Option("default", "--lease-namespace", envvar="POD_NAMESPACE"),
     lease_name: str = typer.Option("provisioner-leader", "--lease-name"),
+    shards: int = typer.Option(
+        0,
+        "--shards",
+        envvar="PROVISIONER_SHARDS",
+        help="Share the NodePools among every replica started with the same value: this many shard Leases "
+        "(<lease-name without -leader>-shard-<i>). 0: one leader acts, the others wait.",
+    ),
+    lease_duration: float = typer.Option(
+        15.0, "--lease-duration", help="Seconds a Lease outlives its holder's last renewal."
+    ),
     default_cpu_pools: str = typer.Option(
         "",
         "--default-cpu-pools",
@@ -278,6 +297,11 @@ def run_command(
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
+    options = dict(plugin_options or {})
+    if shards and "fake" in cloud.split(",") and not options.get("fake_state"):
+        raise _fail(
+            "--fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)"
+        )
     from provisioner.operator import OperatorError, OperatorSettings, build
 
     try:
@@ -285,7 +309,8 @@ def run_command(
             providers=provider_factory(
                 clouds=[c.strip() for c in cloud.split(",") if c.strip()],
                 cluster_name=cluster_name,
-                options=plugin_options or {},
+                options=options,
+                shared=shards > 0,
             ),
             cloud=cloud,
             cluster_name=cluster_name,
@@ -303,6 +328,8 @@ def run_command(
             leader_elect=leader_elect,
             lease_namespace=lease_namespace,
             lease_name=lease_name,
+            shards=shards,
+            lease_duration=lease_duration,
             disruption=disruption,
             validation_delay=validation_delay,
             default_cpu_pools=default_cpu_pools,

@@ -49,7 +49,7 @@ def _fail(paths: list[Path], err: ScenarioError) -> NoReturn:
     raise typer.Exit(1) from None
 
 
-def _gpu_text(gpu: dict | None) -> str:
+def _gpu_text(gpu: dict[str, Any] | None) -> str:
     if not gpu:
         return "-"
     text = f"{gpu['count']}x {gpu['name']} {gpu['memoryMiB'] // 1024}G"
@@ -91,7 +91,7 @@ def _print_table(loaded: LoadedScenario, results: Results) -> None:
         f"{'s' if len(loaded.nodepools) != 1 else ''}"
     )
     notes = {c.hostname: _fallback_note(c) for c in results.new_claims}
-    by_pool: dict[str, list[dict]] = {}
+    by_pool: dict[str, list[dict[str, Any]]] = {}
     for claim in doc["nodeClaims"]:
         by_pool.setdefault(claim["nodePool"], []).append(claim)
     for pool in [p.name for p in loaded.nodepools]:

@@ -81,6 +81,8 @@ class Wiring:
     """Called after a launch by a cloud without kubelets, to register the Node it stands in for."""
     on_delete: Callable[[Instance], None] | None = None
     """Called after a delete by such a cloud, to remove that Node."""
+    shared: bool = False
+    """Several replicas (shards) share the cloud: a cloud kept in a local file must share that file."""
 
 
 class NodeMaker(Protocol):

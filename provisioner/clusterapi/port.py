@@ -3,7 +3,7 @@ means.
 
 Controllers read from `provisioner.state.ClusterState` and write through this small protocol. Two
 implementations: `provisioner.kube.api.KubeClusterAPI` (a real API server) and
-`provisioner.clusterapi.memory.MemoryCluster` (writes straight into a ClusterState; unit tests and
+`provisioner.clusterapi.in_memory.MemoryCluster` (writes straight into a ClusterState; unit tests and
 `provisioner simulate`). Patches are JSON merge patches (RFC 7386): a key set to None is removed, lists
 are replaced whole; a patch carrying `metadata.resourceVersion` (`guarded`) is refused with a
 ConflictError when the object changed since that version.

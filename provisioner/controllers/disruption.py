@@ -51,20 +51,18 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.clusterapi import ClusterError, NotFoundError
 from provisioner.controllers.claims import build_nodeclaim
 from provisioner.controllers.conditions import set_condition
+from provisioner.controllers.disruption_notes import NodeBook
 from provisioner.controllers.pod_events import PodEvents
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.watch import Watch
-from provisioner.disruption import Command, Memory, Plan, plan
-from provisioner.disruption import Settings as PlannerSettings
-from provisioner.disruption import candidates as cand
+from provisioner.disruption import Command, DisruptionPlan, Memory, PlannerSettings, plan
 from provisioner.disruption.expiration_drift import CAPACITY_BLOCK_ENDING
 from provisioner.finops.action_rows import Launched, action_rows, blocker_rows
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, actions_to_json
 from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
-from provisioner.state.cluster import StateNode, team_of
 from provisioner.state.objects import DaemonSet, Pod
 
 log = logging.getLogger(__name__)
@@ -114,40 +112,6 @@ def _forceful(command: Command) -> bool:
     return command.method == "expiration"
 
 
-@dataclass(frozen=True, slots=True)
-class _NodeNotes:
-    """What the pass's bookkeeping reads of one node alone: worked out again only for a StateNode the
-    snapshot has not handed out before (it hands back the same frozen one while the node, its claim and its
-    pods are unchanged), so a pass over a quiet fleet of 10,000 nodes walks no pods."""
-
-    node: StateNode
-    problems: dict[str, str]
-    """Pod -> its do-not-disrupt annotation's problem (a value neither `true` nor a duration)."""
-    teams: tuple[str, ...] | None
-    """The teams of its workload pods while it has some (a live claim and Node), else None."""
-    marked: bool
-    """Tainted or conditioned as disrupting."""
-
-    @classmethod
-    def of(cls, sn: StateNode, owners: Mapping[str, str]) -> _NodeNotes:
-        claim = sn.claim
-        if claim is None:
-            return cls(node=sn, problems={}, teams=None, marked=False)
-        problems = {p.key: problem for p in sn.pods if (problem := cand.do_not_disrupt_problem(p))}
-        teams: tuple[str, ...] | None = None
-        if sn.node is not None and claim.metadata.deletion_timestamp is None:
-            workload = [p for p in sn.pods if not p.is_daemonset_pod and not p.is_terminal]
-            if workload:
-                teams = tuple(sorted({t for p in workload if (t := team_of(p, owners))}))
-        tainted = sn.node is not None and any(t.key == wk.DISRUPTED_TAINT for t in sn.node.taints)
-        return cls(
-            node=sn,
-            problems=problems,
-            teams=teams,
-            marked=tainted or is_true(claim.status.conditions, DISRUPTING),
-        )
-
-
 @dataclass(kw_only=True, eq=False)
 class DisruptionController(Reconciler):
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
@@ -159,7 +123,7 @@ class DisruptionController(Reconciler):
     nodes a pending pod waits for."""
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
-    last_plan: Plan | None = field(default=None, init=False)
+    last_plan: DisruptionPlan | None = field(default=None, init=False)
     memory: Memory = field(default_factory=Memory, init=False)
     """What the planner keeps of earlier plans (the last plan, consolidation keep-verdicts), so a plan
     costs what changed since (the planner is pure and keeps nothing itself)."""
@@ -170,16 +134,11 @@ class DisruptionController(Reconciler):
     _pod_events: PodEvents = field(init=False)
     _last_evaluation: datetime | None = field(default=None, init=False)
     _evaluations: int = field(default=0, init=False)
-    _last_teams: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
-    """Node -> the teams of the pods it last ran: an empty node's row still says whose it was."""
     _generation: int | None = field(default=None, init=False)
     _backoff: dict[str, tuple[datetime, timedelta]] = field(default_factory=dict, init=False)
     """Node -> (left alone until, current backoff) after abandoned commands."""
-    _annotation_warned: dict[str, str] = field(default_factory=dict, init=False)
-    """Pod -> the do-not-disrupt problem last reported for it (each is said once)."""
-    _notes: dict[str, _NodeNotes] = field(default_factory=dict, init=False)
-    _notes_teams: Mapping[str, str] = field(default_factory=dict, init=False)
-    """The namespace labels the notes' teams were read with (every snapshot has its own copy)."""
+    node_book: NodeBook = field(init=False)
+    """What the pass's bookkeeping notes of each node, kept between passes."""
 
     _watch: Watch = field(init=False)
     _carried: frozenset[str] = field(default=frozenset(), init=False)
@@ -188,8 +147,9 @@ class DisruptionController(Reconciler):
 
     def __post_init__(self) -> None:
         self._pod_events = PodEvents(cluster=self.cluster)
+        self.node_book = NodeBook(cluster=self.cluster)
         # What the per-node bookkeeping reads: the nodes, their claims and pods, the namespaces' teams.
-        self._watch = Watch(self.state, ("Node", "NodeClaim", "Pod", "Namespace", "Team"))
+        self._watch = Watch(self.state, ("Node", "NodeClaim", "Pod", "Namespace", "Team"), owns=self.owns)
 
     # ---- the loop ----------------------------------------------------------------------------------
 
@@ -210,10 +170,10 @@ class DisruptionController(Reconciler):
             or frozenset(self.active) != self._carried
         ):
             self._carried, self._unmark_failed = frozenset(self.active), False
-            self._note_nodes(snap)
-            self._warn_invalid_annotations()
+            self.node_book.note(snap)
+            self.node_book.warn_invalid_annotations()
             self._pod_events.observe(snap, now)
-            self._remember_teams()
+            self.node_book.remember_teams()
             self._clear_orphaned_marks(snap, now)
         self._progress(snap, now)
         try:
@@ -288,7 +248,7 @@ class DisruptionController(Reconciler):
             ),
         )
 
-    def _plan(self, snap: Snapshot, now: datetime) -> Plan:
+    def _plan(self, snap: Snapshot, now: datetime) -> DisruptionPlan:
         in_flight = {name for a in self.active.values() for name in a.replacements}
         view = dataclasses.replace(
             snap,
@@ -350,7 +310,7 @@ class DisruptionController(Reconciler):
         carried = {name for a in self.active.values() for name in a.claims}
         for sn in snap.nodes:
             claim = sn.claim
-            if not self._notes[sn.name].marked or claim is None:
+            if not self.node_book.notes[sn.name].marked or claim is None:
                 continue
             if claim.name in carried or sn.deleting or claim.metadata.deletion_timestamp:
                 continue
@@ -441,7 +401,7 @@ class DisruptionController(Reconciler):
         for sn in active.command.nodes:
             self._backoff.pop(sn.name, None)
         rows = [
-            dataclasses.replace(r, teams=r.teams or self._last_teams.pop(r.node, ()))
+            dataclasses.replace(r, teams=r.teams or self.node_book.last_teams.pop(r.node, ()))
             for r in action_rows(
                 active.command, time=now, command_id=active.id, launched=self._launched(active)
             )
@@ -507,40 +467,3 @@ class DisruptionController(Reconciler):
             self.cluster.record_event(
                 kind="NodeClaim", name=name, reason="DisruptionAbandoned", message=why, type="Warning"
             )
-
-    def _note_nodes(self, snap: Snapshot) -> None:
-        """This pass's notes: last pass's for the nodes the snapshot hands back unchanged."""
-        teams = snap.team_names()
-        if teams != self._notes_teams:
-            self._notes_teams, self._notes = teams, {}
-        notes: dict[str, _NodeNotes] = {}
-        for sn in snap.nodes:
-            note = self._notes.get(sn.name)
-            notes[sn.name] = note if note is not None and note.node is sn else _NodeNotes.of(sn, teams)
-        self._notes = notes
-
-    def _warn_invalid_annotations(self) -> None:
-        """A do-not-disrupt value that is neither `true` nor a duration is ignored; say so once per value."""
-        warned: dict[str, str] = {}
-        for note in self._notes.values():
-            for key, problem in note.problems.items():
-                warned[key] = problem
-                if self._annotation_warned.get(key) != problem:
-                    namespace, _, name = key.partition("/")
-                    self.cluster.record_event(
-                        kind="Pod",
-                        name=name,
-                        namespace=namespace,
-                        reason="InvalidDoNotDisruptAnnotation",
-                        message=problem,
-                        type="Warning",
-                    )
-        self._annotation_warned = warned
-
-    # ---- teams ---------------------------------------------------------------------------------------
-
-    def _remember_teams(self) -> None:
-        """Note each node's workload teams while it has pods, for the row of a node removed once empty."""
-        for name, note in self._notes.items():
-            if note.teams is not None:
-                self._last_teams[name] = note.teams

@@ -39,7 +39,7 @@ class GarbageCollector(Reconciler):
     def __post_init__(self) -> None:
         # The claims (and the snapshot's order of them, which follows the Nodes they join), and the
         # Nodes no claim owns: made again only when a Node or claim was written since the last run.
-        self._watch = Watch(self.state, ("NodeClaim", "Node"))
+        self._watch = Watch(self.state, ("NodeClaim", "Node"), owns=self.owns)
 
     def reconcile(self, now: datetime) -> None:
         if self._last_run is not None and now - self._last_run < self.settings.gc_interval:

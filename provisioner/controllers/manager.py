@@ -8,13 +8,17 @@ node repair, disruption (when enabled), termination, garbage collection, pool st
 
 With a ledger recorder, disruption hands it its actions and blockers and the usage controller its
 samples. Only the leader steps, so only the leader writes.
+
+With `sharding` (replicas sharing the NodePools, `controllers/sharding.py`), the pool controllers read
+this replica's part of the state, and the controllers whose decisions span pools (`GLOBAL_CONTROLLERS`)
+run on the whole of it, only in the replica holding quota admission.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypedDict
 
@@ -33,13 +37,15 @@ from provisioner.controllers.provisioning import ProvisioningController
 from provisioner.controllers.provisioning_requests import ProvisioningRequestController
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.repair import RepairController
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
+from provisioner.controllers.sharding import GLOBAL_CONTROLLERS, Sharding
 from provisioner.controllers.termination import TerminationController
 from provisioner.controllers.usage import UsageController
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.scheduling import SolveFn, SolveOptions
 from provisioner.scheduling.results import GangOutcome
 from provisioner.state import ClusterState
+from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +58,7 @@ class Manager:
         cluster: ClusterAPI,
         providers: ProviderSet,
         clock: Clock,
-        settings: Settings | None = None,
+        settings: ControllerSettings | None = None,
         metrics: Metrics | None = None,
         solve: SolveFn = scheduling.solve,
         solve_options: SolveOptions | None = None,
@@ -60,15 +66,17 @@ class Manager:
         disruption: bool = False,
         disruption_settings: DisruptionSettings | None = None,
         recorder: LedgerRecorder | None = None,
+        sharding: Sharding | None = None,
     ) -> None:
         self.state = state
         self.cluster = cluster
         self.providers = providers
         self.clock = clock
-        self.settings = settings or Settings()
+        self.settings = settings or ControllerSettings()
         self.metrics = metrics or Metrics()
         self.is_leader = is_leader
-        shape = _Shape(
+        self.sharding = sharding
+        everything = _Shape(
             state=state,
             cluster=cluster,
             providers=providers,
@@ -76,15 +84,31 @@ class Manager:
             metrics=self.metrics,
             clock=clock,
         )
-        self.requests = ProvisioningRequestController(**shape, solve=solve, gang_outcome=self._gang_outcome)
-        self.provisioning = ProvisioningController(
-            **shape, solve=solve, solve_options=solve_options, booked=self.requests.booked_pods
+        # Sharded, the pool controllers see this replica's pools only; the ones in
+        # sharding.GLOBAL_CONTROLLERS the whole cluster (and run only where quota admission is held).
+        shape = _Shape(
+            state=sharding.state(state) if sharding is not None else state,
+            cluster=sharding.cluster(cluster) if sharding is not None else cluster,
+            providers=providers,
+            settings=self.settings,
+            metrics=self.metrics,
+            clock=clock,
         )
-        self.interruption = InterruptionController(**shape, on_interrupted=self.provisioning.trigger)
-        self.admission = AdmissionController(**shape)
+        self.requests = ProvisioningRequestController(
+            **everything, solve=solve, gang_outcome=self._gang_outcome
+        )
+        self.provisioning = ProvisioningController(
+            **shape,
+            solve=solve,
+            solve_options=solve_options,
+            booked=self._booked,
+            pass_on=(lambda u, now: sharding.pass_on(cluster, u, now)) if sharding is not None else None,
+        )
+        self.interruption = InterruptionController(**everything, on_interrupted=self.provisioning.trigger)
+        self.admission = AdmissionController(**everything)
         self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
-        self.gc = GarbageCollector(**shape)
+        self.gc = GarbageCollector(**everything)
         self.repair = RepairController(**shape, recorder=recorder)
         self.nodepools = NodePoolStatusController(**shape)
         self.controllers: list[tuple[str, Reconciler]] = [
@@ -114,11 +138,17 @@ class Manager:
                 solve=solve,
                 recorder=recorder,
                 disruption=disruption_settings or DisruptionSettings(),
-                booked=self.requests.booked_pods,
+                booked=self._booked,
             )
             self.controllers.insert(
                 self.controllers.index(("termination", self.termination)), ("disruption", self.disruption)
             )
+
+    def _booked(self) -> Sequence[Pod]:
+        pods = self.requests.booked_pods()
+        if self.sharding is None or not pods:
+            return pods
+        return self.sharding.take(pods, self.state.snapshot())
 
     def _gang_outcome(self, name: str) -> GangOutcome | None:
         """What the last provisioning solve decided for a gang (a ProvisioningRequest's reason)."""
@@ -132,9 +162,12 @@ class Manager:
         if not leading:
             return False
         when = now or self.clock.now()
+        admits = self.sharding is None or self.sharding.holds_admission()
         for name, controller in self.controllers:
             if not self.is_leader():
                 return False
+            if not admits and name in GLOBAL_CONTROLLERS:
+                continue
             try:
                 controller.reconcile(when)
             except NotLeader:
@@ -165,6 +198,6 @@ class _Shape(TypedDict):
     state: ClusterState
     cluster: ClusterAPI
     providers: ProviderSet
-    settings: Settings
+    settings: ControllerSettings
     metrics: Metrics
     clock: Clock

@@ -68,7 +68,9 @@ class NodePoolStatusController(Reconciler):
 
     def __post_init__(self) -> None:
         # What a pool's status is made of: its claims (usage), itself (limits) and its NodeClass (Ready).
-        self._watch = Watch(self.state, ("NodeClaim", "NodePool", "AWSNodeClass", "GCPNodeClass"))
+        self._watch = Watch(
+            self.state, ("NodeClaim", "NodePool", "AWSNodeClass", "GCPNodeClass"), owns=self.owns
+        )
 
     def reconcile(self, now: datetime) -> None:
         if not self._watch.take() and not self._failed:

@@ -66,6 +66,8 @@ class ProvisioningController(Reconciler):
     booked: Callable[[], Sequence[Pod]] = tuple
     """The pods of ProvisioningRequests being provisioned or holding booked capacity (never in the
     cluster): solved with the pending pods, so their nodes launch and stay theirs."""
+    pass_on: Callable[[Sequence[Unschedulable], datetime], None] | None = None
+    """Sharded replicas: told the pods this solve could not place (`controllers.sharding`)."""
     batches: int = field(default=0, init=False)
     last_results: Results | None = field(default=None, init=False)
     _seen: frozenset[str] | None = field(default=None, init=False)
@@ -81,7 +83,7 @@ class ProvisioningController(Reconciler):
     """The last pass found no pod needing capacity: while no pod, Node or claim is written, none does."""
 
     def __post_init__(self) -> None:
-        self._watch = Watch(self.state, ("Pod", "Node", "NodeClaim"))
+        self._watch = Watch(self.state, ("Pod", "Node", "NodeClaim"), owns=self.owns)
 
     def trigger(self) -> None:
         """Solve at the next reconcile, without waiting for the batch window (interruptions)."""
@@ -136,7 +138,11 @@ class ProvisioningController(Reconciler):
             self._solved = None
             self._seen = None
         else:
-            self._solved = self._signature(after, [*pods_needing_capacity(after), *self.booked()], now)
+            # Only the pods this batch solved: one that arrived while it was solving opens the next batch
+            # (counted as solved, it would wait for some other change).
+            batch = {p.key for p in pods}
+            solved = [p for p in [*pods_needing_capacity(after), *self.booked()] if p.key in batch]
+            self._solved = self._signature(after, solved, now)
             self._seen = self._solved
         return results
 
@@ -180,6 +186,8 @@ class ProvisioningController(Reconciler):
         # A ProvisioningRequest's pods are not in the cluster: the request's conditions say why instead.
         unschedulable = [u for u in results.unschedulable if not is_booking_pod(u.pod)]
         self._events_for_unschedulable(unschedulable, {p.key for p in pods})
+        if self.pass_on is not None:
+            self.pass_on(unschedulable, now)
         return results
 
     def _options(self) -> SolveOptions:

@@ -8,6 +8,7 @@ that builds it. `reconcile(now)` is one level-triggered pass. The solver they ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,7 +16,8 @@ from provisioner.clock import Clock
 from provisioner.clusterapi import ClusterAPI
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
+from provisioner.controllers.watch import every_pool
 from provisioner.state import ClusterState
 
 
@@ -28,9 +30,12 @@ class Reconciler:
     """Read only through `snapshot()` (or under its lock): informer threads write it."""
     cluster: ClusterAPI
     providers: ProviderSet
-    settings: Settings
+    settings: ControllerSettings
     metrics: Metrics
     clock: Clock
+    owns: Callable[[str], bool] = every_pool
+    """The NodePools this controller serves, by name (all of them unless its replica serves a shard): the
+    controller's `Watch` hands out only the claims, Nodes and pools of these."""
 
     def reconcile(self, now: datetime) -> object:
         """One pass over the cluster as it is now."""

@@ -58,7 +58,7 @@ class RepairController(Reconciler):
     out, a budget window opens, on time alone)."""
 
     def __post_init__(self) -> None:
-        self._watch = Watch(self.state, ("Node", "NodeClaim", "NodePool"))
+        self._watch = Watch(self.state, ("Node", "NodeClaim", "NodePool"), owns=self.owns)
 
     def reconcile(self, now: datetime) -> None:
         # No node unhealthy last pass and no Node, claim or pool written since: none is now.

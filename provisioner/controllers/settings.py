@@ -12,7 +12,10 @@ from provisioner.scheduling.pool_order import ClusterDefaults
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class ControllerSettings:
+    """What every controller reads of its timing and the cluster's identity (the planner's own knobs are
+    `provisioner.disruption.PlannerSettings`; the operator's wiring, `provisioner.operator.OperatorSettings`)."""
+
     cluster_name: str = "default"
     """Tag/label value that marks instances as this cluster's."""
     batch_idle: timedelta = timedelta(seconds=1)

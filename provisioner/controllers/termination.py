@@ -80,7 +80,7 @@ class TerminationController(Reconciler):
     the cloud's deletion move without a write to a claim)."""
 
     def __post_init__(self) -> None:
-        self._watch = Watch(self.state, ("NodeClaim",))
+        self._watch = Watch(self.state, ("NodeClaim",), owns=self.owns)
 
     def reconcile(self, now: datetime) -> None:
         # No claim deleting last pass and none written since: none is deleting now.

@@ -40,7 +40,9 @@ class UsageController(Reconciler):
     def __post_init__(self) -> None:
         self._meter = UsageMeter(interval=self.interval)
         # What a node's row is made of: its Node, claim and pods, its namespaces' teams, its pool's owner.
-        self._watch = Watch(self.state, ("NodeClaim", "Node", "Pod", "Namespace", "Team", "NodePool"))
+        self._watch = Watch(
+            self.state, ("NodeClaim", "Node", "Pod", "Namespace", "Team", "NodePool"), owns=self.owns
+        )
 
     def reconcile(self, now: datetime) -> None:
         # Nothing written since the last pass: the meter only notes the time (no walk over the nodes).

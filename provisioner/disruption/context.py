@@ -21,7 +21,7 @@ from provisioner.disruption import candidates as cand
 from provisioner.disruption import records, verdicts
 from provisioner.disruption.budgets import BudgetTracker
 from provisioner.disruption.facts import Facts, NodeFacts
-from provisioner.disruption.model import Blocker, BlockerKind, Command, NodeRecord, Plan
+from provisioner.disruption.model import Blocker, BlockerKind, Command, DisruptionPlan, NodeRecord
 from provisioner.disruption.pdbs import PDBLedger
 from provisioner.disruption.plan_time import PlanTime
 from provisioner.disruption.verdicts import Verdict, Verdicts
@@ -34,7 +34,7 @@ from provisioner.state.objects import Pod
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class PlannerSettings:
     """Knobs of the planner that are not per pool."""
 
     spot_to_spot_min_options: int = 15
@@ -64,7 +64,7 @@ class Context:
         pools: list[NodePool],
         instance_types: Mapping[str, Sequence[InstanceType]],
         clock: PlanTime,
-        settings: Settings,
+        settings: PlannerSettings,
         solve: SolveFn,
         budgets: BudgetTracker,
         removed: set[str],
@@ -80,7 +80,7 @@ class Context:
         self.settings = settings
         self._solve = solve
         self.budgets = budgets
-        self.result = Plan(now=clock.now)
+        self.result = DisruptionPlan(now=clock.now)
         self.nodes: dict[str, StateNode] = {n.name: n for n in snapshot.nodes}
         """Every node as this plan leaves it: receivers carry the pods moved onto them."""
         self.removed = removed

@@ -6,7 +6,7 @@ its caller holds a `Memory` and hands it to every plan. It holds
 - the last plan and everything it read: when the next plan is given the very same inputs at a moment
   its time's answers still hold for (`plan_time`: no `consolidateAfter`, `expireAfter`, do-not-disrupt
   duration, budget window or Capacity Block lead crossed in between), that plan is handed back as it is
-  (`Plan.repeated`), without evaluating a node;
+  (`DisruptionPlan.repeated`), without evaluating a node;
 - consolidation keep-verdicts (`verdicts`) and what each node's facts are (`facts`), for the plans
   that do run.
 
@@ -28,7 +28,7 @@ from datetime import datetime
 from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption.facts import Facts
-from provisioner.disruption.model import Plan
+from provisioner.disruption.model import DisruptionPlan
 from provisioner.disruption.plan_time import PlanTime, aware
 from provisioner.disruption.verdicts import Verdicts
 from provisioner.state.cluster import Snapshot
@@ -97,9 +97,9 @@ class Memory:
     def __init__(self) -> None:
         self.verdicts = Verdicts()
         self.facts = Facts()
-        self._last: tuple[Inputs, PlanTime, Plan] | None = None
+        self._last: tuple[Inputs, PlanTime, DisruptionPlan] | None = None
 
-    def repeat(self, inputs: Inputs, now: datetime) -> Plan | None:
+    def repeat(self, inputs: Inputs, now: datetime) -> DisruptionPlan | None:
         """The last plan, when it read exactly these inputs and its clock's answers hold at `now`."""
         if self._last is None:
             return None
@@ -107,7 +107,7 @@ class Memory:
         moment = aware(now)
         if not clock.holds_at(moment) or not last_inputs.same(inputs):
             return None
-        return Plan(
+        return DisruptionPlan(
             now=moment,
             commands=list(last.commands),
             blockers=list(last.blockers),
@@ -115,6 +115,6 @@ class Memory:
             repeated=True,
         )
 
-    def made(self, inputs: Inputs, clock: PlanTime, plan: Plan) -> None:
+    def made(self, inputs: Inputs, clock: PlanTime, plan: DisruptionPlan) -> None:
         """The plan just made from these inputs, with the clock it asked."""
         self._last = (inputs, clock, plan)

@@ -122,7 +122,9 @@ class Command:
 
 
 @dataclass(slots=True)
-class Plan:
+class DisruptionPlan:
+    """What one pass of the planner decided: the commands to carry out, and why every other node stays."""
+
     now: datetime
     commands: list[Command] = field(default_factory=list)
     blockers: list[Blocker] = field(default_factory=list)

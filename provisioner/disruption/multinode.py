@@ -26,7 +26,7 @@ METHOD = "multi-node"
 
 
 def _chosen(ctx: Context) -> list[StateNode]:
-    """Candidates each pool's budget and its PDBs allow, up to `Settings.multi_node_max_candidates`."""
+    """Candidates each pool's budget and its PDBs allow, up to `PlannerSettings.multi_node_max_candidates`."""
     pool_room: dict[str, int | None] = {}
     chosen: list[StateNode] = []
     for node in consolidation.candidates(ctx, method=METHOD):

@@ -9,12 +9,12 @@ nodes that receive them, so later commands in the same plan see what earlier one
 are proven to fit by re-solving with the scheduler, never by guessing.
 
 This module owns only the orchestration: the budgets as the plan starts, the candidates, the methods in
-order until `Settings.max_commands`, and the resulting `Plan` (or the last one again, when the caller's
-`memory` says nothing the plan reads has changed since). A plan taking part of a gang is made again
+order until `PlannerSettings.max_commands`, and the resulting `DisruptionPlan` (or the last one again,
+when the caller's `memory` says nothing the plan reads has changed since). A plan taking part of a gang is made again
 without that gang's nodes (`gangs`).
 
-Pure: no clock, no client; `now` and settings come in, a `Plan` goes out. Time is read only through the
-plan's `PlanTime`.
+Pure: no clock, no client; `now` and settings come in, a `DisruptionPlan` goes out. Time is read only
+through the plan's `PlanTime`.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from provisioner.api import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import emptiness, expiration_drift, gangs, multinode, preferred, singlenode
 from provisioner.disruption.budgets import BudgetTracker
-from provisioner.disruption.context import Context, Settings
+from provisioner.disruption.context import Context, PlannerSettings
 from provisioner.disruption.facts import Facts, candidate_blocker
 from provisioner.disruption.memory import Inputs, Memory
-from provisioner.disruption.model import BlockerKind, Plan
+from provisioner.disruption.model import BlockerKind, DisruptionPlan
 from provisioner.disruption.plan_time import PlanTime
 from provisioner.disruption.verdicts import Shared
 from provisioner.scheduling import SolveFn
@@ -73,11 +73,11 @@ def plan(
     *,
     instance_types: Mapping[str, Sequence[InstanceType]],
     now: datetime,
-    settings: Settings = Settings(),
+    settings: PlannerSettings = PlannerSettings(),
     pools: Sequence[NodePool] | None = None,
     solve: SolveFn | None = None,
     memory: Memory | None = None,
-) -> Plan:
+) -> DisruptionPlan:
     """Every disruption worth doing now, within budgets and PDBs, and the blocker of every node kept.
 
     `memory`: what the caller keeps of its earlier plans of the same cluster (`memory`); the plan is the
@@ -122,11 +122,11 @@ def _plan(
     pools: list[NodePool],
     instance_types: Mapping[str, Sequence[InstanceType]],
     now: datetime,
-    settings: Settings,
+    settings: PlannerSettings,
     solve: SolveFn,
     memory: Memory | None,
     held: Mapping[str, str],
-) -> tuple[Plan, PlanTime]:
+) -> tuple[DisruptionPlan, PlanTime]:
     pool_list = pools
     clock = PlanTime(now)
     facts = memory.facts if memory is not None else Facts()

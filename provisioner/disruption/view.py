@@ -1,7 +1,7 @@
 """What a re-solve is shown, and the first-fit screen over the same free capacity.
 
 A re-solve need not see the whole cluster: for each moved pod, the best-fitting nodes able to take it are
-enough (`Settings.nodes_per_pod`), plus every node of a pool with limits (they count) and every node
+enough (`PlannerSettings.nodes_per_pod`), plus every node of a pool with limits (they count) and every node
 running a pod with required anti-affinity (it may repel). Pods with topology always get the whole
 cluster. The same picture of free capacity, ordered by free CPU, serves the first-fit screen that tells
 whether a node's pods obviously fit elsewhere.

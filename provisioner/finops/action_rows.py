@@ -22,7 +22,7 @@ from provisioner.finops import money
 from provisioner.finops.rows import ActionRow, BlockerRow, workload_of
 
 if TYPE_CHECKING:
-    from provisioner.disruption.model import Command, Plan
+    from provisioner.disruption.model import Command, DisruptionPlan
     from provisioner.state.cluster import StateNode
     from provisioner.state.objects import Pod
 
@@ -120,8 +120,8 @@ def action_rows(
     return out
 
 
-def blocker_rows(plan: Plan, *, evaluation_id: str) -> list[BlockerRow]:
-    """Every blocker of a planner `Plan` (time = the plan's `now`)."""
+def blocker_rows(plan: DisruptionPlan, *, evaluation_id: str) -> list[BlockerRow]:
+    """Every blocker of a planner `DisruptionPlan` (time = the plan's `now`)."""
     return [
         BlockerRow(
             time=plan.now,

@@ -157,7 +157,7 @@ class Ledger:
         until: datetime | None,
         pool: str | None,
         conn: Connection | None = None,
-    ) -> Select:
+    ) -> Select[Any]:
         """Rows that start in [since, until); with `conn`, on a table of rows that span `hours`, every row
         that overlaps the window (starting up to the longest row's hours before `since`)."""
         query = select(table).order_by(table.c.time, table.c.id)

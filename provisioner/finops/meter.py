@@ -11,7 +11,8 @@ cost is the fleet's cost, and `simulate` and `report` read that one sum.
 Allocation (teams, workloads, requests) is sampled at the end of each node's row: a row is one sample.
 A pass only notes the node as it saw it (the snapshot's objects are frozen); the sample is taken from
 that when the row is written, so a pass costs a lookup per node, not a sample (a 10,000-node cluster
-is observed far more often than its rows are written). A node unchanged since its last row (the same
+is observed far more often than its rows are written), and a pass its caller says nothing was written
+before costs nothing per node: every open node was seen by the last pass, which the meter keeps once. A node unchanged since its last row (the same
 StateNode, namespace labels and pool owner) gets that row again with its own time and hours: most of a
 steady fleet's rows cost no walk over their pods.
 

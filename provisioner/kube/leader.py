@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         if renew_deadline >= lease_duration:
             raise ValueError("renew_deadline must be shorter than lease_duration")
@@ -43,6 +45,8 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        self.labels = dict(labels or {})
+        """Set on the Lease when this elector creates it (sharded replicas find each other by them)."""
         self._leader = False
         self._renewed_at = None  # type: Any
         self._lock = threading.Lock()
@@ -59,6 +63,10 @@ class LeaderElector:
                 return False
             return True
 
+    def stop(self, why: str) -> None:
+        """Stop acting now without giving the lease up: it expires unless renewed by a later `step`."""
+        self._lose(why)
+
     def _lose(self, why: str) -> None:
         with self._lock:
             if self._leader:
@@ -73,8 +81,11 @@ class LeaderElector:
             try:
                 lease = self.client.get(kc.LEASE, self.name, namespace=self.namespace)
             except NotFoundError:
+                meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+                if self.labels:
+                    meta["labels"] = self.labels
                 body = {
-                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "metadata": meta,
                     "spec": {
                         "holderIdentity": self.identity,
                         "leaseDurationSeconds": int(self.lease_duration),

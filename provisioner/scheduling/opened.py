@@ -70,7 +70,7 @@ class OpenedNodes:
         cache: OptionCache,
         dims: Dims,
         topology: Topology,
-        held: reservations.Ledger,
+        held: reservations.ReservationRoom,
         shapes: Sequence[Shape],
         cost_aware_packing: bool,
         claim_name_prefix: str,

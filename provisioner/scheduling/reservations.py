@@ -1,6 +1,6 @@
 """Reservations within one solve: how many instances each can still take, and how many this solve's new
 nodes already hold. A reservation's offerings are priced zero (paid for either way), so the solver puts
-new nodes into them first; this ledger says when one is used up, so the rest go to the usual ladder.
+new nodes into them first; `ReservationRoom` says when one is used up, so the rest go to the usual ladder.
 
 Pure bookkeeping: which offerings drop out once a reservation is full is `offerings.OptionCache`'s, and
 the order pools are asked in is the solver's.
@@ -20,7 +20,7 @@ def reservation_of(option: Option) -> str | None:
     return reservation.id if reservation is not None else None
 
 
-class Ledger:
+class ReservationRoom:
     """Free count per reservation (as the providers said) and what this solve's new nodes hold."""
 
     __slots__ = ("free", "held")

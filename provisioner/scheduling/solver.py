@@ -132,7 +132,7 @@ class _Solver:
             team_lists=pool_order.team_lists(snapshot),
         )
         self.shapes: list[Shape] = []
-        self.reservations = reservations.Ledger(self.pools)
+        self.reservations = reservations.ReservationRoom(self.pools)
         self.opened = OpenedNodes(
             cache=self.cache,
             dims=self.dims,

@@ -17,7 +17,7 @@ from provisioner.finops.rows import BestRow
 from provisioner.scheduling import solve
 from provisioner.scheduling.optimum import exact_optimum
 from provisioner.sim.loaded import LoadedScenario
-from provisioner.sim.runner import RunResult
+from provisioner.sim.records import RunResult
 from provisioner.state import Pod
 from provisioner.state.cluster import Snapshot
 

@@ -25,7 +25,8 @@ from provisioner.sim import gangs as sim_gangs
 from provisioner.sim import output as output_
 from provisioner.sim import static
 from provisioner.sim.loaded import LoadedScenario
-from provisioner.sim.runner import Runner, RunResult
+from provisioner.sim.records import RunResult
+from provisioner.sim.runner import Runner
 from provisioner.sim.timeline import Timeline
 
 

@@ -22,9 +22,9 @@ from typing import Any
 from provisioner.api import durations
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProviderError
-from provisioner.finops.reports import reservations, scale_down
+from provisioner.finops.reports import reservations, scale_down, scale_down_formats
 from provisioner.sim.gangs import timeline_gangs
-from provisioner.sim.runner import ClaimRecord, RunResult
+from provisioner.sim.records import ClaimRecord, RunResult
 
 ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
 """Events left out of the output: one per pod or node of every batch and command, said otherwise."""
@@ -234,4 +234,4 @@ def teams_json(teams: Any) -> dict[str, Any]:
 
 def report(result: RunResult, *, fmt: str) -> str:
     """The FinOps scale-down report over the whole run, as html, csv or json."""
-    return scale_down.RENDERERS[fmt](scale_down_report(result))
+    return scale_down_formats.RENDERERS[fmt](scale_down_report(result))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,19 +22,15 @@ from prometheus_client import CollectorRegistry
 
 from provisioner.api import durations
 from provisioner.api import labels as wk
-from provisioner.api.common import is_true
-from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.api.team import Department, Team
 from provisioner.clock import VirtualClock
 from provisioner.cloudprovider import registry, wrappers
-from provisioner.cloudprovider.plugin import SimulatedCloud
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from provisioner.finops.rows import ActionRow, BestRow, ReservationRow, UsageRow
 from provisioner.sim import catalogs
 from provisioner.sim import gangs as sim_gangs
 from provisioner.sim.binder import Binder
@@ -48,6 +43,7 @@ from provisioner.sim.cluster import (
 )
 from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.pool_types import PoolScopedTypes, admits
+from provisioner.sim.records import ClaimLog, RunResult, StepRecord
 from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import Step, Timeline, matches_workload
 from provisioner.state import ClusterState, Pod
@@ -69,67 +65,6 @@ def counting_names() -> Callable[[], str]:
     claim names (and with them node names, provider ids and every ordering by name) repeat run to run."""
     counter = itertools.count(1)
     return lambda: f"{next(counter):06x}"
-
-
-@dataclass
-class ClaimRecord:
-    """A NodeClaim seen during the run, for the output."""
-
-    name: str
-    nodepool: str
-    created: datetime
-    instance_type: str = ""
-    zone: str = ""
-    capacity_type: str = ""
-    reservation_id: str = ""
-    price: float = 0.0
-    options: list[str] = field(default_factory=list)
-    launched: datetime | None = None
-    deleted: datetime | None = None
-    pods: set[str] = field(default_factory=set)
-    """Every pod ever bound to it."""
-
-
-@dataclass
-class StepRecord:
-    step: Step
-    time: datetime
-    cost_before: float
-    nodes_before: int
-
-
-@dataclass
-class RunResult:
-    start: datetime
-    end: datetime
-    state: ClusterState
-    claims: dict[str, ClaimRecord]
-    steps: list[StepRecord]
-    actions: list[ActionRow]
-    usage: list[UsageRow]
-    last_results: Any
-    fake: SimulatedCloud
-    ticks: int = 0
-    pods_recreated: int = 0
-    pods_completed: list[str] = field(default_factory=list)
-    events: list[Any] = field(default_factory=list)
-    """Every Event the controllers recorded, in order."""
-    """Pods that finished their run time (`sim.provisioner.sh/runs-for`), in order."""
-    max_disrupting: dict[str, int] = field(default_factory=dict)
-    """Pool -> the most of its nodes disrupted at once by a voluntary decision (its budget's bound)."""
-    held: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    """Pods waiting for admission at the end -> (pool, why) for each pool of their order."""
-    reservations: list[ReservationRow] = field(default_factory=list)
-    """The ledger's reservation samples: each reservation's instances, running and used, over the run."""
-    best: list[BestRow] = field(default_factory=list)
-    """The best possible cost per interval, when `simulate --best-possible` solved it."""
-    demand: list[tuple[datetime, tuple[Pod, ...]]] = field(default_factory=list)
-    """(time, the pods wanting capacity from then on) at every change; empty past `DEMAND_PODS` pods."""
-    avoided: dict[str, Any] = field(default_factory=dict)
-    """Gang -> what a one-at-a-time launch would have billed for it (`sim.gangs.Avoided`)."""
-    ledger: Ledger | None = None
-    """The run's ledger, open while its caller keeps it: the blockers (one row per node kept per
-    evaluation, the most rows of a large run) are read from it only by the report that shows them."""
 
 
 class Runner:
@@ -160,15 +95,7 @@ class Runner:
         spec = loaded.scenario.spec
         self.clock = VirtualClock(START)
         self.state = ClusterState()
-        # What `_observe` reads each tick: the claims and pods written since the last.
-        self._claims_written = self.state.changes("NodeClaim")
-        self._pods_written = self.state.changes("Pod")
-        self._claim_of: dict[str, str] = {}
-        """Node name -> the claim whose status names it."""
-        self._node_of: dict[str, str] = {}
-        """Claim -> the node name its status gives."""
-        self._unsettled: set[str] = set()
-        """Claims deleting or not yet initialized: what `_in_flight` waits on."""
+        self.claim_log = ClaimLog(self.state)
         self.cluster = SimCluster(self.state, self.clock)
         self.demand: list[tuple[datetime, tuple[Pod, ...]]] = []
         """(time, the pods wanting capacity from then on), at every change (`_note_demand`)."""
@@ -207,7 +134,7 @@ class Runner:
             cluster=self.cluster,
             providers=ProviderSet.every_kind(provider),
             clock=self.clock,
-            settings=Settings(
+            settings=ControllerSettings(
                 cluster_name="sim", name_suffix=counting_names(), pool_defaults=loaded.pool_defaults
             ),
             metrics=Metrics(CollectorRegistry()),
@@ -253,7 +180,6 @@ class Runner:
         end = START + self.timeline.duration
         steps = list(self.timeline.steps)
         records: list[StepRecord] = []
-        self.claims: dict[str, ClaimRecord] = {}
         quiet = 0
         ticks = 0
         last_generation = -1
@@ -295,7 +221,7 @@ class Runner:
             start=START,
             end=self.clock.now(),
             state=self.state,
-            claims=self.claims,
+            claims=self.claim_log.claims,
             steps=records,
             actions=actions,
             usage=self.ledger.usage(),
@@ -320,7 +246,8 @@ class Runner:
         self.binder.sync()
         self.manager.step(now)
         self.kubelets.sync(now)
-        self._observe(now)
+        if self.claim_log.observe(now):
+            self._demand_changed = True
         self._note_demand(now)
         self.avoided.saw(self.manager.provisioning.last_results)
         self.avoided.tick(now, self.state)
@@ -351,67 +278,12 @@ class Runner:
 
     def _in_flight(self) -> bool:
         """Something that moves with time alone: a claim launching or terminating, a pod not yet marked."""
-        if self._unsettled:  # kept by `_observe`, which runs last in a tick
+        if self.claim_log.unsettled:  # kept by `ClaimLog.observe`, which runs last in a tick
             return True
         if getattr(self.disruption, "active", None) or getattr(self.disruption, "pending", None):
             return True
         # A gated pod waits for quota, not for time: it moves only when something else does.
         return any(not p.unschedulable and not p.gated for p in self.state.pending.values())
-
-    def _observe(self, now: datetime) -> None:
-        """Record the claims and the pods bound to their nodes, from what was written since the last
-        tick: a claim first seen, launched or gone; a pod bound (or a claim newly naming a node that has
-        pods). A claim's record keeps every pod ever bound to its node."""
-        named: list[str] = []
-        for name in sorted(self._claims_written.take()):
-            claim = self.state.claims.get(name)
-            before = self._node_of.pop(name, None)
-            if before is not None and self._claim_of.get(before) == name:
-                del self._claim_of[before]
-            rec = self.claims.get(name)
-            if claim is None:
-                self._unsettled.discard(name)
-                if rec is not None and rec.deleted is None:
-                    rec.deleted = now
-                continue
-            if rec is None:
-                rec = self.claims[name] = ClaimRecord(
-                    name=name,
-                    nodepool=claim.nodepool or "",
-                    created=now,
-                    options=list(claim.instance_type_options()),
-                )
-            status = claim.status
-            if status.provider_id and rec.launched is None:
-                rec.launched = now
-                rec.instance_type = status.instance_type or ""
-                rec.zone = status.zone or ""
-                rec.capacity_type = status.capacity_type or ""
-                rec.reservation_id = claim.metadata.labels.get(wk.CAPACITY_RESERVATION_ID, "")
-                rec.price = status.price_per_hour or 0.0
-            if claim.metadata.deletion_timestamp is not None or not is_true(status.conditions, INITIALIZED):
-                self._unsettled.add(name)
-            else:
-                self._unsettled.discard(name)
-            if status.node_name:
-                self._node_of[name] = status.node_name
-                self._claim_of[status.node_name] = name
-                if status.node_name != before:
-                    named.append(status.node_name)
-        written = self._pods_written.take()
-        if written:
-            self._demand_changed = True
-        for key in written:
-            pod = self.state.pods.get(key)
-            if pod is None or pod.is_daemonset_pod:
-                continue
-            claim_name = self._claim_of.get(pod.node_name or "")
-            if claim_name is not None:
-                self.claims[claim_name].pods.add(key)
-        for node_name in named:  # the pods already on a node its claim names only now
-            self.claims[self._claim_of[node_name]].pods.update(
-                p.key for p in self.state.pods_on(node_name) if not p.is_daemonset_pod
-            )
 
     # ---- timeline steps ----------------------------------------------------------------------------
 

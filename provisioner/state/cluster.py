@@ -229,7 +229,7 @@ class ClusterState:
 
     def put_claim(self, claim: NodeClaim) -> None:
         """Keep a NodeClaim model as it is: the embedded cluster's patch of a stored claim, whose fields it
-        validated (`clusterapi.memory.merged`). Claims from anywhere else come through `upsert`."""
+        validated (`clusterapi.in_memory.merged`). Claims from anywhere else come through `upsert`."""
         with self._lock:
             self.generation += 1
             self._claims[claim.name] = claim

@@ -329,6 +329,28 @@ def test_the_region_reaches_the_controller_only_for_the_clouds_asked_for() -> No
     assert not any(a.startswith("--aws-region") for a in args)
 
 
+def test_shards_reach_the_controller_with_the_right_to_list_leases():
+    docs = render(shards=8, replicas=4)
+    deploy = one(docs, "Deployment")
+    assert deploy["spec"]["replicas"] == 4
+    args = _container(docs)["args"]
+    assert "--shards=8" in args and "--lease-name=prov-provisioner-leader" in args
+    assert one(docs, "Role")["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "patch", "list"],
+        }
+    ]
+    assert not any(a.startswith("--shards") for a in _container(render())["args"]), "off by default"
+
+
+def test_the_chart_refuses_shards_below_zero_or_with_the_fake_cloud():
+    assert any("shards" in e for e in helm.lint(str(CHART), {**BASE, "shards": -1})["errors"])
+    with pytest.raises(helm.HelmError, match="cloud fake"):
+        render(shards=4, cloud="fake")
+
+
 # --- every provider plug-in's chart pieces (provisioner.cloudprovider.plugin.ChartPieces) -------------------
 
 PLUGINS = registry.plugins()

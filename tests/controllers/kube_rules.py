@@ -166,6 +166,44 @@ def node_problems(node: Mapping[str, Any]) -> list[str]:
     return out
 
 
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+"""metav1.MicroTime as the server decodes it (Go's RFC3339Micro layout: exactly six fraction digits)."""
+
+
+def lease_decode_problems(lease: Mapping[str, Any]) -> list[str]:
+    """What a server cannot even decode in a coordination.k8s.io/v1 Lease (it answers 400): a
+    holderIdentity that is not a string, an acquireTime or renewTime that is not a MicroTime, a duration
+    or transition count that is not an integer."""
+    spec = lease.get("spec") or {}
+    out = []
+    holder = spec.get("holderIdentity")
+    if holder is not None and not isinstance(holder, str):
+        out.append(f"spec.holderIdentity: cannot decode {holder!r} as a string")
+    for field in ("acquireTime", "renewTime"):
+        value = spec.get(field)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value)):
+            out.append(f"spec.{field}: cannot decode {value!r} as a MicroTime (RFC 3339, 6 fraction digits)")
+    for field in ("leaseDurationSeconds", "leaseTransitions"):
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            out.append(f"spec.{field}: cannot decode {value!r} as an int32")
+    return out
+
+
+def lease_problems(lease: Mapping[str, Any]) -> list[str]:
+    """Why a decodable Lease is invalid (ValidateLeaseSpec): a duration not above 0, a negative count
+    of transitions."""
+    spec = lease.get("spec") or {}
+    out = []
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and duration <= 0:
+        out.append(f"spec.leaseDurationSeconds: Invalid value: {duration}: must be greater than 0")
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and transitions < 0:
+        out.append(f"spec.leaseTransitions: Invalid value: {transitions}: must be greater than or equal to 0")
+    return out
+
+
 def problems_on_create(kind: str, obj: dict[str, Any]) -> list[str]:
     """Why the server refuses to create this object (after `on_create` ran); [] when it accepts it."""
     out = metadata_problems(kind, obj.get("metadata") or {})
@@ -175,6 +213,8 @@ def problems_on_create(kind: str, obj: dict[str, Any]) -> list[str]:
         out += node_problems(obj)
     elif kind in WORKLOADS:
         out += workload_problems(kind, obj)
+    elif kind == "Lease":
+        out += lease_problems(obj)
     return out
 
 
@@ -186,6 +226,8 @@ def problems_on_update(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]
         out += _pod_update_problems(old.get("spec") or {}, new.get("spec") or {})
     elif kind == "Node":
         out += node_problems(new)
+    elif kind == "Lease":
+        out += lease_problems(new)
     return out
 
 

@@ -5,7 +5,8 @@ Kubernetes API documentation), served over real HTTP from a background thread wi
 Gaps filled (measured with kmock 0.8): resourceVersion (one counter, bumped on every write; a no-op
 write bumps nothing and sends no event), uid, creationTimestamp, generateName, 201 on POST, the
 namespaces a new cluster has (and 404 for objects in a namespace that does not exist), validation (422)
-of names, labels, pods, nodes and workloads, custom objects admitted through their CRD schema (pruned,
+of names, labels, pods, nodes, workloads and Leases (400 for a MicroTime or number that does not
+decode), custom objects admitted through their CRD schema (pruned,
 defaulted, CEL rules), optimistic concurrency (a patch carrying a stale metadata.resourceVersion answers
 409), `metadata.generation` and the status subresource (a patch to /status changes only status, one to
 the object ignores status), graceful deletion (a bound pod stays Terminating until deleted again with
@@ -190,6 +191,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
                 raise kmock.KubernetesError(
                     status=404, reason="NotFound", message=f'namespaces "{namespace}" not found'
                 )
+        _decodable(kind, request.data)
         try:
             stored = rules.on_create(kind, request.data)
         except Invalid as err:
@@ -219,6 +221,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
                 return await super()._handle(request)  # 404 as kmock answers it
             old = copy.deepcopy(obj.raw)
             patch = json.loads(request.body or b"{}")
+            _decodable(kind, patch)
             wanted = (patch.get("metadata") or {}).get("resourceVersion")
             held = old["metadata"].get("resourceVersion")
             if wanted is not None and str(wanted) != str(held):
@@ -377,6 +380,13 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _decodable(kind: str, doc: dict[str, Any]) -> None:
+    """A body the server cannot decode into its type is refused with 400 before any validation."""
+    problems = rules.lease_decode_problems(doc) if kind == "Lease" else []
+    if problems:
+        raise kmock.KubernetesError(status=400, reason="BadRequest", message="; ".join(problems))
+
+
 def _invalid(kind: str, name: Any, problems: list[str]) -> kmock.KubernetesError:
     return kmock.KubernetesError(
         status=422, reason="Invalid", message=f'{kind} "{name}" is invalid: ' + "; ".join(problems)
@@ -397,7 +407,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def _allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
-    from provisioner.clusterapi.memory import disruptions_allowed
+    from provisioner.clusterapi.in_memory import disruptions_allowed
 
     return disruptions_allowed(pdb, pods)
 

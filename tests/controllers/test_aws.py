@@ -7,7 +7,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.controllers.conditions import condition_status
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from tests.controllers.world import gpu_pod, node_pool
 
 aws_world = pytest.importorskip("tests.providers.aws.world")
@@ -27,7 +27,7 @@ def aws():
 def test_pending_gpu_pods_become_ec2_instances_then_initialized_nodes_then_bound(make_kube_world, aws):
     stack, account = aws
     provider = make_provider(stack)
-    w = make_kube_world(provider=provider, settings=Settings(cluster_name="contract"))
+    w = make_kube_world(provider=provider, settings=ControllerSettings(cluster_name="contract"))
     w.apply(account.node_class.to_dict(), node_pool("gpu", zones=account.zones), gpu_pod("train-0"))
     w.run_until(w.all_bound, max_ticks=30)
     (claim,) = w.claims()

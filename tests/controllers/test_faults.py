@@ -10,7 +10,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CreateError, InsufficientCapacity, OfferingKey, TransientError
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 OUTAGE = 600
@@ -20,7 +20,9 @@ MAX_CREATES = 60
 
 
 def _world() -> World:
-    return World(MemoryBackend, settings=Settings(cluster_name="test", gc_grace=timedelta(seconds=30)))
+    return World(
+        MemoryBackend, settings=ControllerSettings(cluster_name="test", gc_grace=timedelta(seconds=30))
+    )
 
 
 def _all_a10g(w: World, capacity_type: str) -> list[OfferingKey]:

@@ -18,6 +18,7 @@ import pytest
 
 from provisioner.api.nodeclaim import EMPTY, INITIALIZED
 from provisioner.controllers.conditions import condition_status
+from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.state import ClusterState, Snapshot
 from provisioner.state.cluster import StoreView
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
@@ -165,3 +166,26 @@ def test_a_written_pod_is_seen_by_each_controller_that_must_act_on_it(settled):
     for _ in range(5):
         step(w)
     assert other not in w.state.claims
+
+
+def test_a_controller_serving_other_pools_is_not_woken_by_this_ones_writes(settled):
+    w = settled
+    mine = w.manager.nodepools
+    shard = NodePoolStatusController(
+        state=w.state,
+        cluster=mine.cluster,
+        providers=mine.providers,
+        settings=mine.settings,
+        metrics=mine.metrics,
+        clock=mine.clock,
+        owns=lambda pool: pool != "gpu",
+    )
+    shard.reconcile(w.clock.now())  # its first pass reads everything
+    (claim, *_) = w.claims()
+    counter = counted(w.state)
+    w.backend.cluster.patch_nodeclaim(claim.name, {"metadata": {"annotations": {"touched": "yes"}}})
+
+    shard.reconcile(w.clock.now())
+    assert counter.visits == 0
+    mine.reconcile(w.clock.now())
+    assert counter.visits > 0, "the controller serving the pool is woken"

@@ -221,3 +221,59 @@ def test_eviction_honours_pod_disruption_budgets_and_leaves_the_pod_terminating(
             kube_client.request("POST", path, body=body)
     assert kube_client.get(kc.POD, "free", namespace="default")["metadata"]["deletionTimestamp"]
     assert "deletionTimestamp" not in kube_client.get(kc.POD, "guarded", namespace="default")["metadata"]
+
+
+def _lease(name: str = "l", **spec: Any) -> dict[str, Any]:
+    base = {
+        "holderIdentity": "a",
+        "leaseDurationSeconds": 15,
+        "renewTime": "2026-01-01T00:00:00.000000Z",
+        "leaseTransitions": 0,
+    }
+    return {"metadata": {"name": name}, "spec": {**base, **spec}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "status"),
+    [
+        ({"leaseDurationSeconds": 0}, 422),
+        ({"leaseTransitions": -1}, 422),
+        ({"renewTime": "2026-01-01T00:00:00Z"}, 400),
+        ({"acquireTime": "yesterday"}, 400),
+        ({"holderIdentity": 7}, 400),
+        ({"leaseDurationSeconds": "15"}, 400),
+    ],
+    ids=[
+        "zero-duration",
+        "negative-transitions",
+        "time-without-micros",
+        "not-a-time",
+        "holder-not-text",
+        "duration-text",
+    ],
+)
+def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(kube_client, spec, status):
+    with pytest.raises(ApiError) as err:
+        kube_client.create(kc.LEASE, _lease(**spec), namespace="default")
+    assert err.value.status == status
+    kube_client.create(kc.LEASE, _lease("ok"), namespace="default")
+    with pytest.raises(ApiError) as err:
+        kube_client.patch(kc.LEASE, "ok", {"spec": spec}, namespace="default")
+    assert err.value.status == status
+
+
+def test_two_candidates_updating_one_lease_from_the_same_version_conflict(kube_client):
+    held = kube_client.create(kc.LEASE, _lease("race"), namespace="default")
+    version = held["metadata"]["resourceVersion"]
+    renew = {"holderIdentity": "b", "renewTime": "2026-01-01T00:00:05.000000Z"}
+    kube_client.patch(
+        kc.LEASE, "race", {"metadata": {"resourceVersion": version}, "spec": renew}, namespace="default"
+    )
+    with pytest.raises(ConflictError):
+        kube_client.patch(
+            kc.LEASE,
+            "race",
+            {"metadata": {"resourceVersion": version}, "spec": {**renew, "holderIdentity": "c"}},
+            namespace="default",
+        )
+    assert kube_client.get(kc.LEASE, "race", namespace="default")["spec"]["holderIdentity"] == "b"

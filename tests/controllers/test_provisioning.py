@@ -9,12 +9,12 @@ from typer.testing import CliRunner
 from provisioner.cli.main import app
 from provisioner.cloudprovider import CreateError
 from provisioner.controllers.conditions import condition_status
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 
 def _world(**settings):
-    return World(MemoryBackend, settings=Settings(cluster_name="test", **settings))
+    return World(MemoryBackend, settings=ControllerSettings(cluster_name="test", **settings))
 
 
 def _mark_unschedulable(w):
@@ -163,3 +163,25 @@ def test_labels_only_the_cloud_knows_reach_the_claim_and_the_node(make_world):
     assert claim.metadata.labels["topology.k8s.aws/network-node-layer-3"] == "nn-3"
     (node,) = w.state.nodes.values()
     assert node.labels["topology.k8s.aws/network-node-layer-3"] == "nn-3"
+
+
+def test_a_pod_arriving_while_a_batch_is_solved_opens_the_next_batch():
+    from provisioner import scheduling
+
+    w = _world()
+    w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
+    late = {"sent": False}
+
+    def solve_while_a_pod_arrives(*args, **kw):
+        results = scheduling.solve(*args, **kw)
+        if not late["sent"]:
+            late["sent"] = True
+            w.apply(gpu_pod("late"))
+            w.binder.sync()  # kube-scheduler marks it Unschedulable during the solve
+        return results
+
+    w.manager = w.new_manager(solve=solve_while_a_pod_arrives)
+    w.kubelet.hold = True
+    w.run_until(lambda: late["sent"], max_ticks=10)
+    w.run_until(lambda: len(w.claims()) == 2, max_ticks=10)
+    assert w.manager.provisioning.batches == 2

@@ -31,7 +31,7 @@ from provisioner.clusterapi import (
 )
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.provider_set import ProviderSet
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod
@@ -381,7 +381,7 @@ class World:
         self,
         backend_factory: Callable[[VirtualClock], Backend],
         *,
-        settings: Settings | None = None,
+        settings: ControllerSettings | None = None,
         start: datetime | None = None,
         provider: Any = None,
         clock: VirtualClock | None = None,
@@ -394,9 +394,9 @@ class World:
             self.backend.close()  # its informers and, on a real cluster, what it made would leak
             raise
 
-    def _build(self, settings: Settings | None, provider: Any) -> None:
+    def _build(self, settings: ControllerSettings | None, provider: Any) -> None:
         self.state = self.backend.state
-        self.settings = settings or Settings(cluster_name="test")
+        self.settings = settings or ControllerSettings(cluster_name="test")
         self.fake = provider or FakeProvider(
             catalog="aws", cluster_name=self.settings.cluster_name, clock=self.clock.now
         )

@@ -17,7 +17,8 @@ from provisioner.finops.ledger import Ledger
 from provisioner.finops.reports import nodes as node_report
 from provisioner.sim import scenario as scenario_
 from provisioner.sim import timeline as timeline_
-from provisioner.sim.runner import Runner, RunResult
+from provisioner.sim.records import RunResult
+from provisioner.sim.runner import Runner
 from tests.e2e.test_classes import claims_of, reasons_of, simulate
 from tests.e2e.test_simulate import ROOT
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from provisioner.api import labels as wk
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, actions_from_json, actions_to_json
@@ -75,7 +75,9 @@ def test_a_crash_around_the_ledger_write_leaves_exactly_one_row_per_node_removed
 
 
 def test_a_ledger_that_stays_down_holds_the_finalizer_only_for_ledger_hold(tmp_path):
-    w = World(MemoryBackend, settings=Settings(cluster_name="test", ledger_hold=timedelta(minutes=2)))
+    w = World(
+        MemoryBackend, settings=ControllerSettings(cluster_name="test", ledger_hold=timedelta(minutes=2))
+    )
     try:
         down = LedgerRecorder(str(tmp_path / "down" / "l.sqlite"), background=False, attempts=1, retry_wait=0)
         pool = node_pool("gpu")

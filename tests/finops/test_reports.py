@@ -13,7 +13,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.finops.reports import nodes as node_report
-from provisioner.finops.reports import scale_down
+from provisioner.finops.reports import scale_down, scale_down_formats
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Node
 from tests.builders import NOW as T0
@@ -122,7 +122,7 @@ def sample_report():
 
 
 def test_the_html_report_is_one_self_contained_page_with_both_charts():
-    page = scale_down.to_html(sample_report())
+    page = scale_down_formats.to_html(sample_report())
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") == 2, "both charts, rendered to inline SVG at build time"
     assert "Cost per hour by pool" in page and "Saved per hour by reason" in page
@@ -135,9 +135,9 @@ def test_the_html_report_is_one_self_contained_page_with_both_charts():
 
 def test_csv_and_json_carry_the_same_totals():
     report = sample_report()
-    rows = list(csv.DictReader(io.StringIO(scale_down.to_csv(report))))
+    rows = list(csv.DictReader(io.StringIO(scale_down_formats.to_csv(report))))
     total = next(r for r in rows if r["section"] == "total")
-    doc = json.loads(scale_down.to_json(report))
+    doc = json.loads(scale_down_formats.to_json(report))
     assert (
         float(total["savings_per_hour"])
         == pytest.approx(doc["total"]["savingsPerHour"])
@@ -150,7 +150,7 @@ def test_csv_and_json_carry_the_same_totals():
 
 
 def test_the_table_names_realized_and_estimated_separately():
-    text = scale_down.to_table(sample_report())
+    text = scale_down_formats.to_table(sample_report())
     assert "Realized savings" in text and "Run-rate" in text
     assert "By pool" in text and "Top blockers" in text
 
@@ -258,7 +258,7 @@ def test_a_browser_renders_the_report_offline(tmp_path):
     if browser is None:
         pytest.skip("no chromium (apt-get install -y chromium)")
     page = tmp_path / "report.html"
-    page.write_text(scale_down.to_html(sample_report()))
+    page.write_text(scale_down_formats.to_html(sample_report()))
     shot = tmp_path / "report.png"
     subprocess.run(
         [

@@ -19,7 +19,7 @@ from provisioner.cloudprovider.types import Offering, Reservation
 from provisioner.disruption.model import Command, NodeRecord, PodMove
 from provisioner.finops.action_rows import Launched, action_rows
 from provisioner.finops.meter import UsageMeter
-from provisioner.finops.reports import reservations, scale_down
+from provisioner.finops.reports import reservations, scale_down, scale_down_formats
 from provisioner.finops.samples import offered_reservations, reservation_rows
 from tests.builders import NOW as T0
 from tests.builders import aws_node_class, reservation_row, usage_row
@@ -93,19 +93,21 @@ def test_the_scale_down_report_shows_idle_reserved_gpu_hours_and_cost_in_its_hea
     report = scale_down.build(
         [], [], [usage_row()], since=SINCE, now=NOW, reservations=[reservation_row(hours=2.0)]
     )
-    figures = dict(scale_down.headline(report))
+    figures = dict(scale_down_formats.headline(report))
     assert figures["Idle reserved GPUs"] == "16.0 GPU-hours of 32.0"
     assert figures["Idle reserved"] == "$110.08"
     assert figures["Reserved paid"] == "$220.16 (50% used)"
-    assert "Reservations (paid whether used or not)" in scale_down.to_table(report)
-    doc = json.loads(scale_down.to_json(report))
+    assert "Reservations (paid whether used or not)" in scale_down_formats.to_table(report)
+    doc = json.loads(scale_down_formats.to_json(report))
     assert doc["reservations"]["total"]["gpuIdleHours"] == 16.0
     assert doc["reservations"]["reservations"][0]["id"] == "cr-1"
     (line,) = [
-        r for r in csv.DictReader(io.StringIO(scale_down.to_csv(report))) if r["section"] == "reservation"
+        r
+        for r in csv.DictReader(io.StringIO(scale_down_formats.to_csv(report)))
+        if r["section"] == "reservation"
     ]
     assert (line["name"], float(line["idle_cost"]), float(line["gpu_idle_hours"])) == ("cr-1", 110.08, 16.0)
-    page = scale_down.to_html(report)
+    page = scale_down_formats.to_html(report)
     assert (
         "Reserved capacity" in page
         and "Idle reserved GPUs" in page
@@ -116,9 +118,9 @@ def test_the_scale_down_report_shows_idle_reserved_gpu_hours_and_cost_in_its_hea
 def test_without_reservations_the_scale_down_report_says_nothing_of_them():
     report = scale_down.build([], [], [usage_row()], since=SINCE, now=NOW)
     assert report.reservations is None
-    assert "Idle reserved" not in dict(scale_down.headline(report))
-    assert json.loads(scale_down.to_json(report))["reservations"] is None
-    assert "Reserved capacity" not in scale_down.to_html(report)
+    assert "Idle reserved" not in dict(scale_down_formats.headline(report))
+    assert json.loads(scale_down_formats.to_json(report))["reservations"] is None
+    assert "Reserved capacity" not in scale_down_formats.to_html(report)
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "json"])

@@ -14,7 +14,7 @@ from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.clock import VirtualClock
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
-from provisioner.clusterapi.memory import merged
+from provisioner.clusterapi.in_memory import merged
 from provisioner.state import ClusterState
 
 LAUNCHED = {

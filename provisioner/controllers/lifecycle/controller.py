@@ -44,7 +44,7 @@ class LifecycleController(Reconciler):
     the claims again, written or not, since the steps' timeouts and backoffs run on time alone."""
 
     def __post_init__(self) -> None:
-        self._watch = Watch(self.state, ("NodeClaim",))
+        self._watch = Watch(self.state, ("NodeClaim",), owns=self.owns)
         self.liveness = Liveness(owner=self, recorder=self.recorder)
         self.launch = Launch(owner=self, recorder=self.recorder)
         self.registration = Registration(owner=self, recorder=self.recorder)

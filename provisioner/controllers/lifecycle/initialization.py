@@ -34,8 +34,11 @@ def missing(claim: NodeClaim, node: Node) -> list[str]:
     lacking: list[str] = []
     if not node.ready:
         lacking.append("node not Ready")
-    startup = {(t.key, t.effect.value) for t in claim.spec.startup_taints}
-    left = [t.key for t in node.taints if (t.key, t.effect) in startup or t.key == wk.UNREGISTERED_TAINT]
+    left = [
+        t.key
+        for t in node.taints
+        if claim.spec.is_startup_taint(t.key, t.effect) or t.key == wk.UNREGISTERED_TAINT
+    ]
     if left:
         lacking.append("start-up taints still present: " + ", ".join(left))
     requested = quantities.parse_resource_list(claim.spec.resources.requests)

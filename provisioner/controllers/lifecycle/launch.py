@@ -40,7 +40,7 @@ from provisioner.controllers.provider_set import node_class_of
 class Launch(Step):
     # Claim -> (failed launches, not before): a failing launch backs off instead of calling the cloud
     # every step (in memory only: a restart tries at once, which is what a restart is for).
-    retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
+    _retry: dict[str, tuple[int, datetime]] = field(default_factory=dict, init=False)
 
     def reconcile(self, claim: NodeClaim, p: Pass) -> bool:
         if claim.status.provider_id:
@@ -110,12 +110,12 @@ class Launch(Step):
 
     def not_before(self, name: str, now: datetime) -> datetime:
         """When the claim's next launch may be tried (now, unless it is backing off)."""
-        return self.retry.get(name, (0, now))[1]
+        return self._retry.get(name, (0, now))[1]
 
     def back_off(self, name: str, now: datetime) -> None:
-        failures = self.retry.get(name, (0, now))[0] + 1
+        failures = self._retry.get(name, (0, now))[0] + 1
         delay = min(self.settings.launch_backoff_max, self.settings.launch_backoff * 2 ** (failures - 1))
-        self.retry[name] = (failures, now + delay)
+        self._retry[name] = (failures, now + delay)
 
     def failed(self, claim: NodeClaim, reason: str, message: str, now: datetime) -> None:
         """A launch failed for a reason other than capacity: back off, and say why (once per reason)."""
@@ -141,7 +141,7 @@ class Launch(Step):
         now: datetime,
     ) -> None:
         """Write what the cloud launched on the claim: its labels, its status, `Launched=True`."""
-        self.retry.pop(claim.name, None)
+        self._retry.pop(claim.name, None)
         capacity, allocatable = _resources_of(instance_type) if instance_type else ({}, {})
         labels = dict(instance_type.labels) if instance_type else {}
         labels.update(

@@ -20,7 +20,7 @@ from provisioner.controllers.conditions import condition_status, set_condition, 
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.reconciler import Reconciler
-from provisioner.controllers.settings import Settings
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.state import Snapshot
 from provisioner.state.objects import Node
@@ -67,7 +67,7 @@ class Step:
         return self.owner.providers
 
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> ControllerSettings:
         return self.owner.settings
 
     @property

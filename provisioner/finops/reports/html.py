@@ -87,7 +87,7 @@ def scale_down_page(
     totals: tuple[Sequence[str], Mapping[str, Sequence[Sequence[Any]]]],
     actions: tuple[Sequence[str], Sequence[Sequence[Any]]],
 ) -> str:
-    """The scale-down report (`scale_down.ScaleDownReport`) as a page: `scale_down.to_html` gives its
+    """The scale-down report (`scale_down.ScaleDownReport`) as a page: `scale_down_formats.to_html` gives its
     headline figures, its totals (headers, rows by pool, team and reason) and its actions (headers, rows)
     as the text reports show them."""
     scope = f"pool {report.pool}" if report.pool else "all pools"

@@ -1,5 +1,5 @@
-"""The last plan handed back whole (`Memory`, `Plan.repeated`): a plan of the very same inputs at a moment
-no time rule of the planner changes its answer is the last plan; any change to what a plan reads, and
+"""The last plan handed back whole (`Memory`, `DisruptionPlan.repeated`): a plan of the very same inputs at
+a moment no time rule of the planner changes its answer is the last plan; any change to what a plan reads, and
 every time rule crossing its moment (consolidateAfter, expireAfter, do-not-disrupt, budget windows,
 Capacity Block ends), plans again, and the plan is then the one made without the memory."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
-from provisioner.disruption import Memory, Plan, Settings, nodepool_hash, plan
+from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, nodepool_hash, plan
 from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.state.cluster import Snapshot, StateNode
 from tests import builders
@@ -43,11 +43,11 @@ class Inputs:
 
     snapshot: Snapshot
     types: dict[str, list[InstanceType]]
-    settings: Settings = dataclasses.field(default_factory=Settings)
+    settings: PlannerSettings = dataclasses.field(default_factory=PlannerSettings)
     solve: Callable[..., Any] | None = None
     pools: Sequence[Any] | None = None
 
-    def plan(self, at: datetime, memory: Memory | None = None) -> Plan:
+    def plan(self, at: datetime, memory: Memory | None = None) -> DisruptionPlan:
         return plan(
             self.snapshot,
             instance_types=self.types,
@@ -160,7 +160,7 @@ def _cheaper_type(i: Inputs) -> Inputs:
 
 
 def _settings(i: Inputs) -> Inputs:
-    return i.with_(settings=Settings(max_commands=0))
+    return i.with_(settings=PlannerSettings(max_commands=0))
 
 
 def _solve(i: Inputs) -> Inputs:

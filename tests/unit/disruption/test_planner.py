@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from provisioner.api import labels as wk
-from provisioner.disruption import BlockerKind, Settings, nodepool_hash, plan
+from provisioner.disruption import BlockerKind, PlannerSettings, nodepool_hash, plan
 from tests.unit.disruption.builders import (
     NOW,
     instance_type,
@@ -31,7 +31,9 @@ def types_for(*pools, types=TYPES):
     return {p.name: list(types) for p in pools}
 
 
-def run(nodes, *, solve, pools=None, pdbs=(), types=None, now=NOW, settings=Settings(), namespaces=None):
+def run(
+    nodes, *, solve, pools=None, pdbs=(), types=None, now=NOW, settings=PlannerSettings(), namespaces=None
+):
     pools = pools or [node_pool()]
     snap = snapshot(nodes, pools=pools, pdbs=pdbs, namespaces=namespaces)
     return plan(snap, instance_types=types or types_for(*pools), now=now, settings=settings, solve=solve)
@@ -353,7 +355,10 @@ def test_the_records_of_a_plan_add_up_to_the_drop_in_cost(solve):
 def test_max_commands_stops_the_plan_early(solve):
     nodes = [state_node(f"idle{i}") for i in range(3)] + [state_node("lonely", it=LARGE, pods=[pod("a")])]
     result = run(
-        nodes, solve=solve, pools=[node_pool(budgets=[{"nodes": "100%"}])], settings=Settings(max_commands=1)
+        nodes,
+        solve=solve,
+        pools=[node_pool(budgets=[{"nodes": "100%"}])],
+        settings=PlannerSettings(max_commands=1),
     )
     assert len(result.commands) == 1
 

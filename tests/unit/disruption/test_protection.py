@@ -119,10 +119,10 @@ def test_a_nodes_last_teams_follow_its_namespace_labels():
         w.tick(10)
         ctl.reconcile(w.clock.now())
     (node,) = {p.node_name for p in w.pods()}
-    assert ctl._last_teams[node] == ("vision",)
+    assert ctl.node_book.last_teams[node] == ("vision",)
     w.state.upsert("Namespace", {"metadata": {"name": "default", "labels": {wk.TEAM: "speech"}}})
     ctl.reconcile(w.clock.now())
-    assert ctl._last_teams[node] == ("speech",)
+    assert ctl.node_book.last_teams[node] == ("speech",)
 
 
 # PDBs over DaemonSet pods ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from provisioner import scheduling
 from provisioner.cloudprovider.types import InstanceType
-from provisioner.disruption import Memory, Plan, Settings, plan
+from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, plan
 from provisioner.state.cluster import ClusterState, Snapshot
 from provisioner.state.objects import Pod
 from tests.builders import daemonset, node_pool_manifest
@@ -26,7 +26,7 @@ MEDIUM = instance_type("t.medium", cpu=4, memory_gib=16, price=0.2)
 LARGE = instance_type("t.large", cpu=8, memory_gib=32, price=0.4)
 XLARGE = instance_type("t.xlarge", cpu=16, memory_gib=64, price=0.8)
 SIZES = {"small": SMALL, "medium": MEDIUM, "large": LARGE, "xlarge": XLARGE}
-ONLY_SINGLE_NODE = Settings(multi_node_max_candidates=1)
+ONLY_SINGLE_NODE = PlannerSettings(multi_node_max_candidates=1)
 """Multi-node consolidation needs two candidates: with one, every re-solve is single-node's."""
 
 
@@ -124,8 +124,8 @@ class World:
         *,
         memory: Memory | None = None,
         solve: Callable[..., scheduling.Results] | None = None,
-        settings: Settings = ONLY_SINGLE_NODE,
-    ) -> Plan:
+        settings: PlannerSettings = ONLY_SINGLE_NODE,
+    ) -> DisruptionPlan:
         return plan(
             self.state.snapshot(),
             instance_types={"default": list(self.types)},
@@ -136,7 +136,7 @@ class World:
         )
 
 
-def canonical(p: Plan) -> tuple[object, ...]:
+def canonical(p: DisruptionPlan) -> tuple[object, ...]:
     """What a plan decides: its commands (nodes, replacements, records) and its blockers."""
     commands = [
         (
@@ -181,9 +181,9 @@ def test_a_plan_of_an_unchanged_cluster_reuses_every_keep_verdict():
 
 
 def _then(
-    change: Callable[[World], object], settings: Settings = ONLY_SINGLE_NODE
-) -> Callable[[World], Settings]:
-    def apply(world: World) -> Settings:
+    change: Callable[[World], object], settings: PlannerSettings = ONLY_SINGLE_NODE
+) -> Callable[[World], PlannerSettings]:
+    def apply(world: World) -> PlannerSettings:
         change(world)
         return settings
 
@@ -226,7 +226,7 @@ CHANGES = [
         id="namespace-labels-change",
     ),
     pytest.param(
-        _then(lambda w: None, Settings(multi_node_max_candidates=1, nodes_per_pod=1)),
+        _then(lambda w: None, PlannerSettings(multi_node_max_candidates=1, nodes_per_pod=1)),
         {"a", "b", "c"},
         id="the-settings-change",
     ),
@@ -243,7 +243,7 @@ def _daemonset_doc() -> dict[str, Any]:
 
 @pytest.mark.parametrize(("change", "resolved"), CHANGES)
 def test_a_change_to_what_a_verdict_depends_on_re_solves_it(
-    change: Callable[[World], Settings], resolved: set[str]
+    change: Callable[[World], PlannerSettings], resolved: set[str]
 ) -> None:
     world = three_kept_nodes()
     memory = Memory()
@@ -273,10 +273,10 @@ def test_a_change_to_a_node_no_pod_could_move_to_keeps_the_verdict():
 def test_multi_node_attempts_that_failed_are_not_re_solved_either():
     world = three_kept_nodes()
     memory = Memory()
-    first = world.plan(memory=memory, settings=Settings())
+    first = world.plan(memory=memory, settings=PlannerSettings())
     assert first.solves > 3  # single-node's three and multi-node's prefixes
     world.touch()
-    again = world.plan(memory=memory, settings=Settings())
+    again = world.plan(memory=memory, settings=PlannerSettings())
     assert again.solves == 0 and again.reused == first.solves
     assert canonical(again) == canonical(first)
 
@@ -356,7 +356,7 @@ def test_cached_and_uncached_plans_agree_over_random_changes(sizes, loads, min_s
     world = World(min_savings=min_savings)
     for i, size in enumerate(sizes):
         world.node(f"n{i}", size, *loads[i])
-    config = Settings(nodes_per_pod=per_pod)
+    config = PlannerSettings(nodes_per_pod=per_pod)
     memory = Memory()
     assert canonical(world.plan(memory=memory, settings=config)) == canonical(world.plan(settings=config))
     for steps in rounds:

@@ -1,0 +1,180 @@
+"""Sharded replicas on coordination.k8s.io/v1 Leases: which shards, and whether quota admission, this
+replica holds right now.
+
+Every replica renews a membership Lease (`<prefix>-member-<identity>`, labelled `MEMBER_LABEL`), lists
+the live ones, and works out the same assignment of the S shard Leases (`<prefix>-shard-<i>`) over the
+members (`provisioner.scheduling.shards.assign`). It acquires and renews the shards assigned to it and
+stops acting on the others and lets their Leases expire, so a shard changes hands once the Lease of
+its old holder expired, after any pass of that holder still under way. Quota
+admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
+whoever holds `<prefix>-admission` (any replica may win it).
+
+Each Lease is a `LeaderElector`: a replica acts on a shard only while its last renewal is younger than
+the renew deadline, shorter than the lease duration, so it stops before anyone else may take the shard.
+A replica that dies stops renewing; its member Lease expires, the others assign its shards among
+themselves and take each as soon as its Lease expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+from provisioner.clock import Clock, parse_time
+from provisioner.clusterapi.port import ClusterError
+from provisioner.kube import client as kc
+from provisioner.kube.leader import LeaderElector
+from provisioner.scheduling import shards as model
+
+log = logging.getLogger(__name__)
+
+MEMBER_LABEL = "provisioner.sh/shard-member"
+"""On a replica's membership Lease: the prefix of the Leases it shares shards with."""
+
+
+def lease_name(text: str) -> str:
+    """A Lease name (RFC 1123 subdomain) made from free text such as a host name."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")
+    return name[:253] or "x"
+
+
+class ShardLeases:
+    """This replica's shard Leases, membership Lease and (when won) the admission Lease."""
+
+    def __init__(
+        self,
+        client: kc.KubeClient,
+        *,
+        identity: str,
+        clock: Clock,
+        shards: int,
+        namespace: str = "default",
+        prefix: str = "provisioner",
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        on_acquire: Callable[[], None] | None = None,
+    ) -> None:
+        if shards < 1:
+            raise ValueError(f"shards: {shards} is not allowed; at least 1")
+        self.client = client
+        self.identity = identity
+        self.clock = clock
+        self.shards = shards
+        self.namespace = namespace
+        self.prefix = prefix
+        self.retry_period = retry_period
+
+        def elector(name: str, labels: dict[str, str] | None = None) -> LeaderElector:
+            return LeaderElector(
+                client,
+                identity=identity,
+                clock=clock,
+                name=name,
+                namespace=namespace,
+                lease_duration=lease_duration,
+                renew_deadline=renew_deadline,
+                retry_period=retry_period,
+                labels=labels,
+            )
+
+        self.member = elector(f"{prefix}-member-{lease_name(identity)}", labels={MEMBER_LABEL: prefix})
+        self.admission = elector(f"{prefix}-admission")
+        self.shard_leases = [elector(f"{prefix}-shard-{i}") for i in range(shards)]
+        self.on_acquire = on_acquire
+        """Called when this replica wins shards, before it acts on them: brings its picture of the
+        cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
+        watches may not have delivered yet."""
+        self._warming: frozenset[int] = frozenset()
+        self.members: tuple[str, ...] = ()
+        """The live replicas as last listed."""
+        self._pool_shards: dict[str, int] = {}
+
+    def step(self) -> None:
+        """Renew membership, work out this replica's shards, acquire or renew them (acting on one it won
+        only after `on_acquire`), stop acting on the others."""
+        self.member.step()
+        try:
+            self.members = self._live_members()
+        except ClusterError as err:
+            # Keep the last assignment: the shard Leases' own deadlines bound how long it is acted on.
+            log.warning("sharding: cannot list the replicas' Leases: %s", err)
+        mine = {s for s, m in model.assign(self.shards, self.members).items() if m == self.identity}
+        before = self._held()
+        # Held back from the start: a shard won below is not acted on before the catch-up.
+        self._warming = frozenset(mine) - before
+        for i, lease in enumerate(self.shard_leases):
+            if i in mine:
+                lease.step()
+            elif lease.is_leader():
+                # Stop acting on it now, and let the Lease expire rather than release it: a controller
+                # pass already under way may still write for its pools, and the new holder takes the
+                # shard only once the Lease has expired, after any such pass.
+                lease.stop("assigned to another replica")
+        won = self._held() - before
+        try:
+            if won and self.on_acquire is not None:
+                # The claims their last holder wrote just before it died may still be on their way
+                # through this replica's watch.
+                self.on_acquire()
+        except Exception:
+            log.exception("sharding: catching up on shards %s failed; acting on what is known", sorted(won))
+        finally:
+            self._warming = frozenset()
+        self.admission.step()
+
+    def _live_members(self) -> tuple[str, ...]:
+        doc = self.client.request(
+            "GET",
+            kc.LEASE.path(namespace=self.namespace),
+            query={"labelSelector": f"{MEMBER_LABEL}={self.prefix}"},
+        )
+        now = self.clock.now()
+        live = {self.identity} if self.member.is_leader() else set()
+        for lease in doc.get("items") or []:
+            if ((lease.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL) != self.prefix:
+                continue  # a server that ignored the selector
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            renewed = parse_time(spec.get("renewTime"))
+            duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+            if holder and renewed is not None and renewed + duration > now:
+                live.add(holder)
+        return tuple(sorted(live))
+
+    def _held(self) -> frozenset[int]:
+        return frozenset(i for i, lease in enumerate(self.shard_leases) if lease.is_leader())
+
+    def owned_shards(self) -> frozenset[int]:
+        """The shards this replica acts on now."""
+        return self._held() - self._warming
+
+    def owns_pool(self, pool: str) -> bool:
+        """Whether this replica may act on the pool now (holds its shard's Lease)."""
+        shard = self._pool_shards.get(pool)
+        if shard is None:
+            shard = self._pool_shards[pool] = model.shard_of(pool, self.shards)
+        return shard not in self._warming and self.shard_leases[shard].is_leader()
+
+    def holds_admission(self) -> bool:
+        return self.admission.is_leader()
+
+    def holds_any(self) -> bool:
+        """Whether this replica may write at all (a shard or admission)."""
+        return self.holds_admission() or bool(self.owned_shards())
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception:  # a bug here must not stop renewals for good
+                log.exception("sharding step failed")
+            stop.wait(self.retry_period)
+
+    def release(self) -> None:
+        """On clean shutdown: give every Lease up so the others take over without waiting."""
+        for lease in [*self.shard_leases, self.admission, self.member]:
+            lease.release()

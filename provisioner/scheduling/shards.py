@@ -1,0 +1,241 @@
+"""NodePools sharded across replicas: which shard a pool is in, which replica holds which shard, which
+replica takes a pending pod, and the snapshot a replica sees of its shards. Pure: the Leases that say who
+holds what are `provisioner.kube.shards`'s, the writes the controllers'.
+
+- A pool's shard is its highest-scoring shard index (rendezvous hashing over a stable hash of the names):
+  the same on every replica, and going from S to S+1 shards moves only the pools the new shard wins.
+- Shards go to the live replicas by rendezvous hashing bounded to ceil(S/R) shards each, so the replicas
+  share them evenly and one joining or leaving moves few shards.
+- A pod's pools are tried in its order across shards (the second-level step): the replica that holds
+  the first pool not yet tried takes it, with the run of consecutive pools it holds from there. When
+  none of that run can take it, the replica passes it on by naming the run in the pod's
+  `provisioner.sh/nodepools-tried` annotation; the holder of the next pool then takes it, and keeps it
+  while it is pending (its claim in flight is one only that replica sees). Once every pool was tried and
+  none could take it, the tried pools are forgotten after `TRIED_TTL`: the pod starts again from the
+  first pool, which may have gained capacity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from provisioner.api import labels as wk
+from provisioner.scheduling import pool_order
+from provisioner.state.objects import Pod
+from provisioner.state.snapshot import Snapshot, StateNode
+
+TRIED = f"{wk.GROUP}/nodepools-tried"
+"""Pod annotation: the pools of its list already tried by the replicas that hold them (comma-separated)."""
+TRIED_AT = f"{wk.GROUP}/nodepools-tried-at"
+"""Pod annotation: when `TRIED` was last written (RFC 3339)."""
+TRIED_TTL = timedelta(minutes=3)
+"""How long a pod that every pool of its list refused waits before it starts again from the first (the
+unavailable-offerings cache holds a stockout as long)."""
+
+
+def _score(key: str, candidate: str) -> int:
+    # A stable hash (Python's own is salted per process): every replica must score alike.
+    digest = hashlib.blake2b(f"{key}\0{candidate}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def shard_of(pool: str, shards: int) -> int:
+    """The shard a pool is in, 0 <= shard < `shards`."""
+    if shards < 1:
+        raise ValueError(f"shards: {shards} is not allowed; at least 1")
+    return max(range(shards), key=lambda i: _score(pool, str(i)))
+
+
+def assign(shards: int, members: Iterable[str]) -> dict[int, str]:
+    """Shard -> the member (replica identity) that should hold it, each member holding at most
+    ceil(shards/members): the (shard, member) pairs are taken best score first, a pair only while its
+    shard is free and its member below the cap. The same on every replica; a member leaving frees its
+    own shards and moves few others. Empty with no member."""
+    names = sorted(set(members))
+    if not names:
+        return {}
+    cap = math.ceil(shards / len(names))
+    pairs = sorted(((_score(f"shard-{s}", m), s, m) for s in range(shards) for m in names), reverse=True)
+    load = dict.fromkeys(names, 0)
+    out: dict[int, str] = {}
+    for _, shard, member in pairs:
+        if shard not in out and load[member] < cap:
+            out[shard] = member
+            load[member] += 1
+    return out
+
+
+def tried_pools(pod: Pod) -> tuple[frozenset[str], datetime | None]:
+    """The pools a pod was passed on from, and when that was last written (None: unreadable)."""
+    names = frozenset(n.strip() for n in pod.annotations.get(TRIED, "").split(",") if n.strip())
+    try:
+        at = datetime.fromisoformat(pod.annotations.get(TRIED_AT, "").replace("Z", "+00:00"))
+    except ValueError:
+        return names, None
+    return names, at if at.tzinfo is not None else None
+
+
+def still_tried(pod: Pod, pools: Collection[str], now: datetime) -> frozenset[str]:
+    """The pod's tried pools, forgotten when they are all of `pools` (its existing pools: no replica
+    takes it) and were written `TRIED_TTL` ago or more (or when)."""
+    tried, at = tried_pools(pod)
+    if tried and all(p in tried for p in pools) and (at is None or now - at >= TRIED_TTL):
+        return frozenset()
+    return tried
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLists:
+    """What a pod's pool order depends on besides the pod, worked out once per snapshot."""
+
+    teams: Mapping[str, tuple[str, ...]]
+    defaults: pool_order.ClusterDefaults
+    default_names: frozenset[str]
+    by_weight: tuple[str, ...]
+
+    @classmethod
+    def of(cls, snap: Snapshot, defaults: pool_order.ClusterDefaults) -> PoolLists:
+        return cls(
+            teams=pool_order.team_lists(snap),
+            defaults=defaults,
+            default_names=pool_order.default_pool_names(snap.nodepools),
+            by_weight=tuple(p.name for p in pool_order.by_weight(snap.nodepools)),
+        )
+
+    def order(self, pod: Pod) -> tuple[str, ...]:
+        """A pod's pools in the order tried, as the solver resolves it (`pool_order.resolve`); a pod
+        pinned to one pool by its node selector (quota admission pins admitted pods) has that pool."""
+        pinned = pod.node_selector.get(wk.NODEPOOL)
+        if pinned:
+            return (pinned,)
+        order = pool_order.resolve(
+            pod, team_default=self.teams, defaults=self.defaults, pool_names=self.default_names
+        )
+        return order.pools if order.pools is not None else self.by_weight
+
+
+def route(
+    order: Sequence[str],
+    *,
+    existing: Collection[str],
+    owns: Callable[[str], bool],
+    tried: Collection[str] = frozenset(),
+) -> tuple[str, ...] | None:
+    """The pools of `order` this replica solves the pod with, or None when another replica takes it:
+    from the first existing pool not yet tried, the consecutive pools (of those) this replica holds.
+    A pod whose list names no existing pool goes to the holder of its first name (to be told so).
+    Every existing pool tried: nobody, until the tried pools expire."""
+    pools = [p for p in order if p in existing]
+    if not pools:
+        return tuple(order) if order and owns(order[0]) else None
+    left = [p for p in pools if p not in tried]
+    if not left or not owns(left[0]):
+        return None
+    run: list[str] = []
+    for name in left:
+        if not owns(name):
+            break
+        run.append(name)
+    return tuple(run)
+
+
+@dataclass(frozen=True, slots=True)
+class Scoped:
+    """A replica's view of the cluster: `snapshot` holds only its pools, their nodes and claims (nodes
+    of no pool too: capacity nobody owns), and the pending pods it takes."""
+
+    snapshot: Snapshot
+    runs: Mapping[str, tuple[str, ...]]
+    """Pod key -> the pools it is solved with here, for the pods whose list goes on beyond them (a
+    failure passes them on)."""
+    retry_at: datetime | None = None
+    """When the first pod that every pool refused starts again from its first pool (nothing is written
+    then: whoever holds that pool must look again by the clock)."""
+
+
+def scope(
+    snap: Snapshot,
+    *,
+    owns: Callable[[str], bool],
+    defaults: pool_order.ClusterDefaults,
+    now: datetime,
+) -> Scoped:
+    """The part of `snap` a replica holding the pools `owns` accepts acts on. A pod whose list goes on
+    beyond this replica's run is given that run as its list (so the solver cannot skip a pool another
+    replica holds), and named in `runs`."""
+    pending, runs, retry_at = take(snap.pending_pods, snap, owns=owns, defaults=defaults, now=now)
+    nodes = tuple(n for n in snap.nodes if _node_owned(n, owns))
+    return Scoped(
+        snapshot=replace(
+            snap,
+            nodes=nodes,
+            pending_pods=tuple(pending),
+            nodepools=tuple(p for p in snap.nodepools if owns(p.name)),
+        ),
+        runs=runs,
+        retry_at=retry_at,
+    )
+
+
+def take(
+    pods: Iterable[Pod],
+    snap: Snapshot,
+    *,
+    owns: Callable[[str], bool],
+    defaults: pool_order.ClusterDefaults,
+    now: datetime,
+) -> tuple[list[Pod], dict[str, tuple[str, ...]], datetime | None]:
+    """The pods of `pods` this replica takes (`route`), each with the run of pools it is solved with
+    here as its list when that run is not its whole list; pod key -> run for those; and when the
+    first pod every pool refused starts again (`Scoped.retry_at`)."""
+    existing = {p.name for p in snap.nodepools}
+    lists = PoolLists.of(snap, defaults)
+    taken: list[Pod] = []
+    runs: dict[str, tuple[str, ...]] = {}
+    # Pods of one template route alike: decided once per distinct input, not once per pod.
+    memo: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...] | None]] = {}
+    retry_at: datetime | None = None
+    for pod in pods:
+        ann = pod.annotations
+        key = (
+            pod.namespace,
+            ann.get(wk.NODEPOOLS),
+            pod.node_selector.get(wk.NODEPOOL),
+            pool_order.asks_for_gpus(pod) > 0,
+            ann.get(TRIED),
+            ann.get(TRIED_AT),
+        )
+        hit = memo.get(key)
+        if hit is None:
+            order = lists.order(pod)
+            pools = [p for p in order if p in existing]
+            tried = still_tried(pod, pools, now)
+            hit = memo[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
+            at = tried_pools(pod)[1]
+            if pools and at is not None and tried.issuperset(pools):
+                retry_at = min(retry_at or at + TRIED_TTL, at + TRIED_TTL)
+        order, run = hit
+        if run is None:
+            continue
+        if tuple(order) != run:
+            pod = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
+            runs[pod.key] = run
+        taken.append(pod)
+    return taken, runs, retry_at
+
+
+def _node_owned(node: StateNode, owns: Callable[[str], bool]) -> bool:
+    pool = node.nodepool
+    return pool is None or owns(pool)
+
+
+def passed_on(run: Sequence[str], pod: Pod, now: datetime) -> dict[str, str]:
+    """The annotations that pass a pod on after the pools of `run` could not take it."""
+    before = tried_pools(pod)[0]
+    tried = [*sorted(before), *(p for p in run if p not in before)]
+    stamp = now.isoformat().replace("+00:00", "Z")
+    return {TRIED: ",".join(tried), TRIED_AT: stamp}

@@ -1,0 +1,308 @@
+"""Sharded replicas as processes: `provisioner run --cloud fake --shards N` two and three times against
+one API server and one fake cloud (its state file). Pods of pools on every shard are provisioned once,
+a pod whose pools span replicas is passed on in its list's order, pool limits hold, and a replica
+killed mid-launch hands its pools over (its Leases expire) with no second launch and no orphan."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.fake import saved
+from provisioner.clock import RealClock
+from provisioner.controllers.admission import CONDITION
+from provisioner.kube import client as kc
+from provisioner.scheduling import shards as model
+from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.world import (
+    KubeBackend,
+    TestBinder,
+    cluster_controllers,
+    gpu_pod,
+    node_class,
+    node_pool,
+)
+from tests.polling import wait_until
+
+pytestmark = [
+    pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server"),
+    pytest.mark.slow,
+]
+
+SHARDS = 6
+LEASE = "3"  # seconds: a killed replica's shards move within it (plus a retry period)
+
+
+class Replicas:
+    """Controller processes sharing the pools, and what they launched."""
+
+    def __init__(self, url: str, state: Path) -> None:
+        self.url = url
+        self.state = state
+        self.procs: list[subprocess.Popen[str]] = []
+        self.logs: list[Path] = []
+
+    def start(self, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-c", "from provisioner.cli import main; main()", "run", "--cloud", "fake"]
+        cmd += ["--url", self.url, "--cluster-name", "e2e", "--batch-idle", "0.2", "--batch-max", "1"]
+        cmd += ["--interval", "0.1", "--log-format", "json", "--metrics-port", "0", "--ledger", "none"]
+        cmd += ["--shards", str(SHARDS), "--lease-duration", LEASE, "--fake-state", str(self.state)]
+        # A file, not a pipe: a pipe nobody reads until the end fills up and blocks a chatty replica.
+        log = self.state.parent / f"replica-{len(self.procs)}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stderr=out,
+                stdout=subprocess.DEVNULL,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.getcwd(), **(env or {})},
+            )
+        self.procs.append(proc)
+        self.logs.append(log)
+        return proc
+
+    def launches(self) -> dict[str, int]:
+        """Instances launched per claim, over every replica."""
+        return saved.load(str(self.state))[1] if self.state.exists() else {}
+
+    def instances(self) -> list[Any]:
+        return saved.load(str(self.state))[0] if self.state.exists() else []
+
+    def stop(self) -> list[str]:
+        """Stop every replica still running; their logs."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return [log.read_text() for log in self.logs]
+
+
+@pytest.fixture
+def replicas(kube_server: Any, tmp_path: Path) -> Iterator[Replicas]:
+    r = Replicas(kube_server.url, tmp_path / "cloud.json")
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+@pytest.fixture
+def backend(kube_client: kc.KubeClient) -> Iterator[KubeBackend]:
+    b = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def holders(client: kc.KubeClient) -> dict[int, str]:
+    """Shard -> the identity holding its Lease now."""
+    items = client.request("GET", kc.LEASE.path(namespace="default"))["items"]
+    out = {}
+    for lease in items:
+        name = lease["metadata"]["name"]
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        if name.startswith("provisioner-shard-") and holder:
+            out[int(name.rsplit("-", 1)[1])] = holder
+    return out
+
+
+def pools_on_every_shard(per_shard: int = 1) -> list[str]:
+    """Pool names, `per_shard` in each shard."""
+    names: dict[int, list[str]] = {i: [] for i in range(SHARDS)}
+    for i in itertools.count():
+        name = f"pool-{i}"
+        got = names[model.shard_of(name, SHARDS)]
+        if len(got) < per_shard:
+            got.append(name)
+        if all(len(v) == per_shard for v in names.values()):
+            return [n for v in names.values() for n in v]
+    raise AssertionError("unreachable")
+
+
+def pinned_pod(name: str, pool: str) -> dict[str, Any]:
+    """A one-GPU pod for one pool, pinned to it by node selector (a list alone would let kube-scheduler,
+    and the tests' binder, bind it to a node of any pool that fits)."""
+    return gpu_pod(name, node_selector={"provisioner.sh/nodepool": pool})
+
+
+def settle(backend: KubeBackend, binder: TestBinder) -> Callable[[], object]:
+    return lambda: (cluster_controllers(backend), binder.sync())
+
+
+def all_bound(backend: KubeBackend) -> bool:
+    pods = list(backend.state.pods.values())
+    return bool(pods) and all(p.node_name for p in pods)
+
+
+def assert_each_claim_launched_once_and_nothing_orphaned(backend: KubeBackend, replicas: Replicas) -> None:
+    claims = {c.name: c for c in backend.state.claims.values()}
+    launches = replicas.launches()
+    assert set(launches) == set(claims), "an instance for every claim, none for a claim that is not there"
+    assert all(n == 1 for n in launches.values()), f"a claim launched twice: {launches}"
+    live = {i.provider_id for i in replicas.instances() if i.state != "terminated"}
+    assert live == {c.status.provider_id for c in claims.values()}, "no orphaned instance"
+
+
+@pytest.mark.parametrize("count", [2, 3], ids=["two-replicas", "three-replicas"])
+def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
+    count, kube_client, backend, replicas
+):
+    pools = pools_on_every_shard()
+    backend.create(node_class())
+    for name in pools:
+        backend.create(node_pool(name))
+    for _ in range(count):
+        replicas.start()
+    wait_until(
+        "every shard held, by every replica",
+        lambda: len(holders(kube_client)) == SHARDS and len(set(holders(kube_client).values())) == count,
+    )
+    for name in pools:
+        for i in range(2):
+            backend.create(pinned_pod(f"{name}-{i}", name))
+    binder = TestBinder(backend)
+    wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
+    claims = list(backend.state.claims.values())
+    assert len(claims) == 2 * len(pools), "one one-GPU node per one-GPU pod, none twice"
+    assert {c.nodepool for c in claims} == set(pools)
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+    logs = replicas.stop()
+    writers = [log for log in logs if '"created NodeClaim' in log]
+    assert len(writers) == count, "every replica wrote the claims of its own pools"
+    assert all(json.loads(line) for log in logs for line in log.splitlines() if line.startswith("{"))
+
+
+def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launch_or_an_orphan(
+    kube_client, backend, replicas
+):
+    # The first replica dies (SIGKILL, no Lease released) right after its first launch, before the
+    # claim's status says so: the instance exists, only the shared cloud knows it.
+    doomed = replicas.start(env={"PROVISIONER_CRASH_AT": "launch-called:1"})
+    wait_until("the first replica holds every shard", lambda: len(holders(kube_client)) == SHARDS)
+    survivor = replicas.start()
+    wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
+    pools = pools_on_every_shard()
+    backend.create(node_class())
+    for name in pools:
+        backend.create(node_pool(name))
+        backend.create(pinned_pod(f"{name}-0", name))
+    binder = TestBinder(backend)
+    wait_until(
+        "the first replica killed itself mid-launch",
+        lambda: doomed.poll() is not None,
+        step=settle(backend, binder),
+    )
+    assert doomed.returncode == -signal.SIGKILL
+    wait_until(
+        "the survivor holds every shard",
+        lambda: len(holders(kube_client)) == SHARDS and len(set(holders(kube_client).values())) == 1,
+        step=settle(backend, binder),  # the cluster goes on meanwhile (Nodes lose their not-ready taint)
+    )
+    wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
+    assert survivor.poll() is None
+    claims = list(backend.state.claims.values())
+    assert len(claims) == len(pools)
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+
+
+def _pool_in(shards: set[int], taken: set[str]) -> str:
+    return next(
+        n
+        for n in (f"span-{i}" for i in itertools.count())
+        if model.shard_of(n, SHARDS) in shards and n not in taken
+    )
+
+
+def _admitted(pod: Any) -> str | None:
+    """The status of the pod's quota admission condition."""
+    found = [c for c in pod.raw.get("status", {}).get("conditions") or () if c.get("type") == CONDITION]
+    return found[0].get("status") if found else None
+
+
+def _pools_on_two_replicas(kube_client: kc.KubeClient, replicas: Replicas) -> tuple[str, str]:
+    """Two pool names whose shards two different replicas hold."""
+    replicas.start()
+    replicas.start()
+    wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
+    held = holders(kube_client)
+    first_holder, second_holder = sorted(set(held.values()))
+    first = _pool_in({s for s, h in held.items() if h == first_holder}, set())
+    return first, _pool_in({s for s, h in held.items() if h == second_holder}, {first})
+
+
+def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold(
+    kube_client, backend, replicas
+):
+    first, second = _pools_on_two_replicas(kube_client, replicas)
+    backend.create(node_class())
+    # One-GPU nodes: the first pool may launch two, then its limit says no and the rest go on.
+    backend.create(node_pool(first, instance_types=("g5.xlarge",), limits={"nvidia.com/gpu": "2"}))
+    backend.create(node_pool(second, instance_types=("g5.xlarge",)))
+    for i in range(5):
+        backend.create(gpu_pod(f"train-{i}", annotations={"provisioner.sh/nodepools": f"{first},{second}"}))
+    binder = TestBinder(backend)
+    wait_until("every pod bound", lambda: all_bound(backend), step=settle(backend, binder), limit=120)
+    by_pool: dict[str, int] = {}
+    for claim in backend.state.claims.values():
+        by_pool[claim.nodepool or ""] = by_pool.get(claim.nodepool or "", 0) + 1
+    assert by_pool == {first: 2, second: 3}, "the first pool up to its limit, the rest in the second"
+    nodes = {n.name: n for n in backend.state.nodes.values()}
+    for pod in backend.state.pods.values():
+        if nodes[pod.node_name or ""].labels.get("provisioner.sh/nodepool") == second:
+            assert pod.annotations.get(model.TRIED) == first, "passed on by the first pool's replica"
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+
+
+def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(kube_client, backend, replicas):
+    first, second = _pools_on_two_replicas(kube_client, replicas)
+    quota = [
+        {"nodePool": pool, "resources": {"nvidia.com/gpu": "1"}, "overQuota": False}
+        for pool in (first, second)
+    ]
+    backend.create(node_class())
+    for pool in (first, second):
+        backend.create(node_pool(pool, instance_types=("g5.xlarge",)))
+    backend.create(
+        {
+            "apiVersion": "provisioner.sh/v1",
+            "kind": "Team",
+            "metadata": {"name": "vision"},
+            "spec": {"namespaces": ["vision"], "quotas": quota},
+        }
+    )
+    for i in range(4):
+        doc = gpu_pod(
+            f"train-{i}", namespace="vision", annotations={"provisioner.sh/nodepools": f"{first},{second}"}
+        )
+        doc["spec"]["schedulingGates"] = [{"name": "provisioner.sh/admission"}]
+        backend.create(doc)
+    binder = TestBinder(backend)
+
+    def two_bound() -> bool:
+        return sum(1 for p in backend.state.pods.values() if p.node_name) == 2
+
+    wait_until("two pods admitted and bound", two_bound, step=settle(backend, binder), limit=120)
+
+    def refused_twice() -> bool:
+        return [_admitted(p) for p in backend.state.pods.values()].count("False") == 2
+
+    wait_until("the other two told they wait for quota", refused_twice, step=settle(backend, binder))
+    pods = list(backend.state.pods.values())
+    assert sum(1 for p in pods if p.node_name) == 2 and sum(1 for p in pods if p.gated) == 2
+    assert sorted(c.nodepool or "" for c in backend.state.claims.values()) == sorted([first, second])
+    assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)

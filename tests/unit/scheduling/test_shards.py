@@ -1,0 +1,181 @@
+"""The shard model (provisioner.scheduling.shards): pools to shards and shards to replicas are stable,
+balanced and move little when shards or replicas change; a pod spanning shards is taken by one replica
+at a time, in its list's order; a replica's snapshot holds only its pools."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from provisioner.api import labels as wk
+from provisioner.scheduling import shards
+from provisioner.scheduling.pool_order import ClusterDefaults
+from provisioner.state import Snapshot
+from provisioner.state.snapshot import StateNode
+from tests.builders import node_claim, node_pool, pod
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+pool_names = st.lists(st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20), unique=True)
+members = st.lists(st.text("abcdef0123456789", min_size=4, max_size=12), min_size=1, max_size=8, unique=True)
+
+
+@given(pool_names, st.integers(1, 32))
+def test_a_pool_is_in_the_same_shard_whoever_asks(pools, n):
+    assert [shards.shard_of(p, n) for p in pools] == [shards.shard_of(p, n) for p in reversed(pools)][::-1]
+    assert all(0 <= shards.shard_of(p, n) < n for p in pools)
+
+
+@given(pool_names, st.integers(1, 16))
+def test_one_more_shard_moves_only_the_pools_the_new_shard_takes(pools, n):
+    for p in pools:
+        before, after = shards.shard_of(p, n), shards.shard_of(p, n + 1)
+        assert after in (before, n), f"{p} moved from {before} to {after}, not to the new shard"
+
+
+def test_pools_spread_evenly_over_shards():
+    counts = Counter(shards.shard_of(f"pool-{i}", 8) for i in range(4000))
+    assert set(counts) == set(range(8))
+    assert max(counts.values()) < 1.15 * 500 and min(counts.values()) > 0.85 * 500
+
+
+@given(st.integers(1, 64), members)
+def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n, names):
+    owners = shards.assign(n, names)
+    assert set(owners) == set(range(n))
+    load = Counter(owners.values())
+    assert max(load.values()) <= math.ceil(n / len(names))
+    assert shards.assign(n, list(reversed(names))) == owners, "the same on every replica"
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 64), members.filter(lambda m: len(m) >= 2), st.data())
+def test_a_replica_leaving_moves_its_shards_and_few_others(n, names, data):
+    gone = data.draw(st.sampled_from(names))
+    before = shards.assign(n, names)
+    after = shards.assign(n, [m for m in names if m != gone])
+    own = {s for s, m in before.items() if m == gone}
+    moved = {s for s in before if before[s] != after[s]}
+    assert own <= moved
+    # Bounded loads may shift a few more as each survivor's cap grows (never a reshuffle, which would move
+    # about n * (1 - 1/len(names))).
+    assert len(moved - own) <= 2 * math.ceil(n / (len(names) - 1))
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 64), members, st.text("ghijkl", min_size=4, max_size=8))
+def test_a_replica_joining_takes_shards_without_reshuffling_the_rest(n, names, new):
+    before = shards.assign(n, names)
+    after = shards.assign(n, [*names, new])
+    moved = {s for s in before if before[s] != after[s]}
+    taken = {s for s, m in after.items() if m == new}
+    assert taken <= moved
+    assert len(moved - taken) <= 2 * math.ceil(n / len(names))
+
+
+def _owns(*names):
+    return lambda p: p in names
+
+
+@pytest.mark.parametrize(
+    ("order", "owned", "tried", "want"),
+    [
+        (("a", "b", "c"), ("a", "b", "c"), (), ("a", "b", "c")),
+        (("a", "b", "c"), ("a", "c"), (), ("a",)),
+        (("a", "b", "c"), ("b",), (), None),
+        (("a", "b", "c"), ("b",), ("a",), ("b",)),
+        (("a", "b", "c"), ("a", "c"), ("a", "b"), ("c",)),
+        (("a", "b", "c"), ("a", "b", "c"), ("a", "b", "c"), None),
+        (("a", "zzz", "b"), ("a", "b"), (), ("a", "b")),
+        (("zzz",), ("zzz",), (), ("zzz",)),
+    ],
+    ids=[
+        "all-held",
+        "run-stops-at-another-replicas-pool",
+        "first-pool-elsewhere",
+        "passed-on",
+        "second-pass-on",
+        "every-pool-tried",
+        "unknown-names-skipped",
+        "unknown-only-goes-to-its-first-names-holder",
+    ],
+)
+def test_a_pod_is_taken_by_the_holder_of_its_first_untried_pool(order, owned, tried, want):
+    assert shards.route(order, existing={"a", "b", "c"}, owns=_owns(*owned), tried=set(tried)) == want
+
+
+@given(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6, unique=True), st.integers(1, 4), st.data())
+def test_exactly_one_replica_takes_a_pod_at_each_step_in_list_order(order, n, data):
+    replicas = [{p for p in "abcdef" if shards.shard_of(p, n) == i} for i in range(n)]
+    tried: set[str] = set()
+    visited: list[str] = []
+    while True:
+        takers = [
+            r
+            for r in replicas
+            if shards.route(order, existing=set("abcdef"), owns=r.__contains__, tried=tried)
+        ]
+        if not takers:
+            break
+        assert len(takers) == 1, "no two replicas solve the same pod"
+        run = shards.route(order, existing=set("abcdef"), owns=takers[0].__contains__, tried=tried)
+        assert run
+        visited.extend(run)
+        tried |= set(run)
+    assert visited == list(order), "every pool tried once, in the pod's order"
+
+
+def test_tried_pools_are_forgotten_only_once_every_pool_refused_the_pod_for_the_ttl():
+    p = pod("p", annotations={shards.TRIED: "a,b", shards.TRIED_AT: NOW.isoformat()})
+    later = NOW + shards.TRIED_TTL
+    assert shards.still_tried(p, ["a", "b"], NOW + timedelta(seconds=1)) == {"a", "b"}, "nobody takes it yet"
+    assert shards.still_tried(p, ["a", "b"], later) == frozenset(), "then it starts again from a"
+    assert shards.still_tried(p, ["a", "b", "c"], later) == {"a", "b"}, "c's holder keeps it while pending"
+    unreadable = pod("q", annotations={shards.TRIED: "a", shards.TRIED_AT: "never"})
+    assert shards.still_tried(unreadable, ["a"], NOW) == frozenset()
+
+
+def test_passing_on_adds_the_run_to_the_pools_tried():
+    p = pod("p", annotations={shards.TRIED: "a", shards.TRIED_AT: NOW.isoformat()})
+    ann = shards.passed_on(("b", "c"), p, NOW + timedelta(seconds=5))
+    assert ann[shards.TRIED] == "a,b,c"
+    assert shards.tried_pools(pod("p", annotations=ann))[0] == {"a", "b", "c"}
+
+
+def test_a_replicas_snapshot_holds_its_pools_their_claims_and_the_pods_it_takes():
+    pools = (node_pool("a"), node_pool("b"))
+    mine = StateNode(name="c1", claim=node_claim("c1", nodepool="a"))
+    theirs = StateNode(name="c2", claim=node_claim("c2", nodepool="b"))
+    spans = pod("spans", pools=("a", "b"))
+    only_b = pod("only-b", pools=("b",))
+    snap = Snapshot(nodes=(mine, theirs), pending_pods=(spans, only_b), nodepools=pools)
+    scoped = shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW)
+    assert [p.name for p in scoped.snapshot.nodepools] == ["a"]
+    assert [n.name for n in scoped.snapshot.nodes] == ["c1"]
+    (taken,) = scoped.snapshot.pending_pods
+    assert taken.name == "spans" and taken.nodepools == ("a",), "solved with its run here, not b"
+    assert scoped.runs == {"default/spans": ("a",)}
+    whole = shards.scope(snap, owns=_owns("a", "b"), defaults=ClusterDefaults(), now=NOW)
+    assert whole.snapshot.pending_pods == snap.pending_pods and not whole.runs
+    assert whole.snapshot.pending_pods[0] is spans, "a pod wholly held here is left as it is"
+
+
+def test_a_pod_pinned_to_a_pool_goes_to_that_pools_holder():
+    pinned = pod("pinned", pools=("a", "b"), node_selector={wk.NODEPOOL: "b"})
+    snap = Snapshot(pending_pods=(pinned,), nodepools=(node_pool("a"), node_pool("b")))
+    assert not shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW).snapshot.pending_pods
+    assert shards.scope(snap, owns=_owns("b"), defaults=ClusterDefaults(), now=NOW).snapshot.pending_pods
+
+
+def test_a_pod_every_pool_refused_is_due_again_after_the_ttl_for_whoever_holds_its_first_pool():
+    refused = pod("p", pools=("a", "b"), annotations={shards.TRIED: "a,b", shards.TRIED_AT: NOW.isoformat()})
+    snap = Snapshot(pending_pods=(refused,), nodepools=(node_pool("a"), node_pool("b")))
+    now = NOW + timedelta(seconds=10)
+    scoped = shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=now)
+    assert not scoped.snapshot.pending_pods and scoped.retry_at == NOW + shards.TRIED_TTL
+    due = shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW + shards.TRIED_TTL)
+    assert [p.name for p in due.snapshot.pending_pods] == ["p"] and due.retry_at is None
