@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provisioner.api import AWSNodeClass, NodeClaim, NodePool
+from providers.aws.model import AWSNodeClass
+from provisioner.api import NodeClaim, NodePool
 from provisioner.api import labels as wk
 from provisioner.api.common import NodeClassReference, ObjectMeta, Operator, Requirement
 from provisioner.api.nodeclaim import NodeClaimSpec

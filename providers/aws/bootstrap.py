@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers.aws import aliases
-from provisioner.api import AWSNodeClass
+from providers.aws.model import AWSNodeClass
 from provisioner.api import labels as wk
 
 BOUNDARY = "//PROVISIONER-BOUNDARY"

@@ -31,9 +31,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from providers.aws import efa, errors, launch
+from providers.aws.model import AWSNodeClass
 from providers.aws.nodeclass import Resolver
 from providers.aws.sdk import SDK, call
-from provisioner.api import AWSNodeClass, NodeClaim
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from providers.aws import efa
-from provisioner.api import AWSNodeClass, NodeClaim
+from providers.aws.model import AWSNodeClass, BlockDeviceMapping
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import BlockDeviceMapping
 from provisioner.api.quantities import to_base_units
 from provisioner.cloudprovider import InstanceType, OfferingKey
 from provisioner.cloudprovider.launch_order import group_launch_order, launch_order

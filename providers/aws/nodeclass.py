@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from providers.aws import aliases, bootstrap, efa, errors, instancetypes, launch
+from providers.aws.model import AWSNodeClass, SelectorTerm
 from providers.aws.sdk import SDK, TTLCache, call, tag_filters, translated
-from provisioner.api import AWSNodeClass
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import NodeClass, SelectorTerm
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import CreateError, NodeClassNotReady
 
 log = logging.getLogger("providers.aws")

@@ -39,10 +39,11 @@ from providers.aws import (
     reservations,
     topology,
 )
+from providers.aws.model import AWSNodeClass
 from providers.aws.nodeclass import Resolver, aws_node_class
 from providers.aws.offerings import RegionOfferings
 from providers.aws.sdk import SDK, TTLCache, call
-from provisioner.api import AWSNodeClass, NodeClaim, mig
+from provisioner.api import NodeClaim, mig
 from provisioner.api import labels as wk
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import (

@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from providers.aws import errors, launch
+from providers.aws.model import CapacityReservationSelectorTerm
 from providers.aws.sdk import SDK, tag_filters
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import CapacityReservationSelectorTerm
 from provisioner.cloudprovider import CreateError, Instance, InstanceType, Offering, OfferingKey, Reservation
 
 log = logging.getLogger("providers.aws")

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from providers.fake import saved
 from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import AWSPlacement, NodeClass
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog as catalog_
 from provisioner.cloudprovider.errors import (
     CloudProviderError,
@@ -288,8 +288,9 @@ class FakeProvider:
 
     def instance_types(self, node_class: NodeClass) -> list[InstanceType]:
         types = self._instance_types(node_class)
-        placement = node_class.spec.placement
-        if not isinstance(placement, AWSPlacement) or not placement.efa:
+        # Any kind's `spec.placement`, read by its fields: the fake launches pools of every kind.
+        placement = getattr(node_class.spec, "placement", None)
+        if not getattr(placement, "efa", False):
             return types
         return [
             replace(t, capacity={**t.capacity, labels.EFA_RESOURCE: EFA_INTERFACES[t.name]})
@@ -420,11 +421,12 @@ class FakeProvider:
 
     def _placement_group(self, node_class: NodeClass, placement: GangPlacement | None) -> str | None:
         """The NodeClass's placement: its existing group or policy, or one made for the gang."""
-        spec = node_class.spec.placement
+        spec = getattr(node_class.spec, "placement", None)
         if spec is None:
             return None
-        existing = spec.group_name if isinstance(spec, AWSPlacement) else spec.policy
-        per_gang = spec.group_per_gang if isinstance(spec, AWSPlacement) else spec.compact_per_gang
+        # AWS names a placement group (groupName, groupPerGang), GCP a policy (policy, compactPerGang).
+        existing: str | None = getattr(spec, "group_name", None) or getattr(spec, "policy", None)
+        per_gang = bool(getattr(spec, "group_per_gang", False) or getattr(spec, "compact_per_gang", False))
         if existing or not per_gang or placement is None:
             return existing
         name = f"fake-pg-{placement.gang}"

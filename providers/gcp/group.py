@@ -27,10 +27,11 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from providers.gcp import errors, instances, launch, machines, naming
+from providers.gcp.model import GCPNodeClass
 from providers.gcp.sdk import SDK, failure
 from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import GCPNodeClass, NodeClass
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.errors import (
     CreateError,
     InsufficientCapacity,

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from google.cloud import compute_v1
 
-from providers.gcp import naming
+from providers.gcp import attached, naming
+from providers.gcp.model import GCPNodeClass
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import GCPNodeClass
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.protocol import Instance
 
@@ -41,7 +41,7 @@ def to_instance(inst: compute_v1.Instance, *, project: str, zone: str) -> Instan
     type_name = machine
     if inst.guest_accelerators:
         acc = inst.guest_accelerators[0]
-        type_name = catalog.gcp_attached_name(
+        type_name = attached.gcp_attached_name(
             machine, naming.last(acc.accelerator_type), acc.accelerator_count
         )
     spot = inst.scheduling.provisioning_model == "SPOT" or bool(inst.scheduling.preemptible)

@@ -16,10 +16,10 @@ from collections.abc import Collection, Sequence
 from google.cloud import compute_v1
 
 from providers.gcp import machines, naming
+from providers.gcp.model import GCPNodeClass
 from provisioner.api import labels as wk
 from provisioner.api import mig
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import GCPNodeClass
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.cloudprovider.launch_order import Attempt, LaunchOrder, launch_order
 from provisioner.cloudprovider.types import InstanceType

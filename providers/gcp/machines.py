@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from providers.gcp import gpus
+from providers.gcp import attached, gpus
 from provisioner.api import labels
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.errors import OfferingKey
@@ -146,7 +146,7 @@ def build(
                 for count in gpus.attach_counts(acc_type, vcpu=m.vcpu, max_cards=max_cards):
                     combos.setdefault((acc_type, count), set()).add(zone)
         for (acc_type, count), combo_zones in sorted(combos.items()):
-            combo = catalog.gcp_attached_name(name, acc_type, count)
+            combo = attached.gcp_attached_name(name, acc_type, count)
             launch = Launch(machine_type=name, accelerator_type=acc_type, accelerator_count=count, gpu=True)
             add(combo, m, combo_zones, gpus.gpu(acc_type, count), launch)
     built.types.sort(key=lambda t: t.name)
@@ -155,7 +155,7 @@ def build(
 
 def launch_of(instance_type: str) -> Launch:
     """How to launch a type by its name alone (when it was not built here): the catalog knows combos."""
-    machine_type, acc_type, count = catalog.gcp_machine(instance_type)
+    machine_type, acc_type, count = attached.gcp_machine(instance_type)
     shape = catalog.shape(CLOUD, instance_type)
     has_gpu = bool(acc_type) or (shape is not None and shape.gpu is not None)
     return Launch(machine_type=machine_type, accelerator_type=acc_type, accelerator_count=count, gpu=has_gpu)

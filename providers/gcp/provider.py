@@ -38,9 +38,10 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from providers.gcp import errors, group, instances, launch, listings, machines, naming, reservations
+from providers.gcp.model import GCPNodeClass
 from providers.gcp.sdk import SDK, failure
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import GCPNodeClass, NodeClass
+from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.errors import (
     CloudProviderError,

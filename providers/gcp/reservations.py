@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from providers.gcp import naming
+from providers.gcp import attached, naming
+from providers.gcp.model import GCPReservations
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import GCPReservations
-from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import Offering, Reservation
 
 
@@ -45,7 +44,7 @@ def offerings(
         type_name = props.machine_type
         if props.guest_accelerators:
             acc = props.guest_accelerators[0]
-            type_name = catalog.gcp_attached_name(
+            type_name = attached.gcp_attached_name(
                 type_name, naming.last(acc.accelerator_type), acc.accelerator_count
             )
         free = max(0, int(held.count) - int(held.in_use_count))

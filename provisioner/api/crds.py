@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -22,8 +21,8 @@ from pydantic import BaseModel
 from provisioner.api import labels
 from provisioner.api import provisioning_request as pr
 from provisioner.api.nodeclaim import NodeClaim
-from provisioner.api.nodeclass import AWSNodeClass, GCPNodeClass
 from provisioner.api.nodepool import NodePool
+from provisioner.api.plugins import AGE, NODECLASS_CRDS, Kind, PrinterColumn
 from provisioner.api.team import Department, Team
 
 _QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -60,42 +59,12 @@ _KEPT = {
 }
 
 
-@dataclass(frozen=True)
-class PrinterColumn:
-    """One column of `kubectl get`."""
-
-    name: str
-    json_path: str
-    type: str = "string"
-    priority: int = 0
-    description: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
-        if self.priority:
-            out["priority"] = self.priority
-        if self.description:
-            out["description"] = self.description
-        return out
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a CRD needs beyond the schema: names, scope and columns."""
-
-    model: type[BaseModel]
-    kind: str
-    plural: str
-    short_names: tuple[str, ...]
-    columns: tuple[PrinterColumn, ...]
-
-
 def _escaped(key: str) -> str:
     return key.replace(".", "\\.")
 
 
 _READY = PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status')
-_AGE = PrinterColumn("Age", ".metadata.creationTimestamp", type="date")
+_AGE = AGE
 _GPU = _escaped(labels.GPU_RESOURCE)
 _QUOTA_COLUMNS = (
     PrinterColumn("GPU-Quota", f".status.total.quota.{_GPU}", description="GPUs promised, over all pools"),
@@ -107,7 +76,7 @@ _QUOTA_COLUMNS = (
     PrinterColumn("CPU-Used", ".status.total.allocated.cpu", priority=1),
 )
 
-KINDS = (
+_CORE = (
     Kind(
         model=NodePool,
         kind="NodePool",
@@ -141,20 +110,6 @@ KINDS = (
             PrinterColumn("NodePool", f".metadata.labels.{_escaped(labels.NODEPOOL)}", priority=1),
             PrinterColumn("Price", ".status.pricePerHour", type="number", priority=1),
         ),
-    ),
-    Kind(
-        model=AWSNodeClass,
-        kind="AWSNodeClass",
-        plural="awsnodeclasses",
-        short_names=("awsnc", "awsnodeclass"),
-        columns=(_AGE, PrinterColumn("Role", ".spec.role", priority=1)),
-    ),
-    Kind(
-        model=GCPNodeClass,
-        kind="GCPNodeClass",
-        plural="gcpnodeclasses",
-        short_names=("gcpnc", "gcpnodeclass"),
-        columns=(PrinterColumn("Project", ".spec.project"), _AGE),
     ),
     Kind(
         model=Department,
@@ -319,6 +274,12 @@ def crd(kind: Kind) -> dict[str, Any]:
     }
 
 
+def kinds() -> tuple[Kind, ...]:
+    """Every kind with a CRD, in a fixed order: NodePool, NodeClaim, the installed plug-ins' NodeClass
+    kinds (in the plug-ins' name order: AWSNodeClass, GCPNodeClass), Department, Team."""
+    return (*_CORE[:2], *NODECLASS_CRDS.values(), *_CORE[2:])
+
+
 def provisioning_request_crd() -> dict[str, Any]:
     """The CustomResourceDefinition (namespaced, group `autoscaling.x-k8s.io`), from the model."""
     schema = structural_schema(pr.ProvisioningRequest)
@@ -360,8 +321,8 @@ def provisioning_request_crd() -> dict[str, Any]:
 
 
 def all_crds() -> list[dict[str, Any]]:
-    """Every CRD, in a fixed order (NodePool, NodeClaim, AWSNodeClass, GCPNodeClass, Department, Team)."""
-    return [crd(kind) for kind in KINDS]
+    """Every CRD, in the order of `kinds`."""
+    return [crd(kind) for kind in kinds()]
 
 
 HEADER = (

@@ -1,15 +1,15 @@
 """The kinds the provisioner tracks: one table (`TRACKED`) of every kind the cluster state holds, with where
 each lives in the Kubernetes API. The others read it: the informers watch these kinds
 (`provisioner.kube.client.WATCHED`), `ClusterState` accepts exactly these, `provisioner report` loads
-these from a file, and a NodeClass reference names one of the NodeClass kinds (`NODECLASS_KINDS`). Pure:
-names only; the models of our own kinds are `provisioner.api.KINDS`, their CRDs `provisioner.api.crds`.
+these from a file, and a NodeClass reference names one of the NodeClass kinds (`NODECLASS_KINDS`): those
+the installed provider plug-ins bring (provisioner.api.plugins), read on first use. Pure: names only; the models of our own kinds are `provisioner.api.KINDS`, their CRDs `provisioner.api.crds`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from provisioner.api import labels
+from provisioner.api import labels, plugins
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +48,6 @@ DAEMONSET = Resource("DaemonSet", "apps", "v1", "daemonsets", True)
 PDB = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True)
 NODECLAIM = Resource("NodeClaim", labels.GROUP, labels.VERSION, "nodeclaims", False)
 NODEPOOL = Resource("NodePool", labels.GROUP, labels.VERSION, "nodepools", False)
-AWSNODECLASS = Resource("AWSNodeClass", labels.GROUP, labels.VERSION, "awsnodeclasses", False, nodeclass=True)
-GCPNODECLASS = Resource("GCPNodeClass", labels.GROUP, labels.VERSION, "gcpnodeclasses", False, nodeclass=True)
 TEAM = Resource("Team", labels.GROUP, labels.VERSION, "teams", False)
 DEPARTMENT = Resource("Department", labels.GROUP, labels.VERSION, "departments", False)
 PODTEMPLATE = Resource("PodTemplate", "", "v1", "podtemplates", True)
@@ -57,25 +55,38 @@ PROVISIONING_REQUEST = Resource(
     "ProvisioningRequest", "autoscaling.x-k8s.io", "v1", "provisioningrequests", True
 )
 
-TRACKED = (
-    POD,
-    NODE,
-    NAMESPACE,
-    DAEMONSET,
-    PDB,
-    NODECLAIM,
-    NODEPOOL,
-    AWSNODECLASS,
-    GCPNODECLASS,
-    TEAM,
-    DEPARTMENT,
-    PODTEMPLATE,
-    PROVISIONING_REQUEST,
-)
-"""Every kind the cluster state holds, in the order the informers list them."""
 
-BY_KIND = {r.kind: r for r in TRACKED}
+def nodeclass(kind: str) -> Resource:
+    """The row of a NodeClass kind an installed provider plug-in brings (`AWSNodeClass`...)."""
+    crd = plugins.NODECLASS_CRDS[kind]
+    return Resource(crd.kind, labels.GROUP, labels.VERSION, crd.plural, False, nodeclass=True)
+
+
+def _tracked(found: tuple[plugins.Declares, ...]) -> tuple[Resource, ...]:
+    return (
+        POD,
+        NODE,
+        NAMESPACE,
+        DAEMONSET,
+        PDB,
+        NODECLAIM,
+        NODEPOOL,
+        *(nodeclass(kind.kind) for p in found for kind in p.nodeclasses),
+        TEAM,
+        DEPARTMENT,
+        PODTEMPLATE,
+        PROVISIONING_REQUEST,
+    )
+
+
+TRACKED: plugins.DerivedTuple[Resource] = plugins.DerivedTuple(_tracked)
+"""Every kind the cluster state holds, in the order the informers list them; the NodeClass kinds are the
+installed plug-ins' (read on first use)."""
+
+BY_KIND: plugins.Derived[Resource] = plugins.Derived(lambda found: {r.kind: r for r in _tracked(found)})
 """Kind -> its row of `TRACKED`."""
 
-NODECLASS_KINDS = tuple(r.kind for r in TRACKED if r.nodeclass)
-"""The NodeClass kinds, in table order (`AWSNodeClass`, `GCPNodeClass`)."""
+NODECLASS_KINDS: plugins.Derived[Resource] = plugins.Derived(
+    lambda found: {r.kind: r for r in _tracked(found) if r.nodeclass}
+)
+"""The NodeClass kinds (-> their rows), in table order (`AWSNodeClass`, `GCPNodeClass`)."""

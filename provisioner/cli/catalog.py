@@ -1,9 +1,9 @@
 """`provisioner catalog`: what a pool could launch in a region, with GPUs, zones and prices.
 
-Wiring and printing only. Online (the default) it reads the cloud through its provider, the same code
-the controller runs: `providers.aws.AWSProvider(...).region_instance_types()` (honours
-`AWS_ENDPOINT_URL` and the standard credential chain) or `providers.gcp.GCPProvider(...)` (needs a
-project, `--project` or `GOOGLE_CLOUD_PROJECT`; endpoint override `--endpoint` or
+Wiring and printing only. Online (the default) it reads the cloud through its plug-in's `read_types`
+(provisioner.cloudprovider.plugin), the same provider code the controller runs: for aws the provider's
+`region_instance_types()` (honours `AWS_ENDPOINT_URL` and the standard credential chain), for gcp the
+same (needs a project, `--project` or `GOOGLE_CLOUD_PROJECT`; endpoint override `--endpoint` or
 `PROVISIONER_GCP_ENDPOINT`; Application Default Credentials). `--cloud fake` reads the fake provider
 (the catalog `provisioner simulate` launches from). `--offline` prints a built-in catalog (`aws`, `gcp`,
 `karpenter-benchmark`) without any network call.
@@ -24,7 +24,6 @@ carries `reservation: {id, type, free, total, endsAt, hourlyPrice}`.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,10 @@ import typer
 from provisioner.api import labels
 from provisioner.cli import output as out
 from provisioner.cli.app import app
-from provisioner.cloudprovider import CloudProviderError, InstanceType, Reservation
+from provisioner.cloudprovider import CloudProviderError, InstanceType, Reservation, registry
 from provisioner.cloudprovider import catalog as catalog_
+from provisioner.cloudprovider.plugin import CatalogQuery, OptionError
 from provisioner.finops.reports.text import csv_text, dump
-
-ONLINE_CLOUDS = ("aws", "gcp", "fake")
-GCP_ENDPOINT_ENV = "PROVISIONER_GCP_ENDPOINT"
-
 
 FORMATS = ("table", "json", "yaml", "csv")
 CSV_COLUMNS = (
@@ -58,12 +54,14 @@ def _fail(message: str, *, flag: str | None = None) -> typer.Exit:
     return out.fail(message, flag=flag, code=1)
 
 
+def _online() -> list[str]:
+    """The clouds `catalog` reads live: every installed plug-in that can."""
+    return [name for name in registry.names() if registry.plugin(name).read_types is not None]
+
+
 def _default_region(cloud: str) -> str:
-    if cloud == "aws":
-        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    if cloud == "fake":
-        return catalog_.default_region("aws")
-    return catalog_.default_region(cloud)
+    default = registry.plugin(cloud).default_region
+    return default() if default is not None else catalog_.default_region(cloud)
 
 
 def _read_cloud(
@@ -73,31 +71,14 @@ def _read_cloud(
     project: str | None,
     endpoint: str | None,
 ) -> list[InstanceType]:
-    """Every instance type the cloud offers in the region, through its provider (imported lazily, so
-    `--offline` never needs boto3 or google-cloud-compute)."""
-    provider: Any
-    if cloud == "aws":
-        from providers.aws import AWSProvider
-
-        provider = AWSProvider(region=region, cluster_name="catalog", endpoint_url=endpoint)
-    elif cloud == "gcp":
-        project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-        if not project:
-            raise _fail("required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT)", flag="--project")
-        from providers.gcp import GCPProvider
-
-        provider = GCPProvider(
-            project=project,
-            region=region,
-            cluster_name="catalog",
-            endpoint=endpoint or os.environ.get(GCP_ENDPOINT_ENV),
-        )
-    else:
-        from providers.fake import FakeProvider
-
-        provider = FakeProvider(catalog="aws", region=region)
-    types: list[InstanceType] = provider.region_instance_types()
-    return types
+    """Every instance type the cloud offers in the region, through its plug-in (which imports its SDK
+    only then, so `--offline` never needs boto3 or google-cloud-compute)."""
+    read = registry.plugin(cloud).read_types
+    assert read is not None  # _online() lists only the plug-ins that can
+    try:
+        return read(CatalogQuery(region=region, project=project, endpoint=endpoint))
+    except OptionError as err:
+        raise _fail(err.message, flag=err.flag) from None
 
 
 def sort_key(t: InstanceType) -> tuple[str, int, int, str]:
@@ -219,7 +200,7 @@ def catalog_command(
 ) -> None:
     """What a pool could launch in a region: shapes, GPUs, zones and prices per capacity type."""
     fmt = out.resolve(output, write, allowed=FORMATS)
-    allowed = catalog_.names() if offline else list(ONLINE_CLOUDS)
+    allowed = catalog_.names() if offline else _online()
     if cloud not in allowed:
         raise _fail(
             f"{cloud!r} is not one of {', '.join(allowed)}" + ("" if offline else " (or use --offline)"),

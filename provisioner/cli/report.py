@@ -284,7 +284,7 @@ def _load_file(path: Path) -> Snapshot:
     from pydantic import ValidationError
 
     from provisioner.api import KINDS, documents
-    from provisioner.state.cluster import SNAPSHOT_KINDS, ClusterState
+    from provisioner.state.cluster import ClusterState, snapshot_kinds
 
     try:
         docs = documents.read_yaml_file(path)
@@ -303,7 +303,7 @@ def _load_file(path: Path) -> Snapshot:
                 typer.echo(str(problem), err=True)
             raise typer.Exit(2) from None
     state = ClusterState()
-    tracked = set(SNAPSHOT_KINDS)
+    tracked = set(snapshot_kinds())
 
     def visit(obj: Any, doc: documents.YamlDocument, base: tuple[str | int, ...]) -> None:
         if not isinstance(obj, dict):

@@ -6,6 +6,8 @@ operator `provisioner.operator.build` makes until SIGTERM or SIGINT (then it rel
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import logging
 import os
@@ -18,6 +20,8 @@ import typer
 
 from provisioner import crashpoints
 from provisioner.cli.app import app
+from provisioner.cloudprovider import registry as plugins_
+from provisioner.cloudprovider.plugin import OptionValues
 
 if TYPE_CHECKING:
     from provisioner.cloudprovider import Instance, InstanceType
@@ -64,104 +68,44 @@ def build_providers(
     *,
     clouds: list[str],
     cluster_name: str,
-    aws_region: str | None,
-    aws_endpoint: str | None,
-    aws_interruption_queue: str | None,
-    gcp_project: str | None,
-    gcp_region: str | None,
-    gcp_endpoint: str | None,
-    fake_catalog: str,
-    fake_region: str | None,
-    fake_state: str | None = None,
-    fake_shared: bool = False,
+    options: OptionValues,
+    shared: bool = False,
     clock: Any,
     registry: Any,
     register_node: Any,
     delete_node: Any,
 ) -> Any:
-    from provisioner.cloudprovider import wrappers
+    """The ProviderSet `--cloud` asks for, each cloud built by its plug-in from its options."""
+    from provisioner.cloudprovider.plugin import OptionError, Wiring
     from provisioner.controllers.provider_set import ProviderSet
 
-    by_kind: dict[str, Any] = {}
-    for cloud in clouds:
-        if cloud == "fake":
-            from providers.fake import FakeProvider
-            from providers.fake.shared import SharedFakeProvider
-
-            # Sharded replicas share one fake cloud (its state file), as they would share an account.
-            fake = (SharedFakeProvider if fake_shared and fake_state else FakeProvider)(
-                catalog=fake_catalog,
-                region=fake_region,
-                cluster_name=cluster_name,
-                clock=clock.now,
-                on_launch=register_node,
-                on_delete=delete_node,
-                state_path=fake_state,  # type: ignore[arg-type]  # shared only with a path
-            )
-            wrapped = wrappers.wrap(fake, clock=clock.now, registry=registry)
-            by_kind.setdefault("AWSNodeClass", wrapped)
-            by_kind.setdefault("GCPNodeClass", wrapped)
-        elif cloud == "aws":
-            from providers.aws import AWSProvider
-
-            if not aws_region:
-                raise _fail("--aws-region: required with --cloud aws (or set AWS_REGION)")
-            aws = AWSProvider(
-                region=aws_region,
-                cluster_name=cluster_name,
-                endpoint_url=aws_endpoint,
-                interruption_queue_url=aws_interruption_queue,
-            )
-            by_kind["AWSNodeClass"] = wrappers.wrap(aws, clock=clock.now, registry=registry)
-        elif cloud == "gcp":
-            from providers.gcp import GCPProvider
-
-            if not gcp_project or not gcp_region:
-                raise _fail("--gcp-project, --gcp-region: both required with --cloud gcp")
-            gcp = GCPProvider(
-                project=gcp_project, region=gcp_region, cluster_name=cluster_name, endpoint=gcp_endpoint
-            )
-            by_kind["GCPNodeClass"] = wrappers.wrap(gcp, clock=clock.now, registry=registry)
-        else:
-            raise _fail(
-                f"--cloud: {cloud!r} is not known; allowed: aws, gcp, fake (or a comma-separated list)"
-            )
-    return ProviderSet(by_kind)
+    wiring = Wiring(
+        cluster_name=cluster_name,
+        clock=clock.now,
+        on_launch=register_node,
+        on_delete=delete_node,
+        shared=shared,
+    )
+    try:
+        return ProviderSet(plugins_.build(clouds, options, wiring, registry))
+    except OptionError as err:
+        raise _fail(str(err)) from None
 
 
 def provider_factory(
-    *,
-    clouds: list[str],
-    cluster_name: str,
-    aws_region: str | None,
-    aws_endpoint: str | None,
-    aws_interruption_queue: str | None,
-    gcp_project: str | None,
-    gcp_region: str | None,
-    gcp_endpoint: str | None,
-    fake_catalog: str,
-    fake_region: str | None,
-    fake_state: str | None = None,
-    fake_shared: bool = False,
+    *, clouds: list[str], cluster_name: str, options: OptionValues, shared: bool = False
 ) -> ProviderFactory:
     """The providers `--cloud` asks for, built by the operator once it has its clock, metrics registry,
-    client and state (`build_providers`, with the fake cloud's stand-in kubelet)."""
+    client and state (`build_providers`, with the stand-in kubelet of a cloud that has none); `shared`:
+    sharded replicas share one cloud account."""
 
     def build(ctx: ProviderContext) -> ProviderSet:
-        register_node, delete_node = _fake_kubelet(ctx)
+        register_node, delete_node = _fake_kubelet(ctx, clouds)
         providers: ProviderSet = build_providers(
             clouds=clouds,
             cluster_name=cluster_name,
-            aws_region=aws_region,
-            aws_endpoint=aws_endpoint,
-            aws_interruption_queue=aws_interruption_queue,
-            gcp_project=gcp_project,
-            gcp_region=gcp_region,
-            gcp_endpoint=gcp_endpoint,
-            fake_catalog=fake_catalog,
-            fake_region=fake_region,
-            fake_state=fake_state,
-            fake_shared=fake_shared,
+            options=options,
+            shared=shared,
             clock=ctx.clock,
             registry=ctx.registry,
             register_node=register_node,
@@ -172,18 +116,55 @@ def provider_factory(
     return build
 
 
+def _cloud_help() -> str:
+    found = plugins_.plugins()
+    production = [p.name for p in found if p.dev_only is None]
+    dev = [p.name for p in found if p.dev_only is not None]
+    several = f", or several ({','.join(production[:2])})" if len(production) > 1 else ""
+    tail = f"; {', '.join(dev)} only for a dev cluster (its Nodes are not real)" if dev else ""
+    return f"Required: {', '.join(production)}{several}{tail}."
+
+
+def _with_plugin_options(func: Callable[..., None]) -> Callable[..., None]:
+    """`func` with every installed plug-in's options added to its signature (so typer parses them); their
+    values reach it as one mapping, `plugin_options` (by `Option.key`)."""
+    options = [o for p in plugins_.plugins() for o in p.options]
+    signature = inspect.signature(func)
+    extra = [
+        inspect.Parameter(
+            o.key,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(o.default, o.flag, envvar=o.env, help=o.help or None),
+            annotation=o.type | None,
+        )
+        for o in options
+    ]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> None:
+        func(plugin_options={o.key: kwargs.pop(o.key) for o in options}, **kwargs)
+
+    params = [p for p in signature.parameters.values() if p.name != "plugin_options"]
+    wrapper.__signature__ = signature.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{k: v for k, v in func.__annotations__.items() if k != "plugin_options"},
+        **{o.key: o.type | None for o in options},
+    }
+    return wrapper
+
+
 def _fake_kubelet(
-    ctx: ProviderContext,
+    ctx: ProviderContext, clouds: list[str]
 ) -> tuple[Callable[[Instance, InstanceType | None], None], Callable[[Instance], None]]:
-    """(register_node, delete_node) for the fake cloud, which has no kubelet: it registers the Node one
-    would, as Karpenter's kwok provider does, and deletes it with the instance."""
-    from providers.fake.kwok import node_for_instance, node_name_for
+    """(register_node, delete_node) for a cloud without kubelets (the fake one): it registers the Node one
+    would (its plug-in's `nodes`), as Karpenter's kwok provider does, and deletes it with the instance."""
     from provisioner.api import mig
     from provisioner.cloudprovider.types import with_mig_layout
     from provisioner.clusterapi import ClusterError
     from provisioner.kube import client as kc
 
     client, state, clock = ctx.kube, ctx.state, ctx.clock
+    maker = plugins_.node_maker(clouds)
 
     def register_node(instance: Instance, instance_type: InstanceType | None) -> None:
         claim = state.claims.get(instance.nodeclaim or "")
@@ -192,7 +173,8 @@ def _fake_kubelet(
             # No MIG manager behind a fake node: it comes up with its pool's layout already applied.
             parted = with_mig_layout(instance_type, layout)
             instance_type = instance_type if isinstance(parted, str) else parted
-        manifest = node_for_instance(instance, instance_type, now=clock.now())
+        assert maker is not None  # only a cloud that makes Nodes calls back
+        manifest = maker.node_for_instance(instance, instance_type, now=clock.now())
         if layout is not None:
             manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "success"
         try:
@@ -204,18 +186,20 @@ def _fake_kubelet(
 
     def delete_node(instance: Instance) -> None:
         with contextlib.suppress(ClusterError):
-            client.delete(kc.NODE, node_name_for(instance))
+            assert maker is not None
+            client.delete(kc.NODE, maker.node_name_for(instance))
 
     return register_node, delete_node
 
 
 @app.command("run")
+@_with_plugin_options
 def run_command(
     cloud: str = typer.Option(
         "",
         "--cloud",
         envvar="PROVISIONER_CLOUD",
-        help="Required: aws, gcp, or several (aws,gcp); fake only for a dev cluster (its Nodes are not real).",
+        help=_cloud_help(),
     ),
     cluster_name: str = typer.Option(
         "default",
@@ -235,24 +219,6 @@ def run_command(
         "--url",
         envvar="PROVISIONER_API_URL",
         help="API server URL without credentials (kubectl proxy).",
-    ),
-    aws_region: str | None = typer.Option(None, "--aws-region", envvar="AWS_REGION"),
-    aws_endpoint: str | None = typer.Option(None, "--aws-endpoint", envvar="AWS_ENDPOINT_URL"),
-    aws_interruption_queue: str | None = typer.Option(
-        None, "--aws-interruption-queue", envvar="PROVISIONER_INTERRUPTION_QUEUE", help="SQS queue URL."
-    ),
-    gcp_project: str | None = typer.Option(None, "--gcp-project", envvar="GOOGLE_CLOUD_PROJECT"),
-    gcp_region: str | None = typer.Option(None, "--gcp-region", envvar="PROVISIONER_GCP_REGION"),
-    gcp_endpoint: str | None = typer.Option(None, "--gcp-endpoint", envvar="PROVISIONER_GCP_ENDPOINT"),
-    fake_catalog: str = typer.Option(
-        "aws", "--fake-catalog", help="Catalog the fake cloud serves: aws, gcp..."
-    ),
-    fake_region: str | None = typer.Option(None, "--fake-region"),
-    fake_state: str | None = typer.Option(
-        None,
-        "--fake-state",
-        help="JSON file the fake cloud keeps its instances in, so they outlive a restart (and, with "
-        "--shards, every replica sees them).",
     ),
     batch_idle: float = typer.Option(1.0, "--batch-idle", envvar="PROVISIONER_BATCH_IDLE", help="Seconds."),
     batch_max: float = typer.Option(10.0, "--batch-max", envvar="PROVISIONER_BATCH_MAX", help="Seconds."),
@@ -326,11 +292,13 @@ def run_command(
         envvar="PROVISIONER_LEDGER",
         help="FinOps ledger: a SQLAlchemy URL (postgresql://user@host/db) or a SQLite file; none: no ledger.",
     ),
+    plugin_options: OptionValues | None = None,
 ) -> None:
     """Run the controllers against a Kubernetes API until SIGTERM."""
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
-    if shards and "fake" in cloud.split(",") and not fake_state:
+    options = dict(plugin_options or {})
+    if shards and "fake" in cloud.split(",") and not options.get("fake_state"):
         raise _fail(
             "--fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)"
         )
@@ -341,16 +309,8 @@ def run_command(
             providers=provider_factory(
                 clouds=[c.strip() for c in cloud.split(",") if c.strip()],
                 cluster_name=cluster_name,
-                aws_region=aws_region,
-                aws_endpoint=aws_endpoint,
-                aws_interruption_queue=aws_interruption_queue,
-                gcp_project=gcp_project,
-                gcp_region=gcp_region,
-                gcp_endpoint=gcp_endpoint,
-                fake_catalog=fake_catalog,
-                fake_region=fake_region,
-                fake_state=fake_state,
-                fake_shared=shards > 0,
+                options=options,
+                shared=shards > 0,
             ),
             cloud=cloud,
             cluster_name=cluster_name,
@@ -385,9 +345,10 @@ def run_command(
     if not cloud.strip():
         # Never a silent default: the fake cloud would create Ready Node objects for instances that do not
         # exist in whatever cluster the current kubeconfig points at.
+        dev_only = "; ".join(p.dev_only for p in plugins_.plugins() if p.dev_only is not None)
         raise _fail(
-            "--cloud: required; allowed: aws, gcp, fake (or a comma-separated list); fake creates Nodes for "
-            "instances that do not exist, for a development cluster only"
+            f"--cloud: required; allowed: {', '.join(plugins_.names())} (or a comma-separated list)"
+            + (f"; {dev_only}" if dev_only else "")
         )
     setup_logging(log_format, log_level)
     try:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from provisioner.api import NodeClaim, NodePool
+from provisioner.api.kinds import NODECLASS_KINDS
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import CloudProvider, CloudProviderError, InstanceType
 from provisioner.cloudprovider.types import for_template
@@ -24,9 +25,9 @@ class ProviderSet:
         self.by_kind = dict(by_kind)
 
     @classmethod
-    def single(cls, provider: CloudProvider) -> ProviderSet:
-        """One provider for every NodeClass kind (the fake cloud)."""
-        return cls({"AWSNodeClass": provider, "GCPNodeClass": provider})
+    def every_kind(cls, provider: CloudProvider) -> ProviderSet:
+        """One provider for every NodeClass kind the installed plug-ins bring (the simulator's cloud)."""
+        return cls(dict.fromkeys(NODECLASS_KINDS, provider))
 
     def for_kind(self, kind: str) -> CloudProvider | None:
         return self.by_kind.get(kind)

@@ -23,10 +23,8 @@ from kubernetes.watch.watch import iter_resp_lines
 from provisioner.api import kinds
 
 # The tracked resources (one table: `provisioner.api.kinds`), under the names the kube room's callers use.
-from provisioner.api.kinds import AWSNODECLASS as AWSNODECLASS
 from provisioner.api.kinds import DAEMONSET as DAEMONSET
 from provisioner.api.kinds import DEPARTMENT as DEPARTMENT
-from provisioner.api.kinds import GCPNODECLASS as GCPNODECLASS
 from provisioner.api.kinds import NAMESPACE as NAMESPACE
 from provisioner.api.kinds import NODE as NODE
 from provisioner.api.kinds import NODECLAIM as NODECLAIM
@@ -37,6 +35,7 @@ from provisioner.api.kinds import PODTEMPLATE as PODTEMPLATE
 from provisioner.api.kinds import PROVISIONING_REQUEST as PROVISIONING_REQUEST
 from provisioner.api.kinds import TEAM as TEAM
 from provisioner.api.kinds import Resource as Resource
+from provisioner.api.kinds import nodeclass as nodeclass
 from provisioner.clusterapi.port import ClusterError, ConflictError, EvictionBlocked, NotFoundError
 
 MERGE_PATCH = "application/merge-patch+json"

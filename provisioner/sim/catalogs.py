@@ -1,11 +1,12 @@
-"""Which built-in catalogs a scenario launches from: one per NodeClass kind (aws for AWSNodeClass pools,
-gcp for GCPNodeClass pools, karpenter-benchmark for either), each read in its own region, so AWS and GCP
-pools run together in one scenario as they do under one controller (`--cloud aws,gcp`).
+"""Which built-in catalogs a scenario launches from: one per NodeClass kind (each installed plug-in's
+catalog serves its kinds: aws for AWSNodeClass pools, gcp for GCPNodeClass pools; karpenter-benchmark
+serves any), each read in its own region, so pools of several clouds run together in one scenario as they
+do under one controller (`--cloud aws,gcp`).
 
 Owns the choice (`spec.catalogs`, else `spec.catalog`, else one per kind the pools use), the checks of
 stockout selectors against the chosen catalogs, and the zones of a catalog a NodeClass launches in (with
-the NodeClass a pool gets when the scenario writes none). Reading the scenario file is `scenario`'s job; problems
-are returned as (message, field path) for it to locate.
+the NodeClass a pool gets when the scenario writes none). Reading the scenario file is `scenario`'s job;
+problems are returned as (message, field path) for it to locate.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provisioner.api import AWSNodeClass, GCPNodeClass
-from provisioner.api.nodeclass import NodeClass
+from provisioner.api.nodeclass import NODECLASS_MODELS, NodeClass
+from provisioner.api.plugins import CATALOG_FILES
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import InstanceType
 
@@ -25,8 +26,17 @@ if TYPE_CHECKING:
 FieldPath = tuple[str | int, ...]
 Found = list[tuple[str, FieldPath]]
 
-NODECLASS_KIND = {"aws": "AWSNodeClass", "gcp": "GCPNodeClass"}
-"""The NodeClass kind a cloud catalog launches with (karpenter-benchmark takes either)."""
+
+def served_kinds(name: str) -> tuple[str, ...]:
+    """The NodeClass kinds a catalog launches pools of: its plug-in's (karpenter-benchmark: every kind)."""
+    if name == catalog.BENCHMARK:
+        return tuple(NODECLASS_MODELS)
+    return CATALOG_FILES[name].kinds
+
+
+def catalog_for(kind: str) -> str:
+    """The catalog that serves pools of `kind`: its plug-in's, else karpenter-benchmark."""
+    return next((name for name, f in CATALOG_FILES.items() if kind in f.kinds), catalog.BENCHMARK)
 
 
 @dataclass
@@ -36,7 +46,7 @@ class CatalogUse:
     name: str
     region: str
     kinds: tuple[str, ...]
-    """NodeClass kinds it serves: `AWSNodeClass` (aws), `GCPNodeClass` (gcp), both (karpenter-benchmark)."""
+    """NodeClass kinds it serves: `AWSNodeClass` (aws), `GCPNodeClass` (gcp), all (karpenter-benchmark)."""
     zones: list[str]
     types: list[InstanceType]
 
@@ -50,7 +60,8 @@ def choose(
     nodeclasses: Mapping[tuple[str, str], NodeClass],
 ) -> tuple[list[CatalogUse], Found]:
     """The catalogs to read, and the problems: `listed` (`spec.catalogs` as (name, region)), else
-    `single` (`spec.catalog`) in `region`, else one per NodeClass kind in `pool_kinds` (aws when none)."""
+    `single` (`spec.catalog`) in `region`, else one per NodeClass kind in `pool_kinds` (the first
+    plug-in's catalog, aws, when none)."""
     refs: list[tuple[str, str | None, FieldPath]]
     if listed:
         if single is not None or region is not None:
@@ -64,8 +75,8 @@ def choose(
     elif single is not None:
         refs = [(single, region, ("spec",))]
     else:
-        kinds = set(pool_kinds) or {"AWSNodeClass"}
-        names = [c for c, k in NODECLASS_KIND.items() if k in kinds]
+        kinds = set(pool_kinds) or set(next(iter(CATALOG_FILES.values())).kinds)
+        names = [c for c, f in CATALOG_FILES.items() if kinds & set(f.kinds)]
         if region is not None and len(names) > 1:
             message = (
                 f"spec.region applies to one catalog, but the pools need {' and '.join(names)}: "
@@ -83,7 +94,7 @@ def _read(
     found: Found = []
     served: dict[str, str] = {}
     for name, given, path in refs:
-        kinds = tuple(NODECLASS_KIND.values()) if name == catalog.BENCHMARK else (NODECLASS_KIND[name],)
+        kinds = served_kinds(name)
         clash = next((k for k in kinds if k in served), None)
         if clash is not None:
             found.append(
@@ -117,11 +128,13 @@ def _read(
 
 
 def _nodeclass_region(name: str, nodeclasses: Mapping[tuple[str, str], NodeClass]) -> str | None:
-    """The region the scenario's GCPNodeClasses all name, for the gcp catalog; None when they name none
-    or differ (then the catalog's default region, or spec.catalogs, decides)."""
-    if name != "gcp":
+    """The region the scenario's NodeClasses of the kinds a plug-in's catalog serves all name (GCPNodeClass
+    `spec.region`); None when they name none or differ (then the catalog's default region, or
+    spec.catalogs, decides), and for karpenter-benchmark."""
+    if name == catalog.BENCHMARK:
         return None
-    found = {nc.spec.region for nc in nodeclasses.values() if isinstance(nc, GCPNodeClass) and nc.spec.region}
+    kinds = served_kinds(name)
+    found = {r for nc in nodeclasses.values() if nc.kind in kinds and (r := nc.named_region()) is not None}
     return found.pop() if len(found) == 1 else None
 
 
@@ -153,41 +166,14 @@ def unavailable_problems(
 
 
 def default_nodeclass(kind: str, name: str, zones: Sequence[str]) -> NodeClass:
-    """What a pool gets when its nodeClassRef names no document: every zone of the region."""
-    if kind == "GCPNodeClass":
-        return GCPNodeClass.model_validate(
-            {
-                "metadata": {"name": name},
-                "spec": {
-                    "project": "simulated",
-                    "image": "projects/simulated/global/images/default",
-                    "zones": list(zones),
-                },
-            }
-        )
-    return AWSNodeClass.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "subnetSelectorTerms": [{"tags": {"simulated": "*"}}],
-                "securityGroupSelectorTerms": [{"tags": {"simulated": "*"}}],
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "role": "simulated",
-            },
-            "status": {"subnets": [{"id": f"subnet-{z}", "zone": z} for z in zones]},
-        }
-    )
+    """What a pool gets when its nodeClassRef names no document: every zone of the region (its plug-in's
+    model says how: `NodeClass.simulated`)."""
+    return NODECLASS_MODELS[kind].simulated(name, zones)
 
 
 def nodeclass_zones(nc: NodeClass, zones: Sequence[str]) -> list[str]:
-    """The zones of `zones` (its catalog's) the NodeClass launches in: its zone list or its subnets' zones,
-    every zone when it names none."""
-    if isinstance(nc, GCPNodeClass) and nc.spec.zones:
-        return [z for z in zones if z in nc.spec.zones]
-    if isinstance(nc, AWSNodeClass) and nc.status is not None and nc.status.subnets:
-        chosen = {s.zone for s in nc.status.subnets}
-        return [z for z in zones if z in chosen]
-    return list(zones)
+    """The zones of `zones` the NodeClass launches in (`NodeClass.launch_zones`)."""
+    return nc.launch_zones(zones)
 
 
 def types_for(nc: NodeClass, types: Sequence[InstanceType], zones: Sequence[str]) -> list[InstanceType]:

@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from providers.fake.kwok import node_for_instance, node_name_for
 from provisioner.api import NodeClaim, accelerators, durations, mig
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import DISRUPTING
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.clock import isoformat
-from provisioner.cloudprovider import Instance, InstanceType
+from provisioner.cloudprovider import Instance, InstanceType, registry
+from provisioner.cloudprovider.plugin import NodeMaker
 from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.clusterapi import MemoryCluster, NotFoundError, merge_patch
 from provisioner.sim.kube_documents import RUNS_FOR
@@ -152,6 +152,10 @@ class Kubelets:
     registered: set[str] = dataclasses.field(default_factory=set)
 
     def __post_init__(self) -> None:
+        nodes = registry.simulator_plugin().nodes
+        if nodes is None:
+            raise registry.PluginError("the simulator's cloud makes no Nodes for its instances")
+        self._maker: NodeMaker = nodes
         # The GPU operator looks at the Nodes (and the claims naming them) written since it last looked:
         # a Node and claim unchanged since then were decided on then.
         self._nodes = self.cluster.state.changes("Node")
@@ -186,16 +190,16 @@ class Kubelets:
                 parted = with_mig_layout(it, layout)
                 if not isinstance(parted, str):
                     it = parted
-                manifest = node_for_instance(inst, it, devices=False, now=now)
+                manifest = self._maker.node_for_instance(inst, it, devices=False, now=now)
                 manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "pending"
             else:
-                manifest = node_for_instance(inst, it, now=now)
+                manifest = self._maker.node_for_instance(inst, it, now=now)
             self.cluster.create("Node", manifest)
             if mig.MIG_STATE_LABEL in manifest["metadata"]["labels"]:
                 self._mig_pending[manifest["metadata"]["name"]] = None
             self.registered.add(pid)
         for inst in self.deleted:
-            name = node_name_for(inst)
+            name = self._maker.node_name_for(inst)
             if name in state.nodes:
                 self.cluster.delete_node(name)
             self.registered.discard(inst.provider_id)

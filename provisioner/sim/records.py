@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from providers.fake import FakeProvider
 from provisioner.api import labels as wk
 from provisioner.api.common import is_true
 from provisioner.api.nodeclaim import INITIALIZED
+from provisioner.cloudprovider.plugin import SimulatedCloud
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow, BestRow, ReservationRow, UsageRow
 from provisioner.sim.timeline import Step
@@ -57,7 +57,7 @@ class RunResult:
     actions: list[ActionRow]
     usage: list[UsageRow]
     last_results: Any
-    fake: FakeProvider
+    fake: SimulatedCloud
     ticks: int = 0
     pods_recreated: int = 0
     pods_completed: list[str] = field(default_factory=list)

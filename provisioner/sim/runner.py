@@ -20,12 +20,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from providers.fake import FakeProvider
 from provisioner.api import durations
 from provisioner.api import labels as wk
 from provisioner.api.team import Department, Team
 from provisioner.clock import VirtualClock
-from provisioner.cloudprovider import wrappers
+from provisioner.cloudprovider import registry, wrappers
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
@@ -108,12 +107,7 @@ class Runner:
         # Only the types some pool could launch: the others change no decision, and the whole region's
         # catalog would be scanned at every evaluation of a run that evaluates hundreds of times.
         usable = [t for t in loaded.catalog_types if any(admits(p, t) for p in loaded.nodepools)]
-        self.fake = FakeProvider(
-            instance_types=[_available_again(t) for t in usable],
-            cluster_name="sim",
-            clock=self.clock.now,
-            reveal_stockouts=False,
-        )
+        self.fake = registry.simulated([_available_again(t) for t in usable], self.clock.now)
         self._mark(spec.unavailable, available=False)
         self._set_capacity(spec.capacity)
         self.block_ends: dict[str, datetime] = {}
@@ -138,7 +132,7 @@ class Runner:
         self.manager = Manager(
             state=self.state,
             cluster=self.cluster,
-            providers=ProviderSet.single(provider),
+            providers=ProviderSet.every_kind(provider),
             clock=self.clock,
             settings=ControllerSettings(
                 cluster_name="sim", name_suffix=counting_names(), pool_defaults=loaded.pool_defaults

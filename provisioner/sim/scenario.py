@@ -26,9 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.api import (
-    AWSNodeClass,
     Department,
-    GCPNodeClass,
     NodePool,
     Team,
     documents,
@@ -38,6 +36,7 @@ from provisioner.api import (
 )
 from provisioner.api import labels as wk
 from provisioner.api.documents import Problem, YamlDocument
+from provisioner.api.kinds import NODECLASS_KINDS
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider.types import InstanceType, Offering, for_template
 from provisioner.sim import catalogs, priority
@@ -48,10 +47,19 @@ from provisioner.sim.loaded import LoadedScenario, ScenarioError
 from provisioner.sim.scenario_spec import ReservationSpec, Scenario
 from provisioner.state.objects import DaemonSet, Node, Pod, tolerates_all
 
-OUR_KINDS = ("NodePool", "AWSNodeClass", "GCPNodeClass", "Team", "Department")
 REQUEST_KINDS = ("ProvisioningRequest", "PodTemplate")
 """Cluster Autoscaler's ProvisioningRequest and the PodTemplates it names (`provisioner.sim.gangs`)."""
-ALL_KINDS = ("Scenario", *OUR_KINDS, *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
+
+
+def our_kinds() -> tuple[str, ...]:
+    """The provisioner.sh kinds a scenario holds: NodePool, the installed plug-ins' NodeClass kinds, Team,
+    Department."""
+    return ("NodePool", *NODECLASS_KINDS, "Team", "Department")
+
+
+def all_kinds() -> tuple[str, ...]:
+    """Every kind a scenario may hold."""
+    return ("Scenario", *our_kinds(), *WORKLOAD_KINDS, *OTHER_KINDS, *REQUEST_KINDS)
 
 
 def load(*paths: str | Path) -> LoadedScenario:
@@ -140,10 +148,11 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             )
             continue
         kind = data.get("kind")
-        if not isinstance(kind, str) or kind not in ALL_KINDS:
+        known_kinds = all_kinds()
+        if not isinstance(kind, str) or kind not in known_kinds:
             out.add(
                 doc,
-                f"kind {json.dumps(kind)} is not known in a scenario; allowed: {', '.join(ALL_KINDS)}",
+                f"kind {json.dumps(kind)} is not known in a scenario; allowed: {', '.join(known_kinds)}",
                 ("kind",),
             )
             continue
@@ -153,7 +162,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
             if not isinstance(meta, dict) or not isinstance(name, str) or not name:
                 out.add(doc, "metadata.name is required", ("metadata", "name"))
                 continue
-            cluster_scoped = ("Node", "Namespace", "PriorityClass", *OUR_KINDS)
+            cluster_scoped = ("Node", "Namespace", "PriorityClass", *our_kinds())
             ns = meta.get("namespace") or "default" if kind not in cluster_scoped else ""
             key = (kind, f"{ns}/{name}" if ns else name)
             if key in seen:
@@ -170,7 +179,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 out.add(doc, message, path)
             out.problems.extend(requests.problems)
             requests.problems.clear()
-        elif kind in OUR_KINDS:
+        elif kind in NODECLASS_KINDS or kind in ("NodePool", "Team", "Department"):
             obj, problems = documents.validate_document(doc)
             out.problems.extend(problems)
             for key_problem in key_checks.check(doc):
@@ -179,7 +188,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
                 out.warnings.extend(documents.lint(obj, doc))
             if isinstance(obj, NodePool):
                 nodepools.append((obj, doc))
-            elif isinstance(obj, AWSNodeClass | GCPNodeClass):
+            elif isinstance(obj, NodeClass):
                 nodeclasses[(obj.kind, obj.name)] = obj
             if obj is not None:
                 quota_objects.append(documents.LoadedObject(obj, doc))
@@ -263,7 +272,7 @@ def load_documents(docs: Sequence[YamlDocument], *, source: str) -> LoadedScenar
         ref = pool.spec.template.spec.node_class_ref
         if ref.kind not in by_kind:
             served_by = " + ".join(u.name for u in uses)
-            wanted = next(c for c, k in catalogs.NODECLASS_KIND.items() if k == ref.kind)
+            wanted = catalogs.catalog_for(ref.kind)
             out.add(
                 doc,
                 f"kind {ref.kind!r} cannot launch from the {served_by} catalog; use "

@@ -4,11 +4,12 @@ Models only; loading and checking a scenario is `provisioner.sim.scenario`'s, ru
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from provisioner.api.common import Model, ObjectMeta
+from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import Offering
 
 SCENARIO_API_VERSION: Final = "provisioner.sh/v1alpha1"
@@ -108,14 +109,27 @@ class TimelineStep(Model):
     """Ids of reservations that end now: they take no new instance."""
 
 
+def _known_catalog(name: str) -> str:
+    allowed = catalog.names()
+    if name not in allowed:
+        raise ValueError(f"catalog {name!r} is not known; allowed: {', '.join(allowed)}")
+    return name
+
+
+CatalogName = Annotated[str, AfterValidator(_known_catalog)]
+"""A built-in catalog's name: one an installed plug-in ships, or `karpenter-benchmark`."""
+
+
 class CatalogRef(Model):
     """One built-in catalog and the region it is read in."""
 
-    name: Literal["aws", "gcp", "karpenter-benchmark"]
-    """`aws` (serves AWSNodeClass pools), `gcp` (GCPNodeClass pools) or `karpenter-benchmark` (either)."""
+    name: CatalogName
+    """A catalog an installed plug-in ships (`aws` serves AWSNodeClass pools, `gcp` GCPNodeClass pools), or
+    `karpenter-benchmark` (pools of any kind)."""
     region: str | None = None
-    """Region; default the region of the scenario's GCPNodeClasses (gcp, when they agree), else the
-    catalog's default region (`us-east-1`, `us-central1`, `region-1`)."""
+    """Region; default the region the scenario's NodeClasses of the kinds it serves name (GCPNodeClass
+    `spec.region`, when they agree), else the catalog's default region (`us-east-1`, `us-central1`,
+    `region-1`)."""
 
 
 class DefaultNodePools(Model):
@@ -132,7 +146,7 @@ class DefaultNodePools(Model):
 class ScenarioSpec(Model):
     """What the scenario runs against."""
 
-    catalog: Literal["aws", "gcp", "karpenter-benchmark"] | None = None
+    catalog: CatalogName | None = None
     """One built-in catalog for every pool: `aws`, `gcp` or `karpenter-benchmark`. Default: one catalog per
     NodeClass kind the pools use (`aws` for AWSNodeClass, `gcp` for GCPNodeClass), or see `catalogs`."""
     region: str | None = None

@@ -140,7 +140,7 @@ class ClusterState:
         self._order: dict[str, int] = {}
         self._inserted = 0
         self._joined = SnapshotNodes()
-        self._stale: set[str] = set(_SNAPSHOT_PARTS)
+        self._stale: set[str] = set(_snapshot_parts())
         # The first version of each pod made from recent sets of spec objects (`objects.spec_key`): a new
         # pod made from the template its siblings were made from takes their spec's parse.
         # Each entry holds its pod, so the objects its key names stay alive (and their ids theirs).
@@ -342,24 +342,28 @@ class ClusterState:
             return snap
 
 
-SNAPSHOT_KINDS = (
-    "Pod",
-    "Node",
-    "NodeClaim",
-    "DaemonSet",
-    "PodDisruptionBudget",
-    "NodePool",
-    *NODECLASS_KINDS,
-    "Namespace",
-    "Team",
-    "Department",
-)
-"""The tracked kinds (`provisioner.api.kinds.TRACKED`) a Snapshot is made of; the others (PodTemplates,
-ProvisioningRequests) only their controller reads."""
+def snapshot_kinds() -> tuple[str, ...]:
+    """The tracked kinds (`provisioner.api.kinds.tracked()`) a Snapshot is made of, the installed
+    plug-ins' NodeClass kinds included; the others (PodTemplates, ProvisioningRequests) only their
+    controller reads."""
+    return (
+        "Pod",
+        "Node",
+        "NodeClaim",
+        "DaemonSet",
+        "PodDisruptionBudget",
+        "NodePool",
+        *NODECLASS_KINDS,
+        "Namespace",
+        "Team",
+        "Department",
+    )
 
-_SNAPSHOT_PARTS = ("pending", *SNAPSHOT_KINDS[3:])
-"""The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
-pending pods)."""
+
+def _snapshot_parts() -> tuple[str, ...]:
+    """The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
+    pending pods)."""
+    return ("pending", *snapshot_kinds()[3:])
 
 
 def _parse(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[str, Any]:

@@ -3,11 +3,16 @@ RBAC has only what the controller uses, the pod runs locked down, the cloud iden
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 import yaml
+
+from provisioner.cloudprovider import registry
+from provisioner.cloudprovider.plugin import ProviderPlugin
 
 helm = pytest.importorskip("helm_python")
 
@@ -346,3 +351,78 @@ def test_the_chart_refuses_shards_below_zero_or_with_the_fake_cloud() -> None:
     assert any("shards" in e for e in helm.lint(str(CHART), {**BASE, "shards": -1})["errors"])
     with pytest.raises(helm.HelmError, match="cloud fake"):
         render(shards=4, cloud="fake")
+
+
+# --- every provider plug-in's chart pieces (provisioner.cloudprovider.plugin.ChartPieces) -------------------
+
+PLUGINS = registry.plugins()
+
+
+def _cloud_values(plugin: ProviderPlugin) -> dict[str, Any]:
+    """Every value of the plug-in set (to its example), so each flag and annotation it feeds shows."""
+    return {plugin.name: dict(plugin.chart.examples)} if plugin.chart.examples else {}
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=[p.name for p in PLUGINS])
+def test_the_values_file_holds_each_plugin_s_values_under_its_name(plugin: ProviderPlugin) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    assert values.get(plugin.name, {}) == dict(plugin.chart.values)
+    assert set(plugin.chart.examples) == set(plugin.chart.values)
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert re.fullmatch(schema["properties"]["cloud"]["pattern"], plugin.name)
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=[p.name for p in PLUGINS])
+def test_the_deployment_passes_each_plugin_s_flags_and_the_service_account_its_identity(
+    plugin: ProviderPlugin,
+) -> None:
+    docs = render(cloud=plugin.name, **_cloud_values(plugin))
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    annotations = one(docs, "ServiceAccount")["metadata"].get("annotations") or {}
+
+    assert f"--cloud={plugin.name}" in args
+    examples = plugin.chart.examples
+    assert {f"{flag}={examples[key]}" for flag, key in plugin.chart.flags.items()} <= set(args)
+    assert {a: annotations.get(a) for a in plugin.chart.annotations} == {
+        a: examples[key] for a, key in plugin.chart.annotations.items()
+    }
+    run_flags = {o.flag for o in plugin.options}
+    assert set(plugin.chart.flags) <= run_flags, "the chart passes only flags the plug-in declares"
+
+
+@pytest.mark.parametrize(
+    ("plugin", "key"),
+    [(p, key) for p in PLUGINS for key in p.chart.required],
+    ids=[f"{p.name}.{key}" for p in PLUGINS for key in p.chart.required],
+)
+def test_the_chart_refuses_a_plugin_cloud_without_a_required_value(plugin: ProviderPlugin, key: str) -> None:
+    values = _cloud_values(plugin)
+    values[plugin.name][key] = ""
+
+    with pytest.raises(Exception, match=re.escape(f"{plugin.name}.{key} is required")):
+        render(cloud=plugin.name, **values)
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=[p.name for p in PLUGINS])
+def test_rbac_reads_every_plugin_s_nodeclasses_and_grants_its_node_verbs_only_with_it(
+    plugin: ProviderPlugin,
+) -> None:
+    def granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        return {
+            (g, r, v)
+            for rule in rules(docs)
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+
+    with_it = granted(render(cloud=plugin.name, **_cloud_values(plugin)))
+    others = [p for p in PLUGINS if p is not plugin and not p.chart.node_verbs]
+    without = granted(render(cloud=others[0].name, **_cloud_values(others[0])))
+
+    for kind in plugin.nodeclasses:
+        assert {("provisioner.sh", kind.plural, v) for v in ("get", "list", "watch")} <= without
+    for verb in plugin.chart.node_verbs:
+        assert ("", "nodes", verb) in with_it
+        assert ("", "nodes", verb) not in without

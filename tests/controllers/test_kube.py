@@ -283,4 +283,4 @@ def test_a_world_that_fails_to_build_closes_what_it_made(kube_client: kc.KubeCli
         World(factory, settings=object())  # type: ignore[arg-type]
     assert made[0].informers.stop_event.is_set()
     with pytest.raises(NotFoundError):
-        kube_client.get(kc.AWSNODECLASS, "default")
+        kube_client.get(kc.nodeclass("AWSNodeClass"), "default")

@@ -152,15 +152,20 @@ def test_generation_counts_spec_changes_and_the_status_subresource_splits_writes
 
 
 def test_finalizers_hold_a_deletion_and_none_can_be_added_once_it_started(kube_client: kc.KubeClient) -> None:
-    kube_client.create(kc.AWSNODECLASS, node_class())
-    kube_client.patch(kc.AWSNODECLASS, "default", {"metadata": {"finalizers": ["a/b"]}})
-    kube_client.delete(kc.AWSNODECLASS, "default")
-    held = kube_client.get(kc.AWSNODECLASS, "default")
+    kube_client.create(kc.nodeclass("AWSNodeClass"), node_class())
+    kube_client.patch(kc.nodeclass("AWSNodeClass"), "default", {"metadata": {"finalizers": ["a/b"]}})
+    kube_client.delete(kc.nodeclass("AWSNodeClass"), "default")
+    held = kube_client.get(kc.nodeclass("AWSNodeClass"), "default")
     assert held["metadata"]["deletionTimestamp"]
-    refused(kube_client.patch, kc.AWSNODECLASS, "default", {"metadata": {"finalizers": ["a/b", "c/d"]}})
-    kube_client.patch(kc.AWSNODECLASS, "default", {"metadata": {"finalizers": []}})
+    refused(
+        kube_client.patch,
+        kc.nodeclass("AWSNodeClass"),
+        "default",
+        {"metadata": {"finalizers": ["a/b", "c/d"]}},
+    )
+    kube_client.patch(kc.nodeclass("AWSNodeClass"), "default", {"metadata": {"finalizers": []}})
     with pytest.raises(NotFoundError):
-        kube_client.get(kc.AWSNODECLASS, "default")
+        kube_client.get(kc.nodeclass("AWSNodeClass"), "default")
 
 
 def _bound_pod(kube_client: kc.KubeClient, name: str = "p", **kw: Any) -> None:

@@ -27,18 +27,7 @@ from tests.polling import wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
-FAKE = provider_factory(
-    clouds=["fake"],
-    cluster_name="op",
-    aws_region=None,
-    aws_endpoint=None,
-    aws_interruption_queue=None,
-    gcp_project=None,
-    gcp_region=None,
-    gcp_endpoint=None,
-    fake_catalog="aws",
-    fake_region=None,
-)
+FAKE = provider_factory(clouds=["fake"], cluster_name="op", options={"fake_catalog": "aws"})
 
 
 def _settings(url: str | None, **overrides: Any) -> OperatorSettings:

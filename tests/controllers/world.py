@@ -436,7 +436,7 @@ class World:
         return Manager(
             state=self.state,
             cluster=kw.pop("cluster", self.backend.cluster),
-            providers=ProviderSet.single(self.provider),
+            providers=ProviderSet.every_kind(self.provider),
             clock=self.clock,
             settings=self.settings,
             **kw,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from providers.aws.model import AWSNodeClass
 from providers.fake import FakeProvider
-from provisioner.api import AWSNodeClass
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import TransientError, catalog
 from tests.builders import aws_node_class

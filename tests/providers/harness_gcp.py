@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from providers.gcp import GCPProvider
-from provisioner.api import GCPNodeClass
+from providers.gcp.model import GCPNodeClass, GCPNodeClassSpec
 from provisioner.api import labels as wk
 from provisioner.api.common import ObjectMeta
-from provisioner.api.nodeclass import GCPNodeClassSpec
 from tests.providers.gcp import fixtures
 from tests.providers.gcp.standin import ComputeStandIn
 

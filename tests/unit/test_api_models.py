@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from provisioner.api import AWSNodeClass, GCPNodeClass, NodeClaim, NodePool, durations, labels
+from providers.aws.model import AWSNodeClass
+from providers.gcp.model import GCPNodeClass
+from provisioner.api import NodeClaim, NodePool, durations, labels
 from provisioner.api.common import (
     FieldError,
     Operator,

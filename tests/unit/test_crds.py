@@ -13,9 +13,9 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from providers.aws.model import AWSNodeClass
 from provisioner.api import crds
 from provisioner.api.common import Model
-from provisioner.api.nodeclass import AWSNodeClass
 from provisioner.api.nodepool import NodePool
 from provisioner.cli.main import app
 from tests.builders import aws_node_class_manifest, node_pool_manifest, req

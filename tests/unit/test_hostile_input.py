@@ -65,7 +65,7 @@ BASES = {
     "Pod": (kc.POD, _pod),
     "Node": (kc.NODE, _node),
     "NodePool": (kc.NODEPOOL, lambda: node_pool("gpu", limits={"nvidia.com/gpu": "8", "cpu": "100"})),
-    "AWSNodeClass": (kc.AWSNODECLASS, node_class),
+    "AWSNodeClass": (kc.nodeclass("AWSNodeClass"), node_class),
 }
 
 

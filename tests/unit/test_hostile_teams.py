@@ -75,7 +75,7 @@ def test_no_team_or_department_from_the_api_breaks_the_feed_or_admission_of_othe
     res = BASES[kind][0]
     state = ClusterState()
     feeder = StateFeeder(state)
-    feeder.upsert(kc.AWSNODECLASS, node_class())
+    feeder.upsert(kc.nodeclass("AWSNodeClass"), node_class())
     feeder.upsert(kc.NODEPOOL, node_pool("gpu", limits={wk.GPU_RESOURCE: "64"}))
     good_team = _team("the-good-one", namespace=GOOD_NAMESPACE, department="the-good-department")
     good_department = _department("the-good-department")

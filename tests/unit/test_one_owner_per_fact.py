@@ -12,7 +12,7 @@ from provisioner.api.common import Taint
 from provisioner.api.nodepool import live
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
-from provisioner.state.cluster import SNAPSHOT_KINDS
+from provisioner.state.cluster import snapshot_kinds
 from tests.builders import aws_node_class_manifest, node_claim, node_pool, node_pool_manifest
 
 
@@ -24,7 +24,7 @@ def test_every_model_of_ours_is_a_tracked_kind_of_our_group() -> None:
 
 
 def test_the_crds_use_the_tracked_plural_of_their_kind() -> None:
-    for kind in crds.KINDS:
+    for kind in crds.kinds():
         assert kinds.BY_KIND[kind.kind].plural == kind.plural
 
 
@@ -33,12 +33,12 @@ def test_the_informers_watch_exactly_the_tracked_kinds() -> None:
 
 
 def test_the_nodeclass_kinds_are_the_tracked_rows_marked_nodeclass() -> None:
-    assert kinds.NODECLASS_KINDS == ("AWSNodeClass", "GCPNodeClass")
+    assert tuple(kinds.NODECLASS_KINDS) == ("AWSNodeClass", "GCPNodeClass")
     assert all(kinds.BY_KIND[k].nodeclass for k in kinds.NODECLASS_KINDS)
 
 
 def test_the_snapshot_kinds_are_tracked() -> None:
-    assert set(SNAPSHOT_KINDS) <= set(kinds.BY_KIND)
+    assert set(snapshot_kinds()) <= set(kinds.BY_KIND)
 
 
 def test_the_state_refuses_a_kind_the_table_does_not_track() -> None:

@@ -306,7 +306,7 @@ def test_a_change_feed_hands_out_the_keys_written_since_its_last_take() -> None:
     assert pods.take() == set(), "a refused object is not a change"
 
 
-def test_a_huge_whole_gpu_request_is_counted_not_a_crash():
+def test_a_huge_whole_gpu_request_is_counted_not_a_crash() -> None:
     pod = Pod.from_dict(pod_doc(containers=[container("1", **{"nvidia.com/gpu": "1e40"})]))
     assert pod.requests["nvidia.com/gpu"] == 10**40
     assert not pod.invalid

@@ -1,15 +1,16 @@
 """The built-in catalogs: instance shapes, GPUs and list prices per cloud, as InstanceTypes.
 
-Owns the data files next to this module (`aws.yaml`, `gcp.yaml`: shapes, GPUs, on-demand list prices
-and a typical spot discount, with their source and date in each file's header) and the synthetic
-`karpenter-benchmark` catalog of ../shared/BENCHMARKS.md section 1. The fake provider serves these
-catalogs; the AWS and GCP providers read shapes from their APIs and fall back here for prices
-(`on_demand_price`, `spot_price`) and for anything their API does not say (`shape`).
+Owns the reading of the catalog files the provider plug-ins ship as package data (`catalogs` of each
+plug-in, e.g. providers/aws/catalog.yaml: shapes, GPUs, on-demand list prices and a typical spot discount,
+with their source and date in each file's header) and the synthetic `karpenter-benchmark` catalog of
+../shared/BENCHMARKS.md section 1. The fake provider serves these catalogs; the cloud providers read
+shapes from their APIs and fall back here for prices (`on_demand_price`, `spot_price`) and for anything
+their API does not say (`shape`).
 
-GCP attachable GPUs (T4, V100 on n1) are catalog types named `<machine type>-<gpu>x<count>`, e.g.
-`n1-standard-8-t4x1`; `gcp_machine(name)` splits one into what `instances.insert` needs.
+A row may name a machine type and an accelerator to attach (`Shape.machine_type`, `accelerator_type`):
+a cloud's plug-in reads them to launch a type its catalog composes from a machine and GPUs.
 
-Reads only the package's own data files; never the clock, the environment or the network.
+Reads only the plug-ins' data files; never the clock, the environment or the network.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from provisioner.api import accelerators, labels
+from provisioner.api.plugins import CATALOG_FILES
 from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, ResourceList
 from provisioner.cloudprovider import overhead as overhead_
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
@@ -31,7 +33,6 @@ MIB = 2**20
 GIB = 2**30
 
 BENCHMARK = "karpenter-benchmark"
-_FILES = {"aws": "aws.yaml", "gcp": "gcp.yaml"}
 
 # BENCHMARKS.md section 1, verbatim.
 _BENCH_TYPES = 400
@@ -39,8 +40,6 @@ _BENCH_REGION = "region-1"
 _BENCH_ZONES = ("zone-1", "zone-2", "zone-3")
 _BENCH_SPOT_ZONES = ("zone-1", "zone-2")
 _BENCH_OVERHEAD: ResourceList = {CPU: 100, MEMORY: 10 * MIB}
-
-_ATTACHED = re.compile(r"^(?P<machine>.+)-(?P<gpu>[a-z0-9]+)x(?P<count>\d+)$")
 
 
 class CatalogError(ValueError):
@@ -58,16 +57,19 @@ class Shape:
     arch: str = "amd64"
     gpu: GPU | None = None
     machine_type: str | None = None
-    """GCP: the machine type to launch (differs from `name` for n1 + attached GPU)."""
+    """The machine type to launch, when it differs from `name` (a machine with attached GPUs); its
+    family names the type's family label."""
     accelerator_type: str | None = None
-    """GCP: the accelerator type (`nvidia-tesla-t4`, `nvidia-h100-80gb`...)."""
+    """The cloud's accelerator type (`nvidia-tesla-t4`, `nvidia-h100-80gb`...), when the row names one."""
     attach_accelerator: bool = False
-    """GCP: True when the accelerator must be given as guestAccelerators (T4/V100 on n1)."""
+    """True when the accelerator is attached at launch rather than part of the machine type."""
+    accelerator_count: int = 0
+    """How many of `accelerator_type` the row names."""
 
 
 def names() -> list[str]:
-    """Every built-in catalog: `aws`, `gcp`, `karpenter-benchmark`."""
-    return [*_FILES, BENCHMARK]
+    """Every built-in catalog: those the installed plug-ins ship (`aws`, `gcp`), `karpenter-benchmark`."""
+    return [*CATALOG_FILES, BENCHMARK]
 
 
 def regions(name: str) -> list[str]:
@@ -137,39 +139,14 @@ def spot_price(
     return round(od * float(factors.get(family, factors["default"])), 6)
 
 
-def gcp_machine(instance_type: str) -> tuple[str, str | None, int]:
-    """(machine type, accelerator type to attach or None, count) for a GCP catalog name.
-
-    `n1-standard-8-t4x1` -> (`n1-standard-8`, `nvidia-tesla-t4`, 1); `a3-highgpu-8g` -> (`a3-highgpu-8g`,
-    None, 0) since its GPUs come with the machine type; an unknown plain name is returned as is.
-    """
-    row = _rows("gcp").get(instance_type)
-    if row is not None:
-        accel = row.get("gceAccelerator") or {}
-        if accel.get("attach"):
-            return str(row.get("machineType", instance_type)), str(accel["type"]), int(accel["count"])
-        return str(row.get("machineType", instance_type)), None, 0
-    match = _ATTACHED.match(instance_type)
-    if match and match.group("gpu") in _GCP_ATTACHABLE:
-        return match.group("machine"), _GCP_ATTACHABLE[match.group("gpu")], int(match.group("count"))
-    return instance_type, None, 0
-
-
-def gcp_attached_name(machine_type: str, gpu_name: str, count: int) -> str:
-    """The catalog name of a machine type with attached GPUs: (`n1-standard-8`, `t4`, 1) ->
-    `n1-standard-8-t4x1`. `gpu_name` may be the label form (`t4`) or GCE's (`nvidia-tesla-t4`)."""
-    short = _GCP_SHORT.get(gpu_name, gpu_name)
-    return f"{machine_type}-{short}x{count}"
-
-
 def gpu_label_name(raw: str) -> str:
     """A cloud's GPU model name as the label value: `NVIDIA H100 80GB`, `nvidia-h100-80gb`, `H100` -> `h100`.
 
     Providers call this on DescribeInstanceTypes' GpuInfo names and GCE accelerator types.
     """
     text = raw.lower()
-    if text in _GCP_SHORT:
-        return _GCP_SHORT[text]
+    if text in ACCELERATOR_SHORT_NAMES:
+        return ACCELERATOR_SHORT_NAMES[text]
     for name in sorted(labels.GPU_NAMES, key=len, reverse=True):
         if re.search(rf"(^|[^a-z0-9]){re.escape(name)}($|[^a-z0-9])", text):
             return name
@@ -267,13 +244,7 @@ def load(name: str, region: str | None = None) -> list[InstanceType]:
 
 # --- internals -------------------------------------------------------------------------------------------
 
-_GCP_ATTACHABLE = {
-    "t4": "nvidia-tesla-t4",
-    "v100": "nvidia-tesla-v100",
-    "p100": "nvidia-tesla-p100",
-    "p4": "nvidia-tesla-p4",
-}
-_GCP_SHORT = {
+ACCELERATOR_SHORT_NAMES = {
     "nvidia-tesla-t4": "t4",
     "nvidia-tesla-v100": "v100",
     "nvidia-tesla-p100": "p100",
@@ -291,10 +262,11 @@ _GCP_SHORT = {
 
 @functools.cache
 def _data(name: str) -> dict[str, Any]:
-    if name not in _FILES:
+    if name not in CATALOG_FILES:
         raise CatalogError(f"unknown catalog {name!r}: use one of {', '.join(names())}")
-    text = resources.files(__package__).joinpath(_FILES[name]).read_text(encoding="utf-8")
-    # The C loader when libyaml is present: the pure-Python one takes about a second on gcp.yaml.
+    file = CATALOG_FILES[name]
+    text = resources.files(file.package).joinpath(file.file).read_text(encoding="utf-8")
+    # The C loader when libyaml is present: the pure-Python one takes about a second on the gcp catalog.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     data: dict[str, Any] = yaml.load(text, Loader=loader)
     return data
@@ -335,6 +307,7 @@ def _shape(row: dict[str, Any]) -> Shape:
         machine_type=str(row["machineType"]) if "machineType" in row else None,
         accelerator_type=str(accel["type"]) if accel else None,
         attach_accelerator=bool(accel.get("attach", False)),
+        accelerator_count=int(accel.get("count", 0)) if accel else 0,
     )
 
 
@@ -346,7 +319,7 @@ def _family(instance_type: str) -> str:
 
 
 def _family_label(cloud: str, type_name: str, s: Shape) -> str | None:
-    if cloud == "gcp" and s.machine_type:
+    if s.machine_type:
         # n1-standard-8-t4x1 belongs to the n1-standard family, like the machine it launches.
         return s.machine_type.rsplit("-", 1)[0]
     return None

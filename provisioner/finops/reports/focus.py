@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from provisioner.api.plugins import BILLING_NAMES
 from provisioner.finops.reports.costs import shares
 from provisioner.finops.reports.text import csv_text
 from provisioner.finops.rows import ReservationRow, UsageRow
@@ -65,8 +66,6 @@ FOCUS_COLUMNS = (
 )
 """FOCUS 1.0's columns, in the spec's alphabetical order."""
 
-PROVIDERS = {"aws": "AWS", "gcp": "Google Cloud", "gce": "Google Cloud", "fake": "Fake cloud (provisioner)"}
-
 
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -74,7 +73,7 @@ def _stamp(moment: datetime) -> str:
 
 def _provider(provider_id: str) -> str:
     scheme = provider_id.split("://", 1)[0] if "://" in provider_id else ""
-    return PROVIDERS.get(scheme, scheme or "unknown")
+    return BILLING_NAMES.get(scheme, scheme or "unknown")
 
 
 COMMITMENT_TYPES = {"capacity-block": "Capacity Block", "default": "Capacity Reservation"}

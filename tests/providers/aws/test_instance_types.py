@@ -196,7 +196,7 @@ def test_a_node_class_whose_selectors_find_nothing_is_not_ready(
 
 
 def test_a_gcp_node_class_is_not_ready_for_aws(provider: AWSProvider) -> None:
-    from provisioner.api import GCPNodeClass
+    from providers.gcp.model import GCPNodeClass
 
     gcp = GCPNodeClass.model_validate(
         {"metadata": {"name": "gcp"}, "spec": {"project": "p", "image": "projects/p/global/images/i"}}

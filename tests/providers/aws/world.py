@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api import AWSNodeClass
+from providers.aws.model import AWSNodeClass
 from tests.providers.aws.stack import Stack
 
 DISCOVERY = {"provisioner.sh/discovery": "contract"}

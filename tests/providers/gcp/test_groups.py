@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from providers.gcp import GCPProvider
+from providers.gcp.model import GCPNodeClass
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import GCPNodeClass
 from provisioner.cloudprovider import CreateError, GangPlacement, Instance, InsufficientCapacity, OfferingKey
 from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn

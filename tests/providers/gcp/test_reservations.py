@@ -5,8 +5,8 @@ inserts with the reservation's affinity and labels, and a full reservation faili
 from __future__ import annotations
 
 from providers.gcp import GCPProvider
+from providers.gcp.model import GCPNodeClass, GCPReservations
 from provisioner.api import labels as wk
-from provisioner.api.nodeclass import GCPNodeClass, GCPReservations
 from provisioner.cloudprovider import Offering
 from tests.builders import node_claim
 from tests.providers.gcp.standin import ComputeStandIn

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from providers.gcp import attached
 from provisioner.api import labels as wk
 from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from provisioner.cloudprovider import catalog
@@ -115,10 +116,10 @@ def test_types_carry_the_region_and_instance_labels() -> None:
 
 
 def test_gcp_attached_gpu_names_split_into_machine_and_accelerator() -> None:
-    assert catalog.gcp_machine("n1-standard-8-t4x1") == ("n1-standard-8", "nvidia-tesla-t4", 1)
-    assert catalog.gcp_machine("n1-standard-64-v100x8") == ("n1-standard-64", "nvidia-tesla-v100", 8)
-    assert catalog.gcp_machine("a3-highgpu-8g") == ("a3-highgpu-8g", None, 0)
-    assert catalog.gcp_attached_name("n1-standard-8", "nvidia-tesla-t4", 1) == "n1-standard-8-t4x1"
+    assert attached.gcp_machine("n1-standard-8-t4x1") == ("n1-standard-8", "nvidia-tesla-t4", 1)
+    assert attached.gcp_machine("n1-standard-64-v100x8") == ("n1-standard-64", "nvidia-tesla-v100", 8)
+    assert attached.gcp_machine("a3-highgpu-8g") == ("a3-highgpu-8g", None, 0)
+    assert attached.gcp_attached_name("n1-standard-8", "nvidia-tesla-t4", 1) == "n1-standard-8-t4x1"
     assert _by_name("gcp")["n1-standard-8-t4x1"].labels[wk.INSTANCE_FAMILY] == "n1-standard"
 
 

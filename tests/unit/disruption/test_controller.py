@@ -46,7 +46,7 @@ def controller(w: World, ledger: Ledger) -> DisruptionController:
     return DisruptionController(
         state=w.state,
         cluster=w.backend.cluster,
-        providers=ProviderSet.single(w.provider),
+        providers=ProviderSet.every_kind(w.provider),
         settings=w.settings,
         metrics=Metrics(),
         clock=w.clock,
@@ -210,7 +210,7 @@ def test_a_ledger_that_is_down_never_holds_up_disruption_and_gets_every_row_when
     ctl = DisruptionController(
         state=w.state,
         cluster=w.backend.cluster,
-        providers=ProviderSet.single(w.provider),
+        providers=ProviderSet.every_kind(w.provider),
         settings=w.settings,
         metrics=Metrics(),
         clock=w.clock,

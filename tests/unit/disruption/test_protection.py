@@ -89,7 +89,7 @@ def controller(w: World) -> DisruptionController:
     return DisruptionController(
         state=w.state,
         cluster=w.backend.cluster,
-        providers=ProviderSet.single(w.provider),
+        providers=ProviderSet.every_kind(w.provider),
         settings=w.settings,
         metrics=Metrics(),
         clock=w.clock,

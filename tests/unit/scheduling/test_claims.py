@@ -1,6 +1,6 @@
 """The NodeClaim a scheduler decision becomes: what the provisioning controller writes."""
 
-from provisioner.api import AWSNodeClass
+from providers.aws.model import AWSNodeClass
 from provisioner.api import labels as wk
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
 from tests.builders import gpu_pod, gpu_types, node_pool, pod, req, run
