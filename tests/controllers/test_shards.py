@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,13 @@ def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launc
     doomed = replicas.start(env={"PROVISIONER_CRASH_AT": "launch-called:1"})
     wait_until("the first replica holds every shard", lambda: len(holders(kube_client)) == SHARDS)
     survivor = replicas.start()
-    wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
+    # Balanced, not merely shared: the first replica holds every shard until the second one's membership
+    # is seen, and a shard still on its way over would let one replica serve both pools.
+    half = SHARDS // 2
+    wait_until(
+        "both replicas hold half the shards",
+        lambda: sorted(Counter(holders(kube_client).values()).values()) == [half, half],
+    )
     pools = pools_on_every_shard()
     backend.create(node_class())
     for name in pools:
@@ -243,7 +250,13 @@ def _pools_on_two_replicas(kube_client: kc.KubeClient, replicas: Replicas) -> tu
     """Two pool names whose shards two different replicas hold."""
     replicas.start()
     replicas.start()
-    wait_until("both replicas hold shards", lambda: len(set(holders(kube_client).values())) == 2)
+    # Balanced, not merely shared: the first replica holds every shard until the second one's membership
+    # is seen, and a shard still on its way over would let one replica serve both pools.
+    half = SHARDS // 2
+    wait_until(
+        "both replicas hold half the shards",
+        lambda: sorted(Counter(holders(kube_client).values()).values()) == [half, half],
+    )
     held = holders(kube_client)
     first_holder, second_holder = sorted(set(held.values()))
     first = _pool_in({s for s, h in held.items() if h == first_holder}, set())
