@@ -37,10 +37,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import controller as single  # noqa: E402  # bench/controller.py: the timed API server, /proc figures
-
+from bench import controller as single  # noqa: E402  # the timed API server, /proc figures
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
 from tests.controllers import kube_server  # noqa: E402

@@ -23,6 +23,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import celpy
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
 
 _TYPES = ("object", "array", "string", "integer", "number", "boolean")
 _JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
@@ -200,7 +203,7 @@ def _rule_problems(rule: dict[str, Any]) -> list[str]:
     out = []
     try:
         _program(text)
-    except celpy.CELParseError as err:
+    except CELParseError as err:
         out.append(f"rule {text!r} does not compile: {err}")
     message = rule.get("message", "")
     if "\n" in message or len(message) > 2048:
@@ -380,8 +383,8 @@ def _holds(rule: str, value: Any) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _holds_text(rule: str, text: str) -> bool:
     try:
-        result = _program(rule).evaluate({"self": celpy.json_to_cel(json.loads(text))})
-    except celpy.CELEvalError:
+        result = _program(rule).evaluate({"self": json_to_cel(json.loads(text))})
+    except CELEvalError:
         return False
     return bool(result)
 

@@ -169,7 +169,7 @@ def test_a_written_pod_is_seen_by_each_controller_that_must_act_on_it(settled: W
     assert other not in w.state.claims
 
 
-def test_a_controller_serving_other_pools_is_not_woken_by_this_ones_writes(settled) -> None:
+def test_a_controller_serving_other_pools_is_not_woken_by_this_ones_writes(settled: World) -> None:
     w = settled
     mine = w.manager.nodepools
     shard = NodePoolStatusController(

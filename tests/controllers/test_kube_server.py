@@ -266,7 +266,9 @@ def _lease(name: str = "l", **spec: Any) -> dict[str, Any]:
         "duration-text",
     ],
 )
-def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(kube_client, spec, status) -> None:
+def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(
+    kube_client: kc.KubeClient, spec: dict[str, Any], status: int
+) -> None:
     with pytest.raises(ApiError) as err:
         kube_client.create(kc.LEASE, _lease(**spec), namespace="default")
     assert err.value.status == status
@@ -276,7 +278,7 @@ def test_a_lease_is_refused_as_coordination_k8s_io_refuses_it(kube_client, spec,
     assert err.value.status == status
 
 
-def test_two_candidates_updating_one_lease_from_the_same_version_conflict(kube_client) -> None:
+def test_two_candidates_updating_one_lease_from_the_same_version_conflict(kube_client: kc.KubeClient) -> None:
     held = kube_client.create(kc.LEASE, _lease("race"), namespace="default")
     version = held["metadata"]["resourceVersion"]
     renew = {"holderIdentity": "b", "renewTime": "2026-01-01T00:00:05.000000Z"}

@@ -20,7 +20,7 @@ from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, n
 from tests.typed import present
 
 
-def _world(**settings):
+def _world(**settings: Any) -> World:
     return World(MemoryBackend, settings=ControllerSettings(cluster_name="test", **settings))
 
 
@@ -181,7 +181,7 @@ def test_a_pod_arriving_while_a_batch_is_solved_opens_the_next_batch() -> None:
     w.apply(node_class(), node_pool("gpu"), gpu_pod("a"))
     late = {"sent": False}
 
-    def solve_while_a_pod_arrives(*args, **kw):
+    def solve_while_a_pod_arrives(*args: Any, **kw: Any) -> Results:
         results = scheduling.solve(*args, **kw)
         if not late["sent"]:
             late["sent"] = True

@@ -6,7 +6,7 @@ quota admission has exactly one holder."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -23,7 +23,9 @@ def clock() -> VirtualClock:
 
 
 @pytest.fixture
-def make(kube_client: kc.KubeClient, clock: VirtualClock, request: pytest.FixtureRequest) -> Iterator[object]:
+def make(
+    kube_client: kc.KubeClient, clock: VirtualClock, request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], ShardLeases]]:
     made: list[ShardLeases] = []
     # A namespace per test on a real cluster would be cleaner; Lease names carry the test's name instead.
     prefix = lease_name(f"t-{request.node.name}")[:40].strip("-")
@@ -60,7 +62,9 @@ def run_for(clock: VirtualClock, seconds: float, *replicas: ShardLeases) -> None
         settle(*replicas, rounds=1)
 
 
-def test_replicas_split_the_shards_evenly_and_never_share_one(make, clock) -> None:
+def test_replicas_split_the_shards_evenly_and_never_share_one(
+    make: Callable[[str], ShardLeases], clock: VirtualClock
+) -> None:
     a, b = make("replica-a"), make("replica-b")
     start(clock, a, b)
     assert len(a.owned_shards()) == len(b.owned_shards()) == SHARDS // 2
@@ -68,7 +72,9 @@ def test_replicas_split_the_shards_evenly_and_never_share_one(make, clock) -> No
     assert a.holds_admission() != b.holds_admission(), "quota admission has one holder"
 
 
-def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, clock) -> None:
+def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(
+    make: Callable[[str], ShardLeases], clock: VirtualClock
+) -> None:
     a, b, c = make("replica-a"), make("replica-b"), make("replica-c")
     start(clock, a, b, c)
     lost = c.owned_shards()
@@ -82,7 +88,9 @@ def test_a_replica_that_stops_renewing_loses_its_shards_to_the_others(make, cloc
     assert not a.owned_shards() & b.owned_shards()
 
 
-def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(make, clock) -> None:
+def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(
+    make: Callable[[str], ShardLeases], clock: VirtualClock
+) -> None:
     a = make("replica-a")
     settle(a)
     assert a.owned_shards() == set(range(SHARDS))
@@ -96,7 +104,9 @@ def test_a_replica_joining_takes_its_share_once_the_old_holders_leases_expire(ma
     assert not a.owned_shards() & b.owned_shards()
 
 
-def test_released_leases_let_the_others_take_over_at_once(make, clock) -> None:
+def test_released_leases_let_the_others_take_over_at_once(
+    make: Callable[[str], ShardLeases], clock: VirtualClock
+) -> None:
     a, b = make("replica-a"), make("replica-b")
     start(clock, a, b)
     a.release()
@@ -104,7 +114,9 @@ def test_released_leases_let_the_others_take_over_at_once(make, clock) -> None:
     assert b.owned_shards() == set(range(SHARDS)) and b.holds_admission()
 
 
-def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(kube_client, clock) -> None:
+def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(
+    kube_client: kc.KubeClient, clock: VirtualClock
+) -> None:
     seen: list[frozenset[int]] = []
     leases = ShardLeases(kube_client, identity="replica-a", clock=clock, shards=SHARDS, prefix="t-catch-up")
     leases.on_acquire = lambda: seen.append(leases.owned_shards())

@@ -32,7 +32,7 @@ from tests.controllers.world import (
     node_class,
     node_pool,
 )
-from tests.polling import wait_until
+from tests.polling import in_turn, wait_until
 
 pytestmark = [
     pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server"),
@@ -142,7 +142,7 @@ def pinned_pod(name: str, pool: str) -> dict[str, Any]:
 
 
 def settle(backend: KubeBackend, binder: TestBinder) -> Callable[[], object]:
-    return lambda: (cluster_controllers(backend), binder.sync())
+    return in_turn(lambda: cluster_controllers(backend), binder.sync)
 
 
 def all_bound(backend: KubeBackend) -> bool:
@@ -161,7 +161,7 @@ def assert_each_claim_launched_once_and_nothing_orphaned(backend: KubeBackend, r
 
 @pytest.mark.parametrize("count", [2, 3], ids=["two-replicas", "three-replicas"])
 def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
-    count, kube_client, backend, replicas
+    count: int, kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
 ) -> None:
     pools = pools_on_every_shard()
     backend.create(node_class())
@@ -194,7 +194,7 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     "pods again (3 new claims) beside the 3 claims it found and launched; passes at lower load",
 )
 def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launch_or_an_orphan(
-    kube_client, backend, replicas
+    kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
 ) -> None:
     # The first replica dies (SIGKILL, no Lease released) right after its first launch, before the
     # claim's status says so: the instance exists, only the shared cloud knows it.
@@ -264,7 +264,7 @@ def _pools_on_two_replicas(kube_client: kc.KubeClient, replicas: Replicas) -> tu
 
 
 def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold(
-    kube_client, backend, replicas
+    kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
 ) -> None:
     first, second = _pools_on_two_replicas(kube_client, replicas)
     backend.create(node_class())
@@ -286,7 +286,9 @@ def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
 
 
-def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(kube_client, backend, replicas) -> None:
+def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(
+    kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
+) -> None:
     first, second = _pools_on_two_replicas(kube_client, replicas)
     quota = [
         {"nodePool": pool, "resources": {"nvidia.com/gpu": "1"}, "overQuota": False}

@@ -4,11 +4,12 @@ launches the others list, find again by claim name (no second launch) and termin
 from __future__ import annotations
 
 import multiprocessing
+from pathlib import Path
 
 import pytest
 
 from providers.fake.shared import SharedFakeProvider
-from provisioner.cloudprovider import NotFound
+from provisioner.cloudprovider import Instance, NotFound
 from tests.builders import node_claim
 from tests.providers.harness_fake import fake_node_class
 
@@ -17,12 +18,12 @@ def shared(path: str) -> SharedFakeProvider:
     return SharedFakeProvider(state_path=path, cluster_name="c")
 
 
-def create(fake: SharedFakeProvider, name: str):
+def create(fake: SharedFakeProvider, name: str) -> Instance:
     types = [t for t in fake.instance_types(fake_node_class()) if t.name == "m5.large"]
     return fake.create(node_claim(name, options=["m5.large"]), types, fake_node_class())
 
 
-def test_what_one_replica_launches_the_others_see_and_never_launch_again(tmp_path) -> None:
+def test_what_one_replica_launches_the_others_see_and_never_launch_again(tmp_path: Path) -> None:
     path = str(tmp_path / "cloud.json")
     a, b = shared(path), shared(path)
     launched = create(a, "claim-x")
@@ -41,7 +42,7 @@ def _launch(path: str, names: list[str]) -> None:
         create(fake, name)
 
 
-def test_processes_launching_at_once_lose_no_instance(tmp_path) -> None:
+def test_processes_launching_at_once_lose_no_instance(tmp_path: Path) -> None:
     path = str(tmp_path / "cloud.json")
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_launch, args=(path, [f"p{i}-{j}" for j in range(15)])) for i in range(3)]

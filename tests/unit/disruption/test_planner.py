@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Never
 
 import pytest
@@ -14,6 +14,7 @@ from provisioner.cloudprovider import InstanceType
 from provisioner.disruption import BlockerKind, PlannerSettings, nodepool_hash, plan
 from provisioner.disruption.model import Blocker, DisruptionPlan
 from provisioner.scheduling import SolveFn
+from provisioner.state import PodDisruptionBudget, StateNode
 from tests.typed import present
 from tests.unit.disruption.builders import (
     NOW,
@@ -39,16 +40,16 @@ def types_for(*pools: NodePool, types: Sequence[InstanceType] = TYPES) -> dict[s
 
 
 def run(
-    nodes,
+    nodes: Sequence[StateNode],
     *,
     solve: SolveFn,
-    pools=None,
-    pdbs=(),
-    types=None,
-    now=NOW,
-    settings=PlannerSettings(),
-    namespaces=None,
-):
+    pools: Sequence[NodePool] | None = None,
+    pdbs: Sequence[PodDisruptionBudget] = (),
+    types: Mapping[str, Sequence[InstanceType]] | None = None,
+    now: datetime = NOW,
+    settings: PlannerSettings = PlannerSettings(),
+    namespaces: dict[str, dict[str, str]] | None = None,
+) -> DisruptionPlan:
     pools = pools or [node_pool()]
     snap = snapshot(nodes, pools=pools, pdbs=pdbs, namespaces=namespaces)
     return plan(snap, instance_types=types or types_for(*pools), now=now, settings=settings, solve=solve)

@@ -132,6 +132,7 @@ def test_a_nodes_last_teams_follow_its_namespace_labels() -> None:
         w.tick(10)
         ctl.reconcile(w.clock.now())
     (node,) = {p.node_name for p in w.pods()}
+    assert node is not None
     assert ctl.node_book.last_teams[node] == ("vision",)
     w.state.upsert("Namespace", {"metadata": {"name": "default", "labels": {wk.TEAM: "speech"}}})
     ctl.reconcile(w.clock.now())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,13 +26,13 @@ members = st.lists(st.text("abcdef0123456789", min_size=4, max_size=12), min_siz
 
 
 @given(pool_names, st.integers(1, 32))
-def test_a_pool_is_in_the_same_shard_whoever_asks(pools, n) -> None:
+def test_a_pool_is_in_the_same_shard_whoever_asks(pools: list[str], n: int) -> None:
     assert [shards.shard_of(p, n) for p in pools] == [shards.shard_of(p, n) for p in reversed(pools)][::-1]
     assert all(0 <= shards.shard_of(p, n) < n for p in pools)
 
 
 @given(pool_names, st.integers(1, 16))
-def test_one_more_shard_moves_only_the_pools_the_new_shard_takes(pools, n) -> None:
+def test_one_more_shard_moves_only_the_pools_the_new_shard_takes(pools: list[str], n: int) -> None:
     for p in pools:
         before, after = shards.shard_of(p, n), shards.shard_of(p, n + 1)
         assert after in (before, n), f"{p} moved from {before} to {after}, not to the new shard"
@@ -44,7 +45,7 @@ def test_pools_spread_evenly_over_shards() -> None:
 
 
 @given(st.integers(1, 64), members)
-def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n, names) -> None:
+def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n: int, names: list[str]) -> None:
     owners = shards.assign(n, names)
     assert set(owners) == set(range(n))
     load = Counter(owners.values())
@@ -54,7 +55,9 @@ def test_every_shard_has_one_replica_and_replicas_share_them_evenly(n, names) ->
 
 @settings(max_examples=200)
 @given(st.integers(1, 64), members.filter(lambda m: len(m) >= 2), st.data())
-def test_a_replica_leaving_moves_its_shards_and_few_others(n, names, data) -> None:
+def test_a_replica_leaving_moves_its_shards_and_few_others(
+    n: int, names: list[str], data: st.DataObject
+) -> None:
     gone = data.draw(st.sampled_from(names))
     before = shards.assign(n, names)
     after = shards.assign(n, [m for m in names if m != gone])
@@ -68,7 +71,9 @@ def test_a_replica_leaving_moves_its_shards_and_few_others(n, names, data) -> No
 
 @settings(max_examples=200)
 @given(st.integers(1, 64), members, st.text("ghijkl", min_size=4, max_size=8))
-def test_a_replica_joining_takes_shards_without_reshuffling_the_rest(n, names, new) -> None:
+def test_a_replica_joining_takes_shards_without_reshuffling_the_rest(
+    n: int, names: list[str], new: str
+) -> None:
     before = shards.assign(n, names)
     after = shards.assign(n, [*names, new])
     moved = {s for s in before if before[s] != after[s]}
@@ -77,7 +82,7 @@ def test_a_replica_joining_takes_shards_without_reshuffling_the_rest(n, names, n
     assert len(moved - taken) <= 2 * math.ceil(n / len(names))
 
 
-def _owns(*names):
+def _owns(*names: str) -> Callable[[str], bool]:
     return lambda p: p in names
 
 
@@ -104,12 +109,16 @@ def _owns(*names):
         "unknown-only-goes-to-its-first-names-holder",
     ],
 )
-def test_a_pod_is_taken_by_the_holder_of_its_first_untried_pool(order, owned, tried, want) -> None:
+def test_a_pod_is_taken_by_the_holder_of_its_first_untried_pool(
+    order: tuple[str, ...], owned: tuple[str, ...], tried: tuple[str, ...], want: tuple[str, ...] | None
+) -> None:
     assert shards.route(order, existing={"a", "b", "c"}, owns=_owns(*owned), tried=set(tried)) == want
 
 
 @given(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6, unique=True), st.integers(1, 4), st.data())
-def test_exactly_one_replica_takes_a_pod_at_each_step_in_list_order(order, n, data) -> None:
+def test_exactly_one_replica_takes_a_pod_at_each_step_in_list_order(
+    order: list[str], n: int, data: st.DataObject
+) -> None:
     replicas = [{p for p in "abcdef" if shards.shard_of(p, n) == i} for i in range(n)]
     tried: set[str] = set()
     visited: list[str] = []
