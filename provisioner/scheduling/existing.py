@@ -6,8 +6,9 @@
   the pending ones by whoever calls `solve`).
 - A node of ours that registered but is not initialized yet counts as what it will be: without the
   unregistered taint, the known ephemeral taints (not-ready, ...) and its claim's start-up taints, with
-  the allocatable its claim promised (GPUs appear only when the device plugin starts). Otherwise a solve
-  during registration launches a second node. Initialized nodes are tried before it.
+  the allocatable its claim promised (GPUs appear only when the device plugin starts), and until its claim
+  is Registered with its claim's labels and taints (registration gives them). Otherwise a solve during
+  registration launches a second node. Initialized nodes are tried before it.
 - A node no pool owns (a managed node group, a node added by hand) is capacity like any other:
   kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
 - A claim in flight offers the allocatable of its chosen type (else its first option), and a node that
