@@ -148,7 +148,7 @@ class Manager:
         pods = self.requests.booked_pods()
         if self.sharding is None or not pods:
             return pods
-        return self.sharding.take(pods, self.state.snapshot())
+        return self.sharding.take(pods, self.state)
 
     def _gang_outcome(self, name: str) -> GangOutcome | None:
         """What the last provisioning solve decided for a gang (a ProvisioningRequest's reason)."""

@@ -56,10 +56,10 @@ class Sharding:
 
         return owns
 
-    def scoped(self, snap: Snapshot) -> model.Scoped:
-        """`snap` as this replica sees it now; the same object while nothing it depends on changed."""
+    def scoped(self, snap: Snapshot, held: frozenset[int]) -> model.Scoped:
+        """`snap` as a replica holding the shards `held` sees it now; the same object while nothing it
+        depends on changed. `held` must be read before `snap` was taken (`ShardedState.snapshot`)."""
         now = self.clock.now()
-        held = self.owned_shards()
         # Tried pools expire with time: look again every few seconds even when nothing was written.
         tick = int(now.timestamp() // 5)
         last = self._last
@@ -74,10 +74,11 @@ class Sharding:
         """`Scoped.retry_at` of the last view made."""
         return self._last[3].retry_at if self._last is not None else None
 
-    def take(self, pods: Sequence[Pod], snap: Snapshot) -> list[Pod]:
+    def take(self, pods: Sequence[Pod], state: ClusterState) -> list[Pod]:
         """Of pods that are not in the cluster (a ProvisioningRequest's), the ones this replica takes."""
+        held = self.owned_shards()  # before the snapshot: see ShardedState.snapshot
         taken, _, _ = model.take(
-            pods, snap, owns=self._owns(self.owned_shards()), defaults=self.defaults, now=self.clock.now()
+            pods, state.snapshot(), owns=self._owns(held), defaults=self.defaults, now=self.clock.now()
         )
         return taken
 
@@ -120,7 +121,13 @@ class ShardedState:
         self._sharding = sharding
 
     def snapshot(self) -> Snapshot:
-        return self._sharding.scoped(self._state.snapshot()).snapshot
+        # The held shards first, then the state. A shard counts as held only once the claims its last
+        # holder wrote are in the state (`ShardLeases.on_acquire` catches up before it is acted on), so
+        # a state read after the shards holds them. Read the other way round, a shard won between the
+        # two reads would show its pending pods without its in-flight claims, and they would be solved
+        # again: a second claim per pod beside the dead replica's.
+        held = self._sharding.owned_shards()
+        return self._sharding.scoped(self._state.snapshot(), held).snapshot
 
     def changes(self, kind: str) -> ScopedChanges:
         return ScopedChanges(self._state.changes(kind), self._sharding)

@@ -89,6 +89,8 @@ class ShardLeases:
         cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
         watches may not have delivered yet."""
         self._warming: frozenset[int] = frozenset()
+        self._behind: frozenset[int] = frozenset()
+        """Shards held whose catch-up failed: not acted on until one succeeds."""
         self.members: tuple[str, ...] = ()
         """The live replicas as last listed."""
         self._pool_shards: dict[str, int] = {}
@@ -103,7 +105,8 @@ class ShardLeases:
             # Keep the last assignment: the shard Leases' own deadlines bound how long it is acted on.
             log.warning("sharding: cannot list the replicas' Leases: %s", err)
         mine = {s for s, m in model.assign(self.shards, self.members).items() if m == self.identity}
-        before = self._held()
+        # Shards acted on: held and caught up (a shard whose catch-up failed is won again below).
+        before = self._held() - self._behind
         # Held back from the start: a shard won below is not acted on before the catch-up.
         self._warming = frozenset(mine) - before
         for i, lease in enumerate(self.shard_leases):
@@ -115,15 +118,19 @@ class ShardLeases:
                 # shard only once the Lease has expired, after any such pass.
                 lease.stop("assigned to another replica")
         won = self._held() - before
-        try:
-            if won and self.on_acquire is not None:
+        self._behind = frozenset()
+        if won and self.on_acquire is not None:
+            try:
                 # The claims their last holder wrote just before it died may still be on their way
                 # through this replica's watch.
                 self.on_acquire()
-        except Exception:
-            log.exception("sharding: catching up on shards %s failed; acting on what is known", sorted(won))
-        finally:
-            self._warming = frozenset()
+            except Exception:
+                # Acting without them would solve their pods again: hold the shards back, try next step.
+                log.exception(
+                    "sharding: catching up on shards %s failed; not acting on them yet", sorted(won)
+                )
+                self._behind = won
+        self._warming = self._behind
         self.admission.step()
 
     def _live_members(self) -> tuple[str, ...]:

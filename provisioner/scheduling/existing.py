@@ -6,8 +6,9 @@
   the pending ones by whoever calls `solve`).
 - A node of ours that registered but is not initialized yet counts as what it will be: without the
   unregistered taint, the known ephemeral taints (not-ready, ...) and its claim's start-up taints, with
-  the allocatable its claim promised (GPUs appear only when the device plugin starts). Otherwise a solve
-  during registration launches a second node. Initialized nodes are tried before it.
+  the allocatable its claim promised (GPUs appear only when the device plugin starts), and until its claim
+  is Registered with its claim's labels and taints (registration gives them). Otherwise a solve during
+  registration launches a second node. Initialized nodes are tried before it.
 - A node no pool owns (a managed node group, a node added by hand) is capacity like any other:
   kube-scheduler places pods there whatever their pool list (Karpenter counts it too).
 - A claim in flight offers the allocatable of its chosen type (else its first option), and a node that
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 
 from provisioner.api import labels as wk
 from provisioner.api import quantities
+from provisioner.api.common import is_true
+from provisioner.api.nodeclaim import REGISTERED
 from provisioner.scheduling import requirements as rq
 from provisioner.scheduling.offerings import PoolType
 from provisioner.scheduling.pools import Pool, count_node, daemonset_may_run_on, daemonset_runs_on
@@ -109,6 +112,7 @@ def capacity(
                 alloc = tuple(DEFAULT_MAX_PODS if i == pods_dim else a for i, a in enumerate(alloc))
         registering = sn.node is not None and sn.claim is not None and not sn.initialized
         if registering:
+            labels, taints = _registered(sn, labels, taints)
             taints, alloc = _starting(sn, taints, alloc, pools, dims=dims)
         if sn.in_flight or registering:
             # Daemon pods not running there yet will: keep room for them.
@@ -180,6 +184,26 @@ def _claim_reqs(sn: StateNode) -> rq.Reqs:
     }
     launched = rq.from_labels({**sn.claim.metadata.labels, **{k: v for k, v in known.items() if v}})
     return rq.from_api(sn.claim.spec.requirements).intersect(launched)
+
+
+def _registered(
+    sn: StateNode, labels: dict[str, str], taints: Sequence[TaintValue]
+) -> tuple[dict[str, str], tuple[TaintValue, ...]]:
+    """The labels and taints of a node whose claim is not registered yet as registration will give them
+    (`controllers.lifecycle.registration`): its claim's labels (its pool's, the pool's own) and taints,
+    which only the claim carries until then (Karpenter reads an unregistered node's labels off its
+    claim too). Without them a pod selecting its pool would not fit there, and a solve made then (a new
+    holder of its shard, a restart) would launch a second node for it."""
+    assert sn.claim is not None
+    if is_true(sn.claim.status.conditions, REGISTERED):
+        return labels, tuple(taints)
+    have = {(t.key, t.effect) for t in taints}
+    added = [
+        TaintValue(key=t.key, effect=t.effect.value, value=t.value)
+        for t in sn.claim.spec.taints
+        if (t.key, t.effect.value) not in have
+    ]
+    return {**labels, **sn.claim.metadata.labels}, (*taints, *added)
 
 
 def _starting(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from provisioner.clock import VirtualClock
+from provisioner.clusterapi import ClusterError
 from provisioner.kube import client as kc
 from provisioner.kube.shards import ShardLeases, lease_name
 
@@ -125,4 +126,25 @@ def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(
     assert leases.owned_shards() == set(range(SHARDS))
     leases.step()
     assert len(seen) == 1, "renewing is not winning"
+    leases.release()
+
+
+def test_won_shards_whose_catch_up_failed_are_not_acted_on_until_one_succeeds(kube_client, clock):
+    # Acting on what the watch delivered so far would solve the dead replica's pods again.
+    failures = [True]
+
+    def catch_up() -> None:
+        if failures.pop(0):
+            raise ClusterError("list NodeClaims: timed out")
+
+    leases = ShardLeases(kube_client, identity="replica-a", clock=clock, shards=SHARDS, prefix="t-catch-up-2")
+    leases.on_acquire = catch_up
+    leases.step()
+    assert leases.owned_shards() == set(), "won, but not acted on"
+    assert not any(leases.owns_pool(f"p{i}") for i in range(8))
+    failures.append(False)
+    leases.step()
+    assert leases.owned_shards() == set(range(SHARDS)), "caught up at the next step"
+    leases.step()
+    assert failures == [] and leases.owned_shards() == set(range(SHARDS)), "renewing is not winning"
     leases.release()

@@ -3,14 +3,19 @@ its pools only, and its change feeds wake a controller when it takes a shard wit
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 
 from provisioner.clock import VirtualClock
 from provisioner.clusterapi import MemoryCluster, NotLeader
+from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import ScopedChanges, Sharding
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
 from tests.builders import node_claim, node_pool_manifest
+from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 
 def test_taking_a_shard_wakes_the_controllers_though_nothing_was_written() -> None:
@@ -43,3 +48,48 @@ def test_a_claim_of_a_pool_whose_shard_was_lost_is_not_written() -> None:
     with pytest.raises(NotLeader):
         cluster.create_nodeclaim(node_claim("c2", nodepool="pool-x"))
     assert sorted(state.claims) == ["c1"]
+
+
+def test_a_shard_taken_over_mid_pass_is_not_solved_without_the_claims_its_catch_up_brought():
+    # Issue 29: the dead replica's claim is in the API server but not yet in the survivor's state. The
+    # survivor's Lease thread wins the shard and catches up (the claim into the state, then the shard
+    # counts as held) exactly while its provisioning pass reads the state: that pass must not see the
+    # shard's pod without the claim, or it writes a second claim for it beside the dead replica's.
+    w = World(MemoryBackend, settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
+    pool = "pool-x"
+    shard = model.shard_of(pool, 2)
+    w.apply(node_class(), node_pool(pool), gpu_pod("a", node_selector={"provisioner.sh/nodepool": pool}))
+    w.binder.sync()
+
+    def sharding(held: set[int]) -> Sharding:
+        return Sharding(
+            shards=2, owned_shards=lambda: frozenset(held), holds_admission=lambda: True, clock=w.clock
+        )
+
+    dead = w.new_manager(sharding=sharding({shard}))
+    dead.provisioning.reconcile(w.clock.now())
+    (written,) = w.claims()
+    doc = written.model_dump(by_alias=True, mode="json", exclude_none=True)
+    w.state.remove("NodeClaim", written.name)  # not yet through the survivor's watch
+
+    held: set[int] = set()
+    survivor = w.new_manager(sharding=sharding(held))
+    survivor.provisioning.reconcile(w.clock.now())
+    assert w.claims() == [], "not its shard yet"
+    read = w.state.snapshot
+
+    def read_then_take_over() -> Any:
+        snap = read()
+        del w.state.snapshot  # once
+        w.state.upsert("NodeClaim", doc)  # ShardLeases.on_acquire: the catch-up, then the shard is held
+        held.add(shard)
+        return snap
+
+    w.state.snapshot = read_then_take_over  # type: ignore[method-assign]
+    survivor.provisioning.trigger()  # a pass that reads the state (a busy replica's are)
+    for _ in range(3):
+        w.clock.advance(1)
+        survivor.provisioning.reconcile(w.clock.now())
+    assert [c.name for c in w.claims()] == [written.name], "the pod waits for the dead replica's claim"
+    assert survivor.provisioning.last_results is not None
+    assert len(survivor.provisioning.last_results.placements) == 1, "placed on that claim in flight"

@@ -188,11 +188,6 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     assert all(json.loads(line) for log in logs for line in log.splitlines() if line.startswith("{"))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: at load 19 the survivor, right after taking the dead replica's shards, once solved its "
-    "pods again (3 new claims) beside the 3 claims it found and launched; passes at lower load",
-)
 def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launch_or_an_orphan(
     kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
 ) -> None:

@@ -237,3 +237,37 @@ def test_pinned_pods_that_repel_a_flexible_pod_go_first_and_it_waits() -> None:
     ]
     results = run([pod("target", cpu="100m", labels=SECURE), *pinned])
     assert [u.pod.name for u in results.unschedulable] == ["target"]
+
+
+def not_registered(sn: StateNode, *claim_taints: dict[str, str]) -> StateNode:
+    """`sn` as it is between its kubelet's registration and ours: the Node carries the kubelet's labels
+    (not its pool's) and the unregistered taint; its claim is launched, not Registered, with its taints."""
+    assert sn.node is not None and sn.claim is not None
+    raw = dict(sn.node.raw)
+    labels = {k: v for k, v in raw["metadata"]["labels"].items() if k != wk.NODEPOOL}
+    raw["metadata"] = {**raw["metadata"], "labels": labels}
+    raw["spec"] = {**raw["spec"], "taints": [{"key": wk.UNREGISTERED_TAINT, "effect": "NoExecute"}]}
+    claim = sn.claim.model_dump(by_alias=True, mode="json", exclude_none=True)
+    claim["status"]["conditions"] = [c for c in claim["status"]["conditions"] if c["type"] == "Launched"]
+    claim["spec"]["taints"] = list(claim_taints)
+    return dataclasses.replace(
+        sn, node=type(sn.node).from_dict(raw), claim=type(sn.claim).model_validate(claim)
+    )
+
+
+def test_a_node_not_registered_yet_takes_the_pods_of_its_pool_as_registration_will_label_it():
+    """Issue 29: a replica that solves pods whose claim launched before it looked (a new holder of the
+    claim's shard, a restart) places them on the claim's Node still registering, not on a second node."""
+    sn = not_registered(state_node("n", initialized=False))
+    pinned = pod("p", cpu="100m", node_selector={wk.NODEPOOL: "default"})
+    results = run([pinned], snap=Snapshot(nodes=(sn,)))
+    assert [(p.pod.name, p.node) for p in results.placements] == [("p", "n")]
+    assert not results.new_claims
+
+
+def test_a_node_not_registered_yet_repels_the_pods_its_claims_taints_will():
+    sn = not_registered(
+        state_node("n", initialized=False), {"key": "team", "value": "a", "effect": "NoSchedule"}
+    )
+    results = run([pod("p", cpu="100m")], snap=Snapshot(nodes=(sn,)))
+    assert not results.placements and len(results.new_claims) == 1, "registration gives it the taint"
