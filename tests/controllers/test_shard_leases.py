@@ -129,7 +129,9 @@ def test_won_shards_are_acted_on_only_once_the_replica_has_caught_up(
     leases.release()
 
 
-def test_won_shards_whose_catch_up_failed_are_not_acted_on_until_one_succeeds(kube_client, clock):
+def test_won_shards_whose_catch_up_failed_are_not_acted_on_until_one_succeeds(
+    kube_client: kc.KubeClient, clock: VirtualClock
+) -> None:
     # Acting on what the watch delivered so far would solve the dead replica's pods again.
     failures = [True]
 

@@ -50,7 +50,7 @@ def test_a_claim_of_a_pool_whose_shard_was_lost_is_not_written() -> None:
     assert sorted(state.claims) == ["c1"]
 
 
-def test_a_shard_taken_over_mid_pass_is_not_solved_without_the_claims_its_catch_up_brought():
+def test_a_shard_taken_over_mid_pass_is_not_solved_without_the_claims_its_catch_up_brought() -> None:
     # Issue 29: the dead replica's claim is in the API server but not yet in the survivor's state. The
     # survivor's Lease thread wins the shard and catches up (the claim into the state, then the shard
     # counts as held) exactly while its provisioning pass reads the state: that pass must not see the

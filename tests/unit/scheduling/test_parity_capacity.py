@@ -255,7 +255,7 @@ def not_registered(sn: StateNode, *claim_taints: dict[str, str]) -> StateNode:
     )
 
 
-def test_a_node_not_registered_yet_takes_the_pods_of_its_pool_as_registration_will_label_it():
+def test_a_node_not_registered_yet_takes_the_pods_of_its_pool_as_registration_will_label_it() -> None:
     """Issue 29: a replica that solves pods whose claim launched before it looked (a new holder of the
     claim's shard, a restart) places them on the claim's Node still registering, not on a second node."""
     sn = not_registered(state_node("n", initialized=False))
@@ -265,7 +265,7 @@ def test_a_node_not_registered_yet_takes_the_pods_of_its_pool_as_registration_wi
     assert not results.new_claims
 
 
-def test_a_node_not_registered_yet_repels_the_pods_its_claims_taints_will():
+def test_a_node_not_registered_yet_repels_the_pods_its_claims_taints_will() -> None:
     sn = not_registered(
         state_node("n", initialized=False), {"key": "team", "value": "a", "effect": "NoSchedule"}
     )
