@@ -96,13 +96,7 @@ class AdmissionController(Reconciler):
             self.last_plan, self.held = None, {}
             return None
         gated = list(gated)
-        book = QuotaBook(
-            teams=snap.teams,
-            departments=snap.departments,
-            nodepools=snap.nodepools,
-            namespaces=snap.namespaces,
-            defaults=self.settings.pool_defaults,
-        )
+        book = QuotaBook.of(snap, self.settings.pool_defaults)
         self._blocked = {k: until for k, until in self._blocked.items() if until > now}
         self._drop_late_holds(gated, now)
         plan = admission.decide(

@@ -173,13 +173,7 @@ class ProvisioningRequestController(Reconciler):
         none), or None when they may (or belong to no team)."""
         if not snap.teams or not pods:
             return None
-        book = QuotaBook(
-            teams=snap.teams,
-            departments=snap.departments,
-            nodepools=snap.nodepools,
-            namespaces=snap.namespaces,
-            defaults=self.settings.pool_defaults,
-        )
+        book = QuotaBook.of(snap, self.settings.pool_defaults)
         plan = admission.decide(snap, book, gated=pods)
         if not plan.held:
             return None

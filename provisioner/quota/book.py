@@ -19,6 +19,7 @@ from provisioner.api import NodePool, quantities
 from provisioner.api.nodepool import live
 from provisioner.api.team import Department, DepartmentQuota, Team, namespace_teams
 from provisioner.scheduling import pool_order
+from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
 UNCOUNTED = frozenset({quantities.PODS, quantities.EPHEMERAL_STORAGE})
@@ -116,6 +117,17 @@ class QuotaBook:
         quotas += [q for d in self.departments.values() for q in d.spec.quotas]
         self.has_lenders = any(q.lending_limit is not None for q in quotas)
         """Whether any entry sets a `lendingLimit` (else nothing is kept back from borrowers)."""
+
+    @classmethod
+    def of(cls, snap: Snapshot, defaults: pool_order.ClusterDefaults | None = None) -> QuotaBook:
+        """The book of a snapshot's Teams, Departments, pools and namespaces."""
+        return cls(
+            teams=snap.teams,
+            departments=snap.departments,
+            nodepools=snap.nodepools,
+            namespaces=snap.namespaces,
+            defaults=defaults,
+        )
 
     def team_of(self, namespace: str) -> Team | None:
         name = self._team_of_namespace.get(namespace)

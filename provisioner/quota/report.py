@@ -34,9 +34,7 @@ HEADERS = tuple(h for _, h in COLUMNS)
 
 def status_documents(snap: Snapshot) -> list[tuple[str, str, dict[str, Any]]]:
     """(kind, name, status) of every Team and Department, as the admission controller would write them."""
-    book = QuotaBook(
-        teams=snap.teams, departments=snap.departments, nodepools=snap.nodepools, namespaces=snap.namespaces
-    )
+    book = QuotaBook.of(snap)
     waiting = [
         p
         for p in snap.pending_pods

@@ -95,13 +95,7 @@ def admit(loaded: LoadedScenario, snapshot: Snapshot) -> tuple[list[Pod], list[U
     team pods quota holds, with the reason per pool."""
     if not loaded.teams:
         return list(loaded.pods), []
-    book = QuotaBook(
-        teams=snapshot.teams,
-        departments=snapshot.departments,
-        nodepools=snapshot.nodepools,
-        namespaces=snapshot.namespaces,
-        defaults=loaded.pool_defaults,
-    )
+    book = QuotaBook.of(snapshot, loaded.pool_defaults)
     waiting = [p for p in loaded.pods if book.team_of(p.namespace) is not None]
     plan = admission.decide(snapshot, book, gated=waiting)
     pools = {a.pod.key: a.pool for a in plan.admitted}
@@ -223,13 +217,7 @@ def team_status(loaded: LoadedScenario) -> list[tuple[str, str, dict[str, Any]]]
     what the pods admitted *and placed* hold (bound pods, and admitted pods the solve gives a node);
     admitted pods the solve cannot place wait, with what they ask as pending, like the pods quota holds."""
     snapshot = loaded.snapshot()
-    book = QuotaBook(
-        teams=snapshot.teams,
-        departments=snapshot.departments,
-        nodepools=snapshot.nodepools,
-        namespaces=snapshot.namespaces,
-        defaults=loaded.pool_defaults,
-    )
+    book = QuotaBook.of(snapshot, loaded.pool_defaults)
     results = run(loaded)
     pool_of = {n.name: n.nodepool for n in snapshot.nodes}
     placed: dict[str, tuple[Pod, str]] = {}
