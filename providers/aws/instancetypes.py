@@ -28,8 +28,7 @@ def gpu_of(info: dict[str, Any]) -> GPU | None:
     gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
     if not gpus:
         return neuron_of(info)
-    first = gpus[0]
-    count = sum(int(g.get("Count", 0)) for g in gpus if g.get("Name") == first.get("Name"))
+    first, count = _first_model(gpus)
     if count <= 0:
         return None
     return GPU(
@@ -40,14 +39,19 @@ def gpu_of(info: dict[str, Any]) -> GPU | None:
     )
 
 
+def _first_model(devices: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The first device model listed and how many devices of that model the type has."""
+    first = devices[0]
+    return first, sum(int(d.get("Count", 0)) for d in devices if d.get("Name") == first.get("Name"))
+
+
 def neuron_of(info: dict[str, Any]) -> GPU | None:
     """The Neuron devices of a DescribeInstanceTypes entry (`aws.amazon.com/neuron` and, per core,
     `aws.amazon.com/neuroncore`), or None."""
     devices = (info.get("NeuronInfo") or {}).get("NeuronDevices") or []
     if not devices:
         return None
-    first = devices[0]
-    count = sum(int(d.get("Count", 0)) for d in devices if d.get("Name") == first.get("Name"))
+    first, count = _first_model(devices)
     if count <= 0:
         return None
     return GPU(
