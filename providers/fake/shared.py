@@ -29,37 +29,48 @@ class SharedFakeProvider(FakeProvider):
     def __init__(self, *, state_path: str, **kw: Any) -> None:
         super().__init__(state_path=state_path, **kw)
         self._lock_path = f"{state_path}.lock"
-        self._seen: tuple[int, int, int] | None = self._stat()
-        """The state file as this process last read or wrote it: read again only once another wrote."""
+        self._seen = -1
+        """The state's generation as this process last read or wrote it: read again only once another wrote
+        (none yet: what the constructor loaded may already be stale by the first call).
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        assert self.state_path is not None
-        try:
-            st = os.stat(self.state_path)
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        A counter in the lock file, raised by every save under the lock. The file's own stat (inode, mtime,
+        size) cannot say it: a rewrite of equal size within one timestamp tick on a reused inode looks
+        unchanged, and a process that trusted it launched over another's instance."""
+        self._lock_fd: int | None = None
+        """The open lock file while this process holds the lock."""
+
+    @staticmethod
+    def _generation(fd: int) -> int:
+        text = os.pread(fd, 32, 0).strip()
+        return int(text) if text else 0
 
     def _save(self) -> None:
         super()._save()
-        self._seen = self._stat()
+        assert self._lock_fd is not None, "the shared state is written only under its lock"
+        self._seen += 1
+        text = str(self._seen).encode()
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, text, 0)
 
     @contextlib.contextmanager
     def _shared(self) -> Iterator[None]:
-        with self._lock, open(self._lock_path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with self._lock:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                seen = self._stat()
-                if seen != self._seen:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                generation = self._generation(fd)
+                if generation != self._seen:
                     self._instances.clear()
                     self._by_claim.clear()
-                    if seen is not None:
-                        assert self.state_path is not None
+                    assert self.state_path is not None
+                    if os.path.exists(self.state_path):
                         self._load(self.state_path)
-                    self._seen = seen
+                    self._seen = generation
+                self._lock_fd = fd
                 yield
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                self._lock_fd = None
+                os.close(fd)  # closing the last descriptor releases the flock
 
     def create(self, claim: NodeClaim, instance_types: list[InstanceType], node_class: NodeClass) -> Instance:
         with self._shared():
