@@ -1,5 +1,6 @@
-"""The fake provider as a product: capacity per offering, stockouts, reservations, failure and interruption
-injection, the call log and the launch/delete hooks. (The shared behaviour is in tests/providers/test_contract.py.)"""
+"""The fake provider as a product: capacity per offering, stockouts, reservations, failure and
+interruption injection, the call log and the launch/delete hooks. (The shared behaviour is in
+tests/providers/test_contract.py.)"""
 
 from __future__ import annotations
 
