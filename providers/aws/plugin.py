@@ -78,7 +78,8 @@ PLUGIN = ProviderPlugin(
             "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/provisioner",
             "endpoint": "http://127.0.0.1:5000",
         },
-        required=("region",),
+        required={"region": "the region the controller launches in"},
+        patterns={"roleArn": "^(arn:aws[a-z-]*:iam::[0-9]{12}:role/.+)?$"},
         annotations={"eks.amazonaws.com/role-arn": "roleArn"},
     ),
 )

@@ -14,6 +14,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -41,7 +42,7 @@ from providers.fake.provider import FakeProvider
 from provisioner.api.common import Model
 from provisioner.api.nodeclass import NodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind
-from provisioner.cloudprovider.plugin import Option, OptionError, ProviderPlugin, Wiring
+from provisioner.cloudprovider.plugin import ChartPieces, Option, OptionError, ProviderPlugin, Wiring
 from provisioner.cloudprovider.protocol import CloudProvider
 
 
@@ -82,6 +83,13 @@ PLUGIN = ProviderPlugin(
     ),
     catalogs={"toy": CatalogFile(package="toycloud", file="catalog.yaml", kinds=("ToyNodeClass",))},
     options=(Option("--toy-region", env="TOY_REGION", help="Region of the toy cloud."),),
+    chart=ChartPieces(
+        values={"region": "", "identity": ""},
+        flags={"--toy-region": "region"},
+        required={"region": "where the toy cloud launches"},
+        patterns={"identity": "^(toy-[a-z]+)?$"},
+        annotations={"toy.example/identity": "identity"},
+    ),
 )
 '''
 
@@ -297,3 +305,42 @@ def test_run_offers_a_plugin_s_options_and_builds_its_provider(toy_site: Path) -
     # The toy cloud takes its kind; the fake, asked for too, takes the kinds left.
     assert kinds == "['AWSNodeClass', 'GCPNodeClass', 'ToyNodeClass'] True"
     assert types == str(["toy.h100x8", "toy.medium", "toy.small"])
+
+
+def test_a_plugin_s_chart_pieces_are_generated_into_the_chart(toy_site: Path, tmp_path: Path) -> None:
+    helm = pytest.importorskip("helm_python")
+    chart = tmp_path / "provisioner"
+    shutil.copytree(ROOT / "charts" / "provisioner", chart)
+
+    done = _run(toy_site, "-m", "provisioner.cli", "chart", "--write", str(chart))
+
+    assert done.returncode == 0, done.stderr
+    toy = yaml.safe_load((chart / "providers" / "toy.yaml").read_text())
+    assert toy["flags"] == [
+        {
+            "flag": "--toy-region",
+            "value": "region",
+            "required": "toy.region is required when cloud includes toy: where the toy cloud launches",
+        }
+    ]
+    assert (chart / "crds" / "provisioner.sh_toynodeclasses.yaml").exists()
+    assert yaml.safe_load((chart / "values.yaml").read_text())["toy"] == {"region": "", "identity": ""}
+    # The templates, unchanged, now launch on the toy cloud: its flag, identity and NodeClass resource.
+    values = {"clusterName": "c", "cloud": "toy", "toy": {"region": "toy-1", "identity": "toy-me"}}
+    files = helm.Chart.load(str(chart)).render(values=values, name="p", namespace="ns")
+    docs = [
+        d for path, text in files.items() if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d
+    ]
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--cloud=toy" in args and "--toy-region=toy-1" in args
+    (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert account["metadata"]["annotations"] == {"toy.example/identity": "toy-me"}
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert any("toynodeclasses" in r["resources"] for r in role["rules"])
+    with pytest.raises(helm.HelmError, match=r"toy\.region is required when cloud includes toy"):
+        helm.Chart.load(str(chart)).render(values={**values, "toy": {}}, name="p", namespace="ns")
+    with pytest.raises(helm.HelmError):  # the schema holds the declared pattern
+        helm.Chart.load(str(chart)).render(
+            values={**values, "toy": {"region": "r", "identity": "x"}}, name="p", namespace="ns"
+        )
