@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from providers.aws.karpenter import KARPENTER
 from providers.aws.model import AWSNodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
 from provisioner.cloudprovider.plugin import (
@@ -65,6 +66,7 @@ PLUGIN = ProviderPlugin(
     ),
     read_types=_read_types,
     default_region=_default_region,
+    karpenter=KARPENTER,
     chart=ChartPieces(
         values={"region": "", "roleArn": "", "interruptionQueue": "", "endpoint": ""},
         flags={

@@ -9,7 +9,8 @@ line of its `pyproject.toml`:
 The plug-in says its name (`--cloud NAME`), the NodeClass kinds it brings (model and CRD names, see
 provisioner.api.plugins.Kind), the catalogs it ships as package data, its `provisioner run` options (flag,
 environment variable, help), how to build its CloudProvider from those options and the operator's
-`Wiring`, and what the chart grants it (`ChartPieces`). A cloud without kubelets (the fake one) also
+`Wiring`, what the chart grants it (`ChartPieces`) and how Karpenter's objects for its cloud are imported
+(`KarpenterProvider`). A cloud without kubelets (the fake one) also
 gives the Nodes it stands in for (`NodeMaker`) and the simulator's cloud (`simulated`).
 provisioner.cloudprovider.registry reads the installed plug-ins; nothing in the core names one.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from provisioner.api.karpenter_providers import KarpenterProvider
 from provisioner.api.plugins import CatalogFile, Kind
 from provisioner.cloudprovider.protocol import CloudProvider, Instance
 from provisioner.cloudprovider.types import InstanceType
@@ -212,3 +214,6 @@ class ProviderPlugin:
     """Its chart values and RBAC rules."""
     dev_only: str | None = None
     """Why it is for a development cluster only, when it is (`--cloud` says so)."""
+    karpenter: KarpenterProvider | None = None
+    """Karpenter's provider for the same cloud, as `templates import-karpenter` converts its NodeClass
+    into this plug-in's and reads its labels."""
