@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from provisioner.api import karpenter_providers, labels
 from provisioner.api.documents import FieldPath, Problem, YamlDocument, format_path, identify
-from provisioner.api.karpenter_providers import KarpenterProvider
+from provisioner.api.karpenter_providers import KarpenterProvider, NameDerived
 
 DEFAULT_POOL_NAME = "default"
 """The pool name that means something here (`provisioner.scheduling.pool_order`) and nothing in Karpenter."""
@@ -237,7 +237,7 @@ class ObjectConverter:
                 )
                 return None
         requirements = []
-        name_derived: dict[KarpenterProvider, list[tuple[int, dict[str, Any]]]] = {}
+        name_derived: dict[NameDerived, list[tuple[int, dict[str, Any]]]] = {}
         for i, req in enumerate(spec.get("requirements") or []):
             reader = self._name_deriving(req)
             if reader is not None:
@@ -246,8 +246,8 @@ class ObjectConverter:
             converted = self.requirement(req, (*path, "requirements", i))
             if converted is not None:
                 requirements.append(converted)
-        for provider, reqs in name_derived.items():
-            rewritten = self.name_derived(provider, reqs, (*path, "requirements"))
+        for reader, reqs in name_derived.items():
+            rewritten = self.name_derived(reader, reqs, (*path, "requirements"))
             if rewritten is not None:
                 requirements.append(rewritten)
         if "requirements" in spec:
@@ -268,21 +268,19 @@ class ObjectConverter:
                     taint["key"] = self.renames[taint["key"]]
         return spec
 
-    def _name_deriving(self, req: object) -> KarpenterProvider | None:
-        """The provider whose labels read off type names `req` is on, if any."""
+    def _name_deriving(self, req: object) -> NameDerived | None:
+        """The provider's reading of type names whose label `req` is on, if any."""
         if isinstance(req, dict):
             for provider in self.providers:
                 if provider.name_derived is not None and req.get("key") in provider.name_derived.keys:
-                    return provider
+                    return provider.name_derived
         return None
 
     def name_derived(
-        self, provider: KarpenterProvider, reqs: list[tuple[int, dict[str, Any]]], path: FieldPath
+        self, derived: NameDerived, reqs: list[tuple[int, dict[str, Any]]], path: FieldPath
     ) -> dict[str, Any] | None:
         """A provider's requirements on labels read off type names (EC2's category, generation, size) as
         one list of families or types."""
-        derived = provider.name_derived
-        assert derived is not None
         types = self.instance_types.get(derived.catalog)
         shown = " and ".join(
             f"{str(r.get('key')).rpartition('/')[2]} {r.get('operator')} {_values(r.get('values'))}".rstrip()

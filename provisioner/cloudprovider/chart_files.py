@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from provisioner.cloudprovider import registry
 from provisioner.cloudprovider.plugin import ProviderPlugin
 
 PROVIDERS_DIR = "providers"
@@ -32,11 +33,6 @@ HEADER = (
     "# Generated from the {name} plug-in's declaration (its ProviderPlugin's ChartPieces and NodeClass\n"
     "# kinds) by `provisioner chart --write charts/provisioner`; do not edit. The templates read it.\n"
 )
-
-
-def ordered(plugins: Sequence[ProviderPlugin]) -> list[ProviderPlugin]:
-    """The production clouds first, then those for a development cluster only (as `--cloud` lists them)."""
-    return [p for p in plugins if p.dev_only is None] + [p for p in plugins if p.dev_only is not None]
 
 
 def provider_data(plugin: ProviderPlugin) -> dict[str, Any]:
@@ -90,7 +86,7 @@ def values_schema(schema: dict[str, Any], plugins: Sequence[ProviderPlugin]) -> 
     """`schema` (values.schema.json) with the plug-ins' part written from their declarations: `cloud`
     allows their names (alone or comma-separated), and each plug-in with values has an object of them
     (strings, to the declared patterns), where it was, else after `clusterName`."""
-    names = [p.name for p in ordered(plugins)]
+    names = [p.name for p in registry.ordered(plugins)]
     one = "|".join(re.escape(n) for n in names)
     properties: dict[str, Any] = dict(schema.get("properties", {}))
     properties["cloud"] = {
@@ -120,6 +116,7 @@ def values_schema(schema: dict[str, Any], plugins: Sequence[ProviderPlugin]) -> 
 
 
 def schema_text(schema: dict[str, Any]) -> str:
+    """values.schema.json's text: two-space indented JSON."""
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
