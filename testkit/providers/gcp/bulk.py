@@ -121,7 +121,6 @@ def _place(st: State, zone: str, name: str, props: dict[str, Any]) -> None:
 def resource_policies(
     st: State, verb: str, region: str, tail: list[str], body: dict[str, Any]
 ) -> dict[str, Any]:
-
     base = f"{API}/projects/{st.catalog.project}/regions/{region}/resourcePolicies"
     if verb == "POST" and not tail:
         name = body.get("name", "")
@@ -182,7 +181,6 @@ def _region_operation(st: State, region: str, op_type: str, target: dict[str, An
 
 
 def region_operation(st: State, region: str, tail: list[str]) -> dict[str, Any]:
-
     op = st.operations.get((f"regions/{region}", tail[0] if tail else ""))
     if op is None:
         raise ApiError(404, f"The resource 'operations/{'/'.join(tail)}' was not found", "notFound")
