@@ -36,7 +36,8 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod
-from testkit.builders import aws_node_class_manifest, node_pool_manifest, pdb_manifest, pod_manifest, req
+from testkit.builders.pods import pdb_manifest, pod_manifest
+from testkit.builders.pools import aws_node_class_manifest, node_pool_manifest, req
 from testkit.controllers.standins import TestBinder, TestKubelet, cluster_controllers
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.controllers.admission import CONDITION
-from testkit.builders import pdb_manifest
+from testkit.builders.pods import pdb_manifest
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from testkit.typed import present
 

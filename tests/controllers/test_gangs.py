@@ -19,7 +19,7 @@ from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.lifecycle import gang_launch
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from testkit.typed import present
 

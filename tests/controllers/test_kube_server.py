@@ -11,7 +11,7 @@ from provisioner.api import labels as wk
 from provisioner.clusterapi import ConflictError, EvictionBlocked, NotFoundError
 from provisioner.kube import client as kc
 from provisioner.kube.client import ApiError
-from testkit.builders import pdb_manifest, pod_manifest
+from testkit.builders.pods import pdb_manifest, pod_manifest
 from testkit.controllers.world import node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
 

@@ -14,7 +14,8 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import ScopedChanges, Sharding
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
-from testkit.builders import node_claim, node_pool_manifest
+from testkit.builders.nodes import node_claim
+from testkit.builders.pools import node_pool_manifest
 from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.finops.ledger import Ledger
-from testkit.builders import NOW as T0
-from testkit.builders import action_row as action
-from testkit.builders import blocker_row, usage_row
+from testkit.builders.common import NOW as T0
+from testkit.builders.rows import action_row as action
+from testkit.builders.rows import blocker_row, usage_row
 
 runner = CliRunner()
 NOW = (T0 + timedelta(hours=2)).isoformat()

@@ -10,7 +10,9 @@ from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.finops.reports import costs
 from provisioner.finops.samples import usage_row
-from testkit.builders import NOW, pod, state_node
+from testkit.builders.common import NOW
+from testkit.builders.nodes import state_node
+from testkit.builders.pods import pod
 
 
 def test_a_teams_share_of_a_mig_node_is_its_slices_and_the_rest_is_idle() -> None:

@@ -14,7 +14,7 @@ from provisioner.cloudprovider import (
     TransientError,
 )
 from provisioner.cloudprovider.wrappers import RetryingProvider
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.harness import Harness
 
 SPOT = wk.CAPACITY_TYPE_SPOT

@@ -11,7 +11,7 @@ import pytest
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import GangPlacement, InstanceType, InsufficientCapacity, OfferingKey
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.harness import Harness
 
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND

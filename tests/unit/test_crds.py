@@ -18,7 +18,7 @@ from provisioner.api import crds
 from provisioner.api.common import Model
 from provisioner.api.nodepool import NodePool
 from provisioner.cli.main import app
-from testkit.builders import aws_node_class_manifest, node_pool_manifest, req
+from testkit.builders.pools import aws_node_class_manifest, node_pool_manifest, req
 from testkit.controllers.crd_schema import Invalid, admit, structural_problems
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "provisioner" / "crds"

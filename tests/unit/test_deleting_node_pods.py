@@ -10,7 +10,8 @@ import pytest
 
 from provisioner.controllers.provisioning import pods_needing_capacity
 from provisioner.state.objects import Pod
-from testkit import builders
+from testkit.builders import nodes as kit_nodes
+from testkit.builders import pods as kit_pods
 
 
 def terminating(pod: Pod) -> Pod:
@@ -33,15 +34,15 @@ def terminating(pod: Pod) -> Pod:
 def test_the_pods_of_a_deleting_node_that_need_capacity(
     owner: str | None, ending: bool, solved: bool
 ) -> None:
-    pod = builders.pod("p", node_name="gone", owner=owner)
+    pod = kit_pods.pod("p", node_name="gone", owner=owner)
     if ending:
         pod = terminating(pod)
-    node = builders.state_node("gone", pods=[pod], deleting=True)
-    snap = builders.state_snapshot([node])
+    node = kit_nodes.state_node("gone", pods=[pod], deleting=True)
+    snap = kit_nodes.state_snapshot([node])
     assert [p.key for p in pods_needing_capacity(snap)] == ([pod.key] if solved else [])
 
 
 def test_the_pods_of_a_node_staying_need_no_capacity() -> None:
-    pod = builders.pod("p", node_name="stays", owner="StatefulSet")
-    snap = builders.state_snapshot([builders.state_node("stays", pods=[terminating(pod)])])
+    pod = kit_pods.pod("p", node_name="stays", owner="StatefulSet")
+    snap = kit_nodes.state_snapshot([kit_nodes.state_node("stays", pods=[terminating(pod)])])
     assert pods_needing_capacity(dataclasses.replace(snap, pending_pods=())) == []

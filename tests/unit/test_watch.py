@@ -8,7 +8,9 @@ from typing import Any
 from provisioner.api import labels as wk
 from provisioner.controllers.watch import FIRST, Watch
 from provisioner.state import ClusterState
-from testkit.builders import node_claim, node_pool, pod_manifest
+from testkit.builders.nodes import node_claim
+from testkit.builders.pods import pod_manifest
+from testkit.builders.pools import node_pool
 
 
 def node_doc(name: str, pool: str | None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.aws import world
 from testkit.providers.aws.faults import FaultProxy
 from testkit.typed import present

@@ -19,7 +19,7 @@ import pytest
 
 from providers.aws import AWSProvider
 from provisioner.cloudprovider import CloudProviderError
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.aws import world
 from testkit.providers.aws.stack import REGION, Stack
 

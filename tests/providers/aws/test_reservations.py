@@ -14,7 +14,7 @@ import pytest
 from providers.aws import AWSProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType, InsufficientCapacity, OfferingKey
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.aws import world
 from testkit.providers.aws.faults import FaultProxy
 

@@ -17,7 +17,7 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.gcp.standin import ComputeStandIn
 from testkit.providers.harness_gcp import IMAGE, gcp_node_class, make_provider
 

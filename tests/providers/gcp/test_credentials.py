@@ -9,7 +9,7 @@ import pytest
 from google.oauth2.credentials import Credentials
 
 from providers.gcp import ENDPOINT_ENV, GCPProvider
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.gcp import fixtures
 from testkit.providers.gcp.standin import ComputeStandIn
 from testkit.providers.harness_gcp import gcp_node_class

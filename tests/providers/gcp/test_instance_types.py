@@ -9,7 +9,7 @@ from provisioner.api import labels as wk
 from provisioner.api.quantities import CPU, MEMORY
 from provisioner.cloudprovider import InsufficientCapacity, NodeClassNotReady
 from provisioner.cloudprovider.types import InstanceType
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.gcp import fixtures
 from testkit.providers.gcp.standin import ComputeStandIn
 from testkit.providers.harness_gcp import gcp_node_class

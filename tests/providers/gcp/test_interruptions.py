@@ -7,7 +7,7 @@ import pytest
 
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.gcp.standin import ComputeStandIn
 from testkit.providers.harness_gcp import gcp_node_class, make_provider
 

@@ -8,7 +8,7 @@ from providers.gcp import GCPProvider
 from providers.gcp.model import GCPNodeClass, GCPReservations
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import Offering
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.gcp.standin import ComputeStandIn
 from testkit.providers.harness_gcp import gcp_node_class
 from testkit.typed import present

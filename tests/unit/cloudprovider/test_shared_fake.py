@@ -10,7 +10,7 @@ import pytest
 
 from providers.fake.shared import SharedFakeProvider
 from provisioner.cloudprovider import Instance, NotFound
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.harness_fake import fake_node_class
 
 

@@ -29,7 +29,7 @@ from provisioner.cloudprovider.wrappers import (
     backoff,
     wrap,
 )
-from testkit.builders import node_claim
+from testkit.builders.nodes import node_claim
 from testkit.providers.harness_fake import fake_node_class
 
 NODE_CLASS = fake_node_class()

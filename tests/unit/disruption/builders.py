@@ -1,4 +1,4 @@
-"""The disruption tests' defaults over the shared builders (testkit/builders.py): pools with a disruption
+"""The disruption tests' defaults over the shared builders (testkit/builders/): pools with a disruption
 block and on-demand only, single-zone instance types without overhead, pods of the `ml` namespace (team
 `research`) owned by a ReplicaSet, and snapshots that carry the pools.
 
@@ -15,8 +15,11 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Pod, PodDisruptionBudget
-from testkit import builders
-from testkit.builders import LONG_AGO, NOW, state_node
+from testkit.builders import nodes as kit_nodes
+from testkit.builders import pods as kit_pods
+from testkit.builders import pools as kit_pools
+from testkit.builders.common import LONG_AGO, NOW
+from testkit.builders.nodes import state_node
 
 __all__ = ["LONG_AGO", "NOW", "instance_type", "node_pool", "pdb", "pod", "snapshot", "state_node"]
 
@@ -42,11 +45,11 @@ def node_pool(
     }
     if budgets is not None:
         disruption["budgets"] = budgets
-    return builders.node_pool(
+    return kit_pools.node_pool(
         name,
         weight=weight,
         labels=labels,
-        requirements=[builders.req(wk.CAPACITY_TYPE, "In", *capacity_types)] if capacity_types else (),
+        requirements=[kit_pools.req(wk.CAPACITY_TYPE, "In", *capacity_types)] if capacity_types else (),
         expire_after=expire_after,
         disruption=disruption,
     )
@@ -72,7 +75,7 @@ def instance_type(
         offers += [
             Offering(zone=z, capacity_type="spot", price=spot_price, available=spot_available) for z in zones
         ]
-    return builders.instance_type(
+    return kit_pools.instance_type(
         name,
         cpu=cpu,
         memory_gib=memory_gib,
@@ -93,11 +96,11 @@ def pod(
     priority: int = 0,
     **kw: Any,
 ) -> Pod:
-    return builders.pod(name, namespace=namespace, node_name=node, owner=owner, priority=priority, **kw)
+    return kit_pods.pod(name, namespace=namespace, node_name=node, owner=owner, priority=priority, **kw)
 
 
 def pdb(name: str, *, namespace: str = NAMESPACE, **kw: Any) -> PodDisruptionBudget:
-    return builders.pdb(name, namespace=namespace, **kw)
+    return kit_pods.pdb(name, namespace=namespace, **kw)
 
 
 def snapshot(
@@ -107,7 +110,7 @@ def snapshot(
     pdbs: Sequence[PodDisruptionBudget] = (),
     namespaces: dict[str, dict[str, str]] | None = None,
 ) -> Snapshot:
-    return builders.state_snapshot(
+    return kit_nodes.state_snapshot(
         nodes,
         pools=tuple(pools) or (node_pool(),),
         pdbs=pdbs,

@@ -19,8 +19,9 @@ from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, node
 from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot, StateNode
-from testkit import builders
-from testkit.builders import aws_node_class, daemonset
+from testkit.builders import pools as kit_pools
+from testkit.builders.pods import daemonset
+from testkit.builders.pools import aws_node_class
 from tests.unit.disruption.builders import (
     NAMESPACE,
     NOW,
@@ -119,11 +120,11 @@ def _policy(i: Inputs) -> Inputs:
 
 def _requirements(i: Inputs) -> Inputs:
     """Requirements are not in the pool's hash: only the new pool object says a's type drifted from it."""
-    pool = builders.node_pool(
+    pool = kit_pools.node_pool(
         "default",
         requirements=[
-            builders.req(wk.CAPACITY_TYPE, "In", "on-demand"),
-            builders.req(wk.INSTANCE_TYPE, "In", "m.small"),
+            kit_pools.req(wk.CAPACITY_TYPE, "In", "on-demand"),
+            kit_pools.req(wk.INSTANCE_TYPE, "In", "m.small"),
         ],
         expire_after="720h",
         disruption={

@@ -15,7 +15,7 @@ from provisioner.disruption.model import Blocker, BlockerKind, Command, Disrupti
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
-from testkit import builders
+from testkit.builders import nodes as kit_nodes
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
 CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)
@@ -183,7 +183,9 @@ def test_an_empty_node_launched_for_the_pods_of_a_deleting_node_is_kept(solve: S
 def test_a_node_is_deleted_when_a_node_no_pool_owns_can_take_its_pods(solve: SolveFn) -> None:
     """Karpenter's "can delete nodes, when non-Karpenter capacity can fit pods" (the pool is named
     `default`, which gives every pod a pool list)."""
-    unmanaged = StateNode(name="unmanaged", node=builders.node("unmanaged", cpu=32, memory_gib=64, pool=None))
+    unmanaged = StateNode(
+        name="unmanaged", node=kit_nodes.node("unmanaged", cpu=32, memory_gib=64, pool=None)
+    )
     ours = state_node("ours", it=CHEAP, pods=[pod(f"p{i}", cpu="300m") for i in range(3)])
     result = run([ours, unmanaged], solve=solve)
     (command,) = result.commands

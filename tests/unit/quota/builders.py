@@ -1,5 +1,5 @@
 """Builders for quota tests: teams, departments and their quotas, and snapshots of pools with running pods;
-pools and pods wrap testkit/builders.py with the defaults a team's GPU pod has."""
+pools and pods wrap testkit/builders/ with the defaults a team's GPU pod has."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from provisioner.quota.book import QuotaBook
 from provisioner.state import Snapshot
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Node, Pod
-from testkit import builders as base
+from testkit.builders import pods as kit_pods
+from testkit.builders import pools as kit_pools
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
 
 def node_pool(name: str, *, gpus: int | None = None, weight: int | None = None, taints: Any = ()) -> NodePool:
-    return base.node_pool(
+    return kit_pools.node_pool(
         name, weight=weight, taints=taints, limits={wk.GPU_RESOURCE: str(gpus)} if gpus is not None else None
     )
 
@@ -60,8 +61,8 @@ def pod(
     minute: int = 0,
     tolerate_gpu: bool = True,
 ) -> Pod:
-    """`testkit.builders.pod_manifest` as a team's pod: gated unless `gated=False`, created `minute` after T0."""
-    doc = base.pod_manifest(
+    """`testkit.builders.pods.pod_manifest` as a team's pod: gated unless `gated=False`, created `minute` after T0."""
+    doc = kit_pods.pod_manifest(
         name,
         namespace=namespace,
         gpus=gpus,

@@ -3,7 +3,9 @@
 from providers.aws.model import AWSNodeClass
 from provisioner.api import labels as wk
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
-from testkit.builders import gpu_pod, gpu_types, node_pool, pod, req, run
+from testkit.builders.pods import gpu_pod, pod
+from testkit.builders.pools import gpu_types, node_pool, req
+from testkit.builders.solving import run
 
 NODE_CLASS = AWSNodeClass.model_validate(
     {

@@ -10,7 +10,10 @@ from provisioner.scheduling.pools import NODES, compile_pools
 from provisioner.scheduling.resources import Dims
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Node
-from testkit.builders import cpu_types, node, node_pool, pod, run, snapshot
+from testkit.builders.nodes import node, snapshot
+from testkit.builders.pods import pod
+from testkit.builders.pools import cpu_types, node_pool
+from testkit.builders.solving import run
 
 
 def _deleting(n: Node) -> Node:

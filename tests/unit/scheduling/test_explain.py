@@ -6,7 +6,9 @@ from provisioner.api import labels as wk
 from provisioner.api.nodepool import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import explain
-from testkit.builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, snapshot
+from testkit.builders.nodes import snapshot
+from testkit.builders.pods import gpu_pod, pod
+from testkit.builders.pools import cpu_types, gpu_types, node_pool, req
 from testkit.typed import present
 
 

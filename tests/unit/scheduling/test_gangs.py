@@ -9,18 +9,11 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.scheduling import SolveOptions
-from testkit.builders import (
-    ZONES,
-    gang_pods,
-    gpu_pod,
-    instance_type,
-    node,
-    node_pool,
-    pod,
-    reasons_of,
-    run,
-    snapshot,
-)
+from testkit.builders.common import ZONES
+from testkit.builders.nodes import node, snapshot
+from testkit.builders.pods import gang_pods, gpu_pod, pod
+from testkit.builders.pools import instance_type, node_pool
+from testkit.builders.solving import reasons_of, run
 
 
 def h100(*, unavailable: tuple[tuple[str, str], ...] = ()) -> list[InstanceType]:

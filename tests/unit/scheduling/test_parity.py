@@ -14,20 +14,10 @@ from provisioner.api.nodepool import NodePool
 from provisioner.scheduling import Results, explain
 from provisioner.state.objects import Pod
 from provisioner.state.snapshot import Snapshot
-from testkit.builders import (
-    claim_of,
-    cpu_types,
-    gpu_pod,
-    gpu_types,
-    node,
-    node_pool,
-    pod,
-    req,
-    run,
-    snapshot,
-    spread,
-    term,
-)
+from testkit.builders.nodes import node, snapshot
+from testkit.builders.pods import gpu_pod, pod, spread, term
+from testkit.builders.pools import cpu_types, gpu_types, node_pool, req
+from testkit.builders.solving import claim_of, run
 from testkit.typed import present
 
 KEY = "example.com/tier"

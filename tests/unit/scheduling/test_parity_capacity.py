@@ -13,18 +13,10 @@ from provisioner.api import labels as wk
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod
-from testkit.builders import (
-    claim_of,
-    daemonset,
-    instance_type,
-    node,
-    node_claim,
-    pod,
-    req,
-    run,
-    snapshot,
-    state_node,
-)
+from testkit.builders.nodes import node, node_claim, snapshot, state_node
+from testkit.builders.pods import daemonset, pod
+from testkit.builders.pools import instance_type, req
+from testkit.builders.solving import claim_of, run
 
 
 def zone_of(results: Results, name: str) -> str:

@@ -13,18 +13,10 @@ from provisioner.scheduling.pool_order import ClusterDefaults, PoolOrder, refusa
 from provisioner.scheduling.solver import SolveOptions
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import Pod
-from testkit.builders import (
-    cpu_types,
-    gpu_pod,
-    gpu_types,
-    instance_type,
-    node,
-    node_pool,
-    pod,
-    req,
-    run,
-    snapshot,
-)
+from testkit.builders.nodes import node, snapshot
+from testkit.builders.pods import gpu_pod, pod
+from testkit.builders.pools import cpu_types, gpu_types, instance_type, node_pool, req
+from testkit.builders.solving import run
 
 POOLS = ("cpu-a", "cpu-b", "gpu-a", "gpu-b", "default")
 DEFAULTS = ClusterDefaults(cpu=("cpu-b", "cpu-a"), gpu=("gpu-b",))

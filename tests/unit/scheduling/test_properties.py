@@ -13,7 +13,11 @@ from provisioner.api import labels as wk
 from provisioner.api.nodepool import NodePool
 from provisioner.scheduling.results import Results
 from provisioner.state.objects import Node, Pod, TaintValue, tolerates_all
-from testkit.builders import ZONES, cpu_types, node, node_pool, pod, run, snapshot
+from testkit.builders.common import ZONES
+from testkit.builders.nodes import node, snapshot
+from testkit.builders.pods import pod
+from testkit.builders.pools import cpu_types, node_pool
+from testkit.builders.solving import run
 
 TAINTS = [
     {"key": "gpu", "value": "true", "effect": "NoSchedule"},

@@ -8,7 +8,9 @@ from dataclasses import replace
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.scheduling.results import Results
-from testkit.builders import gpu_pod, instance_type, node_pool, req, run
+from testkit.builders.pods import gpu_pod
+from testkit.builders.pools import instance_type, node_pool, req
+from testkit.builders.solving import run
 
 RESERVED = wk.CAPACITY_TYPE_RESERVED
 

@@ -15,25 +15,11 @@ from provisioner.cloudprovider import Offering
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import Results, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
-from testkit.builders import (
-    ZONES,
-    claim_of,
-    cpu_types,
-    daemonset,
-    gpu_pod,
-    gpu_types,
-    instance_type,
-    node,
-    node_pool,
-    offerings,
-    pod,
-    reasons_of,
-    req,
-    run,
-    snapshot,
-    spread,
-    term,
-)
+from testkit.builders.common import ZONES
+from testkit.builders.nodes import node, snapshot
+from testkit.builders.pods import daemonset, gpu_pod, pod, spread, term
+from testkit.builders.pools import cpu_types, gpu_types, instance_type, node_pool, offerings, req
+from testkit.builders.solving import claim_of, reasons_of, run
 from testkit.typed import present
 
 GPU_TAINT = {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
