@@ -42,7 +42,6 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
@@ -51,9 +50,9 @@ from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
 from testkit.providers.aws import fleets, prices
+from testkit.providers.aws.wire import EC2_NS, CapacityReservation, FleetCall, _ec2_error
 from testkit.typed import present
 
-EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 DEFAULT_FAMILIES = frozenset(
     {"t3", "m5", "m7g", "c5", "r5", "g4dn", "g5", "g6", "gr6", "p4d", "p5", "p5e", "p5en", "p6-b200"}
     | {"trn1", "trn2", "inf2"}
@@ -62,60 +61,7 @@ _MEMOISED = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"}
 _REGION = re.compile(r"Credential=[^/]+/\d+/([a-z0-9-]+)/")
 
 
-@dataclass
-class CapacityReservation:
-    """A capacity reservation the proxy holds (see `FaultProxy.add_reservation`)."""
-
-    id: str
-    instance_type: str
-    zone: str
-    total: int
-    used: int = 0
-    kind: str = "default"
-    state: str = "active"
-    end: datetime | None = None
-    tags: dict[str, str] = field(default_factory=dict)
-    owner_id: str = "123456789012"
-    launched: list[str] = field(default_factory=list)
-    """Instance ids launched into it, in order."""
-
-    def xml(self) -> str:
-        tags = "".join(
-            f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
-            for k, v in sorted(self.tags.items())
-        )
-        end = f"<endDate>{self.end.strftime('%Y-%m-%dT%H:%M:%S.000Z')}</endDate>" if self.end else ""
-        return (
-            f"<item><capacityReservationId>{self.id}</capacityReservationId><ownerId>{self.owner_id}</ownerId>"
-            f"<instanceType>{escape(self.instance_type)}</instanceType>"
-            f"<availabilityZone>{escape(self.zone)}</availabilityZone><instancePlatform>Linux/UNIX"
-            f"</instancePlatform><tenancy>default</tenancy><totalInstanceCount>{self.total}"
-            f"</totalInstanceCount><availableInstanceCount>{max(0, self.total - self.used)}"
-            f"</availableInstanceCount><state>{self.state}</state>{end}"
-            f"<endDateType>{'limited' if self.end else 'unlimited'}</endDateType>"
-            f"<instanceMatchCriteria>targeted</instanceMatchCriteria>"
-            f"<reservationType>{self.kind}</reservationType><tagSet>{tags}</tagSet></item>"
-        )
-
-
 _RESERVATION_TARGET = "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"
-
-
-@dataclass
-class FleetCall:
-    """One CreateFleet the proxy saw."""
-
-    capacity_type: str
-    overrides: list[tuple[str, str]]
-    """(instance type, zone) of every override, in request order."""
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    """The overrides answered with a capacity error."""
-    launched: list[str] = field(default_factory=list)
-    """Instance ids moto launched."""
-    total: int = 1
-    """TotalTargetCapacity."""
-    min_target: int = 0
-    """MinTargetCapacity of the capacity type's options (0: unset)."""
 
 
 class FaultProxy:
@@ -477,56 +423,12 @@ class FaultProxy:
         return 200, headers, json.dumps({"FormatVersion": "aws_v1", "PriceList": docs}).encode()
 
 
-def _fleet_error_item(
-    override: dict[str, str], values: dict[str, str], *, config: int, lifecycle: str, code: str
-) -> str:
-    spec_name = values.get(
-        f"LaunchTemplateConfigs.{config}.LaunchTemplateSpecification.LaunchTemplateName", ""
-    )
-    spec_id = values.get(f"LaunchTemplateConfigs.{config}.LaunchTemplateSpecification.LaunchTemplateId", "")
-    spec = f"<launchTemplateName>{escape(spec_name)}</launchTemplateName>" if spec_name else ""
-    spec += f"<launchTemplateId>{escape(spec_id)}</launchTemplateId>" if spec_id else ""
-    fields = "".join(
-        f"<{tag}>{escape(override[key])}</{tag}>"
-        for key, tag in (
-            ("InstanceType", "instanceType"),
-            ("SubnetId", "subnetId"),
-            ("AvailabilityZone", "availabilityZone"),
-        )
-        if key in override
-    )
-    return (
-        "<item><launchTemplateAndOverrides>"
-        f"<launchTemplateSpecification>{spec}<version>$Latest</version></launchTemplateSpecification>"
-        f"<overrides>{fields}</overrides></launchTemplateAndOverrides>"
-        f"<lifecycle>{escape(lifecycle)}</lifecycle>"
-        f"<errorCode>{escape(code)}</errorCode>"
-        f"<errorMessage>{escape(_FLEET_MESSAGES.get(code, code))}</errorMessage></item>"
-    )
-
-
 _GROUP_ACTIONS = {
     "CreatePlacementGroup": fleets.create_placement_group,
     "DescribePlacementGroups": fleets.describe_placement_groups,
     "DeletePlacementGroup": fleets.delete_placement_group,
     "DescribeInstanceTopology": fleets.describe_instance_topology,
 }
-
-_FLEET_MESSAGES = {
-    "InsufficientInstanceCapacity": "We currently do not have sufficient capacity in the Availability Zone "
-    "you requested.",
-    "UnfulfillableCapacity": "Unable to fulfill capacity due to your request configuration.",
-    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded",
-}
-
-
-def _ec2_error(status: int, code: str, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
-    xml = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>{escape(message)}</Message></Error></Errors>"
-        f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
-    )
-    return status, [("Content-Type", "text/xml")], xml.encode()
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -33,12 +33,13 @@ from urllib.parse import urlencode
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
+from testkit.providers.aws.wire import EC2_NS, FleetCall, _ec2_error, _fleet_error_item
+
 if TYPE_CHECKING:
     from testkit.providers.aws.faults import FaultProxy
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
 
-EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _CONFIG = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.(.+)$")
 TOPOLOGY_FAMILIES = ("p4d", "p5", "p5e", "p5en", "trn1", "trn2", "hpc7a")
@@ -106,8 +107,6 @@ def _tags(params: list[tuple[str, str]], resource_type: str) -> dict[str, str]:
 def create_fleet(
     proxy: FaultProxy, method: str, path: str, headers: dict[str, str], params: list[tuple[str, str]]
 ) -> Answer:
-    from testkit.providers.aws.faults import FleetCall, _ec2_error, _fleet_error_item
-
     values = dict(params)
     capacity_type = values.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
     total = int(values.get("TargetCapacitySpecification.TotalTargetCapacity", "1") or 1)
@@ -218,8 +217,6 @@ def _only(params: list[tuple[str, str]], chosen: tuple[int, int], count: int) ->
 
 
 def create_placement_group(proxy: FaultProxy, params: list[tuple[str, str]]) -> Answer:
-    from testkit.providers.aws.faults import _ec2_error
-
     values = dict(params)
     name = values.get("GroupName", "")
     with proxy._lock:
@@ -233,8 +230,6 @@ def create_placement_group(proxy: FaultProxy, params: list[tuple[str, str]]) -> 
 
 
 def describe_placement_groups(proxy: FaultProxy, params: list[tuple[str, str]]) -> Answer:
-    from testkit.providers.aws.faults import _ec2_error
-
     names = set(_values(params, "GroupName") + _values(params, "groupName"))
     filters: dict[str, set[str]] = {}
     for k, name in params:
@@ -262,8 +257,6 @@ def describe_placement_groups(proxy: FaultProxy, params: list[tuple[str, str]]) 
 
 
 def delete_placement_group(proxy: FaultProxy, params: list[tuple[str, str]]) -> Answer:
-    from testkit.providers.aws.faults import _ec2_error
-
     name = dict(params).get("GroupName", "")
     with proxy._lock:
         if name not in proxy.placement_groups:
