@@ -100,7 +100,7 @@ class AWSCloud:
     name = "aws"
 
     def __init__(self, backend: Any) -> None:
-        from testkit.controllers.world import TestKubelet
+        from testkit.controllers.standins import TestKubelet
         from testkit.providers.aws import world as aws_world
         from testkit.providers.aws.stack import shared_stack
         from testkit.providers.harness_aws import make_provider

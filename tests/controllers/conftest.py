@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from provisioner.kube import client as kc
+from testkit.controllers.backends import KubeBackend, MemoryBackend
 from testkit.controllers.kube_server import KubeServer
-from testkit.controllers.world import KubeBackend, MemoryBackend, World
+from testkit.controllers.world import World
 
 REAL_CLUSTER = os.environ.get("PROVISIONER_TEST_KUBECONFIG")
 

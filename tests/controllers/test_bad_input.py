@@ -9,7 +9,8 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.kube.client import ApiError
-from testkit.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.backends import KubeBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,9 @@ from provisioner.kube.client import ApiError
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.state import ClusterState
+from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
-from testkit.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from testkit.typed import present
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until

@@ -18,8 +18,10 @@ from providers.gcp import naming
 from provisioner.api import labels as wk
 from provisioner.clock import RealClock
 from provisioner.kube import client as kc
+from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
-from testkit.controllers.world import KubeBackend, TestBinder, node_pool, pod
+from testkit.controllers.standins import TestBinder
+from testkit.controllers.world import node_pool, pod
 from testkit.typed import present
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until

@@ -14,14 +14,9 @@ from provisioner.cli.run import provider_factory
 from provisioner.clock import RealClock
 from provisioner.kube import client as kc
 from provisioner.operator import OperatorError, OperatorSettings, ProviderContext, build
-from testkit.controllers.world import (
-    KubeBackend,
-    TestBinder,
-    cluster_controllers,
-    gpu_pod,
-    node_class,
-    node_pool,
-)
+from testkit.controllers.backends import KubeBackend
+from testkit.controllers.standins import TestBinder, cluster_controllers
+from testkit.controllers.world import gpu_pod, node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until
 

@@ -16,7 +16,8 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.scheduling import Results
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import Pod
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from testkit.typed import present
 
 

@@ -19,15 +19,10 @@ import pytest
 from provisioner.clock import RealClock
 from provisioner.finops.ledger import Ledger
 from provisioner.kube import client as kc
+from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
-from testkit.controllers.world import (
-    KubeBackend,
-    TestBinder,
-    cluster_controllers,
-    gpu_pod,
-    node_class,
-    node_pool,
-)
+from testkit.controllers.standins import TestBinder, cluster_controllers
+from testkit.controllers.world import gpu_pod, node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import in_turn, wait_until
 

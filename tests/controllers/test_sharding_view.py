@@ -16,7 +16,8 @@ from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
 from testkit.builders.nodes import node_claim
 from testkit.builders.pools import node_pool_manifest
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 
 
 def test_taking_a_shard_wakes_the_controllers_though_nothing_was_written() -> None:

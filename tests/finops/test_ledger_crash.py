@@ -18,7 +18,8 @@ from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, actions_from_json, actions_to_json
 from testkit.builders.rows import action_row as action
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from testkit.typed import present
 
 

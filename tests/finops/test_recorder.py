@@ -13,7 +13,8 @@ from provisioner.finops.recorder import LedgerRecorder
 from testkit.builders.common import NOW as T0
 from testkit.builders.rows import action_row as action
 from testkit.builders.rows import usage_row
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
 
 

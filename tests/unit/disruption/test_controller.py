@@ -17,7 +17,8 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from testkit.typed import present
 
 

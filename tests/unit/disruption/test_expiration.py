@@ -17,7 +17,8 @@ from provisioner.disruption.model import Command, DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool, pdb
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool, pdb
 from testkit.typed import present
 from tests.unit.disruption import builders as b
 
