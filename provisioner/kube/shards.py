@@ -57,6 +57,7 @@ class ShardLeases:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_acquire: Callable[[], None] | None = None,
+        watch_pods: Callable[[frozenset[int] | None], bool] | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards: {shards} is not allowed; at least 1")
@@ -88,6 +89,12 @@ class ShardLeases:
         """Called when this replica wins shards, before it acts on them: brings its picture of the
         cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
         watches may not have delivered yet."""
+        self.watch_pods = watch_pods
+        """Called at every step with the shards whose pods this replica must watch (None: every pod,
+        while it holds quota admission); True once its state holds them (a list with the new label
+        selector fed it). Shards won are not acted on, nor admission, before that."""
+        self._pods_whole = watch_pods is None
+        """Whether the state holds every pod (admission counts every team's pods)."""
         self._warming: frozenset[int] = frozenset()
         self._behind: frozenset[int] = frozenset()
         """Shards held whose catch-up failed: not acted on until one succeeds."""
@@ -117,9 +124,25 @@ class ShardLeases:
                 # pass already under way may still write for its pools, and the new holder takes the
                 # shard only once the Lease has expired, after any such pass.
                 lease.stop("assigned to another replica")
+        self.admission.step()
         won = self._held() - before
         self._behind = frozenset()
-        if won and self.on_acquire is not None:
+        if self.watch_pods is not None:
+            # The pods of the shards assigned here (watched before their Leases are won, so they are
+            # in the state when they are) and of those still held; every pod with quota admission.
+            whole = self.admission.is_leader()
+            try:
+                ready = self.watch_pods(None if whole else frozenset(mine) | self._held())
+            except Exception:
+                log.exception("sharding: cannot scope the pod watch")
+                ready = False
+            self._pods_whole = whole and ready
+            if not ready and won:
+                log.info(
+                    "sharding: the pods of shards %s are still being listed; not acting yet", sorted(won)
+                )
+                self._behind = won
+        if won - self._behind and self.on_acquire is not None:
             try:
                 # The claims their last holder wrote just before it died may still be on their way
                 # through this replica's watch.
@@ -131,7 +154,6 @@ class ShardLeases:
                 )
                 self._behind = won
         self._warming = self._behind
-        self.admission.step()
 
     def _live_members(self) -> tuple[str, ...]:
         doc = self.client.request(
@@ -167,7 +189,9 @@ class ShardLeases:
         return shard not in self._warming and self.shard_leases[shard].is_leader()
 
     def holds_admission(self) -> bool:
-        return self.admission.is_leader()
+        """Whether this replica decides quota admission now: it holds the Lease, and (with
+        `watch_pods`) its state holds every pod."""
+        return self.admission.is_leader() and self._pods_whole
 
     def holds_any(self) -> bool:
         """Whether this replica may write at all (a shard or admission)."""
