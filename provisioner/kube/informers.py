@@ -43,7 +43,9 @@ class StateFeeder:
         self._tombstones: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
-    def _newer(self, res: Resource, key: str, obj: Mapping[str, Any], *, deleting: bool = False) -> bool:
+    def _newer(
+        self, res: Resource, key: str, obj: Mapping[str, Any], *, deleting: bool = False, listed: bool = False
+    ) -> bool:
         rv = _rv((obj.get("metadata") or {}).get("resourceVersion"))
         ident = (res.kind, key)
         if deleting:
@@ -57,7 +59,10 @@ class StateFeeder:
             return True  # opaque versions: trust arrival order
         dead = self._tombstones.get(ident)
         if dead is not None:
-            if rv <= dead:
+            # A list may hold an object at the very version it was removed at: a watch with a label
+            # selector removes an object that stops matching at the version of that change (it is not
+            # gone), and a list with a wider selector brings it back as it is.
+            if rv < dead or (rv == dead and not listed):
                 return False
             del self._tombstones[ident]
         held = self._versions.get(ident)
@@ -68,10 +73,11 @@ class StateFeeder:
         self._versions[ident] = rv
         return True
 
-    def upsert(self, res: Resource, obj: Mapping[str, Any]) -> None:
+    def upsert(self, res: Resource, obj: Mapping[str, Any], *, listed: bool = False) -> None:
+        """`listed`: from a list (see `_newer`), not a watch event or the answer to a write."""
         key = object_key(res, obj)
         with self._lock:
-            if not self._newer(res, key, obj):
+            if not self._newer(res, key, obj, listed=listed):
                 return
             try:
                 self.state.upsert(res.kind, obj)
@@ -96,7 +102,7 @@ class StateFeeder:
                 self._versions.pop((res.kind, key), None)
                 self.state.remove(res.kind, key)
         for obj in items:
-            self.upsert(res, obj)
+            self.upsert(res, obj, listed=True)
 
 
 class Informer(threading.Thread):
