@@ -150,6 +150,7 @@ class Informer(threading.Thread):
         holds what a list with it answered; waits up to `wait` seconds for that."""
         with self._scope:
             if selector != self._wanted:
+                log.info("watching %s: %s", self.res.plural, selector or "all")
                 self._wanted = selector
                 end = self._end_watch
                 if end is not None:
