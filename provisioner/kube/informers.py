@@ -140,11 +140,6 @@ class Informer(threading.Thread):
         """The selector of the last list that fed the state (None: no list yet)."""
         self._end_watch: Callable[[], None] | None = None
 
-    @property
-    def selector(self) -> str | None:
-        """The label selector asked for (None: every object)."""
-        return self._wanted
-
     def rescope(self, selector: str | None, *, wait: float = 0.0) -> bool:
         """Watch the objects `selector` matches from now on (None: every object). True once the state
         holds what a list with it answered; waits up to `wait` seconds for that."""
