@@ -18,8 +18,8 @@ from provisioner.kube import client as kc
 from provisioner.kube.informers import Informers
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
-from tests.builders import node_pool_manifest
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.builders import node_pool_manifest
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
 
 SHARDS = 4
