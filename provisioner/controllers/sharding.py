@@ -1,6 +1,8 @@
 """One sharded replica's part of the controllers: the ClusterState its pool controllers read (its pools,
-their nodes and claims, the pending pods it takes: `provisioner.scheduling.shards.scope`), and the pass
-on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` annotation).
+their nodes and claims, the pending pods it takes: `provisioner.scheduling.shards.scope`), the pass
+on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` annotation), the pods'
+`provisioner.sh/shard` label its pod watch selects by (`ShardLabels`), and the check of a node's pods at
+the API server before disruption acts on it (`Sharding.confirm`).
 
 Which shards this replica holds, and whether it holds quota admission, come from outside (the Leases:
 `provisioner.kube.shards.ShardLeases`) as callables, read at every snapshot.

@@ -9,6 +9,11 @@ its old holder expired, after any pass of that holder still under way. Quota
 admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
 whoever holds `<prefix>-admission` (any replica may win it).
 
+With `watch_pods` (the operator's pod informer), each step also scopes this replica's pod watch to the
+shards assigned to it and those it still holds (a label selector on `provisioner.sh/shard`), or to every
+pod while it holds admission; a shard won, and admission, are acted on only once the state holds their
+pods.
+
 Each Lease is a `LeaderElector`: a replica acts on a shard only while its last renewal is younger than
 the renew deadline, shorter than the lease duration, so it stops before anyone else may take the shard.
 A replica that dies stops renewing; its member Lease expires, the others assign its shards among
