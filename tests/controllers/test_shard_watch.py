@@ -17,7 +17,9 @@ from provisioner.controllers.webhook import review
 from provisioner.kube import client as kc
 from provisioner.kube.informers import Informers
 from provisioner.scheduling import shards as model
+from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
+from provisioner.state.objects import Pod
 from testkit.builders import node_pool_manifest
 from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
@@ -225,3 +227,37 @@ def test_a_pod_the_replica_did_not_watch_blocks_an_empty_verdict() -> None:
     server_pods.clear()  # the pod finished
     w.run_until(lambda: not w.claims(), max_ticks=30, seconds=5)
     assert w.claims() == [], "truly empty: consolidated"
+
+
+def test_a_pods_shard_follows_its_next_pool_and_once_bound_its_nodes_pool() -> None:
+    state = ClusterState()
+    for name in (A, B):
+        state.upsert("NodePool", node_pool_manifest(name))
+    snap = state.snapshot()
+    lists, existing = model.PoolLists.of(snap, ClusterDefaults()), frozenset((A, B))
+    now = VirtualClock().now()
+    stamp = now.isoformat().replace("+00:00", "Z")
+
+    def shard(tried: str = "", node_pool: str | None = None, **kw: Any) -> str | None:
+        annotations = {"provisioner.sh/nodepools": f"{A},{B}"}
+        if tried:
+            annotations |= {model.TRIED: tried, model.TRIED_AT: stamp}
+        pod = Pod.from_dict(gpu_pod("p", annotations=annotations, **kw))
+        return model.wanted_shard(pod, lists, existing, SHARDS, now, node_pool)
+
+    assert shard() == SA, "its first pool"
+    assert shard(tried=A) == SB, "passed on: the next one"
+    assert shard(tried=f"{A},{B}") == SA, "every pool refused it: where it starts again"
+    assert shard(node_pool=B, node_name="n1") == SB, "bound: its node's pool"
+    assert shard(node_pool=None, node_name="n1") is None, "a node of no pool (or unknown): left as it is"
+    assert (
+        model.wanted_shard(
+            Pod.from_dict(gpu_pod("q")),
+            model.PoolLists.of(ClusterState().snapshot(), ClusterDefaults()),
+            frozenset(),
+            SHARDS,
+            now,
+            None,
+        )
+        is None
+    ), "no pool at all"
