@@ -59,6 +59,20 @@ def _online() -> list[str]:
     return [name for name in registry.names() if registry.plugin(name).read_types is not None]
 
 
+def _either(names: list[str]) -> str:
+    """`a`, `a or b`, `a, b or c`."""
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
+
+
+def _cloud_help() -> str:
+    """`--cloud`'s help: the installed clouds read live (production ones first), then the built-in catalogs."""
+    live = [p for p in registry.ordered(registry.plugins()) if p.read_types is not None]
+    production = [p.name for p in live if p.dev_only is None]
+    dev = [p.name for p in live if p.dev_only is not None]
+    read = [f"{_either(production)} (read through the provider)"] if production else []
+    return f"{', '.join([*read, *dev, 'or with --offline: ' + ', '.join(catalog_.names())])}."
+
+
 def _default_region(cloud: str) -> str:
     default = registry.plugin(cloud).default_region
     return default() if default is not None else catalog_.default_region(cloud)
@@ -179,7 +193,7 @@ def catalog_command(
     cloud: str = typer.Option(
         ...,
         "--cloud",
-        help="aws or gcp (read through the provider), fake, or with --offline: aws, gcp, karpenter-benchmark.",
+        help=_cloud_help(),
     ),
     region: str | None = typer.Option(
         None, "--region", help="Region. Default: AWS_REGION, us-east-1, us-central1."

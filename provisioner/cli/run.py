@@ -100,7 +100,7 @@ def provider_factory(
     sharded replicas share one cloud account."""
 
     def build(ctx: ProviderContext) -> ProviderSet:
-        register_node, delete_node = _fake_kubelet(ctx, clouds)
+        register_node, delete_node = _stand_in_kubelet(ctx, clouds)
         providers: ProviderSet = build_providers(
             clouds=clouds,
             cluster_name=cluster_name,
@@ -153,7 +153,7 @@ def _with_plugin_options(func: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _fake_kubelet(
+def _stand_in_kubelet(
     ctx: ProviderContext, clouds: list[str]
 ) -> tuple[Callable[[Instance, InstanceType | None], None], Callable[[Instance], None]]:
     """(register_node, delete_node) for a cloud without kubelets (the fake one): it registers the Node one
@@ -298,10 +298,9 @@ def run_command(
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
     options = dict(plugin_options or {})
-    if shards and "fake" in cloud.split(",") and not options.get("fake_state"):
-        raise _fail(
-            "--fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)"
-        )
+    missing = plugins_.missing_when_shared(cloud.split(","), options) if shards else None
+    if missing is not None:
+        raise _fail(str(missing))
     from provisioner.operator import OperatorError, OperatorSettings, build
 
     try:

@@ -62,6 +62,8 @@ class Option:
     default: str | int | float | None = None
     type: type[str] | type[int] | type[float] = str
     """What the value is parsed as (`run` refuses another, naming the flag); None when not given."""
+    shared_needs: str | None = None
+    """Why it is required when several replicas share the cloud (`run --shards`), when it is."""
 
     @property
     def key(self) -> str:

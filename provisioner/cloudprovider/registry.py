@@ -62,6 +62,20 @@ def plugin(name: str) -> ProviderPlugin:
     )
 
 
+def missing_when_shared(clouds: Sequence[str], options: OptionValues) -> OptionError | None:
+    """The error for the first option of `clouds` that replicas sharing the cloud need (`Option.shared_needs`)
+    and `options` lack, naming its flag and the cloud; None when none is missing."""
+    for p in plugins():
+        if p.name not in clouds:
+            continue
+        for o in p.options:
+            if o.shared_needs is not None and not options.get(o.key):
+                return OptionError(
+                    f"{o.flag}: required with --shards and --cloud {p.name} ({o.shared_needs})"
+                )
+    return None
+
+
 def nodeclass_kinds() -> Mapping[str, type[NodeClass]]:
     """NodeClass kind -> model, over every plug-in."""
     return NODECLASS_MODELS

@@ -89,6 +89,7 @@ PLUGIN = ProviderPlugin(
         Kind(model=ToyNodeClass, kind="ToyNodeClass", plural="toynodeclasses", short_names=("toync",), columns=(AGE,)),
     ),
     catalogs={"toy": CatalogFile(package="toycloud", file="catalog.yaml", kinds=("ToyNodeClass",))},
+    read_types=lambda query: FakeProvider(catalog="toy", region=query.region).region_instance_types(),
     options=(Option("--toy-region", env="TOY_REGION", help="Region of the toy cloud."),),
     chart=ChartPieces(
         values={"region": "", "identity": ""},
@@ -350,6 +351,20 @@ def test_run_offers_a_plugin_s_options_and_builds_its_provider(toy_site: Path) -
     # The toy cloud takes its kind; the fake, asked for too, takes the kinds left.
     assert kinds == "['AWSNodeClass', 'GCPNodeClass', 'ToyNodeClass'] True"
     assert types == str(["toy.h100x8", "toy.medium", "toy.small"])
+
+
+def test_catalog_reads_a_plugin_cloud_and_lists_it_in_its_help(toy_site: Path) -> None:
+    done = _run(toy_site, "-m", "provisioner.cli", "catalog", "--help", extra_env={"COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr
+    assert (
+        "aws, gcp or toy (read through the provider), fake, or with --offline: aws, gcp, toy, karpenter-benchmark."
+        in done.stdout
+    )
+
+    done = _run(toy_site, "-m", "provisioner.cli", "catalog", "--cloud", "toy", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    # The default region is its catalog's; the types are read through the plug-in, smallest first.
+    assert [t["instanceType"] for t in json.loads(done.stdout)] == ["toy.small", "toy.medium", "toy.h100x8"]
 
 
 def test_a_plugin_s_chart_pieces_are_generated_into_the_chart(toy_site: Path, tmp_path: Path) -> None:
