@@ -21,7 +21,7 @@ import typer
 from provisioner import crashpoints
 from provisioner.cli.app import app
 from provisioner.cloudprovider import registry as plugins_
-from provisioner.cloudprovider.plugin import OptionValues
+from provisioner.cloudprovider.plugin import OptionError, OptionValues
 
 if TYPE_CHECKING:
     from provisioner.cloudprovider import Instance, InstanceType
@@ -76,7 +76,7 @@ def build_providers(
     delete_node: Any,
 ) -> Any:
     """The ProviderSet `--cloud` asks for, each cloud built by its plug-in from its options."""
-    from provisioner.cloudprovider.plugin import OptionError, Wiring
+    from provisioner.cloudprovider.plugin import Wiring
     from provisioner.controllers.provider_set import ProviderSet
 
     wiring = Wiring(
@@ -298,9 +298,11 @@ def run_command(
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
     options = dict(plugin_options or {})
-    missing = plugins_.missing_when_shared(cloud.split(","), options) if shards else None
-    if missing is not None:
-        raise _fail(str(missing))
+    if shards:
+        try:
+            plugins_.check_shared(cloud.split(","), options)
+        except OptionError as err:
+            raise _fail(str(err)) from None
     from provisioner.operator import OperatorError, OperatorSettings, build
 
     try:

@@ -62,18 +62,15 @@ def plugin(name: str) -> ProviderPlugin:
     )
 
 
-def missing_when_shared(clouds: Sequence[str], options: OptionValues) -> OptionError | None:
-    """The error for the first option of `clouds` that replicas sharing the cloud need (`Option.shared_needs`)
-    and `options` lack, naming its flag and the cloud; None when none is missing."""
+def check_shared(clouds: Sequence[str], options: OptionValues) -> None:
+    """Raises OptionError, naming the flag and the cloud, when `options` lack one that replicas sharing
+    `clouds` need (`Option.shared_needs`)."""
     for p in plugins():
         if p.name not in clouds:
             continue
         for o in p.options:
             if o.shared_needs is not None and not options.get(o.key):
-                return OptionError(
-                    f"{o.flag}: required with --shards and --cloud {p.name} ({o.shared_needs})"
-                )
-    return None
+                raise OptionError(f"{o.flag}: required with --shards and --cloud {p.name} ({o.shared_needs})")
 
 
 def nodeclass_kinds() -> Mapping[str, type[NodeClass]]:
