@@ -3,7 +3,7 @@ replica holds right now.
 
 Every replica renews a membership Lease (`<prefix>-member-<identity>`, labelled `MEMBER_LABEL`), lists
 the live ones, and works out the same assignment of the S shard Leases (`<prefix>-shard-<i>`) over the
-members (`provisioner.scheduling.shards.assign`). It acquires and renews the shards assigned to it and
+members (`provisioner.scheduling.shards.assign`), each keeping the shards it holds up to its share. It acquires and renews the shards assigned to it and
 stops acting on the others and lets their Leases expire, so a shard changes hands once the Lease of
 its old holder expired, after any pass of that holder still under way. Quota
 admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
@@ -90,6 +90,7 @@ class ShardLeases:
         self.member = elector(f"{prefix}-member-{lease_name(identity)}", labels={MEMBER_LABEL: prefix})
         self.admission = elector(f"{prefix}-admission")
         self.shard_leases = [elector(f"{prefix}-shard-{i}") for i in range(shards)]
+        self._shard_lease = {lease.name: i for i, lease in enumerate(self.shard_leases)}
         self.on_acquire = on_acquire
         """Called when this replica wins shards, before it acts on them: brings its picture of the
         cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
@@ -105,6 +106,8 @@ class ShardLeases:
         """Shards held whose catch-up failed: not acted on until one succeeds."""
         self.members: tuple[str, ...] = ()
         """The live replicas as last listed."""
+        self.holders: dict[int, str] = {}
+        """Each shard's live holder as last listed: a live replica keeps its shards (`model.assign`)."""
         self._pool_shards: dict[str, int] = {}
 
     def step(self) -> None:
@@ -112,11 +115,12 @@ class ShardLeases:
         only after `on_acquire`), stop acting on the others."""
         self.member.step()
         try:
-            self.members = self._live_members()
+            self.members, self.holders = self._live_leases()
         except ClusterError as err:
             # Keep the last assignment: the shard Leases' own deadlines bound how long it is acted on.
             log.warning("sharding: cannot list the replicas' Leases: %s", err)
-        mine = {s for s, m in model.assign(self.shards, self.members).items() if m == self.identity}
+        assigned = model.assign(self.shards, self.members, self.holders)
+        mine = {s for s, m in assigned.items() if m == self.identity}
         # Shards acted on: held and caught up (a shard whose catch-up failed is won again below).
         before = self._held() - self._behind
         # Held back from the start: a shard won below is not acted on before the catch-up.
@@ -160,24 +164,26 @@ class ShardLeases:
                 self._behind = won
         self._warming = self._behind
 
-    def _live_members(self) -> tuple[str, ...]:
-        doc = self.client.request(
-            "GET",
-            kc.LEASE.path(namespace=self.namespace),
-            query={"labelSelector": f"{MEMBER_LABEL}={self.prefix}"},
-        )
+    def _live_leases(self) -> tuple[tuple[str, ...], dict[int, str]]:
+        """The live replicas (member Leases not expired), and each shard's live holder (its Lease not
+        expired): one list of the namespace's Leases."""
+        doc = self.client.request("GET", kc.LEASE.path(namespace=self.namespace))
         now = self.clock.now()
         live = {self.identity} if self.member.is_leader() else set()
+        holders: dict[int, str] = {}
         for lease in doc.get("items") or []:
-            if ((lease.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL) != self.prefix:
-                continue  # a server that ignored the selector
+            meta = lease.get("metadata") or {}
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
             renewed = parse_time(spec.get("renewTime"))
             duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
-            if holder and renewed is not None and renewed + duration > now:
+            if not holder or renewed is None or renewed + duration <= now:
+                continue
+            if (meta.get("labels") or {}).get(MEMBER_LABEL) == self.prefix:
                 live.add(holder)
-        return tuple(sorted(live))
+            elif (shard := self._shard_lease.get(meta.get("name") or "")) is not None:
+                holders[shard] = holder
+        return tuple(sorted(live)), holders
 
     def _held(self) -> frozenset[int]:
         return frozenset(i for i, lease in enumerate(self.shard_leases) if lease.is_leader())

@@ -5,7 +5,8 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
 - A pool's shard is its highest-scoring shard index (rendezvous hashing over a stable hash of the names):
   the same on every replica, and going from S to S+1 shards moves only the pools the new shard wins.
 - Shards go to the live replicas by rendezvous hashing bounded to ceil(S/R) shards each, so the replicas
-  share them evenly and one joining or leaving moves few shards.
+  share them evenly; a live replica keeps the shards it holds up to that bound, so one leaving moves only
+  its own shards and one joining moves only the shards above the new bound.
 - A pod's pools are tried in its order across shards (the second-level step): the replica that holds
   the first pool not yet tried takes it, with the run of consecutive pools it holds from there. When
   none of that run can take it, the replica passes it on by naming the run in the pod's
@@ -56,22 +57,28 @@ def shard_of(pool: str, shards: int) -> int:
     return max(range(shards), key=lambda i: _score(pool, str(i)))
 
 
-def assign(shards: int, members: Iterable[str]) -> dict[int, str]:
+def assign(shards: int, members: Iterable[str], held: Mapping[int, str] | None = None) -> dict[int, str]:
     """Shard -> the member (replica identity) that should hold it, each member holding at most
-    ceil(shards/members): the (shard, member) pairs are taken best score first, a pair only while its
-    shard is free and its member below the cap. The same on every replica; a member leaving frees its
-    own shards and moves few others. Empty with no member."""
+    ceil(shards/members). First each member keeps the shards it `held` (their Leases' live holders), its
+    best-scoring first, up to that cap; then the other (shard, member) pairs are taken best score first, a
+    pair only while its shard is free and its member below the cap. The same on every replica that reads
+    the same Leases. Empty with no member."""
     names = sorted(set(members))
     if not names:
         return {}
     cap = math.ceil(shards / len(names))
-    pairs = sorted(((_score(f"shard-{s}", m), s, m) for s in range(shards) for m in names), reverse=True)
     load = dict.fromkeys(names, 0)
     out: dict[int, str] = {}
-    for _, shard, member in pairs:
-        if shard not in out and load[member] < cap:
-            out[shard] = member
-            load[member] += 1
+
+    def take(pairs: Iterable[tuple[int, int, str]]) -> None:
+        for _, shard, member in sorted(pairs, reverse=True):
+            if shard not in out and load[member] < cap:
+                out[shard] = member
+                load[member] += 1
+
+    key = "shard-{}".format
+    take((_score(key(s), m), s, m) for s, m in (held or {}).items() if m in load and 0 <= s < shards)
+    take((_score(key(s), m), s, m) for s in range(shards) if s not in out for m in names)
     return out
 
 
