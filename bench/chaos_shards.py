@@ -1,0 +1,506 @@
+"""The sharded runs of the reliability campaign (`bench/chaos.py --sharded`, issue 29): two or three
+`provisioner run --cloud fake --shards 4` processes share the NodePools through shard Leases, one fake cloud
+(`--fake-state`) and one SQLite ledger, against the strict Kubernetes API fixture over HTTP. Chaos kills
+them and moves their pools while pods arrive; then the campaign checks what the crash runs check and what
+sharding adds.
+
+The cluster: one GPU pool on each of the 4 shards, 1-GPU pods on 1-GPU nodes (g5.xlarge), every pool with
+a GPU limit. `first` (limit 2) and `next` take pods whose list names both, in that order: the first pool's
+limit passes some on to the second pool's replica. The two others take pods pinned to them and a Team's
+pods, gated by admission and listed across both, with a quota of 1 GPU on each (`overQuota: false`).
+
+The chaos, drawn from the seed: one replica starts with a crash point (`launch-called`, `claim-written` or
+`status-written`: it SIGKILLs itself mid-launch and is started again); then 3 to 5 events while two waves
+of pods arrive: `kill` (SIGKILL a random replica, started again 0-3 s later), `leave` (SIGTERM: it gives its
+Leases up; back 1-4 s later as a new member) and `join` (one replica more). Once every pod is bound a user
+deletes one claim and empties another node (consolidation, a ledger row), and half the seeds kill a replica
+meanwhile.
+
+Checked, beside what bench/chaos.py checks (leaked, double launches, stranded, limits and the quota at
+every poll, ledger rows lost or written twice):
+- nominated twice: pods whose `Nominated` Events name two NodeClaims (a pod provisioned twice);
+- shards unsettled: once the replicas settle, each shard's Lease must be held, and renewed, by the live
+  replica the assignment gives it (`provisioner.scheduling.shards.assign` over the live members' Leases),
+  and by no one else. The seconds from the last change of members (a start, a kill, a leave) to that
+  state are `shard_settle_seconds` (the Lease lasts 3 s).
+
+The same seed replays the same workload, events and crash point; not the same interleaving, which is the
+machine's.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench import chaos_clouds
+from provisioner.api import labels as wk
+from provisioner.clock import RealClock, parse_time
+from provisioner.kube import client as kc
+from provisioner.kube.shards import MEMBER_LABEL
+from provisioner.scheduling import shards as model
+from tests.controllers.kube_server import KubeServer
+from tests.controllers.standins import TestBinder, cluster_controllers
+from tests.controllers.world import KubeBackend, gpu_pod, node_pool
+
+if TYPE_CHECKING:
+    from bench.chaos import RunResult
+
+SHARDS = 4
+LEASE = 3
+"""Seconds a Lease outlives its holder's last renewal (`--lease-duration`)."""
+TEAM = "vision"
+QUOTA = 1
+"""The Team's GPUs on each of its two pools."""
+FIRST_LIMIT = 2
+"""GPUs of the first pool of the spanning pods: the others are passed on."""
+CRASH_POINTS = ("launch-called:1", "launch-called:2", "claim-written:1", "status-written:1")
+SETTLE = 120.0
+"""Seconds a phase may take before the run is counted as failed."""
+NOMINATED = re.compile(r"nodeclaim/(\S+)")
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float
+    """Seconds after the first wave of pods."""
+    kind: str
+    """kill, leave or join."""
+    back_after: float
+    """kill and leave: seconds until that replica starts again."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a seed draws: the replicas, the crash point, the events and the workload."""
+
+    replicas: int
+    crash_at: str
+    crash_slot: int
+    events: tuple[Event, ...]
+    second_wave_at: float
+    pinned: tuple[int, int]
+    """Pods pinned to each of the team's pools, per wave."""
+    spanning: tuple[int, int]
+    team: int
+    kill_while_deleting: float | None
+    """Seconds into the users' deletions at which a random replica is killed (None: none)."""
+
+
+def plan(seed: int, replicas: int) -> Plan:
+    rng = random.Random(f"sharded:{seed}:{replicas}")
+    times = sorted(round(rng.uniform(0.5, 10.0), 2) for _ in range(rng.randint(3, 5)))
+    events = tuple(
+        Event(
+            at=t, kind=rng.choice(("kill", "kill", "leave", "join")), back_after=round(rng.uniform(0, 4), 2)
+        )
+        for t in times
+    )
+    return Plan(
+        replicas=replicas,
+        crash_at=rng.choice(CRASH_POINTS),
+        crash_slot=rng.randrange(replicas),
+        events=events,
+        second_wave_at=round(rng.uniform(1.0, times[-1]), 2),
+        pinned=(rng.randint(1, 2), rng.randint(0, 2)),
+        spanning=(rng.randint(2, 3), rng.randint(1, 2)),
+        team=rng.randint(2, 3),
+        kill_while_deleting=round(rng.uniform(0, 3), 2) if rng.random() < 0.5 else None,
+    )
+
+
+def pools() -> tuple[str, str, str, str]:
+    """One pool name on each shard: the spanning pods' first and next, then the team's two."""
+    by_shard: dict[int, str] = {}
+    i = 0
+    while len(by_shard) < SHARDS:
+        by_shard.setdefault(model.shard_of(f"pool-{i}", SHARDS), f"pool-{i}")
+        i += 1
+    first, second, third, fourth = (by_shard[s] for s in range(SHARDS))
+    return first, second, third, fourth
+
+
+@dataclass
+class Replica:
+    slot: int
+    starts: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    back_at: float | None = None
+    """When it is to start again (after a kill or a leave); None while it runs or stays away."""
+    leaving: bool = False
+    armed: bool = False
+    """Started with a crash point: it may kill itself."""
+
+    @property
+    def host(self) -> str:
+        """Its HOSTNAME: the operator makes its identity of it (`<host>-<random>`)."""
+        return f"r{self.slot}-{self.starts}"
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Fleet:
+    """The replicas: started, killed, stopped and started again, each a `provisioner run` process."""
+
+    url: str
+    cloud: chaos_clouds.Cloud
+    ledger: str
+    logs: Path
+    flags: list[str]
+    replicas: list[Replica] = field(default_factory=list)
+    changed: float = 0.0
+    """When the members last changed (monotonic): a replica killed, told to leave or found dead, or (see
+    `Members`) a new member's Lease first seen."""
+    crashes: int = 0
+    kills: int = 0
+    problems: list[str] = field(default_factory=list)
+    """Replicas that exited on their own other than at their crash point, or badly when told to leave."""
+
+    def start(self, r: Replica, crash_at: str | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **self.cloud.env()}
+        env.pop("PROVISIONER_CRASH_AT", None)
+        if crash_at:
+            env["PROVISIONER_CRASH_AT"] = crash_at
+        r.starts += 1
+        env["HOSTNAME"] = r.host
+        cmd = [sys.executable, "-m", "provisioner.cli", "run", *self.cloud.flags(), "--url", self.url]
+        cmd += ["--cluster-name", self.cloud.cluster, "--ledger", self.ledger, *self.flags]
+        cmd += ["--shards", str(SHARDS), "--lease-duration", str(LEASE)]
+        with open(self.logs.with_suffix(f".r{r.slot}.{r.starts}.log"), "wb") as log:
+            r.proc = subprocess.Popen(cmd, stderr=log, stdout=log, env=env)
+        r.back_at, r.leaving, r.armed = None, False, bool(crash_at)
+
+    def add(self, crash_at: str | None = None) -> Replica:
+        r = Replica(slot=len(self.replicas))
+        self.replicas.append(r)
+        self.start(r, crash_at)
+        return r
+
+    def running(self) -> list[Replica]:
+        return [r for r in self.replicas if r.running() and not r.leaving]
+
+    def kill(self, r: Replica, back_after: float) -> None:
+        assert r.proc is not None
+        r.proc.kill()
+        r.proc.wait()
+        self.kills += 1
+        r.back_at = time.monotonic() + back_after
+        self.changed = time.monotonic()
+
+    def leave(self, r: Replica, back_after: float) -> None:
+        """SIGTERM: it releases its Leases and exits; reaped by `tick`."""
+        assert r.proc is not None
+        r.proc.send_signal(signal.SIGTERM)
+        r.leaving = True
+        r.back_at = time.monotonic() + back_after
+        self.changed = time.monotonic()
+
+    def tick(self) -> None:
+        """Start again the replicas whose time has come, and those that died at their crash point."""
+        now = time.monotonic()
+        for r in self.replicas:
+            if r.leaving and not r.running():
+                r.leaving = False
+                if r.proc is not None and r.proc.returncode != 0:
+                    self.problems.append(f"replica {r.host} exited {r.proc.returncode} on SIGTERM")
+            if r.running() or r.leaving:
+                continue
+            if r.back_at is None:  # died on its own
+                assert r.proc is not None
+                if not (r.armed and r.proc.returncode == -signal.SIGKILL):
+                    self.problems.append(f"replica {r.host} exited {r.proc.returncode} on its own")
+                self.crashes += 1
+                self.changed = now
+                self.start(r)
+            elif r.back_at <= now:
+                self.start(r)
+
+    def bring_back(self) -> None:
+        """Every replica away comes back now."""
+        for r in self.replicas:
+            if r.back_at is not None:
+                r.back_at = 0.0
+        self.tick()
+
+    def stop(self) -> None:
+        for r in self.replicas:
+            if r.proc is not None and r.proc.poll() is None:
+                r.proc.send_signal(signal.SIGTERM)
+        for r in self.replicas:
+            if r.proc is None:
+                continue
+            try:
+                r.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
+                r.proc.wait()
+
+
+def leases(client: kc.KubeClient) -> tuple[dict[int, str], list[str]]:
+    """(shard -> the holder of its Lease, the members), counting only Leases renewed within their
+    duration."""
+    now = datetime.now(UTC)
+    shards: dict[int, str] = {}
+    members: list[str] = []
+    for lease in client.request("GET", kc.LEASE.path(namespace="default"))["items"]:
+        meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
+        holder, renewed = spec.get("holderIdentity"), parse_time(spec.get("renewTime"))
+        duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+        if not holder or renewed is None or renewed + duration <= now:
+            continue
+        if (meta.get("labels") or {}).get(MEMBER_LABEL):
+            members.append(holder)
+        elif meta["name"].startswith("provisioner-shard-"):
+            shards[int(meta["name"].rsplit("-", 1)[1])] = holder
+    return shards, sorted(members)
+
+
+@dataclass
+class Members:
+    """The shard Leases as the campaign sees them at each poll, and how long they took to settle."""
+
+    client: kc.KubeClient
+    fleet: Fleet
+    seen: set[str] = field(default_factory=set)
+    settled_at: float = 0.0
+    settle_times: list[float] = field(default_factory=list)
+    """Seconds from each change of members to the first poll that found the shards settled."""
+
+    def poll(self) -> str:
+        """Empty when the shards are settled, else what is not so (see `settled`); times the settling."""
+        held, members = leases(self.client)
+        now = time.monotonic()
+        if set(members) - self.seen:
+            self.fleet.changed = now
+            self.seen |= set(members)
+        why = settled(self.fleet, held, members)
+        if not why and self.settled_at < self.fleet.changed:
+            self.settle_times.append(now - self.fleet.changed)
+            self.settled_at = now
+        return why
+
+
+def settled(fleet: Fleet, held: dict[int, str], members: list[str]) -> str:
+    """Empty when every running replica is a member (and no dead one), and each shard is held by the one
+    the assignment gives it; else what is not so."""
+    hosts = sorted(r.host for r in fleet.running())
+    if sorted(m.rsplit("-", 1)[0] for m in members) != hosts:
+        return f"members {members}, replicas running {hosts}"
+    want = model.assign(SHARDS, members)
+    return "" if held == want else f"shards held {held}, assigned {want}"
+
+
+def _gpus(requests: Any) -> int:
+    return int(requests.get(wk.GPU_RESOURCE, 0) if requests else 0)
+
+
+def _pinned_to(pod: Any) -> str:
+    return str((pod.raw.get("spec") or {}).get("nodeSelector", {}).get(wk.NODEPOOL, ""))
+
+
+def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
+    """One sharded run (seed `result.seed`), its findings into `result`."""
+    from bench import chaos
+
+    p = plan(result.seed, replicas)
+    rng = random.Random(f"sharded-targets:{result.seed}:{replicas}")
+    first, second, third, fourth = pools()
+    team_pools = (third, fourth)
+    server = KubeServer().start()
+    client = kc.KubeClient.connect(url=server.url)
+    backend = KubeBackend(client, RealClock())  # type: ignore[arg-type]
+    binder = TestBinder(backend)
+    tmp = tempfile.mkdtemp(prefix="chaos-shards-")
+    cloud = chaos_clouds.make("fake", backend=backend, tmp=tmp)
+    ledger_url = f"sqlite:///{tmp}/ledger.sqlite"
+    fleet = Fleet(
+        server.url, cloud, ledger_url, logs / f"sharded-seed{result.seed}-{replicas}", chaos.RUN_FLAGS
+    )
+    waves: list[list[dict[str, Any]]] = [[], []]
+    for w in (0, 1):
+        for pool in team_pools:
+            waves[w] += [
+                gpu_pod(f"{pool}-w{w}-{i}", node_selector={wk.NODEPOOL: pool}) for i in range(p.pinned[w])
+            ]
+        for i in range(p.spanning[w]):
+            either = [{"key": wk.NODEPOOL, "operator": "In", "values": [first, second]}]
+            waves[w].append(gpu_pod(f"span-w{w}-{i}", pools=(first, second), required=[either]))
+    for i in range(p.team):
+        doc = gpu_pod(f"{TEAM}-{i}", namespace=TEAM, owner="Job", pools=team_pools)
+        doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+        waves[i % 2].append(doc)
+    wanted = {first: p.spanning[0] + p.spanning[1], third: p.pinned[0] + p.pinned[1] + p.team}
+    wanted[second], wanted[fourth] = wanted[first], wanted[third]
+    # Room for every pod twice over, but the first pool's: the limits are checked at every poll.
+    limits = {pool: FIRST_LIMIT if pool == first else 2 * n + 2 for pool, n in wanted.items()}
+    carried: dict[str, str] = {}
+    shards = Members(client, fleet)
+    try:
+        backend.create(cloud.node_class())
+        for pool in (first, second, third, fourth):
+            doc = node_pool(pool, instance_types=("g5.xlarge",), limits={wk.GPU_RESOURCE: str(limits[pool])})
+            doc["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
+            backend.create(doc)
+        quotas = [
+            {"nodePool": t, "resources": {wk.GPU_RESOURCE: str(QUOTA)}, "overQuota": False}
+            for t in team_pools
+        ]
+        backend.create(
+            {
+                "apiVersion": "provisioner.sh/v1",
+                "kind": "Team",
+                "metadata": {"name": TEAM},
+                "spec": {"namespaces": [TEAM], "quotas": quotas},
+            }
+        )
+        why = ["not polled yet"]
+        """What keeps the shards from being settled at the last poll (empty: settled)."""
+        for slot in range(p.replicas):
+            fleet.add(p.crash_at if slot == p.crash_slot else None)
+
+        def team_admitted(pool: str) -> int:
+            return sum(
+                _gpus(q.requests)
+                for q in list(backend.state.pods.values())
+                if q.namespace == TEAM and not q.gated and not q.is_terminal and _pinned_to(q) == pool
+            )
+
+        def stranded() -> list[str]:
+            """Pending pods a pool could take: all but the team's gated ones its quota holds back."""
+            full = all(team_admitted(t) + 1 > QUOTA for t in team_pools)
+            return sorted(
+                q.key
+                for q in list(backend.state.pods.values())
+                if not (q.node_name or q.deleting or q.is_terminal) and not (q.gated and full)
+            )
+
+        def poll() -> None:
+            fleet.tick()
+            cluster_controllers(backend)
+            binder.sync()
+            for pool, limit in limits.items():
+                if (
+                    sum(
+                        _gpus(c.status.capacity)
+                        for c in list(backend.state.claims.values())
+                        if c.nodepool == pool
+                    )
+                    > limit
+                ):
+                    result.limit_breaches += 1
+            result.quota_breaches += sum(team_admitted(t) > QUOTA for t in team_pools)
+            for c in list(backend.state.claims.values()):
+                if wk.LEDGER_ACTIONS in c.metadata.annotations and c.status.node_name:
+                    carried[c.name] = c.status.node_name
+            why[0] = shards.poll()
+
+        def wait(what: str, done: Callable[[], bool], chaos_step: Callable[[], None] = lambda: None) -> bool:
+            deadline = time.monotonic() + SETTLE
+            while time.monotonic() < deadline:
+                chaos_step()
+                poll()
+                if done():
+                    return True
+                time.sleep(0.1)
+            result.problems.append(
+                f"timed out waiting for {what} ({chaos.describe(backend)}; stranded: {stranded()})"
+            )
+            return False
+
+        if not wait("every replica a member", lambda: not why[0]):
+            return
+        for doc in waves[0]:
+            backend.create(doc)
+        started = time.monotonic()
+        pending = list(p.events)
+        second_wave = [waves[1]]
+
+        def chaos_step() -> None:
+            now = time.monotonic() - started
+            if second_wave and now >= p.second_wave_at:
+                for doc in second_wave.pop():
+                    backend.create(doc)
+            while pending and pending[0].at <= now:
+                event = pending.pop(0)
+                running = fleet.running()
+                if event.kind == "join" or not running:
+                    fleet.add()
+                elif event.kind == "kill":
+                    fleet.kill(rng.choice(running), event.back_after)
+                else:
+                    fleet.leave(rng.choice(running), event.back_after)
+
+        def settled() -> bool:
+            return (
+                not pending
+                and not second_wave
+                and not stranded()
+                and all(n.labels.get(wk.INITIALIZED) == "true" for n in list(backend.state.nodes.values()))
+            )
+
+        if not wait("every pod bound on an initialized node", settled, chaos_step):
+            return
+        fleet.bring_back()
+        gone, emptied = chaos.user_deletes(backend, rng)
+        kill_at = [] if p.kill_while_deleting is None else [time.monotonic() + p.kill_while_deleting]
+
+        def kill_once() -> None:
+            running = fleet.running()
+            if kill_at and time.monotonic() >= kill_at[0] and running:
+                fleet.kill(rng.choice(running), 0.0)
+                kill_at.clear()
+
+        def done() -> bool:
+            return chaos.deletions_done(backend, gone, emptied) and chaos.quiet(backend) and not stranded()
+
+        if not wait("the deleted and the emptied claims gone", done, kill_once):
+            return
+        if not wait("garbage collection", lambda: sorted(cloud.live()) == sorted(backend.state.claims)):
+            return
+        claims = set(backend.state.claims)
+        result.leaked = sum(1 for name in cloud.live() if name not in claims)
+        result.double_launches = sum(max(0, n - 1) for n in cloud.launches().values())
+        result.stranded = len(stranded())
+        result.nominated_twice = sum(len(c) > 1 for c in nominations(client).values())
+        if not wait("every shard held by the replica assigned it", lambda: not why[0]):
+            result.shards_unsettled = 1
+            result.problems.append(why[0])
+        result.shard_settle_seconds = round(max(shards.settle_times, default=0.0), 2)
+        result.kills = fleet.crashes + fleet.kills
+        result.problems += fleet.problems
+        result.crashed = result.kills > 0
+        fleet.stop()
+        result.ledger_lost, result.ledger_duplicates = chaos.ledger_books(
+            ledger_url, carried, emptied, claims
+        )
+    finally:
+        fleet.stop()
+        cloud.close()
+        backend.close()
+        client.close()
+        server.stop()
+
+
+def nominations(client: kc.KubeClient) -> dict[str, set[str]]:
+    """Pod -> the NodeClaims its `Nominated` Events name."""
+    out: dict[str, set[str]] = {}
+    for ns in ("default", TEAM):
+        for event in client.request("GET", kc.EVENT.path(namespace=ns))["items"]:
+            found = NOMINATED.search(event.get("message", "")) if event.get("reason") == "Nominated" else None
+            if found:
+                pod = f"{ns}/{(event.get('involvedObject') or {}).get('name', '')}"
+                out.setdefault(pod, set()).add(found.group(1))
+    return out
