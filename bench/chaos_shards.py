@@ -214,7 +214,8 @@ class Fleet:
         for r in self.replicas:
             if r.leaving and not r.running():
                 r.leaving = False
-                if r.proc is not None and r.proc.returncode != 0:
+                # -SIGTERM: told to leave before it had set up its handler (still starting up).
+                if r.proc is not None and r.proc.returncode not in (0, -signal.SIGTERM):
                     self.problems.append(f"replica {r.host} exited {r.proc.returncode} on SIGTERM")
             if r.running() or r.leaving:
                 continue
@@ -407,7 +408,13 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
                     carried[c.name] = c.status.node_name
             why[0] = shards.poll()
 
-        def wait(what: str, done: Callable[[], bool], chaos_step: Callable[[], None] = lambda: None) -> bool:
+        def wait(
+            what: str,
+            done: Callable[[], bool],
+            chaos_step: Callable[[], None] = lambda: None,
+            detail: Callable[[], str] = lambda: "",
+        ) -> bool:
+            """Poll (and let the chaos act) until done(); past SETTLE, a problem saying what was awaited."""
             deadline = time.monotonic() + SETTLE
             while time.monotonic() < deadline:
                 chaos_step()
@@ -416,7 +423,7 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
                     return True
                 time.sleep(0.1)
             result.problems.append(
-                f"timed out waiting for {what} ({chaos.describe(backend)}; stranded: {stranded()})"
+                f"timed out waiting for {what} ({detail() or chaos.describe(backend)}; stranded: {stranded()})"
             )
             return False
 
@@ -451,8 +458,8 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
                 and all(n.labels.get(wk.INITIALIZED) == "true" for n in list(backend.state.nodes.values()))
             )
 
-        if not wait("every pod bound on an initialized node", settled, chaos_step):
-            return
+        # A phase that times out is a problem; the run goes on, so the books say what it cost.
+        wait("every pod bound on an initialized node", settled, chaos_step)
         fleet.bring_back()
         gone, emptied = chaos.user_deletes(backend, rng)
         kill_at = [] if p.kill_while_deleting is None else [time.monotonic() + p.kill_while_deleting]
@@ -466,28 +473,33 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
         def done() -> bool:
             return chaos.deletions_done(backend, gone, emptied) and chaos.quiet(backend) and not stranded()
 
-        if not wait("the deleted and the emptied claims gone", done, kill_once):
-            return
-        if not wait("garbage collection", lambda: sorted(cloud.live()) == sorted(backend.state.claims)):
-            return
+        wait("the deleted and the emptied claims gone", done, kill_once)
+
+        def instances() -> str:
+            return f"instances of claims {sorted(cloud.live())}, claims {sorted(backend.state.claims)}"
+
+        wait(
+            "garbage collection",
+            lambda: sorted(cloud.live()) == sorted(backend.state.claims),
+            detail=instances,
+        )
         claims = set(backend.state.claims)
         result.leaked = sum(1 for name in cloud.live() if name not in claims)
         result.double_launches = sum(max(0, n - 1) for n in cloud.launches().values())
         result.stranded = len(stranded())
         result.nominated_twice = sum(len(c) > 1 for c in nominations(client).values())
-        if not wait("every shard held by the replica assigned it", lambda: not why[0]):
+        if not wait("every shard held by the replica assigned it", lambda: not why[0], detail=lambda: why[0]):
             result.shards_unsettled = 1
-            result.problems.append(why[0])
         result.shard_settle_seconds = round(max(shards.settle_times, default=0.0), 2)
-        result.kills = fleet.crashes + fleet.kills
-        result.problems += fleet.problems
-        result.crashed = result.kills > 0
         fleet.stop()
         result.ledger_lost, result.ledger_duplicates = chaos.ledger_books(
             ledger_url, carried, emptied, claims
         )
     finally:
         fleet.stop()
+        result.kills = fleet.crashes + fleet.kills
+        result.crashed = result.kills > 0
+        result.problems += fleet.problems
         cloud.close()
         backend.close()
         client.close()
