@@ -489,7 +489,7 @@ def main() -> None:
             results.append(r)
             verdict = f"FAILED: {r}; replay: {r.replay()}" if r.bad else "not reached"
             if not r.bad and r.crashed:
-                verdict = f"{r.kills} replicas killed, recovered" if r.kills else "crashed, recovered"
+                verdict = f"{r.kills} kills, recovered" if r.kills else "crashed, recovered"
             print(f"cloud={r.cloud} seed={r.seed} point={r.point}: {verdict}", file=sys.stderr, flush=True)
     with open(logs / "runs.jsonl", "w") as f:
         for r in results:

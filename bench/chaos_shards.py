@@ -11,13 +11,14 @@ pods, gated by admission and listed across both, with a quota of 1 GPU on each (
 
 The chaos, drawn from the seed: one replica starts with a crash point (`launch-called`, `claim-written` or
 `status-written`: it SIGKILLs itself mid-launch and is started again); then 3 to 5 events while two waves
-of pods arrive: `kill` (SIGKILL a random replica, started again 0-3 s later), `leave` (SIGTERM: it gives its
-Leases up; back 1-4 s later as a new member) and `join` (one replica more). Once every pod is bound a user
+of pods arrive: `kill` (SIGKILL a random replica, started again 0-4 s later), `leave` (SIGTERM: it gives its
+Leases up; back 0-4 s later as a new member) and `join` (one replica more). Once every pod is bound a user
 deletes one claim and empties another node (consolidation, a ledger row), and half the seeds kill a replica
 meanwhile.
 
-Checked, beside what bench/chaos.py checks (leaked, double launches, stranded, limits and the quota at
-every poll, ledger rows lost or written twice):
+Checked, beside what bench/chaos.py checks (double launches, stranded, limits and the quota at every
+poll, ledger rows lost or written twice; leaked here is stricter: a live instance whose provider ID no
+NodeClaim holds, once garbage collection has had its grace period):
 - nominated twice: pods whose `Nominated` Events name two NodeClaims (a pod provisioned twice);
 - shards unsettled: once the replicas settle, each shard's Lease must be held, and renewed, by the live
   replica the assignment gives it (`provisioner.scheduling.shards.assign` over the live members' Leases),
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import chaos_clouds
+from providers.fake import saved
 from provisioner.api import labels as wk
 from provisioner.clock import RealClock, parse_time
 from provisioner.kube import client as kc
@@ -139,8 +141,9 @@ class Replica:
     back_at: float | None = None
     """When it is to start again (after a kill or a leave); None while it runs or stays away."""
     leaving: bool = False
-    armed: bool = False
-    """Started with a crash point: it may kill itself."""
+    crash_at: str | None = None
+    """Its crash point (`PROVISIONER_CRASH_AT`), armed at every start until it kills itself there: a
+    replica killed or moved before it got there takes it along."""
 
     @property
     def host(self) -> str:
@@ -169,11 +172,11 @@ class Fleet:
     problems: list[str] = field(default_factory=list)
     """Replicas that exited on their own other than at their crash point, or badly when told to leave."""
 
-    def start(self, r: Replica, crash_at: str | None = None) -> None:
+    def start(self, r: Replica) -> None:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **self.cloud.env()}
         env.pop("PROVISIONER_CRASH_AT", None)
-        if crash_at:
-            env["PROVISIONER_CRASH_AT"] = crash_at
+        if r.crash_at:
+            env["PROVISIONER_CRASH_AT"] = r.crash_at
         r.starts += 1
         env["HOSTNAME"] = r.host
         cmd = [sys.executable, "-m", "provisioner.cli", "run", *self.cloud.flags(), "--url", self.url]
@@ -181,12 +184,12 @@ class Fleet:
         cmd += ["--shards", str(SHARDS), "--lease-duration", str(LEASE)]
         with open(self.logs.with_suffix(f".r{r.slot}.{r.starts}.log"), "wb") as log:
             r.proc = subprocess.Popen(cmd, stderr=log, stdout=log, env=env)
-        r.back_at, r.leaving, r.armed = None, False, bool(crash_at)
+        r.back_at, r.leaving = None, False
 
     def add(self, crash_at: str | None = None) -> Replica:
-        r = Replica(slot=len(self.replicas))
+        r = Replica(slot=len(self.replicas), crash_at=crash_at)
         self.replicas.append(r)
-        self.start(r, crash_at)
+        self.start(r)
         return r
 
     def running(self) -> list[Replica]:
@@ -221,8 +224,9 @@ class Fleet:
                 continue
             if r.back_at is None:  # died on its own
                 assert r.proc is not None
-                if not (r.armed and r.proc.returncode == -signal.SIGKILL):
+                if not (r.crash_at and r.proc.returncode == -signal.SIGKILL):
                     self.problems.append(f"replica {r.host} exited {r.proc.returncode} on its own")
+                r.crash_at = None
                 self.crashes += 1
                 self.changed = now
                 self.start(r)
@@ -325,7 +329,7 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
     backend = KubeBackend(client, RealClock())  # type: ignore[arg-type]
     binder = TestBinder(backend)
     tmp = tempfile.mkdtemp(prefix="chaos-shards-")
-    cloud = chaos_clouds.make("fake", backend=backend, tmp=tmp)
+    cloud = chaos_clouds.FakeCloud(os.path.join(tmp, "fake-cloud.json"))
     ledger_url = f"sqlite:///{tmp}/ledger.sqlite"
     fleet = Fleet(
         server.url, cloud, ledger_url, logs / f"sharded-seed{result.seed}-{replicas}", chaos.RUN_FLAGS
@@ -471,7 +475,8 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
                 kill_at.clear()
 
         def done() -> bool:
-            return chaos.deletions_done(backend, gone, emptied) and chaos.quiet(backend) and not stranded()
+            deleted = chaos.deletions_done(backend, gone, emptied)
+            return not kill_at and deleted and chaos.quiet(backend) and not stranded()
 
         wait("the deleted and the emptied claims gone", done, kill_once)
 
@@ -484,7 +489,11 @@ def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
             detail=instances,
         )
         claims = set(backend.state.claims)
-        result.leaked = sum(1 for name in cloud.live() if name not in claims)
+        # An orphan: a live instance no claim holds by its provider ID (its claim gone, or the claim
+        # holding another instance).
+        tied = {c.status.provider_id for c in list(backend.state.claims.values())}
+        live = saved.load(cloud.state_path)[0] if os.path.exists(cloud.state_path) else []
+        result.leaked = sum(i.provider_id not in tied for i in live)
         result.double_launches = sum(max(0, n - 1) for n in cloud.launches().values())
         result.stranded = len(stranded())
         result.nominated_twice = sum(len(c) > 1 for c in nominations(client).values())
