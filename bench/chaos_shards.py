@@ -159,7 +159,7 @@ class Fleet:
     """The replicas: started, killed, stopped and started again, each a `provisioner run` process."""
 
     url: str
-    cloud: chaos_clouds.Cloud
+    cloud: chaos_clouds.FakeCloud
     ledger: str
     logs: Path
     flags: list[str]
@@ -313,206 +313,237 @@ def _gpus(requests: Any) -> int:
 
 
 def _pinned_to(pod: Any) -> str:
+    """The pool admission pinned a team pod to (its node selector), or empty."""
     return str((pod.raw.get("spec") or {}).get("nodeSelector", {}).get(wk.NODEPOOL, ""))
+
+
+def workload(p: Plan) -> tuple[list[list[dict[str, Any]]], dict[str, int]]:
+    """The two waves of pods, and each pool's GPU limit."""
+    first, second, third, fourth = pools()
+    waves: list[list[dict[str, Any]]] = [[], []]
+    either = [{"key": wk.NODEPOOL, "operator": "In", "values": [first, second]}]
+    for w in (0, 1):
+        for pool in (third, fourth):
+            waves[w] += [
+                gpu_pod(f"{pool}-w{w}-{i}", node_selector={wk.NODEPOOL: pool}) for i in range(p.pinned[w])
+            ]
+        waves[w] += [
+            gpu_pod(f"span-w{w}-{i}", pools=(first, second), required=[either]) for i in range(p.spanning[w])
+        ]
+    for i in range(p.team):
+        doc = gpu_pod(f"{TEAM}-{i}", namespace=TEAM, owner="Job", pools=(third, fourth))
+        doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+        waves[i % 2].append(doc)
+    spanning, pinned = sum(p.spanning), sum(p.pinned) + p.team
+    # Room for every pod twice over, but in the first pool: the limits are checked at every poll.
+    limits = {first: FIRST_LIMIT, second: 2 * spanning + 2, third: 2 * pinned + 2, fourth: 2 * pinned + 2}
+    return waves, limits
 
 
 def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
     """One sharded run (seed `result.seed`), its findings into `result`."""
-    from bench import chaos
+    from bench import chaos  # chaos.py imports this module
 
-    p = plan(result.seed, replicas)
-    rng = random.Random(f"sharded-targets:{result.seed}:{replicas}")
-    first, second, third, fourth = pools()
-    team_pools = (third, fourth)
+    tmp = tempfile.mkdtemp(prefix="chaos-shards-")
     server = KubeServer().start()
     client = kc.KubeClient.connect(url=server.url)
     backend = KubeBackend(client, RealClock())  # type: ignore[arg-type]
-    binder = TestBinder(backend)
-    tmp = tempfile.mkdtemp(prefix="chaos-shards-")
     cloud = chaos_clouds.FakeCloud(os.path.join(tmp, "fake-cloud.json"))
-    ledger_url = f"sqlite:///{tmp}/ledger.sqlite"
-    fleet = Fleet(
-        server.url, cloud, ledger_url, logs / f"sharded-seed{result.seed}-{replicas}", chaos.RUN_FLAGS
-    )
-    waves: list[list[dict[str, Any]]] = [[], []]
-    for w in (0, 1):
-        for pool in team_pools:
-            waves[w] += [
-                gpu_pod(f"{pool}-w{w}-{i}", node_selector={wk.NODEPOOL: pool}) for i in range(p.pinned[w])
-            ]
-        for i in range(p.spanning[w]):
-            either = [{"key": wk.NODEPOOL, "operator": "In", "values": [first, second]}]
-            waves[w].append(gpu_pod(f"span-w{w}-{i}", pools=(first, second), required=[either]))
-    for i in range(p.team):
-        doc = gpu_pod(f"{TEAM}-{i}", namespace=TEAM, owner="Job", pools=team_pools)
-        doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
-        waves[i % 2].append(doc)
-    wanted = {first: p.spanning[0] + p.spanning[1], third: p.pinned[0] + p.pinned[1] + p.team}
-    wanted[second], wanted[fourth] = wanted[first], wanted[third]
-    # Room for every pod twice over, but the first pool's: the limits are checked at every poll.
-    limits = {pool: FIRST_LIMIT if pool == first else 2 * n + 2 for pool, n in wanted.items()}
-    carried: dict[str, str] = {}
-    shards = Members(client, fleet)
+    ledger = f"sqlite:///{tmp}/ledger.sqlite"
+    name = logs / f"sharded-seed{result.seed}-{replicas}"
+    fleet = Fleet(server.url, cloud, ledger, name, chaos.RUN_FLAGS)
     try:
-        backend.create(cloud.node_class())
-        for pool in (first, second, third, fourth):
-            doc = node_pool(pool, instance_types=("g5.xlarge",), limits={wk.GPU_RESOURCE: str(limits[pool])})
-            doc["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
-            backend.create(doc)
-        quotas = [
-            {"nodePool": t, "resources": {wk.GPU_RESOURCE: str(QUOTA)}, "overQuota": False}
-            for t in team_pools
-        ]
-        backend.create(
-            {
-                "apiVersion": "provisioner.sh/v1",
-                "kind": "Team",
-                "metadata": {"name": TEAM},
-                "spec": {"namespaces": [TEAM], "quotas": quotas},
-            }
-        )
-        why = ["not polled yet"]
-        """What keeps the shards from being settled at the last poll (empty: settled)."""
-        for slot in range(p.replicas):
-            fleet.add(p.crash_at if slot == p.crash_slot else None)
-
-        def team_admitted(pool: str) -> int:
-            return sum(
-                _gpus(q.requests)
-                for q in list(backend.state.pods.values())
-                if q.namespace == TEAM and not q.gated and not q.is_terminal and _pinned_to(q) == pool
-            )
-
-        def stranded() -> list[str]:
-            """Pending pods a pool could take: all but the team's gated ones its quota holds back."""
-            full = all(team_admitted(t) + 1 > QUOTA for t in team_pools)
-            return sorted(
-                q.key
-                for q in list(backend.state.pods.values())
-                if not (q.node_name or q.deleting or q.is_terminal) and not (q.gated and full)
-            )
-
-        def poll() -> None:
-            fleet.tick()
-            cluster_controllers(backend)
-            binder.sync()
-            for pool, limit in limits.items():
-                if (
-                    sum(
-                        _gpus(c.status.capacity)
-                        for c in list(backend.state.claims.values())
-                        if c.nodepool == pool
-                    )
-                    > limit
-                ):
-                    result.limit_breaches += 1
-            result.quota_breaches += sum(team_admitted(t) > QUOTA for t in team_pools)
-            for c in list(backend.state.claims.values()):
-                if wk.LEDGER_ACTIONS in c.metadata.annotations and c.status.node_name:
-                    carried[c.name] = c.status.node_name
-            why[0] = shards.poll()
-
-        def wait(
-            what: str,
-            done: Callable[[], bool],
-            chaos_step: Callable[[], None] = lambda: None,
-            detail: Callable[[], str] = lambda: "",
-        ) -> bool:
-            """Poll (and let the chaos act) until done(); past SETTLE, a problem saying what was awaited."""
-            deadline = time.monotonic() + SETTLE
-            while time.monotonic() < deadline:
-                chaos_step()
-                poll()
-                if done():
-                    return True
-                time.sleep(0.1)
-            result.problems.append(
-                f"timed out waiting for {what} ({detail() or chaos.describe(backend)}; stranded: {stranded()})"
-            )
-            return False
-
-        if not wait("every replica a member", lambda: not why[0]):
-            return
-        for doc in waves[0]:
-            backend.create(doc)
-        started = time.monotonic()
-        pending = list(p.events)
-        second_wave = [waves[1]]
-
-        def chaos_step() -> None:
-            now = time.monotonic() - started
-            if second_wave and now >= p.second_wave_at:
-                for doc in second_wave.pop():
-                    backend.create(doc)
-            while pending and pending[0].at <= now:
-                event = pending.pop(0)
-                running = fleet.running()
-                if event.kind == "join" or not running:
-                    fleet.add()
-                elif event.kind == "kill":
-                    fleet.kill(rng.choice(running), event.back_after)
-                else:
-                    fleet.leave(rng.choice(running), event.back_after)
-
-        def settled() -> bool:
-            return (
-                not pending
-                and not second_wave
-                and not stranded()
-                and all(n.labels.get(wk.INITIALIZED) == "true" for n in list(backend.state.nodes.values()))
-            )
-
-        # A phase that times out is a problem; the run goes on, so the books say what it cost.
-        wait("every pod bound on an initialized node", settled, chaos_step)
-        fleet.bring_back()
-        gone, emptied = chaos.user_deletes(backend, rng)
-        kill_at = [] if p.kill_while_deleting is None else [time.monotonic() + p.kill_while_deleting]
-
-        def kill_once() -> None:
-            running = fleet.running()
-            if kill_at and time.monotonic() >= kill_at[0] and running:
-                fleet.kill(rng.choice(running), 0.0)
-                kill_at.clear()
-
-        def done() -> bool:
-            deleted = chaos.deletions_done(backend, gone, emptied)
-            return not kill_at and deleted and chaos.quiet(backend) and not stranded()
-
-        wait("the deleted and the emptied claims gone", done, kill_once)
-
-        def instances() -> str:
-            return f"instances of claims {sorted(cloud.live())}, claims {sorted(backend.state.claims)}"
-
-        wait(
-            "garbage collection",
-            lambda: sorted(cloud.live()) == sorted(backend.state.claims),
-            detail=instances,
-        )
-        claims = set(backend.state.claims)
-        # An orphan: a live instance no claim holds by its provider ID (its claim gone, or the claim
-        # holding another instance).
-        tied = {c.status.provider_id for c in list(backend.state.claims.values())}
-        live = saved.load(cloud.state_path)[0] if os.path.exists(cloud.state_path) else []
-        result.leaked = sum(i.provider_id not in tied for i in live)
-        result.double_launches = sum(max(0, n - 1) for n in cloud.launches().values())
-        result.stranded = len(stranded())
-        result.nominated_twice = sum(len(c) > 1 for c in nominations(client).values())
-        if not wait("every shard held by the replica assigned it", lambda: not why[0], detail=lambda: why[0]):
-            result.shards_unsettled = 1
-        result.shard_settle_seconds = round(max(shards.settle_times, default=0.0), 2)
-        fleet.stop()
-        result.ledger_lost, result.ledger_duplicates = chaos.ledger_books(
-            ledger_url, carried, emptied, claims
-        )
+        ShardedRun(result, plan(result.seed, replicas), backend, fleet).run()
     finally:
         fleet.stop()
         result.kills = fleet.crashes + fleet.kills
         result.crashed = result.kills > 0
         result.problems += fleet.problems
-        cloud.close()
         backend.close()
         client.close()
         server.stop()
+
+
+class ShardedRun:
+    """The phases of one run: the replicas join, pods arrive while the chaos acts, users delete, garbage
+    collection, the books. Every poll samples the limits, the quota and the shard Leases."""
+
+    def __init__(self, result: RunResult, p: Plan, backend: KubeBackend, fleet: Fleet) -> None:
+        self.result = result
+        self.plan = p
+        self.rng = random.Random(f"sharded-targets:{result.seed}:{p.replicas}")
+        """Which running replica each event takes."""
+        self.backend = backend
+        self.binder = TestBinder(backend)
+        self.fleet = fleet
+        self.cloud = fleet.cloud
+        self.waves, self.limits = workload(p)
+        self.team_pools = pools()[2:]
+        self.members = Members(backend.client, fleet)
+        self.unsettled = "not polled yet"
+        """What kept the shards from being settled at the last poll (empty: settled)."""
+        self.carried: dict[str, str] = {}
+        """Claim -> node, for every claim seen carrying its ledger rows (disruption deleted it)."""
+        self.events = list(p.events)
+        self.started = 0.0
+
+    def run(self) -> None:
+        from bench import chaos
+
+        self.create_cluster()
+        if not self.wait("every replica a member", lambda: not self.unsettled):
+            return
+        for doc in self.waves.pop(0):
+            self.backend.create(doc)
+        self.started = time.monotonic()
+        # A phase that times out is a problem; the run goes on, so the books say what it cost.
+        self.wait("every pod bound on an initialized node", self.all_bound, self.chaos)
+        self.fleet.bring_back()
+        gone, emptied = chaos.user_deletes(self.backend, self.rng)
+        kill_at = self.plan.kill_while_deleting
+        deleting = time.monotonic()
+
+        def kill_once() -> None:
+            nonlocal kill_at
+            running = self.fleet.running()
+            if kill_at is not None and time.monotonic() - deleting >= kill_at and running:
+                self.fleet.kill(self.rng.choice(running), 0.0)
+                kill_at = None
+
+        def deleted() -> bool:
+            return (
+                kill_at is None
+                and chaos.deletions_done(self.backend, gone, emptied)
+                and chaos.quiet(self.backend)
+                and not self.stranded()
+            )
+
+        self.wait("the deleted and the emptied claims gone", deleted, kill_once)
+        self.wait("garbage collection", self.collected, detail=self.instances)
+        self.books()
+        if not self.wait(
+            "every shard held by its assigned replica",
+            lambda: not self.unsettled,
+            detail=lambda: self.unsettled,
+        ):
+            self.result.shards_unsettled = 1
+        self.result.shard_settle_seconds = round(max(self.members.settle_times, default=0.0), 2)
+        claims = set(self.backend.state.claims)
+        self.fleet.stop()
+        self.result.ledger_lost, self.result.ledger_duplicates = chaos.ledger_books(
+            self.fleet.ledger, self.carried, emptied, claims
+        )
+
+    def create_cluster(self) -> None:
+        self.backend.create(self.cloud.node_class())
+        for pool, limit in self.limits.items():
+            doc = node_pool(pool, instance_types=("g5.xlarge",), limits={wk.GPU_RESOURCE: str(limit)})
+            doc["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
+            self.backend.create(doc)
+        quotas = [
+            {"nodePool": t, "resources": {wk.GPU_RESOURCE: str(QUOTA)}, "overQuota": False}
+            for t in self.team_pools
+        ]
+        team = {"apiVersion": "provisioner.sh/v1", "kind": "Team", "metadata": {"name": TEAM}}
+        self.backend.create({**team, "spec": {"namespaces": [TEAM], "quotas": quotas}})
+        for slot in range(self.plan.replicas):
+            self.fleet.add(self.plan.crash_at if slot == self.plan.crash_slot else None)
+
+    def chaos(self) -> None:
+        """The second wave and the events whose time has come."""
+        now = time.monotonic() - self.started
+        if self.waves and now >= self.plan.second_wave_at:
+            for doc in self.waves.pop(0):
+                self.backend.create(doc)
+        while self.events and self.events[0].at <= now:
+            event = self.events.pop(0)
+            running = self.fleet.running()
+            if event.kind == "join" or not running:
+                self.fleet.add()
+            elif event.kind == "kill":
+                self.fleet.kill(self.rng.choice(running), event.back_after)
+            else:
+                self.fleet.leave(self.rng.choice(running), event.back_after)
+
+    def poll(self) -> None:
+        self.fleet.tick()
+        cluster_controllers(self.backend)  # the not-ready taint off Ready Nodes, Terminating pods finished
+        self.binder.sync()
+        claims = list(self.backend.state.claims.values())
+        for pool, limit in self.limits.items():
+            if sum(_gpus(c.status.capacity) for c in claims if c.nodepool == pool) > limit:
+                self.result.limit_breaches += 1
+        self.result.quota_breaches += sum(self.team_admitted(t) > QUOTA for t in self.team_pools)
+        for c in claims:
+            if wk.LEDGER_ACTIONS in c.metadata.annotations and c.status.node_name:
+                self.carried[c.name] = c.status.node_name
+        self.unsettled = self.members.poll()
+
+    def wait(
+        self,
+        what: str,
+        done: Callable[[], bool],
+        step: Callable[[], None] = lambda: None,
+        detail: Callable[[], str] | None = None,
+    ) -> bool:
+        """Poll (after `step`) until done(); past SETTLE, a problem saying what was awaited."""
+        from bench import chaos
+
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline:
+            step()
+            self.poll()
+            if done():
+                return True
+            time.sleep(0.1)
+        seen = detail() if detail is not None else chaos.describe(self.backend)
+        self.result.problems.append(f"timed out waiting for {what} ({seen}; stranded: {self.stranded()})")
+        return False
+
+    def team_admitted(self, pool: str) -> int:
+        """GPUs of the team's admitted pods pinned to `pool`."""
+        return sum(
+            _gpus(q.requests)
+            for q in list(self.backend.state.pods.values())
+            if q.namespace == TEAM and not q.gated and not q.is_terminal and _pinned_to(q) == pool
+        )
+
+    def stranded(self) -> list[str]:
+        """Pending pods a pool could take: all but the team's gated ones its quota holds back."""
+        full = all(self.team_admitted(t) + 1 > QUOTA for t in self.team_pools)
+        return sorted(
+            q.key
+            for q in list(self.backend.state.pods.values())
+            if not (q.node_name or q.deleting or q.is_terminal) and not (q.gated and full)
+        )
+
+    def all_bound(self) -> bool:
+        nodes = list(self.backend.state.nodes.values())
+        return (
+            not self.events
+            and not self.waves
+            and not self.stranded()
+            and all(n.labels.get(wk.INITIALIZED) == "true" for n in nodes)
+        )
+
+    def collected(self) -> bool:
+        return sorted(self.cloud.live()) == sorted(self.backend.state.claims)
+
+    def instances(self) -> str:
+        return f"instances of claims {sorted(self.cloud.live())}, claims {sorted(self.backend.state.claims)}"
+
+    def books(self) -> None:
+        """Orphans, double launches, stranded pods and pods nominated twice, once GC has run."""
+        # An orphan: a live instance no claim holds by its provider ID (its claim gone, or the claim
+        # holding another instance).
+        tied = {c.status.provider_id for c in list(self.backend.state.claims.values())}
+        path = self.cloud.state_path
+        self.result.leaked = (
+            sum(i.provider_id not in tied for i in saved.load(path)[0]) if os.path.exists(path) else 0
+        )
+        self.result.double_launches = sum(max(0, n - 1) for n in self.cloud.launches().values())
+        self.result.stranded = len(self.stranded())
+        self.result.nominated_twice = sum(len(c) > 1 for c in nominations(self.backend.client).values())
 
 
 def nominations(client: kc.KubeClient) -> dict[str, set[str]]:
