@@ -52,9 +52,9 @@ from provisioner.clock import RealClock, parse_time
 from provisioner.kube import client as kc
 from provisioner.kube.shards import MEMBER_LABEL
 from provisioner.scheduling import shards as model
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.standins import TestBinder, cluster_controllers
-from tests.controllers.world import KubeBackend, gpu_pod, node_pool
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.standins import TestBinder, cluster_controllers
+from testkit.controllers.world import KubeBackend, gpu_pod, node_pool
 
 if TYPE_CHECKING:
     from bench.chaos import RunResult
