@@ -94,6 +94,40 @@ def test_the_shards_are_settled_only_when_the_live_replicas_hold_them_as_assigne
     assert "shards held" in chaos_shards.settled(fleet, {s: h for s, h in assigned.items() if s}, members)
 
 
+class _Exited:
+    """A replica process that has exited with `returncode`."""
+
+    def __init__(self, returncode: int) -> None:
+        self.returncode = returncode
+
+    def poll(self) -> int:
+        return self.returncode
+
+
+class _Restarts(chaos_shards.Fleet):
+    """A fleet whose starts are only recorded (no process)."""
+
+    def start(self, r: chaos_shards.Replica) -> None:
+        r.starts += 1
+        r.proc = cast(Any, _Running())
+        r.back_at, r.leaving = None, False
+
+
+def test_a_replica_dead_at_its_crash_point_is_started_again_and_any_other_death_is_a_problem() -> None:
+    fleet = _Restarts(url="", cloud=cast(Any, None), ledger="", logs=cast(Any, None), flags=[])
+    crashed = chaos_shards.Replica(slot=0, starts=1, proc=cast(Any, _Exited(-9)), crash_at="launch-called:1")
+    failed = chaos_shards.Replica(slot=1, starts=1, proc=cast(Any, _Exited(1)))
+    left = chaos_shards.Replica(slot=2, starts=1, proc=cast(Any, _Exited(-15)), leaving=True, back_at=1e12)
+    fleet.replicas += [crashed, failed, left]
+    fleet.tick()
+    assert fleet.crashes == 2 and fleet.problems == ["replica r1-1 exited 1 on its own"]
+    assert (crashed.starts, crashed.crash_at, failed.starts) == (2, None, 2), "both started again, disarmed"
+    assert left.starts == 1 and not left.leaving, "a replica that left comes back only at its time"
+    left.back_at = 0.0
+    fleet.tick()
+    assert left.starts == 2 and fleet.crashes == 2
+
+
 def _lease(name: str, holder: str, renewed: datetime, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "coordination.k8s.io/v1",
