@@ -146,6 +146,8 @@ class RunResult:
     shard_settle_seconds: float = 0.0
     """Sharded runs: the longest wait from a change of members to the shards held as assigned."""
     problems: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    """What a check found, in words (sharded runs: the pods nominated twice, the first limit breach)."""
 
     @property
     def bad(self) -> bool:

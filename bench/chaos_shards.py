@@ -43,17 +43,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bench import chaos_clouds
 from providers.fake import saved
 from provisioner.api import labels as wk
-from provisioner.clock import RealClock, parse_time
+from provisioner.clock import RealClock, isoformat, parse_time
+from provisioner.clusterapi import ConflictError
 from provisioner.kube import client as kc
 from provisioner.kube.shards import MEMBER_LABEL
 from provisioner.scheduling import shards as model
+from provisioner.state.objects import Pod
 from testkit.controllers.kube_server import KubeServer
 from testkit.controllers.standins import TestBinder, cluster_controllers
+from testkit.controllers.standins import _fits as fits  # the kit binder's own rule: what fits where
 from testkit.controllers.world import KubeBackend, gpu_pod, node_pool
 
 if TYPE_CHECKING:
@@ -374,7 +377,7 @@ class ShardedRun:
         self.rng = random.Random(f"sharded-targets:{result.seed}:{p.replicas}")
         """Which running replica each event takes."""
         self.backend = backend
-        self.binder = TestBinder(backend)
+        self.binder = NominatedBinder(backend)
         self.fleet = fleet
         self.cloud = fleet.cloud
         self.waves, self.limits = workload(p)
@@ -471,7 +474,10 @@ class ShardedRun:
         self.binder.sync()
         claims = list(self.backend.state.claims.values())
         for pool, limit in self.limits.items():
-            if sum(_gpus(c.status.capacity) for c in claims if c.nodepool == pool) > limit:
+            held = {c.name: _gpus(c.status.capacity) for c in claims if c.nodepool == pool}
+            if sum(held.values()) > limit:
+                if not self.result.limit_breaches:
+                    self.result.findings.append(f"pool {pool} (limit {limit} GPUs) held {held}")
                 self.result.limit_breaches += 1
         self.result.quota_breaches += sum(self.team_admitted(t) > QUOTA for t in self.team_pools)
         for c in claims:
@@ -543,16 +549,86 @@ class ShardedRun:
         )
         self.result.double_launches = sum(max(0, n - 1) for n in self.cloud.launches().values())
         self.result.stranded = len(self.stranded())
-        self.result.nominated_twice = sum(len(c) > 1 for c in nominations(self.backend.client).values())
+        twice = {pod: sorted(c) for pod, c in nominations(self.backend.client).items() if len(c) > 1}
+        self.result.nominated_twice = len(twice)
+        self.result.findings += [
+            f"pod {pod} nominated to NodeClaims {claims}" for pod, claims in twice.items()
+        ]
+
+
+def nominated(client: kc.KubeClient) -> list[tuple[str, str]]:
+    """(pod, NodeClaim) of every `Nominated` Event, in the order they were written."""
+    events = client.request("GET", kc.EVENT.path())["items"]
+    events.sort(key=lambda e: int((e.get("metadata") or {}).get("resourceVersion") or 0))
+    out = []
+    for event in events:
+        found = NOMINATED.search(event.get("message", "")) if event.get("reason") == "Nominated" else None
+        if found:
+            involved = event.get("involvedObject") or {}
+            out.append((f"{involved.get('namespace', 'default')}/{involved.get('name', '')}", found.group(1)))
+    return out
 
 
 def nominations(client: kc.KubeClient) -> dict[str, set[str]]:
     """Pod -> the NodeClaims its `Nominated` Events name."""
     out: dict[str, set[str]] = {}
-    for ns in ("default", TEAM):
-        for event in client.request("GET", kc.EVENT.path(namespace=ns))["items"]:
-            found = NOMINATED.search(event.get("message", "")) if event.get("reason") == "Nominated" else None
-            if found:
-                pod = f"{ns}/{(event.get('involvedObject') or {}).get('name', '')}"
-                out.setdefault(pod, set()).add(found.group(1))
+    for pod, claim in nominated(client):
+        out.setdefault(pod, set()).add(claim)
     return out
+
+
+class NominatedBinder(TestBinder):
+    """The campaign's kube-scheduler: TestBinder's, but it honours the provisioner's nominations. A pod
+    nominated to a NodeClaim goes to that claim's node, and a node whose claim a pod still pending was
+    nominated to is kept for that pod. Without it alike pods swap nodes, and the provisioner rightly opens
+    a claim for the one left over: a second nomination that no defect made."""
+
+    __test__ = False
+
+    def sync(self) -> list[str]:
+        state = self.backend.state
+        latest = dict(nominated(cast(KubeBackend, self.backend).client))  # the last Event wins
+        claim_of = {c.status.node_name: c.name for c in list(state.claims.values()) if c.status.node_name}
+        pods = {p.key: p for p in list(state.pods.values())}
+        waiting = {claim for pod, claim in latest.items() if pod in pods and not pods[pod].node_name}
+        bound: dict[str, list[Pod]] = {}
+        for p in pods.values():
+            if p.node_name:
+                bound.setdefault(p.node_name, []).append(p)
+        out = []
+        for p in sorted(pods.values(), key=lambda p: p.key):
+            if p.node_name or p.deleting or p.is_terminal or p.scheduling_gates:
+                continue
+            mine = latest.get(p.key)
+            nodes = sorted(list(state.nodes.values()), key=lambda n: (claim_of.get(n.name) != mine, n.name))
+            target = next(
+                (
+                    n
+                    for n in nodes
+                    if (claim_of.get(n.name) == mine or claim_of.get(n.name) not in waiting)
+                    and fits(p, n, bound.get(n.name, []))
+                ),
+                None,
+            )
+            if target is None:
+                if not p.unschedulable:  # what tells the provisioner a pod needs capacity
+                    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                    status = {
+                        "conditions": p.conditions_with({**condition, "message": "0/N nodes are available"})
+                    }
+                    self.backend.patch_status("Pod", p.name, status, namespace=p.namespace)
+                continue
+            try:
+                self.backend.bind(p.namespace, p.name, target.name)
+            except ConflictError:
+                continue  # bound meanwhile
+            scheduled = p.conditions_with({"type": "PodScheduled", "status": "True"})
+            running = {
+                "phase": "Running",
+                "startTime": isoformat(self.backend.clock.now()),
+                "conditions": scheduled,
+            }
+            self.backend.patch_status("Pod", p.name, running, namespace=p.namespace)
+            bound.setdefault(target.name, []).append(p)
+            out.append(p.key)
+        return out
