@@ -588,7 +588,9 @@ class NominatedBinder(TestBinder):
     def sync(self) -> list[str]:
         state = self.backend.state
         latest = dict(nominated(cast(KubeBackend, self.backend).client))  # the last Event wins
-        claim_of = {c.status.node_name: c.name for c in list(state.claims.values()) if c.status.node_name}
+        # By provider ID: a Node registers before its claim's status names it.
+        by_id = {c.status.provider_id: c.name for c in list(state.claims.values()) if c.status.provider_id}
+        claim_of = {n.name: by_id.get(n.provider_id or "") for n in list(state.nodes.values())}
         pods = {p.key: p for p in list(state.pods.values())}
         waiting = {claim for pod, claim in latest.items() if pod in pods and not pods[pod].node_name}
         bound: dict[str, list[Pod]] = {}
