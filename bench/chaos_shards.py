@@ -25,8 +25,9 @@ NodeClaim holds, once garbage collection has had its grace period):
   and by no one else. The seconds from the last change of members (a start, a kill, a leave) to that
   state are `shard_settle_seconds` (the Lease lasts 3 s).
 
-The same seed replays the same workload, events and crash point; not the same interleaving, which is the
-machine's.
+The campaign plays kube-scheduler with `NominatedBinder` (a nominated pod goes to its claim's node), so
+alike pods swapping nodes is not taken for a pod provisioned twice. The same seed replays the same
+workload, events and crash point; not the same interleaving, which is the machine's.
 """
 
 from __future__ import annotations
