@@ -1,5 +1,6 @@
-"""The sharded runs of the reliability campaign (bench/chaos_shards.py): what a seed draws, and how the
-campaign reads the shard Leases and the `Nominated` Events it judges by (against the strict API server, as
+"""The sharded runs of the reliability campaign (bench/chaos_shards.py, bench/chaos_fleet.py): what a seed
+draws, how the fleet restarts its replicas, and how the campaign reads the shard Leases and the `Nominated`
+Events it judges by (against the strict API server, as
 the campaign does). The runs themselves are processes: `.ci/run` runs one (`bench/chaos.py --sharded
 --quick`)."""
 
@@ -10,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from bench import chaos, chaos_shards
+from bench import chaos, chaos_fleet, chaos_shards
 from provisioner.clock import isoformat
 from provisioner.crashpoints import POINTS
 from provisioner.kube import client as kc
@@ -36,7 +37,7 @@ def test_a_seed_draws_the_same_plan_every_time_and_seeds_differ() -> None:
 
 def test_the_pools_lie_one_on_each_shard() -> None:
     names = chaos_shards.pools()
-    assert sorted(model.shard_of(n, chaos_shards.SHARDS) for n in names) == list(range(chaos_shards.SHARDS))
+    assert sorted(model.shard_of(n, chaos_fleet.SHARDS) for n in names) == list(range(chaos_fleet.SHARDS))
 
 
 def test_the_sharded_campaign_runs_two_and_three_replicas_per_seed_and_ci_runs_one() -> None:
@@ -70,11 +71,11 @@ class _Running:
         return None
 
 
-def _fleet(*hosts: str) -> chaos_shards.Fleet:
-    fleet = chaos_shards.Fleet(url="", cloud=cast(Any, None), ledger="", logs=cast(Any, None), flags=[])
+def _fleet(*hosts: str) -> chaos_fleet.Fleet:
+    fleet = chaos_fleet.Fleet(url="", cloud=cast(Any, None), ledger="", logs=cast(Any, None), flags=[])
     for i, host in enumerate(hosts):
         slot, starts = (int(x) for x in host.removeprefix("r").split("-"))
-        r = chaos_shards.Replica(slot=slot, starts=starts, proc=cast(Any, _Running()))
+        r = chaos_fleet.Replica(slot=slot, starts=starts, proc=cast(Any, _Running()))
         fleet.replicas.append(r)
         assert r.host == host, i
     return fleet
@@ -83,15 +84,15 @@ def _fleet(*hosts: str) -> chaos_shards.Fleet:
 def test_the_shards_are_settled_only_when_the_live_replicas_hold_them_as_assigned() -> None:
     fleet = _fleet("r0-1", "r1-2")
     members = ["r0-1-aaaaaa", "r1-2-bbbbbb"]
-    assigned = model.assign(chaos_shards.SHARDS, members)
-    assert chaos_shards.settled(fleet, assigned, members) == ""
+    assigned = model.assign(chaos_fleet.SHARDS, members)
+    assert chaos_fleet.settled(fleet, assigned, members) == ""
     # A killed replica's member Lease still runs: its shards have not moved yet.
-    assert "members" in chaos_shards.settled(fleet, assigned, [*members, "r2-1-cccccc"])
+    assert "members" in chaos_fleet.settled(fleet, assigned, [*members, "r2-1-cccccc"])
     # A replica that is running but not a member yet.
-    assert "members" in chaos_shards.settled(fleet, assigned, members[:1])
+    assert "members" in chaos_fleet.settled(fleet, assigned, members[:1])
     # A shard nobody holds, or held by a replica it is not assigned to.
-    assert "shards held" in chaos_shards.settled(fleet, {**assigned, 0: members[0], 1: members[0]}, members)
-    assert "shards held" in chaos_shards.settled(fleet, {s: h for s, h in assigned.items() if s}, members)
+    assert "shards held" in chaos_fleet.settled(fleet, {**assigned, 0: members[0], 1: members[0]}, members)
+    assert "shards held" in chaos_fleet.settled(fleet, {s: h for s, h in assigned.items() if s}, members)
 
 
 class _Exited:
@@ -104,10 +105,10 @@ class _Exited:
         return self.returncode
 
 
-class _Restarts(chaos_shards.Fleet):
+class _Restarts(chaos_fleet.Fleet):
     """A fleet whose starts are only recorded (no process)."""
 
-    def start(self, r: chaos_shards.Replica) -> None:
+    def start(self, r: chaos_fleet.Replica) -> None:
         r.starts += 1
         r.proc = cast(Any, _Running())
         r.back_at, r.leaving = None, False
@@ -115,9 +116,9 @@ class _Restarts(chaos_shards.Fleet):
 
 def test_a_replica_dead_at_its_crash_point_is_started_again_and_any_other_death_is_a_problem() -> None:
     fleet = _Restarts(url="", cloud=cast(Any, None), ledger="", logs=cast(Any, None), flags=[])
-    crashed = chaos_shards.Replica(slot=0, starts=1, proc=cast(Any, _Exited(-9)), crash_at="launch-called:1")
-    failed = chaos_shards.Replica(slot=1, starts=1, proc=cast(Any, _Exited(1)))
-    left = chaos_shards.Replica(slot=2, starts=1, proc=cast(Any, _Exited(-15)), leaving=True, back_at=1e12)
+    crashed = chaos_fleet.Replica(slot=0, starts=1, proc=cast(Any, _Exited(-9)), crash_at="launch-called:1")
+    failed = chaos_fleet.Replica(slot=1, starts=1, proc=cast(Any, _Exited(1)))
+    left = chaos_fleet.Replica(slot=2, starts=1, proc=cast(Any, _Exited(-15)), leaving=True, back_at=1e12)
     fleet.replicas += [crashed, failed, left]
     fleet.tick()
     assert fleet.crashes == 2 and fleet.problems == ["replica r1-1 exited 1 on its own"]
@@ -135,7 +136,7 @@ def _lease(name: str, holder: str, renewed: datetime, labels: dict[str, str] | N
         "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
         "spec": {
             "holderIdentity": holder,
-            "leaseDurationSeconds": chaos_shards.LEASE,
+            "leaseDurationSeconds": chaos_fleet.LEASE,
             "acquireTime": isoformat(renewed).replace("Z", ".000000Z"),
             "renewTime": isoformat(renewed).replace("Z", ".000000Z"),
         },
@@ -144,7 +145,7 @@ def _lease(name: str, holder: str, renewed: datetime, labels: dict[str, str] | N
 
 def test_only_leases_renewed_within_their_duration_count(kube_client: kc.KubeClient) -> None:
     now = datetime.now(UTC)
-    stale = now - timedelta(seconds=chaos_shards.LEASE + 60)
+    stale = now - timedelta(seconds=chaos_fleet.LEASE + 60)
     member = {MEMBER_LABEL: "provisioner"}
     for doc in (
         _lease("provisioner-shard-0", "r0-1-aaaaaa", now),
@@ -154,7 +155,7 @@ def test_only_leases_renewed_within_their_duration_count(kube_client: kc.KubeCli
         _lease("provisioner-admission", "r1-1-bbbbbb", now),
     ):
         kube_client.create(kc.LEASE, doc, namespace="default")
-    assert chaos_shards.leases(kube_client) == ({0: "r0-1-aaaaaa"}, ["r0-1-aaaaaa"])
+    assert chaos_fleet.leases(kube_client) == ({0: "r0-1-aaaaaa"}, ["r0-1-aaaaaa"])
 
 
 def test_a_pod_nominated_to_two_claims_is_found(kube_client: kc.KubeClient) -> None:
