@@ -192,9 +192,9 @@ class Members:
 
 def settled(fleet: Fleet, held: dict[int, str], members: list[str]) -> str:
     """Empty when every running replica is a member (and no dead one), and each shard is held by the one
-    the assignment gives it; else what is not so."""
+    the assignment gives it (a live holder keeps it within its share); else what is not so."""
     hosts = sorted(r.host for r in fleet.running())
     if sorted(m.rsplit("-", 1)[0] for m in members) != hosts:
         return f"members {members}, replicas running {hosts}"
-    want = model.assign(SHARDS, members)
+    want = model.assign(SHARDS, members, held)
     return "" if held == want else f"shards held {held}, assigned {want}"
