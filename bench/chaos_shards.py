@@ -52,10 +52,11 @@ from provisioner.clusterapi import ConflictError
 from provisioner.kube import client as kc
 from provisioner.scheduling import shards as model
 from provisioner.state.objects import Pod
+from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
 from testkit.controllers.standins import TestBinder, cluster_controllers
 from testkit.controllers.standins import _fits as fits  # the kit binder's own rule: what fits where
-from testkit.controllers.world import KubeBackend, gpu_pod, node_pool
+from testkit.controllers.world import gpu_pod, node_pool
 
 if TYPE_CHECKING:
     from bench.chaos import RunResult

@@ -20,8 +20,9 @@ from provisioner.scheduling import shards as model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod
-from testkit.builders import node_pool_manifest
-from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.builders.pools import node_pool_manifest
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
 
 SHARDS = 4

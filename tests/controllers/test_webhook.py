@@ -27,7 +27,7 @@ from provisioner.controllers.webhook import PATH, AdmissionWebhook
 from provisioner.scheduling import shards as shard_model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
-from testkit.builders import node_pool_manifest
+from testkit.builders.pools import node_pool_manifest
 
 
 def _name(cn: str) -> x509.Name:

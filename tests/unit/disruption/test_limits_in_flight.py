@@ -11,7 +11,7 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.scheduling import SolveFn
 from provisioner.state import StateNode
-from testkit import builders
+from testkit.builders import pools as kit_pools
 from tests.unit.disruption.builders import instance_type, node_pool, pod, state_node
 from tests.unit.disruption.test_planner import run, types_for
 
@@ -22,7 +22,7 @@ LIST = {wk.NODEPOOLS: "preferred,fallback"}
 def test_a_pod_does_not_return_to_its_preferred_pool_past_the_pools_limit(
     solve: SolveFn, registered: bool
 ) -> None:
-    limited = builders.node_pool("preferred", weight=50, limits={"cpu": "8"})
+    limited = kit_pools.node_pool("preferred", weight=50, limits={"cpu": "8"})
     fallback = node_pool("fallback", weight=10)
     it = instance_type("g.large", cpu=8, memory_gib=32, price=1.0)
     # The preferred pool's one node (its whole limit) is still on its way, its pods not bound yet.
