@@ -196,7 +196,7 @@ class Context:
     def _unbound_pods(self, node: StateNode) -> tuple[Pod, ...]:
         found = self._unbound.get(id(node))
         if found is None or found[0] is not node:
-            found = (node, tuple(dataclasses.replace(p, node_name=None) for p in self.facts(node).workload))
+            found = (node, tuple(p.unbound() for p in self.facts(node).workload))
             self._unbound[id(node)] = found
         return found[1]
 
