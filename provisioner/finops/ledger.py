@@ -17,12 +17,12 @@ converted once per batch) are `provisioner.finops.columns`'.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, Table, func, insert, select
+from sqlalchemy import DateTime, Select, Table, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from provisioner.finops import columns as col
@@ -383,17 +383,22 @@ def _insert(conn: Connection, table: Table, values: list[dict[str, Any]]) -> Non
         return
     compiled = insert(table).compile(dialect=dialect, column_keys=list(values[0]))
     assert compiled.positiontup is not None  # SQLite's parameters are positional
-    columns = [
-        (name, table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
-        for name in compiled.positiontup
-    ]
-    conn.exec_driver_sql(
-        str(compiled),
-        [
-            tuple(v[name] if convert is None else convert(v[name]) for name, convert in columns)
-            for v in values
-        ],
-    )
+    names = list(compiled.positiontup)
+    converts: list[tuple[int, Callable[[Any], Any]]] = []
+    for index, name in enumerate(names):
+        processor = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if processor is not None:
+            # A batch's times repeat (an evaluation's blockers, a sample's nodes): each converted once.
+            converts.append(
+                (index, col.memo(processor) if isinstance(table.c[name].type, DateTime) else processor)
+            )
+    params: list[tuple[Any, ...]] = []
+    for v in values:
+        row = [v[name] for name in names]
+        for index, convert in converts:
+            row[index] = convert(row[index])
+        params.append(tuple(row))
+    conn.exec_driver_sql(str(compiled), params)
 
 
 __all__: Sequence[str] = ("Ledger",)
