@@ -67,9 +67,9 @@ from provisioner.clock import RealClock  # noqa: E402
 from provisioner.crashpoints import POINTS  # noqa: E402
 from provisioner.finops.ledger import Ledger  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
-from tests.controllers.kube_server import KubeServer  # noqa: E402
-from tests.controllers.standins import cluster_controllers  # noqa: E402
-from tests.controllers.world import KubeBackend, TestBinder, gpu_pod, node_pool  # noqa: E402
+from testkit.controllers.kube_server import KubeServer  # noqa: E402
+from testkit.controllers.standins import cluster_controllers  # noqa: E402
+from testkit.controllers.world import KubeBackend, TestBinder, gpu_pod, node_pool  # noqa: E402
 
 # How many times each point is worth crashing at: the first pass and a later one (a second claim, a
 # second eviction) hit different moments of the workload.

@@ -8,7 +8,7 @@ stands in for the kubelet, and what the books are read from afterwards.
   Node for every live instance it lists, and the books are read straight from moto: every instance tagged
   with the cluster (terminated ones too) is one launch for the NodeClaim its tag names.
 
-Each worker process of the campaign starts moto once (tests.providers.aws.stack) and resets it per run.
+Each worker process of the campaign starts moto once (testkit.providers.aws.stack) and resets it per run.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class FakeCloud:
         return {}
 
     def node_class(self) -> dict[str, Any]:
-        from tests.controllers.world import node_class
+        from testkit.controllers.world import node_class
 
         return node_class()
 
@@ -100,10 +100,10 @@ class AWSCloud:
     name = "aws"
 
     def __init__(self, backend: Any) -> None:
-        from tests.controllers.world import TestKubelet
-        from tests.providers.aws import world as aws_world
-        from tests.providers.aws.stack import shared_stack
-        from tests.providers.harness_aws import make_provider
+        from testkit.controllers.world import TestKubelet
+        from testkit.providers.aws import world as aws_world
+        from testkit.providers.aws.stack import shared_stack
+        from testkit.providers.harness_aws import make_provider
 
         # moto's server logs every request it answers.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -118,12 +118,12 @@ class AWSCloud:
         )
 
     def flags(self) -> list[str]:
-        from tests.providers.aws.stack import REGION
+        from testkit.providers.aws.stack import REGION
 
         return ["--cloud", "aws", "--aws-region", REGION, "--aws-endpoint", self.stack.url]
 
     def env(self) -> dict[str, str]:
-        from tests.providers.aws.stack import CREDENTIALS
+        from testkit.providers.aws.stack import CREDENTIALS
 
         return {
             "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],

@@ -1,7 +1,7 @@
 """Controller latency: `provisioner run --cloud fake` as a process against the Kubernetes API fixture over
 HTTP (../shared/BENCHMARKS.md section 5).
 
-The API server is the controller tests' fixture (tests/controllers/kube_server.py: kmock, filled where the
+The API server is the controller tests' fixture (testkit/controllers/kube_server.py: kmock, filled where the
 controller relies on a real server), run in this process; the controller is a child process, as a user
 starts it. One AWSNodeClass and one CPU pool (c6i/m6i 4xlarge, spot and on-demand). Then `--pods` pods
 (1500m CPU, 2Gi each) are created at once from several client threads, and each is marked Unschedulable
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.clusterapi import NotFoundError  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
-from tests.controllers import kube_server  # noqa: E402
+from testkit.controllers import kube_server  # noqa: E402
 
 TYPES = ["c6i.4xlarge", "m6i.4xlarge"]
 NOMINATED = re.compile(r"nodeclaim/(\S+)")

@@ -1,7 +1,7 @@
 """Sharded replicas: 1, 2 and 4 `provisioner run --cloud fake --shards S` processes sharing 40 NodePools
 against the Kubernetes API fixture over HTTP (../shared/BENCHMARKS.md section 6).
 
-The API server is the controller tests' fixture (tests/controllers/kube_server.py), in this process, as
+The API server is the controller tests' fixture (testkit/controllers/kube_server.py), in this process, as
 in bench/controller.py; the replicas are child processes sharing one fake cloud (`--fake-state`). One
 AWSNodeClass and `--pools` CPU pools alike (c6i/m6i 4xlarge, spot and on-demand); `--pods` pods (1500m
 CPU, 2Gi), each naming one pool (round robin), are created at once, already Unschedulable, once every
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from bench import controller as single  # noqa: E402  # the timed API server, /proc figures
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
-from tests.controllers import kube_server  # noqa: E402
+from testkit.controllers import kube_server  # noqa: E402
 
 NOMINATED_TO: dict[str, set[str]] = {}
 """Pod name -> every NodeClaim a `Nominated` Event named for it."""

@@ -1,4 +1,4 @@
-"""The running operator: `build(settings)` turns typed `OperatorSettings` into an `Operator` that owns
+"""The running operator: `build(settings)` turns typed `OperatorSettings` into a `RunningOperator` that owns
 everything `provisioner run` keeps alive: the Kubernetes client and informers, the ClusterState they
 feed, the providers, the Manager and its controllers, the leader election, the Event writer, the ledger
 recorder, the metrics endpoint and the admission webhook, and the threads they run in.
@@ -200,7 +200,7 @@ def _safe_url(target: str) -> str:
 
 
 @dataclass(kw_only=True, eq=False)
-class Operator:
+class RunningOperator:
     """The built operator: its parts, and the threads `start` runs them in."""
 
     settings: OperatorSettings
@@ -347,7 +347,7 @@ def _leases(
     return elector, None
 
 
-def build(settings: OperatorSettings, *, clock: Clock | None = None) -> Operator:
+def build(settings: OperatorSettings, *, clock: Clock | None = None) -> RunningOperator:
     """Connect and build every part of the operator; nothing runs until `start`. Raises OperatorError
     naming the flag when the Kubernetes client cannot be configured (the providers factory raises its
     own errors)."""
@@ -399,7 +399,7 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> Operator
         recorder=recorder,
         sharding=sharding,
     )
-    return Operator(
+    return RunningOperator(
         settings=settings,
         clock=clock,
         client=client,

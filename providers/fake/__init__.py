@@ -5,6 +5,7 @@ finite capacity per offering and stockouts by selector, can be told to fail the 
 interruptions, records every call, and passes the same contract suite as the AWS and GCP providers.
 """
 
-from providers.fake.provider import FakeProvider, Selector
+from providers.fake.capacity import Selector
+from providers.fake.provider import FakeProvider
 
 __all__ = ["FakeProvider", "Selector"]

@@ -9,9 +9,8 @@ one (`placement_groups`), collected by `collect_placement` once no instance is i
 
 Like a real cloud, `instance_types()` does not reveal stockouts unless built with `reveal_stockouts=True`:
 a controller learns of them from create's InsufficientCapacity (and the unavailable-offerings cache).
-Reservations (`add_reservation`) are published with their free count, as DescribeCapacityReservations
-does: each is one `reserved` offering of its type and zone, priced zero, taking at most its count of
-instances; deleting an instance gives its slot back, and an ended reservation offers nothing.
+What each offering can still launch (capacity limits, stockouts, reservations and their free counts) is
+kept by the provider's `CapacityBook` (providers/fake/capacity.py).
 
 With `state_path`, the instances (and how many launches each claim had) are kept in a JSON file, written
 after every launch and termination and read at construction: a restarted `provisioner run --cloud fake
@@ -23,11 +22,12 @@ from __future__ import annotations
 import builtins
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from providers.fake import saved
+from providers.fake.capacity import CapacityBook, Selector
 from provisioner.api import labels
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.api.nodeclass import NodeClass
@@ -58,22 +58,6 @@ with `placement.efa` offers as `vpc.amazonaws.com/efa` here, as the AWS provider
 
 LaunchHook = Callable[[Instance, InstanceType], None]
 DeleteHook = Callable[[Instance], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Selector:
-    """Which offerings a capacity or stockout setting applies to; None matches any."""
-
-    instance_type: str | None = None
-    zone: str | None = None
-    capacity_type: str | None = None
-
-    def matches(self, key: OfferingKey) -> bool:
-        return (
-            (self.instance_type is None or self.instance_type == key.instance_type)
-            and (self.zone is None or self.zone == key.zone)
-            and (self.capacity_type is None or self.capacity_type == key.capacity_type)
-        )
 
 
 class FakeProvider:
@@ -112,15 +96,10 @@ class FakeProvider:
         self._lock = threading.RLock()
         self._instances: dict[str, Instance] = {}
         self._by_claim: dict[str, str] = {}
-        self._capacity: dict[OfferingKey, int] = {}
-        self._unavailable: set[OfferingKey] = set()
+        self._capacity = CapacityBook(self._types)
         self._failures: list[CloudProviderError] = []
         self._interruptions: list[InterruptionEvent] = []
         self._drift: dict[str, str] = {}
-        self._reservations: dict[str, tuple[str, Reservation]] = {}
-        self._type_of: dict[str, str] = {}
-        """Reservation id -> (zone, the reservation with its total); free counts come from `_held`."""
-        self._held: dict[str, int] = {}
         self.cloud_labels: dict[str, str] = {}
         """Labels every instance launched from now on reports (`Instance.labels`: network topology)."""
         self.placement_groups: dict[str, datetime] = {}
@@ -143,14 +122,8 @@ class FakeProvider:
     ) -> None:
         """Each matching offering can launch `count` more instances (None: unlimited again). Deleting an
         instance gives its slot back."""
-        if count is not None and count < 0:
-            raise ValueError(f"count must be >= 0 or None, got {count}")
         with self._lock:
-            for key in self._matching(Selector(instance_type, zone, capacity_type)):
-                if count is None:
-                    self._capacity.pop(key, None)
-                else:
-                    self._capacity[key] = count
+            self._capacity.set_capacity(Selector(instance_type, zone, capacity_type), count)
 
     def mark_unavailable(
         self,
@@ -161,7 +134,7 @@ class FakeProvider:
     ) -> None:
         """A stockout: launching a matching offering fails with InsufficientCapacity until marked available."""
         with self._lock:
-            self._unavailable.update(self._matching(Selector(instance_type, zone, capacity_type)))
+            self._capacity.mark_unavailable(Selector(instance_type, zone, capacity_type))
 
     def mark_available(
         self,
@@ -172,7 +145,7 @@ class FakeProvider:
     ) -> None:
         """End a stockout for the matching offerings."""
         with self._lock:
-            self._unavailable.difference_update(self._matching(Selector(instance_type, zone, capacity_type)))
+            self._capacity.mark_available(Selector(instance_type, zone, capacity_type))
 
     def add_reservation(
         self,
@@ -186,36 +159,26 @@ class FakeProvider:
     ) -> None:
         """A reservation of `count` instances of the type in the zone (paid for: its hourly price is
         the type's on-demand price there). Adding an id again changes it (count, end)."""
-        if instance_type not in self._types:
-            raise ValueError(f"unknown instance type {instance_type!r} in the fake provider's catalog")
-        if count < 0:
-            raise ValueError(f"count must be >= 0, got {count}")
-        it = self._types[instance_type]
-        on_demand = it.cheapest(zones={zone}, capacity_types={labels.CAPACITY_TYPE_ON_DEMAND})
         with self._lock:
-            self._reservations[reservation_id] = (
-                zone,
-                Reservation(
-                    id=reservation_id,
-                    kind=kind,
-                    total=count,
-                    ends_at=ends_at,
-                    hourly_price=on_demand.price if on_demand else 0.0,
-                ),
+            self._capacity.add_reservation(
+                reservation_id,
+                instance_type=instance_type,
+                zone=zone,
+                count=count,
+                kind=kind,
+                ends_at=ends_at,
             )
-            self._held.setdefault(reservation_id, 0)
-            self._type_of[reservation_id] = instance_type
 
     def end_reservation(self, reservation_id: str) -> None:
         """The reservation ends: it offers nothing more (instances in it keep running, as on-demand
         would after an ODCR is cancelled; a Capacity Block's are taken back by the caller)."""
         with self._lock:
-            self._reservations.pop(reservation_id, None)
+            self._capacity.end_reservation(reservation_id)
 
     def reservations(self) -> builtins.list[Reservation]:
         """The live reservations with their free counts now."""
         with self._lock:
-            return [self._reservation(rid) for rid in sorted(self._reservations)]
+            return self._capacity.reservations()
 
     def fail_next_create(self, error: CloudProviderError, *, times: int = 1) -> None:
         """The next `times` creates raise `error` (before any capacity is used)."""
@@ -262,11 +225,8 @@ class FakeProvider:
 
     def remaining(self, *, instance_type: str, zone: str, capacity_type: str) -> int | None:
         """How many more instances the offering can launch (None: unlimited; 0 when stocked out)."""
-        key = OfferingKey(instance_type, zone, capacity_type)
         with self._lock:
-            if key in self._unavailable:
-                return 0
-            return self._capacity.get(key)
+            return self._capacity.remaining(OfferingKey(instance_type, zone, capacity_type))
 
     @property
     def zones(self) -> builtins.list[str]:
@@ -282,7 +242,7 @@ class FakeProvider:
         """Every type of the region without a NodeClass (what `provisioner catalog --cloud fake` prints)."""
         with self._lock:
             self.calls.append(("region_instance_types",))
-            return self._with_reservations(list(self._types.values()))
+            return self._capacity.with_reservations(list(self._types.values()))
 
     # --- the CloudProvider protocol ----------------------------------------------------------------------
 
@@ -303,12 +263,14 @@ class FakeProvider:
         with self._lock:
             self.calls.append(("instance_types", node_class.name))
             if not self.reveal_stockouts:
-                return self._with_reservations(list(self._types.values()))
-            return self._with_reservations(
+                return self._capacity.with_reservations(list(self._types.values()))
+            return self._capacity.with_reservations(
                 [
                     t.with_offerings(
                         tuple(
-                            replace(o, available=False) if self._exhausted(o.offering_key(t.name)) else o
+                            replace(o, available=False)
+                            if self._capacity.exhausted(o.offering_key(t.name))
+                            else o
                             for o in t.offerings
                         )
                     )
@@ -327,7 +289,7 @@ class FakeProvider:
             if self._failures:
                 raise self._failures.pop(0)
             for attempt in launch_order(claim, instance_types).attempts:
-                if self._exhausted(attempt.key):
+                if self._capacity.exhausted(attempt.key):
                     tried.append(attempt.key)
                     continue
                 instance = self._launch(
@@ -378,7 +340,7 @@ class FakeProvider:
             group = (placement.group if placement else None) or (running.placement_group if running else None)
             group = group or self._placement_group(node_class, placement)
             for attempt in attempts:
-                room = self._room(attempt.key)
+                room = self._capacity.room(attempt.key)
                 if room is not None and room < len(missing):
                     tried.append(attempt.key)
                     continue
@@ -443,13 +405,7 @@ class FakeProvider:
             instance = self._instances.pop(provider_id, None)
             if instance is None:
                 raise NotFound(f"instance {provider_id} not found")
-            key = OfferingKey(
-                instance.instance_type, instance.zone, instance.capacity_type, instance.reservation_id or ""
-            )
-            if key in self._capacity:
-                self._capacity[key] += 1
-            if instance.reservation_id in self._held:
-                self._held[instance.reservation_id] -= 1
+            self._capacity.give_back(instance)
             self._drift.pop(provider_id, None)
             self._save()
             hook = self.on_delete
@@ -483,47 +439,6 @@ class FakeProvider:
 
     # --- internals ---------------------------------------------------------------------------------------
 
-    def _matching(self, selector: Selector) -> Iterable[OfferingKey]:
-        if selector.instance_type is not None and selector.instance_type not in self._types:
-            raise ValueError(
-                f"unknown instance type {selector.instance_type!r} in the fake provider's catalog"
-            )
-        keys = [
-            o.offering_key(t.name)
-            for t in self._types.values()
-            for o in t.offerings
-            if selector.instance_type is None or selector.instance_type == t.name
-        ]
-        return [k for k in keys if selector.matches(k)]
-
-    def _exhausted(self, key: OfferingKey) -> bool:
-        room = self._room(key)
-        return room is not None and room <= 0
-
-    def _room(self, key: OfferingKey) -> int | None:
-        """How many more instances the offering can launch now (None: no limit)."""
-        if key in self._unavailable:
-            return 0
-        limits = [self._capacity[key]] if key in self._capacity else []
-        if key.reservation_id:
-            live = key.reservation_id in self._reservations
-            limits.append(self._reservation(key.reservation_id).free if live else 0)
-        return min(limits) if limits else None
-
-    def _reservation(self, reservation_id: str) -> Reservation:
-        _, r = self._reservations[reservation_id]
-        return replace(r, free=max(0, r.total - self._held.get(reservation_id, 0)))
-
-    def _with_reservations(self, types: builtins.list[InstanceType]) -> builtins.list[InstanceType]:
-        """The types with one reserved offering per live reservation (free count as of now)."""
-        by_type: dict[str, builtins.list[Offering]] = {}
-        for rid, (zone, _r) in sorted(self._reservations.items()):
-            live = self._reservation(rid)
-            by_type.setdefault(self._type_of[rid], []).append(
-                Offering(zone, labels.CAPACITY_TYPE_RESERVED, 0.0, live.free > 0, reservation=live)
-            )
-        return [t.with_offerings((*by_type[t.name], *t.offerings)) if t.name in by_type else t for t in types]
-
     def _launch(
         self,
         claim: NodeClaim,
@@ -535,11 +450,7 @@ class FakeProvider:
         gang: str | None = None,
         placement_group: str | None = None,
     ) -> Instance:
-        key = offering.offering_key(instance_type.name)
-        if key in self._capacity:
-            self._capacity[key] -= 1
-        if offering.reservation is not None:
-            self._held[offering.reservation.id] = self._held.get(offering.reservation.id, 0) + 1
+        self._capacity.take(offering.offering_key(instance_type.name), offering.reservation)
         provider_id = f"fake://{offering.zone}/{claim.name}"
         tags = {labels.CLUSTER: self.cluster_name, labels.NODECLAIM: claim.name}
         if claim.nodepool:

@@ -5,9 +5,10 @@ One pass (`decide`) over the gated pods, highest priority first, then the pods t
 then the oldest:
 1. In quota: the first pool of the pod's order where its team's use plus the pod stays within the team's
    quota, and its department's teams' in-quota use within the department's (counting the team's own
-   pods of lower priority as giving way: `work.Pass.preempt_within`, Event `Preempted`). If the pool's
-   `limits` (or a department that may not borrow) have no room, borrowers of other teams are reclaimed
-   (just enough, `provisioner.quota.reclaim`) and the pod is admitted in their place; else it waits.
+   pods of lower priority as giving way: `work.AdmissionPass.preempt_within`, Event `Preempted`).
+   If the pool's `limits` (or a department that may not borrow) have no room, borrowers of other teams
+   are reclaimed (just enough, `provisioner.quota.reclaim`) and the pod is admitted in their place; else
+   it waits.
 2. Over quota, for the pods left that are labelled preemptible (`provisioner.quota.borrowing`): the
    first pool of their order where their team (and department) may borrow (`overQuota`,
    `borrowingLimit`) and the pool's limits have room, less what lenders keep (`lendingLimit`).
@@ -52,7 +53,7 @@ def decide(
     admitted into that room, and the pod is admitted there once the rest is free."""
     usage = count(snap, book)
     plan = AdmissionPlan(usage=usage)
-    work = work_mod.Pass(book, usage, exclude_victims)
+    work = work_mod.AdmissionPass(book, usage, exclude_victims)
     waiting = sorted(
         gated if gated is not None else [p for p in snap.pending_pods if p.gated and not p.deleting],
         key=work_mod.order_key,

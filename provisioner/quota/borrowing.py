@@ -13,7 +13,7 @@ from provisioner.api import quantities
 from provisioner.api.team import Department, Team
 from provisioner.quota import reclaim
 from provisioner.quota.book import counted
-from provisioner.quota.work import Pass, order_key, short_of
+from provisioner.quota.work import AdmissionPass, order_key, short_of
 from provisioner.scheduling.gangs import membership
 from provisioner.state.objects import Pod
 
@@ -28,7 +28,7 @@ FAIR_RECLAIMS_PER_PASS = 8
 a burst of evictions, and a pass stays cheap (each such reclaim looks at every waiting borrower)."""
 
 
-def serve(work: Pass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], list[Borrower]]:
+def serve(work: AdmissionPass, borrowers: Sequence[Borrower]) -> tuple[list[Admitted], list[Borrower]]:
     """Admit borrowers over quota in turn: those admitted, and the ones left, in their order. Each team's candidates queue in
     order; a turn goes to the team whose next candidate borrows least per unit of weight. Room only
     shrinks as pods are admitted, so a candidate that fits nowhere is set aside for the pass, until a
@@ -106,7 +106,9 @@ def _gang_of(pod: Pod) -> str | None:
     return found[0] if found is not None else None
 
 
-def _owner_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str, tuple[Pod, ...]] | None:
+def _owner_reclaim(
+    work: AdmissionPass, remaining: Sequence[Borrower]
+) -> tuple[int, str, tuple[Pod, ...]] | None:
     """Before fair sharing: the first borrower (by order) whose department owns the room it needs (the
     pod keeps the department within its quota on the pool) while teams of other departments, or of none,
     hold it on loan: their borrowed pods give way (Run:ai's "reclaimed by the owner Project or
@@ -145,7 +147,9 @@ def _owner_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str,
     return None
 
 
-def _fair_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str, tuple[Pod, ...]] | None:
+def _fair_reclaim(
+    work: AdmissionPass, remaining: Sequence[Borrower]
+) -> tuple[int, str, tuple[Pod, ...]] | None:
     """When no borrower fits in the room left: the first (least borrowed per weight, then by order) whose
     team is below its fair share where the room is short, with the pods to take from teams above theirs.
     Room is short under a department's cap (its quota, when it may not borrow: shared among its own
@@ -180,7 +184,7 @@ def _fair_reclaim(work: Pass, remaining: Sequence[Borrower]) -> tuple[int, str, 
 
 
 def _fair_victims(
-    work: Pass,
+    work: AdmissionPass,
     team: Team,
     dept: Department | None,
     pool: str,

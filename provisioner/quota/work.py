@@ -60,7 +60,10 @@ def short_of(use: Mapping[str, int], request: Mapping[str, int], limits: Mapping
     }
 
 
-class Pass:
+class AdmissionPass:
+    """One admission pass's running count: the book, the use as pods are admitted and victims taken out,
+    the pods no reclaim may take (`exclude`), and the reclaims made."""
+
     def __init__(self, book: QuotaBook, usage: Usage, exclude: Collection[str]) -> None:
         self.book = book
         self.usage = usage
@@ -436,7 +439,7 @@ class Pass:
         )
         if fits_quota:
             return True
-        empty = Pass(self.book, Usage(), ())
+        empty = AdmissionPass(self.book, Usage(), ())
         return empty.may_borrow(pod, team, dept, pool, request) is None
 
 

@@ -16,7 +16,7 @@ from provisioner.api.nodeclaim import INITIALIZED
 from provisioner.cloudprovider.plugin import SimulatedCloud
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow, BestRow, ReservationRow, UsageRow
-from provisioner.sim.timeline import Step
+from provisioner.sim.timeline import LoadedStep
 from provisioner.state import ClusterState, Pod
 
 
@@ -41,7 +41,7 @@ class ClaimRecord:
 
 @dataclass
 class StepRecord:
-    step: Step
+    step: LoadedStep
     time: datetime
     cost_before: float
     nodes_before: int

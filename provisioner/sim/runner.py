@@ -45,7 +45,7 @@ from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.pool_types import PoolScopedTypes, admits
 from provisioner.sim.records import ClaimLog, RunResult, StepRecord
 from provisioner.sim.scenario_spec import ReservationSpec
-from provisioner.sim.timeline import Step, Timeline, matches_workload
+from provisioner.sim.timeline import LoadedStep, Timeline, matches_workload
 from provisioner.state import ClusterState, Pod
 
 log = logging.getLogger(__name__)
@@ -287,7 +287,7 @@ class Runner:
 
     # ---- timeline steps ----------------------------------------------------------------------------
 
-    def _apply(self, step: Step) -> None:
+    def _apply(self, step: LoadedStep) -> None:
         log.info("step at %s: %s", step.at, step.describe())
         # The pods now and the pods to create again, read once for the step and grouped by namespace and
         # by the two names a workload reference can match (its own, its owner's), so each workload

@@ -50,8 +50,8 @@ OWNER_KIND = {"Deployment": "ReplicaSet"}
 
 
 @dataclass
-class Step:
-    """One step, checked: when, and what it does."""
+class LoadedStep:
+    """One step of the timeline as loaded and checked (from its `TimelineStep`): when, and what it does."""
 
     index: int
     at: timedelta
@@ -106,7 +106,7 @@ class Step:
 
 @dataclass
 class Timeline:
-    steps: list[Step]
+    steps: list[LoadedStep]
     """In time order (steps at the same time in file order)."""
     duration: timedelta
 
@@ -173,7 +173,7 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             if pod.owner_kind == "ReplicaSet":
                 workloads.add(("ReplicaSet", pod.namespace, pod.owner_name or ""))
 
-    steps: list[Step] = []
+    steps: list[LoadedStep] = []
     for i, raw in enumerate(spec.timeline):
         base: tuple[str | int, ...] = ("spec", "timeline", i)
         try:
@@ -191,7 +191,7 @@ def load(loaded: LoadedScenario) -> Timeline | None:
             names = (TimelineStep.model_fields[a].alias or a for a in STEP_ACTIONS)
             add(f"a step needs at least one of {', '.join(names)}", base)
             continue
-        step = Step(
+        step = LoadedStep(
             index=i,
             at=at,
             line=doc.line_of(base) if doc is not None else 1,

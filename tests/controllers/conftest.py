@@ -3,7 +3,7 @@ named by PROVISIONER_TEST_KUBECONFIG), and `world` factories over it or over the
 
 On a real cluster (any conformant one: kind, k3s, a managed one, with the chart's CRDs installed) the
 worlds create the namespaces they use, delete everything they made when the test ends (passed or not),
-and assume no kubelet: tests/controllers/world.py registers Nodes for launched instances and finishes
+and assume no kubelet: testkit/controllers/world.py registers Nodes for launched instances and finishes
 Terminating pods itself. Tests that inspect or fault the imitation are skipped there."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from provisioner.kube import client as kc
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.world import KubeBackend, MemoryBackend, World
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.world import KubeBackend, MemoryBackend, World
 
 REAL_CLUSTER = os.environ.get("PROVISIONER_TEST_KUBECONFIG")
 

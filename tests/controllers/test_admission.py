@@ -9,9 +9,9 @@ from typing import Any
 
 from provisioner.api import labels as wk
 from provisioner.controllers.admission import CONDITION
-from tests.builders import pdb_manifest
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.builders import pdb_manifest
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 
 def team(name: str, gpus: int, *, over: bool = True, department: str | None = None) -> dict[str, Any]:

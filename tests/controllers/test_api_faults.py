@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="injects API failures through the fixture")
 

@@ -10,13 +10,13 @@ import pytest
 from provisioner.api import labels as wk
 from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.settings import ControllerSettings
-from tests.controllers.world import World, gpu_pod, node_pool
-from tests.typed import present
+from testkit.controllers.world import World, gpu_pod, node_pool
+from testkit.typed import present
 
-aws_world = pytest.importorskip("tests.providers.aws.world")
-from tests.providers.aws.stack import Stack, shared_stack  # noqa: E402
-from tests.providers.aws.world import World as AWSWorld  # noqa: E402
-from tests.providers.harness_aws import make_provider  # noqa: E402
+aws_world = pytest.importorskip("testkit.providers.aws.world")
+from testkit.providers.aws.stack import Stack, shared_stack  # noqa: E402
+from testkit.providers.aws.world import World as AWSWorld  # noqa: E402
+from testkit.providers.harness_aws import make_provider  # noqa: E402
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.kube.client import ApiError
-from tests.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
 
 
 @pytest.mark.parametrize(

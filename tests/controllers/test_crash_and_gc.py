@@ -10,8 +10,8 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.controllers.conditions import condition_status
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 
 class Killed(BaseException):

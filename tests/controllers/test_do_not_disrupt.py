@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from provisioner.api import labels as wk
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 
 
 def test_a_do_not_disrupt_duration_holds_a_drain_only_until_it_lapses(

@@ -20,7 +20,7 @@ from provisioner.cloudprovider import (
     TransientError,
 )
 from provisioner.controllers.settings import ControllerSettings
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 OUTAGE = 600
 """Seconds of fault, ticked one second at a time: a hot loop would call the cloud ~600 times."""

@@ -19,9 +19,9 @@ from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.lifecycle import gang_launch
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from tests.builders import node_claim
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.builders import node_claim
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 P5 = "p5.48xlarge"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f")

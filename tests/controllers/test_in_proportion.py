@@ -21,8 +21,8 @@ from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.state import ClusterState, Snapshot
 from provisioner.state.cluster import StoreView
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 VIEWS = ("pods", "nodes", "claims", "nodepools", "pending")
 

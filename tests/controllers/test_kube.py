@@ -19,11 +19,11 @@ from provisioner.kube.client import ApiError
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.state import ClusterState
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.world import KubeBackend, World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
-from tests.typed import present
 
 
 def test_informers_list_then_follow_changes_into_the_cluster_state(kube_client: kc.KubeClient) -> None:

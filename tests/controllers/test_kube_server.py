@@ -1,5 +1,5 @@
 """The strict test API server refuses what a real one refuses and does what a real one does (each case from
-the Kubernetes API documentation; see tests/controllers/kube_rules.py and crd_schema.py)."""
+the Kubernetes API documentation; see testkit/controllers/kube_rules.py and crd_schema.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from provisioner.api import labels as wk
 from provisioner.clusterapi import ConflictError, EvictionBlocked, NotFoundError
 from provisioner.kube import client as kc
 from provisioner.kube.client import ApiError
-from tests.builders import pdb_manifest, pod_manifest
+from testkit.builders import pdb_manifest, pod_manifest
+from testkit.controllers.world import node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import node_class, node_pool
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="checks the imitation itself")
 

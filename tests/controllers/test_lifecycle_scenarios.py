@@ -9,8 +9,8 @@ from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, READY, REGISTERED
 from provisioner.cloudprovider import CreateError
 from provisioner.controllers.conditions import condition_status
 from provisioner.state.objects import Node
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 
 def test_pending_gpu_pods_become_initialized_nodes_and_are_bound(make_world: Callable[..., World]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from provisioner.api.nodeclaim import INITIALIZED, LAUNCHED, REGISTERED
 from provisioner.controllers.conditions import condition_status
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.world import gpu_pod, node_class, node_pool
 
 STEPS = (LAUNCHED, REGISTERED, INITIALIZED)
 

@@ -18,18 +18,18 @@ from providers.gcp import naming
 from provisioner.api import labels as wk
 from provisioner.clock import RealClock
 from provisioner.kube import client as kc
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.world import KubeBackend, TestBinder, node_pool, pod
+from testkit.typed import present
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.world import KubeBackend, TestBinder, node_pool, pod
 from tests.polling import wait_until
-from tests.typed import present
 
-aws_world = pytest.importorskip("tests.providers.aws.world")
-from tests.providers.aws.stack import CREDENTIALS, REGION, Stack, shared_stack  # noqa: E402
-from tests.providers.aws.world import World as AWSWorld  # noqa: E402
-from tests.providers.gcp import fixtures as gcp_fixtures  # noqa: E402
-from tests.providers.gcp.standin import ComputeStandIn  # noqa: E402
-from tests.providers.harness_gcp import gcp_node_class  # noqa: E402
+aws_world = pytest.importorskip("testkit.providers.aws.world")
+from testkit.providers.aws.stack import CREDENTIALS, REGION, Stack, shared_stack  # noqa: E402
+from testkit.providers.aws.world import World as AWSWorld  # noqa: E402
+from testkit.providers.gcp import fixtures as gcp_fixtures  # noqa: E402
+from testkit.providers.gcp.standin import ComputeStandIn  # noqa: E402
+from testkit.providers.harness_gcp import gcp_node_class  # noqa: E402
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 

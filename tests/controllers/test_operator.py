@@ -14,8 +14,7 @@ from provisioner.cli.run import provider_factory
 from provisioner.clock import RealClock
 from provisioner.kube import client as kc
 from provisioner.operator import OperatorError, OperatorSettings, ProviderContext, build
-from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import (
+from testkit.controllers.world import (
     KubeBackend,
     TestBinder,
     cluster_controllers,
@@ -23,6 +22,7 @@ from tests.controllers.world import (
     node_class,
     node_pool,
 )
+from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")

@@ -12,7 +12,7 @@ from provisioner.api.nodeclaim import EMPTY
 from provisioner.clock import isoformat
 from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.pod_events import PodEvents
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.scheduling import Results
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import Pod
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 
 def _world(**settings: Any) -> World:

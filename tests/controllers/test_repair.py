@@ -13,7 +13,7 @@ from provisioner.api import labels as wk
 from provisioner.clock import isoformat
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from tests.controllers.world import World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 
 
 def _sick(w: World, node_name: str, **status: str) -> None:

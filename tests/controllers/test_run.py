@@ -19,9 +19,8 @@ import pytest
 from provisioner.clock import RealClock
 from provisioner.finops.ledger import Ledger
 from provisioner.kube import client as kc
-from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.world import (
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.world import (
     KubeBackend,
     TestBinder,
     cluster_controllers,
@@ -29,6 +28,7 @@ from tests.controllers.world import (
     node_class,
     node_pool,
 )
+from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import in_turn, wait_until
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")

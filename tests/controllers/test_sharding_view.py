@@ -14,8 +14,8 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import ScopedChanges, Sharding
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
-from tests.builders import node_claim, node_pool_manifest
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.builders import node_claim, node_pool_manifest
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 
 
 def test_taking_a_shard_wakes_the_controllers_though_nothing_was_written() -> None:

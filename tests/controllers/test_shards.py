@@ -23,8 +23,7 @@ from provisioner.clock import RealClock
 from provisioner.controllers.admission import CONDITION
 from provisioner.kube import client as kc
 from provisioner.scheduling import shards as model
-from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.world import (
+from testkit.controllers.world import (
     KubeBackend,
     TestBinder,
     cluster_controllers,
@@ -32,6 +31,7 @@ from tests.controllers.world import (
     node_class,
     node_pool,
 )
+from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import in_turn, wait_until
 
 pytestmark = [

@@ -10,10 +10,10 @@ import pytest
 
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
+from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool, pdb
+from testkit.typed import present
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.kube_server import KubeServer
-from tests.controllers.world import World, gpu_pod, node_class, node_pool, pdb
-from tests.typed import present
 
 
 def _one_bound_claim(w: World, *pods: Mapping[str, Any], **pool_kw: Any) -> NodeClaim:

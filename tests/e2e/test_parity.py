@@ -11,9 +11,9 @@ from typing import Any, cast
 import pytest
 
 from provisioner.api.durations import parse_duration
+from testkit.typed import present
 from tests.e2e import test_timeline as timeline
 from tests.e2e.test_simulate import GPU_POOL, HEADER, cli
-from tests.typed import present
 
 
 def simulate(tmp_path: Path, text: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Every Kubernetes object in the README is one an API server accepts: core and workload objects pass
-the strict test API server's validation (tests/controllers/kube_rules.py, from the Kubernetes API
+the strict test API server's validation (testkit/controllers/kube_rules.py, from the Kubernetes API
 documentation), and the provisioner's own kinds pass their CRD schemas, CEL rules included. A real
 v1.36 server refused the README's pods (`spec.containers[0].image: Required value`)."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controllers import kube_rules
-from tests.controllers.crd_schema import Invalid
+from testkit.controllers import kube_rules
+from testkit.controllers.crd_schema import Invalid
 from tests.e2e.test_readme import BLOCKS
 
 NOT_SERVED = {"Scenario"}

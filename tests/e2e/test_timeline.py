@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from tests.typed import present
+from testkit.typed import present
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = ROOT / "scenarios" / "day.yaml"

@@ -13,8 +13,8 @@ import pytest
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.reports import best
 from provisioner.finops.rows import BestRow
-from tests.builders import NOW as T0
-from tests.builders import usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import usage_row
 from tests.e2e import test_timeline as timeline
 
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.finops.ledger import Ledger
-from tests.builders import NOW as T0
-from tests.builders import action_row as action
-from tests.builders import blocker_row, usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import action_row as action
+from testkit.builders import blocker_row, usage_row
 
 runner = CliRunner()
 NOW = (T0 + timedelta(hours=2)).isoformat()
@@ -155,7 +155,7 @@ def test_nodes_and_nodepools_from_a_file_of_objects(tmp_path: Path) -> None:
 def test_nodes_from_a_live_cluster_through_a_kubeconfig(tmp_path: Path) -> None:
     """The official client against a Kubernetes API over HTTP (the controller tests' kmock server)."""
     from provisioner.kube import client as kc
-    from tests.controllers.kube_server import KubeServer
+    from testkit.controllers.kube_server import KubeServer
 
     server = KubeServer().start()
     try:

@@ -13,9 +13,9 @@ from sqlalchemy import create_engine, inspect, text
 from provisioner.finops.database import LedgerError, head_revision, url_for
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import BlockerRow, TeamAllocation
-from tests.builders import NOW as T0
-from tests.builders import action_row as action
-from tests.builders import reservation_row, usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import action_row as action
+from testkit.builders import reservation_row, usage_row
 from tests.finops import shipped_ledger
 
 

@@ -17,9 +17,9 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from provisioner.finops.rows import ActionRow, actions_from_json, actions_to_json
-from tests.builders import action_row as action
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.builders import action_row as action
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 
 class Killed(BaseException):

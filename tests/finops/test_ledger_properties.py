@@ -15,8 +15,8 @@ from sqlalchemy import delete
 from provisioner.finops import tables
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow
-from tests.builders import NOW as T0
-from tests.builders import usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import usage_row
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
 prices = st.floats(min_value=0, max_value=100, allow_nan=False, allow_infinity=False).map(

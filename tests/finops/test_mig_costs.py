@@ -10,7 +10,7 @@ from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import with_mig_layout
 from provisioner.finops.reports import costs
 from provisioner.finops.samples import usage_row
-from tests.builders import NOW, pod, state_node
+from testkit.builders import NOW, pod, state_node
 
 
 def test_a_teams_share_of_a_mig_node_is_its_slices_and_the_rest_is_idle() -> None:

@@ -18,9 +18,9 @@ from provisioner.finops.reports import costs, focus, scale_down
 from provisioner.finops.rows import TeamAllocation, UsageRow
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
-from tests.builders import NOW as T0
-from tests.builders import action_row as action
-from tests.builders import usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import action_row as action
+from testkit.builders import usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
 GPU = instance_type("g.4x", cpu=32, memory_gib=128, price=4.0, gpus=4)

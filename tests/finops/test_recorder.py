@@ -10,10 +10,10 @@ import pytest
 
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from tests.builders import NOW as T0
-from tests.builders import action_row as action
-from tests.builders import usage_row
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.builders import NOW as T0
+from testkit.builders import action_row as action
+from testkit.builders import usage_row
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
 
 

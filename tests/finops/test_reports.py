@@ -20,9 +20,9 @@ from provisioner.finops.reports import scale_down, scale_down_formats
 from provisioner.finops.rows import ActionRow, BlockerRow, UsageRow
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Node
-from tests.builders import NOW as T0
-from tests.builders import action_row as action
-from tests.builders import blocker_row, usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import action_row as action
+from testkit.builders import blocker_row, usage_row
 
 NOW = T0 + timedelta(hours=10)
 SINCE = T0 - timedelta(days=7)

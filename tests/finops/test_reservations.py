@@ -26,8 +26,8 @@ from provisioner.finops.reports import reservations, scale_down, scale_down_form
 from provisioner.finops.rows import ReservationRow, UsageRow
 from provisioner.finops.samples import offered_reservations, reservation_rows
 from provisioner.state.cluster import StateNode
-from tests.builders import NOW as T0
-from tests.builders import aws_node_class, reservation_row, usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import aws_node_class, reservation_row, usage_row
 from tests.unit.disruption.builders import instance_type, node_pool, pod, snapshot, state_node
 
 NOW = T0 + timedelta(hours=10)

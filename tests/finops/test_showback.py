@@ -16,8 +16,8 @@ from provisioner.finops import window
 from provisioner.finops.reports import costs, focus, reservations, scale_down
 from provisioner.finops.reports.text import largest_remainder
 from provisioner.finops.rows import TeamAllocation, UsageRow
-from tests.builders import NOW as T0
-from tests.builders import reservation_row, usage_row
+from testkit.builders import NOW as T0
+from testkit.builders import reservation_row, usage_row
 
 GIB = 1024**3
 

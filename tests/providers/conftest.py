@@ -1,6 +1,6 @@
 """The `harness` fixture: the contract suite runs once per provider (fake, aws, gcp).
 
-Each provider's stand-in lives in `tests/providers/harness_<id>.py` with a generator `make_harness()`
+Each provider's stand-in lives in `testkit/providers/harness_<id>.py` with a generator `make_harness()`
 that yields a Harness and tears down after (see harness.py). A provider whose harness module does not
 exist yet is skipped with a reason rather than failing, so the suite can grow one provider at a time.
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.providers.harness import Harness
+from testkit.providers.harness import Harness
 
 PROVIDERS = ("fake", "aws", "gcp")
 EXTRA_ENV = "PROVISIONER_CONTRACT_HARNESSES"
@@ -25,7 +25,7 @@ EXTRA_ENV = "PROVISIONER_CONTRACT_HARNESSES"
 
 
 def _harness_modules() -> dict[str, str]:
-    modules = {name: f"tests.providers.harness_{name}" for name in PROVIDERS}
+    modules = {name: f"testkit.providers.harness_{name}" for name in PROVIDERS}
     for entry in filter(None, os.environ.get(EXTRA_ENV, "").split(",")):
         name, sep, module = entry.partition("=")
         if not sep or not name.strip() or not module.strip():

@@ -14,8 +14,8 @@ from provisioner.cloudprovider import (
     TransientError,
 )
 from provisioner.cloudprovider.wrappers import RetryingProvider
-from tests.builders import node_claim
-from tests.providers.harness import Harness
+from testkit.builders import node_claim
+from testkit.providers.harness import Harness
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND

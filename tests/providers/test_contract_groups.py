@@ -11,8 +11,8 @@ import pytest
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import GangPlacement, InstanceType, InsufficientCapacity, OfferingKey
-from tests.builders import node_claim
-from tests.providers.harness import Harness
+from testkit.builders import node_claim
+from testkit.providers.harness import Harness
 
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
 

@@ -14,7 +14,7 @@ from provisioner.api import accelerators, mig
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import catalog
 from provisioner.cloudprovider.types import for_template, with_mig_layout
-from tests.builders import pod
+from testkit.builders import pod
 
 PROFILES = Path(__file__).parent.parent / "data" / "mig-profiles.yaml"
 MODEL_OF_SMI_NAME = {"NVIDIA H100 80GB HBM3": "h100-80gb", "NVIDIA H200": "h200-141gb"}

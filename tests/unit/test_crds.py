@@ -18,8 +18,8 @@ from provisioner.api import crds
 from provisioner.api.common import Model
 from provisioner.api.nodepool import NodePool
 from provisioner.cli.main import app
-from tests.builders import aws_node_class_manifest, node_pool_manifest, req
-from tests.controllers.crd_schema import Invalid, admit, structural_problems
+from testkit.builders import aws_node_class_manifest, node_pool_manifest, req
+from testkit.controllers.crd_schema import Invalid, admit, structural_problems
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "provisioner" / "crds"
 KINDS = ("NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass", "Department", "Team")
@@ -248,7 +248,7 @@ def test_every_default_in_the_schemas_is_valid_for_its_own_field(kind: str) -> N
             assert conforms(node["default"], node, f"{kind}{path}") == []
 
 
-# What a real API server checks (tests/controllers/crd_schema.py, from the Kubernetes documentation) -----
+# What a real API server checks (testkit/controllers/crd_schema.py, from the Kubernetes documentation) -----
 
 
 def chart_copies() -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import pytest
 
 from provisioner.controllers.provisioning import pods_needing_capacity
 from provisioner.state.objects import Pod
-from tests import builders
+from testkit import builders
 
 
 def terminating(pod: Pod) -> Pod:

@@ -14,7 +14,7 @@ from provisioner.cloudprovider.types import InstanceType, with_mig_layout
 from provisioner.finops.reports import nodes as node_report
 from provisioner.state import gpu_health
 from provisioner.state.cluster import Snapshot
-from tests.builders import daemonset, pod, state_node
+from testkit.builders import daemonset, pod, state_node
 
 OPERATOR = (gpu_health.TOOLKIT, gpu_health.DCGM_EXPORTER)
 

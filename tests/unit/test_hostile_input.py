@@ -22,7 +22,7 @@ from provisioner.cli.main import app
 from provisioner.kube import client as kc
 from provisioner.kube.informers import StateFeeder
 from provisioner.state import ClusterState
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.world import gpu_pod, node_class, node_pool
 from tests.hostile import HOSTILE, examples, hostile_objects, paths
 
 

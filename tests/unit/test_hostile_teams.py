@@ -18,7 +18,7 @@ from provisioner.kube.informers import StateFeeder
 from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.state import ClusterState
-from tests.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.world import gpu_pod, node_class, node_pool
 from tests.hostile import examples, hostile_objects
 
 GOOD_NAMESPACE = "the-good-namespace"

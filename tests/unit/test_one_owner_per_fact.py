@@ -13,7 +13,7 @@ from provisioner.api.nodepool import live
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
 from provisioner.state.cluster import snapshot_kinds
-from tests.builders import aws_node_class_manifest, node_claim, node_pool, node_pool_manifest
+from testkit.builders import aws_node_class_manifest, node_claim, node_pool, node_pool_manifest
 
 
 def test_every_model_of_ours_is_a_tracked_kind_of_our_group() -> None:

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from provisioner.cli.main import app
 from provisioner.finops.ledger import Ledger
-from tests.builders import NOW, action_row, blocker_row, reservation_row, usage_row
+from testkit.builders import NOW, action_row, blocker_row, reservation_row, usage_row
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scenarios" / "demo.yaml"

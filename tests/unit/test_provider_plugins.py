@@ -86,7 +86,7 @@ PLUGIN = ProviderPlugin(
 '''
 
 TOY_HARNESS = '''
-"""The toy cloud's side of the CloudProvider contract suite (tests/providers/harness.py)."""
+"""The toy cloud's side of the CloudProvider contract suite (testkit/providers/harness.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.state import ClusterState, Pod, Snapshot
 from provisioner.state.objects import TaintValue, Toleration, tolerates_all
-from tests.typed import present
+from testkit.typed import present
 
 
 def pod_doc(

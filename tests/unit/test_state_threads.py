@@ -18,7 +18,7 @@ import pytest
 
 from provisioner.api import labels as wk
 from provisioner.state import ClusterState
-from tests.builders import pod_manifest
+from testkit.builders import pod_manifest
 
 WRITERS = 3
 READERS = 3

@@ -8,7 +8,7 @@ from typing import Any
 from provisioner.api import labels as wk
 from provisioner.controllers.watch import FIRST, Watch
 from provisioner.state import ClusterState
-from tests.builders import node_claim, node_pool, pod_manifest
+from testkit.builders import node_claim, node_pool, pod_manifest
 
 
 def node_doc(name: str, pool: str | None) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from providers.aws import AWSProvider
-from tests.providers.aws import world
-from tests.providers.aws.faults import FaultProxy
-from tests.providers.aws.stack import Stack, shared_stack
-from tests.providers.harness_aws import make_provider
+from testkit.providers.aws import world
+from testkit.providers.aws.faults import FaultProxy
+from testkit.providers.aws.stack import Stack, shared_stack
+from testkit.providers.harness_aws import make_provider
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from providers.aws import bootstrap
-from tests.providers.aws import world
+from testkit.providers.aws import world
 
 CLUSTER = bootstrap.ClusterInfo(
     name="prod", endpoint="https://api.example", ca_bundle="Q0E=", service_cidr="10.100.0.0/16"

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.providers.aws import prices
-from tests.providers.aws.stack import Stack
+from testkit.providers.aws import prices
+from testkit.providers.aws.stack import Stack
 
 _SCRIPT = Path(sys.executable).parent / "provisioner"
 # The installed console script when there is one, else the same entry point through this interpreter.

@@ -11,9 +11,9 @@ import pytest
 
 from providers.aws import AWSProvider
 from provisioner.cloudprovider import CloudProviderError
-from tests.builders import node_claim
-from tests.providers.aws import world
-from tests.providers.aws.stack import REGION, Stack
+from testkit.builders import node_claim
+from testkit.providers.aws import world
+from testkit.providers.aws.stack import REGION, Stack
 
 ACCESS_KEY = "AKIAPROVISIONERTEST7"
 SECRET_KEY = "pr0visioner/s3cret+never-log-me"

@@ -21,10 +21,10 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from tests.builders import node_claim
-from tests.providers.aws import world
-from tests.providers.aws.faults import FaultProxy
-from tests.typed import present
+from testkit.builders import node_claim
+from testkit.providers.aws import world
+from testkit.providers.aws.faults import FaultProxy
+from testkit.typed import present
 
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND
 A, B = "us-east-1a", "us-east-1b"

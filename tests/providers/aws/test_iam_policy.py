@@ -19,9 +19,9 @@ import pytest
 
 from providers.aws import AWSProvider
 from provisioner.cloudprovider import CloudProviderError
-from tests.builders import node_claim
-from tests.providers.aws import world
-from tests.providers.aws.stack import REGION, Stack
+from testkit.builders import node_claim
+from testkit.providers.aws import world
+from testkit.providers.aws.stack import REGION, Stack
 
 POLICY = Path(__file__).resolve().parents[3] / "deploy" / "aws" / "controller-policy.json"
 NODE_ROLE = "provisioner-node-role"

@@ -12,8 +12,8 @@ import pytest
 from providers.aws import AWSProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType, NodeClassNotReady, catalog
-from tests.providers.aws import prices, world
-from tests.providers.aws.faults import FaultProxy
+from testkit.providers.aws import prices, world
+from testkit.providers.aws.faults import FaultProxy
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND

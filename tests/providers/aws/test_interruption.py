@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from providers.aws import AWSProvider, interruption
-from tests.providers.aws import world
-from tests.providers.aws.stack import Stack
+from testkit.providers.aws import world
+from testkit.providers.aws.stack import Stack
 
 
 def spot_warning(instance_id: str) -> dict[str, Any]:

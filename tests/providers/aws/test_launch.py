@@ -23,10 +23,10 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from tests.builders import node_claim
-from tests.providers.aws import world
-from tests.providers.aws.faults import FaultProxy
-from tests.providers.aws.stack import Stack
+from testkit.builders import node_claim
+from testkit.providers.aws import world
+from testkit.providers.aws.faults import FaultProxy
+from testkit.providers.aws.stack import Stack
 
 SPOT = wk.CAPACITY_TYPE_SPOT
 ON_DEMAND = wk.CAPACITY_TYPE_ON_DEMAND

@@ -8,8 +8,8 @@ from providers.aws import launch
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import GPU, InstanceType, Offering, OfferingKey
-from tests.builders import node_claim
-from tests.providers.aws import world
+from testkit.builders import node_claim
+from testkit.providers.aws import world
 
 SPOT, OD = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND
 SUBNETS = [

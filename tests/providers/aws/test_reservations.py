@@ -14,9 +14,9 @@ import pytest
 from providers.aws import AWSProvider
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType, InsufficientCapacity, OfferingKey
-from tests.builders import node_claim
-from tests.providers.aws import world
-from tests.providers.aws.faults import FaultProxy
+from testkit.builders import node_claim
+from testkit.providers.aws import world
+from testkit.providers.aws.faults import FaultProxy
 
 A, B = "us-east-1a", "us-east-1b"
 RESERVED = wk.CAPACITY_TYPE_RESERVED

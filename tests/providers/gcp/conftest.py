@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from providers.gcp import GCPProvider
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import make_provider
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import make_provider
 
 
 @pytest.fixture

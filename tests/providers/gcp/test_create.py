@@ -17,9 +17,9 @@ from provisioner.cloudprovider import (
     OfferingKey,
     TransientError,
 )
-from tests.builders import node_claim
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import IMAGE, gcp_node_class, make_provider
+from testkit.builders import node_claim
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import IMAGE, gcp_node_class, make_provider
 
 SPOT_FIRST = (wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
 

@@ -9,10 +9,10 @@ import pytest
 from google.oauth2.credentials import Credentials
 
 from providers.gcp import ENDPOINT_ENV, GCPProvider
-from tests.builders import node_claim
-from tests.providers.gcp import fixtures
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import gcp_node_class
+from testkit.builders import node_claim
+from testkit.providers.gcp import fixtures
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import gcp_node_class
 
 SECRET = "ya29.not-a-real-token-but-secret-all-the-same"
 

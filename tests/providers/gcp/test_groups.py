@@ -14,10 +14,10 @@ from providers.gcp import GCPProvider
 from providers.gcp.model import GCPNodeClass
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import CreateError, GangPlacement, Instance, InsufficientCapacity, OfferingKey
-from tests.builders import node_claim
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import gcp_node_class
-from tests.typed import present
+from testkit.builders import node_claim
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import gcp_node_class
+from testkit.typed import present
 
 H100 = "a3-highgpu-8g"
 LATER = datetime.now(UTC) + timedelta(days=1)

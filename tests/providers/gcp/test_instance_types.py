@@ -9,10 +9,10 @@ from provisioner.api import labels as wk
 from provisioner.api.quantities import CPU, MEMORY
 from provisioner.cloudprovider import InsufficientCapacity, NodeClassNotReady
 from provisioner.cloudprovider.types import InstanceType
-from tests.builders import node_claim
-from tests.providers.gcp import fixtures
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import gcp_node_class
+from testkit.builders import node_claim
+from testkit.providers.gcp import fixtures
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import gcp_node_class
 
 
 def by_name(types: list[InstanceType]) -> dict[str, InstanceType]:

@@ -7,9 +7,9 @@ import pytest
 
 from providers.gcp import GCPProvider
 from provisioner.api import labels as wk
-from tests.builders import node_claim
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import gcp_node_class, make_provider
+from testkit.builders import node_claim
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import gcp_node_class, make_provider
 
 
 def launch_spot(provider: GCPProvider, name: str) -> str:

@@ -8,10 +8,10 @@ from providers.gcp import GCPProvider
 from providers.gcp.model import GCPNodeClass, GCPReservations
 from provisioner.api import labels as wk
 from provisioner.cloudprovider import Offering
-from tests.builders import node_claim
-from tests.providers.gcp.standin import ComputeStandIn
-from tests.providers.harness_gcp import gcp_node_class
-from tests.typed import present
+from testkit.builders import node_claim
+from testkit.providers.gcp.standin import ComputeStandIn
+from testkit.providers.harness_gcp import gcp_node_class
+from testkit.typed import present
 
 A = "us-central1-a"
 RESERVED = wk.CAPACITY_TYPE_RESERVED

@@ -10,7 +10,7 @@ from providers.gcp import attached
 from provisioner.api import labels as wk
 from provisioner.api.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from provisioner.cloudprovider import catalog
-from tests.typed import present
+from testkit.typed import present
 
 
 def _by_name(name: str, region: str | None = None) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from provisioner.cloudprovider import (
     OfferingKey,
     catalog,
 )
-from tests.builders import node_claim
-from tests.providers.harness_fake import fake_node_class
+from testkit.builders import node_claim
+from testkit.providers.harness_fake import fake_node_class
 
 NODE_CLASS = fake_node_class()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

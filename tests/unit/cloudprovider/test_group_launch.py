@@ -13,8 +13,8 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType, InsufficientCapacity, Offering, OfferingKey, Reservation
 from provisioner.cloudprovider.group import launch_one_by_one
 from provisioner.cloudprovider.launch_order import Attempt, group_launch_order
-from tests.builders import node_claim
-from tests.providers.harness_fake import fake_node_class
+from testkit.builders import node_claim
+from testkit.providers.harness_fake import fake_node_class
 
 SPOT, OD, RESERVED = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_RESERVED
 NODE_CLASS = fake_node_class()

@@ -14,7 +14,7 @@ from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import NodeClaim
 from provisioner.cloudprovider import InstanceType, Offering, OfferingKey
 from provisioner.cloudprovider.launch_order import LaunchOrder, launch_order, options_of
-from tests.builders import node_claim
+from testkit.builders import node_claim
 
 SPOT, OD, RESERVED = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_RESERVED
 

@@ -10,8 +10,8 @@ import pytest
 
 from providers.fake.shared import SharedFakeProvider
 from provisioner.cloudprovider import Instance, NotFound
-from tests.builders import node_claim
-from tests.providers.harness_fake import fake_node_class
+from testkit.builders import node_claim
+from testkit.providers.harness_fake import fake_node_class
 
 
 def shared(path: str) -> SharedFakeProvider:

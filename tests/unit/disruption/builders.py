@@ -1,4 +1,4 @@
-"""The disruption tests' defaults over the shared builders (tests/builders.py): pools with a disruption
+"""The disruption tests' defaults over the shared builders (testkit/builders.py): pools with a disruption
 block and on-demand only, single-zone instance types without overhead, pods of the `ml` namespace (team
 `research`) owned by a ReplicaSet, and snapshots that carry the pools.
 
@@ -15,8 +15,8 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import Pod, PodDisruptionBudget
-from tests import builders
-from tests.builders import LONG_AGO, NOW, state_node
+from testkit import builders
+from testkit.builders import LONG_AGO, NOW, state_node
 
 __all__ = ["LONG_AGO", "NOW", "instance_type", "node_pool", "pdb", "pod", "snapshot", "state_node"]
 

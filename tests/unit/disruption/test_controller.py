@@ -17,8 +17,8 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
-from tests.typed import present
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.typed import present
 
 
 def pool_doc(

@@ -17,8 +17,8 @@ from provisioner.disruption.model import Command, DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool, pdb
-from tests.typed import present
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool, pdb
+from testkit.typed import present
 from tests.unit.disruption import builders as b
 
 LARGE = b.instance_type("m.large", cpu=8, memory_gib=32, price=0.40)

@@ -19,8 +19,8 @@ from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, node
 from provisioner.disruption.facts import Facts, NodeFacts
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import Snapshot, StateNode
-from tests import builders
-from tests.builders import aws_node_class, daemonset
+from testkit import builders
+from testkit.builders import aws_node_class, daemonset
 from tests.unit.disruption.builders import (
     NAMESPACE,
     NOW,

@@ -15,7 +15,7 @@ from provisioner.disruption.model import Blocker, BlockerKind, Command, Disrupti
 from provisioner.scheduling import SolveFn
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Pod
-from tests import builders
+from testkit import builders
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pod, snapshot, state_node
 
 CHEAP = instance_type("c.small", cpu=2, memory_gib=8, price=0.10)

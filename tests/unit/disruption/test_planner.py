@@ -15,7 +15,7 @@ from provisioner.disruption import BlockerKind, PlannerSettings, nodepool_hash, 
 from provisioner.disruption.model import Blocker, DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state import PodDisruptionBudget, StateNode
-from tests.typed import present
+from testkit.typed import present
 from tests.unit.disruption.builders import (
     NOW,
     instance_type,

@@ -16,7 +16,7 @@ from provisioner.disruption.budgets import limit_for
 from provisioner.disruption.candidates import disrupting, do_not_disrupt
 from provisioner.disruption.pdbs import allowed_disruptions
 from provisioner.state.snapshot import Snapshot
-from tests.typed import present
+from testkit.typed import present
 from tests.unit.disruption.builders import NOW, instance_type, node_pool, pdb, pod, snapshot, state_node
 from tests.unit.disruption.conftest import real_or_standin
 

@@ -20,7 +20,7 @@ from provisioner.disruption.model import DisruptionPlan
 from provisioner.scheduling import SolveFn
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from provisioner.state.snapshot import StateNode
-from tests.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
+from testkit.controllers.world import MemoryBackend, World, gpu_pod, node_class, node_pool
 from tests.unit.disruption.builders import NOW, instance_type, pdb, pod, snapshot, state_node
 from tests.unit.disruption.builders import node_pool as pool
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from provisioner.api import labels as wk
 from provisioner.disruption.repair import DEFAULT_POLICIES, Unhealthy, assess, gpus_withdrawn, plan
 from provisioner.state.objects import Node
-from tests.builders import node, node_claim, node_pool
+from testkit.builders import node, node_claim, node_pool
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

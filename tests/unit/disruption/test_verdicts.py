@@ -18,7 +18,7 @@ from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import DisruptionPlan, Memory, PlannerSettings, plan
 from provisioner.state.cluster import ClusterState, Snapshot
 from provisioner.state.objects import Pod
-from tests.builders import daemonset, node_pool_manifest
+from testkit.builders import daemonset, node_pool_manifest
 from tests.unit.disruption.builders import NAMESPACE, NOW, instance_type, pod, state_node
 
 SMALL = instance_type("t.small", cpu=2, memory_gib=8, price=0.1)

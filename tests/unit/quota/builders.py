@@ -1,5 +1,5 @@
 """Builders for quota tests: teams, departments and their quotas, and snapshots of pools with running pods;
-pools and pods wrap tests/builders.py with the defaults a team's GPU pod has."""
+pools and pods wrap testkit/builders.py with the defaults a team's GPU pod has."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from provisioner.quota.book import QuotaBook
 from provisioner.state import Snapshot
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Node, Pod
-from tests import builders as base
+from testkit import builders as base
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 
@@ -60,7 +60,7 @@ def pod(
     minute: int = 0,
     tolerate_gpu: bool = True,
 ) -> Pod:
-    """`tests.builders.pod_manifest` as a team's pod: gated unless `gated=False`, created `minute` after T0."""
+    """`testkit.builders.pod_manifest` as a team's pod: gated unless `gated=False`, created `minute` after T0."""
     doc = base.pod_manifest(
         name,
         namespace=namespace,

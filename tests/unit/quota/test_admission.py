@@ -10,7 +10,7 @@ from provisioner.api.team import Team
 from provisioner.quota import admission
 from provisioner.quota.decisions import AdmissionPlan
 from provisioner.state.objects import Pod
-from tests.typed import present
+from testkit.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
 A100 = "a100"

@@ -11,7 +11,7 @@ from provisioner.finops.meter import UsageMeter
 from provisioner.quota.book import QuotaBook
 from provisioner.scheduling import pool_order
 from provisioner.state.cluster import team_of
-from tests.builders import NOW as T0
+from testkit.builders import NOW as T0
 from tests.unit.disruption.builders import NAMESPACE, instance_type, pod, snapshot, state_node
 from tests.unit.quota.builders import team
 

@@ -18,7 +18,7 @@ from provisioner.quota.book import QuotaBook
 from provisioner.quota.usage import count
 from provisioner.state.objects import Pod
 from provisioner.state.snapshot import Snapshot
-from tests.typed import present
+from testkit.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
 POOLS = ("a100", "t4")

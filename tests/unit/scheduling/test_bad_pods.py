@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from provisioner.api import labels as wk
 from provisioner.state.objects import Pod
-from tests.builders import gpu_pod, gpu_types, node_pool, pod, reasons_of, run
+from testkit.builders import gpu_pod, gpu_types, node_pool, pod, reasons_of, run
 
 
 def with_requests(base: Pod, **requests: str) -> Pod:

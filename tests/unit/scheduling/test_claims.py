@@ -3,7 +3,7 @@
 from providers.aws.model import AWSNodeClass
 from provisioner.api import labels as wk
 from provisioner.api.hashing import nodeclass_hash, nodepool_hash
-from tests.builders import gpu_pod, gpu_types, node_pool, pod, req, run
+from testkit.builders import gpu_pod, gpu_types, node_pool, pod, req, run
 
 NODE_CLASS = AWSNodeClass.model_validate(
     {

@@ -10,7 +10,7 @@ from provisioner.scheduling.pools import NODES, compile_pools
 from provisioner.scheduling.resources import Dims
 from provisioner.state.cluster import StateNode
 from provisioner.state.objects import Node
-from tests.builders import cpu_types, node, node_pool, pod, run, snapshot
+from testkit.builders import cpu_types, node, node_pool, pod, run, snapshot
 
 
 def _deleting(n: Node) -> Node:

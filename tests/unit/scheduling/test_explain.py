@@ -6,8 +6,8 @@ from provisioner.api import labels as wk
 from provisioner.api.nodepool import NodePool
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import explain
-from tests.builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, snapshot
-from tests.typed import present
+from testkit.builders import cpu_types, gpu_pod, gpu_types, node_pool, pod, req, snapshot
+from testkit.typed import present
 
 
 def pools_and_types() -> tuple[list[NodePool], dict[str, list[InstanceType]]]:

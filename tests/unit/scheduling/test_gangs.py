@@ -9,7 +9,7 @@ from provisioner.api import labels as wk
 from provisioner.cloudprovider import InstanceType
 from provisioner.cloudprovider.errors import OfferingKey
 from provisioner.scheduling import SolveOptions
-from tests.builders import (
+from testkit.builders import (
     ZONES,
     gang_pods,
     gpu_pod,

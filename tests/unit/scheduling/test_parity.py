@@ -14,7 +14,7 @@ from provisioner.api.nodepool import NodePool
 from provisioner.scheduling import Results, explain
 from provisioner.state.objects import Pod
 from provisioner.state.snapshot import Snapshot
-from tests.builders import (
+from testkit.builders import (
     claim_of,
     cpu_types,
     gpu_pod,
@@ -28,7 +28,7 @@ from tests.builders import (
     spread,
     term,
 )
-from tests.typed import present
+from testkit.typed import present
 
 KEY = "example.com/tier"
 

@@ -13,7 +13,7 @@ from provisioner.api import labels as wk
 from provisioner.scheduling.results import Results
 from provisioner.state.cluster import Snapshot, StateNode
 from provisioner.state.objects import DaemonSet, Node, Pod
-from tests.builders import (
+from testkit.builders import (
     claim_of,
     daemonset,
     instance_type,

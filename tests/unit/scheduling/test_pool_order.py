@@ -13,7 +13,7 @@ from provisioner.scheduling.pool_order import ClusterDefaults, PoolOrder, refusa
 from provisioner.scheduling.solver import SolveOptions
 from provisioner.state.cluster import Snapshot
 from provisioner.state.objects import Pod
-from tests.builders import (
+from testkit.builders import (
     cpu_types,
     gpu_pod,
     gpu_types,

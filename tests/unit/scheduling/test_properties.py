@@ -13,7 +13,7 @@ from provisioner.api import labels as wk
 from provisioner.api.nodepool import NodePool
 from provisioner.scheduling.results import Results
 from provisioner.state.objects import Node, Pod, TaintValue, tolerates_all
-from tests.builders import ZONES, cpu_types, node, node_pool, pod, run, snapshot
+from testkit.builders import ZONES, cpu_types, node, node_pool, pod, run, snapshot
 
 TAINTS = [
     {"key": "gpu", "value": "true", "effect": "NoSchedule"},

@@ -8,7 +8,7 @@ from dataclasses import replace
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 from provisioner.scheduling.results import Results
-from tests.builders import gpu_pod, instance_type, node_pool, req, run
+from testkit.builders import gpu_pod, instance_type, node_pool, req, run
 
 RESERVED = wk.CAPACITY_TYPE_RESERVED
 

@@ -18,7 +18,7 @@ from provisioner.scheduling import shards
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import Snapshot
 from provisioner.state.snapshot import StateNode
-from tests.builders import node_claim, node_pool, pod
+from testkit.builders import node_claim, node_pool, pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 pool_names = st.lists(st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20), unique=True)

@@ -15,7 +15,7 @@ from provisioner.cloudprovider import Offering
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.scheduling import Results, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
-from tests.builders import (
+from testkit.builders import (
     ZONES,
     claim_of,
     cpu_types,
@@ -34,7 +34,7 @@ from tests.builders import (
     spread,
     term,
 )
-from tests.typed import present
+from testkit.typed import present
 
 GPU_TAINT = {"key": wk.GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 

@@ -20,7 +20,7 @@ from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError, g
 from provisioner.state.objects import Node, Pod, tolerates_all
 
 if TYPE_CHECKING:
-    from tests.controllers.world import Backend
+    from testkit.controllers.world import Backend
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 

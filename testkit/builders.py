@@ -2,7 +2,7 @@
 with their claims, PDBs, DaemonSets, snapshots, NodeClaims, and the manifests the controller tests apply
 to a cluster. Each takes keyword overrides so a test states only what it is about (`node_pool(weight=10)`,
 `gpu_pod(gpus=8, gpu_name="h100")`); a folder whose tests share other defaults wraps these with them
-(tests/unit/disruption/builders.py, tests/controllers/world.py) rather than writing its own."""
+(tests/unit/disruption/builders.py, testkit/controllers/world.py) rather than writing its own."""
 
 from __future__ import annotations
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.providers.gcp.standin import State
+    from testkit.providers.gcp.standin import State
 
 
 def bulk_insert(st: State, zone: str, body: dict[str, Any]) -> dict[str, Any]:
-    from tests.providers.gcp.standin import API, _insert, _invalid, _new_operation
+    from testkit.providers.gcp.standin import API, _insert, _invalid, _new_operation
 
     props = dict(body.get("instanceProperties") or {})
     count = int(body.get("count", 0))
@@ -122,7 +122,7 @@ def _place(st: State, zone: str, name: str, props: dict[str, Any]) -> None:
 def resource_policies(
     st: State, verb: str, region: str, tail: list[str], body: dict[str, Any]
 ) -> dict[str, Any]:
-    from tests.providers.gcp.standin import _NAME, API, ApiError, _invalid
+    from testkit.providers.gcp.standin import _NAME, API, ApiError, _invalid
 
     base = f"{API}/projects/{st.catalog.project}/regions/{region}/resourcePolicies"
     if verb == "POST" and not tail:
@@ -162,7 +162,7 @@ def resource_policies(
 
 def _region_operation(st: State, region: str, op_type: str, target: dict[str, Any]) -> dict[str, Any]:
     """A DONE regional operation (resource policies are regional; the stand-in applies them at once)."""
-    from tests.providers.gcp.standin import API, _now
+    from testkit.providers.gcp.standin import API, _now
 
     ident = str(next(st.ids))
     name = f"operation-{ident}"
@@ -185,7 +185,7 @@ def _region_operation(st: State, region: str, op_type: str, target: dict[str, An
 
 
 def region_operation(st: State, region: str, tail: list[str]) -> dict[str, Any]:
-    from tests.providers.gcp.standin import ApiError
+    from testkit.providers.gcp.standin import ApiError
 
     op = st.operations.get((f"regions/{region}", tail[0] if tail else ""))
     if op is None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from providers.aws.model import AWSNodeClass
-from tests.providers.aws.stack import Stack
+from testkit.providers.aws.stack import Stack
 
 DISCOVERY = {"provisioner.sh/discovery": "contract"}
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]

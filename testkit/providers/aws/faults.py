@@ -50,8 +50,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
-from tests.providers.aws import fleets, prices
-from tests.typed import present
+from testkit.providers.aws import fleets, prices
+from testkit.typed import present
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 DEFAULT_FAMILIES = frozenset(

@@ -9,7 +9,7 @@ from providers.aws.model import AWSNodeClass
 from providers.fake import FakeProvider
 from provisioner.api.nodeclass import NodeClass
 from provisioner.cloudprovider import TransientError, catalog
-from tests.builders import aws_node_class
+from testkit.builders import aws_node_class
 
 
 def fake_node_class(name: str = "default", **spec: object) -> AWSNodeClass:

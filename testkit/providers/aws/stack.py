@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-from tests.providers.aws.faults import FaultProxy
+from testkit.providers.aws.faults import FaultProxy
 
 REGION = "us-east-1"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}

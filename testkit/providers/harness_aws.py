@@ -1,5 +1,5 @@
 """The AWS side of the contract harness: boto3 over real HTTP to moto's server behind the
-fault-and-price proxy (tests/providers/aws/faults.py), which injects stockouts and throttling and
+fault-and-price proxy (testkit/providers/aws/faults.py), which injects stockouts and throttling and
 serves prices."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from providers.aws import AWSProvider
 from provisioner.api.nodeclass import NodeClass
-from tests.providers.aws import world
-from tests.providers.aws.faults import FaultProxy
-from tests.providers.aws.stack import REGION, Stack, shared_stack
+from testkit.providers.aws import world
+from testkit.providers.aws.faults import FaultProxy
+from testkit.providers.aws.stack import REGION, Stack, shared_stack
 
 
 @dataclass

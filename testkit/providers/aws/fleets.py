@@ -34,7 +34,7 @@ from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
 if TYPE_CHECKING:
-    from tests.providers.aws.faults import FaultProxy
+    from testkit.providers.aws.faults import FaultProxy
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
 
@@ -106,7 +106,7 @@ def _tags(params: list[tuple[str, str]], resource_type: str) -> dict[str, str]:
 def create_fleet(
     proxy: FaultProxy, method: str, path: str, headers: dict[str, str], params: list[tuple[str, str]]
 ) -> Answer:
-    from tests.providers.aws.faults import FleetCall, _ec2_error, _fleet_error_item
+    from testkit.providers.aws.faults import FleetCall, _ec2_error, _fleet_error_item
 
     values = dict(params)
     capacity_type = values.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
@@ -218,7 +218,7 @@ def _only(params: list[tuple[str, str]], chosen: tuple[int, int], count: int) ->
 
 
 def create_placement_group(proxy: FaultProxy, params: list[tuple[str, str]]) -> Answer:
-    from tests.providers.aws.faults import _ec2_error
+    from testkit.providers.aws.faults import _ec2_error
 
     values = dict(params)
     name = values.get("GroupName", "")
@@ -233,7 +233,7 @@ def create_placement_group(proxy: FaultProxy, params: list[tuple[str, str]]) -> 
 
 
 def describe_placement_groups(proxy: FaultProxy, params: list[tuple[str, str]]) -> Answer:
-    from tests.providers.aws.faults import _ec2_error
+    from testkit.providers.aws.faults import _ec2_error
 
     names = set(_values(params, "GroupName") + _values(params, "groupName"))
     filters: dict[str, set[str]] = {}
@@ -262,7 +262,7 @@ def describe_placement_groups(proxy: FaultProxy, params: list[tuple[str, str]]) 
 
 
 def delete_placement_group(proxy: FaultProxy, params: list[tuple[str, str]]) -> Answer:
-    from tests.providers.aws.faults import _ec2_error
+    from testkit.providers.aws.faults import _ec2_error
 
     name = dict(params).get("GroupName", "")
     with proxy._lock:

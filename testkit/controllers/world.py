@@ -1,6 +1,6 @@
 """The world the controller tests run in: a cluster (in memory, or a Kubernetes API over HTTP), the fake
 cloud behind the caching wrapper, a virtual clock, the controllers' Manager, and the stand-ins for what a
-real cluster has besides its API server (tests/controllers/standins.py): a kubelet that registers a Node
+real cluster has besides its API server (testkit/controllers/standins.py): a kubelet that registers a Node
 for each launched instance, a binder that binds pending pods as kube-scheduler would (or marks them
 Unschedulable), and what kube-controller-manager does for them.
 
@@ -36,8 +36,8 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod
-from tests.builders import aws_node_class_manifest, node_pool_manifest, pdb_manifest, pod_manifest, req
-from tests.controllers.standins import TestBinder, TestKubelet, cluster_controllers
+from testkit.builders import aws_node_class_manifest, node_pool_manifest, pdb_manifest, pod_manifest, req
+from testkit.controllers.standins import TestBinder, TestKubelet, cluster_controllers
 
 __all__ = [
     "Backend",

@@ -1,5 +1,5 @@
 """The GCP side of the provider contract suite: the real google-cloud-compute client, over HTTP, against
-the local Compute Engine stand-in (tests/providers/gcp/standin.py)."""
+the local Compute Engine stand-in (testkit/providers/gcp/standin.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from providers.gcp import GCPProvider
 from providers.gcp.model import GCPNodeClass, GCPNodeClassSpec
 from provisioner.api import labels as wk
 from provisioner.api.common import ObjectMeta
-from tests.providers.gcp import fixtures
-from tests.providers.gcp.standin import ComputeStandIn
+from testkit.providers.gcp import fixtures
+from testkit.providers.gcp.standin import ComputeStandIn
 
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 CLUSTER = "test-cluster"

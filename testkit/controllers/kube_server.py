@@ -1,5 +1,5 @@
 """A Kubernetes API server for the controller tests: kmock's KubernetesEmulator, made strict where a real
-server is (tests/controllers/kube_rules.py and crd_schema.py say what it refuses and changes, from the
+server is (testkit/controllers/kube_rules.py and crd_schema.py say what it refuses and changes, from the
 Kubernetes API documentation), served over real HTTP from a background thread with its own event loop.
 
 Gaps filled (measured with kmock 0.8): resourceVersion (one counter, bumped on every write; a no-op
@@ -40,8 +40,8 @@ from kmock._internal import enums, parsing, rendering
 
 from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
-from tests.controllers import kube_rules as rules
-from tests.controllers.crd_schema import Invalid
+from testkit.controllers import kube_rules as rules
+from testkit.controllers.crd_schema import Invalid
 
 RESOURCES = [*kc.WATCHED, kc.EVENT, kc.LEASE]
 _KINDS = {r.plural: r.kind for r in RESOURCES}

@@ -9,7 +9,7 @@ from the Kubernetes documentation ("Specifying a structural schema", "Defaulting
   filled, then validated (types, formats, enums, patterns, bounds, required, list types, CEL rules).
   Raises `Invalid` with every problem, each naming the field path, as the server's 422 does.
 
-Used by the CRD tests and by the strict test API server (tests/controllers/kube_server.py).
+Used by the CRD tests and by the strict test API server (testkit/controllers/kube_server.py).
 """
 
 from __future__ import annotations

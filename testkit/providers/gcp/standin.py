@@ -25,8 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
-from tests.providers.gcp import bulk
-from tests.providers.gcp.fixtures import Catalog
+from testkit.providers.gcp import bulk
+from testkit.providers.gcp.fixtures import Catalog
 
 API = "https://www.googleapis.com/compute/v1"
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -792,7 +792,7 @@ def _operations(st: State, verb: str, zone: str, tail: list[str], query: dict[st
 
 
 def main() -> None:
-    """`python -m tests.providers.gcp.standin`: serve until interrupted, printing the endpoint to use as
+    """`python -m testkit.providers.gcp.standin`: serve until interrupted, printing the endpoint to use as
     PROVISIONER_GCP_ENDPOINT (project `test-project`, region `us-central1`)."""
     server = ComputeStandIn().start()
     print(server.url, flush=True)

@@ -1,7 +1,7 @@
 """What a real Kubernetes API server refuses or changes in the objects it is sent, written from the
 Kubernetes API documentation (object names, labels and selectors, resource quantities, Pod and Node
 validation, scheduling readiness, the status subresource, TaintNodesByCondition, CRD validation). Pure
-functions over JSON objects; tests/controllers/kube_server.py applies them to every write.
+functions over JSON objects; testkit/controllers/kube_server.py applies them to every write.
 
 - `problems_on_create(kind, obj)` / `problems_on_update(kind, old, new)`: why the server answers 422.
 - `on_create(kind, obj)`: what it changes on create (a Pod's status reset to Pending; a custom object's
@@ -20,7 +20,7 @@ from typing import Any
 
 from provisioner.api import crds
 from provisioner.clusterapi import merge_patch
-from tests.controllers.crd_schema import Invalid, admit
+from testkit.controllers.crd_schema import Invalid, admit
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
