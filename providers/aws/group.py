@@ -112,7 +112,7 @@ def placement_group_name(cluster_name: str, gang: str) -> str:
 
 
 def group_request(
-    attempt: launch.Attempt,
+    attempt: launch.FleetAttempt,
     *,
     count: int,
     launch_templates: dict[str, str],
@@ -248,7 +248,7 @@ def launch_group(
             # The request's other offerings were not tried: the same request without what ran short.
             rest = tuple(c for c in attempt.candidates if c.key not in found_out and c.key not in tried)
             if rest:
-                pending.insert(0, launch.Attempt(attempt.capacity_type, rest))
+                pending.insert(0, launch.FleetAttempt(attempt.capacity_type, rest))
         elif any(e.split(":", 1)[0] in LT_MISSING_CODES for e in outcome.other_errors):
             # Someone deleted our template: forget it so the retry makes it again.
             provider.resolver.forget_templates(set(templates.values()))

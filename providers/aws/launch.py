@@ -72,7 +72,7 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class FleetAttempt:
     """One CreateFleet request: one capacity type, its candidates in the launch order (at most 60)."""
 
     capacity_type: str
@@ -83,7 +83,7 @@ class Attempt:
 class LaunchPlan:
     """The requests of one `create`, and the offerings the claim allows that were flagged unavailable."""
 
-    attempts: tuple[Attempt, ...]
+    attempts: tuple[FleetAttempt, ...]
     unavailable: tuple[OfferingKey, ...] = ()
 
     @property
@@ -160,7 +160,7 @@ def plan(
     else:
         order = launch_order(claim, bootable, zones=zone_subnets.keys(), capacity_types=capacity_types)
     attempts = tuple(
-        Attempt(
+        FleetAttempt(
             capacity_type,
             tuple(
                 Candidate(
@@ -182,7 +182,7 @@ def plan(
 
 
 def fleet_request(
-    attempt: Attempt,
+    attempt: FleetAttempt,
     *,
     launch_templates: dict[str, str],
     tags: dict[str, str],
@@ -255,7 +255,7 @@ def reserved_request(
 
 def read_fleet(
     answer: dict[str, Any],
-    attempt: Attempt,
+    attempt: FleetAttempt,
     *,
     zone_of_subnet: dict[str, str],
     capacity_codes: frozenset[str],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from providers.aws.karpenter import KARPENTER
 from providers.aws.model import AWSNodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind, PrinterColumn
 from provisioner.cloudprovider.plugin import (
@@ -65,6 +66,7 @@ PLUGIN = ProviderPlugin(
     ),
     read_types=_read_types,
     default_region=_default_region,
+    karpenter=KARPENTER,
     chart=ChartPieces(
         values={"region": "", "roleArn": "", "interruptionQueue": "", "endpoint": ""},
         flags={
@@ -78,7 +80,8 @@ PLUGIN = ProviderPlugin(
             "interruptionQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/provisioner",
             "endpoint": "http://127.0.0.1:5000",
         },
-        required=("region",),
+        required={"region": "the region the controller launches in"},
+        patterns={"roleArn": "^(arn:aws[a-z-]*:iam::[0-9]{12}:role/.+)?$"},
         annotations={"eks.amazonaws.com/role-arn": "roleArn"},
     ),
 )

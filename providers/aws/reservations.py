@@ -122,7 +122,7 @@ def with_reserved(types: list[InstanceType], reserved: dict[str, list[Offering]]
 def launch_into(
     ec2: Any,
     claim: NodeClaim,
-    attempt: launch.Attempt,
+    attempt: launch.FleetAttempt,
     *,
     templates: dict[str, str],
     tags: dict[str, str],

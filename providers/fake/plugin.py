@@ -64,7 +64,7 @@ PLUGIN = ProviderPlugin(
         ),
     ),
     serves_every_kind=True,
-    chart=ChartPieces(node_verbs=("create",)),
+    chart=ChartPieces(node_verbs=("create",), no_shards="its instances live in one process"),
     nodes=kwok,
     simulated=_simulated,
     read_types=_read_types,

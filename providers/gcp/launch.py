@@ -62,7 +62,7 @@ def instance_body(
     claim: NodeClaim,
     attempt: Attempt,
     node_class: GCPNodeClass,
-    machine: machines.Launch,
+    machine: machines.MachineLaunch,
     cluster_name: str,
     region: str,
 ) -> compute_v1.Instance:

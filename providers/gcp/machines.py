@@ -39,7 +39,7 @@ class Machine:
 
 
 @dataclass(frozen=True, slots=True)
-class Launch:
+class MachineLaunch:
     """What instances.insert needs for an instance type: the machine type and what to attach."""
 
     machine_type: str
@@ -54,7 +54,7 @@ class Built:
     """The result: instance types plus how to launch each and what was left out."""
 
     types: list[InstanceType] = field(default_factory=list)
-    launches: dict[str, Launch] = field(default_factory=dict)
+    launches: dict[str, MachineLaunch] = field(default_factory=dict)
     skipped_unpriced: list[str] = field(default_factory=list)
 
 
@@ -106,7 +106,7 @@ def build(
     built = Built()
     storage = boot_disk_gib * GIB
 
-    def add(name: str, m: Machine, zones_: set[str], gpu: GPU | None, launch: Launch) -> None:
+    def add(name: str, m: Machine, zones_: set[str], gpu: GPU | None, launch: MachineLaunch) -> None:
         offerings = _offerings(name, zones_, region=region, unavailable=unavailable)
         if offerings is None:
             built.skipped_unpriced.append(name)
@@ -136,7 +136,7 @@ def build(
         if m.accelerators:
             acc_type, count = m.accelerators[0]
             gpu = gpus.gpu(acc_type, count)
-        add(name, m, machine_zones, gpu, Launch(machine_type=name, gpu=gpu is not None))
+        add(name, m, machine_zones, gpu, MachineLaunch(machine_type=name, gpu=gpu is not None))
         if not name.startswith(gpus.ATTACH_FAMILY) or m.accelerators:
             continue
         # n1 + attached GPU: one type per (accelerator, allowed count), in the zones that have both.
@@ -147,15 +147,19 @@ def build(
                     combos.setdefault((acc_type, count), set()).add(zone)
         for (acc_type, count), combo_zones in sorted(combos.items()):
             combo = attached.gcp_attached_name(name, acc_type, count)
-            launch = Launch(machine_type=name, accelerator_type=acc_type, accelerator_count=count, gpu=True)
+            launch = MachineLaunch(
+                machine_type=name, accelerator_type=acc_type, accelerator_count=count, gpu=True
+            )
             add(combo, m, combo_zones, gpus.gpu(acc_type, count), launch)
     built.types.sort(key=lambda t: t.name)
     return built
 
 
-def launch_of(instance_type: str) -> Launch:
+def launch_of(instance_type: str) -> MachineLaunch:
     """How to launch a type by its name alone (when it was not built here): the catalog knows combos."""
     machine_type, acc_type, count = attached.gcp_machine(instance_type)
     shape = catalog.shape(CLOUD, instance_type)
     has_gpu = bool(acc_type) or (shape is not None and shape.gpu is not None)
-    return Launch(machine_type=machine_type, accelerator_type=acc_type, accelerator_count=count, gpu=has_gpu)
+    return MachineLaunch(
+        machine_type=machine_type, accelerator_type=acc_type, accelerator_count=count, gpu=has_gpu
+    )

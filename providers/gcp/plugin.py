@@ -78,7 +78,8 @@ PLUGIN = ProviderPlugin(
             "serviceAccount": "provisioner@my-project.iam.gserviceaccount.com",
             "endpoint": "http://127.0.0.1:8080",
         },
-        required=("project", "region"),
+        required={"project": "", "region": ""},
+        patterns={"serviceAccount": "^([^@]+@[^@]+\\.iam\\.gserviceaccount\\.com)?$"},
         annotations={"iam.gke.io/gcp-service-account": "serviceAccount"},
     ),
 )

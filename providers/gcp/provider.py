@@ -105,7 +105,7 @@ class GCPProvider:
             None
         )
         self._unavailable: dict[OfferingKey, float] = {}
-        self._launches: dict[str, machines.Launch] = {}
+        self._launches: dict[str, machines.MachineLaunch] = {}
         self._seen_preemptions: set[str] = set()
         self._cluster_label = naming.label_value(cluster_name)
         self._prefix = naming.instance_prefix(cluster_name)
@@ -276,7 +276,7 @@ class GCPProvider:
             kind=kind,
         )
 
-    def _launch_of(self, instance_type: str) -> machines.Launch:
+    def _launch_of(self, instance_type: str) -> machines.MachineLaunch:
         with self._lock:
             known = self._launches.get(instance_type)
         return known or machines.launch_of(instance_type)
@@ -392,7 +392,7 @@ class GCPProvider:
     def sdk(self) -> SDK:
         return self._sdk
 
-    def launch_of(self, instance_type: str) -> machines.Launch:
+    def launch_of(self, instance_type: str) -> machines.MachineLaunch:
         return self._launch_of(instance_type)
 
     def recently_out(self) -> set[OfferingKey]:

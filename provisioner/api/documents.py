@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from provisioner.api import KINDS, accelerators, key_checks, labels, team_checks
+from provisioner.api import KINDS, accelerators, karpenter_providers, key_checks, labels, team_checks
 from provisioner.api.kinds import NODECLASS_KINDS
 from provisioner.api.located import LoadedObject, allowed_fields, format_path, located_problems
 from provisioner.api.nodepool import NodePool
@@ -95,14 +95,6 @@ class ValidationReport:
         return sorted(self.problems, key=lambda p: (p.file, p.line, p.severity != "error", p.path))
 
 
-KARPENTER_API_VERSIONS = {
-    "karpenter.sh/v1": "NodePool",
-    "karpenter.sh/v1beta1": "NodePool",
-    "karpenter.k8s.aws/v1": "EC2NodeClass",
-    "karpenter.k8s.aws/v1beta1": "EC2NodeClass",
-}
-
-
 def validate_document(document: YamlDocument) -> tuple[BaseModel | None, list[Problem]]:
     """One document into its model (chosen by apiVersion and kind): the object, or the problems.
 
@@ -135,7 +127,7 @@ def validate_document(document: YamlDocument) -> tuple[BaseModel | None, list[Pr
     api_version = data.get("apiVersion")
     if "apiVersion" not in data:
         return None, [problem(f"apiVersion is missing; expected {labels.API_VERSION}")]
-    if isinstance(api_version, str) and api_version in KARPENTER_API_VERSIONS:
+    if isinstance(api_version, str) and api_version in karpenter_providers.API_VERSIONS:
         return None, [
             problem(
                 f"{api_version} is Karpenter's API; convert it with "
@@ -351,10 +343,10 @@ def lint(obj: BaseModel, document: YamlDocument) -> list[Problem]:
 
     base: FieldPath = ("spec", "template", "spec", "requirements")
     for i, req in enumerate(obj.spec.template.spec.requirements):
-        ours = labels.KARPENTER_LABEL_MAP.get(req.key)
+        ours = karpenter_providers.LABEL_MAP.get(req.key)
         if ours is not None:
             warn((*base, i, "key"), f"{req.key} is Karpenter's label; nodes here carry {ours}")
-        elif req.key.startswith(("karpenter.sh/", "karpenter.k8s.aws/")):
+        elif req.key.startswith(karpenter_providers.domains()):
             warn((*base, i, "key"), f"{req.key} is a Karpenter label no node launched here will carry")
         if req.key == labels.GPU_NAME:
             for j, value in enumerate(req.values):

@@ -1,16 +1,17 @@
-"""Converting Karpenter's objects into ours: `karpenter.sh/v1` NodePool -> `provisioner.sh/v1` NodePool and
-`karpenter.k8s.aws/v1` EC2NodeClass -> `provisioner.sh/v1` AWSNodeClass.
+"""Converting Karpenter's objects into ours: `karpenter.sh/v1` NodePool -> `provisioner.sh/v1` NodePool, and
+a NodeClass of Karpenter's provider for a cloud (`karpenter.k8s.aws/v1` EC2NodeClass) -> the NodeClass of
+our plug-in for that cloud, as the plug-in declares (provisioner.api.karpenter_providers).
 
 Field names already match (that is the point of the API's design); what changes is the group, the
-NodeClass kind and the label prefixes (`labels.KARPENTER_LABEL_MAP`). Everything that cannot be carried
+NodeClass kind and the label prefixes (`karpenter_providers.LABEL_MAP`). Everything that cannot be carried
 over (kubelet settings, Karpenter-only fields and labels, AMI families we lack, server-set metadata,
 status) is dropped with a warning naming the field and its line, never silently.
 
 The fleet must route as it did under Karpenter, where pool names mean nothing and pools are tried by
 weight: a pool named `default` is annotated `provisioner.sh/default-pool: "false"` (else it would take
-every pod that names no list), a weight of 0 becomes no weight, and requirements on Karpenter's
-name-derived labels (instance category, generation, size) become the instance families or types they
-select in the AWS catalog (`karpenter_aws`). What changed meaning and what to check goes in the
+every pod that names no list), a weight of 0 becomes no weight, and requirements on labels a provider
+reads off type names (EC2's instance category, generation, size) become the instance families or types
+they select in its catalog (`NameDerived`). What changed meaning and what to check goes in the
 migration report (`Conversion.notes`). Pure: data in, data and problems out; reading files, the catalog
 and writing results is the CLI's business.
 
@@ -21,16 +22,14 @@ This module owns which conversion each document gets (by apiVersion and kind), t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.api import labels
+from provisioner.api import karpenter_providers, labels
 from provisioner.api.documents import Problem, YamlDocument, expand_lists
 from provisioner.api.karpenter_objects import Note, ObjectConverter
-
-NODEPOOL_API_VERSION = "karpenter.sh/v1"
-EC2NODECLASS_API_VERSION = "karpenter.k8s.aws/v1"
+from provisioner.api.karpenter_providers import NODEPOOL_API_VERSION
 
 
 @dataclass
@@ -49,20 +48,25 @@ class Conversion:
         return not any(p.is_error for p in self.problems)
 
 
+InstanceTypes = Mapping[str, Sequence[str]]
+"""Catalog name -> its instance type names: what a provider's name-derived requirements are read
+against (`NameDerived.catalog`; a catalog not given: they are dropped)."""
+
+
 def convert_document(
-    document: YamlDocument, *, instance_types: Sequence[str] = ()
+    document: YamlDocument, *, instance_types: InstanceTypes | None = None
 ) -> tuple[dict[str, Any] | None, list[Problem], bool]:
     """One document: (our object or None, problems, whether it was a Karpenter object converted).
 
     Our own objects pass through unchanged; anything else is skipped with a warning. `instance_types`:
-    the AWS type names Karpenter's name-derived requirements are read against (none: they are dropped).
+    see `InstanceTypes`.
     """
     obj, converter, converted = _convert(document, instance_types=instance_types)
     return obj, converter.problems, converted
 
 
 def _convert(
-    document: YamlDocument, *, instance_types: Sequence[str]
+    document: YamlDocument, *, instance_types: InstanceTypes | None
 ) -> tuple[dict[str, Any] | None, ObjectConverter, bool]:
     converter = ObjectConverter(document, instance_types=instance_types)
     data = document.data
@@ -72,23 +76,32 @@ def _convert(
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if api_version == NODEPOOL_API_VERSION and kind == "NodePool":
         return converter.nodepool(data), converter, True
-    if api_version == EC2NODECLASS_API_VERSION and kind == "EC2NodeClass":
-        return converter.ec2nodeclass(data), converter, True
+    providers = converter.providers
+    for provider in providers:
+        if api_version == provider.api_version and kind == provider.nodeclass:
+            return converter.nodeclass(data, provider), converter, True
     if api_version == labels.API_VERSION:
         return data, ObjectConverter(document), False
-    if isinstance(api_version, str) and api_version.startswith(("karpenter.sh/", "karpenter.k8s.aws/")):
+    if isinstance(api_version, str) and api_version.startswith(converter.domains):
+        *others, last = [
+            f"{NODEPOOL_API_VERSION} NodePools",
+            *(f"{p.api_version} {p.nodeclass}es" for p in providers),
+        ]
+        supported = f"{', '.join(others)} and {last}" if others else last
         converter.problem(
             ("apiVersion",),
-            f"{api_version} {kind} is not supported: convert {NODEPOOL_API_VERSION} NodePools and "
-            f"{EC2NODECLASS_API_VERSION} EC2NodeClasses (upgrade older objects to Karpenter v1 first)",
+            f"{api_version} {kind} is not supported: convert {supported} (upgrade older objects to Karpenter v1 first)",
             severity="error",
         )
         return None, converter, False
-    converter.problem((), f"skipped: {api_version}/{kind} is not a Karpenter NodePool or EC2NodeClass")
+    kinds = " or ".join(["NodePool", *(p.nodeclass for p in providers)])
+    converter.problem((), f"skipped: {api_version}/{kind} is not a Karpenter {kinds}")
     return None, converter, False
 
 
-def convert_documents(documents: Iterable[YamlDocument], *, instance_types: Sequence[str] = ()) -> Conversion:
+def convert_documents(
+    documents: Iterable[YamlDocument], *, instance_types: InstanceTypes | None = None
+) -> Conversion:
     """Every document converted (or passed through / skipped), in order; `kind: List` counts as its items.
     `instance_types`: see `convert_document`."""
     result = Conversion()
@@ -142,16 +155,12 @@ def fleet_notes(objects: Sequence[dict[str, Any]]) -> list[Note]:
             "check",
             "",
             "pods that select Karpenter's labels (nodeSelector, affinity, topologySpreadConstraints) or carry "
-            f"karpenter.sh/do-not-disrupt must use ours: {', '.join(f'{k} -> {v}' for k, v in KARPENTER_LABEL_MAP_SHOWN)}",
+            "karpenter.sh/do-not-disrupt must use ours: "
+            + ", ".join(f"{k} -> {v}" for k, v in karpenter_providers.label_map_shown()),
         )
     )
-    notes.append(
-        Note(
-            "check",
-            "",
-            "EC2 user data and the AMI are used as given: kubelet flags, max pods and reserved resources set "
-            "there are not known to the scheduler, which assumes the catalog's pods per node and overhead",
-        )
+    notes.extend(
+        Note("check", "", text) for provider in karpenter_providers.PROVIDERS for text in provider.notes
     )
     return notes
 
@@ -163,10 +172,3 @@ def _allows_spot(pool: dict[str, Any]) -> bool:
         if isinstance(req, dict) and req.get("key") == labels.CAPACITY_TYPE and req.get("operator") == "In":
             return labels.CAPACITY_TYPE_SPOT in (req.get("values") or [])
     return True
-
-
-KARPENTER_LABEL_MAP_SHOWN = [
-    (k, v)
-    for k, v in labels.KARPENTER_LABEL_MAP.items()
-    if k in ("karpenter.sh/nodepool", "karpenter.sh/capacity-type", "karpenter.sh/do-not-disrupt")
-] + [("karpenter.k8s.aws/instance-*", "provisioner.sh/instance-* and gpu-*")]

@@ -1,22 +1,22 @@
 """One Karpenter object converted into ours, field by field: a `karpenter.sh/v1` NodePool into a
-`provisioner.sh/v1` NodePool, a `karpenter.k8s.aws/v1` EC2NodeClass into an AWSNodeClass
-(`ObjectConverter`). Every field that cannot be carried over is dropped with a warning located at its
-line; what changed meaning or needs checking becomes a `Note` of the migration report. Which converter a
-document goes to, the result of a set and the notes on the fleet as a whole are
-`provisioner.api.karpenter`'s; Karpenter's EC2 name-derived labels `provisioner.api.karpenter_aws`'. Pure.
+`provisioner.sh/v1` NodePool, a NodeClass of one of Karpenter's providers (`karpenter.k8s.aws/v1`
+EC2NodeClass) into the NodeClass of our plug-in for that cloud, by the plug-in's conversion
+(`ObjectConverter`; the providers are provisioner.api.karpenter_providers'). Every field that cannot be
+carried over is dropped with a warning located at its line; what changed meaning or needs checking
+becomes a `Note` of the migration report. Which converter a document goes to, the result of a set and
+the notes on the fleet as a whole are `provisioner.api.karpenter`'s. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from provisioner.api import karpenter_aws, labels
+from provisioner.api import karpenter_providers, labels
 from provisioner.api.documents import FieldPath, Problem, YamlDocument, format_path, identify
+from provisioner.api.karpenter_providers import KarpenterProvider, NameDerived
 
-AWS_GROUP = "karpenter.k8s.aws"
-KARPENTER_DOMAINS = ("karpenter.sh/", "karpenter.k8s.aws/")
 DEFAULT_POOL_NAME = "default"
 """The pool name that means something here (`provisioner.scheduling.pool_order`) and nothing in Karpenter."""
 
@@ -33,16 +33,7 @@ _SERVER_METADATA = (
     "finalizers",
     "ownerReferences",
 )
-_AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2022", "Custom")
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-# Karpenter's AWS labels with no equivalent here, and what to use instead.
-_UNMAPPED_HINTS = {
-    "karpenter.k8s.aws/instance-category": f"narrow with {labels.INSTANCE_FAMILY} or {labels.INSTANCE_TYPE}",
-    "karpenter.k8s.aws/instance-generation": f"narrow with {labels.INSTANCE_FAMILY} or {labels.INSTANCE_TYPE}",
-    "karpenter.k8s.aws/instance-size": f"narrow with {labels.INSTANCE_TYPE} or {labels.INSTANCE_CPU}",
-}
-
 
 Section = Literal["changed", "check"]
 
@@ -63,12 +54,18 @@ class Note:
 class ObjectConverter:
     """Converts one document; collects its problems located in the source and its notes."""
 
-    def __init__(self, document: YamlDocument, *, instance_types: Sequence[str] = ()) -> None:
+    def __init__(
+        self, document: YamlDocument, *, instance_types: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.document = document
         self.kind, self.name = identify(document)
         self.problems: list[Problem] = []
         self.notes: list[Note] = []
-        self.instance_types = instance_types
+        self.instance_types = instance_types or {}
+        """Catalog name -> its instance type names, for the providers' name-derived labels."""
+        self.providers = tuple(karpenter_providers.PROVIDERS)
+        self.renames = karpenter_providers.LABEL_MAP
+        self.domains = karpenter_providers.domains()
 
     def note(self, section: Section, text: str) -> None:
         self.notes.append(Note(section, f"{self.kind}/{self.name}", text))
@@ -130,9 +127,9 @@ class ObjectConverter:
         for key, value in src.items():
             if annotations and key == _LAST_APPLIED:
                 self.dropped((*path, key), "kubectl's record of the last apply")
-            elif key in labels.KARPENTER_LABEL_MAP:
-                out[labels.KARPENTER_LABEL_MAP[key]] = value
-            elif key.startswith(KARPENTER_DOMAINS):
+            elif key in self.renames:
+                out[self.renames[key]] = value
+            elif key.startswith(self.domains):
                 self.dropped((*path, key), "a Karpenter key with no equivalent here")
             else:
                 out[key] = value
@@ -222,36 +219,35 @@ class ObjectConverter:
         ref = spec.get("nodeClassRef")
         if isinstance(ref, dict):
             group, kind = ref.get("group"), ref.get("kind")
-            if group == f"{AWS_GROUP}/v1":
-                # Karpenter's own Windows example spells the group with its version.
-                group = AWS_GROUP
-            if group == AWS_GROUP and kind == "EC2NodeClass":
-                spec["nodeClassRef"] = {
-                    "group": labels.GROUP,
-                    "kind": "AWSNodeClass",
-                    "name": ref.get("name"),
-                }
+            for provider in self.providers:
+                if group == provider.api_version:
+                    # Karpenter's own Windows example spells the group with its version.
+                    group = provider.group
+            into = [p.into for p in self.providers if group == p.group and kind == p.nodeclass]
+            if into:
+                spec["nodeClassRef"] = {"group": labels.GROUP, "kind": into[0], "name": ref.get("name")}
             elif group == labels.GROUP:
                 pass
             else:
+                known = " or ".join(f"{p.group}/{p.nodeclass} becomes {p.into}" for p in self.providers)
                 self.problem(
                     (*path, "nodeClassRef"),
-                    f"cannot convert a nodeClassRef to {group}/{kind}: only {AWS_GROUP}/EC2NodeClass "
-                    "becomes AWSNodeClass",
+                    f"cannot convert a nodeClassRef to {group}/{kind}: only {known}",
                     severity="error",
                 )
                 return None
         requirements = []
-        name_derived: list[tuple[int, dict[str, Any]]] = []
+        name_derived: dict[NameDerived, list[tuple[int, dict[str, Any]]]] = {}
         for i, req in enumerate(spec.get("requirements") or []):
-            if isinstance(req, dict) and req.get("key") in karpenter_aws.NAME_DERIVED:
-                name_derived.append((i, req))
+            reader = self._name_deriving(req)
+            if reader is not None:
+                name_derived.setdefault(reader, []).append((i, req))
                 continue
             converted = self.requirement(req, (*path, "requirements", i))
             if converted is not None:
                 requirements.append(converted)
-        if name_derived:
-            rewritten = self.name_derived(name_derived, (*path, "requirements"))
+        for reader, reqs in name_derived.items():
+            rewritten = self.name_derived(reader, reqs, (*path, "requirements"))
             if rewritten is not None:
                 requirements.append(rewritten)
         if "requirements" in spec:
@@ -267,33 +263,41 @@ class ObjectConverter:
             )
         for taints in ("taints", "startupTaints"):
             for i, taint in enumerate(spec.get(taints) or []):
-                if isinstance(taint, dict) and taint.get("key") in labels.KARPENTER_LABEL_MAP:
+                if isinstance(taint, dict) and taint.get("key") in self.renames:
                     self.problem((*path, taints, i, "key"), f"{taint['key']} renamed")
-                    taint["key"] = labels.KARPENTER_LABEL_MAP[taint["key"]]
+                    taint["key"] = self.renames[taint["key"]]
         return spec
 
-    def name_derived(self, reqs: list[tuple[int, dict[str, Any]]], path: FieldPath) -> dict[str, Any] | None:
-        """Karpenter's category/generation/size requirements as one list of families or types."""
+    def _name_deriving(self, req: object) -> NameDerived | None:
+        """The provider's reading of type names whose label `req` is on, if any."""
+        if isinstance(req, dict):
+            for provider in self.providers:
+                if provider.name_derived is not None and req.get("key") in provider.name_derived.keys:
+                    return provider.name_derived
+        return None
+
+    def name_derived(
+        self, derived: NameDerived, reqs: list[tuple[int, dict[str, Any]]], path: FieldPath
+    ) -> dict[str, Any] | None:
+        """A provider's requirements on labels read off type names (EC2's category, generation, size) as
+        one list of families or types."""
+        types = self.instance_types.get(derived.catalog)
         shown = " and ".join(
             f"{str(r.get('key')).rpartition('/')[2]} {r.get('operator')} {_values(r.get('values'))}".rstrip()
             for _, r in reqs
         )
-        found = (
-            karpenter_aws.rewrite([r for _, r in reqs], self.instance_types) if self.instance_types else None
-        )
+        found = derived.rewrite([r for _, r in reqs], types) if types else None
         if found is None or found.requirement is None:
             why = found.described if found is not None else "no catalog to read the instance types from"
             for i, req in reqs:
-                hint = _UNMAPPED_HINTS.get(str(req.get("key")), "no equivalent label here")
+                hint = karpenter_providers.HINTS.get(str(req.get("key")), "no equivalent label here")
                 self.dropped(
                     (*path, i, "key"),
                     f"requirement on {req.get('key')} dropped ({why}), so the pool admits more instance "
                     f"types than before ({hint})",
                 )
             return None
-        self.note(
-            "changed", f"{shown} written as {found.described}; types added to AWS later are not included"
-        )
+        self.note("changed", f"{shown} written as {found.described}; {derived.caveat}")
         for i, req in reqs:
             if "minValues" in req:
                 self.problem(
@@ -312,8 +316,8 @@ class ObjectConverter:
         key = req.get("key")
         if not isinstance(key, str):
             return req
-        if key in labels.KARPENTER_LABEL_MAP:
-            req["key"] = labels.KARPENTER_LABEL_MAP[key]
+        if key in self.renames:
+            req["key"] = self.renames[key]
             values = req.get("values")
             if req["key"] == labels.GPU_NAME and isinstance(values, list):
                 lowered = [v.lower() if isinstance(v, str) else v for v in values]
@@ -322,8 +326,8 @@ class ObjectConverter:
                     self.problem((*path, "values"), f"GPU names lowercased: {values} -> {lowered}")
                     req["values"] = lowered
             return req
-        if key.startswith(KARPENTER_DOMAINS):
-            hint = _UNMAPPED_HINTS.get(key, "no equivalent label here")
+        if key.startswith(self.domains):
+            hint = karpenter_providers.HINTS.get(key, "no equivalent label here")
             self.dropped(
                 (*path, "key"),
                 f"requirement on {key} dropped, so the pool admits more instance types than before ({hint})",
@@ -331,105 +335,14 @@ class ObjectConverter:
             return None
         return req
 
-    # ---------------------------------------------------------------------------------- EC2NodeClass
+    # ------------------------------------------------------------------------------------- NodeClass
 
-    def ec2nodeclass(self, data: dict[str, Any]) -> dict[str, Any]:
-        self.copy(
-            data, (), ("apiVersion", "kind", "metadata", "spec", "status"), why="not an EC2NodeClass field"
-        )
-        self.status(data)
-        path: FieldPath = ("spec",)
-        spec = self.copy(
-            data.get("spec"),
-            path,
-            (
-                "subnetSelectorTerms",
-                "securityGroupSelectorTerms",
-                "amiSelectorTerms",
-                "amiFamily",
-                "role",
-                "instanceProfile",
-                "blockDeviceMappings",
-                "userData",
-                "tags",
-                "metadataOptions",
-                "associatePublicIPAddress",
-                "detailedMonitoring",
-                "kubelet",
-            ),
-            why="a Karpenter-only EC2NodeClass field",
-        )
-        kubelet = spec.pop("kubelet", None)
-        if isinstance(kubelet, dict):
-            for key in kubelet:
-                self.dropped(
-                    (*path, "kubelet", key),
-                    "kubelet settings are not configurable here yet; pass the flag through userData",
-                )
-        elif kubelet is not None:
-            self.dropped((*path, "kubelet"), "kubelet settings are not configurable here yet")
-        for terms, allowed in (
-            ("subnetSelectorTerms", ("id", "tags")),
-            ("securityGroupSelectorTerms", ("id", "name", "tags")),
-            ("amiSelectorTerms", ("id", "name", "tags", "owner", "alias")),
-        ):
-            if isinstance(spec.get(terms), list):
-                spec[terms] = [
-                    self.copy(t, (*path, terms, i), allowed, why="this selector is not supported here")
-                    if isinstance(t, dict)
-                    else t
-                    for i, t in enumerate(spec[terms])
-                ]
-                spec[terms] = [t for t in spec[terms] if t != {}]
-        family = spec.get("amiFamily")
-        if family is not None and family not in _AMI_FAMILIES:
-            self.dropped(
-                (*path, "amiFamily"),
-                f"AMI family {family!r} is not supported here (known: {', '.join(_AMI_FAMILIES)}); "
-                "the family now comes from the AMI alias, else Custom",
-            )
-            del spec["amiFamily"]
-        if isinstance(spec.get("tags"), dict):
-            tags = {}
-            for key, value in spec["tags"].items():
-                if key.startswith((*KARPENTER_DOMAINS, "kubernetes.io/cluster", f"{labels.GROUP}/")):
-                    self.dropped((*path, "tags", key), "tags under this prefix are set by the controller")
-                else:
-                    tags[key] = value
-            spec["tags"] = tags
-        if isinstance(spec.get("blockDeviceMappings"), list):
-            for i, bdm in enumerate(spec["blockDeviceMappings"]):
-                if not isinstance(bdm, dict):
-                    continue
-                bpath: FieldPath = (*path, "blockDeviceMappings", i)
-                clean = self.copy(bdm, bpath, ("deviceName", "ebs", "rootVolume"), why="not supported here")
-                if isinstance(clean.get("ebs"), dict):
-                    clean["ebs"] = self.copy(
-                        clean["ebs"],
-                        (*bpath, "ebs"),
-                        (
-                            "volumeSize",
-                            "volumeType",
-                            "iops",
-                            "throughput",
-                            "encrypted",
-                            "kmsKeyID",
-                            "deleteOnTermination",
-                            "snapshotID",
-                        ),
-                        why="not an EBS setting here",
-                    )
-                spec["blockDeviceMappings"][i] = clean
-        if isinstance(spec.get("metadataOptions"), dict):
-            spec["metadataOptions"] = self.copy(
-                spec["metadataOptions"],
-                (*path, "metadataOptions"),
-                ("httpEndpoint", "httpProtocolIPv6", "httpPutResponseHopLimit", "httpTokens"),
-                why="not a metadata option here",
-            )
+    def nodeclass(self, data: dict[str, Any], provider: KarpenterProvider) -> dict[str, Any]:
+        """A provider's NodeClass as our plug-in's, its spec converted by the plug-in."""
+        spec = provider.convert(self, data)
         return {
             "apiVersion": labels.API_VERSION,
-            "kind": "AWSNodeClass",
+            "kind": provider.into,
             "metadata": self.metadata(data.get("metadata")),
             "spec": spec,
         }

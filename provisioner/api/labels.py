@@ -140,18 +140,3 @@ way, with `gpu-manufacturer: aws`."""
 
 # Labels only the provisioner may set on a node: a template that sets them is refused.
 RESTRICTED_LABELS = frozenset({NODEPOOL, NODECLAIM, INITIALIZED, REGISTERED, HOSTNAME})
-
-# Karpenter's keys and the ones they become here (used by `templates import-karpenter`).
-KARPENTER_LABEL_MAP = {
-    "karpenter.sh/nodepool": NODEPOOL,
-    "karpenter.sh/capacity-type": CAPACITY_TYPE,
-    "karpenter.sh/do-not-disrupt": DO_NOT_DISRUPT,
-    "karpenter.sh/disrupted": DISRUPTED_TAINT,
-    "karpenter.k8s.aws/instance-family": INSTANCE_FAMILY,
-    "karpenter.k8s.aws/instance-cpu": INSTANCE_CPU,
-    "karpenter.k8s.aws/instance-memory": INSTANCE_MEMORY,
-    "karpenter.k8s.aws/instance-gpu-name": GPU_NAME,
-    "karpenter.k8s.aws/instance-gpu-count": GPU_COUNT,
-    "karpenter.k8s.aws/instance-gpu-memory": GPU_MEMORY,
-    "karpenter.k8s.aws/instance-gpu-manufacturer": GPU_MANUFACTURER,
-}

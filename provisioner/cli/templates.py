@@ -15,7 +15,7 @@ from typing import Any
 import typer
 import yaml
 
-from provisioner.api import documents, karpenter, karpenter_objects
+from provisioner.api import documents, karpenter, karpenter_objects, karpenter_providers
 from provisioner.cli import output as out
 from provisioner.cli.app import app
 from provisioner.cloudprovider import catalog
@@ -66,22 +66,28 @@ def validate(
 @templates.command("import-karpenter")
 def import_karpenter(
     files: list[Path] = typer.Argument(
-        ..., help="Karpenter YAML files (karpenter.sh/v1, karpenter.k8s.aws/v1)."
+        ..., help="Karpenter YAML files (karpenter.sh/v1, and its cloud providers' v1 NodeClasses)."
     ),
     output: str | None = out.output_option(IMPORT_FORMATS),
     write: Path | None = out.write_option(folder=True),
 ) -> None:
-    """Convert Karpenter NodePools and EC2NodeClasses into provisioner.sh/v1 NodePools and AWSNodeClasses.
+    """Convert Karpenter NodePools and its providers' NodeClasses (the EC2NodeClass) into provisioner.sh/v1
+    NodePools and our plug-ins' NodeClasses (the AWSNodeClass), as each plug-in declares.
 
     Whatever cannot be carried over is printed (stderr) as a warning naming the field, then a migration
-    report: what changed meaning (a pool named `default`, weights, Karpenter's instance category,
-    generation and size read against the AWS catalog) and what to check. The result is then validated;
-    exit 1 when a file cannot be read or converted, or the result does not validate.
+    report: what changed meaning (a pool named `default`, weights, labels read off type names such as
+    EC2's instance category, generation and size, read against the cloud's catalog) and what to check.
+    The result is then validated; exit 1 when a file cannot be read or converted, or the result does not
+    validate.
     """
     fmt = out.resolve(
         output, write if write is not None and write.suffix else None, allowed=IMPORT_FORMATS, default="yaml"
     )
-    aws_types = sorted(t.name for t in catalog.load("aws"))
+    instance_types = {
+        p.name_derived.catalog: sorted(t.name for t in catalog.load(p.name_derived.catalog))
+        for p in karpenter_providers.PROVIDERS
+        if p.name_derived is not None
+    }
     notes: list[karpenter_objects.Note] = []
     failed = False
     converted_count = warning_count = 0
@@ -94,7 +100,7 @@ def import_karpenter(
             typer.echo(str(err.problem), err=True)
             failed = True
             continue
-        conversion = karpenter.convert_documents(docs, instance_types=aws_types)
+        conversion = karpenter.convert_documents(docs, instance_types=instance_types)
         notes.extend(n for n in conversion.notes if n not in notes)
         for problem in sorted(conversion.problems, key=lambda p: (p.line, p.path)):
             typer.echo(str(problem), err=True)

@@ -9,7 +9,8 @@ line of its `pyproject.toml`:
 The plug-in says its name (`--cloud NAME`), the NodeClass kinds it brings (model and CRD names, see
 provisioner.api.plugins.Kind), the catalogs it ships as package data, its `provisioner run` options (flag,
 environment variable, help), how to build its CloudProvider from those options and the operator's
-`Wiring`, and what the chart grants it (`ChartPieces`). A cloud without kubelets (the fake one) also
+`Wiring`, what the chart grants it (`ChartPieces`) and how Karpenter's objects for its cloud are imported
+(`KarpenterProvider`). A cloud without kubelets (the fake one) also
 gives the Nodes it stands in for (`NodeMaker`) and the simulator's cloud (`simulated`).
 provisioner.cloudprovider.registry reads the installed plug-ins; nothing in the core names one.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from provisioner.api.karpenter_providers import KarpenterProvider
 from provisioner.api.plugins import CatalogFile, Kind
 from provisioner.cloudprovider.protocol import CloudProvider, Instance
 from provisioner.cloudprovider.types import InstanceType
@@ -153,23 +155,31 @@ class SimulatedCloud(CloudProvider, Protocol):
 
 @dataclass(frozen=True)
 class ChartPieces:
-    """What the Helm chart (charts/provisioner) holds for a plug-in, as data its tests check the templates
-    against (tests/chart/test_chart.py): the values under the plug-in's name, the `run` flag each sets, the
-    ones the chart requires when `cloud` includes the plug-in, the ServiceAccount annotation each sets
-    (the cloud identity), and the verbs on Nodes the controller needs beyond the core's."""
+    """What the Helm chart (charts/provisioner) holds for a plug-in: the values under the plug-in's name,
+    the `run` flag each sets, the ones the chart requires when `cloud` includes the plug-in, the
+    ServiceAccount annotation each sets (the cloud identity), the verbs on Nodes the controller needs
+    beyond the core's, and whether replicas may shard over it. `provisioner chart --write` turns it into
+    the chart's `providers/NAME.yaml` (which the templates read) and the plug-in's part of
+    `values.schema.json` (provisioner.cloudprovider.chart_files)."""
 
     values: Mapping[str, str] = field(default_factory=dict)
     """values.yaml key under `NAME:` -> its default."""
     examples: Mapping[str, str] = field(default_factory=dict)
     """values key -> a value of the form the chart's schema accepts (what the tests render with)."""
     flags: Mapping[str, str] = field(default_factory=dict)
-    """`run` flag -> the values key the Deployment passes it from."""
-    required: tuple[str, ...] = ()
-    """Values keys the chart refuses to render without when `cloud` includes the plug-in."""
+    """`run` flag -> the values key the Deployment passes it from, in the order the Deployment passes
+    them (a flag whose value is empty is left out)."""
+    required: Mapping[str, str] = field(default_factory=dict)
+    """Values keys the chart refuses to render without when `cloud` includes the plug-in -> what the value
+    is, for the message ("" for none); their flags are passed only when `cloud` includes the plug-in."""
+    patterns: Mapping[str, str] = field(default_factory=dict)
+    """values key -> the `pattern` the chart's schema holds its value to (JSON schema)."""
     annotations: Mapping[str, str] = field(default_factory=dict)
     """ServiceAccount annotation -> the values key it comes from."""
     node_verbs: tuple[str, ...] = ()
     """Verbs on Nodes beyond the core's (a cloud without kubelets creates them)."""
+    no_shards: str = ""
+    """Why the chart refuses `shards` with this cloud, when it does."""
 
 
 @dataclass(frozen=True)
@@ -204,3 +214,6 @@ class ProviderPlugin:
     """Its chart values and RBAC rules."""
     dev_only: str | None = None
     """Why it is for a development cluster only, when it is (`--cloud` says so)."""
+    karpenter: KarpenterProvider | None = None
+    """Karpenter's provider for the same cloud, as `templates import-karpenter` converts its NodeClass
+    into this plug-in's and reads its labels."""

@@ -42,10 +42,14 @@ def plugins() -> list[ProviderPlugin]:
     return out
 
 
+def ordered(found: Sequence[ProviderPlugin]) -> list[ProviderPlugin]:
+    """The production clouds first, then those for a development cluster only (as `--cloud` lists them)."""
+    return [p for p in found if p.dev_only is None] + [p for p in found if p.dev_only is not None]
+
+
 def names() -> list[str]:
     """`--cloud` values: the production clouds first, then those for a development cluster only."""
-    found = plugins()
-    return [p.name for p in found if p.dev_only is None] + [p.name for p in found if p.dev_only is not None]
+    return [p.name for p in ordered(plugins())]
 
 
 def plugin(name: str) -> ProviderPlugin:

@@ -12,6 +12,7 @@ from typing import Any
 
 from provisioner.api import NodeClaim, NodePool, quantities
 from provisioner.api.common import Condition
+from provisioner.api.kinds import NODECLASS_KINDS
 from provisioner.api.quantities import ResourceList
 from provisioner.clusterapi import ClusterError
 from provisioner.controllers.conditions import set_condition
@@ -68,9 +69,7 @@ class NodePoolStatusController(Reconciler):
 
     def __post_init__(self) -> None:
         # What a pool's status is made of: its claims (usage), itself (limits) and its NodeClass (Ready).
-        self._watch = Watch(
-            self.state, ("NodeClaim", "NodePool", "AWSNodeClass", "GCPNodeClass"), owns=self.owns
-        )
+        self._watch = Watch(self.state, ("NodeClaim", "NodePool", *NODECLASS_KINDS), owns=self.owns)
 
     def reconcile(self, now: datetime) -> None:
         if not self._watch.take() and not self._failed:

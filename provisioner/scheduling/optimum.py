@@ -34,7 +34,7 @@ many)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Problem:
+class PackingProblem:
     """The shared input of the bounds and the exact optimum."""
 
     classes: list[tuple[Pod, int]]
@@ -69,8 +69,9 @@ def problem(
     pods: Sequence[Pod],
     node_pools: Sequence[NodePool],
     types: Sequence[InstanceType] | Mapping[str, Sequence[InstanceType]],
-) -> Problem:
-    """Pods, pools and the instance types (one list for every pool, or pool -> its list) as a `Problem`."""
+) -> PackingProblem:
+    """Pods, pools and the instance types (one list for every pool, or pool -> its list) as a
+    `PackingProblem`."""
     classes: dict[tuple[object, ...], tuple[Pod, int]] = {}
     for p in pods:
         key = (
@@ -108,10 +109,10 @@ def problem(
             alloc = allocatable(it)
             if all(p.requests.get(r, 0) <= alloc.get(r, 0) for r in RESOURCES):
                 pairs.append((ci, ti))
-    return Problem(class_list, columns, pairs)
+    return PackingProblem(class_list, columns, pairs)
 
 
-def placeable(pods: Sequence[Pod], found: Problem) -> int:
+def placeable(pods: Sequence[Pod], found: PackingProblem) -> int:
     """How many of the pods some column can take (the others are left out of the optimum)."""
     takes = {ci for ci, _ in found.pairs}
     return sum(n for ci, (_, n) in enumerate(found.classes) if ci in takes)

@@ -426,3 +426,16 @@ def test_rbac_reads_every_plugin_s_nodeclasses_and_grants_its_node_verbs_only_wi
     for verb in plugin.chart.node_verbs:
         assert ("", "nodes", verb) in with_it
         assert ("", "nodes", verb) not in without
+
+
+@pytest.mark.parametrize("plugin", PLUGINS, ids=[p.name for p in PLUGINS])
+def test_shards_are_refused_exactly_with_the_clouds_that_say_why(plugin: ProviderPlugin) -> None:
+    values = {"cloud": plugin.name, "shards": 4, "replicas": 2, **_cloud_values(plugin)}
+
+    if plugin.chart.no_shards:
+        with pytest.raises(
+            helm.HelmError, match=re.escape(f"cloud {plugin.name} ({plugin.chart.no_shards})")
+        ):
+            render(**values)
+    else:
+        assert "--shards=4" in _container(render(**values))["args"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from provisioner.api import documents, karpenter, labels
+from provisioner.api import documents, karpenter, karpenter_providers, labels
 from provisioner.cli.main import app
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "karpenter"
@@ -196,7 +196,7 @@ def test_nothing_is_dropped_silently() -> None:
             warned = [p.path for p in problems]
             for path in leaves(doc.data):
                 text = documents.format_path(path)
-                renamed = any(str(k) in labels.KARPENTER_LABEL_MAP for k in path) or path[:1] in (
+                renamed = any(str(k) in karpenter_providers.LABEL_MAP for k in path) or path[:1] in (
                     ("apiVersion",),
                     ("kind",),
                 )

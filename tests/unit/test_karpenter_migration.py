@@ -17,7 +17,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from provisioner.api import documents, karpenter, karpenter_aws, labels
+from providers.aws import karpenter_names
+from provisioner.api import documents, karpenter, labels
 from provisioner.cli.main import app
 from provisioner.cloudprovider import catalog
 
@@ -53,7 +54,7 @@ def karpenter_pool(name: str, *, requirements: Sequence[dict[str, Any]] = (), **
 def convert(*texts: str) -> karpenter.Conversion:
     text = "---\n".join(texts)
     return karpenter.convert_documents(
-        documents.parse_yaml_documents(text, source="in.yaml"), instance_types=AWS_TYPES
+        documents.parse_yaml_documents(text, source="in.yaml"), instance_types={"aws": AWS_TYPES}
     )
 
 
@@ -86,7 +87,9 @@ def test_a_gpu_pod_goes_to_the_weighted_gpu_pool_not_to_the_pool_named_default(t
         "---\n".join(
             [
                 karpenter_pool(
-                    "default", weight=0, requirements=[req(karpenter_aws.CATEGORY, "In", "c", "m", "r", "g")]
+                    "default",
+                    weight=0,
+                    requirements=[req(karpenter_names.CATEGORY, "In", "c", "m", "r", "g")],
                 ),
                 karpenter_pool(
                     "gpu",
@@ -146,8 +149,8 @@ def test_category_and_generation_become_the_families_they_select() -> None:
         karpenter_pool(
             "general",
             requirements=[
-                req(karpenter_aws.CATEGORY, "In", "c", "m"),
-                req(karpenter_aws.GENERATION, "Gt", 5),
+                req(karpenter_names.CATEGORY, "In", "c", "m"),
+                req(karpenter_names.GENERATION, "Gt", 5),
             ],
         ),
         NODECLASS,
@@ -165,7 +168,10 @@ def test_instance_size_narrows_to_instance_types() -> None:
     conversion = convert(
         karpenter_pool(
             "big",
-            requirements=[req(karpenter_aws.CATEGORY, "In", "p"), req(karpenter_aws.SIZE, "In", "48xlarge")],
+            requirements=[
+                req(karpenter_names.CATEGORY, "In", "p"),
+                req(karpenter_names.SIZE, "In", "48xlarge"),
+            ],
         ),
         NODECLASS,
     )
@@ -181,7 +187,7 @@ def test_min_values_on_a_category_cannot_carry_and_says_so_while_family_min_valu
             "spot",
             requirements=[
                 req("karpenter.sh/capacity-type", "In", "spot"),
-                req(karpenter_aws.CATEGORY, "In", "c", "m", "r", minValues=2),
+                req(karpenter_names.CATEGORY, "In", "c", "m", "r", minValues=2),
                 req("karpenter.k8s.aws/instance-family", "Exists", minValues=5),
                 req("node.kubernetes.io/instance-type", "Exists", minValues=2),
             ],
@@ -201,7 +207,7 @@ def test_min_values_on_a_category_cannot_carry_and_says_so_while_family_min_valu
 
 def test_a_requirement_nothing_in_the_catalog_meets_is_dropped_with_the_reason() -> None:
     conversion = convert(
-        karpenter_pool("odd", requirements=[req(karpenter_aws.CATEGORY, "In", "zz")]), NODECLASS
+        karpenter_pool("odd", requirements=[req(karpenter_names.CATEGORY, "In", "zz")]), NODECLASS
     )
     (problem,) = conversion.problems
     assert "no families of the catalog match" in problem.message

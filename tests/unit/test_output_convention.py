@@ -42,6 +42,7 @@ def invocations(ledger: Path) -> dict[str, list[str]]:
     at = ["--ledger", str(ledger), "--now", REPORT_AT]
     return {
         "catalog": ["--cloud", "aws", "--offline", "--gpu"],
+        "chart": [],
         "crds": [],
         "explain": [str(DEMO), "--pod", "ml/giant-pretrain"],
         "simulate": [str(DEMO)],

@@ -10,10 +10,12 @@ simulate` over it in fresh interpreters.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -39,9 +41,10 @@ from typing import Literal
 
 from providers.fake.provider import FakeProvider
 from provisioner.api.common import Model
+from provisioner.api.karpenter_providers import Converting, KarpenterProvider
 from provisioner.api.nodeclass import NodeClass
 from provisioner.api.plugins import AGE, CatalogFile, Kind
-from provisioner.cloudprovider.plugin import Option, OptionError, ProviderPlugin, Wiring
+from provisioner.cloudprovider.plugin import ChartPieces, Option, OptionError, ProviderPlugin, Wiring
 from provisioner.cloudprovider.protocol import CloudProvider
 
 
@@ -74,6 +77,11 @@ def build(options: Mapping[str, str | None], wiring: Wiring) -> CloudProvider:
     )
 
 
+def toy_machine_class(converter: Converting, data: dict) -> dict:
+    converter.copy(data, (), ("apiVersion", "kind", "metadata", "spec"), why="not a ToyMachineClass field")
+    return converter.copy(data.get("spec"), ("spec",), ("zones",), why="a Karpenter-only field")
+
+
 PLUGIN = ProviderPlugin(
     name="toy",
     build=build,
@@ -82,6 +90,20 @@ PLUGIN = ProviderPlugin(
     ),
     catalogs={"toy": CatalogFile(package="toycloud", file="catalog.yaml", kinds=("ToyNodeClass",))},
     options=(Option("--toy-region", env="TOY_REGION", help="Region of the toy cloud."),),
+    chart=ChartPieces(
+        values={"region": "", "identity": ""},
+        flags={"--toy-region": "region"},
+        required={"region": "where the toy cloud launches"},
+        patterns={"identity": "^(toy-[a-z]+)?$"},
+        annotations={"toy.example/identity": "identity"},
+    ),
+    karpenter=KarpenterProvider(
+        api_version="karpenter.toy.example/v1",
+        nodeclass="ToyMachineClass",
+        into="ToyNodeClass",
+        convert=toy_machine_class,
+        labels={"karpenter.toy.example/family": "provisioner.sh/instance-family"},
+    ),
 )
 '''
 
@@ -221,6 +243,37 @@ def test_the_built_in_clouds_load_through_the_entry_point_group() -> None:
     assert registry.names() == ["aws", "gcp", "fake"]  # the development-only cloud last
 
 
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string in a module's code: its docstrings (which may name examples) left out."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+    }
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def test_no_code_of_the_core_names_a_plugin_s_kind_or_karpenter_s_provider_for_it() -> None:
+    names = [k.kind for p in registry.plugins() for k in p.nodeclasses]
+    names += [
+        f for p in registry.plugins() if p.karpenter for f in (p.karpenter.nodeclass, p.karpenter.group)
+    ]
+    assert "AWSNodeClass" in names and "EC2NodeClass" in names and "karpenter.k8s.aws" in names
+
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in sorted((ROOT / "provisioner").rglob("*.py"))
+        for line, text in _code_strings(path)
+        for name in names
+        if name in text
+    ]
+
+    assert found == []
+
+
 def test_an_unknown_cloud_and_a_missing_option_are_refused_naming_the_flag() -> None:
     wiring = Wiring(cluster_name="c", clock=lambda: None)  # type: ignore[arg-type,return-value]
 
@@ -297,3 +350,90 @@ def test_run_offers_a_plugin_s_options_and_builds_its_provider(toy_site: Path) -
     # The toy cloud takes its kind; the fake, asked for too, takes the kinds left.
     assert kinds == "['AWSNodeClass', 'GCPNodeClass', 'ToyNodeClass'] True"
     assert types == str(["toy.h100x8", "toy.medium", "toy.small"])
+
+
+def test_a_plugin_s_chart_pieces_are_generated_into_the_chart(toy_site: Path, tmp_path: Path) -> None:
+    helm = pytest.importorskip("helm_python")
+    chart = tmp_path / "provisioner"
+    shutil.copytree(ROOT / "charts" / "provisioner", chart)
+
+    done = _run(toy_site, "-m", "provisioner.cli", "chart", "--write", str(chart))
+
+    assert done.returncode == 0, done.stderr
+    toy = yaml.safe_load((chart / "providers" / "toy.yaml").read_text())
+    assert toy["flags"] == [
+        {
+            "flag": "--toy-region",
+            "value": "region",
+            "required": "toy.region is required when cloud includes toy: where the toy cloud launches",
+        }
+    ]
+    assert (chart / "crds" / "provisioner.sh_toynodeclasses.yaml").exists()
+    assert yaml.safe_load((chart / "values.yaml").read_text())["toy"] == {"region": "", "identity": ""}
+    # The templates, unchanged, now launch on the toy cloud: its flag, identity and NodeClass resource.
+    values = {"clusterName": "c", "cloud": "toy", "toy": {"region": "toy-1", "identity": "toy-me"}}
+    files = helm.Chart.load(str(chart)).render(values=values, name="p", namespace="ns")
+    docs = [
+        d for path, text in files.items() if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d
+    ]
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--cloud=toy" in args and "--toy-region=toy-1" in args
+    (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert account["metadata"]["annotations"] == {"toy.example/identity": "toy-me"}
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert any("toynodeclasses" in r["resources"] for r in role["rules"])
+    with pytest.raises(helm.HelmError, match=r"toy\.region is required when cloud includes toy"):
+        helm.Chart.load(str(chart)).render(values={**values, "toy": {}}, name="p", namespace="ns")
+    with pytest.raises(helm.HelmError):  # the schema holds the declared pattern
+        helm.Chart.load(str(chart)).render(
+            values={**values, "toy": {"region": "r", "identity": "x"}}, name="p", namespace="ns"
+        )
+
+
+KARPENTER_TOY = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: toys}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.toy.example, kind: ToyMachineClass, name: toy}
+      requirements:
+        - {key: karpenter.toy.example/family, operator: In, values: [toy]}
+---
+apiVersion: karpenter.toy.example/v1
+kind: ToyMachineClass
+metadata: {name: toy}
+spec: {zones: [toy-1b], hyperdrive: true}
+"""
+
+
+def test_karpenter_s_provider_for_a_plugin_cloud_is_imported_by_the_plugin_s_declaration(
+    toy_site: Path,
+) -> None:
+    source = toy_site / "karpenter-toy.yaml"
+    source.write_text(KARPENTER_TOY)
+
+    done = _run(toy_site, "-m", "provisioner.cli", "templates", "import-karpenter", str(source))
+
+    assert done.returncode == 0, done.stderr
+    pool, node_class = yaml.safe_load_all(done.stdout)
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "provisioner.sh",
+        "kind": "ToyNodeClass",
+        "name": "toy",
+    }
+    assert pool["spec"]["template"]["spec"]["requirements"] == [
+        {"key": "provisioner.sh/instance-family", "operator": "In", "values": ["toy"]}
+    ]
+    assert node_class == {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "ToyNodeClass",
+        "metadata": {"name": "toy"},
+        "spec": {"zones": ["toy-1b"]},
+    }
+    assert (
+        f"{source}:14: ToyMachineClass/toy: spec.hyperdrive: warning: not carried over: a Karpenter-only field"
+        in (done.stderr.splitlines())
+    )

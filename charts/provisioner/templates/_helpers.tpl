@@ -34,3 +34,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "provisioner.clusterName" -}}
 {{- required "clusterName is required: the value that tags instances as this cluster's" .Values.clusterName -}}
 {{- end -}}
+
+{{- /*
+The provider plug-ins the chart knows: providers/NAME.yaml, one per plug-in, generated from its declaration
+by `provisioner chart --write charts/provisioner`. As JSON {"items": [...]} in name order; read with
+(include "provisioner.plugins" . | fromJson).items.
+*/ -}}
+{{- define "provisioner.plugins" -}}
+{{- $items := list -}}
+{{- range $path, $_ := .Files.Glob "providers/*.yaml" -}}
+{{- $items = append $items ($.Files.Get $path | fromYaml) -}}
+{{- end -}}
+{{- dict "items" $items | toJson -}}
+{{- end -}}
+

@@ -7,7 +7,7 @@ with their source and date in each file's header) and the synthetic `karpenter-b
 shapes from their APIs and fall back here for prices (`on_demand_price`, `spot_price`) and for anything
 their API does not say (`shape`).
 
-A row may name a machine type and an accelerator to attach (`Shape.machine_type`, `accelerator_type`):
+A row may name a machine type and an accelerator to attach (`MachineShape.machine_type`, `accelerator_type`):
 a cloud's plug-in reads them to launch a type its catalog composes from a machine and GPUs.
 
 Reads only the plug-ins' data files; never the clock, the environment or the network.
@@ -47,7 +47,7 @@ class CatalogError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Shape:
+class MachineShape:
     """An instance type without its offerings: what a catalog row says."""
 
     name: str
@@ -96,14 +96,16 @@ def zones(name: str, region: str | None = None) -> list[str]:
     return sorted(_data(name)["regions"][region]["zones"])
 
 
-def shape(cloud: str, instance_type: str) -> Shape | None:
+def shape(cloud: str, instance_type: str) -> MachineShape | None:
     """The shape of a catalog type, or None when the catalog does not list it."""
     if cloud == BENCHMARK:
         i = _bench_index(instance_type)
         return (
             None
             if i is None
-            else Shape(name=instance_type, vcpu=i + 1, memory_mib=2048 * (i + 1), max_pods=10 * (i + 1))
+            else MachineShape(
+                name=instance_type, vcpu=i + 1, memory_mib=2048 * (i + 1), max_pods=10 * (i + 1)
+            )
         )
     row = _rows(cloud).get(instance_type)
     return None if row is None else _shape(row)
@@ -283,7 +285,7 @@ def _check_region(name: str, region: str) -> None:
         raise CatalogError(f"catalog {name!r} has no region {region!r}: use one of {', '.join(allowed)}")
 
 
-def _shape(row: dict[str, Any]) -> Shape:
+def _shape(row: dict[str, Any]) -> MachineShape:
     gpu_row = row.get("gpu")
     gpu = (
         GPU(
@@ -297,7 +299,7 @@ def _shape(row: dict[str, Any]) -> Shape:
         else None
     )
     accel = row.get("gceAccelerator") or {}
-    return Shape(
+    return MachineShape(
         name=str(row["name"]),
         vcpu=int(row["vcpu"]),
         memory_mib=int(row["memoryMiB"]),
@@ -318,7 +320,7 @@ def _family(instance_type: str) -> str:
     return instance_type.split("-", 1)[0]
 
 
-def _family_label(cloud: str, type_name: str, s: Shape) -> str | None:
+def _family_label(cloud: str, type_name: str, s: MachineShape) -> str | None:
     if s.machine_type:
         # n1-standard-8-t4x1 belongs to the n1-standard family, like the machine it launches.
         return s.machine_type.rsplit("-", 1)[0]

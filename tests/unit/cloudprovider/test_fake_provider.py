@@ -1,5 +1,6 @@
-"""The fake provider as a product: capacity per offering, stockouts, failure and interruption injection,
-the call log and the launch/delete hooks. (The shared behaviour is in tests/providers/test_contract.py.)"""
+"""The fake provider as a product: capacity per offering, stockouts, reservations, failure and
+interruption injection, the call log and the launch/delete hooks. (The shared behaviour is in
+tests/providers/test_contract.py.)"""
 
 from __future__ import annotations
 
@@ -324,3 +325,57 @@ def test_an_efa_node_class_offers_the_efa_resource_on_efa_types_only() -> None:
     assert efa["p5.48xlarge"].allocatable[wk.EFA_RESOURCE] == 32
     assert wk.EFA_RESOURCE not in efa["m5.large"].capacity
     assert wk.EFA_RESOURCE not in plain["p5.48xlarge"].capacity
+
+
+def reserved_offerings(fake: FakeProvider, type_name: str = "m5.large") -> list[tuple[str, float, bool, int]]:
+    """(zone, price, available, free) of each reserved offering of the type, as instance_types shows it."""
+    (it,) = [t for t in fake.instance_types(NODE_CLASS) if t.name == type_name]
+    return [
+        (o.zone, o.price, o.available, o.reservation.free if o.reservation else -1)
+        for o in it.offerings
+        if o.capacity_type == wk.CAPACITY_TYPE_RESERVED
+    ]
+
+
+def test_a_reservation_is_one_reserved_offering_whose_free_slots_launches_hold_and_deletes_give_back() -> (
+    None
+):
+    fake = provider()
+    fake.add_reservation("cr-1", instance_type="m5.large", zone="us-east-1a", count=1)
+    assert reserved_offerings(fake) == [("us-east-1a", 0.0, True, 1)]
+    either = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_ON_DEMAND)
+
+    first = create(fake, "a", zones=("us-east-1a",), capacity_types=either)
+    second = create(fake, "b", zones=("us-east-1a",), capacity_types=either)
+
+    assert (first.capacity_type, first.reservation_id) == (wk.CAPACITY_TYPE_RESERVED, "cr-1")
+    assert (second.capacity_type, second.reservation_id) == (wk.CAPACITY_TYPE_ON_DEMAND, None)
+    assert reserved_offerings(fake) == [("us-east-1a", 0.0, False, 0)]
+    fake.delete(first.provider_id)
+    assert [r.free for r in fake.reservations()] == [1]
+
+
+def test_a_reservation_is_paid_at_the_on_demand_price_and_an_ended_one_offers_nothing() -> None:
+    fake = provider()
+    (m5,) = [t for t in fake.instance_types(NODE_CLASS) if t.name == "m5.large"]
+    on_demand = m5.cheapest(zones={"us-east-1a"}, capacity_types={wk.CAPACITY_TYPE_ON_DEMAND})
+    fake.add_reservation("cr-1", instance_type="m5.large", zone="us-east-1a", count=2)
+    fake.add_reservation("cr-2", instance_type="m5.large", zone="us-east-1b", count=1)
+
+    assert [(r.id, r.total, r.hourly_price) for r in fake.reservations()] == [
+        ("cr-1", 2, on_demand.price if on_demand else None),
+        ("cr-2", 1, on_demand.price if on_demand else None),
+    ]
+    fake.end_reservation("cr-1")
+    assert [r.id for r in fake.reservations()] == ["cr-2"]
+    assert reserved_offerings(fake) == [("us-east-1b", 0.0, True, 1)]
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "count", "named"), [("no.such", 1, "no.such"), ("m5.large", -1, "count")]
+)
+def test_a_reservation_of_an_unknown_type_or_a_negative_count_is_refused(
+    instance_type: str, count: int, named: str
+) -> None:
+    with pytest.raises(ValueError, match=named):
+        provider().add_reservation("cr-1", instance_type=instance_type, zone="us-east-1a", count=count)

@@ -5,7 +5,8 @@ or `node.kubernetes.io/instance-type In [...]`.
 Karpenter reads these labels off the EC2 type name (`m6gd.2xlarge`: category `m`, generation `6`, family
 `m6gd`, size `2xlarge`); so does this module, over the instance type names the caller passes (the CLI
 passes the built-in AWS catalog's). Owns that reading and the matching of Karpenter's operators; which
-requirements of a pool to rewrite, and the report, are `provisioner.api.karpenter_objects`'s. Pure.
+requirements of a pool to rewrite, and the report, are `provisioner.api.karpenter_objects`'s (through
+the aws plug-in's `KarpenterProvider`, providers.aws.karpenter). Pure.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from provisioner.api import labels
+from provisioner.api.karpenter_providers import Rewrite
 
 CATEGORY = "karpenter.k8s.aws/instance-category"
 GENERATION = "karpenter.k8s.aws/instance-generation"
@@ -79,16 +81,6 @@ def matches(value: str | None, operator: str, values: Sequence[str]) -> bool | N
             "Lte": number <= bound,
         }[operator]
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class Rewrite:
-    """The requirement that replaces a pool's name-derived requirements, or why none can."""
-
-    requirement: dict[str, object] | None
-    """`{key, operator: In, values}` on instance-family (no size requirement) or instance-type."""
-    described: str
-    """What was selected, in words for the migration report."""
 
 
 def rewrite(requirements: Sequence[dict[str, object]], instance_types: Iterable[str]) -> Rewrite:
