@@ -23,11 +23,9 @@ from provisioner.api import durations
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProviderError
 from provisioner.finops.reports import reservations, scale_down, scale_down_formats
+from provisioner.sim.cluster import ROUTINE_EVENTS
 from provisioner.sim.gangs import timeline_gangs
 from provisioner.sim.records import ClaimRecord, RunResult
-
-ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
-"""Events left out of the output: one per pod or node of every batch and command, said otherwise."""
 
 
 def _gpu(result: RunResult, instance_type: str) -> dict[str, Any] | None:
