@@ -336,3 +336,20 @@ def test_a_plan_leaves_no_cycle_behind_so_its_bookkeeping_goes_when_it_is_made(s
         gc.garbage.clear()
     assert made.solves >= 1, "the plan re-solved a candidate"
     assert not {"Context", "SolverView", "Blocker", "Pod", "StateNode"} & set(left), left
+
+
+def test_a_pool_status_write_keeps_the_drift_verdicts_and_new_requirements_drop_them(solve: SolveFn) -> None:
+    inputs = two_nodes(solve)
+    memory = Memory()
+    inputs.plan(NOW, memory)
+    a = inputs.snapshot.nodes[0]
+    verdict = memory.facts.of(a).drift
+    assert verdict is not None and verdict[1] is None, "a meets its pool: not drifted"
+    # A status write makes a new pool object that shares its spec (`clusterapi.in_memory.merged`).
+    (pool,) = inputs.snapshot.nodepools
+    written = inputs.with_(snapshot=dataclasses.replace(inputs.snapshot, nodepools=(pool.model_copy(),)))
+    written.plan(NOW + timedelta(minutes=1), memory)
+    assert memory.facts.of(a).drift is verdict
+    _requirements(inputs).plan(NOW + timedelta(minutes=2), memory)
+    again = memory.facts.of(a).drift
+    assert again is not verdict and again is not None and again[1] is not None, "a's type no longer allowed"
