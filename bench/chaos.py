@@ -33,10 +33,14 @@ and the hostile-input fuzzing (hypothesis, fixed seed) counts its examples as `i
 
     python bench/chaos.py            # both clouds, every point x 10 seeds (--jobs 2: two runs at once)
     python bench/chaos.py --quick    # 8 points once on the fake cloud, 2 on AWS (what .ci/run runs)
+    python bench/chaos.py --sharded  # sharded replicas killed and moved instead (bench/chaos_shards.py)
+
+A failing run prints its seed and the command that replays it.
 
 Prints one JSON line: {"clouds", "crash_points", "seeds", "runs", "crashes", "leaked_instances",
 "double_launches", "stranded_pods", "limit_breaches", "quota_breaches", "ledger_lost_rows",
-"ledger_duplicate_rows", "failures", "faults_survived", "inputs_tried", "by_cloud", "seconds", "logs"}.
+"ledger_duplicate_rows", "failures", "faults_survived", "inputs_tried", "by_cloud", "seconds", "logs"}, and
+with `--sharded` also "replicas_killed", "nominated_twice", "shards_unsettled" and "shard_settle_seconds".
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import chaos_clouds  # noqa: E402
+from bench import chaos_clouds, chaos_shards  # noqa: E402
 from bench.chaos_suites import run_suites  # noqa: E402
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.clock import RealClock  # noqa: E402
@@ -107,10 +111,17 @@ QUICK = {
     "aws": ["launch-called:1", "ledger-pending:1"],
 }
 """The short campaign (.ci/run): the points where a crash costs most, once each; two of them on AWS."""
+SHARDED = "replicas-"
+"""A sharded run's spec: `replicas-2` or `replicas-3` (bench/chaos_shards.py), on the fake cloud."""
+SHARDED_QUICK = ["replicas-3"]
+"""The short sharded campaign (.ci/run): one run of three replicas."""
 POOL = "gpu"
 TEAM = "vision"
 SETTLE = 90.0
 """Seconds a phase may take before the run is counted as failed."""
+RUN_FLAGS = ["--batch-idle", "0.2", "--batch-max", "1", "--interval", "0.1", "--metrics-port", "0"]
+RUN_FLAGS += ["--gc-grace", "2", "--gc-interval", "1", "--disruption-validation-delay", "0.5"]
+"""`provisioner run`'s pace in every run (the sharded ones too): short batches, passes and GC grace."""
 
 
 @dataclass
@@ -126,7 +137,17 @@ class RunResult:
     quota_breaches: int = 0
     ledger_lost: int = 0
     ledger_duplicates: int = 0
+    kills: int = 0
+    """Sharded runs: replicas SIGKILLed (by the campaign or at their crash point)."""
+    nominated_twice: int = 0
+    """Sharded runs: pods whose `Nominated` Events name two NodeClaims."""
+    shards_unsettled: int = 0
+    """Sharded runs: 1 when the settled replicas' shard Leases never matched the assignment."""
+    shard_settle_seconds: float = 0.0
+    """Sharded runs: the longest wait from a change of members to the shards held as assigned."""
     problems: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    """What a check found, in words (sharded runs: the pods nominated twice, the first limit breach)."""
 
     @property
     def bad(self) -> bool:
@@ -138,8 +159,15 @@ class RunResult:
             or self.quota_breaches
             or self.ledger_lost
             or self.ledger_duplicates
+            or self.nominated_twice
+            or self.shards_unsettled
             or self.problems
         )
+
+    def replay(self) -> str:
+        """The command that runs this run again."""
+        mode = "--sharded " if self.point.startswith(SHARDED) else f"--clouds {self.cloud} "
+        return f"python bench/chaos.py {mode}--first-seed {self.seed} --seeds 1 --points {self.point} --no-suites"
 
 
 class Controller:
@@ -161,9 +189,7 @@ class Controller:
         self.starts += 1
         log = open(self.logs.with_suffix(f".{self.starts}.log"), "wb")  # noqa: SIM115 - closed by the child
         cmd = [sys.executable, "-m", "provisioner.cli", "run", *self.cloud.flags(), "--url", self.url]
-        cmd += ["--cluster-name", self.cloud.cluster, "--ledger", self.ledger]
-        cmd += ["--batch-idle", "0.2", "--batch-max", "1", "--interval", "0.1", "--metrics-port", "0"]
-        cmd += ["--gc-grace", "2", "--gc-interval", "1", "--disruption-validation-delay", "0.5"]
+        cmd += ["--cluster-name", self.cloud.cluster, "--ledger", self.ledger, *RUN_FLAGS]
         # A killed leader's lease would hold its successor off for the lease duration; one process at a
         # time needs no election.
         cmd += ["--no-leader-elect"]
@@ -236,6 +262,10 @@ def _team_pod(name: str) -> dict[str, Any]:
 def run_safely(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
     """One run; a harness error (a stand-in that would not start) fails that run, not the campaign."""
     try:
+        if spec.startswith(SHARDED):
+            result = RunResult(cloud=cloud_name, seed=seed, point=spec)
+            chaos_shards.run_sharded(result, replicas=int(spec.removeprefix(SHARDED)), logs=logs)
+            return result
         return run_one(cloud_name, seed, spec, logs=logs)
     except Exception as err:
         return RunResult(cloud=cloud_name, seed=seed, point=spec, problems=[f"harness error: {err!r}"])
@@ -290,21 +320,9 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
                 if done():
                     return True
                 time.sleep(0.1)
-            nodes = sorted(
-                f"{n.name}({n.labels.get(wk.INSTANCE_TYPE)},ready={n.ready},taints={[t.key for t in n.taints]})"
-                for n in backend.state.nodes.values()
-            )
-            pods = sorted(
-                f"{p.key}({'gated' if p.gated else p.node_name or 'pending'})"
-                for p in backend.state.pods.values()
-            )
-            claims = sorted(
-                f"{c.name}(node={c.status.node_name},deleting={c.metadata.deletion_timestamp is not None})"
-                for c in backend.state.claims.values()
-            )
             result.problems.append(
-                f"timed out waiting for {what} (stranded: {_stranded(backend, quota)}; pods: {pods}; "
-                f"nodes: {nodes}; claims: {claims}; team quota {quota})"
+                f"timed out waiting for {what} (stranded: {_stranded(backend, quota)}; {describe(backend)}; "
+                f"team quota {quota})"
             )
             return False
 
@@ -315,41 +333,12 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
             )
 
         wait("pods bound on initialized nodes", settled)
-        # A user deletes one node's claim (drain, terminate, finalizer) and, when there is another node,
-        # its jobs end (it empties out: consolidation deletes its claim and writes a ledger row).
-        by_node: dict[str, list[Any]] = {}
-        for p in list(backend.state.pods.values()):
-            if p.node_name:
-                by_node.setdefault(p.node_name, []).append(p)
-        nodes = sorted(by_node)
-        rng.shuffle(nodes)
-        gone: set[str] = set()
-        emptied: dict[str, str] = {}
-        # With one node, half the seeds empty it rather than delete its claim: the ledger's points are
-        # passed only when disruption removes a node.
-        first = 0 if len(nodes) > 1 or rng.random() < 0.5 else 1
-        for i, name in enumerate(nodes[:2], start=first):
-            claim = next((c for c in backend.state.claims.values() if c.status.node_name == name), None)
-            if claim is None:
-                continue
-            gone.add(claim.name)
-            if i == 0:
-                backend.delete("NodeClaim", claim.name)
-            else:
-                emptied[claim.name] = name
-                for p in by_node[name]:
-                    backend.delete("Pod", p.name, namespace=p.namespace)
+        gone, emptied = user_deletes(backend, rng)
 
         def done() -> bool:
-            """The deleted claim gone; the emptied one gone too, unless a pod landed on it since (a team
-            pod admitted once the quota freed up)."""
-            held = {p.node_name for p in list(backend.state.pods.values()) if p.node_name}
-            claims = set(backend.state.claims)
-            return not (gone - set(emptied)) & claims and all(
-                name not in claims or node in held for name, node in emptied.items()
-            )
+            return quiet(backend) and settled() and deletions_done(backend, gone, emptied)
 
-        wait("the deleted and the emptied claims gone", lambda: _quiet(backend) and settled() and done())
+        wait("the deleted and the emptied claims gone", done)
         # Garbage collection's grace period and one more pass, then the books are checked.
         wait("garbage collection", lambda: sorted(cloud.live()) == sorted(backend.state.claims))
         claims = set(backend.state.claims)
@@ -358,11 +347,7 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
         result.stranded = len(_stranded(backend, quota))
         poll()
         ctl.stop()
-        with Ledger(ledger_url) as ledger:
-            rows = Counter(r.node for r in ledger.actions())
-        removed = {node for claim, node in {**carried, **emptied}.items() if claim not in claims}
-        result.ledger_lost = len(removed - set(rows))
-        result.ledger_duplicates = sum(n - 1 for n in rows.values() if n > 1)
+        result.ledger_lost, result.ledger_duplicates = ledger_books(ledger_url, carried, emptied, claims)
     finally:
         ctl.stop()
         cloud.close()
@@ -372,22 +357,92 @@ def run_one(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
     return result
 
 
-def _quiet(backend: KubeBackend) -> bool:
+def quiet(backend: KubeBackend) -> bool:
     """No claim is being deleted and every claim has its node."""
     claims = list(backend.state.claims.values())
     return all(c.metadata.deletion_timestamp is None and c.status.node_name for c in claims)
 
 
+def describe(backend: KubeBackend) -> str:
+    """The pods, nodes and claims, for a run that timed out."""
+    nodes = sorted(
+        f"{n.name}({n.labels.get(wk.INSTANCE_TYPE)},ready={n.ready},taints={[t.key for t in n.taints]})"
+        for n in list(backend.state.nodes.values())
+    )
+    pods = sorted(
+        f"{p.key}({'gated' if p.gated else p.node_name or 'pending'})"
+        for p in list(backend.state.pods.values())
+    )
+    claims = sorted(
+        f"{c.name}(node={c.status.node_name},deleting={c.metadata.deletion_timestamp is not None})"
+        for c in list(backend.state.claims.values())
+    )
+    return f"pods: {pods}; nodes: {nodes}; claims: {claims}"
+
+
+def user_deletes(backend: KubeBackend, rng: random.Random) -> tuple[set[str], dict[str, str]]:
+    """A user deletes one node's claim (drain, terminate, finalizer) and, when there is another node, its
+    jobs end (it empties out: consolidation deletes its claim and writes a ledger row). The claims gone
+    and, of them, the emptied ones (claim -> node)."""
+    by_node: dict[str, list[Any]] = {}
+    for p in list(backend.state.pods.values()):
+        if p.node_name:
+            by_node.setdefault(p.node_name, []).append(p)
+    nodes = sorted(by_node)
+    rng.shuffle(nodes)
+    gone: set[str] = set()
+    emptied: dict[str, str] = {}
+    # With one node, half the seeds empty it rather than delete its claim: the ledger's points are
+    # passed only when disruption removes a node.
+    first = 0 if len(nodes) > 1 or rng.random() < 0.5 else 1
+    for i, name in enumerate(nodes[:2], start=first):
+        claim = next((c for c in backend.state.claims.values() if c.status.node_name == name), None)
+        if claim is None:
+            continue
+        gone.add(claim.name)
+        if i == 0:
+            backend.delete("NodeClaim", claim.name)
+        else:
+            emptied[claim.name] = name
+            for p in by_node[name]:
+                backend.delete("Pod", p.name, namespace=p.namespace)
+    return gone, emptied
+
+
+def deletions_done(backend: KubeBackend, gone: set[str], emptied: dict[str, str]) -> bool:
+    """The deleted claim gone; the emptied one gone too, unless a pod landed on it since (a team pod
+    admitted once the quota freed up)."""
+    held = {p.node_name for p in list(backend.state.pods.values()) if p.node_name}
+    claims = set(backend.state.claims)
+    return not (gone - set(emptied)) & claims and all(
+        name not in claims or node in held for name, node in emptied.items()
+    )
+
+
+def ledger_books(
+    url: str, carried: dict[str, str], emptied: dict[str, str], claims: set[str]
+) -> tuple[int, int]:
+    """(nodes removed by disruption with no action row, rows written twice): `carried` and `emptied` map
+    claims to their nodes, `claims` are the claims still there."""
+    with Ledger(url) as ledger:
+        rows = Counter(r.node for r in ledger.actions())
+    removed = {node for claim, node in {**carried, **emptied}.items() if claim not in claims}
+    return len(removed - set(rows)), sum(n - 1 for n in rows.values() if n > 1)
+
+
 def campaign_runs(
-    clouds: list[str], *, quick: bool, seeds: int, first_seed: int = 0
+    clouds: list[str], *, quick: bool, seeds: int, first_seed: int = 0, sharded: bool = False
 ) -> list[tuple[str, int, str]]:
+    count = 1 if quick else seeds
+    if sharded:
+        specs = SHARDED_QUICK if quick else [f"{SHARDED}{n}" for n in (2, 3)]
+        return [("fake", seed, spec) for seed in range(first_seed, first_seed + count) for spec in specs]
     runs = []
     for cloud in clouds:
         if quick:
             specs = QUICK[cloud]
         else:
             specs = [f"{p}:{n}" for p, ns in COUNTS.items() if cloud in REACHES.get(p, {cloud}) for n in ns]
-        count = 1 if quick else seeds
         runs += [(cloud, seed, spec) for seed in range(first_seed, first_seed + count) for spec in specs]
     return runs
 
@@ -402,12 +457,21 @@ def main() -> None:
     parser.add_argument("--no-suites", action="store_true", help="skip the fault tests and the fuzzing")
     parser.add_argument("--logs", default=None, help="directory for the controllers' logs")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each its own API and process)")
+    parser.add_argument(
+        "--sharded",
+        action="store_true",
+        help="sharded replicas instead of crash points: 2 and 3 replicas per seed (--quick: one run of 3)",
+    )
     args = parser.parse_args()
     clouds = [c.strip() for c in args.clouds.split(",") if c.strip()]
     for c in clouds:
         if c not in chaos_clouds.CLOUDS:
             parser.error(f"--clouds: {c!r} is not known; allowed: {', '.join(chaos_clouds.CLOUDS)}")
-    runs = campaign_runs(clouds, quick=args.quick, seeds=args.seeds, first_seed=args.first_seed)
+    if args.sharded:
+        clouds = ["fake"]
+    runs = campaign_runs(
+        clouds, quick=args.quick, seeds=args.seeds, first_seed=args.first_seed, sharded=args.sharded
+    )
     if args.points:
         wanted = set(args.points.split(","))
         runs = [r for r in runs if r[2] in wanted]
@@ -425,7 +489,9 @@ def main() -> None:
         for future in concurrent.futures.as_completed(futures):
             r = future.result()
             results.append(r)
-            verdict = f"FAILED: {r}" if r.bad else ("crashed, recovered" if r.crashed else "not reached")
+            verdict = f"FAILED: {r}; replay: {r.replay()}" if r.bad else "not reached"
+            if not r.bad and r.crashed:
+                verdict = f"{r.kills} kills, recovered" if r.kills else "crashed, recovered"
             print(f"cloud={r.cloud} seed={r.seed} point={r.point}: {verdict}", file=sys.stderr, flush=True)
     with open(logs / "runs.jsonl", "w") as f:
         for r in results:
@@ -463,6 +529,13 @@ def main() -> None:
         "seconds": round(time.monotonic() - started, 1),
         "logs": str(logs),
     }
+    if args.sharded:
+        figures.update(
+            replicas_killed=sum(r.kills for r in results),
+            nominated_twice=sum(r.nominated_twice for r in results),
+            shards_unsettled=sum(r.shards_unsettled for r in results),
+            shard_settle_seconds=max((r.shard_settle_seconds for r in results), default=0.0),
+        )
     print(json.dumps(figures))
     if any(r.bad for r in results) or suite_problems:
         sys.exit(1)

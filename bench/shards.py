@@ -5,7 +5,9 @@ The API server is the controller tests' fixture (testkit/controllers/kube_server
 in bench/controller.py; the replicas are child processes sharing one fake cloud (`--fake-state`). One
 AWSNodeClass and `--pools` CPU pools alike (c6i/m6i 4xlarge, spot and on-demand); `--pods` pods (1500m
 CPU, 2Gi), each naming one pool (round robin), are created at once, already Unschedulable, once every
-shard is held and the replicas' informers have listed.
+shard is held and the replicas' informers have listed. Each pod carries its shard label
+(`provisioner.sh/shard`) as the mutating webhook sets it at creation; with `--unlabelled` they come
+without it, as with the webhook off, and the replica holding quota admission labels them.
 
 Measured:
 - each replica's CPU seconds (user + system, /proc) from the first pod to the last NodeClaim, and their
@@ -15,7 +17,10 @@ Measured:
 - pods nominated to two NodeClaims (a double launch): must be 0; and the claims written (the same
   for every replica count, give or take a claim where a batch closed between two pods of a pool).
 
-    python bench/shards.py [--replicas 1,2,4] [--pods 100000] [--pools 40] [--shards 8]
+    python bench/shards.py [--replicas 1,2,4] [--pods 100000] [--pools 40] [--shards 8] [--unlabelled]
+
+Each replica's watch takes only its shards' pods, except the quota admission holder's, which takes every
+pod (`admissionHolder`: its index in `cpuSecondsPerReplica`).
 
 Prints one JSON line per replica count.
 """
@@ -41,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from bench import controller as single  # noqa: E402  # the timed API server, /proc figures
 from provisioner.api import labels as wk  # noqa: E402
 from provisioner.kube import client as kc  # noqa: E402
+from provisioner.scheduling.shards import SHARD, shard_of  # noqa: E402
 from testkit.controllers import kube_server  # noqa: E402
 
 NOMINATED_TO: dict[str, set[str]] = {}
@@ -59,7 +65,9 @@ class Emulator(single.TimedEmulator):
         return response
 
 
-def _objects(pods: int, pools: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _objects(
+    pods: int, pools: int, shards: int, *, labelled: bool = True
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     setup, template = single._objects(1)
     node_class, pool = setup
     names = [f"pool-{i:02d}" for i in range(pools)]
@@ -74,6 +82,8 @@ def _objects(pods: int, pools: int) -> tuple[list[dict[str, Any]], list[dict[str
             "name": f"web-{i:06d}",
             "annotations": {wk.NODEPOOLS: names[i % pools]},
         }
+        if labelled:  # what the webhook sets: the shard of the pod's first (here its only) pool
+            meta["labels"] = {**meta.get("labels", {}), SHARD: str(shard_of(names[i % pools], shards))}
         out.append({**pod, "metadata": meta})
     return docs, out
 
@@ -105,8 +115,22 @@ def _held(client: kc.KubeClient, shards: int) -> set[str]:
     return {h for h in holders.values() if h}
 
 
+def _admission_holder(client: kc.KubeClient) -> int | None:
+    """The index of the replica holding quota admission (each replica's identity starts `replica-<i>-`)."""
+    lease = client.get(kc.LEASE, "provisioner-admission", namespace="default")
+    holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+    return int(holder.split("-")[1]) if holder.startswith("replica-") else None
+
+
 def run_once(
-    replicas: int, *, pods: int, pools: int, shards: int, batch_idle: float, timeout: float
+    replicas: int,
+    *,
+    pods: int,
+    pools: int,
+    shards: int,
+    batch_idle: float,
+    timeout: float,
+    labelled: bool = True,
 ) -> dict[str, Any]:
     for arrivals in single.ARRIVALS.values():
         arrivals.clear()
@@ -115,7 +139,7 @@ def run_once(
     kube_server.FilledEmulator = Emulator  # type: ignore[misc]  # the fixture builds it by name
     server = kube_server.KubeServer().start()
     client = kc.KubeClient.connect(url=server.url)
-    setup, pod_docs = _objects(pods, pools)
+    setup, pod_docs = _objects(pods, pools, shards, labelled=labelled)
     for doc in setup:
         client.create(single._resource(doc), doc)
     workdir = tempfile.TemporaryDirectory()
@@ -128,7 +152,7 @@ def run_once(
         subprocess.Popen(
             cmd,
             stderr=open(f"{logs}/replica-{i}.log", "w") if logs else subprocess.DEVNULL,  # noqa: SIM115
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT), "HOSTNAME": f"replica-{i}"},
         )
         for i in range(replicas)
     ]
@@ -149,6 +173,7 @@ def run_once(
             time.sleep(0.2)
         claims = dict((name, t) for t, name in single.ARRIVALS["nodeclaims"])
         stats = [single._proc_stats(p.pid) for p in procs]
+        admission = _admission_holder(client)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -169,6 +194,7 @@ def run_once(
         "lastClaim": max(claims.values()) - close,
         "cpuSeconds": cpu,
         "peakRssMiB": [peak for _, peak in stats],
+        "admissionHolder": admission,
         "doubleNominated": sum(1 for claims_of in NOMINATED_TO.values() if len(claims_of) > 1),
         "podsCreateSeconds": last_pod - min(t for t, _ in single.ARRIVALS["marks"]),
     }
@@ -184,6 +210,9 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--batch-idle", type=float, default=1.0)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for every claim")
+    parser.add_argument(
+        "--unlabelled", action="store_true", help="pods without their shard label (the webhook off)"
+    )
     args = parser.parse_args()
     for replicas in [int(s) for s in args.replicas.split(",") if s.strip()]:
         r = run_once(
@@ -193,6 +222,7 @@ def main() -> None:
             shards=args.shards,
             batch_idle=args.batch_idle,
             timeout=args.timeout,
+            labelled=not args.unlabelled,
         )
         print(
             json.dumps(
@@ -205,6 +235,8 @@ def main() -> None:
                     "shards": args.shards,
                     "pools": args.pools,
                     "pods": args.pods,
+                    "labelled": not args.unlabelled,
+                    "admissionHolder": r["admissionHolder"],
                     "claims": r["claims"],
                     "doubleNominated": r["doubleNominated"],
                     "cpuSecondsPerReplica": [round(c, 2) for c in r["cpuSeconds"]],

@@ -25,6 +25,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -47,6 +48,7 @@ from provisioner.kube.api import EventWriter, KubeClusterAPI
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.kube.shards import ShardLeases
+from provisioner.scheduling import shards as shard_model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
 
@@ -230,7 +232,13 @@ class RunningOperator:
         if s.webhook_port:
             try:
                 self.webhook = AdmissionWebhook(
-                    self.state, certfile=s.webhook_cert, keyfile=s.webhook_key, port=s.webhook_port
+                    self.state,
+                    certfile=s.webhook_cert,
+                    keyfile=s.webhook_key,
+                    port=s.webhook_port,
+                    shards=s.shards,
+                    defaults=s.controller_settings().pool_defaults,
+                    clock=self.clock,
                 )
             except (OSError, ValueError) as err:
                 raise OperatorError(
@@ -306,6 +314,25 @@ def _catch_up(client: kc.KubeClient, informers: Informers) -> None:
         informers.feeder.upsert(kc.NODECLAIM, item)
 
 
+def _watch_pods(informers: Informers, wait: float) -> Callable[[frozenset[int] | None], bool]:
+    """`ShardLeases.watch_pods`: the pod informer's label selector made from the shards to watch."""
+    pods = informers.of(kc.POD)
+
+    def watch(shards: frozenset[int] | None) -> bool:
+        return pods.rescope(None if shards is None else shard_model.selector(shards), wait=wait)
+
+    return watch
+
+
+def _node_pods(client: kc.KubeClient) -> Callable[[str], list[dict[str, Any]]]:
+    """`Sharding.node_pods`: the pods the API server has on a node (a field selector), watched or not."""
+
+    def node_pods(node: str) -> list[dict[str, Any]]:
+        return client.list(kc.POD, field_selector=f"spec.nodeName={node}")[0]
+
+    return node_pods
+
+
 def _leases(
     settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers
 ) -> tuple[LeaderElector | ShardLeases | None, Sharding | None]:
@@ -324,6 +351,9 @@ def _leases(
             namespace=settings.lease_namespace,
             prefix=settings.lease_name.removesuffix("-leader"),
             on_acquire=lambda: _catch_up(client, informers),
+            # Waits a little for a new list of the pods (a retry period at most, so the Leases are
+            # renewed in time); a list not done by then is looked at again at the next step.
+            watch_pods=_watch_pods(informers, wait=timing["retry_period"]),
             **timing,
         )
         sharding = Sharding(
@@ -332,6 +362,7 @@ def _leases(
             holds_admission=leases.holds_admission,
             clock=clock,
             defaults=settings.controller_settings().pool_defaults,
+            node_pods=_node_pods(client),
         )
         return leases, sharding
     if not settings.leader_elect:
@@ -361,7 +392,9 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> RunningO
         raise OperatorError(f"--kubeconfig: cannot configure the Kubernetes client: {err}") from None
     metrics = Metrics()
     state = ClusterState()
-    informers = Informers(client, state)
+    # Sharded, a replica watches only the pods of its shards (`ShardLeases.watch_pods`): none at first.
+    selectors = {kc.POD: shard_model.selector(())} if settings.shards else None
+    informers = Informers(client, state, selectors=selectors)
     providers = settings.providers(
         ProviderContext(clock=clock, registry=metrics.registry, kube=client, state=state)
     )

@@ -66,6 +66,7 @@ PLUGIN = ProviderPlugin(
     ),
     read_types=_read_types,
     default_region=_default_region,
+    catalog_defaults={"--region": "AWS_REGION, us-east-1", "--endpoint": "AWS_ENDPOINT_URL"},
     karpenter=KARPENTER,
     chart=ChartPieces(
         values={"region": "", "roleArn": "", "interruptionQueue": "", "endpoint": ""},

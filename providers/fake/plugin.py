@@ -60,7 +60,9 @@ PLUGIN = ProviderPlugin(
         Option("--fake-catalog", default="aws", help="Catalog the fake cloud serves: aws, gcp..."),
         Option("--fake-region"),
         Option(
-            "--fake-state", help="JSON file the fake cloud keeps its instances in, so they outlive a restart."
+            "--fake-state",
+            help="JSON file the fake cloud keeps its instances in, so they outlive a restart.",
+            shared_needs="the replicas share one fake cloud",
         ),
     ),
     serves_every_kind=True,

@@ -69,6 +69,11 @@ PLUGIN = ProviderPlugin(
     ),
     read_types=_read_types,
     default_region=lambda: catalog.default_region("gcp"),
+    catalog_defaults={
+        "--region": "us-central1",
+        "--project": "GOOGLE_CLOUD_PROJECT",
+        "--endpoint": "PROVISIONER_GCP_ENDPOINT",
+    },
     chart=ChartPieces(
         values={"project": "", "region": "", "serviceAccount": "", "endpoint": ""},
         flags={"--gcp-project": "project", "--gcp-region": "region", "--gcp-endpoint": "endpoint"},

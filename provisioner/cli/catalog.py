@@ -59,6 +59,42 @@ def _online() -> list[str]:
     return [name for name in registry.names() if registry.plugin(name).read_types is not None]
 
 
+def _either(names: list[str]) -> str:
+    """`a`, `a or b`, `a, b or c`."""
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
+
+
+def _cloud_help() -> str:
+    """`--cloud`'s help: the installed clouds read live (production ones first), then the built-in catalogs."""
+    live = [p for p in registry.ordered(registry.plugins()) if p.read_types is not None]
+    production = [p.name for p in live if p.dev_only is None]
+    dev = [p.name for p in live if p.dev_only is not None]
+    read = [f"{_either(production)} (read through the provider)"] if production else []
+    return f"{', '.join([*read, *dev, 'or with --offline: ' + ', '.join(catalog_.names())])}."
+
+
+def _defaults(flag: str) -> dict[str, str]:
+    """Cloud -> where it takes `flag`'s value from when it is not given (its plug-in's `catalog_defaults`),
+    in `--cloud` order."""
+    found = registry.ordered(registry.plugins())
+    return {p.name: p.catalog_defaults[flag] for p in found if flag in p.catalog_defaults}
+
+
+def _region_help() -> str:
+    found = ", ".join(_defaults("--region").values())
+    return f"Region. Default: {found or 'the default region of its catalog'}."
+
+
+def _project_help() -> str:
+    clouds = _defaults("--project")
+    return f"Project, for {_either(list(clouds))} (default {' / '.join(clouds.values())})." if clouds else ""
+
+
+def _endpoint_help() -> str:
+    found = " / ".join(_defaults("--endpoint").values())
+    return "API endpoint override" + (f" (default {found})." if found else ".")
+
+
 def _default_region(cloud: str) -> str:
     default = registry.plugin(cloud).default_region
     return default() if default is not None else catalog_.default_region(cloud)
@@ -179,11 +215,9 @@ def catalog_command(
     cloud: str = typer.Option(
         ...,
         "--cloud",
-        help="aws or gcp (read through the provider), fake, or with --offline: aws, gcp, karpenter-benchmark.",
+        help=_cloud_help(),
     ),
-    region: str | None = typer.Option(
-        None, "--region", help="Region. Default: AWS_REGION, us-east-1, us-central1."
-    ),
+    region: str | None = typer.Option(None, "--region", help=_region_help()),
     gpu: bool = typer.Option(False, "--gpu", help="Only types with GPUs."),
     gpu_name: str | None = typer.Option(
         None, "--gpu-name", help="Only this GPU model (h100, a100, l4, t4...)."
@@ -191,11 +225,11 @@ def catalog_command(
     output: str | None = out.output_option(FORMATS),
     write: Path | None = out.write_option(),
     offline: bool = typer.Option(False, "--offline", help="Print the built-in catalog; no network."),
-    project: str | None = typer.Option(None, "--project", help="GCP project (default GOOGLE_CLOUD_PROJECT)."),
+    project: str | None = typer.Option(None, "--project", help=_project_help()),
     endpoint: str | None = typer.Option(
         None,
         "--endpoint",
-        help="API endpoint override (default AWS_ENDPOINT_URL / PROVISIONER_GCP_ENDPOINT).",
+        help=_endpoint_help(),
     ),
 ) -> None:
     """What a pool could launch in a region: shapes, GPUs, zones and prices per capacity type."""

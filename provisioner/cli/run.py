@@ -21,7 +21,7 @@ import typer
 from provisioner import crashpoints
 from provisioner.cli.app import app
 from provisioner.cloudprovider import registry as plugins_
-from provisioner.cloudprovider.plugin import OptionValues
+from provisioner.cloudprovider.plugin import OptionError, OptionValues
 
 if TYPE_CHECKING:
     from provisioner.cloudprovider import Instance, InstanceType
@@ -76,7 +76,7 @@ def build_providers(
     delete_node: Any,
 ) -> Any:
     """The ProviderSet `--cloud` asks for, each cloud built by its plug-in from its options."""
-    from provisioner.cloudprovider.plugin import OptionError, Wiring
+    from provisioner.cloudprovider.plugin import Wiring
     from provisioner.controllers.provider_set import ProviderSet
 
     wiring = Wiring(
@@ -100,7 +100,7 @@ def provider_factory(
     sharded replicas share one cloud account."""
 
     def build(ctx: ProviderContext) -> ProviderSet:
-        register_node, delete_node = _fake_kubelet(ctx, clouds)
+        register_node, delete_node = _stand_in_kubelet(ctx, clouds)
         providers: ProviderSet = build_providers(
             clouds=clouds,
             cluster_name=cluster_name,
@@ -153,7 +153,7 @@ def _with_plugin_options(func: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _fake_kubelet(
+def _stand_in_kubelet(
     ctx: ProviderContext, clouds: list[str]
 ) -> tuple[Callable[[Instance, InstanceType | None], None], Callable[[Instance], None]]:
     """(register_node, delete_node) for a cloud without kubelets (the fake one): it registers the Node one
@@ -298,10 +298,11 @@ def run_command(
     if log_format not in ("json", "text"):
         raise _fail(f"--log-format: {log_format!r} is not known; allowed: json, text")
     options = dict(plugin_options or {})
-    if shards and "fake" in cloud.split(",") and not options.get("fake_state"):
-        raise _fail(
-            "--fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)"
-        )
+    if shards:
+        try:
+            plugins_.check_shared(cloud.split(","), options)
+        except OptionError as err:
+            raise _fail(str(err)) from None
     from provisioner.operator import OperatorError, OperatorSettings, build
 
     try:

@@ -62,6 +62,8 @@ class Option:
     default: str | int | float | None = None
     type: type[str] | type[int] | type[float] = str
     """What the value is parsed as (`run` refuses another, naming the flag); None when not given."""
+    shared_needs: str | None = None
+    """Why it is required when several replicas share the cloud (`run --shards`), when it is."""
 
     @property
     def key(self) -> str:
@@ -210,6 +212,9 @@ class ProviderPlugin:
     CloudProviderError."""
     default_region: Callable[[], str] | None = None
     """The region `provisioner catalog` reads when none is given."""
+    catalog_defaults: Mapping[str, str] = field(default_factory=dict)
+    """`provisioner catalog` flag (`--region`, `--project`, `--endpoint`) -> where its `read_types` takes
+    the value from when the flag is not given (`AWS_REGION, us-east-1`), as the flag's help says."""
     chart: ChartPieces = ChartPieces()
     """Its chart values and RBAC rules."""
     dev_only: str | None = None

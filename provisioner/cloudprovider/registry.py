@@ -62,6 +62,17 @@ def plugin(name: str) -> ProviderPlugin:
     )
 
 
+def check_shared(clouds: Sequence[str], options: OptionValues) -> None:
+    """Raises OptionError, naming the flag and the cloud, when `options` lack one that replicas sharing
+    `clouds` need (`Option.shared_needs`)."""
+    for p in plugins():
+        if p.name not in clouds:
+            continue
+        for o in p.options:
+            if o.shared_needs is not None and not options.get(o.key):
+                raise OptionError(f"{o.flag}: required with --shards and --cloud {p.name} ({o.shared_needs})")
+
+
 def nodeclass_kinds() -> Mapping[str, type[NodeClass]]:
     """NodeClass kind -> model, over every plug-in."""
     return NODECLASS_MODELS

@@ -64,6 +64,7 @@ from provisioner.finops.rows import ActionRow, actions_to_json
 from provisioner.scheduling import SolveFn
 from provisioner.state import Snapshot
 from provisioner.state.objects import DaemonSet, Pod
+from provisioner.state.snapshot import StateNode
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,11 @@ def _forceful(command: Command) -> bool:
     return command.method == "expiration"
 
 
+def _every_pod_seen(_nodes: Sequence[StateNode]) -> bool:
+    """`DisruptionController.confirm` where the state holds every pod."""
+    return True
+
+
 @dataclass(kw_only=True, eq=False)
 class DisruptionController(Reconciler):
     disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
@@ -121,6 +127,10 @@ class DisruptionController(Reconciler):
     booked: Callable[[], Sequence[Pod]] = tuple
     """The pods of ProvisioningRequests holding booked capacity: the nodes they can land on are kept like
     nodes a pending pod waits for."""
+    confirm: Callable[[Sequence[StateNode]], bool] = _every_pod_seen
+    """Asked just before a command acts on its nodes: False when they hold a pod the plan did not see (a
+    sharded replica watches its shards' pods only: `Sharding.confirm`); the command is dropped and
+    planned again."""
     pending: _Pending | None = field(default=None, init=False)
     active: dict[str, _Active] = field(default_factory=dict, init=False)
     last_plan: DisruptionPlan | None = field(default=None, init=False)
@@ -326,6 +336,11 @@ class DisruptionController(Reconciler):
                 log.warning("disruption: cannot unmark %s: %s", claim.name, err)
 
     def _execute(self, command: Command, snap: Snapshot, now: datetime) -> None:
+        if not self.confirm(command.nodes):
+            log.info(
+                "disruption: %s of %s dropped: a pod the plan did not see", command.method, command.node_names
+            )
+            return
         ident = f"{now:%Y%m%dT%H%M%S}-{self.settings.name_suffix()}"
         active = _Active(
             id=ident,

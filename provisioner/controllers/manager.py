@@ -38,7 +38,7 @@ from provisioner.controllers.provisioning_requests import ProvisioningRequestCon
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.repair import RepairController
 from provisioner.controllers.settings import ControllerSettings
-from provisioner.controllers.sharding import GLOBAL_CONTROLLERS, Sharding
+from provisioner.controllers.sharding import GLOBAL_CONTROLLERS, Sharding, ShardLabels
 from provisioner.controllers.termination import TerminationController
 from provisioner.controllers.usage import UsageController
 from provisioner.finops.recorder import LedgerRecorder
@@ -102,7 +102,9 @@ class Manager:
             solve=solve,
             solve_options=solve_options,
             booked=self._booked,
-            pass_on=(lambda u, now: sharding.pass_on(cluster, u, now)) if sharding is not None else None,
+            pass_on=(lambda u, now: sharding.pass_on(cluster, state, u, now))
+            if sharding is not None
+            else None,
         )
         self.interruption = InterruptionController(**everything, on_interrupted=self.provisioning.trigger)
         self.admission = AdmissionController(**everything)
@@ -122,6 +124,9 @@ class Manager:
             ("gc", self.gc),
             ("nodepool", self.nodepools),
         ]
+        if sharding is not None:
+            # Every replica, on the whole state: its pods' shard labels, which its pod watch selects by.
+            self.controllers.insert(0, ("shardlabels", ShardLabels(**everything, sharding=sharding)))
         self.recorder = recorder
         self.usage: UsageController | None = None
         if recorder is not None:
@@ -140,6 +145,8 @@ class Manager:
                 disruption=disruption_settings or DisruptionSettings(),
                 booked=self._booked,
             )
+            if sharding is not None:
+                self.disruption.confirm = lambda nodes: sharding.confirm(nodes, state, cluster)
             self.controllers.insert(
                 self.controllers.index(("termination", self.termination)), ("disruption", self.disruption)
             )

@@ -1,6 +1,8 @@
 """One sharded replica's part of the controllers: the ClusterState its pool controllers read (its pools,
-their nodes and claims, the pending pods it takes: `provisioner.scheduling.shards.scope`), and the pass
-on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` annotation).
+their nodes and claims, the pending pods it takes: `provisioner.scheduling.shards.scope`), the pass
+on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` annotation), the pods'
+`provisioner.sh/shard` label its pod watch selects by (`ShardLabels`), and the check of a node's pods at
+the API server before disruption acts on it (`Sharding.confirm`).
 
 Which shards this replica holds, and whether it holds quota admission, come from outside (the Leases:
 `provisioner.kube.shards.ShardLeases`) as callables, read at every snapshot.
@@ -9,20 +11,24 @@ Which shards this replica holds, and whether it holds quota admission, come from
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from provisioner.api import NodeClaim
+from provisioner.api import labels as wk
 from provisioner.clock import Clock
-from provisioner.clusterapi import ClusterAPI, ClusterError, NotLeader
+from provisioner.clusterapi import ClusterAPI, ClusterError, NotFoundError, NotLeader
+from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.watch import FIRST, Watch
 from provisioner.scheduling import Unschedulable
 from provisioner.scheduling import shards as model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState, Snapshot
 from provisioner.state.cluster import Changes
 from provisioner.state.objects import Pod
+from provisioner.state.snapshot import StateNode
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,9 @@ class Sharding:
     holds_admission: Callable[[], bool]
     clock: Clock
     defaults: ClusterDefaults = field(default_factory=ClusterDefaults)
+    node_pods: Callable[[str], Sequence[Mapping[str, Any]]] | None = None
+    """The pods the API server has on a node, watched here or not (a field selector): disruption checks
+    its verdict against them (`confirm`). None: the state holds every pod."""
     _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
     _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
 
@@ -94,22 +103,70 @@ class Sharding:
         """Whether this replica holds the pool's shard at this moment."""
         return self._owns(self.owned_shards())(pool)
 
-    def pass_on(self, cluster: ClusterAPI, unschedulable: Sequence[Unschedulable], now: datetime) -> None:
-        """Name the pools tried on each pod they could not take whose list goes on in other shards, so
-        the holder of the next pool takes it."""
+    def pass_on(
+        self, cluster: ClusterAPI, state: ClusterState, unschedulable: Sequence[Unschedulable], now: datetime
+    ) -> None:
+        """Name the pools tried on each pod they could not take whose list goes on in other shards, and
+        label it with the next pool's shard, so the holder of that pool watches and takes it."""
         last = self._last
         runs = last[3].runs if last is not None else {}
+        lists: tuple[model.PoolLists, frozenset[str]] | None = None
         for u in unschedulable:
             run = runs.get(u.pod.key)
             if run is None:
                 continue
             annotations = model.passed_on(run, u.pod, now)
+            meta: dict[str, Any] = {"annotations": annotations}
+            # Its list as written (the view gave the pod its run here as its list).
+            pod = state.pods.get(u.pod.key)
+            if pod is not None:
+                if lists is None:
+                    snap = state.snapshot()
+                    lists = model.PoolLists.of(snap, self.defaults), frozenset(p.name for p in snap.nodepools)
+                moved = replace(pod, annotations={**pod.annotations, **annotations})
+                shard = model.wanted_shard(moved, lists[0], lists[1], self.shards, now, None)
+                if shard is not None:
+                    meta["labels"] = {model.SHARD: shard}
             try:
-                cluster.patch_pod(u.pod.namespace, u.pod.name, {"metadata": {"annotations": annotations}})
+                cluster.patch_pod(u.pod.namespace, u.pod.name, {"metadata": meta})
             except ClusterError as err:
                 log.warning("could not pass pod %s on from pools %s: %s", u.pod.key, ",".join(run), err)
                 continue
             log.info("pod %s passed on: pools %s cannot take it", u.pod.key, ",".join(run))
+
+    def confirm(self, nodes: Sequence[StateNode], state: ClusterState, cluster: ClusterAPI) -> bool:
+        """Before disruption acts on `nodes` (its verdict made from this replica's state, which holds the
+        pods of its shards only): whether the API server has no pod on them that the state lacks (one
+        labelled for another shard and not relabelled yet, or never labelled). Such a pod is labelled
+        with its node's shard, so the watch brings it and the next plan counts it."""
+        if self.node_pods is None:
+            return True
+        seen = True
+        for sn in nodes:
+            if sn.node is None:
+                continue  # not registered: no pod can be bound to it yet
+            try:
+                items = self.node_pods(sn.node.name)
+            except ClusterError as err:
+                log.warning("disruption: cannot list the pods on node %s: %s", sn.node.name, err)
+                return False
+            for item in items:
+                pod = Pod.from_dict(item)
+                if pod.key in state.pods or pod.phase in ("Succeeded", "Failed"):
+                    continue
+                seen = False
+                log.info(
+                    "disruption: pod %s on node %s was not watched here; not acting yet", pod.key, sn.name
+                )
+                if sn.nodepool is not None and pod.labels.get(model.SHARD) is None:
+                    shard = str(model.shard_of(sn.nodepool, self.shards))
+                    try:
+                        cluster.patch_pod(
+                            pod.namespace, pod.name, {"metadata": {"labels": {model.SHARD: shard}}}
+                        )
+                    except ClusterError as err:
+                        log.warning("could not label pod %s with shard %s: %s", pod.key, shard, err)
+        return seen
 
 
 class ShardedState:
@@ -175,3 +232,76 @@ class ShardedCluster:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
+
+
+@dataclass(kw_only=True, eq=False)
+class ShardLabels(Reconciler):
+    """Keeps the pods' `provisioner.sh/shard` label on the shard that acts on them next
+    (`model.wanted_shard`), so each replica's pod watch (a label selector) brings it the pods it acts on.
+
+    Every replica labels the pods whose label names a shard it holds: a pending pod whose next pool is
+    in another shard (its pool list or its team's changed), a pod bound to a node of another shard's
+    pool (kube-scheduler placed it on spare room there). The replica holding quota admission, which
+    watches every pod, labels the pods that have no label, or one naming no shard: pods created while the
+    webhook was off, or before `--shards` was set. It runs on the pods written since its last pass, and
+    on every pod it holds when its shards or the pools' lists change."""
+
+    sharding: Sharding
+    _watch: Watch = field(init=False)
+    _held: tuple[frozenset[int], bool] | None = field(default=None, init=False)
+    _failed: set[str] = field(default_factory=set, init=False)
+    """Pods whose label could not be written: tried again at the next pass."""
+    _unplaced: set[str] = field(default_factory=set, init=False)
+    """Bound pods whose node this replica did not know yet: looked at again when Nodes are written."""
+
+    def __post_init__(self) -> None:
+        self._watch = Watch(self.state, ("Pod", "Node", "NodePool", "Team", "Namespace"))
+
+    def reconcile(self, now: datetime) -> None:
+        written = self._watch.take()
+        held = self.sharding.owned_shards()
+        admits = self.sharding.holds_admission()
+        if not written and not self._failed and self._held == (held, admits):
+            return
+        if (
+            self._held != (held, admits)
+            or any(k not in ("Pod", "Node") for k in written)
+            or written.get("Pod") == FIRST
+        ):
+            keys: Iterable[str] = list(self.state.pods.keys())
+        else:
+            keys = {*written.get("Pod", ()), *self._failed, *(self._unplaced if "Node" in written else ())}
+        self._held = (held, admits)
+        self._failed = set()
+        if not held and not admits:
+            return
+        snap = self.state.snapshot()
+        lists = model.PoolLists.of(snap, self.sharding.defaults)
+        existing = frozenset(p.name for p in snap.nodepools)
+        names = {str(i) for i in range(self.sharding.shards)}
+        mine = {str(i) for i in held}
+        for key in keys:
+            pod = self.state.pods.get(key)
+            if pod is None or pod.phase in ("Succeeded", "Failed"):
+                continue
+            label = pod.labels.get(model.SHARD)
+            if label not in mine and not (admits and label not in names):
+                continue
+            node = self.state.nodes.get(pod.node_name) if pod.node_name else None
+            pool = node.labels.get(wk.NODEPOOL) if node is not None else None
+            if pod.node_name and node is None:
+                self._unplaced.add(key)
+            else:
+                self._unplaced.discard(key)
+            wanted = model.wanted_shard(pod, lists, existing, self.sharding.shards, now, pool)
+            if wanted is None or wanted == label:
+                continue
+            try:
+                self.cluster.patch_pod(
+                    pod.namespace, pod.name, {"metadata": {"labels": {model.SHARD: wanted}}}
+                )
+            except NotFoundError:
+                continue
+            except ClusterError as err:
+                log.warning("could not label pod %s with shard %s: %s", key, wanted, err)
+                self._failed.add(key)

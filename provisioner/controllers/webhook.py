@@ -1,6 +1,8 @@
 """The mutating admission webhook: the API server asks it about every Pod being created, and it answers
 with a JSON patch that puts the `provisioner.sh/admission` scheduling gate on the pods of teams (which
-pods: `provisioner.quota.gate`).
+pods: `provisioner.quota.gate`) and, with sharded replicas, the `provisioner.sh/shard` label on every pod
+(the shard of the pool it is tried on first: `provisioner.scheduling.shards.wanted_shard`), which the
+replicas' pod watches select by.
 
 Served over HTTPS (the chart mounts the certificate) by every replica, leader or not, from the
 ClusterState its informers keep: answering needs no write. Anything it cannot read is answered "allowed,
@@ -16,12 +18,18 @@ import logging
 import ssl
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from provisioner.api import labels as wk
+from provisioner.clock import Clock, RealClock
 from provisioner.quota.book import QuotaBook
 from provisioner.quota.gate import gate_patch
+from provisioner.scheduling import shards as model
+from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
+from provisioner.state.objects import Pod
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +40,17 @@ HANDSHAKE_TIMEOUT = 5.0
 """Seconds a client has to finish the TLS handshake, and then for each read of its request."""
 
 
-def review(request: Mapping[str, Any], state: ClusterState) -> dict[str, Any]:
-    """The AdmissionReview answer to one AdmissionReview request (admission.k8s.io/v1)."""
+def review(
+    request: Mapping[str, Any],
+    state: ClusterState,
+    *,
+    shards: int = 0,
+    defaults: ClusterDefaults | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview answer to one AdmissionReview request (admission.k8s.io/v1). `shards`: the
+    replicas' shard count (0: not sharded, no label); `defaults`: the cluster's default pool lists;
+    `now`: when (a pod's tried pools expire by it)."""
     req = request.get("request") or {}
     response: dict[str, Any] = {"uid": req.get("uid", ""), "allowed": True}
     pod = req.get("object") or {}
@@ -44,11 +61,50 @@ def review(request: Mapping[str, Any], state: ClusterState) -> dict[str, Any]:
         book = QuotaBook(
             teams=list(state.teams.values()), departments=(), nodepools=(), namespaces=dict(state.namespaces)
         )
-        patch = gate_patch(pod, book.team_of(namespace))
-        if patch is not None:
+        patch = [
+            *(gate_patch(pod, book.team_of(namespace)) or ()),
+            *_shard_patch(pod, namespace, state, shards, defaults or ClusterDefaults(), now),
+        ]
+        if patch:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def _shard_patch(
+    doc: Mapping[str, Any],
+    namespace: str,
+    state: ClusterState,
+    shards: int,
+    defaults: ClusterDefaults,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """The JSON patch that labels a pod being created with its shard (none: not sharded, or no pool)."""
+    if not shards:
+        return []
+    meta = doc.get("metadata") or {}
+    pod = Pod.from_dict({**doc, "metadata": {**meta, "namespace": namespace, "name": meta.get("name") or ""}})
+    snap = state.snapshot()
+    node = state.nodes.get(pod.node_name) if pod.node_name else None
+    shard = model.wanted_shard(
+        pod,
+        model.PoolLists.of(snap, defaults),
+        frozenset(p.name for p in snap.nodepools),
+        shards,
+        now or datetime.now(UTC),
+        node.labels.get(wk.NODEPOOL) if node is not None else None,
+    )
+    if shard is None or (meta.get("labels") or {}).get(model.SHARD) == shard:
+        return []
+    if not meta.get("labels"):
+        return [{"op": "add", "path": "/metadata/labels", "value": {model.SHARD: shard}}]
+    return [
+        {
+            "op": "add",
+            "path": "/metadata/labels/" + model.SHARD.replace("~", "~0").replace("/", "~1"),
+            "value": shard,
+        }
+    ]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -64,7 +120,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(self.rfile.read(length))
-            answer = review(body, self.server.state)
+            server = self.server
+            answer = review(
+                body, server.state, shards=server.shards, defaults=server.defaults, now=server.clock.now()
+            )
         except (ValueError, AttributeError, TypeError) as err:
             self._send(400, {"message": f"not an AdmissionReview: {err}"})
             return
@@ -85,6 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: ClusterState
+    shards: int
+    defaults: ClusterDefaults
+    clock: Clock
     context: ssl.SSLContext
 
     def finish_request(self, request: Any, client_address: Any) -> None:
@@ -107,10 +169,23 @@ class AdmissionWebhook:
     """The HTTPS server; `start()` serves in a thread, `stop()` ends it."""
 
     def __init__(
-        self, state: ClusterState, *, certfile: str, keyfile: str, host: str = "0.0.0.0", port: int = 9443
+        self,
+        state: ClusterState,
+        *,
+        certfile: str,
+        keyfile: str,
+        host: str = "0.0.0.0",
+        port: int = 9443,
+        shards: int = 0,
+        defaults: ClusterDefaults | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """`shards`: the replicas' shard count, to label pods with theirs (0: not sharded)."""
         self._server = _Server((host, port), _Handler)
         self._server.state = state
+        self._server.shards = shards
+        self._server.defaults = defaults or ClusterDefaults()
+        self._server.clock = clock or RealClock()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(certfile, keyfile)

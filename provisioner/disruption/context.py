@@ -165,13 +165,23 @@ class Context:
         """
         pods = [p for n in nodes for p in self.facts(n).workload]
         hidden = {n.name for n in nodes}
+        closed: list[StateNode] = []
         while True:
             shown = self.view.for_pods(pods, removed=self.removed, excluded=hidden)
+            if closed:
+                shown = dataclasses.replace(shown, nodes=(*shown.nodes, *closed))
             results = self.solve(nodes, shown, instance_types=instance_types)
             blocked = {name for name, _, _ in self._destination_blocks(results.placements)} - hidden
             if not blocked:
                 return results
             hidden |= blocked
+            # A destination hidden is still capacity of its pool: it counts toward the pool's limits.
+            closed += [_closed(self.nodes[name]) for name in sorted(blocked) if self._in_limited_pool(name)]
+
+    def _in_limited_pool(self, name: str) -> bool:
+        """Whether the node's pool has limits."""
+        pool = self.pools.get(self.nodes[name].nodepool or "")
+        return pool is not None and bool(pool.spec.limits)
 
     def shown(self, nodes: Sequence[StateNode]) -> Snapshot:
         """The snapshot a re-solve of the nodes' pods is shown."""
@@ -346,3 +356,14 @@ def _receiver(
 ) -> Callable[[StateNode], bool]:
     """Whether a node may receive the pods a command moves: initialized and not settling."""
     return lambda node: not cand.not_initialized(node) and not _settling(node, facts, pools, clock)
+
+
+def _closed(node: StateNode) -> StateNode:
+    """The node as a destination hidden from a re-solve: nothing allocatable, so no pod goes there, but
+    its capacity still counts toward its pool's limits."""
+    shut = node.node and dataclasses.replace(node.node, allocatable={quantities.PODS: 0})
+    claim = node.claim
+    if claim is not None:
+        status = claim.status.model_copy(update={"allocatable": {quantities.PODS: "0"}})
+        claim = claim.model_copy(update={"status": status})
+    return dataclasses.replace(node, node=shut, claim=claim)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -169,9 +169,13 @@ class KubeClient:
 
     # Typed-by-resource helpers.
 
-    def list(self, res: Resource, *, label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
-        """Every object of the resource (all namespaces) and the list's resourceVersion."""
-        doc = self.request("GET", res.path(), query={"labelSelector": label_selector})
+    def list(
+        self, res: Resource, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object of the resource (all namespaces; those the selectors match) and the list's
+        resourceVersion."""
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        doc = self.request("GET", res.path(), query=query)
         items = doc.get("items") or []
         for item in items:
             # List items carry no kind/apiVersion; add them so they read like watched objects.
@@ -180,19 +184,30 @@ class KubeClient:
         return items, str((doc.get("metadata") or {}).get("resourceVersion") or "")
 
     def watch(
-        self, res: Resource, *, resource_version: str | None, timeout_seconds: int
+        self,
+        res: Resource,
+        *,
+        resource_version: str | None,
+        timeout_seconds: int,
+        label_selector: str | None = None,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Watch events after `resource_version`. The read timeout is a little above the server-side
-        timeout, so a server that ignores `timeoutSeconds` still ends the stream."""
+        """Watch events after `resource_version` (of the objects `label_selector` matches: one that stops
+        matching comes as DELETED, one that starts as ADDED). The read timeout is a little above the
+        server-side timeout, so a server that ignores `timeoutSeconds` still ends the stream.
+        `on_open` is handed a function that ends the stream from another thread."""
         query = {
             "watch": "true",
             "allowWatchBookmarks": "true",
             "timeoutSeconds": timeout_seconds,
             "resourceVersion": resource_version or None,
+            "labelSelector": label_selector,
         }
         resp = self._send("GET", res.path(), query=query, timeout=(10, timeout_seconds + 5))
         if resp.status != 200:
             raise_for(resp.status, resp.read(), f"watch {res.plural}")
+        if on_open is not None:
+            on_open(resp.response.shutdown)
         try:
             for line in iter_resp_lines(resp.response):
                 if line:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from provisioner.kube.client import WATCHED, ApiError, Gone, KubeClient, Resource
@@ -43,7 +43,9 @@ class StateFeeder:
         self._tombstones: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
-    def _newer(self, res: Resource, key: str, obj: Mapping[str, Any], *, deleting: bool = False) -> bool:
+    def _newer(
+        self, res: Resource, key: str, obj: Mapping[str, Any], *, deleting: bool = False, listed: bool = False
+    ) -> bool:
         rv = _rv((obj.get("metadata") or {}).get("resourceVersion"))
         ident = (res.kind, key)
         if deleting:
@@ -57,7 +59,10 @@ class StateFeeder:
             return True  # opaque versions: trust arrival order
         dead = self._tombstones.get(ident)
         if dead is not None:
-            if rv <= dead:
+            # A list may hold an object at the very version it was removed at: a watch with a label
+            # selector removes an object that stops matching at the version of that change (it is not
+            # gone), and a list with a wider selector brings it back as it is.
+            if rv < dead or (rv == dead and not listed):
                 return False
             del self._tombstones[ident]
         held = self._versions.get(ident)
@@ -68,10 +73,11 @@ class StateFeeder:
         self._versions[ident] = rv
         return True
 
-    def upsert(self, res: Resource, obj: Mapping[str, Any]) -> None:
+    def upsert(self, res: Resource, obj: Mapping[str, Any], *, listed: bool = False) -> None:
+        """`listed`: from a list (see `_newer`), not a watch event or the answer to a write."""
         key = object_key(res, obj)
         with self._lock:
-            if not self._newer(res, key, obj):
+            if not self._newer(res, key, obj, listed=listed):
                 return
             try:
                 self.state.upsert(res.kind, obj)
@@ -96,11 +102,15 @@ class StateFeeder:
                 self._versions.pop((res.kind, key), None)
                 self.state.remove(res.kind, key)
         for obj in items:
-            self.upsert(res, obj)
+            self.upsert(res, obj, listed=True)
 
 
 class Informer(threading.Thread):
-    """List then watch one resource until stopped."""
+    """List then watch one resource until stopped: every object, or those a label selector matches.
+
+    The selector may change while it runs (`rescope`: a sharded replica took or gave up shards): the
+    watch under way is ended and the resource listed again with the new selector, which also drops from
+    the state what it no longer matches."""
 
     def __init__(
         self,
@@ -111,6 +121,7 @@ class Informer(threading.Thread):
         stop: threading.Event,
         watch_timeout: int = 300,
         max_backoff: float = 30.0,
+        selector: str | None = None,
     ) -> None:
         super().__init__(name=f"informer-{res.plural}", daemon=True)
         self.client = client
@@ -122,12 +133,50 @@ class Informer(threading.Thread):
         self.synced = threading.Event()
         self.relists = 0
         self.resource_version: str | None = None
+        self._scope = threading.Condition()
+        self._wanted: str | None = selector
+        """The label selector asked for (None: every object)."""
+        self._listed: tuple[str | None] | None = None
+        """The selector of the last list that fed the state (None: no list yet)."""
+        self._end_watch: Callable[[], None] | None = None
+
+    def rescope(self, selector: str | None, *, wait: float = 0.0) -> bool:
+        """Watch the objects `selector` matches from now on (None: every object). True once the state
+        holds what a list with it answered; waits up to `wait` seconds for that."""
+        with self._scope:
+            if selector != self._wanted:
+                log.info("watching %s: %s", self.res.plural, selector or "all")
+                self._wanted = selector
+                end = self._end_watch
+                if end is not None:
+                    self._end_watch = None
+                    try:
+                        end()  # the informer's thread lists again when its watch ends
+                    except Exception as err:  # a stream already closed
+                        log.debug("ending the watch of %s: %s", self.res.plural, err)
+            return self._scope.wait_for(lambda: self._listed == (self._wanted,), timeout=wait)
+
+    def _rescoped(self) -> bool:
+        with self._scope:
+            return self._listed != (self._wanted,)
+
+    def _opened(self, end: Callable[[], None]) -> None:
+        with self._scope:
+            if self._listed == (self._wanted,):
+                self._end_watch = end
+                return
+        end()  # the selector changed while this watch opened
 
     def _relist(self) -> None:
-        items, rv = self.client.list(self.res)
+        with self._scope:
+            selector = self._wanted
+        items, rv = self.client.list(self.res, label_selector=selector)
         self.feeder.replace_all(self.res, items)
         self.resource_version = rv
         self.relists += 1
+        with self._scope:
+            self._listed = (selector,)
+            self._scope.notify_all()
         self.synced.set()
 
     def _apply(self, event: Mapping[str, Any]) -> None:
@@ -154,14 +203,18 @@ class Informer(threading.Thread):
         need_list = True
         while not self.stop.is_set():
             try:
-                if need_list:
+                if need_list or self._rescoped():
                     self._relist()
                     need_list = False
                 for event in self.client.watch(
-                    self.res, resource_version=self.resource_version, timeout_seconds=self.watch_timeout
+                    self.res,
+                    resource_version=self.resource_version,
+                    timeout_seconds=self.watch_timeout,
+                    label_selector=self._listed[0] if self._listed else None,
+                    on_open=self._opened,
                 ):
-                    if self.stop.is_set():
-                        return
+                    if self.stop.is_set() or self._rescoped():
+                        break
                     self._apply(event)
                 backoff = 0.2
             except Gone:
@@ -170,6 +223,8 @@ class Informer(threading.Thread):
             except ApiError as err:
                 if self.stop.is_set():
                     return
+                if self._rescoped():
+                    continue  # the watch was ended to list again with a new selector
                 if err.status == 404:
                     # The CRD is not installed (yet): keep trying, slowly, without flooding the log.
                     log.debug("%s not served: %s", self.res.plural, err)
@@ -181,6 +236,8 @@ class Informer(threading.Thread):
                 # support; a relist is cheap and always correct.
                 need_list = need_list or self.resource_version in (None, "", "...")
             except Exception as err:  # a bug must not kill the informer silently
+                if self._rescoped() and not self.stop.is_set():
+                    continue  # a stream ended mid-line to list again with a new selector
                 log.exception("informer %s crashed: %s", self.res.plural, err)
                 self.stop.wait(backoff)
                 backoff = min(self.max_backoff, backoff * 2)
@@ -197,13 +254,27 @@ class Informers:
         *,
         resources: Iterable[Resource] = WATCHED,
         watch_timeout: int = 300,
+        selectors: Mapping[Resource, str] | None = None,
     ) -> None:
+        """`selectors`: the label selector a resource's informer starts with (`Informer.rescope`
+        changes it); the others watch every object."""
         self.stop_event = threading.Event()
         self.feeder = StateFeeder(state)
         self.informers = [
-            Informer(client, res, self.feeder, stop=self.stop_event, watch_timeout=watch_timeout)
+            Informer(
+                client,
+                res,
+                self.feeder,
+                stop=self.stop_event,
+                watch_timeout=watch_timeout,
+                selector=(selectors or {}).get(res),
+            )
             for res in resources
         ]
+
+    def of(self, res: Resource) -> Informer:
+        """The informer of one resource."""
+        return next(inf for inf in self.informers if inf.res == res)
 
     def start(self) -> None:
         for inf in self.informers:

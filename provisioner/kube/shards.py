@@ -3,11 +3,16 @@ replica holds right now.
 
 Every replica renews a membership Lease (`<prefix>-member-<identity>`, labelled `MEMBER_LABEL`), lists
 the live ones, and works out the same assignment of the S shard Leases (`<prefix>-shard-<i>`) over the
-members (`provisioner.scheduling.shards.assign`). It acquires and renews the shards assigned to it and
+members (`provisioner.scheduling.shards.assign`), each keeping the shards it holds up to its share. It acquires and renews the shards assigned to it and
 stops acting on the others and lets their Leases expire, so a shard changes hands once the Lease of
 its old holder expired, after any pass of that holder still under way. Quota
 admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
 whoever holds `<prefix>-admission` (any replica may win it).
+
+With `watch_pods` (the operator's pod informer), each step also scopes this replica's pod watch to the
+shards assigned to it and those it still holds (a label selector on `provisioner.sh/shard`), or to every
+pod while it holds admission; a shard won, and admission, are acted on only once the state holds their
+pods.
 
 Each Lease is a `LeaderElector`: a replica acts on a shard only while its last renewal is younger than
 the renew deadline, shorter than the lease duration, so it stops before anyone else may take the shard.
@@ -57,6 +62,7 @@ class ShardLeases:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_acquire: Callable[[], None] | None = None,
+        watch_pods: Callable[[frozenset[int] | None], bool] | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards: {shards} is not allowed; at least 1")
@@ -84,15 +90,24 @@ class ShardLeases:
         self.member = elector(f"{prefix}-member-{lease_name(identity)}", labels={MEMBER_LABEL: prefix})
         self.admission = elector(f"{prefix}-admission")
         self.shard_leases = [elector(f"{prefix}-shard-{i}") for i in range(shards)]
+        self._shard_lease = {lease.name: i for i, lease in enumerate(self.shard_leases)}
         self.on_acquire = on_acquire
         """Called when this replica wins shards, before it acts on them: brings its picture of the
         cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
         watches may not have delivered yet."""
+        self.watch_pods = watch_pods
+        """Called at every step with the shards whose pods this replica must watch (None: every pod,
+        while it holds quota admission); True once its state holds them (a list with the new label
+        selector fed it). Shards won are not acted on, nor admission, before that."""
+        self._pods_whole = watch_pods is None
+        """Whether the state holds every pod (admission counts every team's pods)."""
         self._warming: frozenset[int] = frozenset()
         self._behind: frozenset[int] = frozenset()
         """Shards held whose catch-up failed: not acted on until one succeeds."""
         self.members: tuple[str, ...] = ()
         """The live replicas as last listed."""
+        self.holders: dict[int, str] = {}
+        """Each shard's live holder as last listed: a live replica keeps its shards (`model.assign`)."""
         self._pool_shards: dict[str, int] = {}
 
     def step(self) -> None:
@@ -100,11 +115,12 @@ class ShardLeases:
         only after `on_acquire`), stop acting on the others."""
         self.member.step()
         try:
-            self.members = self._live_members()
+            self.members, self.holders = self._live_leases()
         except ClusterError as err:
             # Keep the last assignment: the shard Leases' own deadlines bound how long it is acted on.
             log.warning("sharding: cannot list the replicas' Leases: %s", err)
-        mine = {s for s, m in model.assign(self.shards, self.members).items() if m == self.identity}
+        assigned = model.assign(self.shards, self.members, self.holders)
+        mine = {s for s, m in assigned.items() if m == self.identity}
         # Shards acted on: held and caught up (a shard whose catch-up failed is won again below).
         before = self._held() - self._behind
         # Held back from the start: a shard won below is not acted on before the catch-up.
@@ -117,9 +133,25 @@ class ShardLeases:
                 # pass already under way may still write for its pools, and the new holder takes the
                 # shard only once the Lease has expired, after any such pass.
                 lease.stop("assigned to another replica")
+        self.admission.step()
         won = self._held() - before
         self._behind = frozenset()
-        if won and self.on_acquire is not None:
+        if self.watch_pods is not None:
+            # The pods of the shards assigned here (watched before their Leases are won, so they are
+            # in the state when they are) and of those still held; every pod with quota admission.
+            whole = self.admission.is_leader()
+            try:
+                ready = self.watch_pods(None if whole else frozenset(mine) | self._held())
+            except Exception:
+                log.exception("sharding: cannot scope the pod watch")
+                ready = False
+            self._pods_whole = whole and ready
+            if not ready and won:
+                log.info(
+                    "sharding: the pods of shards %s are still being listed; not acting yet", sorted(won)
+                )
+                self._behind = won
+        if won - self._behind and self.on_acquire is not None:
             try:
                 # The claims their last holder wrote just before it died may still be on their way
                 # through this replica's watch.
@@ -131,26 +163,27 @@ class ShardLeases:
                 )
                 self._behind = won
         self._warming = self._behind
-        self.admission.step()
 
-    def _live_members(self) -> tuple[str, ...]:
-        doc = self.client.request(
-            "GET",
-            kc.LEASE.path(namespace=self.namespace),
-            query={"labelSelector": f"{MEMBER_LABEL}={self.prefix}"},
-        )
+    def _live_leases(self) -> tuple[tuple[str, ...], dict[int, str]]:
+        """The live replicas (member Leases not expired), and each shard's live holder (its Lease not
+        expired): one list of the namespace's Leases."""
+        doc = self.client.request("GET", kc.LEASE.path(namespace=self.namespace))
         now = self.clock.now()
         live = {self.identity} if self.member.is_leader() else set()
+        holders: dict[int, str] = {}
         for lease in doc.get("items") or []:
-            if ((lease.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL) != self.prefix:
-                continue  # a server that ignored the selector
+            meta = lease.get("metadata") or {}
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
             renewed = parse_time(spec.get("renewTime"))
             duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
-            if holder and renewed is not None and renewed + duration > now:
+            if not holder or renewed is None or renewed + duration <= now:
+                continue
+            if (meta.get("labels") or {}).get(MEMBER_LABEL) == self.prefix:
                 live.add(holder)
-        return tuple(sorted(live))
+            elif (shard := self._shard_lease.get(meta.get("name") or "")) is not None:
+                holders[shard] = holder
+        return tuple(sorted(live)), holders
 
     def _held(self) -> frozenset[int]:
         return frozenset(i for i, lease in enumerate(self.shard_leases) if lease.is_leader())
@@ -167,7 +200,9 @@ class ShardLeases:
         return shard not in self._warming and self.shard_leases[shard].is_leader()
 
     def holds_admission(self) -> bool:
-        return self.admission.is_leader()
+        """Whether this replica decides quota admission now: it holds the Lease, and (with
+        `watch_pods`) its state holds every pod."""
+        return self.admission.is_leader() and self._pods_whole
 
     def holds_any(self) -> bool:
         """Whether this replica may write at all (a shard or admission)."""

@@ -5,7 +5,8 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
 - A pool's shard is its highest-scoring shard index (rendezvous hashing over a stable hash of the names):
   the same on every replica, and going from S to S+1 shards moves only the pools the new shard wins.
 - Shards go to the live replicas by rendezvous hashing bounded to ceil(S/R) shards each, so the replicas
-  share them evenly and one joining or leaving moves few shards.
+  share them evenly; a live replica keeps the shards it holds up to that bound, so one leaving moves only
+  its own shards and one joining moves only the shards above the new bound.
 - A pod's pools are tried in its order across shards (the second-level step): the replica that holds
   the first pool not yet tried takes it, with the run of consecutive pools it holds from there. When
   none of that run can take it, the replica passes it on by naming the run in the pod's
@@ -13,6 +14,9 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
   while it is pending (its claim in flight is one only that replica sees). Once every pool was tried and
   none could take it, the tried pools are forgotten after `TRIED_TTL`: the pod starts again from the
   first pool, which may have gained capacity.
+- A pod carries the label `provisioner.sh/shard` (`SHARD`): the shard of the pool it is to be tried on
+  next (`next_pool`), or, bound, of its node's pool (`wanted_shard`), so each replica can watch only its
+  shards' pods with a label selector (`selector`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ TRIED = f"{wk.GROUP}/nodepools-tried"
 """Pod annotation: the pools of its list already tried by the replicas that hold them (comma-separated)."""
 TRIED_AT = f"{wk.GROUP}/nodepools-tried-at"
 """Pod annotation: when `TRIED` was last written (RFC 3339)."""
+SHARD = f"{wk.GROUP}/shard"
+"""Pod label: the shard (its index) whose holder acts on the pod next: of the pool a pending pod is tried
+on next, or of the pool of the node a bound pod runs on. Replicas watch their shards' pods by it."""
 TRIED_TTL = timedelta(minutes=3)
 """How long a pod that every pool of its list refused waits before it starts again from the first (the
 unavailable-offerings cache holds a stockout as long)."""
@@ -50,23 +57,57 @@ def shard_of(pool: str, shards: int) -> int:
     return max(range(shards), key=lambda i: _score(pool, str(i)))
 
 
-def assign(shards: int, members: Iterable[str]) -> dict[int, str]:
+def assign(shards: int, members: Iterable[str], held: Mapping[int, str] | None = None) -> dict[int, str]:
     """Shard -> the member (replica identity) that should hold it, each member holding at most
-    ceil(shards/members): the (shard, member) pairs are taken best score first, a pair only while its
-    shard is free and its member below the cap. The same on every replica; a member leaving frees its
-    own shards and moves few others. Empty with no member."""
+    ceil(shards/members). First each member keeps the shards it `held` (their Leases' live holders), its
+    best-scoring first, up to that cap; then the other (shard, member) pairs are taken best score first, a
+    pair only while its shard is free and its member below the cap. The same on every replica that reads
+    the same Leases. Empty with no member."""
     names = sorted(set(members))
     if not names:
         return {}
     cap = math.ceil(shards / len(names))
-    pairs = sorted(((_score(f"shard-{s}", m), s, m) for s in range(shards) for m in names), reverse=True)
     load = dict.fromkeys(names, 0)
     out: dict[int, str] = {}
-    for _, shard, member in pairs:
-        if shard not in out and load[member] < cap:
-            out[shard] = member
-            load[member] += 1
+
+    def take(pairs: Iterable[tuple[int, int, str]]) -> None:
+        for _, shard, member in sorted(pairs, reverse=True):
+            if shard not in out and load[member] < cap:
+                out[shard] = member
+                load[member] += 1
+
+    key = "shard-{}".format
+    take((_score(key(s), m), s, m) for s, m in (held or {}).items() if m in load and 0 <= s < shards)
+    take((_score(key(s), m), s, m) for s in range(shards) if s not in out for m in names)
     return out
+
+
+def selector(held: Collection[int]) -> str:
+    """The label selector of the pods of the shards `held` (none held: one no pod matches)."""
+    if not held:
+        return f"{SHARD} in (none)"
+    return f"{SHARD} in ({','.join(str(s) for s in sorted(held))})"
+
+
+def next_pool(pod: Pod, lists: PoolLists, existing: Collection[str], now: datetime) -> str | None:
+    """The pool a pending pod is tried on next (its holder takes it, `route`): the first existing pool of
+    its list not yet tried; when every one was, the first (where it starts again once the tried pools
+    expire); a list naming no existing pool, its first name. None: no pool at all."""
+    order = lists.order(pod)
+    pools = [p for p in order if p in existing]
+    if not pools:
+        return order[0] if order else None
+    tried = still_tried(pod, pools, now)
+    return next((p for p in pools if p not in tried), pools[0])
+
+
+def wanted_shard(
+    pod: Pod, lists: PoolLists, existing: Collection[str], shards: int, now: datetime, node_pool: str | None
+) -> str | None:
+    """The `SHARD` label value the pod should carry: bound, its node's pool's shard (`node_pool`: None for
+    a node of no pool, or not known: keep what it has); pending, its next pool's (`next_pool`)."""
+    pool = node_pool if pod.node_name else next_pool(pod, lists, existing, now)
+    return None if pool is None else str(shard_of(pool, shards))
 
 
 def tried_pools(pod: Pod) -> tuple[frozenset[str], datetime | None]:

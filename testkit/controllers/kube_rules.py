@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from provisioner.api import crds
@@ -304,3 +304,75 @@ def _admit_custom(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         return admitted
     except Invalid as err:
         raise Invalid([f"{kind}.{p.lstrip('.')}" for p in err.problems]) from None
+
+
+Matcher = Callable[[Mapping[str, Any]], bool]
+
+
+def _test(op: str, got: str | None, values: frozenset[str]) -> bool:
+    """One selector requirement on a value (`got`: None when the label or field is not there)."""
+    if op in ("in", "=", "=="):
+        return got in values
+    if op in ("notin", "!="):
+        return got not in values
+    return (got is not None) == (op == "exists")
+
+
+def label_selector(text: str | None) -> Matcher:
+    """A list or watch's `labelSelector` (the Kubernetes labels documentation: requirements joined by
+    commas, each `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)` or
+    `key notin (a,b)`) as a test on an object. ValueError for a selector that does not parse."""
+    reqs: list[tuple[str, str, frozenset[str]]] = []
+    for req in _requirements(text or ""):
+        if m := re.fullmatch(r"(\S+)\s+(in|notin)\s+\(([^)]*)\)", req):
+            reqs.append((m.group(1), m.group(2), frozenset(v.strip() for v in m.group(3).split(","))))
+        elif m := re.fullmatch(r"(\S+?)\s*(!=|==|=)\s*(\S*)", req):
+            reqs.append((m.group(1), m.group(2), frozenset({m.group(3)})))
+        elif m := re.fullmatch(r"!\s*(\S+)", req):
+            reqs.append((m.group(1), "absent", frozenset()))
+        elif re.fullmatch(r"[^\s!=(),]+", req):
+            reqs.append((req, "exists", frozenset()))
+        else:
+            raise ValueError(f"unable to parse requirement: {req!r}")
+
+    def matches(obj: Mapping[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return all(_test(op, labels.get(key), values) for key, op, values in reqs)
+
+    return matches
+
+
+def _requirements(text: str) -> list[str]:
+    """The requirements of a selector: split at the commas outside parentheses."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    out.append(text[start:].strip())
+    return [r for r in out if r]
+
+
+FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}
+"""The fields a `fieldSelector` may name here (Pods: the ones the provisioner selects by)."""
+
+
+def field_selector(text: str | None) -> Matcher:
+    """A `fieldSelector` (`field=value`, `field==value`, `field!=value`, joined by commas) as a test on an
+    object (a field not set reads as ""); ValueError for a field not in `FIELDS` or a requirement that
+    does not parse."""
+    reqs: list[tuple[str, str, str, frozenset[str]]] = []
+    for req in _requirements(text or ""):
+        m = re.fullmatch(r"([\w.]+)\s*(!=|==|=)\s*(\S*)", req)
+        if m is None or m.group(1) not in FIELDS:
+            raise ValueError(f"field label not supported: {req!r}")
+        head, tail = m.group(1).split(".", 1)
+        reqs.append((head, tail, m.group(2), frozenset({m.group(3)})))
+
+    def matches(obj: Mapping[str, Any]) -> bool:
+        return all(
+            _test(op, str((obj.get(head) or {}).get(tail) or ""), values) for head, tail, op, values in reqs
+        )
+
+    return matches

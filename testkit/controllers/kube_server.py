@@ -355,8 +355,10 @@ class FilledEmulator(kmock.KubernetesEmulator):
         )
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
-        payload = await super()._serve_list(request)
-        cast(dict[str, Any], payload)["metadata"]["resourceVersion"] = str(self.rv)
+        matches = _selected(request)
+        payload = cast(dict[str, Any], await super()._serve_list(request))
+        payload["metadata"]["resourceVersion"] = str(self.rv)
+        payload["items"] = [obj for obj in payload["items"] if matches(obj)]
         return payload
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
@@ -368,15 +370,44 @@ class FilledEmulator(kmock.KubernetesEmulator):
                 "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
             }
             return
+        matches = _selected(request)
         task = asyncio.current_task()
         if task is not None:
             self.watches.add(task)
+        # As a real server filters a watch by its selectors: an object that starts matching comes as
+        # ADDED, one that stops as DELETED (the keys this watch has sent and not yet deleted).
+        sent: set[tuple[Any, Any]] = set()
         try:
             async for item in super()._serve_watch(request):
-                yield item
+                if not isinstance(item, dict) or item.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+                    yield item
+                    continue
+                meta = (item.get("object") or {}).get("metadata") or {}
+                key = (meta.get("namespace"), meta.get("name"))
+                if item["type"] == "DELETED":
+                    if key in sent:
+                        sent.discard(key)
+                        yield item
+                elif matches(item["object"]):
+                    yield item if key in sent else {**item, "type": "ADDED"}
+                    sent.add(key)
+                elif key in sent:
+                    sent.discard(key)
+                    yield {**item, "type": "DELETED"}
         finally:
             if task is not None:
                 self.watches.discard(task)
+
+
+def _selected(request: rendering.Request) -> rules.Matcher:
+    """The objects a list or watch's `labelSelector` and `fieldSelector` match (400 when one does not
+    parse, as a real server answers)."""
+    try:
+        labels = rules.label_selector(request.params.get("labelSelector"))
+        fields = rules.field_selector(request.params.get("fieldSelector"))
+    except ValueError as err:
+        raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(err)) from None
+    return lambda obj: labels(obj) and fields(obj)
 
 
 def _now() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,6 +109,29 @@ def test_run_refuses_to_start_without_an_explicit_cloud(monkeypatch: pytest.Monk
     result = CliRunner().invoke(app, ["run", "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --cloud: required; allowed: aws, gcp, fake")
+
+
+def test_run_refuses_shards_over_the_fake_cloud_without_its_state_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Sharded replicas share one fake cloud, so they need its state file (the fake plug-in says so)."""
+    monkeypatch.delenv("PROVISIONER_CLOUD", raising=False)
+    args = ["run", "--url", "http://127.0.0.1:9", "--shards", "2"]
+
+    for cloud in ("fake", "aws,fake"):
+        result = CliRunner().invoke(app, [*args, "--cloud", cloud])
+        assert result.exit_code == 2
+        assert result.stderr == (
+            "error: --fake-state: required with --shards and --cloud fake (the replicas share one fake cloud)\n"
+        )
+    # Not asked of another cloud, nor without shards, nor once given: the run goes on to the next check
+    # (here a batch window it refuses, before it would connect).
+    stop = ["--batch-idle", "5", "--batch-max", "1"]
+    state = ["--fake-state", str(tmp_path / "fake.json")]
+    for extra in (["--cloud", "aws"], ["--cloud", "aws,fake", "--shards", "0"], ["--cloud", "fake", *state]):
+        result = CliRunner().invoke(app, [*args, *extra, *stop])
+        assert result.exit_code == 2
+        assert result.stderr.startswith("error: --batch-max"), result.stderr
 
 
 def test_a_failing_launch_backs_off_instead_of_calling_the_cloud_every_step() -> None:

@@ -122,6 +122,56 @@ def holders(client: kc.KubeClient) -> dict[int, str]:
     return out
 
 
+def admission_holder(client: kc.KubeClient) -> str | None:
+    lease = client.get(kc.LEASE, "provisioner-admission", namespace="default")
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def pod_watches(replicas: Replicas) -> dict[str, str]:
+    """Live replica identity -> the pods its informer watches now, as its log last said (`all`, or a
+    label selector)."""
+    out: dict[str, str] = {}
+    for proc, log in zip(replicas.procs, replicas.logs, strict=True):
+        if proc.poll() is not None:
+            continue
+        identity, watching = None, None
+        for line in log.read_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            message = json.loads(line).get("message", "")
+            if message.startswith("provisioner running:"):
+                identity = message.split("identity=", 1)[1].split()[0]
+            elif message.startswith("watching pods: "):
+                watching = message.removeprefix("watching pods: ")
+        if identity and watching:
+            out[identity] = watching
+    return out
+
+
+def each_watches_its_shards(client: kc.KubeClient, replicas: Replicas) -> bool:
+    """Whether each replica's pod watch is what it holds: every pod for the quota admission holder, the
+    pods of its shards (a label selector) for the others."""
+    held = holders(client)
+    admits = admission_holder(client)
+    expected = {
+        who: "all" if who == admits else model.selector({s for s, h in held.items() if h == who})
+        for who in set(held.values()) | {admits or ""}
+        if who
+    }
+    return pod_watches(replicas) == expected
+
+
+def labelled_by_their_nodes_shard(backend: KubeBackend) -> bool:
+    """Whether every bound pod carries the shard label of its node's pool (the pod watch of that pool's
+    holder takes it)."""
+    for pod in backend.state.pods.values():
+        node = backend.state.nodes.get(pod.node_name or "")
+        pool = node.labels.get("provisioner.sh/nodepool") if node is not None else None
+        if pool is None or pod.labels.get(model.SHARD) != str(model.shard_of(pool, SHARDS)):
+            return False
+    return True
+
+
 def pools_on_every_shard(per_shard: int = 1) -> list[str]:
     """Pool names, `per_shard` in each shard."""
     names: dict[int, list[str]] = {i: [] for i in range(SHARDS)}
@@ -182,6 +232,12 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     assert len(claims) == 2 * len(pools), "one one-GPU node per one-GPU pod, none twice"
     assert {c.nodepool for c in claims} == set(pools)
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+    # Created without the shard label (no webhook here): the quota admission holder labelled them, and
+    # each replica but that one watches only its own shards' pods.
+    wait_until("every pod labelled with its node's shard", lambda: labelled_by_their_nodes_shard(backend))
+    wait_until(
+        "each replica watching its shards' pods", lambda: each_watches_its_shards(kube_client, replicas)
+    )
     logs = replicas.stop()
     # Which replica wrote which claim is not asserted: on a loaded machine a replica whose renewals
     # starve loses its shards to the others mid-run, which is the design working.
@@ -225,6 +281,8 @@ def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launc
     claims = list(backend.state.claims.values())
     assert len(claims) == len(pools)
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+    # The dead replica's pools moved, and the watch of their pods with them.
+    wait_until("the survivor watching every pod", lambda: each_watches_its_shards(kube_client, replicas))
 
 
 def _pool_in(shards: set[int], taken: set[str]) -> str:
@@ -279,6 +337,9 @@ def test_a_pod_spanning_replicas_is_passed_on_in_list_order_and_pool_limits_hold
     passed = [p for p in backend.state.pods.values() if p.annotations.get(model.TRIED)]
     assert [p.annotations[model.TRIED] for p in passed] == [first] * 3
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+    # Passed on, each was labelled for the second pool's shard, whose holder watched and took it; bound,
+    # each carries its node's shard.
+    wait_until("every pod labelled with its node's shard", lambda: labelled_by_their_nodes_shard(backend))
 
 
 def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(

@@ -24,7 +24,10 @@ from cryptography.x509.oid import NameOID
 
 from provisioner.api import labels as wk
 from provisioner.controllers.webhook import PATH, AdmissionWebhook
+from provisioner.scheduling import shards as shard_model
+from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
+from testkit.builders import node_pool_manifest
 
 
 def _name(cn: str) -> x509.Name:
@@ -216,3 +219,32 @@ def test_a_client_that_connects_and_says_nothing_does_not_hold_up_the_api_server
         # A TLS handshake that never starts (a port scanner, a stuck client): the next review is answered.
         status, answer = _post(webhook, _review("vision", _pod()))
     assert status == 200 and answer["response"]["allowed"] is True
+
+
+def test_with_sharded_replicas_a_pod_is_labelled_with_its_first_pools_shard(
+    tmp_path: Path, state: ClusterState
+) -> None:
+    # The pod names no pool: the cluster's default CPU pools apply, as the solver resolves them.
+    state.upsert("NodePool", node_pool_manifest("cpu-b"))
+    state.upsert("NodePool", node_pool_manifest("cpu-a"))
+    ca, cert, key = _certificates(tmp_path)
+    server = AdmissionWebhook(
+        state,
+        certfile=str(cert),
+        keyfile=str(key),
+        host="127.0.0.1",
+        port=0,
+        shards=4,
+        defaults=ClusterDefaults.of(cpu="cpu-a,cpu-b", gpu=""),
+    )
+    server.start()
+    try:
+        hook = f"https://127.0.0.1:{server.port}{PATH}", ssl.create_default_context(cafile=str(ca))
+        _, answer = _post(hook, _review("vision", _pod()))
+    finally:
+        server.stop()
+    shard = str(shard_model.shard_of("cpu-a", 4))
+    assert _patch(answer) == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": wk.ADMISSION_GATE}]},
+        {"op": "add", "path": "/metadata/labels", "value": {shard_model.SHARD: shard}},
+    ]

@@ -89,6 +89,8 @@ PLUGIN = ProviderPlugin(
         Kind(model=ToyNodeClass, kind="ToyNodeClass", plural="toynodeclasses", short_names=("toync",), columns=(AGE,)),
     ),
     catalogs={"toy": CatalogFile(package="toycloud", file="catalog.yaml", kinds=("ToyNodeClass",))},
+    read_types=lambda query: FakeProvider(catalog="toy", region=query.region).region_instance_types(),
+    catalog_defaults={"--region": "toy-1"},
     options=(Option("--toy-region", env="TOY_REGION", help="Region of the toy cloud."),),
     chart=ChartPieces(
         values={"region": "", "identity": ""},
@@ -256,12 +258,21 @@ def _code_strings(path: Path) -> list[tuple[int, str]]:
     ]
 
 
-def test_no_code_of_the_core_names_a_plugin_s_kind_or_karpenter_s_provider_for_it() -> None:
+def test_no_code_of_the_core_names_a_plugin_s_kind_options_or_karpenter_s_provider_for_it() -> None:
     names = [k.kind for p in registry.plugins() for k in p.nodeclasses]
     names += [
         f for p in registry.plugins() if p.karpenter for f in (p.karpenter.nodeclass, p.karpenter.group)
     ]
-    assert "AWSNodeClass" in names and "EC2NodeClass" in names and "karpenter.k8s.aws" in names
+    # Its `run` flags and their environment variables, and where `catalog` takes its values from.
+    names += [n for p in registry.plugins() for o in p.options for n in (o.flag, o.env) if n]
+    names += [d for p in registry.plugins() for d in p.catalog_defaults.values()]
+    assert {
+        "AWSNodeClass",
+        "EC2NodeClass",
+        "karpenter.k8s.aws",
+        "--fake-state",
+        "GOOGLE_CLOUD_PROJECT",
+    } <= set(names)
 
     found = [
         f"{path.relative_to(ROOT)}:{line}: {name}"
@@ -269,6 +280,21 @@ def test_no_code_of_the_core_names_a_plugin_s_kind_or_karpenter_s_provider_for_i
         for line, text in _code_strings(path)
         for name in names
         if name in text
+    ]
+
+    assert found == []
+
+
+def test_no_function_or_class_of_the_core_is_named_after_a_plugin() -> None:
+    words = {p.name for p in registry.plugins()}
+    assert {"aws", "gcp", "fake"} <= words
+
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}"
+        for path in sorted((ROOT / "provisioner").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and words & {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", node.name)}
     ]
 
     assert found == []
@@ -350,6 +376,21 @@ def test_run_offers_a_plugin_s_options_and_builds_its_provider(toy_site: Path) -
     # The toy cloud takes its kind; the fake, asked for too, takes the kinds left.
     assert kinds == "['AWSNodeClass', 'GCPNodeClass', 'ToyNodeClass'] True"
     assert types == str(["toy.h100x8", "toy.medium", "toy.small"])
+
+
+def test_catalog_reads_a_plugin_cloud_and_lists_it_in_its_help(toy_site: Path) -> None:
+    done = _run(toy_site, "-m", "provisioner.cli", "catalog", "--help", extra_env={"COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr
+    assert (
+        "aws, gcp or toy (read through the provider), fake, or with --offline: aws, gcp, toy, karpenter-benchmark."
+        in done.stdout
+    )
+    assert "Region. Default: AWS_REGION, us-east-1, us-central1, toy-1." in done.stdout
+
+    done = _run(toy_site, "-m", "provisioner.cli", "catalog", "--cloud", "toy", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    # The default region is its catalog's; the types are read through the plug-in, smallest first.
+    assert [t["instanceType"] for t in json.loads(done.stdout)] == ["toy.small", "toy.medium", "toy.h100x8"]
 
 
 def test_a_plugin_s_chart_pieces_are_generated_into_the_chart(toy_site: Path, tmp_path: Path) -> None:

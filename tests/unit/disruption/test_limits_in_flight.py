@@ -1,0 +1,38 @@
+"""A re-solve that may not send pods onto capacity still in flight (return-to-preferred, the forceful
+moves) hides that capacity as a destination, but it still counts toward its pool's limits: found by the
+sharded chaos campaign (bench/chaos.py --sharded, seed 4, two replicas), where a takeover left a
+preferred pool's claims in flight while its pods waited, and return-to-preferred launched two more nodes
+into that pool past its GPU limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.api import labels as wk
+from provisioner.scheduling import SolveFn
+from provisioner.state import StateNode
+from testkit import builders
+from tests.unit.disruption.builders import instance_type, node_pool, pod, state_node
+from tests.unit.disruption.test_planner import run, types_for
+
+LIST = {wk.NODEPOOLS: "preferred,fallback"}
+
+
+@pytest.mark.parametrize("registered", [False, True], ids=["in-flight", "not-initialized"])
+def test_a_pod_does_not_return_to_its_preferred_pool_past_the_pools_limit(
+    solve: SolveFn, registered: bool
+) -> None:
+    limited = builders.node_pool("preferred", weight=50, limits={"cpu": "8"})
+    fallback = node_pool("fallback", weight=10)
+    it = instance_type("g.large", cpu=8, memory_gib=32, price=1.0)
+    # The preferred pool's one node (its whole limit) is still on its way, its pods not bound yet.
+    coming = state_node("coming", pool="preferred", it=it, initialized=False)
+    if not registered:
+        coming = StateNode(name="coming", node=None, claim=coming.claim)
+    low = state_node("low", pool="fallback", it=it, pods=[pod("a", cpu="6", annotations=LIST)])
+    pools = [limited, fallback]
+
+    result = run([coming, low], solve=solve, pools=pools, types=types_for(*pools, types=[it]))
+
+    moved = [(c.method, [r.nodepool.name for r in c.replacements]) for c in result.commands]
+    assert moved == [], "the preferred pool is at its limit: nothing may launch there"
