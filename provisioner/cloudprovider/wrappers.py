@@ -271,9 +271,19 @@ class MetricsProvider(Forwarding):
         self.registry = registry if registry is not None else REGISTRY
         self.metrics = _metrics_for(self.registry)
         self._timer = timer
+        self._labelled: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
+        """Per (provider, method), the duration and success series every call touches: looked up once,
+        not on every call (a label lookup takes a lock and formats the labels)."""
 
     def _call(self, method: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         name = self.provider.name
+        series = self._labelled.get((name, method))
+        if series is None:
+            series = self._labelled[(name, method)] = (
+                self.metrics.duration.labels(name, method),
+                self.metrics.calls.labels(name, method, "success"),
+            )
+        duration, succeeded = series
         start = self._timer()
         try:
             result = fn(*args, **kwargs)
@@ -285,8 +295,8 @@ class MetricsProvider(Forwarding):
                 self.metrics.launch_failures.labels(name, launch_failure_reason(err)).inc()
             raise
         finally:
-            self.metrics.duration.labels(name, method).observe(max(0.0, self._timer() - start))
-        self.metrics.calls.labels(name, method, "success").inc()
+            duration.observe(max(0.0, self._timer() - start))
+        succeeded.inc()
         return result
 
     def instance_types(self, node_class: NodeClass) -> list[InstanceType]:

@@ -113,13 +113,19 @@ class ClusterAPI(Protocol):
         ...
 
 
+_LEAVES = frozenset({str, int, float, bool, list})
+"""JSON values a merge patch sets as they are (never mappings)."""
+
+
 def merge_patch(target: Mapping[str, Any] | None, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: dicts merge recursively, None removes a key, anything else replaces.
     Neither argument is changed: the result is a new dict at every level the patch touches, and shares
     the rest with `target` (and the values it sets with `patch`)."""
-    if not isinstance(patch, Mapping):
+    kind = type(patch)
+    # JSON's own types first: an ABC's isinstance is slow, and every bind of a pod is a merge patch.
+    if kind is not dict and (kind in _LEAVES or not isinstance(patch, Mapping)):
         return patch
-    out: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
+    out: dict[str, Any] = dict(target) if type(target) is dict or isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)

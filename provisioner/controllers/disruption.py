@@ -260,10 +260,14 @@ class DisruptionController(Reconciler):
 
     def _plan(self, snap: Snapshot, now: datetime) -> DisruptionPlan:
         in_flight = {name for a in self.active.values() for name in a.replacements}
-        view = dataclasses.replace(
-            snap,
-            # Replacements being launched hold room for the pods they were made for: hide them.
-            nodes=tuple(n for n in snap.nodes if n.claim is None or n.claim.name not in in_flight),
+        # Replacements being launched hold room for the pods they were made for: hide them (with none in
+        # flight, the snapshot as it is: no walk of every node).
+        view = (
+            dataclasses.replace(
+                snap, nodes=tuple(n for n in snap.nodes if n.claim is None or n.claim.name not in in_flight)
+            )
+            if in_flight
+            else snap
         )
         pools = nodepool_api.live(snap.nodepools)
         result = plan(

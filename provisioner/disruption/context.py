@@ -100,7 +100,10 @@ class Context:
             pools=pools,
             nodes_per_pod=settings.nodes_per_pod,
             facts=facts,
-            receives=lambda n: not cand.not_initialized(n) and not self._settling(n),
+            # Not a method of the context: the view would hold the context and the context the view, and
+            # every plan (its blockers, its unbound pods, its targets) would wait for the cyclic garbage
+            # collector instead of going when the plan is made.
+            receives=_receiver(facts.of, self.pools, clock),
         )
         self._unbound: dict[int, tuple[StateNode, tuple[Pod, ...]]] = {}
         """Per node re-solved, its workload without a node, made once per plan (multi-node's search
@@ -206,7 +209,7 @@ class Context:
     def _unbound_pods(self, node: StateNode) -> tuple[Pod, ...]:
         found = self._unbound.get(id(node))
         if found is None or found[0] is not node:
-            found = (node, tuple(dataclasses.replace(p, node_name=None) for p in self.facts(node).workload))
+            found = (node, tuple(p.unbound() for p in self.facts(node).workload))
             self._unbound[id(node)] = found
         return found[1]
 
@@ -280,17 +283,7 @@ class Context:
                 )
 
     def _settling(self, node: StateNode) -> bool:
-        """Whether a node of ours is still within its pool's consolidateAfter since a pod last arrived or
-        left: it takes no pods a command moves (Karpenter's "should not consolidate pods onto a destination
-        node that is under its consolidateAfter window"). `Never` and zero never hold a node."""
-        known = self.facts(node)
-        pool = self.pools.get(known.nodepool or "")
-        if pool is None or node.claim is None or known.last_pod_event is None:
-            return False
-        wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
-        if not wait:
-            return False
-        return not self.clock.reached(known.last_pod_event + wait)
+        return _settling(node, self.facts, self.pools, self.clock)
 
     def gate(self, nodes: Sequence[StateNode], reason: DisruptionReason, *, method: str) -> bool:
         """Budgets and PDBs for disrupting these nodes together; records the blocker when they say no."""
@@ -340,6 +333,29 @@ class Context:
                 self.view.moved(placement.node, placement.pod)
         self.view.drop(n.name for n in command.nodes)
         self.result.commands.append(command)
+
+
+def _settling(
+    node: StateNode, facts: Callable[[StateNode], NodeFacts], pools: Mapping[str, NodePool], clock: PlanTime
+) -> bool:
+    """Whether a node of ours is still within its pool's consolidateAfter since a pod last arrived or
+    left: it takes no pods a command moves (Karpenter's "should not consolidate pods onto a destination
+    node that is under its consolidateAfter window"). `Never` and zero never hold a node."""
+    known = facts(node)
+    pool = pools.get(known.nodepool or "")
+    if pool is None or node.claim is None or known.last_pod_event is None:
+        return False
+    wait = durations.parse_duration(pool.spec.disruption.consolidate_after)
+    if not wait:
+        return False
+    return not clock.reached(known.last_pod_event + wait)
+
+
+def _receiver(
+    facts: Callable[[StateNode], NodeFacts], pools: Mapping[str, NodePool], clock: PlanTime
+) -> Callable[[StateNode], bool]:
+    """Whether a node may receive the pods a command moves: initialized and not settling."""
+    return lambda node: not cand.not_initialized(node) and not _settling(node, facts, pools, clock)
 
 
 def _closed(node: StateNode) -> StateNode:

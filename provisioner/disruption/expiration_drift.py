@@ -160,14 +160,17 @@ def drift_reason(ctx: Context, node: StateNode, hashes: _Hashes) -> str | None:
 
 def _drift(ctx: Context, node: StateNode, hashes: _Hashes) -> str | None:
     """`drift_reason`, taken from the node's facts when an earlier plan judged this very node against the
-    very same pool with the same hashes (the rest of what it reads is the node's own)."""
+    very same pool requirements, pool name and hashes (the rest of what it reads is the node's own). The
+    requirements' list, not the pool: a status write makes a new pool object and shares its spec, and the
+    pools' status changes with nearly every pass that changes the nodes."""
     assert node.claim is not None
     facts = ctx.facts(node)
     pool = ctx.pool(node)
     ref = node.claim.spec.node_class_ref
-    against = (pool, hashes.pools[pool.name], hashes.classes.get((ref.kind, ref.name)))
+    requirements = pool.spec.template.spec.requirements
+    against = (requirements, pool.name, hashes.pools[pool.name], hashes.classes.get((ref.kind, ref.name)))
     known = facts.drift
-    if known is None or known[0][0] is not pool or known[0][1:] != against[1:]:
+    if known is None or known[0][0] is not requirements or known[0][1:] != against[1:]:
         known = facts.drift = (against, drift_reason(ctx, node, hashes))
     return known[1]
 

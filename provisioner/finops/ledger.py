@@ -17,12 +17,12 @@ converted once per batch) are `provisioner.finops.columns`'.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, Table, func, insert, select
+from sqlalchemy import DateTime, Select, Table, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from provisioner.finops import columns as col
@@ -157,10 +157,14 @@ class Ledger:
         until: datetime | None,
         pool: str | None,
         conn: Connection | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> Select[Any]:
         """Rows that start in [since, until); with `conn`, on a table of rows that span `hours`, every row
-        that overlaps the window (starting up to the longest row's hours before `since`)."""
-        query = select(table).order_by(table.c.time, table.c.id)
+        that overlaps the window (starting up to the longest row's hours before `since`). `columns`: these
+        columns in this order (default: every column of the table)."""
+        query = select(table) if columns is None else select(*(table.c[name] for name in columns))
+        query = query.order_by(table.c.time, table.c.id)
         if since is not None and conn is not None:
             longest = conn.execute(select(func.max(table.c.hours))).scalar() or 0.0
             query = query.where(table.c.time >= col.utc(since) - timedelta(hours=float(longest)))
@@ -246,33 +250,60 @@ class Ledger:
         utc, teams = col.memo(col.utc), col.memo(col.split)
         workloads, allocations = col.memo(col.strings), col.memo(col.allocations)
         with self.engine.connect() as conn:
-            result = conn.execute(self._window(tables.usage, since, until, pool, conn)).all()
-        rows = [
-            UsageRow(
-                time=utc(m.time),
-                hours=m.hours,
-                node=m.node,
-                nodepool=m.nodepool,
-                teams=teams(m.teams),
-                instance_type=m.instance_type,
-                capacity_type=m.capacity_type,
-                price_per_hour=m.price_per_hour,
-                cpu_capacity=m.cpu_capacity,
-                cpu_allocated=m.cpu_allocated,
-                memory_capacity=m.memory_capacity,
-                memory_allocated=m.memory_allocated,
-                gpu_capacity=m.gpu_capacity,
-                gpu_allocated=m.gpu_allocated,
-                provider_id=m.provider_id,
-                zone=m.zone,
-                region=m.region,
-                pool_owner=m.pool_owner,
-                workloads=workloads(m.workloads),
-                allocations=allocations(m.allocations),
-                reservation_id=m.reservation_id,
+            result = cast(
+                Iterable[tuple[Any, ...]],
+                conn.execute(self._window(tables.usage, since, until, pool, conn, columns=_USAGE)),
             )
-            for m in result
-        ]
+            # Unpacked by position (the columns selected, `_USAGE`): a large run reads hundreds of
+            # thousands of rows, and a Row's attribute lookup costs more than the rest of the row.
+            rows = [
+                UsageRow(
+                    time=utc(time),
+                    hours=hours,
+                    node=node,
+                    nodepool=nodepool,
+                    teams=teams(team_names),
+                    instance_type=instance_type,
+                    capacity_type=capacity_type,
+                    price_per_hour=price_per_hour,
+                    cpu_capacity=cpu_capacity,
+                    cpu_allocated=cpu_allocated,
+                    memory_capacity=memory_capacity,
+                    memory_allocated=memory_allocated,
+                    gpu_capacity=gpu_capacity,
+                    gpu_allocated=gpu_allocated,
+                    provider_id=provider_id,
+                    zone=zone,
+                    region=region,
+                    pool_owner=pool_owner,
+                    workloads=workloads(workload_names),
+                    allocations=allocations(team_allocations),
+                    reservation_id=reservation_id,
+                )
+                for (
+                    time,
+                    hours,
+                    node,
+                    nodepool,
+                    team_names,
+                    instance_type,
+                    capacity_type,
+                    price_per_hour,
+                    cpu_capacity,
+                    cpu_allocated,
+                    memory_capacity,
+                    memory_allocated,
+                    gpu_capacity,
+                    gpu_allocated,
+                    provider_id,
+                    zone,
+                    region,
+                    pool_owner,
+                    workload_names,
+                    team_allocations,
+                    reservation_id,
+                ) in result
+            ]
         return _overlapping(rows, since)
 
     def reservations(
@@ -304,6 +335,32 @@ class Ledger:
         return [r for r in _overlapping(rows, since) if pool is None or pool in r.nodepools]
 
 
+_USAGE = (
+    "time",
+    "hours",
+    "node",
+    "nodepool",
+    "teams",
+    "instance_type",
+    "capacity_type",
+    "price_per_hour",
+    "cpu_capacity",
+    "cpu_allocated",
+    "memory_capacity",
+    "memory_allocated",
+    "gpu_capacity",
+    "gpu_allocated",
+    "provider_id",
+    "zone",
+    "region",
+    "pool_owner",
+    "workloads",
+    "allocations",
+    "reservation_id",
+)
+"""The usage columns `Ledger.usage` reads, in the order it unpacks them."""
+
+
 def _overlapping(rows: list[Row], since: datetime | None) -> list[Row]:
     """The rows whose span reaches past `since` (a row of no hours: that starts at or after it)."""
     if since is None:
@@ -326,17 +383,22 @@ def _insert(conn: Connection, table: Table, values: list[dict[str, Any]]) -> Non
         return
     compiled = insert(table).compile(dialect=dialect, column_keys=list(values[0]))
     assert compiled.positiontup is not None  # SQLite's parameters are positional
-    columns = [
-        (name, table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
-        for name in compiled.positiontup
-    ]
-    conn.exec_driver_sql(
-        str(compiled),
-        [
-            tuple(v[name] if convert is None else convert(v[name]) for name, convert in columns)
-            for v in values
-        ],
-    )
+    names = list(compiled.positiontup)
+    converts: list[tuple[int, Callable[[Any], Any]]] = []
+    for index, name in enumerate(names):
+        processor = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if processor is not None:
+            # A batch's times repeat (an evaluation's blockers, a sample's nodes): each converted once.
+            converts.append(
+                (index, col.memo(processor) if isinstance(table.c[name].type, DateTime) else processor)
+            )
+    params: list[tuple[Any, ...]] = []
+    for v in values:
+        row = [v[name] for name in names]
+        for index, convert in converts:
+            row[index] = convert(row[index])
+        params.append(tuple(row))
+    conn.exec_driver_sql(str(compiled), params)
 
 
 __all__: Sequence[str] = ("Ledger",)

@@ -196,7 +196,7 @@ class UsageMeter:
     def _node_row(entry: _OpenNode, last_seen: datetime) -> UsageRow:
         hours = (last_seen - entry.since).total_seconds() / 3600
         if entry.row is not None:
-            entry.row = replace(entry.row, time=entry.since, hours=hours)
+            entry.row = entry.row.spanning(entry.since, hours)
         else:
             entry.row = usage_row(
                 entry.node,

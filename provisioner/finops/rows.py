@@ -196,6 +196,21 @@ class UsageRow:
     def gpu_idle_hours(self) -> float:
         return max(0, self.gpu_capacity - self.gpu_allocated) * self.hours
 
+    def spanning(self, time: datetime, hours: float) -> UsageRow:
+        """This row over another span: `dataclasses.replace(row, time=..., hours=...)`, by copying the
+        slots (the meter makes one per node every interval, and a frozen dataclass's `__init__` costs
+        more than the copy)."""
+        copy = object.__new__(UsageRow)
+        put = object.__setattr__
+        for name in _USAGE_FIELDS:
+            put(copy, name, getattr(self, name))
+        put(copy, "time", time)
+        put(copy, "hours", hours)
+        return copy
+
+
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRow))
+
 
 @dataclass(frozen=True, slots=True)
 class ReservationRow:

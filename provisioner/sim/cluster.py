@@ -37,6 +37,11 @@ VOLUNTARY = frozenset(r.value for r in DisruptionReason)
 """The reasons the disruption controller writes (Underutilized, Empty, Drifted, Expired, ...)."""
 
 
+ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
+"""Events a run leaves out: one per pod or node of every batch and command, said otherwise (the claims'
+pods, the actions, the teams). Not kept at all: a 100,000-pod run would hold a Nominated Event per pod."""
+
+
 class SimCluster(MemoryCluster):
     """The embedded API server: a MemoryCluster, plus the writes the stand-ins below make."""
 
@@ -55,6 +60,21 @@ class SimCluster(MemoryCluster):
         self._busy: dict[str, int] = {}
         """Pool -> how many of `_disrupting` are its."""
         self._stamp: tuple[datetime, str] | None = None
+
+    def record_event(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> None:
+        if reason not in ROUTINE_EVENTS:
+            super().record_event(
+                kind=kind, name=name, namespace=namespace, reason=reason, message=message, type=type
+            )
 
     def _store_claim(self, claim: NodeClaim) -> None:
         super()._store_claim(claim)

@@ -23,11 +23,9 @@ from provisioner.api import durations
 from provisioner.clock import isoformat
 from provisioner.cloudprovider import CloudProviderError
 from provisioner.finops.reports import reservations, scale_down, scale_down_formats
+from provisioner.sim.cluster import ROUTINE_EVENTS
 from provisioner.sim.gangs import timeline_gangs
 from provisioner.sim.records import ClaimRecord, RunResult
-
-ROUTINE_EVENTS = frozenset({"Nominated", "Disrupting", "Admitted"})
-"""Events left out of the output: one per pod or node of every batch and command, said otherwise."""
 
 
 def _gpu(result: RunResult, instance_type: str) -> dict[str, Any] | None:
@@ -56,10 +54,10 @@ def _offset(result: RunResult, when: datetime) -> str:
     return durations.format_duration(when - result.start)
 
 
-def scale_down_report(result: RunResult, *, blockers: bool = True) -> scale_down.ScaleDownReport:
-    """The scale-down report of the whole run, from its ledger's rows; without `blockers`, its blocker
-    counts are left empty (and the ledger's blocker rows unread)."""
-    kept = result.ledger.blockers() if blockers and result.ledger is not None else []
+def scale_down_report(result: RunResult, *, totals_only: bool = False) -> scale_down.ScaleDownReport:
+    """The scale-down report of the whole run, from its ledger's rows; with `totals_only`, only its totals
+    (`scale_down.build`), and the ledger's blocker rows unread."""
+    kept = result.ledger.blockers() if not totals_only and result.ledger is not None else []
     return scale_down.build(
         result.actions,
         kept,
@@ -68,13 +66,14 @@ def scale_down_report(result: RunResult, *, blockers: bool = True) -> scale_down
         now=result.end,
         reservations=result.reservations,
         best=result.best,
+        totals_only=totals_only,
     )
 
 
 def to_json(result: RunResult) -> dict[str, Any]:
     state = result.state
-    # The document carries no blocker counts: they stay in the ledger (the report shows them).
-    built = scale_down_report(result, blockers=False)
+    # The document carries the totals only: blocker counts stay in the ledger, breakdowns in the report.
+    built = scale_down_report(result, totals_only=True)
     launched = sorted(
         (r for r in result.claims.values() if r.launched is not None), key=lambda r: (r.launched, r.name)
     )

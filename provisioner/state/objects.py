@@ -13,7 +13,7 @@ hostile input a located error (issues 11 and 15) `state.textchecks`'.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -125,6 +125,17 @@ class Pod:
         in place, and a condition written to many pods is then kept once."""
         current = (self.raw.get("status") or {}).get("conditions") or ()
         return [c for c in current if c.get("type") != condition["type"]] + [condition]
+
+    def unbound(self) -> Pod:
+        """This pod with no node (`node_name` None), every other field the same objects: what a re-solve
+        places again. A copy of the slots, not `dataclasses.replace`, which parses nothing but runs
+        `__init__` and `__post_init__` again (a disruption plan unbinds every pod it re-solves)."""
+        copy = object.__new__(Pod)
+        put = object.__setattr__
+        for name in _POD_SLOTS:
+            put(copy, name, getattr(self, name))
+        put(copy, "node_name", None)
+        return copy
 
     @property
     def gated(self) -> bool:
@@ -322,6 +333,10 @@ class Pod:
             object.__setattr__(pod, "_key", meta_from.key)
         textchecks.check_pod(pod, metadata=meta_from is None, spec=False)
         return pod
+
+
+_POD_SLOTS: tuple[str, ...] = tuple(f.name for f in fields(Pod))
+"""Every field of a Pod, those `__post_init__` works out included (`Pod.unbound` copies them all)."""
 
 
 def _owner(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:

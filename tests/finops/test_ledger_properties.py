@@ -3,6 +3,7 @@ back equal, in time order, and the savings read back add up to the savings writt
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from provisioner.finops import tables
 from provisioner.finops.ledger import Ledger
 from provisioner.finops.rows import ActionRow
 from testkit.builders.common import NOW as T0
+from testkit.builders.rows import usage_row
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
 prices = st.floats(min_value=0, max_value=100, allow_nan=False, allow_infinity=False).map(
@@ -72,3 +74,11 @@ def test_action_rows_round_trip_and_add_up(ledger: Ledger, rows: list[ActionRow]
     assert sum(r.savings_per_hour for r in back) == pytest.approx(sum(r.savings_per_hour for r in rows))
     for pool in ("gpu", "cpu"):
         assert {r.node for r in ledger.actions(pool=pool)} == {r.node for r in rows if r.nodepool == pool}
+
+
+def test_a_usage_row_spanning_another_time_is_what_dataclasses_replace_makes() -> None:
+    row = usage_row("n1", teams=("a", "b"), workloads=("Job/ml/x",))
+    later = row.time + timedelta(minutes=5)
+    moved = row.spanning(later, 0.25)
+    assert moved == dataclasses.replace(row, time=later, hours=0.25)
+    assert (row.time, row.hours) != (moved.time, moved.hours), "the row itself is left as it was"

@@ -120,6 +120,26 @@ def test_top_blockers_rank_the_most_frequent_first() -> None:
     ]
 
 
+def test_the_totals_alone_are_the_whole_report_s_totals() -> None:
+    rows = [
+        action("a", command_id="1", teams=("research", "vision"), savings=2.0, replacement_nodes=("n2",)),
+        action("n2", command_id="2", time=T0 + timedelta(minutes=30), reason="Empty", action="delete"),
+    ]
+    usage = [usage_row(n, time=T0 + timedelta(hours=h)) for h in range(3) for n in ("a", "n2", "n3")]
+    whole = build(rows, [blocker_row()], usage)
+    totals = build(rows, [blocker_row()], usage, totals_only=True)
+    assert totals.total == whole.total and totals.churn == whole.churn
+    assert whole.total.cost > 0 and whole.total.realized_savings != 0 and whole.churn.pods_moved > 0
+    assert (totals.pools, totals.teams, totals.reasons, totals.blockers, totals.cost_per_hour) == (
+        [],
+        [],
+        [],
+        [],
+        {},
+    )
+    assert whole.pools and whole.teams and whole.reasons and whole.blockers and whole.cost_per_hour
+
+
 def sample_report() -> scale_down.ScaleDownReport:
     rows = [
         action("a", command_id="1", reason="Empty", action="delete", replacement_type=None, savings=2.0),

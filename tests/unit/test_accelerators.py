@@ -153,3 +153,11 @@ def test_mig_resources_name_the_layouts_that_make_them() -> None:
         "h100-80gb/all-1g.10gb",
         "h100-80gb/all-balanced",
     ]
+
+
+def test_devices_counts_every_whole_device_and_slices_every_mig_profile() -> None:
+    resources = {name: i + 1 for i, name in enumerate(accelerators.WHOLE_DEVICES)}
+    resources |= {"cpu": 4000, "nvidia.com/mig-1g.10gb": 3, "nvidia.com/mig-3g.40gb": 2}
+    assert accelerators.devices(resources) == sum(range(1, len(accelerators.WHOLE_DEVICES) + 1))
+    assert accelerators.slices(resources) == 5
+    assert accelerators.devices({"cpu": 1}) == accelerators.slices({"cpu": 1}) == 0

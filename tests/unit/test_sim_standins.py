@@ -136,3 +136,10 @@ def test_workloads_create_again_the_pods_removed_since_the_last_sync_and_only_th
     assert workloads.recreated == 1
     workloads.sync(sim.clock.now())
     assert workloads.recreated == 1
+
+
+def test_the_simulated_api_server_keeps_the_events_a_run_prints_and_drops_the_routine_ones() -> None:
+    sim = cluster()
+    for reason in ("Nominated", "Disrupting", "Admitted", "FailedProvisioning", "Interrupted"):
+        sim.record_event(kind="Pod", name="p", namespace="ml", reason=reason, message=reason)
+    assert [e.reason for e in sim.events] == ["FailedProvisioning", "Interrupted"]

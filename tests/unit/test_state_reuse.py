@@ -177,3 +177,23 @@ def test_every_version_equals_a_parse_from_scratch(patches: list[dict[str, Any]]
         state.upsert("Pod", new)
         assert parsed(state.pods["ml/p"]) == parsed(expected)
         doc = new
+
+
+def test_unbound_is_the_pod_as_dataclasses_replace_makes_it_without_a_node() -> None:
+    doc = merge_patch(
+        {
+            **pod_doc(),
+            "metadata": {**pod_doc()["metadata"], "annotations": {"provisioner.sh/nodepools": "a, b"}},
+        },
+        BIND,
+    )
+    bound = fresh(doc)
+    assert bound.node_name == "n1"
+    unbound = bound.unbound()
+    assert unbound.node_name is None and bound.node_name == "n1"
+    assert parsed(unbound) == parsed(dataclasses.replace(bound, node_name=None))
+    assert unbound.raw is bound.raw and unbound.key == bound.key and unbound.nodepools == ("a", "b")
+    # Every slot is set: one left out would raise AttributeError on reading.
+    assert all(
+        getattr(unbound, f.name, AttributeError) is not AttributeError for f in dataclasses.fields(unbound)
+    )

@@ -176,15 +176,18 @@ def build(
     top_blockers: int = 10,
     reservations: Sequence[ReservationRow] = (),
     best: Sequence[BestRow] = (),
+    totals_only: bool = False,
 ) -> ScaleDownReport:
-    """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored."""
+    """The report over [since, now) for one pool or all. Rows outside the window or pool are ignored.
+    `totals_only`: only `total`, `churn`, `reservations` and `best` (what `simulate`'s JSON reads); the
+    breakdowns by pool, team and reason, the hourly cost and the blocker counts are left empty."""
     utilization = reserved.build(reservations, since=since, now=now, pool=pool)
 
     def keep(row: ActionRow | BlockerRow | UsageRow) -> bool:
         return since <= row.time < now and (pool is None or row.nodepool == pool)
 
     actions = [a for a in actions if keep(a)]
-    blockers = [b for b in blockers if keep(b)]
+    blockers = [] if totals_only else [b for b in blockers if keep(b)]
     usage = [u for u in window.clip(usage, since=since, now=now) if keep(u)]
     charges, relaunched = churn_charges(actions, usage, now=now)
     views = [
@@ -203,6 +206,8 @@ def build(
         row = view.row
         money = {"realized": view.realized, "churn": view.churn}
         total.add_action(row, **money)
+        if totals_only:
+            continue
         by_pool.setdefault(row.nodepool, Totals(row.nodepool)).add_action(row, **money)
         by_reason.setdefault(row.reason, Totals(row.reason)).add_action(row, **money)
         teams = row.teams or (NO_TEAM,)
@@ -219,17 +224,18 @@ def build(
     paid_by_row = [UsageMoney.of(sample) for sample in usage]
     for sample, paid in zip(usage, paid_by_row, strict=True):
         total.add_usage(paid)
-        by_pool.setdefault(sample.nodepool, Totals(sample.nodepool)).add_usage(paid)
+        if not totals_only:
+            by_pool.setdefault(sample.nodepool, Totals(sample.nodepool)).add_usage(paid)
     # Teams pay as the showback divides each node (`costs`): their requests' share, and the idle part to
     # the pool's owner team or "unallocated"; so the team rows agree with `report costs`.
-    for part in costs.shares(usage):
+    for part in () if totals_only else costs.shares(usage):
         payer = by_team.setdefault(part.team, Totals(part.team))
         payer.cost += part.cost
         if part.kind == "idle":
             payer.idle_cost += part.cost
             payer.gpu_idle_hours += part.gpu_hours
     # Usage rows carry no reason: put the paid and idle figures of a reason's nodes beside it.
-    reason_of_node = {v.row.node: v.row.reason for v in views}
+    reason_of_node = {} if totals_only else {v.row.node: v.row.reason for v in views}
     for sample, paid in zip(usage, paid_by_row, strict=True):
         reason = reason_of_node.get(sample.node)
         if reason is not None:
@@ -274,7 +280,7 @@ def build(
         reasons=ordered(by_reason),
         churn=churn,
         blockers=counts[:top_blockers],
-        cost_per_hour=hourly_cost(usage, since=since, now=now),
+        cost_per_hour={} if totals_only else hourly_cost(usage, since=since, now=now),
         actions=views,
         reservations=utilization if utilization.reservations else None,
         best=best_possible.compare(best, usage, realized=total.realized_savings, since=since, now=now),

@@ -319,3 +319,38 @@ def test_no_facts_outlive_the_plan_that_replaced_their_node() -> None:
     facts.of(old)
     facts.start([node_a()])
     assert not [r for r in gc.get_referrers(old) if isinstance(r, NodeFacts)]
+
+
+def test_a_plan_leaves_no_cycle_behind_so_its_bookkeeping_goes_when_it_is_made(solve: SolveFn) -> None:
+    # A plan re-solves its candidates (unbound copies of their pods, the view's targets, a blocker per
+    # node): all of it must go by reference counting when the plan is returned, not wait for the cyclic
+    # collector (on 100,000 pods, hundreds of megabytes between two collections).
+    inputs = two_nodes(solve, a=node_a(pods=[pod("a-0", cpu="6", labels=WEB)]))
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        made = inputs.plan(NOW, Memory())
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert made.solves >= 1, "the plan re-solved a candidate"
+    assert not {"Context", "SolverView", "Blocker", "Pod", "StateNode"} & set(left), left
+
+
+def test_a_pool_status_write_keeps_the_drift_verdicts_and_new_requirements_drop_them(solve: SolveFn) -> None:
+    inputs = two_nodes(solve)
+    memory = Memory()
+    inputs.plan(NOW, memory)
+    a = inputs.snapshot.nodes[0]
+    verdict = memory.facts.of(a).drift
+    assert verdict is not None and verdict[1] is None, "a meets its pool: not drifted"
+    # A status write makes a new pool object that shares its spec (`clusterapi.in_memory.merged`).
+    (pool,) = inputs.snapshot.nodepools
+    written = inputs.with_(snapshot=dataclasses.replace(inputs.snapshot, nodepools=(pool.model_copy(),)))
+    written.plan(NOW + timedelta(minutes=1), memory)
+    assert memory.facts.of(a).drift is verdict
+    _requirements(inputs).plan(NOW + timedelta(minutes=2), memory)
+    again = memory.facts.of(a).drift
+    assert again is not verdict and again is not None and again[1] is not None, "a's type no longer allowed"
