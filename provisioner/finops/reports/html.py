@@ -128,17 +128,7 @@ def scale_down_page(
                 "Churn charged back $",
                 "Replacements disrupted within 1 h",
             ),
-            [
-                [
-                    churn.pods_moved,
-                    churn.pods_evicted,
-                    churn.nodes_removed,
-                    churn.nodes_replaced,
-                    churn.nodes_launched_again,
-                    round(churn.cost, 2),
-                    churn.replacements_disrupted_within_hour,
-                ]
-            ],
+            [churn.cells()],
         ),
         "<h2>Top blockers</h2>",
         table(

@@ -129,6 +129,18 @@ class Churn:
     replacements_disrupted_within_hour: int = 0
     """Replacement nodes that were themselves disrupted less than an hour after they were launched."""
 
+    def cells(self) -> list[float | int]:
+        """The churn table's one row, in the order both the text and the HTML report head it."""
+        return [
+            self.pods_moved,
+            self.pods_evicted,
+            self.nodes_removed,
+            self.nodes_replaced,
+            self.nodes_launched_again,
+            round(self.cost, 2),
+            self.replacements_disrupted_within_hour,
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class ActionView:

@@ -154,17 +154,7 @@ def to_table(report: ScaleDownReport, *, width: int | None = None) -> str:
                 "Churn $",
                 "Replacements disrupted within 1 h",
             ),
-            [
-                [
-                    churn.pods_moved,
-                    churn.pods_evicted,
-                    churn.nodes_removed,
-                    churn.nodes_replaced,
-                    churn.nodes_launched_again,
-                    round(churn.cost, 2),
-                    churn.replacements_disrupted_within_hour,
-                ]
-            ],
+            [churn.cells()],
             title="Churn",
             width=width,
         ),
