@@ -273,10 +273,12 @@ def on_create(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_write(kind: str, old: dict[str, Any], patch: Mapping[str, Any], *, status: bool) -> dict[str, Any]:
-    """The stored object after a merge patch to the resource, or to its /status when `status`."""
+    """The stored object after a merge patch to the resource, or to its /status when `status`. Neither
+    argument is changed; the result shares with them what the patch did not change (as
+    `merge_patch`), all but its metadata, which is its own to fill in."""
     if kind in WITH_STATUS:
         if status:
-            new = copy.deepcopy(old)
+            new = dict(old)
             if "status" in patch:
                 merged = merge_patch(old.get("status") or {}, patch["status"])
                 new["status"] = merged
@@ -284,12 +286,11 @@ def merge_write(kind: str, old: dict[str, Any], patch: Mapping[str, Any], *, sta
                     new.pop("status")
         else:
             new = merge_patch(old, {k: v for k, v in patch.items() if k != "status"})
-            new = copy.deepcopy(new)
     else:
-        new = copy.deepcopy(merge_patch(old, patch))
+        new = merge_patch(old, patch)
     if kind in CUSTOM:
         new = _admit_custom(kind, new)
-    meta = new.setdefault("metadata", {})
+    new["metadata"] = meta = copy.deepcopy(new.get("metadata") or {})
     changed = {k: v for k, v in old.items() if k not in ("metadata", "status")} != {
         k: v for k, v in new.items() if k not in ("metadata", "status")
     }

@@ -5,6 +5,7 @@ over HTTP after a write that would leave a stale index or cache showing the old 
 
 from __future__ import annotations
 
+import copy
 import socket
 import urllib.parse
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 from provisioner.clusterapi import NotFoundError
 from provisioner.kube import client as kc
 from testkit.builders.pods import pod_manifest
+from testkit.controllers import kube_rules as rules
 from testkit.controllers.kube_server import KubeServer
 from testkit.controllers.kube_store import Store
 from tests.controllers.conftest import REAL_CLUSTER
@@ -144,3 +146,21 @@ def test_the_store_encodes_each_version_once_and_never_reuses_an_old_encoding() 
     assert [v.obj["spec"] for v in store.items("pods")] == [{"v": 2}]
     store.remove("pods", second.obj)
     assert store.get("pods", "d", "p") is None and list(store.items("pods")) == []
+
+
+def test_a_write_never_changes_the_version_it_was_made_from() -> None:
+    old = {
+        "metadata": {"name": "p", "labels": {"a": "1"}, "finalizers": ["f"]},
+        "spec": {"x": {"y": 1}},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled"}]},
+    }
+    before = copy.deepcopy(old)
+    spec = rules.merge_write(
+        "Pod", old, {"metadata": {"labels": {"b": "2"}}, "spec": {"x": {"z": 2}}}, status=False
+    )
+    spec["metadata"]["resourceVersion"] = "2"  # as the server fills in a new version's metadata
+    status = rules.merge_write("Pod", old, {"status": {"phase": "Running"}}, status=True)
+    status["metadata"]["resourceVersion"] = "3"
+    status["metadata"]["finalizers"].append("g")
+    assert old == before
+    assert spec["spec"]["x"] == {"y": 1, "z": 2} and status["status"]["phase"] == "Running"
