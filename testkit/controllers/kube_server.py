@@ -337,8 +337,13 @@ class FilledEmulator(kmock.KubernetesEmulator):
             pod = Pod.from_dict(obj)
             budgets = [PodDisruptionBudget.from_dict(v.obj) for v in self.store.items(pdbs, pod.namespace)]
             budgets = [pdb for pdb in budgets if pdb.matches(pod)]
-            if budgets:  # (a PDB counts only the pods of its own namespace)
-                peers = [Pod.from_dict(v.obj) for v in self.store.items(pods, pod.namespace)]
+            if budgets:  # the pods they count: of their namespace, with labels one of them selects
+                selectors = [pdb.selector for pdb in budgets if pdb.selector is not None]
+                peers = [
+                    Pod.from_dict(v.obj)
+                    for v in self.store.items(pods, pod.namespace)
+                    if any(s.matches(v.obj["metadata"].get("labels") or {}) for s in selectors)
+                ]
                 for pdb in budgets:
                     if _allowed(pdb, peers) <= 0:
                         raise kmock.KubernetesError(
