@@ -164,3 +164,12 @@ def test_a_write_never_changes_the_version_it_was_made_from() -> None:
     status["metadata"]["finalizers"].append("g")
     assert old == before
     assert spec["spec"]["x"] == {"y": 1, "z": 2} and status["status"]["phase"] == "Running"
+
+
+def test_what_a_create_stores_shares_nothing_with_the_document_sent() -> None:
+    sent = pod_manifest("p", cpu="1", memory="1Gi", labels={"a": "1"})
+    before = copy.deepcopy(sent)
+    stored = rules.on_create("Pod", sent)
+    stored["metadata"]["labels"]["a"] = "2"
+    stored["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    assert sent == before
