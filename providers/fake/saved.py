@@ -50,6 +50,9 @@ FIELDS = (
 EPOCH_WIDTH = 20
 """The epoch is written as this many digits and a newline, in one write at the lock file's start."""
 
+OPS = ("launch", "terminate", "snapshot")
+"""What a record (a line) says: an instance launched, one terminated, or the whole state (a compaction)."""
+
 COMPACT_FLOOR = 1000
 """Entries a journal may hold beyond twice its live state before it is compacted (small ones never are)."""
 
@@ -121,15 +124,13 @@ class State:
             gone = self.instances.pop(record["providerId"], None)
             if gone is not None and gone.nodeclaim and self.by_claim.get(gone.nodeclaim) == gone.provider_id:
                 del self.by_claim[gone.nodeclaim]
-        elif op == "snapshot":
+        else:  # a snapshot
             self.clear()
             for raw in record.get("instances", []):
                 self._add(load_instance(raw))
             self.launches_by_claim.update(
                 {str(k): int(v) for k, v in record.get("launchesByClaim", {}).items()}
             )
-        else:
-            raise ValueError(f"unknown record op {op!r}: expected launch, terminate or snapshot")
 
     def _add(self, instance: Instance) -> None:
         self.instances[instance.provider_id] = instance
@@ -197,19 +198,17 @@ class Journal:
         compacted since, or never read). A torn last line is left for the next writer to cut off."""
         epoch = self._lock_epoch()
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            size = os.stat(self.path).st_size
         except FileNotFoundError:
-            replay = self._epoch != epoch or self._offset > 0
+            size = 0
+        replay = self._epoch != epoch or size < self._offset
+        if replay:
             self._epoch, self._offset, self.entries = epoch, 0, 0
-            return Read([], replay)
-        try:
-            size = os.fstat(fd).st_size
-            replay = self._epoch != epoch or size < self._offset
-            if replay:
-                self._epoch, self._offset, self.entries = epoch, 0, 0
-            data = os.pread(fd, size - self._offset, self._offset) if size > self._offset else b""
-        finally:
-            os.close(fd)
+        data = b""
+        if size > self._offset:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read(size - self._offset)
         end = data.rfind(b"\n") + 1
         records = parse(data[:end], self.path, self._offset)
         self._offset += end
@@ -262,13 +261,15 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
 def parse(data: bytes, path: str, offset: int = 0) -> list[dict[str, Any]]:
     """The records in whole lines `data` (read at `offset` of `path`, named in errors)."""
     records = []
-    for line in data.splitlines():
+    for line in data.split(b"\n")[:-1]:
         try:
             record = json.loads(line)
         except ValueError as e:
             raise ValueError(f"{path}: line at byte {offset} is not a JSON record: {e}") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}: line at byte {offset} is not a JSON object")
+        if not isinstance(record, dict) or record.get("op") not in OPS:
+            raise ValueError(
+                f"{path}: line at byte {offset} is not a record: an object whose op is one of {OPS}"
+            )
         records.append(record)
         offset += len(line) + 1
     return records
