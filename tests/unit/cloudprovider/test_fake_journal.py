@@ -151,11 +151,11 @@ def test_a_line_that_is_not_a_record_is_named_with_its_file(tmp_path: Path) -> N
 
 
 def _churn(path: str, who: int) -> None:
-    """Launch five claims six times over, terminating each but the last time."""
+    """Launch five claims 20 times over, terminating each but the last time."""
     fake = shared(path)
-    for j in range(30):
+    for j in range(100):
         launched = create(fake, f"p{who}-{j % 5}")
-        if j < 25:
+        if j < 95:
             fake.delete(launched.provider_id)
 
 
@@ -174,5 +174,5 @@ def test_processes_launching_and_terminating_through_compactions_lose_nothing(
     claims = [f"p{w}-{k}" for w in range(3) for k in range(5)]
     fake = shared(path)
     assert sorted(str(i.nodeclaim) for i in fake.list()) == claims
-    assert fake.launches_by_claim == dict.fromkeys(claims, 6)
+    assert fake.launches_by_claim == dict.fromkeys(claims, 20)
     assert int(Path(f"{path}.lock").read_text()) > 1, "the journal was compacted, more than once"
