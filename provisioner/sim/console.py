@@ -61,7 +61,14 @@ def run(
     with Ledger("sqlite://") as ledger:
         try:
             result = _run(
-                loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path, best_possible=best_possible
+                loaded,
+                timeline,
+                err=err,
+                ledger=ledger,
+                ledger_path=ledger_path,
+                best_possible=best_possible,
+                # Blocker rows are read by the full report and from a saved ledger only.
+                keep_blockers=report is not None or ledger_path is not None,
             )
         finally:
             quiet.setLevel(level)
@@ -80,6 +87,7 @@ def _run(
     ledger: Ledger,
     ledger_path: Path | None,
     best_possible: bool = False,
+    keep_blockers: bool = True,
 ) -> RunResult:
     total = timeline.duration.total_seconds()
     with Progress(
@@ -105,7 +113,14 @@ def _run(
                 at=durations.format_duration(elapsed),
             )
 
-        result = Runner(loaded, timeline, ledger=ledger, progress=advance, note_demand=best_possible).run()
+        result = Runner(
+            loaded,
+            timeline,
+            ledger=ledger,
+            progress=advance,
+            note_demand=best_possible,
+            keep_blockers=keep_blockers,
+        ).run()
     if best_possible:
         from provisioner.sim.best import best_rows
 

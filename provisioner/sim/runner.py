@@ -78,10 +78,14 @@ class Runner:
         idle_jump: timedelta = IDLE_JUMP,
         progress: Callable[[timedelta], None] | None = None,
         note_demand: bool = False,
+        keep_blockers: bool = True,
     ) -> None:
         self.loaded = loaded
         self.note_demand = note_demand
         """Note the pods wanting capacity at every change (`simulate --best-possible` solves over them)."""
+        self.keep_blockers = keep_blockers
+        """Write every evaluation's blocker rows to the ledger (only the full report and a saved ledger
+        read them)."""
         self.timeline = timeline
         self.ledger = ledger
         self.tick = tick
@@ -140,7 +144,7 @@ class Runner:
             metrics=Metrics(CollectorRegistry()),
             disruption=True,
             # Written at once, in this thread: the run stays deterministic.
-            recorder=LedgerRecorder(self.ledger, background=False),
+            recorder=LedgerRecorder(self.ledger, background=False, keep_blockers=self.keep_blockers),
         )
         assert self.manager.disruption is not None
         self.disruption = self.manager.disruption
