@@ -67,8 +67,10 @@ def run(
                 ledger=ledger,
                 ledger_path=ledger_path,
                 best_possible=best_possible,
-                # Blocker rows are read by the full report and from a saved ledger only.
+                # Blocker rows are read by the full report and from a saved ledger only; usage rows
+                # from the ledger by a saved ledger only (the run's result keeps its own).
                 keep_blockers=report is not None or ledger_path is not None,
+                save_usage=ledger_path is not None,
             )
         finally:
             quiet.setLevel(level)
@@ -88,6 +90,7 @@ def _run(
     ledger_path: Path | None,
     best_possible: bool = False,
     keep_blockers: bool = True,
+    save_usage: bool = True,
 ) -> RunResult:
     total = timeline.duration.total_seconds()
     with Progress(
@@ -120,6 +123,7 @@ def _run(
             progress=advance,
             note_demand=best_possible,
             keep_blockers=keep_blockers,
+            save_usage=save_usage,
         ).run()
     if best_possible:
         from provisioner.sim.best import best_rows

@@ -30,7 +30,6 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.settings import ControllerSettings
 from provisioner.finops.ledger import Ledger
-from provisioner.finops.recorder import LedgerRecorder
 from provisioner.sim import catalogs
 from provisioner.sim import gangs as sim_gangs
 from provisioner.sim.binder import Binder
@@ -43,7 +42,7 @@ from provisioner.sim.cluster import (
 )
 from provisioner.sim.loaded import LoadedScenario
 from provisioner.sim.pool_types import PoolScopedTypes, admits
-from provisioner.sim.records import ClaimLog, RunResult, StepRecord
+from provisioner.sim.records import ClaimLog, RunRecorder, RunResult, StepRecord
 from provisioner.sim.scenario_spec import ReservationSpec
 from provisioner.sim.timeline import LoadedStep, Timeline, matches_workload
 from provisioner.state import ClusterState, Pod
@@ -79,6 +78,7 @@ class Runner:
         progress: Callable[[timedelta], None] | None = None,
         note_demand: bool = False,
         keep_blockers: bool = True,
+        save_usage: bool = True,
     ) -> None:
         self.loaded = loaded
         self.note_demand = note_demand
@@ -86,6 +86,8 @@ class Runner:
         self.keep_blockers = keep_blockers
         """Write every evaluation's blocker rows to the ledger (only the full report and a saved ledger
         read them)."""
+        self.save_usage = save_usage
+        """Write the usage rows to the ledger too (a saved ledger reads them; the result has them anyway)."""
         self.timeline = timeline
         self.ledger = ledger
         self.tick = tick
@@ -133,6 +135,7 @@ class Runner:
             registry=CollectorRegistry(),
             sleep=lambda _s: None,
         )
+        self.recorder = RunRecorder(self.ledger, save_usage=self.save_usage, keep_blockers=self.keep_blockers)
         self.manager = Manager(
             state=self.state,
             cluster=self.cluster,
@@ -144,7 +147,7 @@ class Runner:
             metrics=Metrics(CollectorRegistry()),
             disruption=True,
             # Written at once, in this thread: the run stays deterministic.
-            recorder=LedgerRecorder(self.ledger, background=False, keep_blockers=self.keep_blockers),
+            recorder=self.recorder,
         )
         assert self.manager.disruption is not None
         self.disruption = self.manager.disruption
@@ -228,7 +231,7 @@ class Runner:
             claims=self.claim_log.claims,
             steps=records,
             actions=actions,
-            usage=self.ledger.usage(),
+            usage=self.recorder.usage_rows(),
             last_results=self.manager.provisioning.last_results,
             fake=self.fake,
             ticks=ticks,
