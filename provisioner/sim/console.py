@@ -7,7 +7,10 @@ Wiring and printing only: `provisioner.sim.runner` runs, `provisioner.sim.output
 
 from __future__ import annotations
 
+import gc
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -58,7 +61,7 @@ def run(
     # The run's own ledger: in memory unless --ledger names a file. The report and the JSON are read from
     # it, so it stays open until they are written. (In memory, a day's hundreds of evaluations cost no
     # disk sync; a file is copied out at the end.)
-    with Ledger("sqlite://") as ledger:
+    with Ledger("sqlite://") as ledger, _without_cycle_collection():
         try:
             result = _run(
                 loaded,
@@ -79,6 +82,23 @@ def run(
         err.print(
             f"wrote the run's ledger to {ledger_path} (provisioner report scale-down --ledger {ledger_path})"
         )
+
+
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector off while a run and its output are made, back as it was after.
+
+    A run allocates millions of objects that live to its end and makes almost none in cycles: 2,558
+    objects of cyclic garbage in a 100,000-pod run, as in a 20-pod one (set-up's), so the peak RSS is the
+    same within 1%. The collector's young collections walked every new survivor all the same: 3.6 CPU s
+    of a 100,000-pod run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _run(
