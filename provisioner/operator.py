@@ -47,7 +47,7 @@ from provisioner.kube import client as kc
 from provisioner.kube.api import EventWriter, KubeClusterAPI
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
-from provisioner.kube.shards import ShardLeases
+from provisioner.kube.shards import PodScopes, ShardLeases
 from provisioner.scheduling import shards as shard_model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
@@ -314,16 +314,6 @@ def _catch_up(client: kc.KubeClient, informers: Informers) -> None:
         informers.feeder.upsert(kc.NODECLAIM, item)
 
 
-def _watch_pods(informers: Informers, wait: float) -> Callable[[frozenset[int] | None], bool]:
-    """`ShardLeases.watch_pods`: the pod informer's label selector made from the shards to watch."""
-    pods = informers.of(kc.POD)
-
-    def watch(shards: frozenset[int] | None) -> bool:
-        return pods.rescope(None if shards is None else shard_model.selector(shards), wait=wait)
-
-    return watch
-
-
 def _node_pods(client: kc.KubeClient) -> Callable[[str], list[dict[str, Any]]]:
     """`Sharding.node_pods`: the pods the API server has on a node (a field selector), watched or not."""
 
@@ -334,7 +324,7 @@ def _node_pods(client: kc.KubeClient) -> Callable[[str], list[dict[str, Any]]]:
 
 
 def _leases(
-    settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers
+    settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers, state: ClusterState
 ) -> tuple[LeaderElector | ShardLeases | None, Sharding | None]:
     """The leader Lease (or none), or with `--shards` the shard Leases and the Manager's view of them."""
     timing: dict[str, Any] = {
@@ -343,6 +333,9 @@ def _leases(
         "retry_period": settings.lease_duration * 2 / 15,
     }
     if settings.shards:
+        # Waits a little for a new list of the pods (a retry period at most, so the Leases are renewed
+        # in time); a list not done by then is looked at again at the next step.
+        pods = PodScopes(informers, state, shards=settings.shards, wait=timing["retry_period"])
         leases = ShardLeases(
             client,
             identity=settings.identity,
@@ -351,9 +344,7 @@ def _leases(
             namespace=settings.lease_namespace,
             prefix=settings.lease_name.removesuffix("-leader"),
             on_acquire=lambda: _catch_up(client, informers),
-            # Waits a little for a new list of the pods (a retry period at most, so the Leases are
-            # renewed in time); a list not done by then is looked at again at the next step.
-            watch_pods=_watch_pods(informers, wait=timing["retry_period"]),
+            watch_pods=pods,
             **timing,
         )
         sharding = Sharding(
@@ -363,6 +354,7 @@ def _leases(
             clock=clock,
             defaults=settings.controller_settings().pool_defaults,
             node_pods=_node_pods(client),
+            counted_namespaces=pods.counted_namespaces,
         )
         return leases, sharding
     if not settings.leader_elect:
@@ -398,7 +390,7 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> RunningO
     providers = settings.providers(
         ProviderContext(clock=clock, registry=metrics.registry, kube=client, state=state)
     )
-    elector, sharding = _leases(settings, client, clock, informers)
+    elector, sharding = _leases(settings, client, clock, informers, state)
     is_leader = (
         sharding.holds_any
         if sharding is not None

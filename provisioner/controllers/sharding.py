@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 GLOBAL_CONTROLLERS = frozenset({"interruption", "admission", "provisioningrequests", "gc"})
 """Controllers whose decisions span pools: run only by the replica holding quota admission, on the
-whole cluster (the garbage collector then sees every claim, so it never takes another shard's instance
-for an orphan)."""
+whole state (the garbage collector then sees every claim, so it never takes another shard's instance
+for an orphan). Of the pods, that replica's state holds what they need: every pod of the namespaces of
+a Team or a ProvisioningRequest (`kube.shards.admission_namespaces`), besides its shards'."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -50,6 +51,10 @@ class Sharding:
     node_pods: Callable[[str], Sequence[Mapping[str, Any]]] | None = None
     """The pods the API server has on a node, watched here or not (a field selector): disruption checks
     its verdict against them (`confirm`). None: the state holds every pod."""
+    counted_namespaces: Callable[[], frozenset[str] | None] = lambda: None
+    """The namespaces whose every pod the state holds (their watches listed), besides its shards' pods:
+    quota admission counts a team's pods only once all its namespaces are among them
+    (`AdmissionController.counted_namespaces`). None: the state holds every pod."""
     _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
     _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
 
@@ -242,8 +247,8 @@ class ShardLabels(Reconciler):
     Every replica labels the pods whose label names a shard it holds: a pending pod whose next pool is
     in another shard (its pool list or its team's changed), a pod bound to a node of another shard's
     pool (kube-scheduler placed it on spare room there). The replica holding quota admission, which
-    watches every pod, labels the pods that have no label, or one naming no shard: pods created while the
-    webhook was off, or before `--shards` was set. It runs on the pods written since its last pass, and
+    also watches the pods whose label names no shard, labels them: pods created while the webhook was
+    off, or before `--shards` was set. It runs on the pods written since its last pass, and
     on every pod it holds when its shards or the pools' lists change."""
 
     sharding: Sharding

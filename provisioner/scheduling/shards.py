@@ -16,7 +16,9 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
   first pool, which may have gained capacity.
 - A pod carries the label `provisioner.sh/shard` (`SHARD`): the shard of the pool it is to be tried on
   next (`next_pool`), or, bound, of its node's pool (`wanted_shard`), so each replica can watch only its
-  shards' pods with a label selector (`selector`).
+  shards' pods with a label selector (`selector`). The quota admission holder also watches the pods
+  whose label names no shard (`unassigned_selector`: it labels them) and every pod of the namespaces
+  quota counts in (`quota_namespaces`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from provisioner.api import labels as wk
+from provisioner.api.team import Team, namespace_teams
 from provisioner.scheduling import pool_order
 from provisioner.state.objects import Pod
 from provisioner.state.snapshot import Snapshot, StateNode
@@ -87,6 +90,24 @@ def selector(held: Collection[int]) -> str:
     if not held:
         return f"{SHARD} in (none)"
     return f"{SHARD} in ({','.join(str(s) for s in sorted(held))})"
+
+
+def unassigned_selector(shards: int) -> str:
+    """The label selector of the pods whose `SHARD` label names no shard of `shards` (or that have none):
+    the ones the quota admission holder labels."""
+    return f"{SHARD} notin ({','.join(str(s) for s in range(shards))})"
+
+
+def quota_namespaces(teams: Collection[Team], namespaces: Mapping[str, Mapping[str, str]]) -> frozenset[str]:
+    """The namespaces whose pods quota counts: each existing one (of `namespaces`: name -> labels) that
+    belongs to a Team (`namespace_teams`; a team's quota counts its pods in every pool, so the
+    admission holder watches these whole)."""
+    names = {t.name for t in teams}
+    if not names:
+        return frozenset()
+    return frozenset(
+        ns for ns, team in namespace_teams(teams, namespaces).items() if team in names and ns in namespaces
+    )
 
 
 def next_pool(pod: Pod, lists: PoolLists, existing: Collection[str], now: datetime) -> str | None:
