@@ -43,6 +43,14 @@ CONSUME_ANNOTATIONS: Final = (
 """Pod annotations naming the request (same namespace) whose capacity the pod runs on: the current key
 and the one Kueue wrote before it (both are read)."""
 
+QUOTA_ANNOTATION: Final = "provisioner.sh/quota"
+"""On a request of a team's namespace, when replicas share the pools (`provisioner run --shards`): the
+word of the replica holding quota admission on its pods, `QUOTA_ADMITTED` when they fit their team's
+quota as one gang, else why not. The replica that provisions the request reads it, and decides no quota
+itself."""
+
+QUOTA_ADMITTED: Final = "Admitted"
+
 VALID_UNTIL_SECONDS: Final = "ValidUntilSeconds"
 """Parameter of the atomic class: how long (seconds since creation) to keep trying before Failed."""
 

@@ -194,12 +194,18 @@ class MemoryCluster:
                 raise NotFoundError(f"{kind} {name} not found")
             self.state.upsert(kind, merge_patch(current.to_dict(), {"status": status}))
 
+    def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self._patch_provisioning_request(namespace, name, patch)
+
     def patch_provisioning_request_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self._patch_provisioning_request(namespace, name, {"status": status})
+
+    def _patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         with self._lock:
             current = self.state.provisioning_requests.get(f"{namespace}/{name}")
             if current is None:
                 raise NotFoundError(f"ProvisioningRequest {namespace}/{name} not found")
-            self.state.upsert("ProvisioningRequest", merge_patch(current.to_dict(), {"status": status}))
+            self.state.upsert("ProvisioningRequest", merge_patch(current.to_dict(), patch))
 
     def record_event(
         self,

@@ -95,6 +95,10 @@ class ClusterAPI(Protocol):
         """Merge-patch the `status` of a Team or Department (`kind`). Raises NotFoundError."""
         ...
 
+    def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch a ProvisioningRequest's metadata (its annotations). Raises NotFoundError."""
+        ...
+
     def patch_provisioning_request_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Merge-patch the `status` of a ProvisioningRequest (its conditions). Raises NotFoundError."""
         ...

@@ -34,7 +34,7 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodepool import NodePoolStatusController
 from provisioner.controllers.provider_set import ProviderSet
 from provisioner.controllers.provisioning import ProvisioningController
-from provisioner.controllers.provisioning_requests import ProvisioningRequestController
+from provisioner.controllers.provisioning_requests import ProvisioningRequestController, RequestQuota
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.repair import RepairController
 from provisioner.controllers.settings import ControllerSettings
@@ -94,9 +94,22 @@ class Manager:
             metrics=self.metrics,
             clock=clock,
         )
-        self.requests = ProvisioningRequestController(
-            **everything, solve=solve, gang_outcome=self._gang_outcome
-        )
+        if sharding is None:
+            self.requests = ProvisioningRequestController(
+                **everything, solve=solve, gang_outcome=self._gang_outcome
+            )
+        else:
+            # Decided, booked and launched by the replica the request's pods are routed to first, over
+            # its part of the cluster; its team quota is the admission holder's word (RequestQuota).
+            self.requests = ProvisioningRequestController(
+                **shape,
+                solve=solve,
+                gang_outcome=self._gang_outcome,
+                decides=lambda pods: (
+                    bool(sharding.take(pods[:1], state)) if pods else sharding.holds_admission()
+                ),
+                quota_by_annotation=True,
+            )
         self.provisioning = ProvisioningController(
             **shape,
             solve=solve,
@@ -130,6 +143,10 @@ class Manager:
         if sharding is not None:
             # Every replica, on the whole state: its pods' shard labels, which its pod watch selects by.
             self.controllers.insert(0, ("shardlabels", ShardLabels(**everything, sharding=sharding)))
+            self.controllers.insert(
+                self.controllers.index(("provisioningrequests", self.requests)),
+                ("requestquota", RequestQuota(**everything)),
+            )
         self.recorder = recorder
         self.usage: UsageController | None = None
         if recorder is not None:

@@ -17,6 +17,11 @@ For each request of a class we serve (`check-capacity.autoscaling.x-k8s.io`,
 - Booked capacity is kept for `BOOKING_TIME` after `Provisioned` (the booked pods stay in the solves, so
   no other pod takes the room); then `BookingExpired=True` if real pods have not taken it all. When booked
   capacity goes (a node interrupted or removed) before its pods took it: `CapacityRevoked=True`.
+When replicas share the pools (`provisioner run --shards`), every replica runs this controller on the
+requests whose pods its pools take first (`decides`: the replica that launches them, by the rule their
+pods follow), over its part of the cluster; a request whose templates are missing is the quota admission
+holder's. The team quota of a request's pods stays that holder's one decision: it writes its word on the
+request (`RequestQuota`, `pr.QUOTA_ANNOTATION`), and the deciding replica reads it.
 """
 
 from __future__ import annotations
@@ -58,6 +63,11 @@ class ProvisioningRequestController(Reconciler):
     solve: scheduling.SolveFn = scheduling.solve
     gang_outcome: Callable[[str], GangOutcome | None] = lambda _name: None
     """The provisioning controller's last word on a gang, for the reason of a request not yet Provisioned."""
+    decides: Callable[[Sequence[Pod]], bool] = lambda _pods: True
+    """Whether this replica decides the request whose pods (from its templates; none when one is
+    missing) are these. Sharded: the replica their pool lists route them to first."""
+    quota_by_annotation: bool = False
+    """Sharded: a team's quota on a request is the admission holder's word (`pr.QUOTA_ANNOTATION`)."""
     booked: list[Pod] = field(default_factory=list, init=False)
     """The pods of the requests whose capacity is booked or being launched, for the provisioning solve."""
 
@@ -78,6 +88,8 @@ class ProvisioningRequestController(Reconciler):
         snap = self.state.snapshot()
         for request in requests:
             if request.spec.provisioning_class_name not in pr.CLASSES:
+                continue
+            if not self.decides(_pods_of(request, templates)):
                 continue
             updates = self._decide(request, snap, templates, pods, now, booked=booked, held=held)
             try:
@@ -158,9 +170,9 @@ class ProvisioningRequestController(Reconciler):
                 *updates,
                 (pr.FAILED, True, "ValidUntilExpired", f"not provisioned within {valid}s; {detail}"),
             ]
-        over = self._over_quota(mine, snap)
-        if over is not None:
-            return [*updates, (pr.PROVISIONED, False, "QuotaExceeded", over)]
+        held_by_quota = self._quota(request, mine, snap)
+        if held_by_quota is not None:
+            return [*updates, (pr.PROVISIONED, False, *held_by_quota)]
         booked.extend(mine)
         held.extend(mine)
         outcome = self.gang_outcome(requests_.gang_name(request))
@@ -168,19 +180,25 @@ class ProvisioningRequestController(Reconciler):
             return [*updates, (pr.PROVISIONED, False, "CapacityIsNotFound", outcome.reason)]
         return [*updates, (pr.PROVISIONED, False, "Provisioning", "launching its nodes, all at once")]
 
-    def _over_quota(self, pods: list[Pod], snap: Snapshot) -> str | None:
-        """Why the request's pods may not all be admitted by their team's quota now (as one gang: all or
-        none), or None when they may (or belong to no team)."""
+    def _quota(
+        self, request: pr.ProvisioningRequest, pods: list[Pod], snap: Snapshot
+    ) -> tuple[str, str] | None:
+        """Why (reason, message) the request's pods may not be booked yet for their team's quota, or None
+        when they may (or belong to no team)."""
         if not snap.teams or not pods:
             return None
         book = QuotaBook.of(snap, self.settings.pool_defaults)
-        plan = admission.decide(snap, book, gated=pods)
-        if not plan.held:
+        if not self.quota_by_annotation:
+            over = over_quota(pods, snap, book)
+            return None if over is None else ("QuotaExceeded", over)
+        if book.team_of(request.namespace) is None:
             return None
-        first = plan.held[0]
-        return (
-            f"{len(plan.held)} of its {len(pods)} pods wait for quota of team {first.team}: {first.message}"
-        )
+        word = request.metadata.annotations.get(pr.QUOTA_ANNOTATION)
+        if word == pr.QUOTA_ADMITTED:
+            return None
+        if word is None:
+            return "QuotaPending", "waiting for the replica holding quota admission to admit its pods"
+        return "QuotaExceeded", word
 
     def _fits(self, pods: list[Pod], snap: Snapshot, *, others: Sequence[Pod] = ()) -> tuple[bool, str]:
         """Whether the pods all fit on registered nodes now, beside `others` (the pods of requests booked
@@ -242,3 +260,66 @@ class ProvisioningRequestController(Reconciler):
                     if (status and type_ != pr.PROVISIONED) or reason == "CapacityIsNotFound"
                     else "Normal",
                 )
+
+
+def _pods_of(request: pr.ProvisioningRequest, templates: dict[str, Any]) -> list[Pod]:
+    """The request's pods, or none when a PodTemplate it names is missing."""
+    if requests_.missing_templates(request, templates):
+        return []
+    return requests_.request_pods(request, templates, consumed=0)
+
+
+def over_quota(pods: list[Pod], snap: Snapshot, book: QuotaBook) -> str | None:
+    """Why the request's pods may not all be admitted by their team's quota now (as one gang: all or
+    none), or None when they may (or belong to no team)."""
+    plan = admission.decide(snap, book, gated=pods)
+    if not plan.held:
+        return None
+    first = plan.held[0]
+    return f"{len(plan.held)} of its {len(pods)} pods wait for quota of team {first.team}: {first.message}"
+
+
+@dataclass(kw_only=True, eq=False)
+class RequestQuota(Reconciler):
+    """Sharded replicas only, run by the one holding quota admission over the whole cluster: its word on
+    each atomic request of a team's namespace still to be provisioned (`pr.QUOTA_ANNOTATION`), which the
+    replica provisioning the request reads before it books anything."""
+
+    def reconcile(self, now: datetime) -> None:
+        with self.state.lock:
+            requests = sorted(self.state.provisioning_requests.values(), key=lambda r: r.key)
+            if not requests:
+                return
+            templates = dict(self.state.pod_templates)
+            pods = list(self.state.pods.values())
+        snap = self.state.snapshot()
+        if not snap.teams:
+            return
+        book = QuotaBook.of(snap, self.settings.pool_defaults)
+        for request in requests:
+            if (
+                request.spec.provisioning_class_name != pr.BEST_EFFORT_ATOMIC_SCALE_UP
+                or book.team_of(request.namespace) is None
+                or requests_.missing_templates(request, templates)
+                or any(
+                    c.status == ConditionStatus.TRUE for c in request.status.conditions if c.type in _SETTLED
+                )
+            ):
+                continue
+            taken = requests_.consumers(request, pods)
+            mine = requests_.request_pods(request, templates, consumed=len(taken))
+            word = over_quota(mine, snap, book) or pr.QUOTA_ADMITTED
+            if request.metadata.annotations.get(pr.QUOTA_ANNOTATION) == word:
+                continue
+            try:
+                self.cluster.patch_provisioning_request(
+                    request.namespace,
+                    request.name,
+                    {"metadata": {"annotations": {pr.QUOTA_ANNOTATION: word}}},
+                )
+            except ClusterError as err:
+                log.warning("ProvisioningRequest %s: cannot write its quota word: %s", request.key, err)
+
+
+_SETTLED = (pr.PROVISIONED, pr.FAILED, pr.BOOKING_EXPIRED, pr.CAPACITY_REVOKED)
+"""Conditions after which a request's quota is no longer asked: it is provisioned, or over."""

@@ -32,7 +32,7 @@ from provisioner.state.snapshot import StateNode
 
 log = logging.getLogger(__name__)
 
-GLOBAL_CONTROLLERS = frozenset({"interruption", "admission", "provisioningrequests", "gc"})
+GLOBAL_CONTROLLERS = frozenset({"interruption", "admission", "requestquota", "gc"})
 """Controllers whose decisions span pools: run only by the replica holding quota admission, on the
 whole state (the garbage collector then sees every claim, so it never takes another shard's instance
 for an orphan). Of the pods, that replica's state holds what they need: every pod of the namespaces of

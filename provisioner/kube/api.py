@@ -212,6 +212,13 @@ class KubeClusterAPI:
         self._fence(f"patch {kind} {name} status")
         self._feed(res, self.client.patch(res, name, {"status": status}, sub="status"))
 
+    def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch ProvisioningRequest {namespace}/{name}")
+        self._feed(
+            kc.PROVISIONING_REQUEST,
+            self.client.patch(kc.PROVISIONING_REQUEST, name, patch, namespace=namespace),
+        )
+
     def patch_provisioning_request_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self._fence(f"patch ProvisioningRequest {namespace}/{name} status")
         self._feed(

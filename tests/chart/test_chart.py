@@ -81,6 +81,7 @@ def test_rbac_grants_exactly_the_verbs_the_controller_uses() -> None:
         ("coordination.k8s.io", "leases", "patch"),
         ("", "podtemplates", "watch"),
         ("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
+        ("autoscaling.x-k8s.io", "provisioningrequests", "patch"),  # sharded: the quota word
         ("autoscaling.x-k8s.io", "provisioningrequests/status", "patch"),
     }
     assert needed <= granted
