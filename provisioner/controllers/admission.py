@@ -30,9 +30,9 @@ from provisioner.api import quantities
 from provisioner.clock import isoformat
 from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.sharding import unlisted
 from provisioner.quota import admission, decisions, status
 from provisioner.quota.book import QuotaBook, counted
-from provisioner.scheduling.shards import quota_namespaces
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
@@ -96,7 +96,7 @@ class AdmissionController(Reconciler):
     def reconcile(self, now: datetime) -> decisions.AdmissionPlan | None:
         listed = self.counted_namespaces()  # before the snapshot, which then holds what they listed
         snap = self.state.snapshot()
-        if listed is not None and (missing := quota_namespaces(snap.teams, snap.namespaces) - listed):
+        if missing := unlisted(listed, snap):
             log.info(
                 "admission: the pods of namespaces %s are still being listed; not deciding", sorted(missing)
             )

@@ -145,7 +145,7 @@ class Manager:
             self.controllers.insert(0, ("shardlabels", ShardLabels(**everything, sharding=sharding)))
             self.controllers.insert(
                 self.controllers.index(("provisioningrequests", self.requests)),
-                ("requestquota", RequestQuota(**everything)),
+                ("requestquota", RequestQuota(**everything, counted_namespaces=sharding.counted_namespaces)),
             )
         self.recorder = recorder
         self.usage: UsageController | None = None

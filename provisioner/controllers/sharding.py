@@ -35,8 +35,17 @@ log = logging.getLogger(__name__)
 GLOBAL_CONTROLLERS = frozenset({"interruption", "admission", "requestquota", "gc"})
 """Controllers whose decisions span pools: run only by the replica holding quota admission, on the
 whole state (the garbage collector then sees every claim, so it never takes another shard's instance
-for an orphan). Of the pods, that replica's state holds what they need: every pod of the namespaces of
-a Team or a ProvisioningRequest (`kube.shards.admission_namespaces`), besides its shards'."""
+for an orphan). Of the pods, that replica's state holds what they need besides its shards': every pod
+of the namespaces quota counts in (`kube.shards.admission_namespaces`), checked by `unlisted`."""
+
+
+def unlisted(listed: frozenset[str] | None, snap: Snapshot) -> frozenset[str]:
+    """The namespaces quota counts in for `snap` (`model.quota_namespaces`) whose pods are not all in
+    the state yet: not among `listed` (`Sharding.counted_namespaces`, read before `snap` was taken;
+    None: the state holds every pod). A quota decision waits for them: it would undercount a team."""
+    if listed is None:
+        return frozenset()
+    return model.quota_namespaces(snap.teams, snap.namespaces) - listed
 
 
 @dataclass(kw_only=True, eq=False)

@@ -229,13 +229,10 @@ class ShardLeases:
 
 def admission_namespaces(state: ClusterState, watched: Collection[str] = ()) -> frozenset[str]:
     """The namespaces whose every pod the quota admission holder watches: those quota counts in
-    (`model.quota_namespaces`: a team's quota counts its pods in every pool), those of a
-    ProvisioningRequest (the pods consuming it, its team's quota), and, of the namespaces `watched`
-    now, one that left them while a gated pod of it still waits (its team gone, admission lifts the
-    gate)."""
-    namespaces = dict(state.namespaces.items())
-    wanted = set(model.quota_namespaces(list(state.teams.values()), namespaces))
-    wanted |= {r.namespace for r in state.provisioning_requests.values() if r.namespace in namespaces}
+    (`model.quota_namespaces`: a team's quota counts its pods in every pool, and a team's
+    ProvisioningRequests with them), and, of the namespaces `watched` now, one that left them while a
+    gated pod of it still waits (its team gone, admission lifts the gate)."""
+    wanted = set(model.quota_namespaces(list(state.teams.values()), dict(state.namespaces.items())))
     left = set(watched) - wanted
     if left:
         wanted |= {p.namespace for p in state.pods.values() if p.namespace in left and p.gated}
