@@ -228,6 +228,12 @@ class Informer(threading.Thread):
                         log.debug("ending the watch of %s: %s", self.res.plural, err)
             return self._scope.wait_for(lambda: self._listed == (self._wanted,), timeout=wait)
 
+    @property
+    def selector(self) -> str | None:
+        """The label selector asked for (None: every object)."""
+        with self._scope:
+            return self._wanted
+
     def listed(self) -> bool:
         """Whether the state holds what a list with the wanted selector answered."""
         with self._scope:

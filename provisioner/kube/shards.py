@@ -9,11 +9,10 @@ its old holder expired, after any pass of that holder still under way. Quota
 admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
 whoever holds `<prefix>-admission` (any replica may win it).
 
-With `watch_pods` (the operator's pod informers), each step also scopes this replica's pod watch to the
-shards assigned to it and those it still holds (a label selector on `provisioner.sh/shard`), and while it
-holds admission to what admission needs besides: the pods whose label names no shard (it labels them)
-and every pod of the namespaces quota counts in (a namespaced watch each: a team's quota counts its pods
-in every pool); a shard won, and admission, are acted on only once the state holds their pods.
+With `watch` (`provisioner.kube.scopes.WatchScopes`), each step also scopes this replica's watches of
+pods, Nodes and NodeClaims to the shards assigned to it and those it still holds, and while it holds
+admission to what the decisions that span pools need besides; a shard won, and admission, are acted on
+only once the state holds what they need.
 
 Each Lease is a `LeaderElector`: a replica acts on a shard only while its last renewal is younger than
 the renew deadline, shorter than the lease duration, so it stops before anyone else may take the shard.
@@ -26,17 +25,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import timedelta
 
 from provisioner.clock import Clock, parse_time
 from provisioner.clusterapi.port import ClusterError
 from provisioner.kube import client as kc
-from provisioner.kube.informers import Informer, Informers, Scope
 from provisioner.kube.leader import LeaderElector
 from provisioner.scheduling import shards as model
-from provisioner.state import ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +62,7 @@ class ShardLeases:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_acquire: Callable[[], None] | None = None,
-        watch_pods: Callable[[frozenset[int], bool], bool] | None = None,
+        watch: Callable[[frozenset[int], bool], bool] | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards: {shards} is not allowed; at least 1")
@@ -99,12 +95,12 @@ class ShardLeases:
         """Called when this replica wins shards, before it acts on them: brings its picture of the
         cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
         watches may not have delivered yet."""
-        self.watch_pods = watch_pods
-        """Called at every step with the shards whose pods this replica must watch, and whether it holds
-        the admission Lease (then it also watches the pods quota admission needs); True once its state
-        holds them (a list with each new selector fed it). Shards won are not acted on, nor admission,
+        self.watch = watch
+        """Called at every step with the shards whose pods, Nodes and NodeClaims this replica must watch,
+        and whether it holds the admission Lease (then it also watches what admission and the garbage
+        collector need); True once its state holds them (a list with each new selector fed it). Shards won are not acted on, nor admission,
         before that."""
-        self._admission_ready = watch_pods is None
+        self._admission_ready = watch is None
         """Whether the state holds the pods quota admission needs."""
         self._warming: frozenset[int] = frozenset()
         self._behind: frozenset[int] = frozenset()
@@ -141,19 +137,19 @@ class ShardLeases:
         self.admission.step()
         won = self._held() - before
         self._behind = frozenset()
-        if self.watch_pods is not None:
-            # The pods of the shards assigned here (watched before their Leases are won, so they are
-            # in the state when they are) and of those still held; with quota admission, those it needs.
+        if self.watch is not None:
+            # The objects of the shards assigned here (watched before their Leases are won, so they are
+            # in the state when they are) and of those still held; with quota admission, what it needs.
             admits = self.admission.is_leader()
             try:
-                ready = self.watch_pods(frozenset(mine) | self._held(), admits)
+                ready = self.watch(frozenset(mine) | self._held(), admits)
             except Exception:
-                log.exception("sharding: cannot scope the pod watch")
+                log.exception("sharding: cannot scope the watches")
                 ready = False
             self._admission_ready = admits and ready
             if not ready and won:
                 log.info(
-                    "sharding: the pods of shards %s are still being listed; not acting yet", sorted(won)
+                    "sharding: the objects of shards %s are still being listed; not acting yet", sorted(won)
                 )
                 self._behind = won
         if won - self._behind and self.on_acquire is not None:
@@ -206,7 +202,7 @@ class ShardLeases:
 
     def holds_admission(self) -> bool:
         """Whether this replica decides quota admission now: it holds the Lease, and (with
-        `watch_pods`) its state holds the pods admission needs."""
+        `watch`) its state holds what admission needs."""
         return self.admission.is_leader() and self._admission_ready
 
     def holds_any(self) -> bool:
@@ -225,63 +221,3 @@ class ShardLeases:
         """On clean shutdown: give every Lease up so the others take over without waiting."""
         for lease in [*self.shard_leases, self.admission, self.member]:
             lease.release()
-
-
-def admission_namespaces(state: ClusterState, watched: Collection[str] = ()) -> frozenset[str]:
-    """The namespaces whose every pod the quota admission holder watches: those quota counts in
-    (`model.quota_namespaces`: a team's quota counts its pods in every pool, and a team's
-    ProvisioningRequests with them), and, of the namespaces `watched` now, one that left them while a
-    gated pod of it still waits (its team gone, admission lifts the gate)."""
-    wanted = set(model.quota_namespaces(list(state.teams.values()), dict(state.namespaces.items())))
-    left = set(watched) - wanted
-    if left:
-        wanted |= {p.namespace for p in state.pods.values() if p.namespace in left and p.gated}
-    return frozenset(wanted)
-
-
-class PodScopes:
-    """A sharded replica's pod watch (`ShardLeases.watch_pods`): the pod informer's label selector on
-    its shards, and while it holds quota admission the extra pod informers (`Informers.scope`) of what
-    admission needs besides: the pods whose label names no shard (`UNASSIGNED`), and one namespaced
-    watch per namespace admission needs (`admission_namespaces`, worked out again at every step: a
-    Team created, a namespace joining or leaving one). Losing admission halts them; the pods only they
-    brought leave the state."""
-
-    UNASSIGNED = "no shard"
-    NAMESPACE = "namespace "
-
-    def __init__(self, informers: Informers, state: ClusterState, *, shards: int, wait: float) -> None:
-        self.informers = informers
-        self.state = state
-        self.shards = shards
-        self.wait = wait
-        """Seconds a step waits for new lists to land (then it answers False; the next step looks again)."""
-        self.watched: frozenset[str] = frozenset()
-        """The namespaces watched whole now (as admission holder)."""
-
-    def __call__(self, held: frozenset[int], admission: bool) -> bool:
-        """Watch the pods of the shards `held`, and with `admission` what it needs; True once the state
-        holds all of them."""
-        deadline = time.monotonic() + self.wait
-        ready = self.informers.of(kc.POD).rescope(model.selector(held), wait=self.wait)
-        wanted: dict[str, Scope] = {}
-        if admission:
-            wanted[self.UNASSIGNED] = Scope(selector=model.unassigned_selector(self.shards))
-            self.watched = admission_namespaces(self.state, self.watched)
-            wanted |= {self.NAMESPACE + ns: Scope(namespace=ns) for ns in sorted(self.watched)}
-        else:
-            self.watched = frozenset()
-        scoped = self.informers.scope(kc.POD, wanted)
-        return ready and all(self._listed(inf, deadline) for inf in scoped.values())
-
-    @staticmethod
-    def _listed(informer: Informer, deadline: float) -> bool:
-        return informer.wait_listed(max(0.0, deadline - time.monotonic()))
-
-    def counted_namespaces(self) -> frozenset[str]:
-        """`Sharding.counted_namespaces`: the namespaces whose whole pod watch has listed."""
-        return frozenset(
-            inf.namespace
-            for inf in self.informers.scopes(kc.POD).values()
-            if inf.namespace is not None and inf.listed()
-        )

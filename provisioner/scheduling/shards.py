@@ -18,7 +18,8 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
   next (`next_pool`), or, bound, of its node's pool (`wanted_shard`), so each replica can watch only its
   shards' pods with a label selector (`selector`). The quota admission holder also watches the pods
   whose label names no shard (`unassigned_selector`: it labels them) and every pod of the namespaces
-  quota counts in (`quota_namespaces`).
+  quota counts in (`quota_namespaces`). A replica watches the Nodes and NodeClaims of its shards'
+  pools by their pool label (`pool_selector`) and the Nodes of no pool (`NO_POOL_SELECTOR`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,23 @@ def unassigned_selector(shards: int) -> str:
     """The label selector of the pods whose `SHARD` label names no shard of `shards` (or that have none):
     the ones the quota admission holder labels."""
     return f"{SHARD} notin ({','.join(str(s) for s in range(shards))})"
+
+
+def pool_selector(pools: Collection[str]) -> str:
+    """The label selector of the Nodes and NodeClaims of `pools` (by their `provisioner.sh/nodepool`
+    label; none: one nothing matches)."""
+    if not pools:
+        return f"{wk.NODEPOOL} in (x),{wk.NODEPOOL} notin (x)"
+    return f"{wk.NODEPOOL} in ({','.join(sorted(pools))})"
+
+
+NO_POOL_SELECTOR = f"!{wk.NODEPOOL}"
+"""The label selector of the Nodes of no pool (capacity no replica owns: every replica places pods on it)."""
+
+
+def held_pools(pools: Iterable[str], held: Collection[int], shards: int) -> frozenset[str]:
+    """Of the pool names `pools`, those in the shards `held`."""
+    return frozenset(p for p in pools if shard_of(p, shards) in held)
 
 
 def quota_namespaces(teams: Collection[Team], namespaces: Mapping[str, Mapping[str, str]]) -> frozenset[str]:

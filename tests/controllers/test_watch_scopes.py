@@ -1,8 +1,10 @@
-"""The quota admission holder watches only what admission needs (issue 29): its shards' pods, the pods
-labelled for no shard (it labels them), and every pod of the namespaces quota counts in (a namespaced
-watch each), following a Team created, a namespace joining or leaving one, and admission won or lost;
-admission decides nothing while a namespace it counts in is still being listed. Against the strict test
-API server, through the operator's `PodScopes`."""
+"""Every sharded replica watches only what it needs (issue 29), against the strict test API server through
+the operator's `WatchScopes`: its shards' pods, and the Nodes and NodeClaims of its shards' pools (and
+the Nodes of no pool). The quota admission holder also watches the pods labelled for no shard (it labels
+them), every pod of the namespaces quota counts in (a namespaced watch each) and every Node and claim (the
+garbage collector's sweep). The scopes follow a Team created, a namespace joining or leaving one, a pool
+created or deleted, shards and admission won or lost; admission decides nothing while a namespace it
+counts in is still being listed."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from provisioner.api import labels as wk
 from provisioner.controllers.settings import ControllerSettings
 from provisioner.kube import client as kc
 from provisioner.kube.informers import Informers
-from provisioner.kube.shards import PodScopes, admission_namespaces
+from provisioner.kube.scopes import WatchScopes, admission_namespaces
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
+from testkit.builders.nodes import node_claim
+from testkit.builders.pools import node_pool_manifest
 from testkit.controllers.backends import MemoryBackend
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
@@ -50,19 +54,19 @@ def _pod(name: str, namespace: str, shard: str | None, *, gated: bool = False) -
 
 
 @pytest.fixture
-def watched(kube_client: kc.KubeClient) -> Iterator[tuple[ClusterState, PodScopes]]:
+def watched(kube_client: kc.KubeClient) -> Iterator[tuple[ClusterState, WatchScopes]]:
     state = ClusterState()
     informers = Informers(
         kube_client,
         state,
-        resources=[kc.POD, kc.NAMESPACE, kc.TEAM],
-        selectors={kc.POD: model.selector(())},
+        resources=[kc.POD, kc.NAMESPACE, kc.TEAM, kc.NODE, kc.NODECLAIM, kc.NODEPOOL],
+        selectors=WatchScopes.initial(SHARDS),
         watch_timeout=30,
     )
     informers.start()
     try:
         assert informers.wait_synced(WAIT), "the informers' first lists"
-        yield state, PodScopes(informers, state, shards=SHARDS, wait=WAIT)
+        yield state, WatchScopes(informers, state, shards=SHARDS, wait=WAIT)
     finally:
         informers.stop()
 
@@ -82,7 +86,7 @@ def _seed(client: kc.KubeClient) -> None:
 
 
 def test_the_admission_holder_watches_its_shards_the_pods_of_no_shard_and_its_teams_namespaces(
-    kube_client: kc.KubeClient, watched: tuple[ClusterState, PodScopes]
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
 ) -> None:
     state, scopes = watched
     _seed(kube_client)
@@ -126,7 +130,7 @@ def test_the_admission_holder_watches_its_shards_the_pods_of_no_shard_and_its_te
 
 
 def test_a_namespace_leaving_its_team_is_watched_while_a_pod_of_it_waits_behind_the_gate(
-    kube_client: kc.KubeClient, watched: tuple[ClusterState, PodScopes]
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
 ) -> None:
     state, scopes = watched
     kube_client.create(kc.NAMESPACE, _namespace("vision"))
@@ -159,3 +163,65 @@ def test_admission_decides_nothing_while_a_namespace_it_counts_in_is_still_being
     listed = frozenset({"vision"})
     w.manager.admission.reconcile(w.clock.now())
     assert not w.state.pods["vision/a"].gated, "admitted once the namespace is listed"
+
+
+def _pools_in_distinct_shards(n: int) -> list[str]:
+    out: list[str] = []
+    for i in range(1000):
+        name = f"pool-{i}"
+        if model.shard_of(name, SHARDS) not in {model.shard_of(p, SHARDS) for p in out}:
+            out.append(name)
+        if len(out) == n:
+            return out
+    raise AssertionError("no pools in distinct shards")
+
+
+def _node(name: str, pool: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: pool} if pool else {}},
+    }
+
+
+def test_a_shard_replica_watches_its_pools_nodes_and_claims_and_the_admission_holder_every_one(
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
+) -> None:
+    state, scopes = watched
+    a, b = _pools_in_distinct_shards(2)
+    sa, sb = model.shard_of(a, SHARDS), model.shard_of(b, SHARDS)
+    for pool in (a, b):
+        kube_client.create(kc.NODEPOOL, node_pool_manifest(pool))
+        kube_client.create(kc.NODECLAIM, node_claim(f"claim-{pool}", nodepool=pool).to_dict())
+        kube_client.create(kc.NODE, _node(f"node-{pool}", pool))
+    kube_client.create(kc.NODE, _node("static", None))
+    wait_until("both pools in the state", lambda: {a, b} <= set(state.nodepools))
+
+    assert scopes(frozenset({sa}), False), "listed"
+    assert set(state.claims) == {f"claim-{a}"}
+    assert set(state.nodes) == {f"node-{a}", "static"}, "its pools' Nodes, and the Nodes of no pool"
+
+    # The shard moves to another replica (here: this one takes the other shard instead).
+    assert scopes(frozenset({sb}), False), "listed"
+    assert set(state.claims) == {f"claim-{b}"}
+    assert set(state.nodes) == {f"node-{b}", "static"}
+
+    # A pool deleted while its claim and Node are still there: they stay watched.
+    kube_client.delete(kc.NODEPOOL, b)
+    wait_until("the pool gone from the state", lambda: b not in state.nodepools)
+    assert scopes(frozenset({sb}), False), "listed"
+    assert set(state.claims) == {f"claim-{b}"}
+    # A pool created in a shard held: its claims come at the next step.
+    c = next(f"new-{i}" for i in range(1000) if model.shard_of(f"new-{i}", SHARDS) == sb)
+    kube_client.create(kc.NODEPOOL, node_pool_manifest(c))
+    kube_client.create(kc.NODECLAIM, node_claim(f"claim-{c}", nodepool=c).to_dict())
+    wait_until("the new pool in the state", lambda: c in state.nodepools)
+    assert scopes(frozenset({sb}), False), "listed"
+    assert set(state.claims) == {f"claim-{b}", f"claim-{c}"}
+
+    # Quota admission (and the garbage collector's sweep): every claim and every Node.
+    assert scopes(frozenset({sb}), True), "listed"
+    assert set(state.claims) == {f"claim-{p}" for p in (a, b, c)}
+    assert set(state.nodes) == {f"node-{a}", f"node-{b}", "static"}
+    assert scopes(frozenset(), False), "listed"
+    assert not state.claims and set(state.nodes) == {"static"}
