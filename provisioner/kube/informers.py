@@ -141,17 +141,27 @@ class StateFeeder:
             self.state.remove(res.kind, key)
 
     def replace_all(
-        self, res: Resource, items: Iterable[Mapping[str, Any]], *, source: int | None = None
+        self,
+        res: Resource,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        source: int | None = None,
+        version: str | None = None,
     ) -> None:
         """A relist: everything listed is upserted, everything `source` held (or no source holds) but
-        not listed is dropped."""
+        not listed is dropped, unless the state holds it at a version newer than the list's (`version`:
+        written after the list was taken, as our own claim just created; the watch from the list brings
+        it, or its deletion)."""
         items = list(items)
         listed = {object_key(res, o) for o in items}
+        at = _rv(version)
         with self._lock:
             if source in self._retired:
                 return
             for key in self.state.keys_of(res.kind) - listed:
                 ident = (res.kind, key)
+                if at is not None and self._versions.get(ident, 0) > at:
+                    continue
                 if self._release(ident, source):
                     self._versions.pop(ident, None)
                     self.state.remove(res.kind, key)
@@ -273,7 +283,7 @@ class Informer(threading.Thread):
         with self._scope:
             selector = self._wanted
         items, rv = self.client.list(self.res, label_selector=selector, namespace=self.namespace)
-        self.feeder.replace_all(self.res, items, source=self.source)
+        self.feeder.replace_all(self.res, items, source=self.source, version=rv)
         self.resource_version = rv
         self.relists += 1
         with self._scope:

@@ -91,3 +91,16 @@ def test_a_retired_source_takes_what_only_it_held_and_is_ignored_after() -> None
     late["metadata"]["name"] = "r"
     feeder.upsert(kc.POD, late, source=TEAM)  # its thread was finishing a list
     assert set(state.pods) == {"default/p"}
+
+
+def test_a_relist_keeps_what_was_written_after_the_list_was_taken() -> None:
+    # A claim this replica created while its claims were being listed again (a shard won): the list
+    # does not hold it, and the watch from the list's version brings it; dropping it meanwhile would
+    # let the next solve launch its pods again.
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    feeder.upsert(kc.POD, _pod(12))  # the answer to our own write
+    feeder.replace_all(kc.POD, [], source=SHARDS, version="10")
+    assert "default/p" in state.pods
+    feeder.replace_all(kc.POD, [], source=SHARDS, version="12")
+    assert "default/p" not in state.pods, "listed at or after its version and not in the list: gone"
