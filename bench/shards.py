@@ -19,8 +19,9 @@ Measured:
 
     python bench/shards.py [--replicas 1,2,4] [--pods 100000] [--pools 40] [--shards 8] [--unlabelled]
 
-Each replica's watch takes only its shards' pods, except the quota admission holder's, which takes every
-pod (`admissionHolder`: its index in `cpuSecondsPerReplica`).
+Each replica's watch takes only its shards' pods; the quota admission holder's (`admissionHolder`: its
+index in `cpuSecondsPerReplica`) also takes the pods labelled for no shard and those of the namespaces
+quota counts in (none here).
 
 Prints one JSON line per replica count.
 """
