@@ -29,7 +29,6 @@ Prints one JSON line per replica count.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import platform
@@ -165,8 +164,7 @@ def run_once(
             raise SystemExit(f"the {replicas} replicas did not share the {shards} shards within 120 s")
         time.sleep(1)  # their informers' first lists are done
         before = [single._proc_stats(p.pid)[0] for p in procs]
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda doc: single._create_and_mark(client, kc.POD, doc), pod_docs))
+        single.create_and_mark_all(server.url, pod_docs)
         last_pod = max(t for t, _ in single.ARRIVALS["marks"])
         close = last_pod + batch_idle
         deadline = time.monotonic() + timeout
