@@ -10,8 +10,8 @@ admission, the garbage collector's sweep and the other decisions that span pools
 whoever holds `<prefix>-admission` (any replica may win it). It keeps its full share of the shards: it
 watches only what those decisions need besides its shards (`provisioner.kube.scopes`), which costs
 little, so keeping it out of the assignment only loads the others. Measured (bench/shards.py, 10,000
-pods, 40 pools, 8 shards, 4 replicas): kept out, it spent 0.5 CPU s and the replica left with 3 of the
-8 shards 4.4 CPU s, the busiest of all; in it, every replica holds 2 and the holder spends about what
+pods, 40 pools, 8 shards, 4 replicas, median of 3): kept out, it spent 0.5 CPU s and the replica left
+with 3 of the 8 shards 4.1 CPU s, the busiest of all; in it, every replica holds 2 and the holder spends about what
 the others do (README, "When to add replicas").
 
 With `watch` (`provisioner.kube.scopes.WatchScopes`), each step also scopes this replica's watches of
