@@ -13,14 +13,15 @@ Each worker process of the campaign starts moto once (testkit.providers.aws.stac
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import Counter
 from typing import Any, Protocol
 
+from providers.fake import saved
 from provisioner.api import labels as wk
 from provisioner.clock import RealClock
+from provisioner.cloudprovider.protocol import Instance
 
 CLOUDS = ("fake", "aws")
 
@@ -78,19 +79,18 @@ class FakeCloud:
     def sync(self) -> None:
         return None
 
-    def _doc(self) -> dict[str, Any]:
+    def _saved(self) -> tuple[list[Instance], dict[str, int]]:
+        """The fake cloud's journal, replayed (nothing before the first launch)."""
         try:
-            with open(self.state_path) as f:
-                doc: dict[str, Any] = json.load(f)
-                return doc
+            return saved.load(self.state_path)
         except FileNotFoundError:
-            return {"instances": [], "launchesByClaim": {}}
+            return [], {}
 
     def live(self) -> list[str]:
-        return [str(i["nodeclaim"]) for i in self._doc()["instances"]]
+        return [str(i.nodeclaim) for i in self._saved()[0]]
 
     def launches(self) -> dict[str, int]:
-        return {str(k): int(v) for k, v in self._doc()["launchesByClaim"].items()}
+        return self._saved()[1]
 
     def close(self) -> None:
         return None

@@ -61,7 +61,7 @@ PLUGIN = ProviderPlugin(
         Option("--fake-region"),
         Option(
             "--fake-state",
-            help="JSON file the fake cloud keeps its instances in, so they outlive a restart.",
+            help="File the fake cloud journals its instances in (JSON lines), so they outlive a restart.",
             shared_needs="the replicas share one fake cloud",
         ),
     ),

@@ -12,15 +12,15 @@ a controller learns of them from create's InsufficientCapacity (and the unavaila
 What each offering can still launch (capacity limits, stockouts, reservations and their free counts) is
 kept by the provider's `CapacityBook` (providers/fake/capacity.py).
 
-With `state_path`, the instances (and how many launches each claim had) are kept in a JSON file, written
-after every launch and termination and read at construction: a restarted `provisioner run --cloud fake
---fake-state PATH` sees the instances its killed predecessor launched, as it would on a real cloud.
+With `state_path`, the instances (and how many launches each claim had) are kept in a journal
+(providers/fake/saved.py), a line appended at every launch and termination and replayed at construction: a
+restarted `provisioner run --cloud fake --fake-state PATH` sees the instances its killed predecessor
+launched, as it would on a real cloud.
 """
 
 from __future__ import annotations
 
 import builtins
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -107,8 +107,11 @@ class FakeProvider:
         self.launches_by_claim: dict[str, int] = {}
         """Instances launched per claim name, over every process that shared `state_path`."""
         self.state_path = state_path
-        if state_path is not None and os.path.exists(state_path):
-            self._load(state_path)
+        self._saved = saved.State(self._instances, self.launches_by_claim, self._by_claim)
+        self._journal = saved.Journal(state_path) if state_path is not None else None
+        if self._journal is not None:
+            with self._journal.locked():
+                self._catch_up()
 
     # --- knobs for tests and the simulator ---------------------------------------------------------------
 
@@ -407,7 +410,7 @@ class FakeProvider:
                 raise NotFound(f"instance {provider_id} not found")
             self._capacity.give_back(instance)
             self._drift.pop(provider_id, None)
-            self._save()
+            self._record(saved.terminate(provider_id))
             hook = self.on_delete
         if hook is not None:
             hook(replace(instance, state="terminated"))
@@ -479,16 +482,27 @@ class FakeProvider:
         self._by_claim[claim.name] = provider_id
         self.launched_total += 1
         self.launches_by_claim[claim.name] = self.launches_by_claim.get(claim.name, 0) + 1
-        self._save()
+        self._record(saved.launch(instance))
         return instance
 
-    def _save(self) -> None:
-        if self.state_path is not None:
-            saved.save(self.state_path, self._instances.values(), self.launches_by_claim)
+    def _catch_up(self) -> bool:
+        """Apply what the journal holds that this process has not seen (all of it the first time, or once
+        another process compacted it: then True). Under the journal's lock."""
+        assert self._journal is not None
+        read = self._journal.read()
+        if read.replay:
+            self._saved.clear()
+        for record in read.records:
+            self._saved.apply(record)
+        return read.replay
 
-    def _load(self, path: str) -> None:
-        instances, self.launches_by_claim = saved.load(path)
-        for instance in instances:
-            self._instances[instance.provider_id] = instance
-            if instance.nodeclaim:
-                self._by_claim[instance.nodeclaim] = instance.provider_id
+    def _record(self, record: dict[str, object]) -> None:
+        """Append a launch or termination to the journal, compacting it once it outgrew the live state."""
+        if self._journal is None:
+            return
+        with self._journal.locked():
+            if self._catch_up():  # (nothing new when a shared provider holds the lock for the whole call)
+                self._saved.apply(record)  # the replay dropped this call's own change
+            self._journal.append(record)
+            if self._journal.bloated(len(self._instances) + len(self.launches_by_claim)):
+                self._journal.compact(saved.snapshot(self._instances.values(), self.launches_by_claim))
