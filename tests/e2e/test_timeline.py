@@ -598,6 +598,17 @@ def test_bad_timeline_input_is_located_and_exits_1(tmp_path: Path, step: str, ex
     assert result.stdout == ""
 
 
+def test_the_report_is_the_same_whether_or_not_the_ledger_is_saved(tmp_path: Path) -> None:
+    # Without --ledger the run keeps its usage rows for the report instead of writing them to its ledger.
+    alone, saved = tmp_path / "alone.json", tmp_path / "saved.json"
+    for args in (("--report", alone), ("--report", saved, "--ledger", tmp_path / "day.sqlite")):
+        result = cli("simulate", DAY, "--output", "json", *args)
+        assert result.returncode == 0, result.stderr
+    report = json.loads(alone.read_text())
+    assert report == json.loads(saved.read_text())
+    assert report["topBlockers"] and report["total"]["cost"] > 0
+
+
 def test_report_without_a_timeline_is_refused(tmp_path: Path) -> None:
     result = cli("simulate", ROOT / "scenarios" / "demo.yaml", "--report", tmp_path / "r.html")
     assert result.returncode == 1

@@ -15,9 +15,13 @@ def test_the_collector_is_off_for_the_run_and_as_it_was_after(before: bool) -> N
     was = gc.isenabled()
     try:
         gc.enable() if before else gc.disable()
+        frozen = gc.get_freeze_count()
         with _without_cycle_collection():
             assert not gc.isenabled()
+            made: list[list[int]] = [[] for _ in range(1000)]
         assert gc.isenabled() is before
+        # What the run made is left out of the collections that follow (frozen), not walked by them.
+        assert gc.get_freeze_count() - frozen >= len(made)
         with pytest.raises(RuntimeError), _without_cycle_collection():
             raise RuntimeError("the run failed")
         assert gc.isenabled() is before
