@@ -4,7 +4,8 @@ HTTP (../shared/BENCHMARKS.md section 5).
 The API server is the controller tests' fixture (testkit/controllers/kube_server.py: kmock, filled where the
 controller relies on a real server), run in this process; the controller is a child process, as a user
 starts it. One AWSNodeClass and one CPU pool (c6i/m6i 4xlarge, spot and on-demand). Then `--pods` pods
-(1500m CPU, 2Gi each) are created at once from several client threads, and each is marked Unschedulable
+(1500m CPU, 2Gi each) are created at once from 4 client threads (of a child process: in this one they would
+hold the interpreter the fixture needs), and each is marked Unschedulable
 (PodScheduled=False, through its /status) as kube-scheduler marks a pod it cannot place: the API server
 sets a new pod's status itself, as a real one does.
 
@@ -19,6 +20,11 @@ Measured, on the server's clock as requests arrive:
   RSS (VmHWM), from /proc.
 
     python bench/controller.py [--sizes 1000,10000] [--runs 1] [--batch-idle 1] [--profile FILE]
+    python bench/controller.py --fixture-only [--sizes 10000,100000] [--runs 3]
+
+`--fixture-only` times the API fixture alone taking in the pods (creates and marks, with one watch of pods
+reading every event): seconds from the first create to the last mark and to the watch's last event, and
+the CPU seconds of the fixture's thread and of the clients' process.
 
 `--profile FILE` runs the controller under cProfile in every thread and writes the summed stats to FILE.
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -39,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -187,6 +195,26 @@ def _create_and_mark(client: kc.KubeClient, res: kc.Resource, doc: dict[str, Any
     client.patch(res, doc["metadata"]["name"], UNSCHEDULABLE, namespace="default", sub="status")
 
 
+def create_and_mark_all(url: str, docs: list[dict[str, Any]], *, threads: int = 4) -> float:
+    """Create and mark the pods through the official client from `threads` threads of a child process,
+    as clients apart from the API server (kube-scheduler, the workloads' controllers) are: threads of this
+    process would share its interpreter lock with the fixture's thread, and the fixture would wait on them.
+    The child's CPU seconds."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return float(pool.submit(_clients, url, docs, threads).result())
+
+
+def _clients(url: str, docs: list[dict[str, Any]], threads: int) -> float:
+    client = kc.KubeClient.connect(url=url)
+    start = time.process_time()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda doc: _create_and_mark(client, kc.POD, doc), docs))
+    finally:
+        client.close()
+    return time.process_time() - start
+
+
 def _resource(doc: dict[str, Any]) -> kc.Resource:
     return next(r for r in (*kc.WATCHED, kc.EVENT) if r.kind == doc["kind"])
 
@@ -241,9 +269,7 @@ def run_once(n: int, *, batch_idle: float, timeout: float, profile: str | None) 
             time.sleep(0.2)
         time.sleep(1)  # its informers' first lists are done
         cpu_before, _ = _proc_stats(proc.pid)
-        pod_resource = _resource(pods[0])
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda doc: _create_and_mark(client, pod_resource, doc), pods))
+        create_and_mark_all(server.url, pods)
         last_pod = max(t for t, _ in ARRIVALS["marks"])
         close = last_pod + batch_idle
         # Every pod nominated: one Event per pod (written after its claim).
@@ -282,6 +308,72 @@ def run_once(n: int, *, batch_idle: float, timeout: float, profile: str | None) 
     }
 
 
+def accept_once(n: int) -> dict[str, Any]:
+    """The API fixture alone (`--fixture-only`): `n` pods created and marked as in `run_once` while one
+    watch of pods, as the controller's informer holds, reads every event."""
+    for arrivals in ARRIVALS.values():
+        arrivals.clear()
+    kube_server.FilledEmulator = TimedEmulator  # type: ignore[misc]  # the fixture builds it by name
+    server = kube_server.KubeServer().start()
+    client, watcher = kc.KubeClient.connect(url=server.url), kc.KubeClient.connect(url=server.url)
+    setup, pods = _objects(n)
+    for doc in setup:
+        client.create(_resource(doc), doc)
+    events: list[float] = []
+
+    def watch() -> None:
+        for _ in watcher.watch(kc.POD, resource_version=None, timeout_seconds=3600):
+            events.append(time.monotonic())
+            if len(events) >= 2 * n:  # each pod ADDED, then MODIFIED by its mark
+                return
+
+    reader = threading.Thread(target=watch, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.emulator.watches:
+            if time.monotonic() > deadline:
+                raise SystemExit("the watch of pods did not open within 60 s")
+            time.sleep(0.05)
+        server_cpu = server.cpu_seconds()
+        client_cpu = create_and_mark_all(server.url, pods)
+        reader.join(600)
+        if reader.is_alive():
+            raise SystemExit(f"the watch read {len(events)} of {2 * n} events within 600 s")
+        server_cpu = server.cpu_seconds() - server_cpu
+    finally:
+        client.close()
+        watcher.close()
+        server.stop()
+    first = min(t for t, _ in ARRIVALS["pods"])
+    return {
+        "seconds": max(t for t, _ in ARRIVALS["marks"]) - first,
+        "watchSeconds": events[-1] - first,
+        "serverCpuSeconds": server_cpu,
+        "clientCpuSeconds": client_cpu,
+    }
+
+
+def fixture_main(n: int, runs: int) -> None:
+    results = [accept_once(n) for _ in range(runs)]
+    chosen = sorted(results, key=lambda r: r["seconds"])[len(results) // 2]
+    print(
+        json.dumps(
+            {
+                "benchmark": "controller-fixture",
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "load1": round(os.getloadavg()[0], 2),
+                "pods": n,
+                **{key: round(value, 2) for key, value in chosen.items()},
+                "secondsRuns": [round(r["seconds"], 2) for r in results],
+                "serverCpuSecondsRuns": [round(r["serverCpuSeconds"], 2) for r in results],
+            }
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -291,8 +383,16 @@ def main() -> None:
     parser.add_argument("--batch-idle", type=float, default=1.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every claim")
     parser.add_argument("--profile", help="write the controller's cProfile stats to this file")
+    parser.add_argument(
+        "--fixture-only",
+        action="store_true",
+        help="time the API fixture alone taking in the pods (no controller)",
+    )
     args = parser.parse_args()
     for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
+        if args.fixture_only:
+            fixture_main(n, max(1, args.runs))
+            continue
         runs = [
             run_once(n, batch_idle=args.batch_idle, timeout=args.timeout, profile=args.profile)
             for _ in range(max(1, args.runs))

@@ -19,8 +19,9 @@ Measured:
 
     python bench/shards.py [--replicas 1,2,4] [--pods 100000] [--pools 40] [--shards 8] [--unlabelled]
 
-Each replica's watch takes only its shards' pods, except the quota admission holder's, which takes every
-pod (`admissionHolder`: its index in `cpuSecondsPerReplica`).
+Each replica's watch takes only its shards' pods; the quota admission holder's (`admissionHolder`: its
+index in `cpuSecondsPerReplica`) also takes the pods labelled for no shard and those of the namespaces
+quota counts in (none here).
 
 Prints one JSON line per replica count.
 """
@@ -28,7 +29,6 @@ Prints one JSON line per replica count.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import platform
@@ -164,8 +164,7 @@ def run_once(
             raise SystemExit(f"the {replicas} replicas did not share the {shards} shards within 120 s")
         time.sleep(1)  # their informers' first lists are done
         before = [single._proc_stats(p.pid)[0] for p in procs]
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda doc: single._create_and_mark(client, kc.POD, doc), pod_docs))
+        single.create_and_mark_all(server.url, pod_docs)
         last_pod = max(t for t, _ in single.ARRIVALS["marks"])
         close = last_pod + batch_idle
         deadline = time.monotonic() + timeout

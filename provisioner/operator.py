@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from provisioner import crashpoints
 from provisioner.clock import Clock, RealClock
+from provisioner.clusterapi import NotFoundError
 from provisioner.controllers.disruption import DisruptionSettings
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
@@ -47,8 +48,8 @@ from provisioner.kube import client as kc
 from provisioner.kube.api import EventWriter, KubeClusterAPI
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
+from provisioner.kube.scopes import WatchScopes
 from provisioner.kube.shards import ShardLeases
-from provisioner.scheduling import shards as shard_model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
 
@@ -308,20 +309,11 @@ class RunningOperator:
 
 
 def _catch_up(client: kc.KubeClient, informers: Informers) -> None:
-    """Feed the state a consistent list of the NodeClaims (the watch may lag behind it)."""
-    items, _ = client.list(kc.NODECLAIM)
+    """Feed the state a consistent list of the NodeClaims it watches (the watch may lag behind it)."""
+    claims = informers.of(kc.NODECLAIM)
+    items, _ = client.list(kc.NODECLAIM, label_selector=claims.selector)
     for item in items:
-        informers.feeder.upsert(kc.NODECLAIM, item)
-
-
-def _watch_pods(informers: Informers, wait: float) -> Callable[[frozenset[int] | None], bool]:
-    """`ShardLeases.watch_pods`: the pod informer's label selector made from the shards to watch."""
-    pods = informers.of(kc.POD)
-
-    def watch(shards: frozenset[int] | None) -> bool:
-        return pods.rescope(None if shards is None else shard_model.selector(shards), wait=wait)
-
-    return watch
+        informers.feeder.upsert(kc.NODECLAIM, item, source=claims.source)
 
 
 def _node_pods(client: kc.KubeClient) -> Callable[[str], list[dict[str, Any]]]:
@@ -333,8 +325,21 @@ def _node_pods(client: kc.KubeClient) -> Callable[[str], list[dict[str, Any]]]:
     return node_pods
 
 
+def _node_labels(client: kc.KubeClient) -> Callable[[str], dict[str, str] | None]:
+    """`Sharding.node_labels`: a Node's labels read from the API server (None: no such Node)."""
+
+    def node_labels(name: str) -> dict[str, str] | None:
+        try:
+            doc = client.get(kc.NODE, name)
+        except NotFoundError:
+            return None
+        return dict((doc.get("metadata") or {}).get("labels") or {})
+
+    return node_labels
+
+
 def _leases(
-    settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers
+    settings: OperatorSettings, client: kc.KubeClient, clock: Clock, informers: Informers, state: ClusterState
 ) -> tuple[LeaderElector | ShardLeases | None, Sharding | None]:
     """The leader Lease (or none), or with `--shards` the shard Leases and the Manager's view of them."""
     timing: dict[str, Any] = {
@@ -343,6 +348,9 @@ def _leases(
         "retry_period": settings.lease_duration * 2 / 15,
     }
     if settings.shards:
+        # Waits a little for a new list of the pods (a retry period at most, so the Leases are renewed
+        # in time); a list not done by then is looked at again at the next step.
+        scopes = WatchScopes(informers, state, shards=settings.shards, wait=timing["retry_period"])
         leases = ShardLeases(
             client,
             identity=settings.identity,
@@ -351,9 +359,7 @@ def _leases(
             namespace=settings.lease_namespace,
             prefix=settings.lease_name.removesuffix("-leader"),
             on_acquire=lambda: _catch_up(client, informers),
-            # Waits a little for a new list of the pods (a retry period at most, so the Leases are
-            # renewed in time); a list not done by then is looked at again at the next step.
-            watch_pods=_watch_pods(informers, wait=timing["retry_period"]),
+            watch=scopes,
             **timing,
         )
         sharding = Sharding(
@@ -363,6 +369,8 @@ def _leases(
             clock=clock,
             defaults=settings.controller_settings().pool_defaults,
             node_pods=_node_pods(client),
+            counted_namespaces=scopes.counted_namespaces,
+            node_labels=_node_labels(client),
         )
         return leases, sharding
     if not settings.leader_elect:
@@ -392,13 +400,13 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> RunningO
         raise OperatorError(f"--kubeconfig: cannot configure the Kubernetes client: {err}") from None
     metrics = Metrics()
     state = ClusterState()
-    # Sharded, a replica watches only the pods of its shards (`ShardLeases.watch_pods`): none at first.
-    selectors = {kc.POD: shard_model.selector(())} if settings.shards else None
+    # Sharded, a replica watches only the objects of its shards (`WatchScopes`): none at first.
+    selectors = WatchScopes.initial(settings.shards) if settings.shards else None
     informers = Informers(client, state, selectors=selectors)
     providers = settings.providers(
         ProviderContext(clock=clock, registry=metrics.registry, kube=client, state=state)
     )
-    elector, sharding = _leases(settings, client, clock, informers)
+    elector, sharding = _leases(settings, client, clock, informers, state)
     is_leader = (
         sharding.holds_any
         if sharding is not None

@@ -20,6 +20,7 @@ run where, and acts:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +30,7 @@ from provisioner.api import quantities
 from provisioner.clock import isoformat
 from provisioner.clusterapi import ClusterError, EvictionBlocked, NotFoundError
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.sharding import unlisted
 from provisioner.quota import admission, decisions, status
 from provisioner.quota.book import QuotaBook, counted
 from provisioner.state import Snapshot
@@ -81,12 +83,24 @@ class AdmissionController(Reconciler):
     """Pods whose reclaim a PDB blocked: they keep that reason (not flipping to "nothing to reclaim" while
     the blocked borrowers are left alone) until admitted."""
     _status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, init=False)
+    counted_namespaces: Callable[[], frozenset[str] | None] = lambda: None
+    """Sharded replicas: the namespaces whose every pod the state holds (the holder of quota admission
+    watches the namespaces quota counts in, `Sharding.counted_namespaces`), read before the snapshot.
+    While a namespace quota counts in is not among them (a Team just created, a namespace just joined
+    one: its list has not landed), the pass decides nothing, as its team's use would be undercounted.
+    None: the state holds every pod."""
     _gated: tuple[tuple[Pod, ...], list[Pod]] = field(default_factory=lambda: ((), []), init=False)
     """The pending pods last read, and those of them behind the gate: a snapshot hands back the same
     tuple while no pending pod was written, and 10,000 pending pods are not walked again each pass."""
 
     def reconcile(self, now: datetime) -> decisions.AdmissionPlan | None:
+        listed = self.counted_namespaces()  # before the snapshot, which then holds what they listed
         snap = self.state.snapshot()
+        if missing := unlisted(listed, snap):
+            log.info(
+                "admission: the pods of namespaces %s are still being listed; not deciding", sorted(missing)
+            )
+            return None
         pending, gated = self._gated
         if snap.pending_pods is not pending:
             gated = [p for p in snap.pending_pods if p.gated and not p.deleting]

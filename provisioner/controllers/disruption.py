@@ -281,7 +281,7 @@ class DisruptionController(Reconciler):
         )
         self.last_plan = result
         self._evaluations += 1
-        if self.recorder is not None:
+        if self.recorder is not None and self.recorder.keep_blockers:
             evaluation = f"eval-{now:%Y%m%dT%H%M%S}-{self._evaluations}"
             self.recorder.blockers(blocker_rows(result, evaluation_id=evaluation))
         return result

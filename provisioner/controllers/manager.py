@@ -121,6 +121,9 @@ class Manager:
         )
         self.interruption = InterruptionController(**everything, on_interrupted=self.provisioning.trigger)
         self.admission = AdmissionController(**everything)
+        if sharding is not None:
+            # Its replica watches whole only the namespaces quota counts in (and its shards' pods).
+            self.admission.counted_namespaces = lambda: sharding.counted_namespaces()
         self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**everything)
@@ -142,7 +145,7 @@ class Manager:
             self.controllers.insert(0, ("shardlabels", ShardLabels(**everything, sharding=sharding)))
             self.controllers.insert(
                 self.controllers.index(("provisioningrequests", self.requests)),
-                ("requestquota", RequestQuota(**everything)),
+                ("requestquota", RequestQuota(**everything, counted_namespaces=sharding.counted_namespaces)),
             )
         self.recorder = recorder
         self.usage: UsageController | None = None

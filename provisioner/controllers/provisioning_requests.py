@@ -42,6 +42,7 @@ from provisioner.clusterapi import ClusterError
 from provisioner.controllers.conditions import set_condition
 from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
+from provisioner.controllers.sharding import unlisted
 from provisioner.quota import admission
 from provisioner.quota.book import QuotaBook
 from provisioner.scheduling.results import GangOutcome
@@ -285,7 +286,12 @@ class RequestQuota(Reconciler):
     each atomic request of a team's namespace still to be provisioned (`pr.QUOTA_ANNOTATION`), which the
     replica provisioning the request reads before it books anything."""
 
+    counted_namespaces: Callable[[], frozenset[str] | None] = lambda: None
+    """The namespaces whose every pod the state holds, read before the snapshot (as
+    `AdmissionController.counted_namespaces`): no word is given while a team's is still being listed."""
+
     def reconcile(self, now: datetime) -> None:
+        listed = self.counted_namespaces()
         with self.state.lock:
             requests = sorted(self.state.provisioning_requests.values(), key=lambda r: r.key)
             if not requests:
@@ -293,7 +299,7 @@ class RequestQuota(Reconciler):
             templates = dict(self.state.pod_templates)
             pods = list(self.state.pods.values())
         snap = self.state.snapshot()
-        if not snap.teams:
+        if not snap.teams or unlisted(listed, snap):
             return
         book = QuotaBook.of(snap, self.settings.pool_defaults)
         for request in requests:

@@ -34,8 +34,18 @@ log = logging.getLogger(__name__)
 
 GLOBAL_CONTROLLERS = frozenset({"interruption", "admission", "requestquota", "gc"})
 """Controllers whose decisions span pools: run only by the replica holding quota admission, on the
-whole cluster (the garbage collector then sees every claim, so it never takes another shard's instance
-for an orphan)."""
+whole state (the garbage collector then sees every claim, so it never takes another shard's instance
+for an orphan). Of the pods, that replica's state holds what they need besides its shards': every pod
+of the namespaces quota counts in (`kube.shards.admission_namespaces`), checked by `unlisted`."""
+
+
+def unlisted(listed: frozenset[str] | None, snap: Snapshot) -> frozenset[str]:
+    """The namespaces quota counts in for `snap` (`model.quota_namespaces`) whose pods are not all in
+    the state yet: not among `listed` (`Sharding.counted_namespaces`, read before `snap` was taken;
+    None: the state holds every pod). A quota decision waits for them: it would undercount a team."""
+    if listed is None:
+        return frozenset()
+    return model.quota_namespaces(snap.teams, snap.namespaces) - listed
 
 
 @dataclass(kw_only=True, eq=False)
@@ -50,6 +60,14 @@ class Sharding:
     node_pods: Callable[[str], Sequence[Mapping[str, Any]]] | None = None
     """The pods the API server has on a node, watched here or not (a field selector): disruption checks
     its verdict against them (`confirm`). None: the state holds every pod."""
+    node_labels: Callable[[str], Mapping[str, str] | None] | None = None
+    """A Node's labels as the API server has them (None: no such Node), for a pod bound to a Node this
+    replica does not watch (another shard's: `ShardLabels` gives the pod that Node's shard). None: the
+    state holds every Node."""
+    counted_namespaces: Callable[[], frozenset[str] | None] = lambda: None
+    """The namespaces whose every pod the state holds (their watches listed), besides its shards' pods:
+    quota admission counts a team's pods only once all its namespaces are among them
+    (`AdmissionController.counted_namespaces`). None: the state holds every pod."""
     _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
     _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
 
@@ -242,8 +260,8 @@ class ShardLabels(Reconciler):
     Every replica labels the pods whose label names a shard it holds: a pending pod whose next pool is
     in another shard (its pool list or its team's changed), a pod bound to a node of another shard's
     pool (kube-scheduler placed it on spare room there). The replica holding quota admission, which
-    watches every pod, labels the pods that have no label, or one naming no shard: pods created while the
-    webhook was off, or before `--shards` was set. It runs on the pods written since its last pass, and
+    also watches the pods whose label names no shard, labels them: pods created while the webhook was
+    off, or before `--shards` was set. It runs on the pods written since its last pass, and
     on every pod it holds when its shards or the pools' lists change."""
 
     sharding: Sharding
@@ -253,6 +271,8 @@ class ShardLabels(Reconciler):
     """Pods whose label could not be written: tried again at the next pass."""
     _unplaced: set[str] = field(default_factory=set, init=False)
     """Bound pods whose node this replica did not know yet: looked at again when Nodes are written."""
+    _read: dict[str, Mapping[str, str] | None] = field(default_factory=dict, init=False)
+    """Nodes not watched here read from the API server in this pass: name -> labels (None: none such)."""
 
     def __post_init__(self) -> None:
         self._watch = Watch(self.state, ("Pod", "Node", "NodePool", "Team", "Namespace"))
@@ -273,6 +293,7 @@ class ShardLabels(Reconciler):
             keys = {*written.get("Pod", ()), *self._failed, *(self._unplaced if "Node" in written else ())}
         self._held = (held, admits)
         self._failed = set()
+        self._read = {}
         if not held and not admits:
             return
         snap = self.state.snapshot()
@@ -288,8 +309,9 @@ class ShardLabels(Reconciler):
             if label not in mine and not (admits and label not in names):
                 continue
             node = self.state.nodes.get(pod.node_name) if pod.node_name else None
-            pool = node.labels.get(wk.NODEPOOL) if node is not None else None
-            if pod.node_name and node is None:
+            labels = node.labels if node is not None else self._node_labels(pod.node_name)
+            pool = labels.get(wk.NODEPOOL) if labels is not None else None
+            if pod.node_name and labels is None:
                 self._unplaced.add(key)
             else:
                 self._unplaced.discard(key)
@@ -305,3 +327,16 @@ class ShardLabels(Reconciler):
             except ClusterError as err:
                 log.warning("could not label pod %s with shard %s: %s", key, wanted, err)
                 self._failed.add(key)
+
+    def _node_labels(self, name: str | None) -> Mapping[str, str] | None:
+        """The labels of a Node this replica does not watch (another shard's), from the API server
+        (once a pass per Node)."""
+        if not name or self.sharding.node_labels is None:
+            return None
+        if name not in self._read:
+            try:
+                self._read[name] = self.sharding.node_labels(name)
+            except ClusterError as err:
+                log.warning("could not read node %s: %s", name, err)
+                self._read[name] = None
+        return self._read[name]

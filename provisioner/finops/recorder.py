@@ -55,6 +55,7 @@ class LedgerRecorder:
         max_pending: int = 200_000,
         on_failure: Callable[[str], None] = lambda _table: None,
         on_dropped: Callable[[str, int], None] = lambda _table, _n: None,
+        keep_blockers: bool = True,
     ) -> None:
         self._target = target
         self._ledger: Ledger | None = target if isinstance(target, Ledger) else None
@@ -66,6 +67,9 @@ class LedgerRecorder:
         self.max_pending = max_pending
         self.on_failure = on_failure
         self.on_dropped = on_dropped
+        self.keep_blockers = keep_blockers
+        """Whether blocker rows are written: a run whose ledger no one reads them from (`simulate -o json`
+        without --report or --ledger) leaves them out, a row per node kept per evaluation."""
         self._queue: deque[_Batch] = deque()
         self._pending = 0
         self._cond = threading.Condition()
@@ -93,7 +97,8 @@ class LedgerRecorder:
             return all(k in self._stored for k in keys)
 
     def blockers(self, rows: Sequence[BlockerRow]) -> None:
-        self._put(_Batch("blockers", list(rows)))
+        if self.keep_blockers:
+            self._put(_Batch("blockers", list(rows)))
 
     def usage(self, rows: Sequence[UsageRow]) -> None:
         self._put(_Batch("usage", list(rows)))

@@ -170,12 +170,17 @@ class KubeClient:
     # Typed-by-resource helpers.
 
     def list(
-        self, res: Resource, *, label_selector: str | None = None, field_selector: str | None = None
+        self,
+        res: Resource,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        """Every object of the resource (all namespaces; those the selectors match) and the list's
-        resourceVersion."""
+        """Every object of the resource (all namespaces, or `namespace`'s; those the selectors match)
+        and the list's resourceVersion."""
         query = {"labelSelector": label_selector, "fieldSelector": field_selector}
-        doc = self.request("GET", res.path(), query=query)
+        doc = self.request("GET", res.path(namespace=namespace), query=query)
         items = doc.get("items") or []
         for item in items:
             # List items carry no kind/apiVersion; add them so they read like watched objects.
@@ -190,10 +195,11 @@ class KubeClient:
         resource_version: str | None,
         timeout_seconds: int,
         label_selector: str | None = None,
+        namespace: str | None = None,
         on_open: Callable[[Callable[[], None]], None] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Watch events after `resource_version` (of the objects `label_selector` matches: one that stops
-        matching comes as DELETED, one that starts as ADDED). The read timeout is a little above the
+        """Watch events after `resource_version` (of `namespace`'s objects when given, and of those
+        `label_selector` matches: one that stops matching comes as DELETED, one that starts as ADDED). The read timeout is a little above the
         server-side timeout, so a server that ignores `timeoutSeconds` still ends the stream.
         `on_open` is handed a function that ends the stream from another thread."""
         query = {
@@ -203,7 +209,8 @@ class KubeClient:
             "resourceVersion": resource_version or None,
             "labelSelector": label_selector,
         }
-        resp = self._send("GET", res.path(), query=query, timeout=(10, timeout_seconds + 5))
+        path = res.path(namespace=namespace)
+        resp = self._send("GET", path, query=query, timeout=(10, timeout_seconds + 5))
         if resp.status != 200:
             raise_for(resp.status, resp.read(), f"watch {res.plural}")
         if on_open is not None:

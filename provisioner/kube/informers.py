@@ -9,9 +9,11 @@ dropped, so a late watch event cannot roll the state back, nor the echo of our o
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from provisioner.kube.client import WATCHED, ApiError, Gone, KubeClient, Resource
@@ -35,49 +37,94 @@ def object_key(res: Resource, obj: Mapping[str, Any]) -> str:
 
 
 class StateFeeder:
-    """Applies objects to ClusterState, newest resourceVersion wins."""
+    """Applies objects to ClusterState, newest resourceVersion wins.
+
+    Several informers may feed one kind (a sharded replica watches pods through several scopes: its
+    shards' label selector, a namespace of a team): each is a `source`, and the state holds an object
+    while some source holds it. A source's DELETED (the object gone, or out of that source's selector)
+    or relist drops only its own hold; the object leaves the state when no source holds it any more."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._versions: dict[tuple[str, str], int] = {}
-        self._tombstones: dict[tuple[str, str], int] = {}
+        self._tombstones: dict[tuple[str, str], tuple[int, int | None]] = {}
+        """Removed objects: the version removed at, and the source whose DELETED removed it."""
+        self._holders: dict[tuple[str, str], frozenset[int]] = {}
+        """The sources holding each object fed by a source (objects only written here have none)."""
+        self._sets: dict[frozenset[int], frozenset[int]] = {}
+        """One frozenset per combination of sources, shared by every object it holds."""
+        self._retired: set[int] = set()
+        """Sources stopped for good (`retire`): what they still send is ignored."""
         self._lock = threading.Lock()
 
+    def _hold(self, ident: tuple[str, str], held_by: frozenset[int]) -> None:
+        if held_by:
+            self._holders[ident] = self._sets.setdefault(held_by, held_by)
+        else:
+            self._holders.pop(ident, None)
+
+    def _release(self, ident: tuple[str, str], source: int | None) -> bool:
+        """Drops `source`'s hold on an object; True when no source holds it any more."""
+        held_by = self._holders.get(ident)
+        if source is None or held_by is None:
+            self._holders.pop(ident, None)  # removed by our own write: gone for every source
+            return True
+        rest = held_by - {source}
+        self._hold(ident, rest)
+        return not rest
+
     def _newer(
-        self, res: Resource, key: str, obj: Mapping[str, Any], *, deleting: bool = False, listed: bool = False
+        self,
+        res: Resource,
+        key: str,
+        obj: Mapping[str, Any],
+        *,
+        deleting: bool = False,
+        listed: bool = False,
+        source: int | None = None,
     ) -> bool:
         rv = _rv((obj.get("metadata") or {}).get("resourceVersion"))
         ident = (res.kind, key)
         if deleting:
+            if not self._release(ident, source):
+                return False  # another source still has it (it moved from this one's selector to its)
             # Remember the version we removed at, so a late replay of the same object cannot revive it.
             held = self._versions.pop(ident, None)
-            self._tombstones[ident] = max(
-                v for v in (rv, held, self._tombstones.get(ident), 0) if v is not None
-            )
+            dead = self._tombstones.get(ident)
+            at = max(v for v in (rv, held, dead[0] if dead else None, 0) if v is not None)
+            self._tombstones[ident] = (at, source)
             return True
-        if rv is None:
-            return True  # opaque versions: trust arrival order
-        dead = self._tombstones.get(ident)
-        if dead is not None:
+        if rv is not None and (dead := self._tombstones.get(ident)) is not None:
             # A list may hold an object at the very version it was removed at: a watch with a label
             # selector removes an object that stops matching at the version of that change (it is not
-            # gone), and a list with a wider selector brings it back as it is.
-            if rv < dead or (rv == dead and not listed):
+            # gone), and a list with a wider selector brings it back as it is; so may another source's
+            # watch, whose selector it started matching at that version.
+            if rv < dead[0] or (rv == dead[0] and not listed and (source is None or source == dead[1])):
                 return False
             del self._tombstones[ident]
+        if source is not None:
+            held_by = self._holders.get(ident, frozenset())
+            if source not in held_by:
+                self._hold(ident, held_by | {source})
+        if rv is None:
+            return True  # opaque versions: trust arrival order
         held = self._versions.get(ident)
         if held is not None and rv <= held:
             # The same version is the same object: the watch event of our own write, whose answer was
-            # fed already (a NodeClaim validated twice for each claim a batch writes), or a relist.
+            # fed already (a NodeClaim validated twice for each claim a batch writes), a relist, or
+            # another source's event of the same change.
             return False
         self._versions[ident] = rv
         return True
 
-    def upsert(self, res: Resource, obj: Mapping[str, Any], *, listed: bool = False) -> None:
-        """`listed`: from a list (see `_newer`), not a watch event or the answer to a write."""
+    def upsert(
+        self, res: Resource, obj: Mapping[str, Any], *, listed: bool = False, source: int | None = None
+    ) -> None:
+        """`listed`: from a list (see `_newer`), not a watch event or the answer to a write; `source`:
+        the informer it came from (None: the answer to our own write)."""
         key = object_key(res, obj)
         with self._lock:
-            if not self._newer(res, key, obj, listed=listed):
+            if source in self._retired or not self._newer(res, key, obj, listed=listed, source=source):
                 return
             try:
                 self.state.upsert(res.kind, obj)
@@ -86,31 +133,59 @@ class StateFeeder:
                 # informer; the webhook-free API server accepted it, so say so and skip it.
                 log.warning("ignoring invalid %s %s: %s", res.kind, key, err)
 
-    def remove(self, res: Resource, obj: Mapping[str, Any]) -> None:
+    def remove(self, res: Resource, obj: Mapping[str, Any], *, source: int | None = None) -> None:
         key = object_key(res, obj)
         with self._lock:
-            if not self._newer(res, key, obj, deleting=True):
+            if source in self._retired or not self._newer(res, key, obj, deleting=True, source=source):
                 return
             self.state.remove(res.kind, key)
 
-    def replace_all(self, res: Resource, items: Iterable[Mapping[str, Any]]) -> None:
-        """A relist: everything listed is upserted, everything held but not listed is removed."""
+    def replace_all(
+        self,
+        res: Resource,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        source: int | None = None,
+        version: str | None = None,
+    ) -> None:
+        """A relist: everything listed is upserted, everything `source` held (or no source holds) but
+        not listed is dropped, unless the state holds it at a version newer than the list's (`version`:
+        written after the list was taken, as our own claim just created; the watch from the list brings
+        it, or its deletion)."""
         items = list(items)
         listed = {object_key(res, o) for o in items}
-        for key in self.state.keys_of(res.kind) - listed:
-            with self._lock:
-                self._versions.pop((res.kind, key), None)
-                self.state.remove(res.kind, key)
+        at = _rv(version)
+        with self._lock:
+            if source in self._retired:
+                return
+            for key in self.state.keys_of(res.kind) - listed:
+                ident = (res.kind, key)
+                if at is not None and self._versions.get(ident, 0) > at:
+                    continue
+                if self._release(ident, source):
+                    self._versions.pop(ident, None)
+                    self.state.remove(res.kind, key)
         for obj in items:
-            self.upsert(res, obj, listed=True)
+            self.upsert(res, obj, listed=True, source=source)
+
+    def retire(self, res: Resource, source: int) -> None:
+        """A source stopped for good: the objects only it held leave the state, and what it still sends
+        (its thread may be finishing a list) is ignored."""
+        with self._lock:
+            self._retired.add(source)
+            for ident, held_by in list(self._holders.items()):
+                if ident[0] == res.kind and source in held_by and self._release(ident, source):
+                    self._versions.pop(ident, None)
+                    self.state.remove(res.kind, ident[1])
 
 
 class Informer(threading.Thread):
-    """List then watch one resource until stopped: every object, or those a label selector matches.
+    """List then watch one resource until stopped: every object, or those a label selector matches (in
+    every namespace, or in one).
 
     The selector may change while it runs (`rescope`: a sharded replica took or gave up shards): the
     watch under way is ended and the resource listed again with the new selector, which also drops from
-    the state what it no longer matches."""
+    the state what it no longer matches. `halt` ends this informer alone (a scope no longer wanted)."""
 
     def __init__(
         self,
@@ -122,12 +197,19 @@ class Informer(threading.Thread):
         watch_timeout: int = 300,
         max_backoff: float = 30.0,
         selector: str | None = None,
+        namespace: str | None = None,
+        source: int = 0,
     ) -> None:
-        super().__init__(name=f"informer-{res.plural}", daemon=True)
+        where = f"-{namespace}" if namespace else ""
+        super().__init__(name=f"informer-{res.plural}{where}", daemon=True)
         self.client = client
         self.res = res
         self.feeder = feeder
         self.stop = stop
+        self.namespace = namespace
+        self.source = source
+        """This informer's id as a source of the feeder (several may feed one kind)."""
+        self.halted = threading.Event()
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
         self.synced = threading.Event()
@@ -156,13 +238,43 @@ class Informer(threading.Thread):
                         log.debug("ending the watch of %s: %s", self.res.plural, err)
             return self._scope.wait_for(lambda: self._listed == (self._wanted,), timeout=wait)
 
+    @property
+    def selector(self) -> str | None:
+        """The label selector asked for (None: every object)."""
+        with self._scope:
+            return self._wanted
+
+    def listed(self) -> bool:
+        """Whether the state holds what a list with the wanted selector answered."""
+        with self._scope:
+            return self._listed == (self._wanted,)
+
+    def wait_listed(self, wait: float) -> bool:
+        """`listed`, waiting up to `wait` seconds for it."""
+        with self._scope:
+            return self._scope.wait_for(lambda: self._listed == (self._wanted,), timeout=wait)
+
+    def halt(self) -> None:
+        """End this informer: its watch is ended and its thread returns (the feeder is told apart)."""
+        self.halted.set()
+        with self._scope:
+            end, self._end_watch = self._end_watch, None
+        if end is not None:
+            try:
+                end()
+            except Exception as err:  # a stream already closed
+                log.debug("ending the watch of %s: %s", self.res.plural, err)
+
+    def _ended(self) -> bool:
+        return self.stop.is_set() or self.halted.is_set()
+
     def _rescoped(self) -> bool:
         with self._scope:
             return self._listed != (self._wanted,)
 
     def _opened(self, end: Callable[[], None]) -> None:
         with self._scope:
-            if self._listed == (self._wanted,):
+            if self._listed == (self._wanted,) and not self.halted.is_set():
                 self._end_watch = end
                 return
         end()  # the selector changed while this watch opened
@@ -170,8 +282,8 @@ class Informer(threading.Thread):
     def _relist(self) -> None:
         with self._scope:
             selector = self._wanted
-        items, rv = self.client.list(self.res, label_selector=selector)
-        self.feeder.replace_all(self.res, items)
+        items, rv = self.client.list(self.res, label_selector=selector, namespace=self.namespace)
+        self.feeder.replace_all(self.res, items, source=self.source, version=rv)
         self.resource_version = rv
         self.relists += 1
         with self._scope:
@@ -192,16 +304,16 @@ class Informer(threading.Thread):
             self.resource_version = rv or self.resource_version
             return
         if kind in ("ADDED", "MODIFIED"):
-            self.feeder.upsert(self.res, obj)
+            self.feeder.upsert(self.res, obj, source=self.source)
         elif kind == "DELETED":
-            self.feeder.remove(self.res, obj)
+            self.feeder.remove(self.res, obj, source=self.source)
         if rv:
             self.resource_version = rv
 
     def run(self) -> None:
         backoff = 0.2
         need_list = True
-        while not self.stop.is_set():
+        while not self._ended():
             try:
                 if need_list or self._rescoped():
                     self._relist()
@@ -211,9 +323,10 @@ class Informer(threading.Thread):
                     resource_version=self.resource_version,
                     timeout_seconds=self.watch_timeout,
                     label_selector=self._listed[0] if self._listed else None,
+                    namespace=self.namespace,
                     on_open=self._opened,
                 ):
-                    if self.stop.is_set() or self._rescoped():
+                    if self._ended() or self._rescoped():
                         break
                     self._apply(event)
                 backoff = 0.2
@@ -221,7 +334,7 @@ class Informer(threading.Thread):
                 log.info("watch of %s expired (410); relisting", self.res.plural)
                 need_list = True
             except ApiError as err:
-                if self.stop.is_set():
+                if self._ended():
                     return
                 if self._rescoped():
                     continue  # the watch was ended to list again with a new selector
@@ -236,7 +349,9 @@ class Informer(threading.Thread):
                 # support; a relist is cheap and always correct.
                 need_list = need_list or self.resource_version in (None, "", "...")
             except Exception as err:  # a bug must not kill the informer silently
-                if self._rescoped() and not self.stop.is_set():
+                if self._ended():
+                    return  # a stream ended mid-line by `halt`
+                if self._rescoped():
                     continue  # a stream ended mid-line to list again with a new selector
                 log.exception("informer %s crashed: %s", self.res.plural, err)
                 self.stop.wait(backoff)
@@ -244,8 +359,19 @@ class Informer(threading.Thread):
                 need_list = True
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where and what an extra informer of a resource watches (`Informers.scope`)."""
+
+    namespace: str | None = None
+    """One namespace's objects; None: every namespace's."""
+    selector: str | None = None
+    """A label selector; None: every object."""
+
+
 class Informers:
-    """The set of informers feeding one ClusterState."""
+    """The set of informers feeding one ClusterState: one per resource, and for a resource watched in
+    parts (a sharded replica's pods) extra informers, one per `Scope`, feeding the same state."""
 
     def __init__(
         self,
@@ -258,6 +384,8 @@ class Informers:
     ) -> None:
         """`selectors`: the label selector a resource's informer starts with (`Informer.rescope`
         changes it); the others watch every object."""
+        self.client = client
+        self.watch_timeout = watch_timeout
         self.stop_event = threading.Event()
         self.feeder = StateFeeder(state)
         self.informers = [
@@ -268,17 +396,66 @@ class Informers:
                 stop=self.stop_event,
                 watch_timeout=watch_timeout,
                 selector=(selectors or {}).get(res),
+                source=i,
             )
-            for res in resources
+            for i, res in enumerate(resources)
         ]
+        self._sources = itertools.count(len(self.informers))
+        self._extra: dict[tuple[str, str], Informer] = {}
+        self._started = False
+        self._lock = threading.Lock()
 
     def of(self, res: Resource) -> Informer:
         """The informer of one resource."""
         return next(inf for inf in self.informers if inf.res == res)
 
+    def scope(self, res: Resource, wanted: Mapping[str, Scope]) -> dict[str, Informer]:
+        """Watch `res` through the scopes `wanted` (name -> scope) besides its own informer: an informer
+        is started for a new scope, rescoped for a changed selector, and halted for a scope no longer
+        wanted (the objects only it held leave the state). The informers of the wanted scopes (by name),
+        whose `listed` says when the state holds their objects."""
+        with self._lock:
+            for (kind, name), inf in list(self._extra.items()):
+                if kind != res.kind:
+                    continue
+                want = wanted.get(name)
+                if want is None or want.namespace != inf.namespace:
+                    log.info("no longer watching %s of %s", res.plural, name)
+                    inf.halt()
+                    self.feeder.retire(res, inf.source)
+                    del self._extra[(kind, name)]
+                else:
+                    inf.rescope(want.selector)
+            out: dict[str, Informer] = {}
+            for name, want in wanted.items():
+                found = self._extra.get((res.kind, name))
+                if found is None:
+                    log.info("watching %s of %s", res.plural, name)
+                    found = self._extra[(res.kind, name)] = Informer(
+                        self.client,
+                        res,
+                        self.feeder,
+                        stop=self.stop_event,
+                        watch_timeout=self.watch_timeout,
+                        selector=want.selector,
+                        namespace=want.namespace,
+                        source=next(self._sources),
+                    )
+                    if self._started:
+                        found.start()
+                out[name] = found
+            return out
+
+    def scopes(self, res: Resource) -> dict[str, Informer]:
+        """The extra informers of `res` now (`scope`), by name."""
+        with self._lock:
+            return {name: inf for (kind, name), inf in self._extra.items() if kind == res.kind}
+
     def start(self) -> None:
-        for inf in self.informers:
-            inf.start()
+        with self._lock:
+            self._started = True
+            for inf in [*self.informers, *self._extra.values()]:
+                inf.start()
 
     def wait_synced(self, timeout: float = 30.0) -> bool:
         """True when every informer finished its first list (CRDs not served count as synced never)."""

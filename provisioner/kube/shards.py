@@ -7,12 +7,17 @@ members (`provisioner.scheduling.shards.assign`), each keeping the shards it hol
 stops acting on the others and lets their Leases expire, so a shard changes hands once the Lease of
 its old holder expired, after any pass of that holder still under way. Quota
 admission, the garbage collector's sweep and the other decisions that span pools are one replica's:
-whoever holds `<prefix>-admission` (any replica may win it).
+whoever holds `<prefix>-admission` (any replica may win it). It keeps its full share of the shards: it
+watches only what those decisions need besides its shards (`provisioner.kube.scopes`), which costs
+little, so keeping it out of the assignment only loads the others. Measured (bench/shards.py, 10,000
+pods, 40 pools, 8 shards, 4 replicas): kept out, it spent 0.5 CPU s and the replica left with 3 of the
+8 shards 4.4 CPU s, the busiest of all; in it, every replica holds 2 and the holder spends about what
+the others do (README, "When to add replicas").
 
-With `watch_pods` (the operator's pod informer), each step also scopes this replica's pod watch to the
-shards assigned to it and those it still holds (a label selector on `provisioner.sh/shard`), or to every
-pod while it holds admission; a shard won, and admission, are acted on only once the state holds their
-pods.
+With `watch` (`provisioner.kube.scopes.WatchScopes`), each step also scopes this replica's watches of
+pods, Nodes and NodeClaims to the shards assigned to it and those it still holds, and while it holds
+admission to what the decisions that span pools need besides; a shard won, and admission, are acted on
+only once the state holds what they need.
 
 Each Lease is a `LeaderElector`: a replica acts on a shard only while its last renewal is younger than
 the renew deadline, shorter than the lease duration, so it stops before anyone else may take the shard.
@@ -62,7 +67,7 @@ class ShardLeases:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_acquire: Callable[[], None] | None = None,
-        watch_pods: Callable[[frozenset[int] | None], bool] | None = None,
+        watch: Callable[[frozenset[int], bool], bool] | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards: {shards} is not allowed; at least 1")
@@ -95,12 +100,13 @@ class ShardLeases:
         """Called when this replica wins shards, before it acts on them: brings its picture of the
         cluster up to what their last holder wrote (a consistent list of the NodeClaims), which its
         watches may not have delivered yet."""
-        self.watch_pods = watch_pods
-        """Called at every step with the shards whose pods this replica must watch (None: every pod,
-        while it holds quota admission); True once its state holds them (a list with the new label
-        selector fed it). Shards won are not acted on, nor admission, before that."""
-        self._pods_whole = watch_pods is None
-        """Whether the state holds every pod (admission counts every team's pods)."""
+        self.watch = watch
+        """Called at every step with the shards whose pods, Nodes and NodeClaims this replica must watch,
+        and whether it holds the admission Lease (then it also watches what admission and the garbage
+        collector need); True once its state holds them (a list with each new selector fed it). Shards won are not acted on, nor admission,
+        before that."""
+        self._admission_ready = watch is None
+        """Whether the state holds the pods quota admission needs."""
         self._warming: frozenset[int] = frozenset()
         self._behind: frozenset[int] = frozenset()
         """Shards held whose catch-up failed: not acted on until one succeeds."""
@@ -136,19 +142,19 @@ class ShardLeases:
         self.admission.step()
         won = self._held() - before
         self._behind = frozenset()
-        if self.watch_pods is not None:
-            # The pods of the shards assigned here (watched before their Leases are won, so they are
-            # in the state when they are) and of those still held; every pod with quota admission.
-            whole = self.admission.is_leader()
+        if self.watch is not None:
+            # The objects of the shards assigned here (watched before their Leases are won, so they are
+            # in the state when they are) and of those still held; with quota admission, what it needs.
+            admits = self.admission.is_leader()
             try:
-                ready = self.watch_pods(None if whole else frozenset(mine) | self._held())
+                ready = self.watch(frozenset(mine) | self._held(), admits)
             except Exception:
-                log.exception("sharding: cannot scope the pod watch")
+                log.exception("sharding: cannot scope the watches")
                 ready = False
-            self._pods_whole = whole and ready
+            self._admission_ready = admits and ready
             if not ready and won:
                 log.info(
-                    "sharding: the pods of shards %s are still being listed; not acting yet", sorted(won)
+                    "sharding: the objects of shards %s are still being listed; not acting yet", sorted(won)
                 )
                 self._behind = won
         if won - self._behind and self.on_acquire is not None:
@@ -201,8 +207,8 @@ class ShardLeases:
 
     def holds_admission(self) -> bool:
         """Whether this replica decides quota admission now: it holds the Lease, and (with
-        `watch_pods`) its state holds every pod."""
-        return self.admission.is_leader() and self._pods_whole
+        `watch`) its state holds what admission needs."""
+        return self.admission.is_leader() and self._admission_ready
 
     def holds_any(self) -> bool:
         """Whether this replica may write at all (a shard or admission)."""

@@ -88,6 +88,28 @@ def shape_key(pod: Pod, selected: frozenset[str]) -> ShapeKey:
     )
 
 
+def shape_parts(pod: Pod) -> tuple[object, ...]:
+    """The identities of what `shape_key` reads of a pod: pods of one template share their parsed parts
+    (`Pod.from_dict`), so pods with equal parts have equal keys and the key is worked out once per set of
+    parts. Only while the pods are held (an id is unique among live objects), as within one solve."""
+    return (
+        pod.namespace,
+        id(pod.labels),
+        id(pod.requests),
+        id(pod.node_selector),
+        id(pod.required_node_terms),
+        id(pod.preferred_node_terms),
+        id(pod.tolerations),
+        id(pod.topology_spread),
+        id(pod.affinity_required),
+        id(pod.affinity_preferred),
+        id(pod.anti_affinity_required),
+        id(pod.anti_affinity_preferred),
+        id(pod.annotations),
+        id(pod.host_ports),
+    )
+
+
 class Compiler:
     """Compiles the pods of one solve into shapes, numbering variants (their ids key per-node caches)."""
 

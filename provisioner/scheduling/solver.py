@@ -61,7 +61,7 @@ from provisioner.scheduling.pools import (
 )
 from provisioner.scheduling.resources import Dims, le, sub
 from provisioner.scheduling.results import Placement, PoolReason, Results, Unschedulable
-from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, selected_keys, shape_key
+from provisioner.scheduling.shapes import Compiler, Shape, ShapeKey, selected_keys, shape_key, shape_parts
 from provisioner.scheduling.topology import Topology, record
 from provisioner.scheduling.variant import Variant
 from provisioner.state.cluster import Snapshot
@@ -258,14 +258,20 @@ class _Solver:
         by_key: dict[ShapeKey, Shape] = {}
         pod_shapes: list[tuple[Pod, Shape]] = []
         firsts: list[tuple[Shape, Pod]] = []
+        by_parts: dict[tuple[object, ...], Shape] = {}
         selected = selected_keys([*pods, *ex.anti_affine_pods(self.existing)])
         for pod in pods:
-            key = shape_key(pod, selected)
-            shape = by_key.get(key)
+            # Pods sharing their parsed parts share a shape: their key is not built and hashed again.
+            parts = shape_parts(pod)
+            shape = by_parts.get(parts)
             if shape is None:
-                shape = by_key[key] = self.compiler.compile(pod)
-                firsts.append((shape, pod))
-                self.shapes.append(shape)
+                key = shape_key(pod, selected)
+                shape = by_key.get(key)
+                if shape is None:
+                    shape = by_key[key] = self.compiler.compile(pod)
+                    firsts.append((shape, pod))
+                    self.shapes.append(shape)
+                by_parts[parts] = shape
             pod_shapes.append((pod, shape))
         self.topology.add_running_owners()
         for shape, pod in firsts:

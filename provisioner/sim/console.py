@@ -7,7 +7,10 @@ Wiring and printing only: `provisioner.sim.runner` runs, `provisioner.sim.output
 
 from __future__ import annotations
 
+import gc
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -58,10 +61,19 @@ def run(
     # The run's own ledger: in memory unless --ledger names a file. The report and the JSON are read from
     # it, so it stays open until they are written. (In memory, a day's hundreds of evaluations cost no
     # disk sync; a file is copied out at the end.)
-    with Ledger("sqlite://") as ledger:
+    with Ledger("sqlite://") as ledger, _without_cycle_collection():
         try:
             result = _run(
-                loaded, timeline, err=err, ledger=ledger, ledger_path=ledger_path, best_possible=best_possible
+                loaded,
+                timeline,
+                err=err,
+                ledger=ledger,
+                ledger_path=ledger_path,
+                best_possible=best_possible,
+                # Blocker rows are read by the full report and from a saved ledger only; usage rows
+                # from the ledger by a saved ledger only (the run's result keeps its own).
+                keep_blockers=report is not None or ledger_path is not None,
+                save_usage=ledger_path is not None,
             )
         finally:
             quiet.setLevel(level)
@@ -72,6 +84,23 @@ def run(
         )
 
 
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector off while a run and its output are made, back as it was after.
+
+    A run allocates millions of objects that live to its end and makes almost none in cycles: 2,558
+    objects of cyclic garbage in a 100,000-pod run, as in a 20-pod one (set-up's), so the peak RSS is the
+    same within 1%. The collector's young collections walked every new survivor all the same: 3.6 CPU s
+    of a 100,000-pod run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _run(
     loaded: LoadedScenario,
     timeline: Timeline,
@@ -80,6 +109,8 @@ def _run(
     ledger: Ledger,
     ledger_path: Path | None,
     best_possible: bool = False,
+    keep_blockers: bool = True,
+    save_usage: bool = True,
 ) -> RunResult:
     total = timeline.duration.total_seconds()
     with Progress(
@@ -105,7 +136,15 @@ def _run(
                 at=durations.format_duration(elapsed),
             )
 
-        result = Runner(loaded, timeline, ledger=ledger, progress=advance, note_demand=best_possible).run()
+        result = Runner(
+            loaded,
+            timeline,
+            ledger=ledger,
+            progress=advance,
+            note_demand=best_possible,
+            keep_blockers=keep_blockers,
+            save_usage=save_usage,
+        ).run()
     if best_possible:
         from provisioner.sim.best import best_rows
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from provisioner.api import KINDS, NodeClaim, NodePool, kinds
 from provisioner.api.kinds import NODECLASS_KINDS
@@ -21,6 +21,7 @@ from provisioner.state.snapshot import StateNode as StateNode
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 
 
 class StoreView(Mapping[K, V]):
@@ -41,6 +42,17 @@ class StoreView(Mapping[K, V]):
     def __getitem__(self, key: K) -> V:
         with self._lock:
             return self._data[key]
+
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+
+    @overload
+    def get(self, key: K, /, default: V | T) -> V | T: ...
+
+    def get(self, key: K, /, default: object = None) -> object:
+        # Mapping's own `get` goes through `__getitem__` and a KeyError on every miss: a dict lookup here.
+        with self._lock:
+            return self._data.get(key, default)
 
     def __contains__(self, key: object) -> bool:
         with self._lock:

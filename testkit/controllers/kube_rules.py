@@ -13,14 +13,13 @@ functions over JSON objects; testkit/controllers/kube_server.py applies them to 
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from provisioner.api import crds
 from provisioner.clusterapi import merge_patch
-from testkit.controllers.crd_schema import Invalid, admit
+from testkit.controllers.crd_schema import Invalid, admit, copy_json
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -258,7 +257,7 @@ def _pod_update_problems(old: Mapping[str, Any], new: Mapping[str, Any]) -> list
 def on_create(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """The object as the server stores it on create (before validation), or Invalid for a custom object
     its CRD schema refuses."""
-    obj = copy.deepcopy(obj)
+    obj = copy_json(obj)
     if kind in CUSTOM:
         obj.pop("status", None)
         obj = _admit_custom(kind, obj)
@@ -273,10 +272,12 @@ def on_create(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_write(kind: str, old: dict[str, Any], patch: Mapping[str, Any], *, status: bool) -> dict[str, Any]:
-    """The stored object after a merge patch to the resource, or to its /status when `status`."""
+    """The stored object after a merge patch to the resource, or to its /status when `status`. Neither
+    argument is changed; the result shares with them what the patch did not change (as
+    `merge_patch`), all but its metadata, which is its own to fill in."""
     if kind in WITH_STATUS:
         if status:
-            new = copy.deepcopy(old)
+            new = dict(old)
             if "status" in patch:
                 merged = merge_patch(old.get("status") or {}, patch["status"])
                 new["status"] = merged
@@ -284,12 +285,11 @@ def merge_write(kind: str, old: dict[str, Any], patch: Mapping[str, Any], *, sta
                     new.pop("status")
         else:
             new = merge_patch(old, {k: v for k, v in patch.items() if k != "status"})
-            new = copy.deepcopy(new)
     else:
-        new = copy.deepcopy(merge_patch(old, patch))
+        new = merge_patch(old, patch)
     if kind in CUSTOM:
         new = _admit_custom(kind, new)
-    meta = new.setdefault("metadata", {})
+    new["metadata"] = meta = copy_json(new.get("metadata") or {})
     changed = {k: v for k, v in old.items() if k not in ("metadata", "status")} != {
         k: v for k, v in new.items() if k not in ("metadata", "status")
     }

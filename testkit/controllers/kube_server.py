@@ -15,23 +15,26 @@ only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, t
 (PDBs checked, 429 when they forbid; the pod then terminates gracefully), and a `compact()` hook that
 makes watches from older versions answer 410 Gone.
 
-Made linear in the requests served (bench/controller.py sends tens of thousands): kmock matched each
-request by scanning every request it had served, and found a named object by scanning every object. Here
-a request is matched alone and none is kept (`last_request` stays, for the tests), and a named object is
-a key lookup.
+Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
+request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
+key lookup per object, each version encoded once, each event once for all the watches it reaches), not
+through kmock's reactions, which matched each request against every request served before and found
+an object by scanning every object. kmock still runs the HTTP server, answers discovery, renders errors,
+and serves any other resource its own way; it keeps no request (`last_request` stays, for the tests).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import datetime
 import json
+import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, cast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import aiohttp.web
 import attrs
@@ -42,6 +45,7 @@ from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from testkit.controllers import kube_rules as rules
 from testkit.controllers.crd_schema import Invalid
+from testkit.controllers.kube_store import Store, Version, encode
 
 RESOURCES = [*kc.WATCHED, kc.EVENT, kc.LEASE]
 _KINDS = {r.plural: r.kind for r in RESOURCES}
@@ -72,6 +76,8 @@ def _res(r: kc.Resource) -> kmock.resource:
 class FilledEmulator(kmock.KubernetesEmulator):
     rv: int = 0
     compacted_below: int = 0
+    store: Store = attrs.field(factory=Store)
+    """The objects of `RESOURCES` and their open watches (kmock's own store holds any other resource)."""
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
     fail_next: dict[str, int] = attrs.field(factory=dict)
     """`"POST nodeclaims"` -> how many such requests answer an error (chaos for the tests)..."""
@@ -91,12 +97,13 @@ class FilledEmulator(kmock.KubernetesEmulator):
             info.namespaced = r.namespaced
             info.verbs = {"get", "list", "watch", "create", "patch", "delete"}
         for name in rules.INITIAL_NAMESPACES:  # what a new cluster has
-            self._objects[(_res(kc.NAMESPACE), None, name)] = {
+            namespace = {
                 "apiVersion": "v1",
                 "kind": "Namespace",
                 "metadata": {"name": name, "uid": str(uuid.uuid4()), "resourceVersion": self._next_rv()},
                 "status": {"phase": "Active"},
             }
+            self.store.put(kc.NAMESPACE.plural, namespace, "ADDED")
 
     def _next_rv(self) -> str:
         self.rv += 1
@@ -106,52 +113,39 @@ class FilledEmulator(kmock.KubernetesEmulator):
         """Forget history: watches from any version seen so far answer 410 Gone."""
         self.compacted_below = self.rv + 1
 
-    def _KubernetesEmulator__get_objs(  # kmock's private lookup, by its mangled name
-        self, request: rendering.Request, strict: bool
-    ) -> list[Any]:
-        # kmock finds the one object a get, create, patch or delete names by scanning every object it
-        # holds: quadratic over a run that creates thousands. A named request is a key lookup; only
-        # lists and watches (no name) scan.
-        name, resource = request.name, request.resource
-        # (A request that names an object always names its resource: the name follows it in the path.)
-        if name is not None and resource is not None and (strict or request.namespace is not None):
-            obj = self._objects._objects.get((resource, request.namespace, name))
-            return [] if obj is None else [obj]
-        return [
-            obj
-            for (resource, namespace, obj_name), obj in self._objects.items()
-            if resource == request.resource
-            and (namespace == request.namespace if strict else request.namespace in (None, namespace))
-            and (name is None or obj_name == name)
-        ]
-
-    def _find(self, resource: Any, namespace: str | None, name: str | None) -> Any:
-        if name is None:  # (a name-less key is never held)
-            return None
-        key = (resource, namespace, name)
-        if key in self._objects and not self._objects[key].deleted:
-            return self._objects[key]
-        return None
-
     def __iter__(self) -> Iterator[rendering.Request]:
         # What kmock's views see of the requests this root served: only the one being matched.
         request = _MATCHING.get(None)
         if request is not None:
             yield request
 
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        # A request for one of RESOURCES is parsed here, once (kmock decodes a body three times and
+        # rebuilds the URL), and served by _handle_k8s; kmock serves anything else its own way.
+        request = await _parse(raw_request)
+        if request is None:
+            return await super().__call__(raw_request)
+        try:
+            return await self._handle(request)
+        except Exception as err:  # as kmock answers an error: a Status, 500 unless a KubernetesError
+            return await self._render_error(err)
+
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        # kmock keeps every request it serves, and matches a new one to a reaction by scanning that
-        # history through the reaction's filters (`request in view`) for every reaction: cost linear in
-        # the requests served so far, quadratic over a run (1,000 pod creates took 80 CPU s). Here a
-        # request is matched alone (a context variable, per task, holds it) and none is kept: kmock
-        # appended this one just before calling here, with no await between, so the list holds no other.
-        _MATCHING.set(request)
+        # kmock keeps every request it serves (and each reaction every one it answered), and matches a
+        # request to a reaction by scanning that history through every reaction's filters: linear in the
+        # requests served so far. None is kept here (kmock appended this one just before calling here,
+        # with no await between, so the list holds no other): `last_request` stays, for the tests.
         self._requests.clear()
         self.last_request = request
+        resource = _served(request)
+        if resource is not None:
+            return await self._handle_k8s(request, resource)
+        # Discovery and any resource not in RESOURCES: kmock's reactions, matched alone (a context
+        # variable, per task, holds the request; see __iter__).
+        _MATCHING.set(request)
         try:
-            return await self._handle_k8s(request)
+            return await super()._handle(request)
         finally:
-            # Each reaction also keeps the requests it answered.
             for reaction in self._payloads:
                 answered = reaction._requests
                 for i in range(len(answered) - 1, -1, -1):
@@ -159,41 +153,55 @@ class FilledEmulator(kmock.KubernetesEmulator):
                         del answered[i]
                         break
 
-    async def _handle_k8s(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        if request.resource is None:
-            return await super()._handle(request)
-        chaos = f"{request.method.value.upper()} {request.resource.plural}"
+    async def _handle_k8s(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
+        chaos = f"{request.method.value.upper()} {res.plural}"
         self.requests[chaos] = self.requests.get(chaos, 0) + 1
         if self.fail_next.get(chaos):
             self.fail_next[chaos] -= 1
             status = self.fail_status.get(chaos, 500)
             raise kmock.KubernetesError(status=status, reason="Injected", message=f"injected {status}")
-        if request.subresource == "eviction" and request.method == enums.method.POST:
-            return await self._evict(request)
-        if request.subresource == "binding" and request.method == enums.method.POST:
-            return await self._bind(request)
+        post = request.method == enums.method.POST
+        if request.subresource == "eviction" and post:
+            return self._evict(request)
+        if request.subresource == "binding" and post:
+            return self._bind(request)
         action = request.action
-        kind = _KINDS.get(request.resource.plural or "", "")
+        if action == enums.action.WATCH:
+            return await self._serve_watch_stream(request, res)
+        if action == enums.action.LIST:
+            return self._list(request, res)
+        if action == enums.action.FETCH:
+            return _answer(self._held(res, request.namespace, request.name).json)
         if action == enums.action.CREATE and isinstance(request.data, dict):
-            return await self._create(request, kind)
-        if action == enums.action.UPDATE and request.name and isinstance(request.data, dict):
-            return await self._update(request, kind)
+            return self._create(request, res)
+        if action == enums.action.UPDATE and request.name:
+            return self._update(request, res)
         if action == enums.action.DELETE and request.name:
-            return await self._delete(request, kind)
-        return await super()._handle(request)
+            return self._delete(request, res)
+        raise kmock.KubernetesEndpointNotFoundError()
 
-    async def _create(self, request: rendering.Request, kind: str) -> aiohttp.web.StreamResponse:
+    def _held(self, res: kc.Resource, namespace: str | None, name: str | None) -> Version:
+        found = self.store.get(res.plural, namespace, name or "")
+        if found is None:
+            raise kmock.KubernetesError(
+                status=404, reason="NotFound", message=f'{res.plural} "{name}" not found'
+            )
+        return found
+
+    def _create(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
+        kind = res.kind
         meta = request.data.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-        namespaced = request.resource is not None and _NAMESPACED.get(request.resource.plural or "", False)
-        if namespaced:
+        if res.namespaced:
             namespace = request.namespace or meta.get("namespace") or "default"
             meta["namespace"] = namespace
-            if self._find(_res(kc.NAMESPACE), None, namespace) is None:
+            if self.store.get(kc.NAMESPACE.plural, None, namespace) is None:
                 raise kmock.KubernetesError(
                     status=404, reason="NotFound", message=f'namespaces "{namespace}" not found'
                 )
+        else:
+            meta.pop("namespace", None)
         _decodable(kind, request.data)
         try:
             stored = rules.on_create(kind, request.data)
@@ -203,200 +211,253 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if problems:
             raise _invalid(kind, meta.get("name"), problems)
         stored_meta = stored.setdefault("metadata", {})
+        if self.store.get(res.plural, stored_meta.get("namespace"), stored_meta["name"]) is not None:
+            raise kmock.KubernetesError(
+                status=409,
+                reason="AlreadyExists",
+                message=f'{res.plural} "{stored_meta["name"]}" already exists',
+            )
         stored_meta["uid"] = str(uuid.uuid4())
         stored_meta["creationTimestamp"] = _now()
         stored_meta["generation"] = 1
         for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             stored_meta.pop(server_set, None)
-        async with self._lock:
-            stored_meta["resourceVersion"] = self._next_rv()
+        stored_meta["resourceVersion"] = self._next_rv()
+        version = self.store.put(res.plural, stored, "ADDED")
         request.data.clear()
-        request.data.update(stored)
-        response = await super()._handle(request)
-        if response.status == 200:
-            response.set_status(201)
-        return response
+        request.data.update(stored)  # what the benchmarks' subclasses read of the created object
+        return _answer(version.json, status=201)
 
-    async def _update(self, request: rendering.Request, kind: str) -> aiohttp.web.StreamResponse:
-        async with self._lock:
-            obj = self._find(request.resource, request.namespace, request.name)
-            if obj is None:
-                return await super()._handle(request)  # 404 as kmock answers it
-            old = copy.deepcopy(obj.raw)
+    def _update(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
+        kind = res.kind
+        old = self._held(res, request.namespace, request.name).obj
+        try:
             patch = json.loads(request.body or b"{}")
-            _decodable(kind, patch)
-            wanted = (patch.get("metadata") or {}).get("resourceVersion")
-            held = old["metadata"].get("resourceVersion")
-            if wanted is not None and str(wanted) != str(held):
-                self.conflicts += 1
-                raise kmock.KubernetesError(
-                    status=409,
-                    reason="Conflict",
-                    message=f"the object has been modified (resourceVersion {wanted} != {held})",
+        except ValueError:
+            patch = None
+        if not isinstance(patch, dict):
+            raise kmock.KubernetesError(
+                status=400, reason="BadRequest", message="the body must be a JSON merge patch (an object)"
+            )
+        _decodable(kind, patch)
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        held = old["metadata"].get("resourceVersion")
+        if wanted is not None and str(wanted) != str(held):
+            self.conflicts += 1
+            raise kmock.KubernetesError(
+                status=409,
+                reason="Conflict",
+                message=f"the object has been modified (resourceVersion {wanted} != {held})",
+            )
+        try:
+            new = rules.merge_write(kind, old, patch, status=request.subresource == "status")
+        except Invalid as err:
+            raise _invalid(kind, request.name, err.problems) from None
+        for server_set in (
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "name",
+            "namespace",
+        ):
+            if server_set in old["metadata"]:
+                new["metadata"][server_set] = old["metadata"][server_set]
+            else:
+                new["metadata"].pop(server_set, None)
+        problems = rules.problems_on_update(kind, old, new)
+        if old["metadata"].get("deletionTimestamp"):
+            added = set(new["metadata"].get("finalizers") or []) - set(
+                old["metadata"].get("finalizers") or []
+            )
+            if added:
+                problems.append(
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted"
                 )
-            try:
-                new = rules.merge_write(kind, old, patch, status=request.subresource == "status")
-            except Invalid as err:
-                raise _invalid(kind, request.name, err.problems) from None
-            for server_set in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "name"):
-                if server_set in old["metadata"]:
-                    new["metadata"][server_set] = old["metadata"][server_set]
-                else:
-                    new["metadata"].pop(server_set, None)
-            problems = rules.problems_on_update(kind, old, new)
-            if old["metadata"].get("deletionTimestamp"):
-                added = set(new["metadata"].get("finalizers") or []) - set(
-                    old["metadata"].get("finalizers") or []
-                )
-                if added:
-                    problems.append(
-                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted"
-                    )
-            if problems:
-                raise _invalid(kind, request.name, problems)
-            if new == old:  # a no-op write: no new resourceVersion, no watch event
-                return aiohttp.web.json_response(old)
-            new["metadata"]["resourceVersion"] = self._next_rv()
-            request.data.clear()
-            request.data.update(_diff(old, new))
-        return await super()._handle(request)
+        if problems:
+            raise _invalid(kind, request.name, problems)
+        if new == old:  # a no-op write: no new resourceVersion, no watch event
+            return _answer(encode(old))
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        version = self.store.put(res.plural, new, "MODIFIED")
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            self.store.remove(res.plural, new)  # going, and nothing (any longer) holds it
+        return _answer(version.json)
 
-    async def _delete(self, request: rendering.Request, kind: str) -> aiohttp.web.StreamResponse:
-        async with self._lock:
-            obj = self._find(request.resource, request.namespace, request.name)
-            if obj is not None and kind == "Pod":
-                return await self._delete_pod(request, obj)
-            if obj is not None:
-                obj.patch({"metadata": {"resourceVersion": self._next_rv()}})
-        return await super()._handle(request)
+    def _delete(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
+        obj = self._held(res, request.namespace, request.name).obj
+        if res.kind == "Pod":
+            body = request.data if isinstance(request.data, dict) else {}
+            grace = request.params.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
+            return self._terminate(res, obj, grace=grace)
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):  # already going
+            return _answer(encode(obj))
+        if meta.get("finalizers"):  # held until they are removed
+            going = {
+                **obj,
+                "metadata": {**meta, "deletionTimestamp": _now(), "resourceVersion": self._next_rv()},
+            }
+            return _answer(self.store.put(res.plural, going, "MODIFIED").json)
+        gone = {**obj, "metadata": {**meta, "resourceVersion": self._next_rv()}}
+        return _answer(self.store.remove(res.plural, gone).json)
 
-    async def _delete_pod(self, request: rendering.Request, obj: Any) -> aiohttp.web.StreamResponse:
-        body = request.data if isinstance(request.data, dict) else {}
-        grace = request.params.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
-        assert request.resource is not None
-        return await self._terminate(request.resource, obj, grace=grace)
-
-    async def _terminate(self, resource: Any, obj: Any, *, grace: Any) -> aiohttp.web.StreamResponse:
+    def _terminate(self, res: kc.Resource, obj: dict[str, Any], *, grace: Any) -> aiohttp.web.StreamResponse:
         """Graceful deletion of a pod: bound to a node, it stays Terminating (deletionTimestamp set)
         until its kubelet finishes it (deletes it again with grace 0); unbound, it goes at once; with
-        finalizers, it stays until they are removed. Called under the lock."""
-        meta = obj.raw["metadata"]
-        bound = bool((obj.raw.get("spec") or {}).get("nodeName"))
+        finalizers, it stays until they are removed."""
+        meta = obj["metadata"]
+        bound = bool((obj.get("spec") or {}).get("nodeName"))
         finishing = str(grace) == "0" or not bound
         if not meta.get("deletionTimestamp") and (not finishing or meta.get("finalizers")):
             seconds = (
                 int(grace)
                 if grace is not None
-                else int((obj.raw.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+                else int((obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
             )
-            obj.patch(
-                {
-                    "metadata": {
-                        "deletionTimestamp": _now(),
-                        "deletionGracePeriodSeconds": seconds,
-                        "resourceVersion": self._next_rv(),
-                    }
-                }
-            )
-            await self._buses[resource].put({"type": "MODIFIED", "object": obj.raw})
-            return aiohttp.web.json_response(obj.raw)
+            going = {
+                **obj,
+                "metadata": {
+                    **meta,
+                    "deletionTimestamp": _now(),
+                    "deletionGracePeriodSeconds": seconds,
+                    "resourceVersion": self._next_rv(),
+                },
+            }
+            return _answer(self.store.put(res.plural, going, "MODIFIED").json)
         if meta.get("finalizers") or not finishing:
-            return aiohttp.web.json_response(obj.raw)  # still Terminating
-        raw = copy.deepcopy(obj.raw)
-        raw["metadata"]["resourceVersion"] = self._next_rv()
-        obj.delete()
-        await self._buses[resource].put({"type": "DELETED", "object": raw})
-        return aiohttp.web.json_response(raw)
+            return _answer(encode(obj))  # still Terminating
+        gone = {**obj, "metadata": {**meta, "resourceVersion": self._next_rv()}}
+        return _answer(self.store.remove(res.plural, gone).json)
 
-    async def _evict(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        pods_res, pdb_res = _res(kc.POD), _res(kc.PDB)
-        async with self._lock:
-            obj = self._find(pods_res, request.namespace, request.name)
-            if obj is None:
-                raise kmock.KubernetesObjectNotFoundError()
-            if obj.raw["metadata"].get("deletionTimestamp"):  # already going: nothing to budget
-                return aiohttp.web.json_response(
-                    {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, status=201
-                )
-            pod = Pod.from_dict(obj.raw)
-            pods = [
-                Pod.from_dict(o.raw)
-                for (r, _, _), o in self._objects.items()
-                if r == pods_res and not o.deleted
-            ]
-            for (r, _, _), o in list(self._objects.items()):
-                if r != pdb_res or o.deleted:
-                    continue
-                pdb = PodDisruptionBudget.from_dict(o.raw)
-                if pdb.matches(pod) and _allowed(pdb, pods) <= 0:
-                    raise kmock.KubernetesError(
-                        status=429,
-                        reason="TooManyRequests",
-                        message=f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}",
-                    )
-            await self._terminate(pods_res, obj, grace=None)
-        return aiohttp.web.json_response(
-            {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, status=201
-        )
+    def _evict(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        pods, pdbs = kc.POD.plural, kc.PDB.plural
+        obj = self._held(kc.POD, request.namespace, request.name).obj
+        if not obj["metadata"].get("deletionTimestamp"):  # already going: nothing to budget
+            pod = Pod.from_dict(obj)
+            budgets = [PodDisruptionBudget.from_dict(v.obj) for v in self.store.items(pdbs, pod.namespace)]
+            budgets = [pdb for pdb in budgets if pdb.matches(pod)]
+            if budgets:  # the pods they count: of their namespace, with labels one of them selects
+                selectors = [pdb.selector for pdb in budgets if pdb.selector is not None]
+                peers = [
+                    Pod.from_dict(v.obj)
+                    for v in self.store.items(pods, pod.namespace)
+                    if any(s.matches(v.obj["metadata"].get("labels") or {}) for s in selectors)
+                ]
+                for pdb in budgets:
+                    if _allowed(pdb, peers) <= 0:
+                        raise kmock.KubernetesError(
+                            status=429,
+                            reason="TooManyRequests",
+                            message=f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}",
+                        )
+            self._terminate(kc.POD, obj, grace=None)
+        return _answer(_SUCCESS, status=201)
 
-    async def _bind(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        pods_res = _res(kc.POD)
-        async with self._lock:
-            obj = self._find(pods_res, request.namespace, request.name)
-            if obj is None:
-                raise kmock.KubernetesObjectNotFoundError()
-            if (obj.get("spec") or {}).get("nodeName"):
-                raise kmock.KubernetesError(status=409, reason="Conflict", message="pod is already assigned")
-            target = ((request.data or {}).get("target") or {}).get("name")
-            obj.patch({"spec": {"nodeName": target}, "metadata": {"resourceVersion": self._next_rv()}})
-            await self._buses[pods_res].put({"type": "MODIFIED", "object": obj.raw})
-        return aiohttp.web.json_response(
-            {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, status=201
-        )
+    def _bind(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        obj = self._held(kc.POD, request.namespace, request.name).obj
+        if (obj.get("spec") or {}).get("nodeName"):
+            raise kmock.KubernetesError(status=409, reason="Conflict", message="pod is already assigned")
+        target = ((request.data or {}).get("target") or {}).get("name")
+        bound = {
+            **obj,
+            "spec": {**(obj.get("spec") or {}), "nodeName": target},
+            "metadata": {**obj["metadata"], "resourceVersion": self._next_rv()},
+        }
+        self.store.put(kc.POD.plural, bound, "MODIFIED")
+        return _answer(_SUCCESS, status=201)
 
-    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+    def _list(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
         matches = _selected(request)
-        payload = cast(dict[str, Any], await super()._serve_list(request))
-        payload["metadata"]["resourceVersion"] = str(self.rv)
-        payload["items"] = [obj for obj in payload["items"] if matches(obj)]
-        return payload
+        items = [v.json for v in self.store.items(res.plural, request.namespace) if matches(v.obj)]
+        head = b'{"metadata":{"resourceVersion":"%d"},"items":[' % self.rv
+        return _answer(head + b",".join(items) + b"]}")
 
-    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+    async def _serve_watch_stream(
+        self, request: rendering.Request, res: kc.Resource
+    ) -> aiohttp.web.StreamResponse:
+        raw_request = request._raw_request
+        assert raw_request is not None
+        matches = _selected(request)
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(raw_request)
         since = request.params.get("resourceVersion")
         if since and since.isdigit() and int(since) < self.compacted_below:
-            yield b""
-            yield {
+            gone = {
                 "type": "ERROR",
                 "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
             }
-            return
-        matches = _selected(request)
+            await response.write(encode(gone) + b"\n")
+            await response.write_eof()
+            return response
         task = asyncio.current_task()
         if task is not None:
             self.watches.add(task)
-        # As a real server filters a watch by its selectors: an object that starts matching comes as
-        # ADDED, one that stops as DELETED (the keys this watch has sent and not yet deleted).
-        sent: set[tuple[Any, Any]] = set()
+        watch, events = self.store.watch(res.plural, request.namespace, request.name, matches)
         try:
-            async for item in super()._serve_watch(request):
-                if not isinstance(item, dict) or item.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
-                    yield item
-                    continue
-                meta = (item.get("object") or {}).get("metadata") or {}
-                key = (meta.get("namespace"), meta.get("name"))
-                if item["type"] == "DELETED":
-                    if key in sent:
-                        sent.discard(key)
-                        yield item
-                elif matches(item["object"]):
-                    yield item if key in sent else {**item, "type": "ADDED"}
-                    sent.add(key)
-                elif key in sent:
-                    sent.discard(key)
-                    yield {**item, "type": "DELETED"}
+            while True:
+                for start in range(0, len(events), _CHUNK):
+                    lines = [watch.line(e) for e in events[start : start + _CHUNK]]
+                    data = b"".join(line for line in lines if line)
+                    if data:
+                        await response.write(data)
+                await watch.ready.wait()
+                events = watch.drain()
+        except ConnectionError:  # the client went away
+            return response
         finally:
+            self.store.unwatch(res.plural, watch)
             if task is not None:
                 self.watches.discard(task)
+
+
+_CHUNK = 500
+"""Watch events written in one go at most (a watch's first events may be every object of a resource)."""
+_SUCCESS = encode({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201})
+_SERVED: dict[tuple[str | None, str | None, str | None], kc.Resource] = {
+    (r.group, r.version, r.plural): r for r in RESOURCES
+}
+
+
+_KMOCK_RESOURCES = {key: _res(r) for key, r in _SERVED.items()}
+
+
+async def _parse(raw: aiohttp.web.BaseRequest) -> rendering.Request | None:
+    """The request, when it is for one of RESOURCES (else None)."""
+    path = parsing.parse_path(raw.path)
+    resource = None if path is None else _KMOCK_RESOURCES.get((path.group, path.version, path.plural))
+    if path is None or resource is None:
+        return None
+    body = await raw.read()
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        data = None
+    query = dict(raw.query)
+    return rendering.Request(
+        raw_request=raw,
+        method=raw.method,
+        params=query,
+        headers=dict(raw.headers),
+        body=body,
+        text=body.decode("utf-8", "replace"),
+        data=data,
+        action=parsing.guess_k8s(path, enums.method(raw.method), query),
+        resource=resource,
+        namespace=path.namespace,
+        name=path.name,
+        subresource=path.subresource,
+    )
+
+
+def _served(request: rendering.Request) -> kc.Resource | None:
+    """The resource of RESOURCES a request is for (None for anything else)."""
+    res = request.resource
+    return None if res is None else _SERVED.get((res.group, res.version, res.plural))
+
+
+def _answer(body: bytes, *, status: int = 200) -> aiohttp.web.Response:
+    return aiohttp.web.Response(body=body, status=status, content_type="application/json")
 
 
 def _selected(request: rendering.Request) -> rules.Matcher:
@@ -425,19 +486,6 @@ def _invalid(kind: str, name: Any, problems: list[str]) -> kmock.KubernetesError
     return kmock.KubernetesError(
         status=422, reason="Invalid", message=f'{kind} "{name}" is invalid: ' + "; ".join(problems)
     )
-
-
-def _diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch that turns `old` into `new` (how kmock is told to store a computed object)."""
-    out: dict[str, Any] = {k: None for k in old if k not in new}
-    for key, value in new.items():
-        if key in old and old[key] == value:
-            continue
-        if isinstance(value, dict) and isinstance(old.get(key), dict) and value:
-            out[key] = _diff(old[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
@@ -482,6 +530,11 @@ class KubeServer:
         """The running emulator (once started)."""
         assert self._emulator is not None, "the server is not started"
         return self._emulator
+
+    def cpu_seconds(self) -> float:
+        """The CPU seconds (user + system) the server's thread has used so far (Linux /proc)."""
+        fields = Path(f"/proc/self/task/{self._thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def start(self) -> KubeServer:
         self._thread.start()

@@ -262,3 +262,22 @@ def test_a_pods_shard_follows_its_next_pool_and_once_bound_its_nodes_pool() -> N
         )
         is None
     ), "no pool at all"
+
+
+def test_a_pod_bound_to_a_node_this_replica_does_not_watch_gets_that_nodes_shard_from_the_api_server() -> (
+    None
+):
+    w = _world()
+    # Bound by kube-scheduler to another shard's Node, which this replica's Node watch does not bring.
+    w.apply(_pod("q", pools=A, labels={model.SHARD: SA}, node_name="elsewhere"))
+    read: list[str] = []
+
+    def node_labels(name: str) -> dict[str, str] | None:
+        read.append(name)
+        return {"provisioner.sh/nodepool": B} if name == "elsewhere" else None
+
+    labeller = _labeller(w, {int(SA)}, admits=False)
+    labeller.sharding.node_labels = node_labels
+    labeller.reconcile(w.clock.now())
+    assert _label(w, "q") == SB, "the other shard's holder must see it"
+    assert read == ["elsewhere"]

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +122,14 @@ def admission_holder(client: kc.KubeClient) -> str | None:
     return (lease.get("spec") or {}).get("holderIdentity")
 
 
-def pod_watches(replicas: Replicas) -> dict[str, str]:
+def pod_watches(replicas: Replicas) -> dict[str, tuple[str, frozenset[str]]]:
     """Live replica identity -> the pods its informer watches now, as its log last said (`all`, or a
-    label selector)."""
-    out: dict[str, str] = {}
+    label selector), and what it watches besides (the quota admission holder: `no shard`, namespaces)."""
+    out: dict[str, tuple[str, frozenset[str]]] = {}
     for proc, log in zip(replicas.procs, replicas.logs, strict=True):
         if proc.poll() is not None:
             continue
-        identity, watching = None, None
+        identity, watching, besides = None, None, set()
         for line in log.read_text().splitlines():
             if not line.startswith("{"):
                 continue
@@ -138,18 +138,29 @@ def pod_watches(replicas: Replicas) -> dict[str, str]:
                 identity = message.split("identity=", 1)[1].split()[0]
             elif message.startswith("watching pods: "):
                 watching = message.removeprefix("watching pods: ")
+            elif message.startswith("watching pods of "):
+                besides.add(message.removeprefix("watching pods of "))
+            elif message.startswith("no longer watching pods of "):
+                besides.discard(message.removeprefix("no longer watching pods of "))
         if identity and watching:
-            out[identity] = watching
+            out[identity] = (watching, frozenset(besides))
     return out
 
 
-def each_watches_its_shards(client: kc.KubeClient, replicas: Replicas) -> bool:
-    """Whether each replica's pod watch is what it holds: every pod for the quota admission holder, the
-    pods of its shards (a label selector) for the others."""
+def each_watches_its_shards(
+    client: kc.KubeClient, replicas: Replicas, *, namespaces: Iterable[str] = ()
+) -> bool:
+    """Whether each replica's pod watch is what it holds: the pods of its shards (a label selector), and
+    for the quota admission holder besides the pods labelled for no shard and those of the team
+    `namespaces`."""
     held = holders(client)
     admits = admission_holder(client)
+    besides = frozenset({"no shard", *(f"namespace {ns}" for ns in namespaces)})
     expected = {
-        who: "all" if who == admits else model.selector({s for s, h in held.items() if h == who})
+        who: (
+            model.selector({s for s, h in held.items() if h == who}),
+            besides if who == admits else frozenset(),
+        )
         for who in set(held.values()) | {admits or ""}
         if who
     }
@@ -277,7 +288,10 @@ def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launc
     assert len(claims) == len(pools)
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
     # The dead replica's pools moved, and the watch of their pods with them.
-    wait_until("the survivor watching every pod", lambda: each_watches_its_shards(kube_client, replicas))
+    wait_until(
+        "the survivor watching every shard's pods and the pods of no shard",
+        lambda: each_watches_its_shards(kube_client, replicas),
+    )
 
 
 def _pool_in(shards: set[int], taken: set[str]) -> str:
@@ -377,3 +391,9 @@ def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(
     assert sum(1 for p in pods if p.node_name) == 2 and sum(1 for p in pods if p.gated) == 2
     assert sorted(c.nodepool or "" for c in backend.state.claims.values()) == sorted([first, second])
     assert_each_claim_launched_once_and_nothing_orphaned(backend, replicas)
+    # The quota admission holder watches the team's namespace whole (its quota counts its pods in every
+    # pool), the others only their shards' pods.
+    wait_until(
+        "the admission holder watching namespace vision",
+        lambda: each_watches_its_shards(kube_client, replicas, namespaces=["vision"]),
+    )

@@ -12,7 +12,7 @@ from provisioner.finops.ledger import Ledger
 from provisioner.finops.recorder import LedgerRecorder
 from testkit.builders.common import NOW as T0
 from testkit.builders.rows import action_row as action
-from testkit.builders.rows import usage_row
+from testkit.builders.rows import blocker_row, usage_row
 from testkit.controllers.backends import MemoryBackend
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
@@ -66,6 +66,17 @@ def test_an_action_written_twice_is_stored_once(tmp_path: Path) -> None:
         recorder.actions([action("n1", time=T0)])
         recorder.actions([action("n1", time=T0)])
         assert recorder.written["actions"] == 1 and len(ledger.actions()) == 1
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "left-out"])
+def test_blocker_rows_are_left_out_only_when_asked(tmp_path: Path, keep: bool) -> None:
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        recorder = LedgerRecorder(ledger, background=False, keep_blockers=keep)
+        recorder.blockers([blocker_row("n1", time=T0)])
+        recorder.actions([action("n2", time=T0)])
+        recorder.usage([usage_row("n3", time=T0)])
+        assert [b.node for b in ledger.blockers()] == (["n1"] if keep else [])
+        assert [a.node for a in ledger.actions()] == ["n2"] and [u.node for u in ledger.usage()] == ["n3"]
 
 
 @pytest.mark.parametrize("leading", [True, False], ids=["leader", "follower"])

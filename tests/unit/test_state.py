@@ -310,3 +310,15 @@ def test_a_huge_whole_gpu_request_is_counted_not_a_crash() -> None:
     pod = Pod.from_dict(pod_doc(containers=[container("1", **{"nvidia.com/gpu": "1e40"})]))
     assert pod.requests["nvidia.com/gpu"] == 10**40
     assert not pod.invalid
+
+
+def test_a_store_view_gets_a_stored_object_or_the_default() -> None:
+    state = ClusterState()
+    state.upsert("Pod", pod_doc("a"))
+    stored = state.pods["ml/a"]
+    assert state.pods.get("ml/a") is stored
+    assert state.pods.get("ml/a", None) is stored
+    assert state.pods.get("ml/b") is None
+    assert state.pods.get("ml/b", stored) is stored
+    state.remove("Pod", "ml/a")
+    assert state.pods.get("ml/a") is None

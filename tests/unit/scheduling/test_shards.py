@@ -19,7 +19,7 @@ from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import Snapshot
 from provisioner.state.snapshot import StateNode
 from testkit.builders.nodes import node_claim
-from testkit.builders.pods import pod
+from testkit.builders.pods import gpu_pod, pod
 from testkit.builders.pools import node_pool
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -198,3 +198,20 @@ def test_a_pod_every_pool_refused_is_due_again_after_the_ttl_for_whoever_holds_i
     assert not scoped.snapshot.pending_pods and scoped.retry_at == NOW + shards.TRIED_TTL
     due = shards.scope(snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW + shards.TRIED_TTL)
     assert [p.name for p in due.snapshot.pending_pods] == ["p"] and due.retry_at is None
+
+
+def test_pods_naming_no_pool_go_to_the_holder_of_their_gpu_or_cpu_default_and_a_list_decides_alone() -> None:
+    defaults = ClusterDefaults.of(cpu="cpu-pool", gpu="gpu-pool")
+    snap = Snapshot(
+        pending_pods=(
+            pod("plain"),
+            gpu_pod("trainer"),
+            pod("listed", pools=("cpu-pool",)),
+            gpu_pod("listed-gpu", pools=("cpu-pool",)),
+        ),
+        nodepools=(node_pool("cpu-pool"), node_pool("gpu-pool")),
+    )
+    cpu = shards.scope(snap, owns=_owns("cpu-pool"), defaults=defaults, now=NOW).snapshot.pending_pods
+    gpu = shards.scope(snap, owns=_owns("gpu-pool"), defaults=defaults, now=NOW).snapshot.pending_pods
+    assert [p.name for p in cpu] == ["plain", "listed", "listed-gpu"]
+    assert [p.name for p in gpu] == ["trainer"]

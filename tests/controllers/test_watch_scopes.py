@@ -1,0 +1,227 @@
+"""Every sharded replica watches only what it needs (issue 29), against the strict test API server through
+the operator's `WatchScopes`: its shards' pods, and the Nodes and NodeClaims of its shards' pools (and
+the Nodes of no pool). The quota admission holder also watches the pods labelled for no shard (it labels
+them), every pod of the namespaces quota counts in (a namespaced watch each) and every Node and claim (the
+garbage collector's sweep). The scopes follow a Team created, a namespace joining or leaving one, a pool
+created or deleted, shards and admission won or lost; admission decides nothing while a namespace it
+counts in is still being listed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from provisioner.api import labels as wk
+from provisioner.controllers.settings import ControllerSettings
+from provisioner.kube import client as kc
+from provisioner.kube.informers import Informers
+from provisioner.kube.scopes import WatchScopes, admission_namespaces
+from provisioner.scheduling import shards as model
+from provisioner.state import ClusterState
+from testkit.builders.nodes import node_claim
+from testkit.builders.pools import node_pool_manifest
+from testkit.controllers.backends import MemoryBackend
+from testkit.controllers.world import World, gpu_pod, node_class, node_pool
+from tests.polling import wait_until
+
+SHARDS = 4
+WAIT = 30.0
+"""Seconds a step may wait for its lists (generous: the machine may be loaded)."""
+
+
+def _team(name: str, namespaces: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "provisioner.sh/v1",
+        "kind": "Team",
+        "metadata": {"name": name},
+        "spec": {"namespaces": namespaces},
+    }
+
+
+def _namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+
+
+def _pod(name: str, namespace: str, shard: str | None, *, gated: bool = False) -> dict[str, Any]:
+    doc = gpu_pod(name, namespace=namespace)
+    doc["metadata"]["labels"] = {model.SHARD: shard} if shard is not None else {}
+    if gated:
+        doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+    return doc
+
+
+@pytest.fixture
+def watched(kube_client: kc.KubeClient) -> Iterator[tuple[ClusterState, WatchScopes]]:
+    state = ClusterState()
+    informers = Informers(
+        kube_client,
+        state,
+        resources=[kc.POD, kc.NAMESPACE, kc.TEAM, kc.NODE, kc.NODECLAIM, kc.NODEPOOL],
+        selectors=WatchScopes.initial(SHARDS),
+        watch_timeout=30,
+    )
+    informers.start()
+    try:
+        assert informers.wait_synced(WAIT), "the informers' first lists"
+        yield state, WatchScopes(informers, state, shards=SHARDS, wait=WAIT)
+    finally:
+        informers.stop()
+
+
+def _seed(client: kc.KubeClient) -> None:
+    for ns in ("vision", "web"):
+        client.create(kc.NAMESPACE, _namespace(ns))
+    for name, ns, shard in [
+        ("mine", "web", "0"),
+        ("theirs", "web", "1"),
+        ("bare", "web", None),
+        ("stale", "web", "9"),  # a shard of another shard count
+        ("v-mine", "vision", "0"),
+        ("v-theirs", "vision", "2"),
+    ]:
+        client.create(kc.POD, _pod(name, ns, shard), namespace=ns)
+
+
+def test_the_admission_holder_watches_its_shards_the_pods_of_no_shard_and_its_teams_namespaces(
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
+) -> None:
+    state, scopes = watched
+    _seed(kube_client)
+    assert scopes(frozenset({0}), False), "listed"
+    assert set(state.pods) == {"web/mine", "vision/v-mine"}, "a shard replica: its shards' pods only"
+
+    assert scopes(frozenset({0}), True), "listed"
+    assert set(state.pods) == {"web/mine", "vision/v-mine", "web/bare", "web/stale"}, "no Team yet"
+    assert scopes.counted_namespaces() == frozenset()
+
+    # A Team created: its namespace's pods of every shard come, and admission counts in it.
+    kube_client.create(kc.TEAM, _team("cv", ["vision"]))
+    wait_until("the Team in the state", lambda: "cv" in state.teams)
+    assert scopes(frozenset({0}), True), "listed"
+    assert "vision/v-theirs" in state.pods
+    assert scopes.counted_namespaces() == frozenset({"vision"})
+    kube_client.create(kc.POD, _pod("v-new", "vision", "3"), namespace="vision")
+    wait_until(
+        "a new pod of the team's namespace, another shard's, watched", lambda: "vision/v-new" in state.pods
+    )
+    kube_client.create(kc.POD, _pod("w-new", "web", "3"), namespace="web")
+
+    # A namespace joining a team by its label.
+    kube_client.patch(kc.NAMESPACE, "web", {"metadata": {"labels": {wk.TEAM: "cv"}}})
+    wait_until("the label in the state", lambda: state.namespaces.get("web", {}).get(wk.TEAM) == "cv")
+    assert scopes(frozenset({0}), True), "listed"
+    assert {"web/theirs", "web/w-new"} <= set(state.pods)
+    assert scopes.counted_namespaces() == frozenset({"vision", "web"})
+
+    # Leaving it, for a team with no Team object (no quota): its other shards' pods go (none is gated).
+    kube_client.patch(kc.NAMESPACE, "web", {"metadata": {"labels": {wk.TEAM: "no-quota"}}})
+    wait_until("the new label", lambda: state.namespaces.get("web", {}).get(wk.TEAM) == "no-quota")
+    assert scopes(frozenset({0}), True), "listed"
+    assert "web/theirs" not in state.pods and "web/w-new" not in state.pods
+    assert {"web/mine", "web/bare", "web/stale"} <= set(state.pods), "its shards' and no shard's stay"
+
+    # Admission lost: only its shards' pods are left.
+    assert scopes(frozenset({0}), False), "listed"
+    assert set(state.pods) == {"web/mine", "vision/v-mine"}
+    assert scopes.counted_namespaces() == frozenset()
+
+
+def test_a_namespace_leaving_its_team_is_watched_while_a_pod_of_it_waits_behind_the_gate(
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
+) -> None:
+    state, scopes = watched
+    kube_client.create(kc.NAMESPACE, _namespace("vision"))
+    kube_client.create(kc.TEAM, _team("cv", ["vision"]))
+    kube_client.create(kc.POD, _pod("waiting", "vision", "2", gated=True), namespace="vision")
+    wait_until("the Team in the state", lambda: "cv" in state.teams)
+    assert scopes(frozenset({0}), True), "listed"
+    assert "vision/waiting" in state.pods
+    kube_client.delete(kc.TEAM, "cv")
+    wait_until("the Team gone", lambda: "cv" not in state.teams)
+    assert admission_namespaces(state) == frozenset(), "no team counts in it"
+    assert scopes(frozenset({0}), True), "listed"
+    assert "vision/waiting" in state.pods, "admission must still see it to lift its gate"
+    kube_client.patch(kc.POD, "waiting", {"spec": {"schedulingGates": []}}, namespace="vision")
+    wait_until("the gate lifted in the state", lambda: not state.pods["vision/waiting"].gated)
+    assert scopes(frozenset({0}), True), "listed"
+    assert "vision/waiting" not in state.pods, "the namespace is not watched any more"
+
+
+def test_admission_decides_nothing_while_a_namespace_it_counts_in_is_still_being_listed() -> None:
+    w = World(MemoryBackend, settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
+    quota = [{"nodePool": "gpu", "resources": {wk.GPU_RESOURCE: "2"}}]
+    team = _team("cv", ["vision"])
+    team["spec"]["quotas"] = quota
+    w.apply(node_class(), node_pool("gpu"), _namespace("vision"), team, _pod("a", "vision", "0", gated=True))
+    listed: frozenset[str] = frozenset()
+    w.manager.admission.counted_namespaces = lambda: listed
+    w.manager.admission.reconcile(w.clock.now())
+    assert w.state.pods["vision/a"].gated, "its team's other pods may not be in the state yet"
+    listed = frozenset({"vision"})
+    w.manager.admission.reconcile(w.clock.now())
+    assert not w.state.pods["vision/a"].gated, "admitted once the namespace is listed"
+
+
+def _pools_in_distinct_shards(n: int) -> list[str]:
+    out: list[str] = []
+    for i in range(1000):
+        name = f"pool-{i}"
+        if model.shard_of(name, SHARDS) not in {model.shard_of(p, SHARDS) for p in out}:
+            out.append(name)
+        if len(out) == n:
+            return out
+    raise AssertionError("no pools in distinct shards")
+
+
+def _node(name: str, pool: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: pool} if pool else {}},
+    }
+
+
+def test_a_shard_replica_watches_its_pools_nodes_and_claims_and_the_admission_holder_every_one(
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
+) -> None:
+    state, scopes = watched
+    a, b = _pools_in_distinct_shards(2)
+    sa, sb = model.shard_of(a, SHARDS), model.shard_of(b, SHARDS)
+    for pool in (a, b):
+        kube_client.create(kc.NODEPOOL, node_pool_manifest(pool))
+        kube_client.create(kc.NODECLAIM, node_claim(f"claim-{pool}", nodepool=pool).to_dict())
+        kube_client.create(kc.NODE, _node(f"node-{pool}", pool))
+    kube_client.create(kc.NODE, _node("static", None))
+    wait_until("both pools in the state", lambda: {a, b} <= set(state.nodepools))
+
+    assert scopes(frozenset({sa}), False), "listed"
+    assert set(state.claims) == {f"claim-{a}"}
+    assert set(state.nodes) == {f"node-{a}", "static"}, "its pools' Nodes, and the Nodes of no pool"
+
+    # The shard moves to another replica (here: this one takes the other shard instead).
+    assert scopes(frozenset({sb}), False), "listed"
+    assert set(state.claims) == {f"claim-{b}"}
+    assert set(state.nodes) == {f"node-{b}", "static"}
+
+    # A pool deleted while its claim and Node are still there: they stay watched.
+    kube_client.delete(kc.NODEPOOL, b)
+    wait_until("the pool gone from the state", lambda: b not in state.nodepools)
+    assert scopes(frozenset({sb}), False), "listed"
+    assert set(state.claims) == {f"claim-{b}"}
+    # A pool created in a shard held: its claims come at the next step.
+    c = next(f"new-{i}" for i in range(1000) if model.shard_of(f"new-{i}", SHARDS) == sb)
+    kube_client.create(kc.NODEPOOL, node_pool_manifest(c))
+    kube_client.create(kc.NODECLAIM, node_claim(f"claim-{c}", nodepool=c).to_dict())
+    wait_until("the new pool in the state", lambda: c in state.nodepools)
+    assert scopes(frozenset({sb}), False), "listed"
+    assert set(state.claims) == {f"claim-{b}", f"claim-{c}"}
+
+    # Quota admission (and the garbage collector's sweep): every claim and every Node.
+    assert scopes(frozenset({sb}), True), "listed"
+    assert set(state.claims) == {f"claim-{p}" for p in (a, b, c)}
+    assert set(state.nodes) == {f"node-{a}", f"node-{b}", "static"}
+    assert scopes(frozenset(), False), "listed"
+    assert not state.claims and set(state.nodes) == {"static"}
