@@ -214,7 +214,7 @@ def _starting(
     taints, and it offers what its claim promised (both clear once it is initialized)."""
     assert sn.claim is not None
     spec = sn.claim.spec
-    kept = tuple(t for t in taints if not spec.is_startup_taint(t.key, t.effect) and not _ephemeral(t))
+    kept = tuple(t for t in taints if not spec.is_startup_taint(t.key, t.effect) and not ephemeral(t))
     promised: Vec | None = None
     if sn.claim.status.allocatable:
         promised = dims.vec(sn.claim.status.allocatable_amounts())
@@ -239,7 +239,8 @@ by key and effect, and value where one is given), besides our unregistered taint
 taints of the node readiness controller."""
 
 
-def _ephemeral(t: TaintValue) -> bool:
+def ephemeral(t: TaintValue) -> bool:
+    """Whether `t` is a taint a node carries only while it starts (`EPHEMERAL_TAINTS`)."""
     if t.key == wk.UNREGISTERED_TAINT or t.key.startswith("readiness.k8s.io/"):
         return True
     return (t.key, t.effect, None) in EPHEMERAL_TAINTS or (t.key, t.effect, t.value) in EPHEMERAL_TAINTS

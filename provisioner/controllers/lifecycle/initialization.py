@@ -1,7 +1,8 @@
 """The initialization step: a registered NodeClaim's Node is ready for pods (Karpenter's
 `lifecycle/initialization.go`).
 
-Initialized means the Node is Ready, the start-up taints are gone (removed by their owners), and every
+Initialized means the Node is Ready, the start-up taints and the known ephemeral taints (not-ready,
+uninitialized, ...: `scheduling.existing.EPHEMERAL_TAINTS`) are gone (removed by their owners), and every
 extended resource the claim asked for (`nvidia.com/gpu`, or the `nvidia.com/mig-<profile>` slices the MIG
 manager makes once it applied the pool's layout: pending until then) is allocatable. Then the Node gets
 `provisioner.sh/initialized` and the claim `Initialized=True`; until then `Initialized=False` says what is
@@ -17,6 +18,7 @@ from provisioner.api import labels as wk
 from provisioner.api.nodeclaim import INITIALIZED, REGISTERED
 from provisioner.controllers.conditions import condition_status
 from provisioner.controllers.lifecycle.step import Pass, Step, extended_resources, log, step_condition
+from provisioner.scheduling.existing import ephemeral
 from provisioner.state.objects import Node
 
 
@@ -41,6 +43,12 @@ def missing(claim: NodeClaim, node: Node) -> list[str]:
     ]
     if left:
         lacking.append("start-up taints still present: " + ", ".join(left))
+    # As Karpenter: not before the taints a starting node carries are gone (not-ready, until the
+    # node-lifecycle controller sees it Ready; uninitialized, until the cloud controller manager is done).
+    # Initialized, the node's taints count as they are, and a pod placed there would wait behind them.
+    starting = sorted({t.key for t in node.taints if t.key != wk.UNREGISTERED_TAINT and ephemeral(t)})
+    if starting:
+        lacking.append("known ephemeral taints still present: " + ", ".join(starting))
     requested = quantities.parse_resource_list(claim.spec.resources.requests)
     for name in extended_resources(claim.spec.resources.requests):
         if node.allocatable.get(name, 0) < max(1, requested.get(name, 0)):
