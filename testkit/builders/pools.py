@@ -10,6 +10,7 @@ from providers.aws.model import AWSNodeClass
 from provisioner.api import NodePool
 from provisioner.api import labels as wk
 from provisioner.cloudprovider.types import GPU, InstanceType, Offering, instance_labels
+from provisioner.scheduling.shards import shard_of
 from testkit.builders.common import GIB, MIB, ZONES
 
 
@@ -157,3 +158,15 @@ def req(key: str, operator: str, *values: Any) -> dict[str, Any]:
     if values:
         out["values"] = [str(v) for v in values]
     return out
+
+
+def pools_in_distinct_shards(n: int, shards: int) -> list[str]:
+    """`n` pool names (`pool-<i>`, first found first), each in a shard of its own among `shards`."""
+    out: list[str] = []
+    for i in range(1000):
+        name = f"pool-{i}"
+        if shard_of(name, shards) not in {shard_of(p, shards) for p in out}:
+            out.append(name)
+        if len(out) == n:
+            return out
+    raise AssertionError(f"no {n} pools in distinct shards of {shards}")

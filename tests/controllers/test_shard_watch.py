@@ -20,7 +20,7 @@ from provisioner.scheduling import shards as model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
 from provisioner.state.objects import Pod
-from testkit.builders.pools import node_pool_manifest
+from testkit.builders.pools import node_pool_manifest, pools_in_distinct_shards
 from testkit.controllers.backends import MemoryBackend
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
@@ -28,19 +28,7 @@ from tests.polling import wait_until
 SHARDS = 4
 
 
-def _pools_in_distinct_shards(n: int) -> list[str]:
-    """`n` pool names, each in a shard of its own."""
-    out: list[str] = []
-    for i in range(1000):
-        name = f"pool-{i}"
-        if model.shard_of(name, SHARDS) not in {model.shard_of(p, SHARDS) for p in out}:
-            out.append(name)
-        if len(out) == n:
-            return out
-    raise AssertionError("no pools in distinct shards")
-
-
-A, B = _pools_in_distinct_shards(2)
+A, B = pools_in_distinct_shards(2, SHARDS)
 SA, SB = str(model.shard_of(A, SHARDS)), str(model.shard_of(B, SHARDS))
 
 

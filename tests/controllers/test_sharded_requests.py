@@ -4,7 +4,6 @@ of the replica holding quota admission (`provisioner.sh/quota` on the request)."
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,23 +14,14 @@ from provisioner.controllers.manager import Manager
 from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import Sharding
 from provisioner.scheduling import shards as model
+from testkit.builders.pools import pools_in_distinct_shards
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 
 SHARDS = 2
 
 
-def _pools() -> tuple[str, str]:
-    """A pool in shard 0 (the admission holder's) and one in shard 1 (the other replica's)."""
-    names = (f"pool-{i}" for i in itertools.count())
-    by_shard: dict[int, str] = {}
-    for name in names:
-        by_shard.setdefault(model.shard_of(name, SHARDS), name)
-        if len(by_shard) == SHARDS:
-            return by_shard[0], by_shard[1]
-    raise AssertionError("unreachable")
-
-
-HOLDER_POOL, OTHER_POOL = _pools()
+# A pool in shard 0 (the admission holder's) and one in shard 1 (the other replica's).
+HOLDER_POOL, OTHER_POOL = sorted(pools_in_distinct_shards(2, SHARDS), key=lambda p: model.shard_of(p, SHARDS))
 
 
 class Replicas:

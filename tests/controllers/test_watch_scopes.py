@@ -22,7 +22,7 @@ from provisioner.kube.scopes import WatchScopes, admission_namespaces
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
 from testkit.builders.nodes import node_claim
-from testkit.builders.pools import node_pool_manifest
+from testkit.builders.pools import node_pool_manifest, pools_in_distinct_shards
 from testkit.controllers.backends import MemoryBackend
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.polling import wait_until
@@ -165,17 +165,6 @@ def test_admission_decides_nothing_while_a_namespace_it_counts_in_is_still_being
     assert not w.state.pods["vision/a"].gated, "admitted once the namespace is listed"
 
 
-def _pools_in_distinct_shards(n: int) -> list[str]:
-    out: list[str] = []
-    for i in range(1000):
-        name = f"pool-{i}"
-        if model.shard_of(name, SHARDS) not in {model.shard_of(p, SHARDS) for p in out}:
-            out.append(name)
-        if len(out) == n:
-            return out
-    raise AssertionError("no pools in distinct shards")
-
-
 def _node(name: str, pool: str | None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -188,7 +177,7 @@ def test_a_shard_replica_watches_its_pools_nodes_and_claims_and_the_admission_ho
     kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
 ) -> None:
     state, scopes = watched
-    a, b = _pools_in_distinct_shards(2)
+    a, b = pools_in_distinct_shards(2, SHARDS)
     sa, sb = model.shard_of(a, SHARDS), model.shard_of(b, SHARDS)
     for pool in (a, b):
         kube_client.create(kc.NODEPOOL, node_pool_manifest(pool))
