@@ -210,7 +210,8 @@ class Pod:
             phase=status.get("phase") or "Pending",
             priority=int(spec.get("priority") or 0),
             requests=requests,
-            node_selector=dict(spec.get("nodeSelector") or {}),
+            # A null value is the empty string, as the API server decodes it into a map of strings.
+            node_selector={k: "" if v is None else v for k, v in (spec.get("nodeSelector") or {}).items()},
             required_node_terms=tuple(
                 tuple(SelectorRequirement.from_dict(e) for e in term.get("matchExpressions") or ())
                 for term in required
