@@ -123,7 +123,7 @@ class Manager:
         self.admission = AdmissionController(**everything)
         if sharding is not None:
             # Its replica watches whole only the namespaces quota counts in (and its shards' pods).
-            self.admission.counted_namespaces = lambda: sharding.counted_namespaces()
+            self.admission.counted_namespaces = sharding.counted_namespaces
         self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**everything)

@@ -64,9 +64,9 @@ class ProvisioningRequestController(Reconciler):
     solve: scheduling.SolveFn = scheduling.solve
     gang_outcome: Callable[[str], GangOutcome | None] = lambda _name: None
     """The provisioning controller's last word on a gang, for the reason of a request not yet Provisioned."""
-    decides: Callable[[Sequence[Pod]], bool] = lambda _pods: True
-    """Whether this replica decides the request whose pods (from its templates; none when one is
-    missing) are these. Sharded: the replica their pool lists route them to first."""
+    decides: Callable[[Sequence[Pod]], bool] | None = None
+    """Sharded: whether this replica decides the request whose pods (from its templates; none when one
+    is missing) are these, the replica their pool lists route them to first. None: every request."""
     quota_by_annotation: bool = False
     """Sharded: a team's quota on a request is the admission holder's word (`pr.QUOTA_ANNOTATION`)."""
     booked: list[Pod] = field(default_factory=list, init=False)
@@ -90,7 +90,7 @@ class ProvisioningRequestController(Reconciler):
         for request in requests:
             if request.spec.provisioning_class_name not in pr.CLASSES:
                 continue
-            if not self.decides(_pods_of(request, templates)):
+            if self.decides is not None and not self.decides(_pods_of(request, templates)):
                 continue
             updates = self._decide(request, snap, templates, pods, now, booked=booked, held=held)
             try:
