@@ -146,13 +146,13 @@ class Fleet:
                 r.proc.wait()
 
 
-def leases(client: kc.KubeClient) -> tuple[dict[int, str], list[str]]:
-    """(shard -> the holder of its Lease, the members), counting only Leases renewed within their
-    duration."""
+def leases(client: kc.KubeClient, namespace: str = "default") -> tuple[dict[int, str], list[str]]:
+    """(shard -> the holder of its Lease, the members), counting only Leases of `namespace` (the
+    replicas' `--lease-namespace`) renewed within their duration."""
     now = datetime.now(UTC)
     shards: dict[int, str] = {}
     members: list[str] = []
-    for lease in client.request("GET", kc.LEASE.path(namespace="default"))["items"]:
+    for lease in client.request("GET", kc.LEASE.path(namespace=namespace))["items"]:
         meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
         holder, renewed = spec.get("holderIdentity"), parse_time(spec.get("renewTime"))
         duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))

@@ -377,9 +377,10 @@ class ShardedRun:
         ]
 
 
-def nominated(client: kc.KubeClient) -> list[tuple[str, str]]:
-    """(pod, NodeClaim) of every `Nominated` Event, in the order they were written."""
-    events = client.request("GET", kc.EVENT.path())["items"]
+def nominated(client: kc.KubeClient, namespace: str | None = None) -> list[tuple[str, str]]:
+    """(pod, NodeClaim) of every `Nominated` Event (of `namespace`'s pods, when given), in the order
+    they were written."""
+    events = client.request("GET", kc.EVENT.path(namespace=namespace))["items"]
     events.sort(key=lambda e: int((e.get("metadata") or {}).get("resourceVersion") or 0))
     out = []
     for event in events:
@@ -390,10 +391,10 @@ def nominated(client: kc.KubeClient) -> list[tuple[str, str]]:
     return out
 
 
-def nominations(client: kc.KubeClient) -> dict[str, set[str]]:
-    """Pod -> the NodeClaims its `Nominated` Events name."""
+def nominations(client: kc.KubeClient, namespace: str | None = None) -> dict[str, set[str]]:
+    """Pod -> the NodeClaims its `Nominated` Events name (of `namespace`'s pods, when given)."""
     out: dict[str, set[str]] = {}
-    for pod, claim in nominated(client):
+    for pod, claim in nominated(client, namespace):
         out.setdefault(pod, set()).add(claim)
     return out
 
