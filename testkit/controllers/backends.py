@@ -24,6 +24,7 @@ from provisioner.clusterapi import (
 )
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
+from testkit.controllers.space import wait_for_service_account
 
 RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
 
@@ -183,16 +184,7 @@ class KubeBackend:
         with contextlib.suppress(ConflictError):  # there already
             self.client.create(kc.NAMESPACE, {"metadata": {"name": name}})
         if self.cleanup:  # kube-controller-manager makes the ServiceAccount a pod needs
-            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    self.client.request("GET", path)
-                    break
-                except NotFoundError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+            wait_for_service_account(self.client, name)
         self.namespaces.add(name)
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:

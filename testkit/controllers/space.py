@@ -14,6 +14,7 @@ server of testkit/controllers/serve.py), where the per-test strict server gives 
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from typing import Any
 
@@ -24,6 +25,21 @@ from provisioner.kube import client as kc
 SWEPT = [r for r in (*kc.WATCHED, kc.EVENT, kc.LEASE) if r is not kc.NAMESPACE]
 """The kinds the tests write (namespaces aside)."""
 KEPT_NAMESPACES = frozenset({"kube-system", "kube-public"})
+
+
+def wait_for_service_account(client: kc.KubeClient, namespace: str, limit: float = 60.0) -> None:
+    """Until the namespace's `default` ServiceAccount exists: kube-controller-manager makes it, and a
+    real server refuses pods in the namespace until then."""
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            client.request("GET", path)
+            return
+        except NotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class Sweep:
@@ -70,8 +86,10 @@ class Sweep:
 class Space:
     """A namespace and a name suffix of its own; `close()` deletes what was made in them."""
 
-    def __init__(self, client: kc.KubeClient, *, token: str | None = None) -> None:
+    def __init__(self, client: kc.KubeClient, *, accounts: bool = False, token: str | None = None) -> None:
+        """`accounts`: wait for each namespace's `default` ServiceAccount (on a real cluster)."""
         self.client = client
+        self.accounts = accounts
         self.token = token or uuid.uuid4().hex[:6]
         self.namespace = self.name("t")
         self.namespaces: list[str] = []
@@ -88,6 +106,8 @@ class Space:
         with contextlib.suppress(ConflictError):
             self.client.create(kc.NAMESPACE, {"metadata": {"name": namespace}})
         self.namespaces.append(namespace)
+        if self.accounts:
+            wait_for_service_account(self.client, namespace)
         return namespace
 
     def pool(self, name: str) -> str:

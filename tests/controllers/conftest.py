@@ -58,7 +58,7 @@ def kube_client(kube_server: KubeServer | None) -> Iterator[kc.KubeClient]:
 @pytest.fixture
 def space(kube_client: kc.KubeClient) -> Iterator[Space]:
     """A namespace and names of the test's own, deleted with what they hold when it ends."""
-    s = Space(kube_client)
+    s = Space(kube_client, accounts=bool(REAL_CLUSTER))
     try:
         yield s
     finally:
