@@ -4,7 +4,8 @@ server of testkit/controllers/serve.py), where the per-test strict server gives 
 - `Sweep`: everything of the kinds the tests write that appeared while a test ran is deleted when it
   ends, passed or not (finalizers lifted, pods with grace 0: no controller or kubelet is left to do it).
   Namespaces stay (a test that makes one again while it terminates would be refused), and so does
-  anything in kube-system. Every test that talks to a real cluster gets one (tests/controllers/conftest.py).
+  anything in kube-system. Every test that talks to a real cluster gets one (tests/controllers/conftest.py);
+  `NamespaceSweep` deletes the session's new namespaces once it ends.
 - `Space`: one test's own corner, for tests that run controller processes (tests/controllers/test_shards.py):
   a fresh namespace for its pods and the replicas' Leases and Events, names unique to the test for what
   is cluster-scoped (NodePools, NodeClasses, Teams; NodeClaims and Nodes are named after their pool),
@@ -81,6 +82,34 @@ class Sweep:
                 _try(errors, self.client.delete, res, name, namespace=ns, body=body)
         if errors:
             raise errors[0]
+
+
+class NamespaceSweep:
+    """The namespaces a cluster held when a test session began; `sweep()` deletes those made since (at
+    the session's end: while it runs, tests make the same namespaces again and again)."""
+
+    def __init__(self, client: kc.KubeClient) -> None:
+        self.client = client
+        self.before = {ns["metadata"]["uid"] for ns in client.list(kc.NAMESPACE)[0]}
+
+    def sweep(self, limit: float = 120.0) -> None:
+        """Delete them, and wait until they are gone: a run started right after would meet them
+        terminating (and be refused its pods there)."""
+        errors: list[ClusterError] = []
+        for ns in _listed(errors, self.client, kc.NAMESPACE):
+            if ns["metadata"]["uid"] not in self.before:
+                _try(errors, self.client.delete, kc.NAMESPACE, ns["metadata"]["name"])
+        if errors:
+            raise errors[0]
+        deadline = time.monotonic() + limit
+        while left := [
+            ns["metadata"]["name"]
+            for ns in self.client.list(kc.NAMESPACE)[0]
+            if ns["metadata"]["uid"] not in self.before
+        ]:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"namespaces {left} still terminating after {limit:.0f} s")
+            time.sleep(0.5)
 
 
 class Space:

@@ -20,10 +20,25 @@ import pytest
 from provisioner.kube import client as kc
 from testkit.controllers.backends import KubeBackend, MemoryBackend
 from testkit.controllers.kube_server import KubeServer
-from testkit.controllers.space import Space, Sweep
+from testkit.controllers.space import NamespaceSweep, Space, Sweep
 from testkit.controllers.world import World
 
 REAL_CLUSTER = os.environ.get("PROVISIONER_TEST_KUBECONFIG")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _namespaces_swept() -> Iterator[None]:
+    """On a real cluster, the namespaces the session made are deleted when it ends."""
+    if not REAL_CLUSTER:
+        yield
+        return
+    client = kc.KubeClient.connect(kubeconfig=REAL_CLUSTER)
+    sweep = NamespaceSweep(client)
+    try:
+        yield
+        sweep.sweep()
+    finally:
+        client.close()
 
 
 @pytest.fixture
