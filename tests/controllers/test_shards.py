@@ -6,7 +6,8 @@ killed mid-launch hands its pools over (its Leases expire) with no second launch
 The replicas take a kubeconfig, as on a cluster. Each test keeps to a Space of its own (a fresh
 namespace for its pods and the replicas' Leases; pool, class and team names unique to it; all of it
 deleted at the end) and asserts only on what the API shows, the replicas' logs and the fake cloud. So
-with PROVISIONER_TEST_KUBECONFIG set they run unchanged against that cluster (README "Tests")."""
+with PROVISIONER_TEST_KUBECONFIG set they run unchanged against that cluster (README "Running the
+controller tests against a real cluster")."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from providers.fake import saved
+from provisioner.api import NodeClaim
 from provisioner.clock import RealClock
 from provisioner.controllers.admission import CONDITION
 from provisioner.kube import client as kc
@@ -188,7 +190,7 @@ def pods_of(backend: KubeBackend, space: Space) -> list[Pod]:
     return [p for p in list(backend.state.pods.values()) if p.namespace in space.namespaces]
 
 
-def claims_of(backend: KubeBackend, space: Space) -> list[Any]:
+def claims_of(backend: KubeBackend, space: Space) -> list[NodeClaim]:
     """The NodeClaims of the test's pools."""
     return [c for c in list(backend.state.claims.values()) if c.nodepool in space.pools]
 
