@@ -125,6 +125,19 @@ def test_a_replica_dead_at_its_crash_point_is_started_again_and_any_other_death_
     assert left.starts == 2 and fleet.crashes == 2
 
 
+def test_a_replica_told_to_leave_that_dies_at_its_crash_point_on_the_way_out_is_a_crash() -> None:
+    fleet = _Restarts(url="", cloud=cast(Any, None), ledger="", logs=cast(Any, None), flags=[])
+    armed = chaos_fleet.Replica(
+        slot=0, starts=1, proc=cast(Any, _Exited(-9)), leaving=True, back_at=1e12, crash_at="status-written:1"
+    )
+    unarmed = chaos_fleet.Replica(slot=1, starts=1, proc=cast(Any, _Exited(-9)), leaving=True, back_at=1e12)
+    fleet.replicas += [armed, unarmed]
+    fleet.tick()
+    assert fleet.crashes == 1 and armed.crash_at is None, "a crash, and disarmed"
+    assert fleet.problems == ["replica r1-1 exited -9 on SIGTERM"], "killed with no crash point: a problem"
+    assert armed.starts == unarmed.starts == 1, "each comes back only at its time"
+
+
 def _lease(
     namespace: str, name: str, holder: str, renewed: datetime, labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -173,4 +186,7 @@ def test_a_pod_nominated_to_two_claims_is_found(kube_client: kc.KubeClient, spac
 
     for i, (pod, claim) in enumerate([("a", "gpu-1"), ("a", "gpu-1"), ("b", "gpu-2"), ("b", "gpu-3")]):
         kube_client.create(kc.EVENT, nominated(pod, claim, i), namespace=ns)
-    assert chaos_shards.nominations(kube_client, ns) == {f"{ns}/a": {"gpu-1"}, f"{ns}/b": {"gpu-2", "gpu-3"}}
+    assert chaos_shards.nominations(kube_client, [ns]) == {
+        f"{ns}/a": {"gpu-1"},
+        f"{ns}/b": {"gpu-2", "gpu-3"},
+    }
