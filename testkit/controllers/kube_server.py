@@ -12,8 +12,13 @@ defaulted, CEL rules), optimistic concurrency (a patch carrying a stale metadata
 the object ignores status), graceful deletion (a bound pod stays Terminating until deleted again with
 grace 0; finalizers hold any object, and none may be added once it is going), scheduling gates that can
 only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
-(PDBs checked, 429 when they forbid; the pod then terminates gracefully), and a `compact()` hook that
-makes watches from older versions answer 410 Gone.
+(PDBs checked, 429 when they forbid; the pod then terminates gracefully), and watches as a real server
+serves them: from resourceVersion unset or "0" the current objects then the changes, from an exact
+version only the changes after it (from a bounded history per resource, `store.history` events; older,
+or older than a `compact()`, answers 410 Gone as an ERROR event), ended after `timeoutSeconds` (unset: a
+random 30-60 minutes, `min_request_timeout`), with BOOKMARK events when allowed (`bookmark_every`,
+`bookmark_before_end`), and a selector's watch resumed at a version sending ADDED, MODIFIED or DELETED
+as the object's previous version matched.
 
 Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
 request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
@@ -30,6 +35,7 @@ import contextvars
 import datetime
 import json
 import os
+import random
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,7 +51,7 @@ from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from testkit.controllers import kube_rules as rules
 from testkit.controllers.crd_schema import Invalid
-from testkit.controllers.kube_store import Store, Version, encode
+from testkit.controllers.kube_store import Expired, Store, Version, encode
 
 RESOURCES = [*kc.WATCHED, kc.EVENT, kc.LEASE]
 _KINDS = {r.plural: r.kind for r in RESOURCES}
@@ -76,8 +82,17 @@ def _res(r: kc.Resource) -> kmock.resource:
 class FilledEmulator(kmock.KubernetesEmulator):
     rv: int = 0
     compacted_below: int = 0
+    """Watches from a resourceVersion below this one answer 410 Gone (`compact`)."""
     store: Store = attrs.field(factory=Store)
-    """The objects of `RESOURCES` and their open watches (kmock's own store holds any other resource)."""
+    """The objects of `RESOURCES`, their history and open watches (kmock's own store holds any other
+    resource); `store.history` is how many events of each resource a watch can resume within."""
+    min_request_timeout: float = 1800.0
+    """A watch without `timeoutSeconds` ends after between this and twice this many seconds
+    (kube-apiserver's --min-request-timeout)."""
+    bookmark_every: float = 60.0
+    """Seconds between the bookmarks of a watch that allows them (kube-apiserver: about a minute)..."""
+    bookmark_before_end: float = 2.0
+    """...and how long before the watch ends its last one is sent (kube-apiserver: 2 s)."""
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
     fail_next: dict[str, int] = attrs.field(factory=dict)
     """`"POST nodeclaims"` -> how many such requests answer an error (chaos for the tests)..."""
@@ -110,7 +125,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
         return str(self.rv)
 
     def compact(self) -> None:
-        """Forget history: watches from any version seen so far answer 410 Gone."""
+        """Forget history: watches from any version seen so far answer 410 Gone (callable from any
+        thread: one assignment)."""
         self.compacted_below = self.rv + 1
 
     def __iter__(self) -> Iterator[rendering.Request]:
@@ -376,24 +392,37 @@ class FilledEmulator(kmock.KubernetesEmulator):
     async def _serve_watch_stream(
         self, request: rendering.Request, res: kc.Resource
     ) -> aiohttp.web.StreamResponse:
+        """A watch as kube-apiserver serves one (the Kubernetes API Concepts, "Efficient detection of
+        changes", "Watch bookmarks", "Resource versions"): with resourceVersion unset or "0", every
+        object as ADDED then the changes; with an exact version, only the changes after it (410 Gone as
+        an ERROR event when the history no longer holds them all). It ends after `timeoutSeconds` (when
+        unset, a random time between the minimum request timeout and twice it); with
+        `allowWatchBookmarks`, a BOOKMARK carrying the newest resourceVersion roughly every
+        `bookmark_every` seconds and `bookmark_before_end` seconds before it ends."""
         raw_request = request._raw_request
         assert raw_request is not None
         matches = _selected(request)
+        params = request.params
+        since = _watch_version(params.get("resourceVersion"))
+        timeout = _watch_timeout(params.get("timeoutSeconds"), self.min_request_timeout)
+        bookmarks = params.get("allowWatchBookmarks") == "true"
         response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(raw_request)
-        since = request.params.get("resourceVersion")
-        if since and since.isdigit() and int(since) < self.compacted_below:
-            gone = {
-                "type": "ERROR",
-                "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
-            }
-            await response.write(encode(gone) + b"\n")
+        try:
+            if since is not None and since < self.compacted_below:
+                raise Expired(since, self.compacted_below)
+            watch, events = self.store.watch(res.plural, request.namespace, request.name, matches, since)
+        except Expired as err:
+            await response.write(encode(_gone(str(err))) + b"\n")
             await response.write_eof()
             return response
         task = asyncio.current_task()
         if task is not None:
             self.watches.add(task)
-        watch, events = self.store.watch(res.plural, request.namespace, request.name, matches)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        bookmark_at = self._next_bookmark(loop.time(), deadline) if bookmarks else None
+        timer: asyncio.TimerHandle | None = None
         try:
             while True:
                 for start in range(0, len(events), _CHUNK):
@@ -401,14 +430,38 @@ class FilledEmulator(kmock.KubernetesEmulator):
                     data = b"".join(line for line in lines if line)
                     if data:
                         await response.write(data)
+                now = loop.time()
+                # A bookmark only when every event offered to this watch is written: its version then
+                # covers all this watch was sent (the queue fills during the writes above).
+                if bookmark_at is not None and now >= bookmark_at and not watch.queue:
+                    await response.write(_bookmark(res, self.rv))
+                    bookmark_at = self._next_bookmark(now, deadline)
+                if now >= deadline:
+                    break
+                wake = deadline if bookmark_at is None else min(deadline, bookmark_at)
+                if timer is None or timer.when() != wake:
+                    if timer is not None:
+                        timer.cancel()
+                    timer = loop.call_at(wake, watch.ready.set)
                 await watch.ready.wait()
                 events = watch.drain()
+            await response.write_eof()
         except ConnectionError:  # the client went away
             return response
         finally:
+            if timer is not None:
+                timer.cancel()
             self.store.unwatch(res.plural, watch)
             if task is not None:
                 self.watches.discard(task)
+        return response
+
+    def _next_bookmark(self, now: float, deadline: float) -> float | None:
+        """When a watch sends its next bookmark, as kube-apiserver's watch cache schedules them: after
+        `bookmark_every` seconds, or `bookmark_before_end` seconds before the watch ends if that is
+        sooner; None once that time has passed."""
+        at = min(now + self.bookmark_every, deadline - self.bookmark_before_end)
+        return at if at >= now else None
 
 
 _CHUNK = 500
@@ -469,6 +522,55 @@ def _selected(request: rendering.Request) -> rules.Matcher:
     except ValueError as err:
         raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(err)) from None
     return lambda obj: labels(obj) and fields(obj)
+
+
+def _watch_version(value: str | None) -> int | None:
+    """The resourceVersion a watch starts at (None: unset or "0", the current state first); 400 when it
+    is not a version this server hands out."""
+    if value in (None, "", "0"):
+        return None
+    assert value is not None
+    if not value.isdigit():
+        raise kmock.KubernetesError(
+            status=400, reason="BadRequest", message=f"invalid resourceVersion {value!r}: not a number"
+        )
+    return int(value)
+
+
+def _watch_timeout(value: str | None, minimum: float) -> float:
+    """How long a watch lasts: `timeoutSeconds`, else (unset or 0) a random time in [minimum, 2 * minimum],
+    as kube-apiserver picks one."""
+    try:
+        seconds = 0 if value is None else int(value)
+    except ValueError:
+        seconds = -1
+    if seconds < 0:
+        raise kmock.KubernetesError(
+            status=400,
+            reason="BadRequest",
+            message=f"timeoutSeconds {value!r}: a whole number of seconds >= 0",
+        )
+    return float(seconds) if seconds else random.uniform(minimum, 2 * minimum)
+
+
+def _gone(message: str) -> dict[str, Any]:
+    """The ERROR event of a watch from a resourceVersion too old (410 Gone, reason Expired)."""
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "Expired",
+        "code": 410,
+    }
+    return {"type": "ERROR", "object": status}
+
+
+def _bookmark(res: kc.Resource, rv: int) -> bytes:
+    """A BOOKMARK: an object of the watched kind with only its resourceVersion set."""
+    obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(rv)}}
+    return encode({"type": "BOOKMARK", "object": obj}) + b"\n"
 
 
 def _now() -> str:
