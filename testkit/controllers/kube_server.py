@@ -13,12 +13,11 @@ the object ignores status), graceful deletion (a bound pod stays Terminating unt
 grace 0; finalizers hold any object, and none may be added once it is going), scheduling gates that can
 only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
 (PDBs checked, 429 when they forbid; the pod then terminates gracefully), and watches as a real server
-serves them: from resourceVersion unset or "0" the current objects then the changes, from an exact
-version only the changes after it (from a bounded history per resource, `store.history` events; older,
-or older than a `compact()`, answers 410 Gone as an ERROR event), ended after `timeoutSeconds` (unset: a
-random 30-60 minutes, `min_request_timeout`), with BOOKMARK events when allowed (`bookmark_every`,
-`bookmark_before_end`), and a selector's watch resumed at a version sending ADDED, MODIFIED or DELETED
-as the object's previous version matched.
+serves them (testkit/controllers/kube_watch.py): from resourceVersion unset or "0" the current objects
+then the changes, from an exact version only the changes after it (from a bounded history per resource,
+`store.history` events; older, or older than a `compact()`, answers 410 Gone), a selector's watch
+resumed at a version judging each object by the version it had then, an end after `timeoutSeconds`, and
+BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule).
 
 Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
 request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
@@ -35,7 +34,6 @@ import contextvars
 import datetime
 import json
 import os
-import random
 import threading
 import uuid
 from collections.abc import Iterator
@@ -50,6 +48,7 @@ from kmock._internal import enums, parsing, rendering
 from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from testkit.controllers import kube_rules as rules
+from testkit.controllers import kube_watch
 from testkit.controllers.crd_schema import Invalid
 from testkit.controllers.kube_store import Expired, Store, Version, encode
 
@@ -86,13 +85,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
     store: Store = attrs.field(factory=Store)
     """The objects of `RESOURCES`, their history and open watches (kmock's own store holds any other
     resource); `store.history` is how many events of each resource a watch can resume within."""
-    min_request_timeout: float = 1800.0
-    """A watch without `timeoutSeconds` ends after between this and twice this many seconds
-    (kube-apiserver's --min-request-timeout)."""
-    bookmark_every: float = 60.0
-    """Seconds between the bookmarks of a watch that allows them (kube-apiserver: about a minute)..."""
-    bookmark_before_end: float = 2.0
-    """...and how long before the watch ends its last one is sent (kube-apiserver: 2 s)."""
+    timing: kube_watch.Timing = attrs.field(factory=kube_watch.Timing)
+    """A watch's timers: its default timeout and bookmarks (a test may set shorter ones)."""
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
     fail_next: dict[str, int] = attrs.field(factory=dict)
     """`"POST nodeclaims"` -> how many such requests answer an error (chaos for the tests)..."""
@@ -392,80 +386,39 @@ class FilledEmulator(kmock.KubernetesEmulator):
     async def _serve_watch_stream(
         self, request: rendering.Request, res: kc.Resource
     ) -> aiohttp.web.StreamResponse:
-        """A watch as kube-apiserver serves one (the Kubernetes API Concepts, "Efficient detection of
-        changes", "Watch bookmarks", "Resource versions"): with resourceVersion unset or "0", every
-        object as ADDED then the changes; with an exact version, only the changes after it (410 Gone as
-        an ERROR event when the history no longer holds them all). It ends after `timeoutSeconds` (when
-        unset, a random time between the minimum request timeout and twice it); with
-        `allowWatchBookmarks`, a BOOKMARK carrying the newest resourceVersion roughly every
-        `bookmark_every` seconds and `bookmark_before_end` seconds before it ends."""
+        """A watch as kube-apiserver serves one (testkit/controllers/kube_watch.py)."""
         raw_request = request._raw_request
         assert raw_request is not None
         matches = _selected(request)
-        params = request.params
-        since = _watch_version(params.get("resourceVersion"))
-        timeout = _watch_timeout(params.get("timeoutSeconds"), self.min_request_timeout)
-        bookmarks = params.get("allowWatchBookmarks") == "true"
+        asked = kube_watch.query(request.params, self.timing)
         response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(raw_request)
         try:
-            if since is not None and since < self.compacted_below:
-                raise Expired(since, self.compacted_below)
-            watch, events = self.store.watch(res.plural, request.namespace, request.name, matches, since)
+            if asked.since is not None and asked.since < self.compacted_below:
+                raise Expired(asked.since, self.compacted_below)
+            watch, events = self.store.watch(
+                res.plural, request.namespace, request.name, matches, asked.since
+            )
         except Expired as err:
-            await response.write(encode(_gone(str(err))) + b"\n")
+            await response.write(kube_watch.gone(str(err)))
             await response.write_eof()
             return response
         task = asyncio.current_task()
         if task is not None:
             self.watches.add(task)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        bookmark_at = self._next_bookmark(loop.time(), deadline) if bookmarks else None
-        timer: asyncio.TimerHandle | None = None
         try:
-            while True:
-                for start in range(0, len(events), _CHUNK):
-                    lines = [watch.line(e) for e in events[start : start + _CHUNK]]
-                    data = b"".join(line for line in lines if line)
-                    if data:
-                        await response.write(data)
-                now = loop.time()
-                # A bookmark only when every event offered to this watch is written: its version then
-                # covers all this watch was sent (the queue fills during the writes above).
-                if bookmark_at is not None and now >= bookmark_at and not watch.queue:
-                    await response.write(_bookmark(res, self.rv))
-                    bookmark_at = self._next_bookmark(now, deadline)
-                if now >= deadline:
-                    break
-                wake = deadline if bookmark_at is None else min(deadline, bookmark_at)
-                if timer is None or timer.when() != wake:
-                    if timer is not None:
-                        timer.cancel()
-                    timer = loop.call_at(wake, watch.ready.set)
-                await watch.ready.wait()
-                events = watch.drain()
-            await response.write_eof()
+            await kube_watch.stream(
+                response, watch, events, res=res, asked=asked, timing=self.timing, newest=lambda: self.rv
+            )
         except ConnectionError:  # the client went away
-            return response
+            pass
         finally:
-            if timer is not None:
-                timer.cancel()
             self.store.unwatch(res.plural, watch)
             if task is not None:
                 self.watches.discard(task)
         return response
 
-    def _next_bookmark(self, now: float, deadline: float) -> float | None:
-        """When a watch sends its next bookmark, as kube-apiserver's watch cache schedules them: after
-        `bookmark_every` seconds, or `bookmark_before_end` seconds before the watch ends if that is
-        sooner; None once that time has passed."""
-        at = min(now + self.bookmark_every, deadline - self.bookmark_before_end)
-        return at if at >= now else None
 
-
-_CHUNK = 500
-"""Watch events written in one go at most (a watch's first events may be every object of a resource)."""
 _SUCCESS = encode({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201})
 _SERVED: dict[tuple[str | None, str | None, str | None], kc.Resource] = {
     (r.group, r.version, r.plural): r for r in RESOURCES
@@ -522,55 +475,6 @@ def _selected(request: rendering.Request) -> rules.Matcher:
     except ValueError as err:
         raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(err)) from None
     return lambda obj: labels(obj) and fields(obj)
-
-
-def _watch_version(value: str | None) -> int | None:
-    """The resourceVersion a watch starts at (None: unset or "0", the current state first); 400 when it
-    is not a version this server hands out."""
-    if value in (None, "", "0"):
-        return None
-    assert value is not None
-    if not value.isdigit():
-        raise kmock.KubernetesError(
-            status=400, reason="BadRequest", message=f"invalid resourceVersion {value!r}: not a number"
-        )
-    return int(value)
-
-
-def _watch_timeout(value: str | None, minimum: float) -> float:
-    """How long a watch lasts: `timeoutSeconds`, else (unset or 0) a random time in [minimum, 2 * minimum],
-    as kube-apiserver picks one."""
-    try:
-        seconds = 0 if value is None else int(value)
-    except ValueError:
-        seconds = -1
-    if seconds < 0:
-        raise kmock.KubernetesError(
-            status=400,
-            reason="BadRequest",
-            message=f"timeoutSeconds {value!r}: a whole number of seconds >= 0",
-        )
-    return float(seconds) if seconds else random.uniform(minimum, 2 * minimum)
-
-
-def _gone(message: str) -> dict[str, Any]:
-    """The ERROR event of a watch from a resourceVersion too old (410 Gone, reason Expired)."""
-    status = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": "Expired",
-        "code": 410,
-    }
-    return {"type": "ERROR", "object": status}
-
-
-def _bookmark(res: kc.Resource, rv: int) -> bytes:
-    """A BOOKMARK: an object of the watched kind with only its resourceVersion set."""
-    obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(rv)}}
-    return encode({"type": "BOOKMARK", "object": obj}) + b"\n"
 
 
 def _now() -> str:

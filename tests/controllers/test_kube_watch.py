@@ -20,6 +20,7 @@ from provisioner.kube import client as kc
 from provisioner.kube.informers import Informer, Informers, StateFeeder
 from provisioner.state import ClusterState
 from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.kube_watch import Timing
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until
 
@@ -136,7 +137,7 @@ def test_a_watch_ends_cleanly_after_its_timeout_seconds(
 def test_bookmarks_carry_the_newest_resource_version_only_when_allowed(
     kube_server: KubeServer, kube_client: kc.KubeClient, core: kubernetes.client.CoreV1Api
 ) -> None:
-    kube_server.emulator.bookmark_every = 3600.0  # only the one before the end
+    kube_server.emulator.timing = Timing(bookmark_every=3600.0)  # only the one before the end
     rv = list_version(kube_client)
     kube_client.create(kc.NODE, a_node("a"))
     newest = kube_client.create(kc.NAMESPACE, {"metadata": {"name": "elsewhere"}})["metadata"][
@@ -152,7 +153,7 @@ def test_bookmarks_carry_the_newest_resource_version_only_when_allowed(
 def test_a_long_watch_sends_a_bookmark_now_and_then_with_only_a_resource_version(
     kube_server: KubeServer, kube_client: kc.KubeClient, core: kubernetes.client.CoreV1Api
 ) -> None:
-    kube_server.emulator.bookmark_every = 0.05
+    kube_server.emulator.timing = Timing(bookmark_every=0.05)
     rv = list_version(kube_client)
     stream = kubernetes.watch.Watch().stream(
         core.list_node,
@@ -236,7 +237,7 @@ def test_an_informer_resumes_a_watch_the_server_ended_with_no_replay_and_no_list
 def test_an_informer_follows_bookmarks_to_the_newest_resource_version(
     kube_server: KubeServer, kube_client: kc.KubeClient
 ) -> None:
-    kube_server.emulator.bookmark_every = 0.05
+    kube_server.emulator.timing = Timing(bookmark_every=0.05)
     informers = Informers(kube_client, ClusterState(), resources=[kc.NODE], watch_timeout=600)
     informers.start()
     try:
