@@ -289,10 +289,11 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if new == old:  # a no-op write: no new resourceVersion, no watch event
             return _answer(encode(old))
         new["metadata"]["resourceVersion"] = self._next_rv()
-        version = self.store.put(res.plural, new, "MODIFIED")
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            self.store.remove(res.plural, new)  # going, and nothing (any longer) holds it
-        return _answer(version.json)
+            # Going, and nothing (any longer) holds it: removed by this write, one DELETED event at its
+            # version (no MODIFIED at the same version, which a watch resumed there would never see).
+            return _answer(self.store.remove(res.plural, new).json)
+        return _answer(self.store.put(res.plural, new, "MODIFIED").json)
 
     def _delete(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
         obj = self._held(res, request.namespace, request.name).obj

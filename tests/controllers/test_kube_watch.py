@@ -101,6 +101,19 @@ def test_a_selectors_watch_resumed_at_a_version_judges_each_object_by_its_versio
     ]
 
 
+def test_removing_the_last_finalizer_of_a_going_object_deletes_it_in_one_event(
+    kube_client: kc.KubeClient, core: kubernetes.client.CoreV1Api
+) -> None:
+    kube_client.create(kc.NODE, {"metadata": {"name": "held", "finalizers": ["example.com/f"]}})
+    kube_client.delete(kc.NODE, "held")
+    rv = list_version(kube_client)
+    gone = kube_client.patch(kc.NODE, "held", {"metadata": {"finalizers": None}})
+    # One event at the write's version (as kube-apiserver deletes it in that write): a MODIFIED at the
+    # same version before it would leave a watch resumed there short of the deletion.
+    assert watched(core, resource_version=rv, timeout_seconds=1) == [("DELETED", "held")]
+    assert watched(core, resource_version=gone["metadata"]["resourceVersion"], timeout_seconds=1) == []
+
+
 def test_a_watch_from_a_version_the_history_no_longer_holds_answers_410_expired(
     kube_server: KubeServer, kube_client: kc.KubeClient, core: kubernetes.client.CoreV1Api
 ) -> None:
