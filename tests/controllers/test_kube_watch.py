@@ -101,6 +101,28 @@ def test_a_selectors_watch_resumed_at_a_version_judges_each_object_by_its_versio
     ]
 
 
+def test_a_watch_from_a_version_not_reached_yet_waits_for_it(
+    kube_server: KubeServer, kube_client: kc.KubeClient, core: kubernetes.client.CoreV1Api
+) -> None:
+    rv = int(list_version(kube_client))
+    first: list[str] = []
+
+    def read() -> None:
+        stream = kubernetes.watch.Watch().stream(
+            core.list_node, resource_version=str(rv + 2), timeout_seconds=600, _request_timeout=READ_TIMEOUT
+        )
+        first.append(next(stream)["raw_object"]["metadata"]["name"])
+        stream.close()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_until("the watch to open", lambda: kube_server.emulator.store.watching("nodes") == 1)
+    for name in ("one", "two", "three"):  # at versions rv + 1, rv + 2, rv + 3
+        kube_client.create(kc.NODE, a_node(name))
+    reader.join(READ_TIMEOUT)
+    assert first == ["three"], "the changes up to the version asked for are not sent"
+
+
 def test_removing_the_last_finalizer_of_a_going_object_deletes_it_in_one_event(
     kube_client: kc.KubeClient, core: kubernetes.client.CoreV1Api
 ) -> None:
