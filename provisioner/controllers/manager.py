@@ -124,6 +124,7 @@ class Manager:
         if sharding is not None:
             # Its replica watches whole only the namespaces quota counts in (and its shards' pods).
             self.admission.counted_namespaces = sharding.counted_namespaces
+            self.admission.gated_label = True
         self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**everything)

@@ -151,11 +151,11 @@ def each_watches_its_shards(
     client: kc.KubeClient, replicas: Replicas, *, namespaces: Iterable[str] = ()
 ) -> bool:
     """Whether each replica's pod watch is what it holds: the pods of its shards (a label selector), and
-    for the quota admission holder besides the pods labelled for no shard and those of the team
-    `namespaces`."""
+    for the quota admission holder besides the pods labelled for no shard, those behind the admission
+    gate and those of the team `namespaces`."""
     held = holders(client)
     admits = admission_holder(client)
-    besides = frozenset({"no shard", *(f"namespace {ns}" for ns in namespaces)})
+    besides = frozenset({"no shard", "gated", *(f"namespace {ns}" for ns in namespaces)})
     expected = {
         who: (
             model.selector({s for s, h in held.items() if h == who}),
