@@ -377,16 +377,28 @@ def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(
         doc["spec"]["schedulingGates"] = [{"name": "provisioner.sh/admission"}]
         backend.create(doc)
     binder = TestBinder(backend)
+    over: list[tuple[int, list[str]]] = []
+
+    def look() -> None:
+        # At every look, not only at the end: more than two pods admitted, or two claims in one pool.
+        admitted = sum(1 for p in backend.state.pods.values() if not p.gated)
+        pools = sorted(c.nodepool or "" for c in backend.state.claims.values())
+        if admitted > 2 or len(pools) != len(set(pools)):
+            over.append((admitted, pools))
+
+    step = in_turn(settle(backend, binder), look)
 
     def two_bound() -> bool:
-        return sum(1 for p in backend.state.pods.values() if p.node_name) == 2
+        return sum(1 for p in backend.state.pods.values() if p.node_name) >= 2 or bool(over)
 
-    wait_until("two pods admitted and bound", two_bound, step=settle(backend, binder), limit=120)
+    wait_until("two pods admitted and bound", two_bound, step=step, limit=120)
 
     def refused_twice() -> bool:
-        return [_admitted(p) for p in backend.state.pods.values()].count("False") == 2
+        return [_admitted(p) for p in backend.state.pods.values()].count("False") == 2 or bool(over)
 
-    wait_until("the other two told they wait for quota", refused_twice, step=settle(backend, binder))
+    wait_until("the other two told they wait for quota", refused_twice, step=step)
+    look()
+    assert not over, f"the team's quota exceeded (pods admitted, claims' pools): {over[:3]}"
     pods = list(backend.state.pods.values())
     assert sum(1 for p in pods if p.node_name) == 2 and sum(1 for p in pods if p.gated) == 2
     assert sorted(c.nodepool or "" for c in backend.state.claims.values()) == sorted([first, second])
