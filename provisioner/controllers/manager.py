@@ -145,9 +145,11 @@ class Manager:
         if sharding is not None:
             # Every replica, on the whole state: its pods' shard labels, which its pod watch selects by.
             self.controllers.insert(0, ("shardlabels", ShardLabels(**everything, sharding=sharding)))
+            quota_word = RequestQuota(**everything, counted_namespaces=sharding.counted_namespaces)
+            quota_word.cluster = sharding.admission_cluster(cluster)
             self.controllers.insert(
                 self.controllers.index(("provisioningrequests", self.requests)),
-                ("requestquota", RequestQuota(**everything, counted_namespaces=sharding.counted_namespaces)),
+                ("requestquota", quota_word),
             )
         self.recorder = recorder
         self.usage: UsageController | None = None

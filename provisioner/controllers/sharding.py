@@ -260,10 +260,10 @@ class ShardedCluster:
 
 class AdmissionCluster:
     """A ClusterAPI through which quota admission writes its decisions (lifting a pod's gate, evicting for
-    a reclaim) only while this replica holds the admission Lease, checked at each write: a pass begun as
-    holder whose Lease then lapsed (its renewals starved under load) would otherwise go on admitting
-    after a new holder, deciding from its own picture, took over, and two deciders could admit the same
-    room. Everything else is the cluster's."""
+    a reclaim, a ProvisioningRequest's quota word) only while this replica holds the admission Lease,
+    checked at each write: a pass begun as holder whose Lease then lapsed (its renewals starved under
+    load) would otherwise go on admitting after a new holder, deciding from its own picture, took over,
+    and two deciders could admit the same room. Everything else is the cluster's."""
 
     def __init__(self, cluster: ClusterAPI, sharding: Sharding) -> None:
         self._cluster = cluster
@@ -280,6 +280,10 @@ class AdmissionCluster:
     def evict_pod(self, namespace: str, name: str) -> None:
         self._fence(f"evict Pod {namespace}/{name}")
         self._cluster.evict_pod(namespace, name)
+
+    def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch ProvisioningRequest {namespace}/{name}")
+        self._cluster.patch_provisioning_request(namespace, name, patch)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)

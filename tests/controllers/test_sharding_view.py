@@ -74,6 +74,8 @@ def test_quota_admission_whose_lease_lapses_mid_pass_lifts_no_more_gates() -> No
     plan = w.manager.admission.reconcile(w.clock.now())
     assert plan is not None and len(plan.admitted) == 2, "both fit the quota"
     assert [p.gated for p in (w.state.pods["vision/a"], w.state.pods["vision/b"])] == [False, True]
+    with pytest.raises(NotLeader):  # nor a ProvisioningRequest's quota word (RequestQuota)
+        w.manager.admission.cluster.patch_provisioning_request("vision", "r", {"metadata": {}})
 
 
 def test_a_shard_taken_over_mid_pass_is_not_solved_without_the_claims_its_catch_up_brought() -> None:
