@@ -169,11 +169,11 @@ def each_watches_its_shards(
     client: kc.KubeClient, replicas: Replicas, *, namespaces: Iterable[str] = ()
 ) -> bool:
     """Whether each replica's pod watch is what it holds: the pods of its shards (a label selector), and
-    for the quota admission holder besides the pods labelled for no shard and those of the team
-    `namespaces`."""
+    for the quota admission holder besides the pods labelled for no shard, those behind the admission
+    gate and those of the team `namespaces`."""
     held = holders(client, replicas.space.namespace)
     admits = admission_holder(client, replicas.space.namespace)
-    besides = frozenset({"no shard", *(f"namespace {ns}" for ns in namespaces)})
+    besides = frozenset({"no shard", "gated", *(f"namespace {ns}" for ns in namespaces)})
     expected = {
         who: (
             model.selector({s for s, h in held.items() if h == who}),
@@ -439,16 +439,28 @@ def test_a_teams_quota_over_pools_of_two_replicas_is_never_exceeded(
         doc["spec"]["schedulingGates"] = [{"name": "provisioner.sh/admission"}]
         backend.create(doc)
     binder = binder_of(backend, space)
+    over: list[tuple[int, list[str]]] = []
+
+    def look() -> None:
+        # At every look, not only at the end: more than two pods admitted, or two claims in one pool.
+        admitted = sum(1 for p in pods_of(backend, space) if not p.gated)
+        pools = sorted(c.nodepool or "" for c in claims_of(backend, space))
+        if admitted > 2 or len(pools) != len(set(pools)):
+            over.append((admitted, pools))
+
+    step = in_turn(settle(backend, binder), look)
 
     def two_bound() -> bool:
-        return sum(1 for p in pods_of(backend, space) if p.node_name) == 2
+        return sum(1 for p in pods_of(backend, space) if p.node_name) >= 2 or bool(over)
 
-    wait_until("two pods admitted and bound", two_bound, step=settle(backend, binder), limit=120)
+    wait_until("two pods admitted and bound", two_bound, step=step, limit=120)
 
     def refused_twice() -> bool:
-        return [_admitted(p) for p in pods_of(backend, space)].count("False") == 2
+        return [_admitted(p) for p in pods_of(backend, space)].count("False") == 2 or bool(over)
 
-    wait_until("the other two told they wait for quota", refused_twice, step=settle(backend, binder))
+    wait_until("the other two told they wait for quota", refused_twice, step=step)
+    look()
+    assert not over, f"the team's quota exceeded (pods admitted, claims' pools): {over[:3]}"
     pods = pods_of(backend, space)
     assert sum(1 for p in pods if p.node_name) == 2 and sum(1 for p in pods if p.gated) == 2
     assert sorted(c.nodepool or "" for c in claims_of(backend, space)) == sorted([first, second])

@@ -2,7 +2,8 @@
 the operator's `WatchScopes`: its shards' pods, and the Nodes and NodeClaims of its shards' pools (and
 the Nodes of no pool). The quota admission holder also watches the pods labelled for no shard (it labels
 them), every pod of the namespaces quota counts in (a namespaced watch each) and every Node and claim (the
-garbage collector's sweep). The scopes follow a Team created, a namespace joining or leaving one, a pool
+garbage collector's sweep), and every pod behind the admission gate (labelled so), wherever it is. The
+scopes follow a Team created, a namespace joining or leaving one, a pool
 created or deleted, shards and admission won or lost; admission decides nothing while a namespace it
 counts in is still being listed."""
 
@@ -161,6 +162,50 @@ def test_a_namespace_leaving_its_team_is_watched_while_a_pod_of_it_waits_behind_
     wait_until("the gate lifted in the state", lambda: not state.pods[f"{vision}/waiting"].gated)
     assert scopes(frozenset({0}), True), "listed"
     assert f"{vision}/waiting" not in state.pods, "the namespace is not watched any more"
+
+
+def test_a_holder_elected_after_a_namespace_left_its_team_still_watches_the_pod_waiting_there(
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
+) -> None:
+    # The last holder watched the namespace, then the Team went and the Lease moved before it lifted the
+    # gate: this replica never watched the namespace, and the pod is labelled for another shard.
+    state, scopes = watched
+    kube_client.create(kc.NAMESPACE, _namespace("vision"))
+    kube_client.create(kc.TEAM, _team("cv", ["vision"]))
+    waiting = _pod("waiting", "vision", "2", gated=True)
+    waiting["metadata"]["labels"][model.GATED] = "true"  # as the webhook or the last holder put it
+    kube_client.create(kc.POD, waiting, namespace="vision")
+    kube_client.delete(kc.TEAM, "cv")
+    assert scopes(frozenset({0}), False), "listed"
+    assert "vision/waiting" not in state.pods, "a shard replica: its shards' pods only"
+    assert scopes(frozenset({0}), True), "listed"
+    assert admission_namespaces(state) == frozenset(), "no team counts in it"
+    assert "vision/waiting" in state.pods, "elected, it watches every pod behind the gate"
+    kube_client.patch(
+        kc.POD,
+        "waiting",
+        {"metadata": {"labels": {model.GATED: None}}, "spec": {"schedulingGates": []}},
+        namespace="vision",
+    )
+    wait_until("the pod admitted, gone from the watch", lambda: "vision/waiting" not in state.pods)
+
+
+def test_the_admission_holder_marks_a_pod_while_it_waits_and_unmarks_it_when_admitted() -> None:
+    w = World(MemoryBackend, settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
+    team = _team("cv", ["vision"])
+    team["spec"]["quotas"] = [{"nodePool": "gpu", "resources": {wk.GPU_RESOURCE: "1"}, "overQuota": False}]
+    first, second = _pod("a", "vision", None, gated=True), _pod("b", "vision", None, gated=True)
+    second["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z"  # after the first
+    w.apply(node_class(), node_pool("gpu"), _namespace("vision"), team, first, second)
+    w.manager.admission.gated_label = True
+    w.manager.admission.reconcile(w.clock.now())
+    a, b = w.state.pods["vision/a"], w.state.pods["vision/b"]
+    assert not a.gated and model.GATED not in a.labels, "admitted: not marked"
+    assert b.gated and b.labels.get(model.GATED) == "true", "waiting for quota: marked"
+    w.backend.delete("Team", "cv")
+    w.manager.admission.reconcile(w.clock.now())
+    b = w.state.pods["vision/b"]
+    assert not b.gated and model.GATED not in b.labels, "its team gone, admitted and unmarked"
 
 
 def test_admission_decides_nothing_while_a_namespace_it_counts_in_is_still_being_listed() -> None:
