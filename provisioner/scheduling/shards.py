@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from provisioner.api import labels as wk
@@ -243,11 +243,15 @@ def scope(
     owns: Callable[[str], bool],
     defaults: pool_order.ClusterDefaults,
     now: datetime,
+    cache: RouteCache | None = None,
 ) -> Scoped:
     """The part of `snap` a replica holding the pools `owns` accepts acts on. A pod whose list goes on
     beyond this replica's run is given that run as its list (so the solver cannot skip a pool another
-    replica holds), and named in `runs`."""
-    pending, runs, retry_at = take(snap.pending_pods, snap, owns=owns, defaults=defaults, now=now)
+    replica holds), and named in `runs`. With `cache` (`RouteCache`), only the pods that changed since
+    the last call are routed."""
+    pending, runs, retry_at = take(
+        snap.pending_pods, snap, owns=owns, defaults=defaults, now=now, cache=cache
+    )
     nodes = tuple(n for n in snap.nodes if _node_owned(n, owns))
     return Scoped(
         snapshot=replace(
@@ -261,27 +265,85 @@ def scope(
     )
 
 
+_Taken = tuple[list[Pod], dict[str, tuple[str, ...]], datetime | None]
+_Route = tuple[tuple[str, ...], tuple[str, ...] | None]
+"""A pod's pool order, and the run of it this replica solves it with (None: another replica takes it)."""
+
+
+@dataclass(eq=False, slots=True)
+class RouteCache:
+    """What `take` decided in its last call, for a replica that routes its pending pods on every pass:
+    kept while what a route depends on besides the pod is the same (the shards held, the pools and the
+    pool lists: `PoolLists`), so a pass routes only the pods written since the one before, not every
+    pending pod.
+    A pod seen again as the same object is taken (or not) as before; pods of one template share one
+    decision across passes. A pod that was passed on (`TRIED`) is routed at every call: its route
+    depends on the clock (`TRIED_TTL`)."""
+
+    held: object = None
+    """What `owns` answers from (the shards held): the caller sets it before each call."""
+    routed: int = 0
+    """How many pods the last call routed (not taken from the cache): in proportion to what changed."""
+    _context: tuple[object, ...] = ()
+    _pods: dict[str, tuple[Pod, Pod | None, tuple[str, ...] | None]] = field(default_factory=dict)
+    """Pod key -> (the pod as given, as taken or None, its run when not its whole list)."""
+    _memo: dict[tuple[object, ...], _Route] = field(default_factory=dict)
+    _last: tuple[Sequence[Pod], _Taken] | None = None
+    """The last call's pods and answer, when no pod of them was passed on."""
+
+    def _begin(self, lists: PoolLists, existing: frozenset[str]) -> None:
+        context = (self.held, lists, existing)
+        if context != self._context:
+            self._context = context
+            self._pods.clear()
+            self._memo.clear()
+            self._last = None
+
+
 def take(
-    pods: Iterable[Pod],
+    pods: Sequence[Pod],
     snap: Snapshot,
     *,
     owns: Callable[[str], bool],
     defaults: pool_order.ClusterDefaults,
     now: datetime,
-) -> tuple[list[Pod], dict[str, tuple[str, ...]], datetime | None]:
+    cache: RouteCache | None = None,
+) -> _Taken:
     """The pods of `pods` this replica takes (`route`), each with the run of pools it is solved with
     here as its list when that run is not its whole list; pod key -> run for those; and when the
-    first pod every pool refused starts again (`Scoped.retry_at`)."""
-    existing = {p.name for p in snap.nodepools}
+    first pod every pool refused starts again (`Scoped.retry_at`). With `cache`, a pod routed by the
+    last call and not changed since is not routed again (`RouteCache`)."""
+    existing = frozenset(p.name for p in snap.nodepools)
     lists = PoolLists.of(snap, defaults)
+    if cache is not None:
+        cache._begin(lists, existing)
+        last = cache._last
+        if last is not None and last[0] is pods:
+            cache.routed = 0
+            return last[1]
     taken: list[Pod] = []
     runs: dict[str, tuple[str, ...]] = {}
-    # Pods of one template route alike: decided once per distinct input, not once per pod.
-    memo: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...] | None]] = {}
+    # Pods of one template route alike: decided once per distinct input, not once per pod (and, with a
+    # cache, once per context: a passed-on pod's decision depends on `now`, so only within this call).
+    memo: dict[tuple[object, ...], _Route] = cache._memo if cache is not None else {}
+    memo_now: dict[tuple[object, ...], _Route] = {}
+    seen = cache._pods if cache is not None else {}
+    kept: dict[str, tuple[Pod, Pod | None, tuple[str, ...] | None]] = {}
+    routed = 0
     retry_at: datetime | None = None
     for pod in pods:
+        entry = seen.get(pod.key)
+        if entry is not None and entry[0] is pod:
+            kept[pod.key] = entry
+            if entry[1] is not None:
+                taken.append(entry[1])
+                if entry[2] is not None:
+                    runs[pod.key] = entry[2]
+            continue
+        routed += 1
         ann = pod.annotations
         pinned = pod.node_selector.get(wk.NODEPOOL)
+        passed = ann.get(TRIED)
         key = (
             pod.namespace,
             ann.get(wk.NODEPOOLS),
@@ -289,26 +351,36 @@ def take(
             # Whether it asks for GPUs matters only to a pod naming no pool (reading its requests was a
             # quarter of a replica's CPU with 10,000 pods pending).
             None if pinned or pod.nodepools else pool_order.asks_for_gpus(pod) > 0,
-            ann.get(TRIED),
+            passed,
             ann.get(TRIED_AT),
         )
-        hit = memo.get(key)
+        decided = memo if passed is None else memo_now
+        hit = decided.get(key)
         if hit is None:
             order = lists.order(pod)
             pools = [p for p in order if p in existing]
             tried = still_tried(pod, pools, now)
-            hit = memo[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
+            hit = decided[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
             at = tried_pools(pod)[1]
             if pools and at is not None and tried.issuperset(pools):
                 retry_at = min(retry_at or at + TRIED_TTL, at + TRIED_TTL)
         order, run = hit
-        if run is None:
-            continue
-        if tuple(order) != run:
-            pod = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
-            runs[pod.key] = run
-        taken.append(pod)
-    return taken, runs, retry_at
+        out: Pod | None = None
+        partial: tuple[str, ...] | None = None
+        if run is not None:
+            out = pod
+            if tuple(order) != run:
+                out = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
+                partial = runs[pod.key] = run
+            taken.append(out)
+        if passed is None:
+            kept[pod.key] = (pod, out, partial)
+    answer = (taken, runs, retry_at)
+    if cache is not None:
+        cache._pods = kept
+        cache.routed = routed
+        cache._last = (pods, answer) if len(kept) == len(pods) else None
+    return answer
 
 
 def _node_owned(node: StateNode, owns: Callable[[str], bool]) -> bool:
