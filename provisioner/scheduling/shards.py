@@ -24,6 +24,7 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -54,8 +55,9 @@ def _score(key: str, candidate: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+@functools.lru_cache(maxsize=4096)
 def shard_of(pool: str, shards: int) -> int:
-    """The shard a pool is in, 0 <= shard < `shards`."""
+    """The shard a pool is in, 0 <= shard < `shards` (remembered: every pod label and route asks)."""
     if shards < 1:
         raise ValueError(f"shards: {shards} is not allowed; at least 1")
     return max(range(shards), key=lambda i: _score(pool, str(i)))
@@ -252,7 +254,7 @@ def scope(
     pending, runs, retry_at = take(
         snap.pending_pods, snap, owns=owns, defaults=defaults, now=now, cache=cache
     )
-    nodes = tuple(n for n in snap.nodes if _node_owned(n, owns))
+    nodes = cache._owned_nodes(snap.nodes, owns) if cache is not None else _owned_nodes(snap.nodes, owns)
     return Scoped(
         snapshot=replace(
             snap,
@@ -290,6 +292,8 @@ class RouteCache:
     _memo: dict[tuple[object, ...], _Route] = field(default_factory=dict)
     _last: tuple[Sequence[Pod], _Taken] | None = None
     """The last call's pods and answer, when no pod of them was passed on."""
+    _nodes: tuple[tuple[StateNode, ...], tuple[StateNode, ...]] | None = None
+    """The last nodes `scope` was given, and those of them of the pools held (or of no pool)."""
 
     def _begin(self, lists: PoolLists, existing: frozenset[str]) -> None:
         context = (self.held, lists, existing)
@@ -298,6 +302,17 @@ class RouteCache:
             self._pods.clear()
             self._memo.clear()
             self._last = None
+            self._nodes = None
+
+    def _owned_nodes(
+        self, nodes: tuple[StateNode, ...], owns: Callable[[str], bool]
+    ) -> tuple[StateNode, ...]:
+        """`_owned_nodes`, the same answer while the snapshot's nodes are (only Nodes and NodeClaims
+        written change them; the pods arriving do not)."""
+        last = self._nodes
+        if last is None or last[0] is not nodes:
+            last = self._nodes = (nodes, _owned_nodes(nodes, owns))
+        return last[1]
 
 
 def take(
@@ -383,9 +398,9 @@ def take(
     return answer
 
 
-def _node_owned(node: StateNode, owns: Callable[[str], bool]) -> bool:
-    pool = node.nodepool
-    return pool is None or owns(pool)
+def _owned_nodes(nodes: Iterable[StateNode], owns: Callable[[str], bool]) -> tuple[StateNode, ...]:
+    """The nodes of the pools `owns` accepts, and those of no pool."""
+    return tuple(n for n in nodes if (pool := n.nodepool) is None or owns(pool))
 
 
 def passed_on(run: Sequence[str], pod: Pod, now: datetime) -> dict[str, str]:

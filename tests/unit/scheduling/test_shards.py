@@ -251,18 +251,17 @@ def test_a_pass_routes_only_the_pods_written_since_the_last_one() -> None:
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["write", "pass-on", "delete", "pools", "held", "time"]),
+            st.sampled_from(["write", "pass-on", "delete", "node", "pools", "held", "time"]),
             st.integers(0, 7),
             st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True),
         ),
         max_size=25,
     )
 )
-def test_routing_with_the_cache_answers_as_routing_every_pod_afresh(
-    steps: list[tuple[str, int, list[str]]],
-) -> None:
+def test_a_view_made_with_the_cache_is_the_view_made_afresh(steps: list[tuple[str, int, list[str]]]) -> None:
     cache = shards.RouteCache()
     pending = {f"p{i}": pod(f"p{i}", pools=("a", "b")) for i in range(8)}
+    nodes: tuple[StateNode, ...] = ()  # the same tuple until a node is written, as a snapshot's
     existing = ["a", "b", "c"]
     held = {"a", "c"}
     now = NOW
@@ -272,11 +271,13 @@ def test_routing_with_the_cache_answers_as_routing_every_pod_afresh(
             pending[name] = pod(name, pools=tuple(names))
         elif what == "pass-on":
             at = (now - timedelta(minutes=i)).isoformat()
-            pending[name] = pod(
-                name, pools=tuple(names), annotations={shards.TRIED: ",".join(names), shards.TRIED_AT: at}
-            )
+            tried = {shards.TRIED: ",".join(names), shards.TRIED_AT: at}
+            pending[name] = pod(name, pools=tuple(names), annotations=tried)
         elif what == "delete":
             pending.pop(name, None)
+        elif what == "node":
+            claim = node_claim(f"n{i}", nodepool=names[0])
+            nodes = (*(n for n in nodes if n.name != f"n{i}"), StateNode(name=f"n{i}", claim=claim))
         elif what == "pools":
             existing = sorted(set(names) | {"a"})
         elif what == "held":
@@ -284,13 +285,14 @@ def test_routing_with_the_cache_answers_as_routing_every_pod_afresh(
         else:
             now += timedelta(minutes=i)
         snap = Snapshot(
+            nodes=nodes,
             pending_pods=tuple(pending[k] for k in sorted(pending)),
             nodepools=tuple(node_pool(p) for p in existing),
         )
         cache.held = frozenset(held)
-        kw = {"owns": held.__contains__, "defaults": ClusterDefaults(), "now": now}
-        fresh = shards.take(snap.pending_pods, snap, **kw)  # type: ignore[arg-type]
-        cached = shards.take(snap.pending_pods, snap, cache=cache, **kw)  # type: ignore[arg-type]
-        assert cached == fresh
-        again = shards.take(snap.pending_pods, snap, cache=cache, **kw)  # type: ignore[arg-type]
-        assert again == fresh
+        fresh = shards.scope(snap, owns=held.__contains__, defaults=ClusterDefaults(), now=now)
+        for _ in range(2):
+            cached = shards.scope(
+                snap, owns=held.__contains__, defaults=ClusterDefaults(), now=now, cache=cache
+            )
+            assert cached == fresh
