@@ -288,7 +288,8 @@ class RouteCache:
     """How many pods the last call routed (not taken from the cache): in proportion to what changed."""
     _context: tuple[object, ...] = ()
     _pods: dict[str, tuple[Pod, Pod | None, tuple[str, ...] | None]] = field(default_factory=dict)
-    """Pod key -> (the pod as given, as taken or None, its run when not its whole list)."""
+    """Pod key -> (the pod as given, as taken or None, its run when not its whole list), of the pods
+    seen lately (those gone are forgotten once they are as many as the pods)."""
     _memo: dict[tuple[object, ...], _Route] = field(default_factory=dict)
     _last: tuple[Sequence[Pod], _Taken] | None = None
     """The last call's pods and answer, when no pod of them was passed on."""
@@ -342,18 +343,18 @@ def take(
     # cache, once per context: a passed-on pod's decision depends on `now`, so only within this call).
     memo: dict[tuple[object, ...], _Route] = cache._memo if cache is not None else {}
     memo_now: dict[tuple[object, ...], _Route] = {}
+    passed_on = False
     seen = cache._pods if cache is not None else {}
-    kept: dict[str, tuple[Pod, Pod | None, tuple[str, ...] | None]] = {}
     routed = 0
     retry_at: datetime | None = None
     for pod in pods:
-        entry = seen.get(pod.key)
+        pod_key = pod.key
+        entry = seen.get(pod_key)
         if entry is not None and entry[0] is pod:
-            kept[pod.key] = entry
             if entry[1] is not None:
                 taken.append(entry[1])
                 if entry[2] is not None:
-                    runs[pod.key] = entry[2]
+                    runs[pod_key] = entry[2]
             continue
         routed += 1
         ann = pod.annotations
@@ -386,15 +387,19 @@ def take(
             out = pod
             if tuple(order) != run:
                 out = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
-                partial = runs[pod.key] = run
+                partial = runs[pod_key] = run
             taken.append(out)
-        if passed is None:
-            kept[pod.key] = (pod, out, partial)
+        if passed is not None:
+            passed_on = True
+            seen.pop(pod_key, None)
+        elif cache is not None:
+            seen[pod_key] = (pod, out, partial)
     answer = (taken, runs, retry_at)
     if cache is not None:
-        cache._pods = kept
+        if len(seen) > 2 * len(pods) + 64:  # pods gone since: forget them (the rest are kept as is)
+            cache._pods = {p.key: seen[p.key] for p in pods if p.key in seen}
         cache.routed = routed
-        cache._last = (pods, answer) if len(kept) == len(pods) else None
+        cache._last = None if passed_on else (pods, answer)
     return answer
 
 
