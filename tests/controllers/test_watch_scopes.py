@@ -165,29 +165,29 @@ def test_a_namespace_leaving_its_team_is_watched_while_a_pod_of_it_waits_behind_
 
 
 def test_a_holder_elected_after_a_namespace_left_its_team_still_watches_the_pod_waiting_there(
-    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes]
+    kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes], space: Space
 ) -> None:
     # The last holder watched the namespace, then the Team went and the Lease moved before it lifted the
     # gate: this replica never watched the namespace, and the pod is labelled for another shard.
     state, scopes = watched
-    kube_client.create(kc.NAMESPACE, _namespace("vision"))
-    kube_client.create(kc.TEAM, _team("cv", ["vision"]))
-    waiting = _pod("waiting", "vision", "2", gated=True)
+    vision = space.own(space.name("vision"))
+    kube_client.create(kc.TEAM, _team("cv", [vision]))
+    waiting = _pod("waiting", vision, "2", gated=True)
     waiting["metadata"]["labels"][model.GATED] = "true"  # as the webhook or the last holder put it
-    kube_client.create(kc.POD, waiting, namespace="vision")
+    kube_client.create(kc.POD, waiting, namespace=vision)
     kube_client.delete(kc.TEAM, "cv")
     assert scopes(frozenset({0}), False), "listed"
-    assert "vision/waiting" not in state.pods, "a shard replica: its shards' pods only"
+    assert f"{vision}/waiting" not in state.pods, "a shard replica: its shards' pods only"
     assert scopes(frozenset({0}), True), "listed"
     assert admission_namespaces(state) == frozenset(), "no team counts in it"
-    assert "vision/waiting" in state.pods, "elected, it watches every pod behind the gate"
+    assert f"{vision}/waiting" in state.pods, "elected, it watches every pod behind the gate"
     kube_client.patch(
         kc.POD,
         "waiting",
         {"metadata": {"labels": {model.GATED: None}}, "spec": {"schedulingGates": []}},
-        namespace="vision",
+        namespace=vision,
     )
-    wait_until("the pod admitted, gone from the watch", lambda: "vision/waiting" not in state.pods)
+    wait_until("the pod admitted, gone from the watch", lambda: f"{vision}/waiting" not in state.pods)
 
 
 def test_the_admission_holder_marks_a_pod_while_it_waits_and_unmarks_it_when_admitted() -> None:
