@@ -18,6 +18,11 @@ Measured:
   for every replica count, give or take a claim where a batch closed between two pods of a pool).
 
     python bench/shards.py [--replicas 1,2,4] [--pods 100000] [--pools 40] [--shards 8] [--unlabelled]
+        [--profile DIR]
+
+`--profile DIR` runs each replica under cProfile (every thread, as bench/controller.py's `--profile`) and
+writes its stats to DIR/replicas-<count>-<index>.prof as it exits: its CPU figures then count cProfile's
+own cost too, so measure without it. The times are each thread's CPU, not wall time.
 
 Each replica's watch takes only its shards' pods; the quota admission holder's (`admissionHolder`: its
 index in `cpuSecondsPerReplica`) also takes the pods labelled for no shard and those of the namespaces
@@ -63,6 +68,13 @@ class Emulator(single.TimedEmulator):
                 pod = (data.get("involvedObject") or {}).get("name", "")
                 NOMINATED_TO.setdefault(pod, set()).add(found.group(1))
         return response
+
+
+PROFILED = single.PROFILED.replace("import cProfile", "import time, cProfile").replace(
+    "cProfile.Profile()", "cProfile.Profile(time.thread_time)"
+)
+"""bench/controller.py's cProfile wrapper, timing each thread's CPU (not wall time: a thread waiting on a
+socket, a lock or the GIL costs nothing)."""
 
 
 def _objects(
@@ -131,6 +143,7 @@ def run_once(
     batch_idle: float,
     timeout: float,
     labelled: bool = True,
+    profile: str | None = None,
 ) -> dict[str, Any]:
     for arrivals in single.ARRIVALS.values():
         arrivals.clear()
@@ -143,14 +156,21 @@ def run_once(
     for doc in setup:
         client.create(single._resource(doc), doc)
     workdir = tempfile.TemporaryDirectory()
-    cmd = [sys.executable, "-m", "provisioner.cli", "run", "--cloud", "fake", "--url", server.url]
+    cmd = ["run", "--cloud", "fake", "--url", server.url]
     cmd += ["--cluster-name", "bench", "--batch-idle", str(batch_idle), "--batch-max", "600"]
     cmd += ["--interval", "0.1", "--metrics-port", "0", "--log-format", "json", "--ledger", "none"]
     cmd += ["--shards", str(shards), "--fake-state", str(Path(workdir.name) / "cloud.json")]
     logs = os.environ.get("BENCH_SHARDS_LOGS")  # a folder: each replica's log there
+
+    def program(i: int) -> list[str]:
+        if profile is None:
+            return [sys.executable, "-m", "provisioner.cli"]
+        path = str(Path(profile).resolve() / f"replicas-{replicas}-{i}.prof")
+        return [sys.executable, "-c", PROFILED.format(path=path)]
+
     procs = [
         subprocess.Popen(
-            cmd,
+            [*program(i), *cmd],
             stderr=open(f"{logs}/replica-{i}.log", "w") if logs else subprocess.DEVNULL,  # noqa: SIM115
             env={**os.environ, "PYTHONPATH": str(ROOT), "HOSTNAME": f"replica-{i}"},
         )
@@ -212,7 +232,10 @@ def main() -> None:
     parser.add_argument(
         "--unlabelled", action="store_true", help="pods without their shard label (the webhook off)"
     )
+    parser.add_argument("--profile", metavar="DIR", help="each replica's cProfile stats into this folder")
     args = parser.parse_args()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     for replicas in [int(s) for s in args.replicas.split(",") if s.strip()]:
         r = run_once(
             replicas,
@@ -222,6 +245,7 @@ def main() -> None:
             batch_idle=args.batch_idle,
             timeout=args.timeout,
             labelled=not args.unlabelled,
+            profile=args.profile,
         )
         print(
             json.dumps(

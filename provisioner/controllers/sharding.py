@@ -77,6 +77,8 @@ class Sharding:
     (`AdmissionController.counted_namespaces`). None: the state holds every pod."""
     _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
     _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
+    routes: model.RouteCache = field(default_factory=model.RouteCache, init=False)
+    """Each pending pod's route, kept across views: a view routes only the pods written since the last."""
 
     def holds_any(self) -> bool:
         return self.holds_admission() or bool(self.owned_shards())
@@ -99,7 +101,8 @@ class Sharding:
         last = self._last
         if last is not None and last[0] is snap and last[1] == held and last[2] == tick:
             return last[3]
-        scoped = model.scope(snap, owns=self._owns(held), defaults=self.defaults, now=now)
+        self.routes.held = held
+        scoped = model.scope(snap, owns=self._owns(held), defaults=self.defaults, now=now, cache=self.routes)
         self._last = (snap, held, tick, scoped)
         return scoped
 

@@ -1,5 +1,8 @@
-"""Informers: list, then watch from the list's resourceVersion, feeding ClusterState; relist on 410 Gone;
-back off on errors. One daemon thread per resource.
+"""Informers: list, then watch from the list's resourceVersion, feeding ClusterState. A watch the server
+ends (its timeoutSeconds, or the server's own request timeout) is started again from the last
+resourceVersion seen, of an event or a BOOKMARK, with no list: the server sends only what changed since.
+When that version is too old (410 Gone: compacted away), list again. Back off on errors. One daemon
+thread per resource.
 
 `StateFeeder` is the single door into ClusterState for this process: informer events and the answers to
 our own writes (KubeClusterAPI feeds the object the server returned, so a controller never acts twice on
@@ -243,7 +246,13 @@ class Informer(threading.Thread):
         self.max_backoff = max_backoff
         self.synced = threading.Event()
         self.relists = 0
+        """Lists taken: the first, then one per 410 Gone, rescope or failure that lost the position."""
+        self.watches = 0
+        """Watches opened (a watch the server ended is followed by another, from `resource_version`)."""
+        self.events = 0
+        """Watch events applied (ADDED, MODIFIED, DELETED): what a resumed watch replays shows here."""
         self.resource_version: str | None = None
+        """The newest resourceVersion seen (a list's, an event's or a bookmark's): where a watch resumes."""
         self._scope = threading.Condition()
         self._wanted: str | None = selector
         """The label selector asked for (None: every object)."""
@@ -302,6 +311,7 @@ class Informer(threading.Thread):
             return self._listed != (self._wanted,)
 
     def _opened(self, end: Callable[[], None]) -> None:
+        self.watches += 1
         with self._scope:
             if self._listed == (self._wanted,) and not self.halted.is_set():
                 self._end_watch = end
@@ -333,8 +343,10 @@ class Informer(threading.Thread):
             self.resource_version = rv or self.resource_version
             return
         if kind in ("ADDED", "MODIFIED"):
+            self.events += 1
             self.feeder.upsert(self.res, obj, source=self.source)
         elif kind == "DELETED":
+            self.events += 1
             self.feeder.remove(self.res, obj, source=self.source)
         if rv:
             self.resource_version = rv

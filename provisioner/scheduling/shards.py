@@ -26,10 +26,11 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from provisioner.api import labels as wk
@@ -64,8 +65,9 @@ def _score(key: str, candidate: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+@functools.lru_cache(maxsize=4096)
 def shard_of(pool: str, shards: int) -> int:
-    """The shard a pool is in, 0 <= shard < `shards`."""
+    """The shard a pool is in, 0 <= shard < `shards` (remembered: every pod label and route asks)."""
     if shards < 1:
         raise ValueError(f"shards: {shards} is not allowed; at least 1")
     return max(range(shards), key=lambda i: _score(pool, str(i)))
@@ -253,12 +255,16 @@ def scope(
     owns: Callable[[str], bool],
     defaults: pool_order.ClusterDefaults,
     now: datetime,
+    cache: RouteCache | None = None,
 ) -> Scoped:
     """The part of `snap` a replica holding the pools `owns` accepts acts on. A pod whose list goes on
     beyond this replica's run is given that run as its list (so the solver cannot skip a pool another
-    replica holds), and named in `runs`."""
-    pending, runs, retry_at = take(snap.pending_pods, snap, owns=owns, defaults=defaults, now=now)
-    nodes = tuple(n for n in snap.nodes if _node_owned(n, owns))
+    replica holds), and named in `runs`. With `cache` (`RouteCache`), only the pods that changed since
+    the last call are routed."""
+    pending, runs, retry_at = take(
+        snap.pending_pods, snap, owns=owns, defaults=defaults, now=now, cache=cache
+    )
+    nodes = cache._owned_nodes(snap.nodes, owns) if cache is not None else _owned_nodes(snap.nodes, owns)
     return Scoped(
         snapshot=replace(
             snap,
@@ -271,27 +277,99 @@ def scope(
     )
 
 
+_Taken = tuple[list[Pod], dict[str, tuple[str, ...]], datetime | None]
+_Route = tuple[tuple[str, ...], tuple[str, ...] | None]
+"""A pod's pool order, and the run of it this replica solves it with (None: another replica takes it)."""
+
+
+@dataclass(eq=False, slots=True)
+class RouteCache:
+    """What `take` decided in its last call, for a replica that routes its pending pods on every pass:
+    kept while what a route depends on besides the pod is the same (the shards held, the pools and the
+    pool lists: `PoolLists`), so a pass routes only the pods written since the one before, not every
+    pending pod.
+    A pod seen again as the same object is taken (or not) as before; pods of one template share one
+    decision across passes. A pod that was passed on (`TRIED`) is routed at every call: its route
+    depends on the clock (`TRIED_TTL`)."""
+
+    held: object = None
+    """What `owns` answers from (the shards held): the caller sets it before each call."""
+    routed: int = 0
+    """How many pods the last call routed (not taken from the cache): in proportion to what changed."""
+    _context: tuple[object, ...] = ()
+    _pods: dict[str, tuple[Pod, Pod | None, tuple[str, ...] | None]] = field(default_factory=dict)
+    """Pod key -> (the pod as given, as taken or None, its run when not its whole list), of the pods
+    seen lately (those gone are forgotten once they are as many as the pods)."""
+    _memo: dict[tuple[object, ...], _Route] = field(default_factory=dict)
+    _last: tuple[Sequence[Pod], _Taken] | None = None
+    """The last call's pods and answer, when no pod of them was passed on."""
+    _nodes: tuple[tuple[StateNode, ...], tuple[StateNode, ...]] | None = None
+    """The last nodes `scope` was given, and those of them of the pools held (or of no pool)."""
+
+    def _begin(self, lists: PoolLists, existing: frozenset[str]) -> None:
+        context = (self.held, lists, existing)
+        if context != self._context:
+            self._context = context
+            self._pods.clear()
+            self._memo.clear()
+            self._last = None
+            self._nodes = None
+
+    def _owned_nodes(
+        self, nodes: tuple[StateNode, ...], owns: Callable[[str], bool]
+    ) -> tuple[StateNode, ...]:
+        """`_owned_nodes`, the same answer while the snapshot's nodes are (only Nodes and NodeClaims
+        written change them; the pods arriving do not)."""
+        last = self._nodes
+        if last is None or last[0] is not nodes:
+            last = self._nodes = (nodes, _owned_nodes(nodes, owns))
+        return last[1]
+
+
 def take(
-    pods: Iterable[Pod],
+    pods: Sequence[Pod],
     snap: Snapshot,
     *,
     owns: Callable[[str], bool],
     defaults: pool_order.ClusterDefaults,
     now: datetime,
-) -> tuple[list[Pod], dict[str, tuple[str, ...]], datetime | None]:
+    cache: RouteCache | None = None,
+) -> _Taken:
     """The pods of `pods` this replica takes (`route`), each with the run of pools it is solved with
     here as its list when that run is not its whole list; pod key -> run for those; and when the
-    first pod every pool refused starts again (`Scoped.retry_at`)."""
-    existing = {p.name for p in snap.nodepools}
+    first pod every pool refused starts again (`Scoped.retry_at`). With `cache`, a pod routed by the
+    last call and not changed since is not routed again (`RouteCache`)."""
+    existing = frozenset(p.name for p in snap.nodepools)
     lists = PoolLists.of(snap, defaults)
+    if cache is not None:
+        cache._begin(lists, existing)
+        last = cache._last
+        if last is not None and last[0] is pods:
+            cache.routed = 0
+            return last[1]
     taken: list[Pod] = []
     runs: dict[str, tuple[str, ...]] = {}
-    # Pods of one template route alike: decided once per distinct input, not once per pod.
-    memo: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...] | None]] = {}
+    # Pods of one template route alike: decided once per distinct input, not once per pod (and, with a
+    # cache, once per context: a passed-on pod's decision depends on `now`, so only within this call).
+    memo: dict[tuple[object, ...], _Route] = cache._memo if cache is not None else {}
+    memo_now: dict[tuple[object, ...], _Route] = {}
+    passed_on = False
+    seen = cache._pods if cache is not None else {}
+    routed = 0
     retry_at: datetime | None = None
     for pod in pods:
+        pod_key = pod.key
+        entry = seen.get(pod_key)
+        if entry is not None and entry[0] is pod:
+            if entry[1] is not None:
+                taken.append(entry[1])
+                if entry[2] is not None:
+                    runs[pod_key] = entry[2]
+            continue
+        routed += 1
         ann = pod.annotations
         pinned = pod.node_selector.get(wk.NODEPOOL)
+        passed = ann.get(TRIED)
         key = (
             pod.namespace,
             ann.get(wk.NODEPOOLS),
@@ -299,31 +377,45 @@ def take(
             # Whether it asks for GPUs matters only to a pod naming no pool (reading its requests was a
             # quarter of a replica's CPU with 10,000 pods pending).
             None if pinned or pod.nodepools else pool_order.asks_for_gpus(pod) > 0,
-            ann.get(TRIED),
+            passed,
             ann.get(TRIED_AT),
         )
-        hit = memo.get(key)
+        decided = memo if passed is None else memo_now
+        hit = decided.get(key)
         if hit is None:
             order = lists.order(pod)
             pools = [p for p in order if p in existing]
             tried = still_tried(pod, pools, now)
-            hit = memo[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
+            hit = decided[key] = (order, route(order, existing=existing, owns=owns, tried=tried))
             at = tried_pools(pod)[1]
             if pools and at is not None and tried.issuperset(pools):
                 retry_at = min(retry_at or at + TRIED_TTL, at + TRIED_TTL)
         order, run = hit
-        if run is None:
-            continue
-        if tuple(order) != run:
-            pod = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
-            runs[pod.key] = run
-        taken.append(pod)
-    return taken, runs, retry_at
+        out: Pod | None = None
+        partial: tuple[str, ...] | None = None
+        if run is not None:
+            out = pod
+            if tuple(order) != run:
+                out = replace(pod, annotations={**pod.annotations, wk.NODEPOOLS: ",".join(run)})
+                partial = runs[pod_key] = run
+            taken.append(out)
+        if passed is not None:
+            passed_on = True
+            seen.pop(pod_key, None)
+        elif cache is not None:
+            seen[pod_key] = (pod, out, partial)
+    answer = (taken, runs, retry_at)
+    if cache is not None:
+        if len(seen) > 2 * len(pods) + 64:  # pods gone since: forget them (the rest are kept as is)
+            cache._pods = {p.key: seen[p.key] for p in pods if p.key in seen}
+        cache.routed = routed
+        cache._last = None if passed_on else (pods, answer)
+    return answer
 
 
-def _node_owned(node: StateNode, owns: Callable[[str], bool]) -> bool:
-    pool = node.nodepool
-    return pool is None or owns(pool)
+def _owned_nodes(nodes: Iterable[StateNode], owns: Callable[[str], bool]) -> tuple[StateNode, ...]:
+    """The nodes of the pools `owns` accepts, and those of no pool."""
+    return tuple(n for n in nodes if (pool := n.nodepool) is None or owns(pool))
 
 
 def passed_on(run: Sequence[str], pod: Pod, now: datetime) -> dict[str, str]:

@@ -348,7 +348,9 @@ class ClusterState:
             snap = Snapshot(
                 nodes=self._joined.build(self._nodes, self._claims, self._bound, self._order),
                 pending_pods=(
-                    tuple(sorted(self._pending.values(), key=lambda p: p.key))
+                    # By key, the keys sorted as strings (no call per pod: this runs at every pass
+                    # while pods arrive).
+                    tuple(map(self._pending.__getitem__, sorted(self._pending)))
                     if "pending" in stale
                     else last.pending_pods
                 ),

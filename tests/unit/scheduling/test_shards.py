@@ -17,6 +17,7 @@ from provisioner.api import labels as wk
 from provisioner.scheduling import shards
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import Snapshot
+from provisioner.state.objects import Pod
 from provisioner.state.snapshot import StateNode
 from testkit.builders.nodes import node_claim
 from testkit.builders.pods import gpu_pod, pod
@@ -215,3 +216,83 @@ def test_pods_naming_no_pool_go_to_the_holder_of_their_gpu_or_cpu_default_and_a_
     gpu = shards.scope(snap, owns=_owns("gpu-pool"), defaults=defaults, now=NOW).snapshot.pending_pods
     assert [p.name for p in cpu] == ["plain", "listed", "listed-gpu"]
     assert [p.name for p in gpu] == ["trainer"]
+
+
+def _pods(n: int, pools: tuple[str, ...] = ("a", "b")) -> tuple[Pod, ...]:
+    return tuple(pod(f"p-{i:04d}", pools=(pools[i % len(pools)],)) for i in range(n))
+
+
+def test_a_pass_routes_only_the_pods_written_since_the_last_one() -> None:
+    cache = shards.RouteCache(held=frozenset({0}))
+    pools = (node_pool("a"), node_pool("b"))
+    pending = _pods(1000)
+
+    def take(snap: Snapshot) -> list[str]:
+        taken, _, _ = shards.take(
+            snap.pending_pods, snap, owns=_owns("a"), defaults=ClusterDefaults(), now=NOW, cache=cache
+        )
+        return [p.name for p in taken]
+
+    first = take(Snapshot(pending_pods=pending, nodepools=pools))
+    assert cache.routed == 1000 and len(first) == 500
+    assert take(Snapshot(pending_pods=pending, nodepools=pools)) == first and cache.routed == 0
+    moved = pod("p-0001", pools=("a",))  # was b's
+    changed = (*pending[:1], moved, *pending[2:], pod("p-1000", pools=("b",)))
+    assert take(Snapshot(pending_pods=changed, nodepools=pools)) == sorted([*first, "p-0001"])
+    assert cache.routed == 2, "the pod rewritten and the new one; not the 999 others"
+    cache.held = frozenset({0, 1})
+    take(Snapshot(pending_pods=changed, nodepools=pools))
+    assert cache.routed == 1001, "held shards changed: every pod again"
+    take(Snapshot(pending_pods=changed, nodepools=(*pools, node_pool("c"))))
+    assert cache.routed == 1001, "the pools changed: every pod again"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["write", "pass-on", "delete", "node", "pools", "held", "time"]),
+            st.integers(0, 7),
+            st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True),
+        ),
+        max_size=25,
+    )
+)
+def test_a_view_made_with_the_cache_is_the_view_made_afresh(steps: list[tuple[str, int, list[str]]]) -> None:
+    cache = shards.RouteCache()
+    pending = {f"p{i}": pod(f"p{i}", pools=("a", "b")) for i in range(8)}
+    nodes: tuple[StateNode, ...] = ()  # the same tuple until a node is written, as a snapshot's
+    existing = ["a", "b", "c"]
+    held = {"a", "c"}
+    now = NOW
+    for what, i, names in steps:
+        name = f"p{i}"
+        if what == "write":
+            pending[name] = pod(name, pools=tuple(names))
+        elif what == "pass-on":
+            at = (now - timedelta(minutes=i)).isoformat()
+            tried = {shards.TRIED: ",".join(names), shards.TRIED_AT: at}
+            pending[name] = pod(name, pools=tuple(names), annotations=tried)
+        elif what == "delete":
+            pending.pop(name, None)
+        elif what == "node":
+            claim = node_claim(f"n{i}", nodepool=names[0])
+            nodes = (*(n for n in nodes if n.name != f"n{i}"), StateNode(name=f"n{i}", claim=claim))
+        elif what == "pools":
+            existing = sorted(set(names) | {"a"})
+        elif what == "held":
+            held = set(names)
+        else:
+            now += timedelta(minutes=i)
+        snap = Snapshot(
+            nodes=nodes,
+            pending_pods=tuple(pending[k] for k in sorted(pending)),
+            nodepools=tuple(node_pool(p) for p in existing),
+        )
+        cache.held = frozenset(held)
+        fresh = shards.scope(snap, owns=held.__contains__, defaults=ClusterDefaults(), now=now)
+        for _ in range(2):
+            cached = shards.scope(
+                snap, owns=held.__contains__, defaults=ClusterDefaults(), now=now, cache=cache
+            )
+            assert cached == fresh
