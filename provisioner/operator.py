@@ -34,6 +34,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_http_server
 
 from provisioner import crashpoints
+from provisioner.api.team import Team
 from provisioner.clock import Clock, RealClock
 from provisioner.clusterapi import NotFoundError
 from provisioner.controllers.disruption import DisruptionSettings
@@ -50,6 +51,7 @@ from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
 from provisioner.kube.scopes import WatchScopes
 from provisioner.kube.shards import ShardLeases
+from provisioner.scheduling import shards as shard_model
 from provisioner.scheduling.pool_order import ClusterDefaults
 from provisioner.state import ClusterState
 
@@ -325,6 +327,28 @@ def _node_pods(client: kc.KubeClient) -> Callable[[str], list[dict[str, Any]]]:
     return node_pods
 
 
+def _quota_namespaces(client: kc.KubeClient) -> Callable[[frozenset[str]], frozenset[str]]:
+    """`Sharding.quota_namespaces`: the Teams listed and the namespaces' labels read at the API server."""
+
+    def quota_namespaces(namespaces: frozenset[str]) -> frozenset[str]:
+        items, _ = client.list(kc.TEAM)
+        teams = []
+        for item in items:
+            try:
+                teams.append(Team.model_validate(item))
+            except ValueError:
+                continue  # refused by the models: no quota of it applies anywhere
+        labels: dict[str, dict[str, str]] = {}
+        for ns in namespaces:
+            try:
+                labels[ns] = dict((client.get(kc.NAMESPACE, ns).get("metadata") or {}).get("labels") or {})
+            except NotFoundError:
+                continue
+        return shard_model.quota_namespaces(teams, labels) & namespaces
+
+    return quota_namespaces
+
+
 def _node_labels(client: kc.KubeClient) -> Callable[[str], dict[str, str] | None]:
     """`Sharding.node_labels`: a Node's labels read from the API server (None: no such Node)."""
 
@@ -371,6 +395,7 @@ def _leases(
             node_pods=_node_pods(client),
             counted_namespaces=scopes.counted_namespaces,
             node_labels=_node_labels(client),
+            quota_namespaces=_quota_namespaces(client),
         )
         return leases, sharding
     if not settings.leader_elect:

@@ -91,6 +91,11 @@ class AdmissionController(Reconciler):
     While a namespace quota counts in is not among them (a Team just created, a namespace just joined
     one: its list has not landed), the pass decides nothing, as its team's use would be undercounted.
     None: the state holds every pod."""
+    quota_namespaces: Callable[[frozenset[str]], frozenset[str]] | None = None
+    """Sharded replicas (`Sharding.quota_namespaces`): of the namespaces given, those a Team's quota counts
+    in at the API server now. A gated pod whose namespace is of no team in this replica's state is
+    admitted (unpinned, no quota) only once the API server agrees: the Team's watch event may come
+    after its pods' (two watches), and the pod would run past its team's quota. None: no such check."""
     gated_label: bool = False
     """Sharded replicas: a waiting pod carries `shards.GATED` (put here on one that lacks it, gated by
     hand or while the webhook was down), and loses it when admitted, so whichever replica holds admission
@@ -128,7 +133,15 @@ class AdmissionController(Reconciler):
         )
         self.last_plan = plan
         held: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+        teamed = self._teamed_at_the_api_server(plan)
         for admit in plan.admitted:
+            if admit.pool is None and admit.pod.namespace in teamed:
+                log.info(
+                    "admission: pod %s: its namespace has a Team not seen here yet; not admitting it as a pod "
+                    "of no team",
+                    admit.pod.key,
+                )
+                continue
             if admit.victims and not (reclaimed := self._reclaim(admit, now))[0]:
                 self._reclaiming.add(admit.pod.key)
                 if admit.pool is not None and reclaimed[1]:
@@ -162,6 +175,18 @@ class AdmissionController(Reconciler):
         self._reclaiming &= live
         self._write_status(snap, book, plan)
         return plan
+
+    def _teamed_at_the_api_server(self, plan: decisions.AdmissionPlan) -> frozenset[str]:
+        """The namespaces of the pods `plan` admits as pods of no team that a Team claims at the API
+        server (`quota_namespaces`); every one of them when it cannot be read."""
+        loose = frozenset(a.pod.namespace for a in plan.admitted if a.pool is None)
+        if not loose or self.quota_namespaces is None:
+            return frozenset()
+        try:
+            return self.quota_namespaces(loose)
+        except ClusterError as err:
+            log.warning("admission: cannot read the Teams: %s; not admitting pods of no team yet", err)
+            return loose
 
     def _drop_late_holds(self, gated: list[Pod], now: datetime) -> None:
         """Holds of pods gone or admitted go; a hold past `reclaim_hold` goes with an Event."""

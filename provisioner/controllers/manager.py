@@ -125,6 +125,7 @@ class Manager:
             # Its replica watches whole only the namespaces quota counts in (and its shards' pods).
             self.admission.counted_namespaces = sharding.counted_namespaces
             self.admission.gated_label = True
+            self.admission.quota_namespaces = sharding.quota_namespaces
             self.admission.cluster = sharding.admission_cluster(cluster)
         self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)

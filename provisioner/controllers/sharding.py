@@ -66,6 +66,11 @@ class Sharding:
     """A Node's labels as the API server has them (None: no such Node), for a pod bound to a Node this
     replica does not watch (another shard's: `ShardLabels` gives the pod that Node's shard). None: the
     state holds every Node."""
+    quota_namespaces: Callable[[frozenset[str]], frozenset[str]] | None = None
+    """Of the namespaces given, those whose pods a Team's quota counts at the API server now (read there,
+    not from the state): quota admission asks before it admits a gated pod of a namespace of no team in
+    its state as a pod of no team, since the Team's watch event may not have come yet. None: the state
+    is the cluster."""
     counted_namespaces: Callable[[], frozenset[str] | None] = lambda: None
     """The namespaces whose every pod the state holds (their watches listed), besides its shards' pods:
     quota admission counts a team's pods only once all its namespaces are among them

@@ -20,6 +20,7 @@ from provisioner.controllers.settings import ControllerSettings
 from provisioner.kube import client as kc
 from provisioner.kube.informers import Informers
 from provisioner.kube.scopes import WatchScopes, admission_namespaces
+from provisioner.operator import _quota_namespaces
 from provisioner.scheduling import shards as model
 from provisioner.state import ClusterState
 from testkit.builders.nodes import node_claim
@@ -150,7 +151,9 @@ def test_a_namespace_leaving_its_team_is_watched_while_a_pod_of_it_waits_behind_
     vision = space.own(space.name("vision"))
     kube_client.create(kc.TEAM, _team("cv", [vision]))
     kube_client.create(kc.POD, _pod("waiting", vision, "2", gated=True), namespace=vision)
-    wait_until("the Team in the state", lambda: "cv" in state.teams)
+    wait_until(
+        "the Team and its namespace in the state", lambda: "cv" in state.teams and vision in state.namespaces
+    )
     assert scopes(frozenset({0}), True), "listed"
     assert f"{vision}/waiting" in state.pods
     kube_client.delete(kc.TEAM, "cv")
@@ -175,7 +178,9 @@ def test_a_holder_elected_after_a_namespace_left_its_team_still_watches_the_pod_
     waiting = _pod("waiting", vision, "2", gated=True)
     waiting["metadata"]["labels"][model.GATED] = "true"  # as the webhook or the last holder put it
     kube_client.create(kc.POD, waiting, namespace=vision)
+    wait_until("the Team in the state", lambda: "cv" in state.teams)
     kube_client.delete(kc.TEAM, "cv")
+    wait_until("the Team gone from the state", lambda: "cv" not in state.teams)
     assert scopes(frozenset({0}), False), "listed"
     assert f"{vision}/waiting" not in state.pods, "a shard replica: its shards' pods only"
     assert scopes(frozenset({0}), True), "listed"
@@ -206,6 +211,22 @@ def test_the_admission_holder_marks_a_pod_while_it_waits_and_unmarks_it_when_adm
     w.manager.admission.reconcile(w.clock.now())
     b = w.state.pods["vision/b"]
     assert not b.gated and model.GATED not in b.labels, "its team gone, admitted and unmarked"
+
+
+def test_a_gated_pod_whose_team_is_not_seen_yet_is_not_admitted_as_a_pod_of_no_team(
+    kube_client: kc.KubeClient,
+) -> None:
+    # The pod's watch event came before its Team's: in this replica's state the namespace is of no team.
+    w = World(MemoryBackend, settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
+    w.apply(node_class(), node_pool("gpu"), _namespace("vision"), _pod("a", "vision", None, gated=True))
+    w.manager.admission.quota_namespaces = _quota_namespaces(kube_client)  # the API server's word
+    kube_client.create(kc.NAMESPACE, _namespace("vision"))
+    kube_client.create(kc.TEAM, _team("cv", ["vision"]))
+    w.manager.admission.reconcile(w.clock.now())
+    assert w.state.pods["vision/a"].gated, "a Team claims its namespace at the API server"
+    kube_client.delete(kc.TEAM, "cv")
+    w.manager.admission.reconcile(w.clock.now())
+    assert not w.state.pods["vision/a"].gated, "of no team there either: admitted, no quota applies"
 
 
 def test_admission_decides_nothing_while_a_namespace_it_counts_in_is_still_being_listed() -> None:
