@@ -34,6 +34,11 @@ and the hostile-input fuzzing (hypothesis, fixed seed) counts its examples as `i
     python bench/chaos.py            # both clouds, every point x 10 seeds (--jobs 2: two runs at once)
     python bench/chaos.py --quick    # 8 points once on the fake cloud, 2 on AWS (what .ci/run runs)
     python bench/chaos.py --sharded  # sharded replicas killed and moved instead (bench/chaos_shards.py)
+    python bench/chaos.py --sharded --quick --no-suites --kubeconfig ~/.kube/config  # on a real cluster
+
+With `--kubeconfig` the sharded runs go one at a time to that cluster instead of a strict server each,
+with the chart's CRDs installed (as for the controller tests: README "Running the controller tests
+against a real cluster"); each keeps to a namespace and names of its own and deletes what it made.
 
 A failing run prints its seed and the command that replays it.
 
@@ -260,12 +265,16 @@ def _team_pod(name: str) -> dict[str, Any]:
     return doc
 
 
-def run_safely(cloud_name: str, seed: int, spec: str, *, logs: Path) -> RunResult:
-    """One run; a harness error (a stand-in that would not start) fails that run, not the campaign."""
+def run_safely(
+    cloud_name: str, seed: int, spec: str, *, logs: Path, kubeconfig: str | None = None
+) -> RunResult:
+    """One run; a harness error (a stand-in that would not start) fails that run, not the campaign.
+    `kubeconfig`: a sharded run's cluster (else a strict server of its own)."""
     try:
         if spec.startswith(SHARDED):
             result = RunResult(cloud=cloud_name, seed=seed, point=spec)
-            chaos_shards.run_sharded(result, replicas=int(spec.removeprefix(SHARDED)), logs=logs)
+            replicas = int(spec.removeprefix(SHARDED))
+            chaos_shards.run_sharded(result, replicas=replicas, logs=logs, kubeconfig=kubeconfig)
             return result
         return run_one(cloud_name, seed, spec, logs=logs)
     except Exception as err:
@@ -463,7 +472,16 @@ def main() -> None:
         action="store_true",
         help="sharded replicas instead of crash points: 2 and 3 replicas per seed (--quick: one run of 3)",
     )
+    parser.add_argument(
+        "--kubeconfig", default=None, help="with --sharded: run against this cluster, one run at a time"
+    )
     args = parser.parse_args()
+    if args.kubeconfig and not args.sharded:
+        parser.error("--kubeconfig: only the sharded runs take a cluster; add --sharded")
+    if args.kubeconfig and args.jobs > 1:
+        parser.error(
+            "--kubeconfig: runs on one cluster go one at a time (each deletes what appeared meanwhile)"
+        )
     clouds = [c.strip() for c in args.clouds.split(",") if c.strip()]
     for c in clouds:
         if c not in chaos_clouds.CLOUDS:
@@ -486,7 +504,10 @@ def main() -> None:
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=max(1, args.jobs), mp_context=multiprocessing.get_context("spawn")
     ) as pool:
-        futures = [pool.submit(run_safely, cloud, seed, spec, logs=logs) for cloud, seed, spec in runs]
+        futures = [
+            pool.submit(run_safely, cloud, seed, spec, logs=logs, kubeconfig=args.kubeconfig)
+            for cloud, seed, spec in runs
+        ]
         for future in concurrent.futures.as_completed(futures):
             r = future.result()
             results.append(r)

@@ -56,6 +56,9 @@ class Fleet:
     logs: Path
     flags: list[str]
     replicas: list[Replica] = field(default_factory=list)
+    kubeconfig: str | None = None
+    """A cluster's kubeconfig, which the replicas take instead of `url`."""
+    lease_namespace: str = "default"
     changed: float = 0.0
     """When the members last changed (monotonic): a replica killed, told to leave or found dead, or (see
     `Members`) a new member's Lease first seen."""
@@ -71,7 +74,10 @@ class Fleet:
             env["PROVISIONER_CRASH_AT"] = r.crash_at
         r.starts += 1
         env["HOSTNAME"] = r.host
-        cmd = [sys.executable, "-m", "provisioner.cli", "run", *self.cloud.flags(), "--url", self.url]
+        cmd = [sys.executable, "-m", "provisioner.cli", "run", *self.cloud.flags()]
+        cmd += ["--kubeconfig", self.kubeconfig] if self.kubeconfig else ["--url", self.url]
+        if self.lease_namespace != "default":
+            cmd += ["--lease-namespace", self.lease_namespace]
         cmd += ["--cluster-name", self.cloud.cluster, "--ledger", self.ledger, *self.flags]
         cmd += ["--shards", str(SHARDS), "--lease-duration", str(LEASE)]
         with open(self.logs.with_suffix(f".r{r.slot}.{r.starts}.log"), "wb") as log:
@@ -109,9 +115,13 @@ class Fleet:
         for r in self.replicas:
             if r.leaving and not r.running():
                 r.leaving = False
+                code = r.proc.returncode if r.proc is not None else 0
+                if r.crash_at and code == -signal.SIGKILL:  # it reached its crash point on its way out
+                    r.crash_at = None
+                    self.crashes += 1
                 # -SIGTERM: told to leave before it had set up its handler (still starting up).
-                if r.proc is not None and r.proc.returncode not in (0, -signal.SIGTERM):
-                    self.problems.append(f"replica {r.host} exited {r.proc.returncode} on SIGTERM")
+                elif code not in (0, -signal.SIGTERM):
+                    self.problems.append(f"replica {r.host} exited {code} on SIGTERM")
             if r.running() or r.leaving:
                 continue
             if r.back_at is None:  # died on its own
@@ -146,13 +156,13 @@ class Fleet:
                 r.proc.wait()
 
 
-def leases(client: kc.KubeClient) -> tuple[dict[int, str], list[str]]:
-    """(shard -> the holder of its Lease, the members), counting only Leases renewed within their
-    duration."""
+def leases(client: kc.KubeClient, namespace: str = "default") -> tuple[dict[int, str], list[str]]:
+    """(shard -> the holder of its Lease, the members), counting only Leases of `namespace` (the
+    replicas' `--lease-namespace`) renewed within their duration."""
     now = datetime.now(UTC)
     shards: dict[int, str] = {}
     members: list[str] = []
-    for lease in client.request("GET", kc.LEASE.path(namespace="default"))["items"]:
+    for lease in client.request("GET", kc.LEASE.path(namespace=namespace))["items"]:
         meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
         holder, renewed = spec.get("holderIdentity"), parse_time(spec.get("renewTime"))
         duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
@@ -171,6 +181,8 @@ class Members:
 
     client: kc.KubeClient
     fleet: Fleet
+    namespace: str = "default"
+    """The replicas' `--lease-namespace`."""
     seen: set[str] = field(default_factory=set)
     settled_at: float = 0.0
     settle_times: list[float] = field(default_factory=list)
@@ -178,7 +190,7 @@ class Members:
 
     def poll(self) -> str:
         """Empty when the shards are settled, else what is not so (see `settled`); times the settling."""
-        held, members = leases(self.client)
+        held, members = leases(self.client, self.namespace)
         now = time.monotonic()
         if set(members) - self.seen:
             self.fleet.changed = now

@@ -38,8 +38,8 @@ import random
 import re
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -54,6 +54,7 @@ from provisioner.scheduling import shards as model
 from provisioner.state.objects import Pod
 from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.space import Space, Sweep
 from testkit.controllers.standins import TestBinder, cluster_controllers
 from testkit.controllers.standins import _fits as fits  # the kit binder's own rule: what fits where
 from testkit.controllers.world import gpu_pod, node_pool
@@ -121,13 +122,41 @@ def plan(seed: int, replicas: int) -> Plan:
     )
 
 
-def pools() -> tuple[str, str, str, str]:
+@dataclass(frozen=True)
+class Where:
+    """Where a run's objects live: on its own strict server, under the plain names; on a cluster
+    (`--kubeconfig`), in a Space's namespaces and under names with its suffix."""
+
+    namespace: str = "default"
+    """Of the pods that are not the team's, and of the replicas' Leases."""
+    team: str = TEAM
+    """The Team and its namespace."""
+    suffix: str = ""
+    """Of the pools' and the NodeClass's names."""
+    pools: set[str] = field(default_factory=set, compare=False)
+    """Each pool name given out (a Space deletes their claims and Nodes)."""
+
+    @classmethod
+    def of(cls, space: Space) -> Where:
+        return cls(space.namespace, space.own(space.name(TEAM)), space.token, space.pools)
+
+    def name(self, base: str) -> str:
+        return f"{base}-{self.suffix}" if self.suffix else base
+
+    @property
+    def namespaces(self) -> frozenset[str]:
+        return frozenset({self.namespace, self.team})
+
+
+def pools(where: Where | None = None) -> tuple[str, str, str, str]:
     """One pool name on each shard: the spanning pods' first and next, then the team's two."""
+    where = where or Where()
     by_shard: dict[int, str] = {}
     i = 0
     while len(by_shard) < SHARDS:
-        by_shard.setdefault(model.shard_of(f"pool-{i}", SHARDS), f"pool-{i}")
+        by_shard.setdefault(model.shard_of(where.name(f"pool-{i}"), SHARDS), where.name(f"pool-{i}"))
         i += 1
+    where.pools.update(by_shard.values())
     first, second, third, fourth = (by_shard[s] for s in range(SHARDS))
     return first, second, third, fourth
 
@@ -141,21 +170,25 @@ def _pinned_to(pod: Any) -> str:
     return str((pod.raw.get("spec") or {}).get("nodeSelector", {}).get(wk.NODEPOOL, ""))
 
 
-def workload(p: Plan) -> tuple[list[list[dict[str, Any]]], dict[str, int]]:
+def workload(p: Plan, where: Where | None = None) -> tuple[list[list[dict[str, Any]]], dict[str, int]]:
     """The two waves of pods, and each pool's GPU limit."""
-    first, second, third, fourth = pools()
+    where = where or Where()
+    first, second, third, fourth = pools(where)
+    ns = where.namespace
     waves: list[list[dict[str, Any]]] = [[], []]
     either = [{"key": wk.NODEPOOL, "operator": "In", "values": [first, second]}]
     for w in (0, 1):
         for pool in (third, fourth):
             waves[w] += [
-                gpu_pod(f"{pool}-w{w}-{i}", node_selector={wk.NODEPOOL: pool}) for i in range(p.pinned[w])
+                gpu_pod(f"{pool}-w{w}-{i}", namespace=ns, node_selector={wk.NODEPOOL: pool})
+                for i in range(p.pinned[w])
             ]
         waves[w] += [
-            gpu_pod(f"span-w{w}-{i}", pools=(first, second), required=[either]) for i in range(p.spanning[w])
+            gpu_pod(f"span-w{w}-{i}", namespace=ns, pools=(first, second), required=[either])
+            for i in range(p.spanning[w])
         ]
     for i in range(p.team):
-        doc = gpu_pod(f"{TEAM}-{i}", namespace=TEAM, owner="Job", pools=(third, fourth))
+        doc = gpu_pod(f"{TEAM}-{i}", namespace=where.team, owner="Job", pools=(third, fourth))
         doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
         waves[i % 2].append(doc)
     spanning, pinned = sum(p.spanning), sum(p.pinned) + p.team
@@ -164,46 +197,58 @@ def workload(p: Plan) -> tuple[list[list[dict[str, Any]]], dict[str, int]]:
     return waves, limits
 
 
-def run_sharded(result: RunResult, *, replicas: int, logs: Path) -> None:
-    """One sharded run (seed `result.seed`), its findings into `result`."""
+def run_sharded(result: RunResult, *, replicas: int, logs: Path, kubeconfig: str | None = None) -> None:
+    """One sharded run (seed `result.seed`), its findings into `result`: against a strict server of its
+    own, or the cluster of `kubeconfig` (in a Space of its own, everything it made deleted at the end)."""
     from bench import chaos  # chaos.py imports this module
 
     tmp = tempfile.mkdtemp(prefix="chaos-shards-")
-    server = KubeServer().start()
-    client = kc.KubeClient.connect(url=server.url)
-    backend = KubeBackend(client, RealClock())  # type: ignore[arg-type]
+    server = None if kubeconfig else KubeServer().start()
+    client = kc.KubeClient.connect(kubeconfig=kubeconfig, url=server.url if server else None)
+    sweep = Sweep(client) if kubeconfig else None
+    space = Space(client, accounts=True) if kubeconfig else None
+    where = Where.of(space) if space else Where()
+    backend = KubeBackend(client, RealClock(), cleanup=bool(kubeconfig))  # type: ignore[arg-type]
     cloud = chaos_clouds.FakeCloud(os.path.join(tmp, "fake-cloud.json"))
     ledger = f"sqlite:///{tmp}/ledger.sqlite"
     name = logs / f"sharded-seed{result.seed}-{replicas}"
-    fleet = Fleet(server.url, cloud, ledger, name, chaos.RUN_FLAGS)
+    fleet = Fleet(server.url if server else "", cloud, ledger, name, chaos.RUN_FLAGS)
+    fleet.kubeconfig, fleet.lease_namespace = kubeconfig, where.namespace
     try:
-        ShardedRun(result, plan(result.seed, replicas), backend, fleet).run()
+        ShardedRun(result, plan(result.seed, replicas), backend, fleet, where).run()
     finally:
         fleet.stop()
         result.kills = fleet.crashes + fleet.kills
         result.crashed = result.kills > 0
         result.problems += fleet.problems
         backend.close()
+        for cleanup in (space.close if space else None, sweep.sweep if sweep else None):
+            if cleanup is not None:
+                cleanup()
         client.close()
-        server.stop()
+        if server is not None:
+            server.stop()
 
 
 class ShardedRun:
     """The phases of one run: the replicas join, pods arrive while the chaos acts, users delete, garbage
     collection, the books. Every poll samples the limits, the quota and the shard Leases."""
 
-    def __init__(self, result: RunResult, p: Plan, backend: KubeBackend, fleet: Fleet) -> None:
+    def __init__(
+        self, result: RunResult, p: Plan, backend: KubeBackend, fleet: Fleet, where: Where | None = None
+    ) -> None:
         self.result = result
         self.plan = p
         self.rng = random.Random(f"sharded-targets:{result.seed}:{p.replicas}")
         """Which running replica each event takes."""
+        self.where = where or Where()
         self.backend = backend
-        self.binder = NominatedBinder(backend)
+        self.binder = NominatedBinder(backend, namespaces=self.where.namespaces)
         self.fleet = fleet
         self.cloud = fleet.cloud
-        self.waves, self.limits = workload(p)
-        self.team_pools = pools()[2:]
-        self.members = Members(backend.client, fleet)
+        self.waves, self.limits = workload(p, self.where)
+        self.team_pools = pools(self.where)[2:]
+        self.members = Members(backend.client, fleet, self.where.namespace)
         self.unsettled = "not polled yet"
         """What kept the shards from being settled at the last poll (empty: settled)."""
         self.carried: dict[str, str] = {}
@@ -252,24 +297,39 @@ class ShardedRun:
         ):
             self.result.shards_unsettled = 1
         self.result.shard_settle_seconds = round(max(self.members.settle_times, default=0.0), 2)
-        claims = set(self.backend.state.claims)
+        claims = {c.name for c in self.claims()}
         self.fleet.stop()
         self.result.ledger_lost, self.result.ledger_duplicates = chaos.ledger_books(
             self.fleet.ledger, self.carried, emptied, claims
         )
 
+    def pods(self) -> list[Pod]:
+        """The run's pods (a real cluster runs others)."""
+        return [q for q in list(self.backend.state.pods.values()) if q.namespace in self.where.namespaces]
+
+    def claims(self) -> list[Any]:
+        """The NodeClaims of the run's pools."""
+        return [c for c in list(self.backend.state.claims.values()) if c.nodepool in self.limits]
+
     def create_cluster(self) -> None:
-        self.backend.create(self.cloud.node_class())
+        klass = self.cloud.node_class()
+        klass["metadata"]["name"] = self.where.name(klass["metadata"]["name"])
+        self.backend.create(klass)
         for pool, limit in self.limits.items():
-            doc = node_pool(pool, instance_types=("g5.xlarge",), limits={wk.GPU_RESOURCE: str(limit)})
+            doc = node_pool(
+                pool,
+                instance_types=("g5.xlarge",),
+                limits={wk.GPU_RESOURCE: str(limit)},
+                node_class_name=klass["metadata"]["name"],
+            )
             doc["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
             self.backend.create(doc)
         quotas = [
             {"nodePool": t, "resources": {wk.GPU_RESOURCE: str(QUOTA)}, "overQuota": False}
             for t in self.team_pools
         ]
-        team = {"apiVersion": "provisioner.sh/v1", "kind": "Team", "metadata": {"name": TEAM}}
-        self.backend.create({**team, "spec": {"namespaces": [TEAM], "quotas": quotas}})
+        team = {"apiVersion": "provisioner.sh/v1", "kind": "Team", "metadata": {"name": self.where.team}}
+        self.backend.create({**team, "spec": {"namespaces": [self.where.team], "quotas": quotas}})
         for slot in range(self.plan.replicas):
             self.fleet.add(self.plan.crash_at if slot == self.plan.crash_slot else None)
 
@@ -291,9 +351,10 @@ class ShardedRun:
 
     def poll(self) -> None:
         self.fleet.tick()
-        cluster_controllers(self.backend)  # the not-ready taint off Ready Nodes, Terminating pods finished
+        # The not-ready taint off Ready Nodes, the run's Terminating pods finished.
+        cluster_controllers(self.backend, self.where.namespaces)
         self.binder.sync()
-        claims = list(self.backend.state.claims.values())
+        claims = self.claims()
         for pool, limit in self.limits.items():
             held = {c.name: _gpus(c.status.capacity) for c in claims if c.nodepool == pool}
             if sum(held.values()) > limit:
@@ -331,8 +392,8 @@ class ShardedRun:
         """GPUs of the team's admitted pods pinned to `pool`."""
         return sum(
             _gpus(q.requests)
-            for q in list(self.backend.state.pods.values())
-            if q.namespace == TEAM and not q.gated and not q.is_terminal and _pinned_to(q) == pool
+            for q in self.pods()
+            if q.namespace == self.where.team and not q.gated and not q.is_terminal and _pinned_to(q) == pool
         )
 
     def stranded(self) -> list[str]:
@@ -340,12 +401,14 @@ class ShardedRun:
         full = all(self.team_admitted(t) + 1 > QUOTA for t in self.team_pools)
         return sorted(
             q.key
-            for q in list(self.backend.state.pods.values())
+            for q in self.pods()
             if not (q.node_name or q.deleting or q.is_terminal) and not (q.gated and full)
         )
 
     def all_bound(self) -> bool:
-        nodes = list(self.backend.state.nodes.values())
+        nodes = [
+            n for n in list(self.backend.state.nodes.values()) if n.labels.get(wk.NODEPOOL) in self.limits
+        ]
         return (
             not self.events
             and not self.waves
@@ -354,32 +417,39 @@ class ShardedRun:
         )
 
     def collected(self) -> bool:
-        return sorted(self.cloud.live()) == sorted(self.backend.state.claims)
+        return sorted(self.cloud.live()) == sorted(c.name for c in self.claims())
 
     def instances(self) -> str:
-        return f"instances of claims {sorted(self.cloud.live())}, claims {sorted(self.backend.state.claims)}"
+        return (
+            f"instances of claims {sorted(self.cloud.live())}, claims {sorted(c.name for c in self.claims())}"
+        )
 
     def books(self) -> None:
         """Orphans, double launches, stranded pods and pods nominated twice, once GC has run."""
         # An orphan: a live instance no claim holds by its provider ID (its claim gone, or the claim
         # holding another instance).
-        tied = {c.status.provider_id for c in list(self.backend.state.claims.values())}
+        tied = {c.status.provider_id for c in self.claims()}
         path = self.cloud.state_path
         self.result.leaked = (
             sum(i.provider_id not in tied for i in saved.load(path)[0]) if os.path.exists(path) else 0
         )
         self.result.double_launches = sum(max(0, n - 1) for n in self.cloud.launches().values())
         self.result.stranded = len(self.stranded())
-        twice = {pod: sorted(c) for pod, c in nominations(self.backend.client).items() if len(c) > 1}
+        found = nominations(self.backend.client, self.where.namespaces)
+        twice = {pod: sorted(c) for pod, c in found.items() if len(c) > 1}
         self.result.nominated_twice = len(twice)
         self.result.findings += [
             f"pod {pod} nominated to NodeClaims {claims}" for pod, claims in twice.items()
         ]
 
 
-def nominated(client: kc.KubeClient) -> list[tuple[str, str]]:
-    """(pod, NodeClaim) of every `Nominated` Event, in the order they were written."""
-    events = client.request("GET", kc.EVENT.path())["items"]
+def nominated(client: kc.KubeClient, namespaces: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(pod, NodeClaim) of every `Nominated` Event (of the pods of `namespaces`, when given), in the
+    order they were written."""
+    paths = (
+        [kc.EVENT.path(namespace=ns) for ns in namespaces] if namespaces is not None else [kc.EVENT.path()]
+    )
+    events = [e for path in paths for e in client.request("GET", path)["items"]]
     events.sort(key=lambda e: int((e.get("metadata") or {}).get("resourceVersion") or 0))
     out = []
     for event in events:
@@ -390,10 +460,10 @@ def nominated(client: kc.KubeClient) -> list[tuple[str, str]]:
     return out
 
 
-def nominations(client: kc.KubeClient) -> dict[str, set[str]]:
-    """Pod -> the NodeClaims its `Nominated` Events name."""
+def nominations(client: kc.KubeClient, namespaces: Iterable[str] | None = None) -> dict[str, set[str]]:
+    """Pod -> the NodeClaims its `Nominated` Events name (of the pods of `namespaces`, when given)."""
     out: dict[str, set[str]] = {}
-    for pod, claim in nominated(client):
+    for pod, claim in nominated(client, namespaces):
         out.setdefault(pod, set()).add(claim)
     return out
 
@@ -408,7 +478,8 @@ class NominatedBinder(TestBinder):
 
     def sync(self) -> list[str]:
         state = self.backend.state
-        latest = dict(nominated(cast(KubeBackend, self.backend).client))  # the last Event wins
+        # The last Event wins.
+        latest = dict(nominated(cast(KubeBackend, self.backend).client, self.namespaces))
         # By provider ID: a Node registers before its claim's status names it.
         by_id = {c.status.provider_id: c.name for c in list(state.claims.values()) if c.status.provider_id}
         claim_of = {n.name: by_id.get(n.provider_id or "") for n in list(state.nodes.values())}
@@ -422,6 +493,8 @@ class NominatedBinder(TestBinder):
         for p in sorted(pods.values(), key=lambda p: p.key):
             if p.node_name or p.deleting or p.is_terminal or p.scheduling_gates:
                 continue
+            if self.namespaces is not None and p.namespace not in self.namespaces:
+                continue  # kube-scheduler's, on a real cluster
             mine = latest.get(p.key)
             nodes = sorted(list(state.nodes.values()), key=lambda n: (claim_of.get(n.name) != mine, n.name))
             target = next(

@@ -7,7 +7,8 @@ run where, and acts:
   a gated pod gain) and its gate removed in the same patch, so kube-scheduler and the provisioner see it
   only once it is bound to that pool; an Event and the pod condition `provisioner.sh/Admitted` say how;
 - a pod that must wait keeps its gate, gets an Event and the condition (False) with the reason and the
-  numbers, written again only when the reason changes; the condition outlives the Event;
+  numbers, written again only when the reason changes; the condition outlives the Event; with sharded
+  replicas it also carries the `provisioner.sh/admission-gated` label while it waits (`gated_label`);
 - a preemption within a team evicts the team's own lower-priority pods the same way (Event `Preempted`);
 - a reclaim evicts the chosen borrowers through the Eviction API first (PDBs honoured), with an Event
   `Reclaimed` on each; the owner's pod is admitted only when every one is gone. A victim whose eviction
@@ -33,6 +34,7 @@ from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.sharding import unlisted
 from provisioner.quota import admission, decisions, status
 from provisioner.quota.book import QuotaBook, counted
+from provisioner.scheduling import shards
 from provisioner.state import Snapshot
 from provisioner.state.objects import Pod
 
@@ -89,6 +91,10 @@ class AdmissionController(Reconciler):
     While a namespace quota counts in is not among them (a Team just created, a namespace just joined
     one: its list has not landed), the pass decides nothing, as its team's use would be undercounted.
     None: the state holds every pod."""
+    gated_label: bool = False
+    """Sharded replicas: a waiting pod carries `shards.GATED` (put here on one that lacks it, gated by
+    hand or while the webhook was down), and loses it when admitted, so whichever replica holds admission
+    next watches it, its namespace in a team or not (`provisioner.kube.scopes`)."""
     _gated: tuple[tuple[Pod, ...], list[Pod]] = field(default_factory=lambda: ((), []), init=False)
     """The pending pods last read, and those of them behind the gate: a snapshot hands back the same
     tuple while no pending pod was written, and 10,000 pending pods are not walked again each pass."""
@@ -136,6 +142,8 @@ class AdmissionController(Reconciler):
             self._holds.pop(admit.pod.key, None)
             self._admit(admit, now)
         for hold in plan.held:
+            if self.gated_label and shards.GATED not in hold.pod.labels:
+                self._label_gated(hold.pod)
             if hold.pod.key in self._reclaiming and not hold.never:
                 held[hold.pod.key] = (RECLAIM_BLOCKED, [(pool, RECLAIM_BLOCKED) for pool, _ in hold.reasons])
                 continue
@@ -185,10 +193,13 @@ class AdmissionController(Reconciler):
         spec: dict[str, Any] = {"schedulingGates": gates}
         if admit.pool is not None:
             spec["nodeSelector"] = {wk.NODEPOOL: admit.pool}
+        patch: dict[str, Any] = {"spec": spec}
+        if shards.GATED in pod.labels:
+            patch["metadata"] = {"labels": {shards.GATED: None}}
         try:
             # No resourceVersion guard: gates can only be removed after creation, so a list computed from a
             # stale read can only name a gate someone removed since, which the API server refuses (422).
-            self.cluster.patch_pod(pod.namespace, pod.name, {"spec": spec})
+            self.cluster.patch_pod(pod.namespace, pod.name, patch)
         except ClusterError as err:
             log.warning("could not admit pod %s: %s; trying again next pass", pod.key, err)
             return
@@ -214,6 +225,12 @@ class AdmissionController(Reconciler):
         self.cluster.record_event(
             kind="Pod", name=pod.name, namespace=pod.namespace, reason="Admitted", message=admit.message
         )
+
+    def _label_gated(self, pod: Pod) -> None:
+        try:
+            self.cluster.patch_pod(pod.namespace, pod.name, {"metadata": {"labels": {shards.GATED: "true"}}})
+        except ClusterError as err:
+            log.warning("could not label waiting pod %s %s: %s", pod.key, shards.GATED, err)
 
     def _tell(self, pod: Pod, *, admitted: bool, reason: str, message: str, now: datetime) -> None:
         """Event and condition for a waiting pod, only when what there is to say changed."""

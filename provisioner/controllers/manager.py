@@ -124,6 +124,8 @@ class Manager:
         if sharding is not None:
             # Its replica watches whole only the namespaces quota counts in (and its shards' pods).
             self.admission.counted_namespaces = sharding.counted_namespaces
+            self.admission.gated_label = True
+            self.admission.cluster = sharding.admission_cluster(cluster)
         self.lifecycle = LifecycleController(**shape, recorder=recorder)
         self.termination = TerminationController(**shape, recorder=recorder)
         self.gc = GarbageCollector(**everything)
@@ -143,9 +145,11 @@ class Manager:
         if sharding is not None:
             # Every replica, on the whole state: its pods' shard labels, which its pod watch selects by.
             self.controllers.insert(0, ("shardlabels", ShardLabels(**everything, sharding=sharding)))
+            quota_word = RequestQuota(**everything, counted_namespaces=sharding.counted_namespaces)
+            quota_word.cluster = sharding.admission_cluster(cluster)
             self.controllers.insert(
                 self.controllers.index(("provisioningrequests", self.requests)),
-                ("requestquota", RequestQuota(**everything, counted_namespaces=sharding.counted_namespaces)),
+                ("requestquota", quota_word),
             )
         self.recorder = recorder
         self.usage: UsageController | None = None

@@ -1,8 +1,10 @@
 """One sharded replica's part of the controllers: the ClusterState its pool controllers read (its pools,
 their nodes and claims, the pending pods it takes: `provisioner.scheduling.shards.scope`), the pass
 on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` annotation), the pods'
-`provisioner.sh/shard` label its pod watch selects by (`ShardLabels`), and the check of a node's pods at
-the API server before disruption acts on it (`Sharding.confirm`).
+`provisioner.sh/shard` label its pod watch selects by (`ShardLabels`), the check of a node's pods at
+the API server before disruption acts on it (`Sharding.confirm`), and the fences at the write: a claim
+only for a pool whose shard it holds (`ShardedCluster`), an admission only while it holds the admission
+Lease (`AdmissionCluster`).
 
 Which shards this replica holds, and whether it holds quota admission, come from outside (the Leases:
 `provisioner.kube.shards.ShardLeases`) as callables, read at every snapshot.
@@ -119,6 +121,10 @@ class Sharding:
     def cluster(self, cluster: ClusterAPI) -> ClusterAPI:
         """`cluster` as this replica's pool controllers write through it."""
         return ShardedCluster(cluster, self)
+
+    def admission_cluster(self, cluster: ClusterAPI) -> ClusterAPI:
+        """`cluster` as quota admission writes through it (`AdmissionCluster`)."""
+        return AdmissionCluster(cluster, self)
 
     def owns_now(self, pool: str) -> bool:
         """Whether this replica holds the pool's shard at this moment."""
@@ -250,6 +256,37 @@ class ShardedCluster:
         if pool is not None and not self._sharding.owns_now(pool):
             raise NotLeader(f"NodeClaim {claim.name}: this replica no longer holds pool {pool}'s shard")
         return self._cluster.create_nodeclaim(claim)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+
+class AdmissionCluster:
+    """A ClusterAPI through which quota admission writes its decisions (lifting a pod's gate, evicting for
+    a reclaim, a ProvisioningRequest's quota word) only while this replica holds the admission Lease,
+    checked at each write: a pass begun as holder whose Lease then lapsed (its renewals starved under
+    load) would otherwise go on admitting after a new holder, deciding from its own picture, took over,
+    and two deciders could admit the same room. Everything else is the cluster's."""
+
+    def __init__(self, cluster: ClusterAPI, sharding: Sharding) -> None:
+        self._cluster = cluster
+        self._sharding = sharding
+
+    def _fence(self, what: str) -> None:
+        if not self._sharding.holds_admission():
+            raise NotLeader(f"{what}: this replica no longer holds quota admission")
+
+    def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch Pod {namespace}/{name}")
+        self._cluster.patch_pod(namespace, name, patch)
+
+    def evict_pod(self, namespace: str, name: str) -> None:
+        self._fence(f"evict Pod {namespace}/{name}")
+        self._cluster.evict_pod(namespace, name)
+
+    def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        self._fence(f"patch ProvisioningRequest {namespace}/{name}")
+        self._cluster.patch_provisioning_request(namespace, name, patch)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)

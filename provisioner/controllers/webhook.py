@@ -2,7 +2,8 @@
 with a JSON patch that puts the `provisioner.sh/admission` scheduling gate on the pods of teams (which
 pods: `provisioner.quota.gate`) and, with sharded replicas, the `provisioner.sh/shard` label on every pod
 (the shard of the pool it is tried on first: `provisioner.scheduling.shards.wanted_shard`), which the
-replicas' pod watches select by.
+replicas' pod watches select by, and the `provisioner.sh/admission-gated` label on a team's pod behind
+the gate (`provisioner.scheduling.shards.GATED`), which the admission holder's watch selects by.
 
 Served over HTTPS (the chart mounts the certificate) by every replica, leader or not, from the
 ClusterState its informers keep: answering needs no write. Anything it cannot read is answered "allowed,
@@ -61,10 +62,16 @@ def review(
         book = QuotaBook(
             teams=list(state.teams.values()), departments=(), nodepools=(), namespaces=dict(state.namespaces)
         )
+        gate = gate_patch(pod, book.team_of(namespace))
         patch = [
-            *(gate_patch(pod, book.team_of(namespace)) or ()),
+            *(gate or ()),
             *_shard_patch(pod, namespace, state, shards, defaults or ClusterDefaults(), now),
         ]
+        if shards and (gate or _gated(pod)) and book.team_of(namespace) is not None:
+            labelled = bool((pod.get("metadata") or {}).get("labels")) or any(
+                op["path"] == "/metadata/labels" for op in patch
+            )
+            patch += _label_patch(labelled, model.GATED, "true")
         if patch:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
@@ -96,14 +103,21 @@ def _shard_patch(
     )
     if shard is None or (meta.get("labels") or {}).get(model.SHARD) == shard:
         return []
-    if not meta.get("labels"):
-        return [{"op": "add", "path": "/metadata/labels", "value": {model.SHARD: shard}}]
+    return _label_patch(bool(meta.get("labels")), model.SHARD, shard)
+
+
+def _gated(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod being created already carries the admission gate (gated by hand)."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    return any(isinstance(g, Mapping) and g.get("name") == wk.ADMISSION_GATE for g in gates)
+
+
+def _label_patch(labelled: bool, key: str, value: str) -> list[dict[str, Any]]:
+    """The JSON patch that sets one label; `labelled`: whether the pod has a labels map already."""
+    if not labelled:
+        return [{"op": "add", "path": "/metadata/labels", "value": {key: value}}]
     return [
-        {
-            "op": "add",
-            "path": "/metadata/labels/" + model.SHARD.replace("~", "~0").replace("/", "~1"),
-            "value": shard,
-        }
+        {"op": "add", "path": "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1"), "value": value}
     ]
 
 

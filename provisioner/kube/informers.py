@@ -1,5 +1,8 @@
-"""Informers: list, then watch from the list's resourceVersion, feeding ClusterState; relist on 410 Gone;
-back off on errors. One daemon thread per resource.
+"""Informers: list, then watch from the list's resourceVersion, feeding ClusterState. A watch the server
+ends (its timeoutSeconds, or the server's own request timeout) is started again from the last
+resourceVersion seen, of an event or a BOOKMARK, with no list: the server sends only what changed since.
+When that version is too old (410 Gone: compacted away), list again. Back off on errors. One daemon
+thread per resource.
 
 `StateFeeder` is the single door into ClusterState for this process: informer events and the answers to
 our own writes (KubeClusterAPI feeds the object the server returned, so a controller never acts twice on
@@ -42,7 +45,8 @@ class StateFeeder:
     Several informers may feed one kind (a sharded replica watches pods through several scopes: its
     shards' label selector, a namespace of a team): each is a `source`, and the state holds an object
     while some source holds it. A source's DELETED (the object gone, or out of that source's selector)
-    or relist drops only its own hold; the object leaves the state when no source holds it any more."""
+    or relist drops only its own hold; the object leaves the state when no source holds it any more, and
+    no source watching its namespace whole (`watches_whole`) is still to send its own word on it."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
@@ -55,7 +59,29 @@ class StateFeeder:
         """One frozenset per combination of sources, shared by every object it holds."""
         self._retired: set[int] = set()
         """Sources stopped for good (`retire`): what they still send is ignored."""
+        self._whole: dict[int, str] = {}
+        """Sources that watch one namespace whole (no selector): source -> namespace."""
         self._lock = threading.Lock()
+
+    def watches_whole(self, source: int, namespace: str | None) -> None:
+        """Say that `source` watches every object of `namespace` (None: it does not, or no longer). An
+        object of that namespace that leaves another source's selector stays in the state until this
+        source lets it go: its watch may lag behind the other's, and the object (still there) would
+        otherwise be missing meanwhile, as an admitted pod whose room quota then gives away again."""
+        with self._lock:
+            if namespace is None:
+                self._whole.pop(source, None)
+            else:
+                self._whole[source] = namespace
+
+    def _covering(self, res: Resource, obj: Mapping[str, Any], source: int) -> frozenset[int]:
+        """The live sources other than `source` that watch the object's namespace whole."""
+        if not res.namespaced or not self._whole:
+            return frozenset()
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        return frozenset(
+            s for s, ns in self._whole.items() if ns == namespace and s != source and s not in self._retired
+        )
 
     def _hold(self, ident: tuple[str, str], held_by: frozenset[int]) -> None:
         if held_by:
@@ -88,6 +114,11 @@ class StateFeeder:
         if deleting:
             if not self._release(ident, source):
                 return False  # another source still has it (it moved from this one's selector to its)
+            if source is not None and (whole := self._covering(res, obj, source)):
+                # Out of this source's selector, or gone: the watch of its whole namespace has it too
+                # (its events may come later), and sends its deletion if it is gone.
+                self._hold(ident, whole)
+                return False
             # Remember the version we removed at, so a late replay of the same object cannot revive it.
             held = self._versions.pop(ident, None)
             dead = self._tombstones.get(ident)
@@ -173,6 +204,7 @@ class StateFeeder:
         (its thread may be finishing a list) is ignored."""
         with self._lock:
             self._retired.add(source)
+            self._whole.pop(source, None)
             for ident, held_by in list(self._holders.items()):
                 if ident[0] == res.kind and source in held_by and self._release(ident, source):
                     self._versions.pop(ident, None)
@@ -214,7 +246,13 @@ class Informer(threading.Thread):
         self.max_backoff = max_backoff
         self.synced = threading.Event()
         self.relists = 0
+        """Lists taken: the first, then one per 410 Gone, rescope or failure that lost the position."""
+        self.watches = 0
+        """Watches opened (a watch the server ended is followed by another, from `resource_version`)."""
+        self.events = 0
+        """Watch events applied (ADDED, MODIFIED, DELETED): what a resumed watch replays shows here."""
         self.resource_version: str | None = None
+        """The newest resourceVersion seen (a list's, an event's or a bookmark's): where a watch resumes."""
         self._scope = threading.Condition()
         self._wanted: str | None = selector
         """The label selector asked for (None: every object)."""
@@ -273,6 +311,7 @@ class Informer(threading.Thread):
             return self._listed != (self._wanted,)
 
     def _opened(self, end: Callable[[], None]) -> None:
+        self.watches += 1
         with self._scope:
             if self._listed == (self._wanted,) and not self.halted.is_set():
                 self._end_watch = end
@@ -304,8 +343,10 @@ class Informer(threading.Thread):
             self.resource_version = rv or self.resource_version
             return
         if kind in ("ADDED", "MODIFIED"):
+            self.events += 1
             self.feeder.upsert(self.res, obj, source=self.source)
         elif kind == "DELETED":
+            self.events += 1
             self.feeder.remove(self.res, obj, source=self.source)
         if rv:
             self.resource_version = rv
@@ -443,6 +484,7 @@ class Informers:
                     )
                     if self._started:
                         found.start()
+                self.feeder.watches_whole(found.source, want.namespace if want.selector is None else None)
                 out[name] = found
             return out
 

@@ -3,8 +3,10 @@ label selectors of its pod, Node and NodeClaim informers, and the extra informer
 that span pools need while it holds quota admission.
 
 - Pods: those labelled with its shards (`provisioner.sh/shard`); with admission also those labelled for
-  no shard (it labels them) and every pod of each namespace quota counts in (`admission_namespaces`, a
-  namespaced watch each: a team's quota counts its pods in every pool).
+  no shard (it labels them), every pod of each namespace quota counts in (`admission_namespaces`, a
+  namespaced watch each: a team's quota counts its pods in every pool), and every pod behind the
+  admission gate (`provisioner.sh/admission-gated`, `model.GATED`: one whose namespace left its team
+  still waits for admission to lift its gate, whichever replica holds it then).
 - Nodes and NodeClaims: those of its shards' pools (their `provisioner.sh/nodepool` label), and every
   Node of no pool (capacity no replica owns); with admission every one (the garbage collector must see
   every claim, or it would take another shard's instance for an orphan; interruptions come for any).
@@ -51,6 +53,7 @@ class WatchScopes:
     """A sharded replica's watches, scoped at every `ShardLeases` step (see the module)."""
 
     UNASSIGNED = "no shard"
+    GATED = "gated"
     NAMESPACE = "namespace "
     NO_POOL = "no pool"
 
@@ -81,6 +84,7 @@ class WatchScopes:
         if admission:
             machines: str | None = None
             pods[self.UNASSIGNED] = Scope(selector=model.unassigned_selector(self.shards))
+            pods[self.GATED] = Scope(selector=model.GATED_SELECTOR)
             self.watched = admission_namespaces(self.state, self.watched)
             pods |= {self.NAMESPACE + ns: Scope(namespace=ns) for ns in sorted(self.watched)}
         else:

@@ -3,7 +3,9 @@
 A pod holds quota from the moment it is admitted (its gate lifted) until it ends or is being deleted:
 bound pods count on their node's pool, admitted pods not bound yet on the pool they are pinned to (the
 `provisioner.sh/nodepool` node selector), so pods in flight and those admitted earlier in the same pass
-are counted like pool limits count claims in flight. Pods of no team count only on their pool (they take
+are counted like pool limits count claims in flight. A pod bound to a Node the snapshot does not hold
+(`Snapshot.unplaced_pods`: the pod's watch event came before its Node's) counts on its pinned pool, else
+on the pool of the claim naming that Node: left out, its room would be admitted to another pod. Pods of no team count only on their pool (they take
 room under its limits). What pods request is compared with quotas and limits; a pool's limits bound its
 nodes' capacity, so counting requests against them lets daemon overhead slip (the solver still enforces
 the limits on nodes).
@@ -103,6 +105,21 @@ def admitted_pods(snap: Snapshot) -> Iterator[tuple[Pod, str]]:
     for pod in snap.pending_pods:
         pool = pinned_pool(pod)
         if pool is not None and holds_quota(pod):
+            yield pod, pool
+    claimed: dict[str, str] | None = None
+    for pod in snap.unplaced_pods:
+        if not holds_quota(pod):
+            continue
+        pool = pinned_pool(pod)
+        if pool is None:
+            if claimed is None:
+                claimed = {
+                    n.claim.status.node_name: n.nodepool
+                    for n in snap.nodes
+                    if n.node is None and n.claim is not None and n.claim.status.node_name and n.nodepool
+                }
+            pool = claimed.get(pod.node_name or "")
+        if pool is not None:
             yield pod, pool
 
 

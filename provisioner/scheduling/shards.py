@@ -18,7 +18,9 @@ holds what are `provisioner.kube.shards`'s, the writes the controllers'.
   next (`next_pool`), or, bound, of its node's pool (`wanted_shard`), so each replica can watch only its
   shards' pods with a label selector (`selector`). The quota admission holder also watches the pods
   whose label names no shard (`unassigned_selector`: it labels them) and every pod of the namespaces
-  quota counts in (`quota_namespaces`). A replica watches the Nodes and NodeClaims of its shards'
+  quota counts in (`quota_namespaces`), and every pod behind the admission gate wherever it is (the
+  `GATED` label), so a holder newly elected still sees a waiting pod whose namespace left its team. A
+  replica watches the Nodes and NodeClaims of its shards'
   pools by their pool label (`pool_selector`) and the Nodes of no pool (`NO_POOL_SELECTOR`).
 """
 
@@ -44,6 +46,14 @@ TRIED_AT = f"{wk.GROUP}/nodepools-tried-at"
 SHARD = f"{wk.GROUP}/shard"
 """Pod label: the shard (its index) whose holder acts on the pod next: of the pool a pending pod is tried
 on next, or of the pool of the node a bound pod runs on. Replicas watch their shards' pods by it."""
+GATED = f"{wk.GROUP}/admission-gated"
+"""Pod label (value "true") on a pod behind the admission gate, while replicas share the pools: the webhook
+puts it with the gate, the quota admission holder on a waiting pod that lacks it (gated by hand, or while
+the webhook was down), and takes it off when it lifts the gate. The admission holder watches the pods it
+selects wherever they are (`GATED_SELECTOR`): a holder elected after a waiting pod's namespace left its
+team watches no longer that namespace, yet must lift the gate (a pod of no team waits for no quota)."""
+GATED_SELECTOR = GATED
+"""The label selector of the pods carrying `GATED`."""
 TRIED_TTL = timedelta(minutes=3)
 """How long a pod that every pool of its list refused waits before it starts again from the first (the
 unavailable-offerings cache holds a stockout as long)."""

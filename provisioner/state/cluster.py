@@ -147,6 +147,8 @@ class ClusterState:
         # the kinds whose part of the snapshot must be made again.
         self._bound: dict[str, dict[str, Pod]] = {}
         self._pending: dict[str, Pod] = {}
+        self._unplaced: set[str] = set()
+        """Node names with pods bound and no Node held (`Snapshot.unplaced_pods`)."""
         self.pending = StoreView(self._pending, self._lock)
         """`namespace/name` -> the pods not bound to a node and not terminal."""
         self._order: dict[str, int] = {}
@@ -232,6 +234,13 @@ class ClusterState:
     def _changed(self, kind: str, key: str) -> None:
         if kind == "Node":
             self._joined.nodes_written.add(key)
+            if key in self._bound:
+                # A Node came for pods already bound to it, or went with pods still on it.
+                if key in self._nodes:
+                    self._unplaced.discard(key)
+                else:
+                    self._unplaced.add(key)
+                self._stale.add("unplaced")
         elif kind == "NodeClaim":
             self._joined.claims_written.add(key)
         elif kind != "Pod":
@@ -275,6 +284,9 @@ class ClusterState:
         if pod.node_name:
             self._bound.setdefault(pod.node_name, {})[pod.key] = pod
             self._joined.pods_moved.add(pod.node_name)
+            if pod.node_name not in self._nodes:
+                self._unplaced.add(pod.node_name)
+                self._stale.add("unplaced")
         else:
             self._pending[pod.key] = pod
             self._stale.add("pending")
@@ -290,6 +302,9 @@ class ClusterState:
             on_node.pop(key, None)
             if not on_node:
                 del self._bound[old.node_name]
+                self._unplaced.discard(old.node_name)
+            if old.node_name not in self._nodes:
+                self._stale.add("unplaced")
             self._joined.pods_moved.add(old.node_name)
 
     def pods_on(self, node_name: str) -> list[Pod]:
@@ -339,6 +354,11 @@ class ClusterState:
                     if "pending" in stale
                     else last.pending_pods
                 ),
+                unplaced_pods=(
+                    tuple(sorted((p for n in self._unplaced for p in self._bound[n].values()), key=_key))
+                    if "unplaced" in stale
+                    else last.unplaced_pods
+                ),
                 daemonsets=_sorted(self._daemonsets) if "DaemonSet" in stale else last.daemonsets,
                 pdbs=_sorted(self._pdbs) if "PodDisruptionBudget" in stale else last.pdbs,
                 nodepools=_sorted(self._nodepools) if "NodePool" in stale else last.nodepools,
@@ -376,8 +396,8 @@ def snapshot_kinds() -> tuple[str, ...]:
 
 def _snapshot_parts() -> tuple[str, ...]:
     """The snapshot's parts besides its nodes, each made again only when its kind changed ("pending": the
-    pending pods)."""
-    return ("pending", *snapshot_kinds()[3:])
+    pending pods; "unplaced": the pods bound to a Node not held)."""
+    return ("pending", "unplaced", *snapshot_kinds()[3:])
 
 
 def _parse(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[str, Any]:
@@ -407,6 +427,10 @@ def _parse(kind: str, obj: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[
     if not isinstance(obj.get("template"), Mapping):
         raise ValueError(f"PodTemplate {key}: template is missing")
     return key, obj
+
+
+def _key(pod: Pod) -> str:
+    return pod.key
 
 
 def _sorted(store: Mapping[str, V]) -> tuple[V, ...]:

@@ -119,6 +119,10 @@ class Snapshot:
     nodes: tuple[StateNode, ...] = ()
     pending_pods: tuple[Pod, ...] = ()
     """Pods not bound to any node and not terminal."""
+    unplaced_pods: tuple[Pod, ...] = ()
+    """Pods bound to a Node the state does not hold, and not terminal: its watch event has not come yet
+    (the pod's came first), or it was deleted with pods still on it. No node here lists them, but they
+    take room: quota counts them (`provisioner.quota.usage`). By key."""
     daemonsets: tuple[DaemonSet, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     nodepools: tuple[NodePool, ...] = ()

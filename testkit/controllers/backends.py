@@ -24,6 +24,7 @@ from provisioner.clusterapi import (
 )
 from provisioner.kube import client as kc
 from provisioner.state import ClusterState
+from testkit.controllers.space import wait_for_service_account
 
 RESOURCES = {r.kind: r for r in (*kc.WATCHED, kc.EVENT)}
 
@@ -154,6 +155,10 @@ class KubeBackend:
             raise RuntimeError("informers did not sync")
         self.feeder = self.informers.feeder
         self.cluster = KubeClusterAPI(client, self.feeder, clock=clock, may_write=may_write)
+        self.events_before: set[str] = set()
+        """Events a real cluster held before this test (uids): `events()` leaves them out."""
+        if cleanup:
+            self.events_before = {e["metadata"]["uid"] for e in client.list(kc.EVENT)[0]}
 
     def create(self, obj: Mapping[str, Any]) -> None:
         res = RESOURCES[obj["kind"]]
@@ -179,16 +184,7 @@ class KubeBackend:
         with contextlib.suppress(ConflictError):  # there already
             self.client.create(kc.NAMESPACE, {"metadata": {"name": name}})
         if self.cleanup:  # kube-controller-manager makes the ServiceAccount a pod needs
-            path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    self.client.request("GET", path)
-                    break
-                except NotFoundError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+            wait_for_service_account(self.client, name)
         self.namespaces.add(name)
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None) -> None:
@@ -247,7 +243,9 @@ class KubeBackend:
         self.feeder.upsert(kc.POD, self.client.get(kc.POD, name, namespace=namespace))
 
     def events(self) -> list[dict[str, Any]]:
-        return list(self.client.request("GET", kc.EVENT.path()).get("items") or [])
+        """The Events written since this test's cluster began (on a real cluster, since the backend)."""
+        items = self.client.request("GET", kc.EVENT.path()).get("items") or []
+        return [e for e in items if e["metadata"].get("uid") not in self.events_before]
 
     def settle(self, quiet: float = 0.03, limit: float = 2.0) -> None:
         """Let watch events already sent reach the state (waits for quiet, never asserts on time)."""
@@ -280,4 +278,5 @@ class KubeBackend:
         self.informers.stop()
         again = KubeBackend(self.client, self.clock, cleanup=self.cleanup)
         again.created = self.created
+        again.events_before = self.events_before
         return again

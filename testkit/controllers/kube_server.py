@@ -12,8 +12,12 @@ defaulted, CEL rules), optimistic concurrency (a patch carrying a stale metadata
 the object ignores status), graceful deletion (a bound pod stays Terminating until deleted again with
 grace 0; finalizers hold any object, and none may be added once it is going), scheduling gates that can
 only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
-(PDBs checked, 429 when they forbid; the pod then terminates gracefully), and a `compact()` hook that
-makes watches from older versions answer 410 Gone.
+(PDBs checked, 429 when they forbid; the pod then terminates gracefully), and watches as a real server
+serves them (testkit/controllers/kube_watch.py): from resourceVersion unset or "0" the current objects
+then the changes, from an exact version only the changes after it (from a bounded history per resource,
+`store.history` events; older, or older than a `compact()`, answers 410 Gone), a selector's watch
+resumed at a version judging each object by the version it had then, an end after `timeoutSeconds`, and
+BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule).
 
 Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
 request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
@@ -44,8 +48,9 @@ from kmock._internal import enums, parsing, rendering
 from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
 from testkit.controllers import kube_rules as rules
+from testkit.controllers import kube_watch
 from testkit.controllers.crd_schema import Invalid
-from testkit.controllers.kube_store import Store, Version, encode
+from testkit.controllers.kube_store import Expired, Store, Version, encode
 
 RESOURCES = [*kc.WATCHED, kc.EVENT, kc.LEASE]
 _KINDS = {r.plural: r.kind for r in RESOURCES}
@@ -76,8 +81,12 @@ def _res(r: kc.Resource) -> kmock.resource:
 class FilledEmulator(kmock.KubernetesEmulator):
     rv: int = 0
     compacted_below: int = 0
+    """Watches from a resourceVersion below this one answer 410 Gone (`compact`)."""
     store: Store = attrs.field(factory=Store)
-    """The objects of `RESOURCES` and their open watches (kmock's own store holds any other resource)."""
+    """The objects of `RESOURCES`, their history and open watches (kmock's own store holds any other
+    resource); `store.history` is how many events of each resource a watch can resume within."""
+    timing: kube_watch.Timing = attrs.field(factory=kube_watch.Timing)
+    """A watch's timers: its default timeout and bookmarks (a test may set shorter ones)."""
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
     fail_next: dict[str, int] = attrs.field(factory=dict)
     """`"POST nodeclaims"` -> how many such requests answer an error (chaos for the tests)..."""
@@ -110,7 +119,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
         return str(self.rv)
 
     def compact(self) -> None:
-        """Forget history: watches from any version seen so far answer 410 Gone."""
+        """Forget history: watches from any version seen so far answer 410 Gone (callable from any
+        thread: one assignment)."""
         self.compacted_below = self.rv + 1
 
     def __iter__(self) -> Iterator[rendering.Request]:
@@ -279,10 +289,11 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if new == old:  # a no-op write: no new resourceVersion, no watch event
             return _answer(encode(old))
         new["metadata"]["resourceVersion"] = self._next_rv()
-        version = self.store.put(res.plural, new, "MODIFIED")
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            self.store.remove(res.plural, new)  # going, and nothing (any longer) holds it
-        return _answer(version.json)
+            # Going, and nothing (any longer) holds it: removed by this write, one DELETED event at its
+            # version (no MODIFIED at the same version, which a watch resumed there would never see).
+            return _answer(self.store.remove(res.plural, new).json)
+        return _answer(self.store.put(res.plural, new, "MODIFIED").json)
 
     def _delete(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
         obj = self._held(res, request.namespace, request.name).obj
@@ -376,43 +387,39 @@ class FilledEmulator(kmock.KubernetesEmulator):
     async def _serve_watch_stream(
         self, request: rendering.Request, res: kc.Resource
     ) -> aiohttp.web.StreamResponse:
+        """A watch as kube-apiserver serves one (testkit/controllers/kube_watch.py)."""
         raw_request = request._raw_request
         assert raw_request is not None
         matches = _selected(request)
+        asked = kube_watch.query(request.params, self.timing)
         response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(raw_request)
-        since = request.params.get("resourceVersion")
-        if since and since.isdigit() and int(since) < self.compacted_below:
-            gone = {
-                "type": "ERROR",
-                "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
-            }
-            await response.write(encode(gone) + b"\n")
+        try:
+            if asked.since is not None and asked.since < self.compacted_below:
+                raise Expired(asked.since, self.compacted_below)
+            watch, events = self.store.watch(
+                res.plural, request.namespace, request.name, matches, asked.since
+            )
+        except Expired as err:
+            await response.write(kube_watch.gone(str(err)))
             await response.write_eof()
             return response
         task = asyncio.current_task()
         if task is not None:
             self.watches.add(task)
-        watch, events = self.store.watch(res.plural, request.namespace, request.name, matches)
         try:
-            while True:
-                for start in range(0, len(events), _CHUNK):
-                    lines = [watch.line(e) for e in events[start : start + _CHUNK]]
-                    data = b"".join(line for line in lines if line)
-                    if data:
-                        await response.write(data)
-                await watch.ready.wait()
-                events = watch.drain()
+            await kube_watch.stream(
+                response, watch, events, res=res, asked=asked, timing=self.timing, newest=lambda: self.rv
+            )
         except ConnectionError:  # the client went away
-            return response
+            pass
         finally:
             self.store.unwatch(res.plural, watch)
             if task is not None:
                 self.watches.discard(task)
+        return response
 
 
-_CHUNK = 500
-"""Watch events written in one go at most (a watch's first events may be every object of a resource)."""
 _SUCCESS = encode({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201})
 _SERVED: dict[tuple[str | None, str | None, str | None], kc.Resource] = {
     (r.group, r.version, r.plural): r for r in RESOURCES

@@ -1,6 +1,7 @@
 """The strict API server's objects and open watches (testkit/controllers/kube_server.py serves them over
-HTTP): the current version of each object, indexed by resource and then by (namespace, name), and each
-open watch with what it has sent.
+HTTP): the current version of each object, indexed by resource and then by (namespace, name), a bounded
+history of each resource's events (what a watch from a resourceVersion replays), and each open watch
+with what it has sent.
 
 Made for 100,000 pods: a get, create, patch or delete is a key lookup; an event is queued once per open
 watch of its resource, and the selector test is the only per-watch work; each stored version is encoded
@@ -8,13 +9,15 @@ to JSON once, and an event line once per event type, however many responses, lis
 This holds because a stored object is never changed in place: every write stores a new dict (`put`), so
 a version, its encoding and the events that carry it stay what they were when written.
 
-Only lists and a watch's first events read every object of one resource (as a real server's cache does).
+Only lists and a watch's first events read every object of one resource (as a real server's cache does);
+a watch from a resourceVersion reads only the history after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -49,16 +52,26 @@ class Version:
         return meta.get("namespace"), meta["name"]
 
 
+def version_of(obj: Mapping[str, Any]) -> int:
+    """An object's metadata.resourceVersion as a number (0 when it has none)."""
+    rv = obj["metadata"].get("resourceVersion")
+    return int(rv) if rv else 0
+
+
 class Event:
-    """A watch event: a type and the version it carries; its line (as each type a watch may send it as:
-    a MODIFIED event reaches a watch whose selector it enters as ADDED, one it leaves as DELETED) is
-    encoded once for all the watches that send it."""
+    """A watch event: a type, the version it carries (and its resourceVersion) and the version it
+    replaced (None for a creation: a watch that began after it tells by it whether it had sent the
+    object); its line (as each type a watch may send it as: a MODIFIED event reaches a watch whose
+    selector it enters as ADDED, one it leaves as DELETED) is encoded once for all the watches that send
+    it."""
 
-    __slots__ = ("_lines", "type", "version")
+    __slots__ = ("_lines", "prev", "rv", "type", "version")
 
-    def __init__(self, type_: str, version: Version) -> None:
+    def __init__(self, type_: str, version: Version, prev: Version | None = None) -> None:
         self.type = type_
         self.version = version
+        self.prev = prev
+        self.rv = version_of(version.obj)
         self._lines: dict[str, bytes] = {}
 
     def line(self, type_: str) -> bytes:
@@ -68,15 +81,32 @@ class Event:
         return found
 
 
+class Expired(Exception):
+    """A watch from a resourceVersion whose later events the history no longer holds (410 Gone)."""
+
+    def __init__(self, since: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {since} ({oldest})")
+
+
 class Watch:
     """One open watch: its scope (namespace, name: None for any), its selectors, the objects it has sent
-    and not yet deleted, and its queue of events not yet written."""
+    and not yet deleted, and its queue of events not yet written.
 
-    def __init__(self, namespace: str | None, name: str | None, matches: Matcher) -> None:
+    A watch that began with every object (`since` None) knows what it sent. One that began at a
+    resourceVersion (its client holds that version's objects) learns it per object from the first event
+    of the object it meets: the client holds the object if the version that event replaced matches."""
+
+    def __init__(
+        self, namespace: str | None, name: str | None, matches: Matcher, since: int | None = None
+    ) -> None:
         self.namespace = namespace
         self.name = name
         self.matches = matches
         self.sent: set[Key] = set()
+        self.known: set[Key] | None = None if since is None else set()
+        """Objects whose place in `sent` is known (None: every object's, the watch began with all)."""
+        self.after = since or 0
+        """Events at or before this resourceVersion are not sent (a watch from a version not reached)."""
         self.queue: collections.deque[Event] = collections.deque()
         self.ready = asyncio.Event()
 
@@ -99,6 +129,12 @@ class Watch:
             self.name is not None and key[1] != self.name
         ):
             return None
+        if self.known is not None and key not in self.known:
+            if event.rv <= self.after:
+                return None
+            self.known.add(key)
+            if event.prev is not None and self.matches(event.prev.obj):
+                self.sent.add(key)
         if event.type == "DELETED":
             if key in self.sent:
                 self.sent.discard(key)
@@ -115,12 +151,17 @@ class Watch:
 
 
 class Store:
-    """Objects by resource (its plural) and key, in the order they were created; open watches by
-    resource."""
+    """Objects by resource (its plural) and key, in the order they were created; the last `history`
+    events of each resource, in resourceVersion order; open watches by resource."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: int = 10_000) -> None:
         self._objects: dict[str, dict[Key, Version]] = collections.defaultdict(dict)
         self._watches: dict[str, set[Watch]] = collections.defaultdict(set)
+        self.history = history
+        """How many events of each resource are kept for watches from a resourceVersion."""
+        self._history: dict[str, collections.deque[Event]] = collections.defaultdict(collections.deque)
+        self._dropped: dict[str, int] = {}
+        """The resourceVersion of each resource's newest event dropped from its history."""
 
     def get(self, plural: str, namespace: str | None, name: str) -> Version | None:
         return self._objects[plural].get((namespace, name))
@@ -139,26 +180,44 @@ class Store:
         """Store a new version (never change `obj` afterwards) and send it to the resource's watches as
         `type_` (ADDED or MODIFIED)."""
         version = Version(obj)
-        self._objects[plural][version.key] = version
-        self._send(plural, Event(type_, version))
+        held, key = self._objects[plural], version.key
+        prev = held.get(key)
+        held[key] = version
+        self._send(plural, Event(type_, version, prev))
         return version
 
     def remove(self, plural: str, obj: dict[str, Any]) -> Version:
         """Forget the object and send DELETED with this last version of it."""
         version = Version(obj)
-        self._objects[plural].pop(version.key, None)
-        self._send(plural, Event("DELETED", version))
+        prev = self._objects[plural].pop(version.key, None)
+        self._send(plural, Event("DELETED", version, prev))
         return version
 
     def _send(self, plural: str, event: Event) -> None:
+        history = self._history[plural]
+        history.append(event)
+        while len(history) > self.history:
+            self._dropped[plural] = history.popleft().rv
         for watch in self._watches.get(plural, ()):
             watch.offer(event)
 
     def watch(
-        self, plural: str, namespace: str | None, name: str | None, matches: Matcher
+        self, plural: str, namespace: str | None, name: str | None, matches: Matcher, since: int | None = None
     ) -> tuple[Watch, list[Event]]:
-        """Open a watch and hand back its first events (ADDED for every object in its scope now): taken in
-        one step, so no write falls between the two."""
+        """Open a watch and hand back its first events, taken in one step, so no write falls between the
+        two: with `since` None, ADDED for every object in its scope now; else the events after that
+        resourceVersion (`Expired` when the history no longer holds them all)."""
+        if since is not None:
+            dropped = self._dropped.get(plural, 0)
+            if since < dropped:
+                raise Expired(since, dropped + 1)
+            history = self._history[plural]
+            start = len(history)
+            while start and history[start - 1].rv > since:
+                start -= 1
+            watch = Watch(namespace, name, matches, since)
+            self._watches[plural].add(watch)
+            return watch, list(itertools.islice(history, start, None))
         watch = Watch(namespace, name, matches)
         self._watches[plural].add(watch)
         held = self._objects[plural]

@@ -8,7 +8,7 @@ finished, and on a real cluster each Node's Lease renewed, so it is not marked u
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,12 @@ if TYPE_CHECKING:
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
-def cluster_controllers(backend: Backend) -> None:
+def cluster_controllers(backend: Backend, namespaces: Collection[str] | None = None) -> None:
     """What kube-controller-manager's node-lifecycle controller and the kubelets do on a real cluster:
     each Node's Lease is renewed (on a real cluster), the `not-ready` taint TaintNodesByCondition puts on
     a new Node comes off once it is Ready, and a Terminating pod is finished (its kubelet stops the
-    containers, then deletes it with grace 0)."""
+    containers, then deletes it with grace 0): of `namespaces` only, when given (a real cluster's own
+    pods have their kubelets)."""
     for node in list(backend.state.nodes.values()):
         if not node.deleting:
             with contextlib.suppress(ClusterError):
@@ -38,7 +39,9 @@ def cluster_controllers(backend: Backend) -> None:
             kept = [t.to_dict() for t in node.taints if t.key != NOT_READY_TAINT]
             with contextlib.suppress(ClusterError):  # a conflict or an injected fault: next tick
                 backend.patch("Node", node.name, guarded(node_rv(node), {"spec": {"taints": kept}}))
-    for pod in [p for p in backend.state.pods.values() if p.deleting]:
+    for pod in [p for p in list(backend.state.pods.values()) if p.deleting]:
+        if namespaces is not None and pod.namespace not in namespaces:
+            continue
         with contextlib.suppress(ClusterError):
             backend.finish_pod(pod.namespace, pod.name)
 
@@ -128,6 +131,9 @@ class TestBinder:
     """Binds pending pods to a node they fit, else marks them PodScheduled=False/Unschedulable."""
 
     backend: Backend
+    namespaces: frozenset[str] | None = None
+    """Bind only the pods of these namespaces (None: every pod; on a real cluster, kube-scheduler has the
+    others)."""
 
     def sync(self) -> list[str]:
         bound: list[str] = []
@@ -139,6 +145,8 @@ class TestBinder:
         for p in sorted(state.pods.values(), key=lambda p: p.key):
             # kube-scheduler leaves a pod with scheduling gates alone: not bound, not Unschedulable.
             if p.node_name or p.deleting or p.is_terminal or p.scheduling_gates:
+                continue
+            if self.namespaces is not None and p.namespace not in self.namespaces:
                 continue
             target = next(
                 (

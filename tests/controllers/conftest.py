@@ -1,10 +1,13 @@
 """Fixtures: a Kubernetes API over real HTTP (a fresh strict kmock-based server per test, or the cluster
 named by PROVISIONER_TEST_KUBECONFIG), and `world` factories over it or over the in-memory cluster.
 
-On a real cluster (any conformant one: kind, k3s, a managed one, with the chart's CRDs installed) the
-worlds create the namespaces they use, delete everything they made when the test ends (passed or not),
-and assume no kubelet: testkit/controllers/world.py registers Nodes for launched instances and finishes
-Terminating pods itself. Tests that inspect or fault the imitation are skipped there."""
+On a real cluster (any conformant one: kind, k3s, a managed one, with the chart's CRDs installed; or the
+standalone strict server, `python -m testkit.controllers.serve`) the worlds create the namespaces they
+use and assume no kubelet: testkit/controllers/world.py registers Nodes for launched instances and
+finishes Terminating pods itself. Whatever a test made is deleted when it ends, passed or not: the
+worlds delete what they made, and a sweep (testkit/controllers/space.py) deletes anything else that
+appeared meanwhile (what the tests' own clients and the controllers wrote). Tests that inspect or fault
+the imitation are skipped there."""
 
 from __future__ import annotations
 
@@ -17,9 +20,25 @@ import pytest
 from provisioner.kube import client as kc
 from testkit.controllers.backends import KubeBackend, MemoryBackend
 from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.space import NamespaceSweep, Space, Sweep
 from testkit.controllers.world import World
 
 REAL_CLUSTER = os.environ.get("PROVISIONER_TEST_KUBECONFIG")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _namespaces_swept() -> Iterator[None]:
+    """On a real cluster, the namespaces the session made are deleted when it ends."""
+    if not REAL_CLUSTER:
+        yield
+        return
+    client = kc.KubeClient.connect(kubeconfig=REAL_CLUSTER)
+    sweep = NamespaceSweep(client)
+    try:
+        yield
+        sweep.sweep()
+    finally:
+        client.close()
 
 
 @pytest.fixture
@@ -41,10 +60,24 @@ def kube_client(kube_server: KubeServer | None) -> Iterator[kc.KubeClient]:
     else:
         assert kube_server is not None
         client = kc.KubeClient.connect(url=kube_server.url)
+    # Torn down after every fixture that uses the client (worlds, replicas): what they left goes.
+    sweep = Sweep(client) if REAL_CLUSTER else None
     try:
         yield client
+        if sweep is not None:
+            sweep.sweep()
     finally:
         client.close()
+
+
+@pytest.fixture
+def space(kube_client: kc.KubeClient) -> Iterator[Space]:
+    """A namespace and names of the test's own, deleted with what they hold when it ends."""
+    s = Space(kube_client, accounts=bool(REAL_CLUSTER))
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 @pytest.fixture(params=["memory", "kube"])

@@ -1,15 +1,12 @@
 """The sharded runs of the reliability campaign (bench/chaos_shards.py, bench/chaos_fleet.py): what a seed
 draws, how the fleet restarts its replicas, and how the campaign reads the shard Leases and the `Nominated`
-Events it judges by (against the strict API server, as
-the campaign does). The runs themselves are processes: `.ci/run` runs one (`bench/chaos.py --sharded
---quick`)."""
+Events it judges by (in a namespace of the test's own, so on a real cluster too). The runs themselves are
+processes: `.ci/run` runs one (`bench/chaos.py --sharded --quick`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
-
-import pytest
 
 from bench import chaos, chaos_fleet, chaos_shards
 from provisioner.clock import isoformat
@@ -17,9 +14,7 @@ from provisioner.crashpoints import POINTS
 from provisioner.kube import client as kc
 from provisioner.kube.shards import MEMBER_LABEL
 from provisioner.scheduling import shards as model
-from tests.controllers.conftest import REAL_CLUSTER
-
-pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="reads every Lease and Event of its namespace")
+from testkit.controllers.space import Space
 
 
 def test_a_seed_draws_the_same_plan_every_time_and_seeds_differ() -> None:
@@ -130,11 +125,26 @@ def test_a_replica_dead_at_its_crash_point_is_started_again_and_any_other_death_
     assert left.starts == 2 and fleet.crashes == 2
 
 
-def _lease(name: str, holder: str, renewed: datetime, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def test_a_replica_told_to_leave_that_dies_at_its_crash_point_on_the_way_out_is_a_crash() -> None:
+    fleet = _Restarts(url="", cloud=cast(Any, None), ledger="", logs=cast(Any, None), flags=[])
+    armed = chaos_fleet.Replica(
+        slot=0, starts=1, proc=cast(Any, _Exited(-9)), leaving=True, back_at=1e12, crash_at="status-written:1"
+    )
+    unarmed = chaos_fleet.Replica(slot=1, starts=1, proc=cast(Any, _Exited(-9)), leaving=True, back_at=1e12)
+    fleet.replicas += [armed, unarmed]
+    fleet.tick()
+    assert fleet.crashes == 1 and armed.crash_at is None, "a crash, and disarmed"
+    assert fleet.problems == ["replica r1-1 exited -9 on SIGTERM"], "killed with no crash point: a problem"
+    assert armed.starts == unarmed.starts == 1, "each comes back only at its time"
+
+
+def _lease(
+    namespace: str, name: str, holder: str, renewed: datetime, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
         "spec": {
             "holderIdentity": holder,
             "leaseDurationSeconds": chaos_fleet.LEASE,
@@ -144,33 +154,39 @@ def _lease(name: str, holder: str, renewed: datetime, labels: dict[str, str] | N
     }
 
 
-def test_only_leases_renewed_within_their_duration_count(kube_client: kc.KubeClient) -> None:
+def test_only_leases_renewed_within_their_duration_count(kube_client: kc.KubeClient, space: Space) -> None:
     now = datetime.now(UTC)
     stale = now - timedelta(seconds=chaos_fleet.LEASE + 60)
     member = {MEMBER_LABEL: "provisioner"}
+    ns = space.namespace
     for doc in (
-        _lease("provisioner-shard-0", "r0-1-aaaaaa", now),
-        _lease("provisioner-shard-1", "r1-1-bbbbbb", stale),
-        _lease("provisioner-member-r0-1-aaaaaa", "r0-1-aaaaaa", now, member),
-        _lease("provisioner-member-r1-1-bbbbbb", "r1-1-bbbbbb", stale, member),
-        _lease("provisioner-admission", "r1-1-bbbbbb", now),
+        _lease(ns, "provisioner-shard-0", "r0-1-aaaaaa", now),
+        _lease(ns, "provisioner-shard-1", "r1-1-bbbbbb", stale),
+        _lease(ns, "provisioner-member-r0-1-aaaaaa", "r0-1-aaaaaa", now, member),
+        _lease(ns, "provisioner-member-r1-1-bbbbbb", "r1-1-bbbbbb", stale, member),
+        _lease(ns, "provisioner-admission", "r1-1-bbbbbb", now),
     ):
-        kube_client.create(kc.LEASE, doc, namespace="default")
-    assert chaos_fleet.leases(kube_client) == ({0: "r0-1-aaaaaa"}, ["r0-1-aaaaaa"])
+        kube_client.create(kc.LEASE, doc, namespace=ns)
+    assert chaos_fleet.leases(kube_client, ns) == ({0: "r0-1-aaaaaa"}, ["r0-1-aaaaaa"])
 
 
-def test_a_pod_nominated_to_two_claims_is_found(kube_client: kc.KubeClient) -> None:
+def test_a_pod_nominated_to_two_claims_is_found(kube_client: kc.KubeClient, space: Space) -> None:
+    ns = space.namespace
+
     def nominated(pod: str, claim: str, i: int) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{pod}.{i}", "namespace": "default"},
-            "involvedObject": {"kind": "Pod", "name": pod, "namespace": "default", "apiVersion": "v1"},
+            "metadata": {"name": f"{pod}.{i}", "namespace": ns},
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": ns, "apiVersion": "v1"},
             "reason": "Nominated",
             "message": f"Pod should schedule on: nodeclaim/{claim}",
             "type": "Normal",
         }
 
     for i, (pod, claim) in enumerate([("a", "gpu-1"), ("a", "gpu-1"), ("b", "gpu-2"), ("b", "gpu-3")]):
-        kube_client.create(kc.EVENT, nominated(pod, claim, i), namespace="default")
-    assert chaos_shards.nominations(kube_client) == {"default/a": {"gpu-1"}, "default/b": {"gpu-2", "gpu-3"}}
+        kube_client.create(kc.EVENT, nominated(pod, claim, i), namespace=ns)
+    assert chaos_shards.nominations(kube_client, [ns]) == {
+        f"{ns}/a": {"gpu-1"},
+        f"{ns}/b": {"gpu-2", "gpu-3"},
+    }

@@ -127,7 +127,7 @@ def test_with_two_controllers_only_the_leader_writes(kube_client: kc.KubeClient)
         def make_backend(
             c: VirtualClock, e: LeaderElector = elector, h: dict[str, Any] = backend_holder
         ) -> KubeBackend:
-            h["b"] = KubeBackend(kube_client, c, may_write=e.is_leader)
+            h["b"] = KubeBackend(kube_client, c, may_write=e.is_leader, cleanup=bool(REAL_CLUSTER))
             return cast(KubeBackend, h["b"])
 
         w = World(make_backend, clock=clock, provider=cloud)

@@ -10,6 +10,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from provisioner.api import labels as wk
 from provisioner.clock import VirtualClock
 from provisioner.controllers.settings import ControllerSettings
 from provisioner.controllers.sharding import Sharding, ShardLabels
@@ -113,6 +114,22 @@ def test_the_webhook_labels_a_new_pod_with_its_first_pools_shard() -> None:
         )["response"].get("patch")
         is None
     ), "not sharded: no label"
+
+
+def test_the_webhook_marks_a_teams_pod_it_gates_for_the_admission_holders_watch() -> None:
+    state = ClusterState()
+    state.upsert("NodePool", node_pool_manifest(A))
+    state.upsert("Team", {"metadata": {"name": "cv"}, "spec": {"namespaces": ["vision"]}})
+    gated = {"op": "add", "path": "/metadata/labels/provisioner.sh~1admission-gated", "value": "true"}
+    team_pod = _pod("p", pools=A, namespace="vision")
+    assert _review(team_pod, state)[-1] == gated, "gated: marked"
+    by_hand = _pod("q", pools=A, namespace="vision")
+    by_hand["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+    assert _review(by_hand, state)[-1] == gated, "gated by hand: marked all the same"
+    assert gated not in _review(_pod("r", pools=A), state), "of no team: not gated, not marked"
+    request = {"request": {"uid": "u", "kind": {"kind": "Pod"}, "operation": "CREATE", "object": team_pod}}
+    patch = json.loads(base64.b64decode(review(request, state)["response"]["patch"]))
+    assert [op["path"] for op in patch] == ["/spec/schedulingGates"], "not sharded: the gate only"
 
 
 def _world() -> World:

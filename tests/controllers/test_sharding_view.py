@@ -1,5 +1,6 @@
 """One sharded replica's view of the ClusterState (provisioner.controllers.sharding): its snapshot holds
-its pools only, and its change feeds wake a controller when it takes a shard with nothing written."""
+its pools only, its change feeds wake a controller when it takes a shard with nothing written, and its
+writes are fenced by what it holds at the moment of each write (a pool's shard, quota admission)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,31 @@ def test_a_claim_of_a_pool_whose_shard_was_lost_is_not_written() -> None:
     with pytest.raises(NotLeader):
         cluster.create_nodeclaim(node_claim("c2", nodepool="pool-x"))
     assert sorted(state.claims) == ["c1"]
+
+
+def test_quota_admission_whose_lease_lapses_mid_pass_lifts_no_more_gates() -> None:
+    """Its renewals starved, a holder's pass goes on while a new holder decides from its own picture:
+    each write is fenced, so the two never both admit into the same room."""
+    w = World(MemoryBackend, settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
+    quota = [{"nodePool": "gpu", "resources": {"nvidia.com/gpu": "2"}, "overQuota": False}]
+    team = {"kind": "Team", "metadata": {"name": "cv"}, "spec": {"namespaces": ["vision"], "quotas": quota}}
+    pods = [gpu_pod(name, namespace="vision") for name in ("a", "b")]
+    for doc in pods:
+        doc["spec"]["schedulingGates"] = [{"name": "provisioner.sh/admission"}]
+    w.apply(node_class(), node_pool("gpu"), team, *pods)
+    answers = iter([True])  # held at the first write, lapsed from then on
+    sharding = Sharding(
+        shards=2,
+        owned_shards=frozenset,
+        holds_admission=lambda: next(answers, False),
+        clock=w.clock,
+    )
+    w.manager.admission.cluster = sharding.admission_cluster(w.backend.cluster)
+    plan = w.manager.admission.reconcile(w.clock.now())
+    assert plan is not None and len(plan.admitted) == 2, "both fit the quota"
+    assert [p.gated for p in (w.state.pods["vision/a"], w.state.pods["vision/b"])] == [False, True]
+    with pytest.raises(NotLeader):  # nor a ProvisioningRequest's quota word (RequestQuota)
+        w.manager.admission.cluster.patch_provisioning_request("vision", "r", {"metadata": {}})
 
 
 def test_a_shard_taken_over_mid_pass_is_not_solved_without_the_claims_its_catch_up_brought() -> None:

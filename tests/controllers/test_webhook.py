@@ -247,4 +247,5 @@ def test_with_sharded_replicas_a_pod_is_labelled_with_its_first_pools_shard(
     assert _patch(answer) == [
         {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": wk.ADMISSION_GATE}]},
         {"op": "add", "path": "/metadata/labels", "value": {shard_model.SHARD: shard}},
-    ]
+        {"op": "add", "path": "/metadata/labels/provisioner.sh~1admission-gated", "value": "true"},
+    ], "gated, shard-labelled, and marked for the admission holder's watch of the pods behind the gate"

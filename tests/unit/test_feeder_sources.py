@@ -104,3 +104,32 @@ def test_a_relist_keeps_what_was_written_after_the_list_was_taken() -> None:
     assert "default/p" in state.pods
     feeder.replace_all(kc.POD, [], source=SHARDS, version="12")
     assert "default/p" not in state.pods, "listed at or after its version and not in the list: gone"
+
+
+@pytest.mark.parametrize("gone", [False, True], ids=["relabelled", "deleted"])
+def test_an_object_out_of_a_selector_stays_until_the_watch_of_its_whole_namespace_says(gone: bool) -> None:
+    # The admission holder watches pods labelled for no shard and a team's namespace whole. A pod it
+    # admitted and relabelled leaves the first before the namespace's watch (lagging) has sent it: it
+    # must not be missing meanwhile, or quota gives its room away again.
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    feeder.watches_whole(TEAM, "default")
+    feeder.upsert(kc.POD, _pod(5), source=SHARDS)
+    feeder.remove(kc.POD, _pod(6, shard="1"), source=SHARDS)
+    assert "default/p" in state.pods, "its namespace's watch has not spoken yet"
+    feeder.upsert(kc.POD, _pod(5), source=TEAM)  # the lagging watch catches up
+    if gone:
+        feeder.remove(kc.POD, _pod(7, shard="1"), source=TEAM)
+        assert "default/p" not in state.pods, "deleted: its namespace's watch lets it go"
+    else:
+        feeder.upsert(kc.POD, _pod(6, shard="1"), source=TEAM)
+        assert state.pods["default/p"].labels["provisioner.sh/shard"] == "1"
+    other = gpu_pod("q", namespace="web")
+    other["metadata"]["resourceVersion"] = "8"
+    feeder.upsert(kc.POD, other, source=SHARDS)
+    feeder.remove(kc.POD, other, source=SHARDS)
+    assert "web/q" not in state.pods, "a namespace no source watches whole: gone with its last source"
+    feeder.retire(kc.POD, TEAM)
+    feeder.upsert(kc.POD, _pod(9), source=SHARDS)
+    feeder.remove(kc.POD, _pod(10, shard="1"), source=SHARDS)
+    assert "default/p" not in state.pods, "its namespace no longer watched: gone with its last source"

@@ -181,15 +181,16 @@ Entry = tuple[str, bool, str | None, list[str]]
 """One node of a snapshot: its name, whether a Node is there, its claim's name, its pods in order."""
 
 
-def _picture(snap: Snapshot) -> tuple[list[Entry], list[str], list[str], dict[str, Any]]:
-    """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending; and
-    the parts besides (pools, daemonsets, namespaces)."""
+def _picture(snap: Snapshot) -> tuple[list[Entry], list[str], list[str], list[str], dict[str, Any]]:
+    """What a snapshot says: each node's claim and pods (in order), the claims in flight, the pending, the
+    pods bound to a Node not there; and the parts besides (pools, daemonsets, namespaces)."""
     return (
         [
             (n.name, n.node is not None, n.claim.name if n.claim else None, [p.key for p in n.pods])
             for n in snap.nodes
         ],
         [p.key for p in snap.pending_pods],
+        [p.key for p in snap.unplaced_pods],
         [d.name for d in snap.daemonsets],
         dict(snap.namespaces),
     )
@@ -207,7 +208,8 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(
     """The snapshot is kept up from the changes since the last one (the pods by node, the nodes and claims
     written, the other kinds): after every change it must say exactly what a state filled with the same
     objects at once says (the same nodes, claims joined by provider id then by node name, the last claim
-    winning a shared id, pods in the same order, claims in flight, pending pods, the rest)."""
+    winning a shared id, pods in the same order, claims in flight, pending pods, pods bound to a Node
+    not there, the rest)."""
     state = ClusterState()
     objects: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -262,6 +264,11 @@ def test_a_snapshot_kept_up_change_by_change_equals_one_built_from_scratch(
         kept_up = _picture(state.snapshot())
         assert kept_up == _picture(fresh.snapshot())
         assert kept_up[0] == _joined_from_scratch(state)
+        assert kept_up[2] == sorted(
+            p.key
+            for p in state.pods.values()
+            if p.node_name and p.node_name not in state.nodes and not p.is_terminal
+        )
 
 
 def _joined_from_scratch(state: ClusterState) -> list[Entry]:

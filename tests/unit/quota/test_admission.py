@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 
 from provisioner.api import Department
@@ -9,7 +10,9 @@ from provisioner.api.nodepool import NodePool
 from provisioner.api.team import Team
 from provisioner.quota import admission
 from provisioner.quota.decisions import AdmissionPlan
+from provisioner.state import StateNode
 from provisioner.state.objects import Pod
+from testkit.builders.nodes import node_claim
 from testkit.typed import present
 from tests.unit.quota.builders import book, department, node_pool, pod, quota, snapshot, team
 
@@ -253,3 +256,22 @@ def test_a_team_within_quota_reclaims_from_a_sibling_borrowing_its_departments_q
     (admit,) = plan.admitted
     assert (admit.pool, admit.over_quota) == (A100, False)
     assert [v.name for v in admit.victims] == ["n1"]
+
+
+def test_a_pod_bound_to_a_node_not_seen_yet_still_holds_its_teams_quota() -> None:
+    """The pod's watch event can come before its Node's (two watches): counted nowhere, the room it
+    holds would be admitted again, over quota. Pinned, it counts on its pool; not pinned, on the pool of
+    the claim that names its Node."""
+    pinned = dataclasses.replace(pod("a", "vision", gated=False, pinned=A100), node_name="node-1")
+    unpinned = dataclasses.replace(pod("b", "vision", gated=False), node_name="node-2")
+    claim = node_claim("c2", nodepool=T4)
+    claim.status.node_name = "node-2"
+    teams = [team("vision", quota(A100, 1, over=False), quota(T4, 1, over=False), default=(A100, T4))]
+    waiting = [pod("c", "vision", minute=1)]
+    snap = snapshot([node_pool(A100), node_pool(T4)], pending=waiting)
+    assert admitted(admission.decide(snap, book(snap, teams))) == {"vision/c": (A100, False)}
+    snap = dataclasses.replace(
+        snap, unplaced_pods=(pinned, unpinned), nodes=(StateNode(name="c2", claim=claim),)
+    )
+    plan = admission.decide(snap, book(snap, teams))
+    assert plan.admitted == [] and [h.pod.name for h in plan.held] == ["c"]
