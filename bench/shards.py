@@ -21,8 +21,11 @@ Measured:
         [--profile DIR]
 
 `--profile DIR` runs each replica under cProfile (every thread, as bench/controller.py's `--profile`) and
-writes its stats to DIR/replicas-<count>-<index>.prof as it exits: its CPU figures then count cProfile's
-own cost too, so measure without it. The times are each thread's CPU, not wall time.
+writes its stats to DIR/replicas-<count>-<index>.prof as it exits. Its timer is each thread's CPU clock
+(`time.thread_time`), but cProfile's own cost (several times the replica's, under that timer) weighs on
+call-heavy code, and calls that block on a socket still showed large times here: read it for where the
+product's own functions spend, and measure CPU seconds without it (py-spy `--gil` on the replica
+processes is the lighter view).
 
 Each replica's watch takes only its shards' pods; the quota admission holder's (`admissionHolder`: its
 index in `cpuSecondsPerReplica`) also takes the pods labelled for no shard and those of the namespaces
@@ -73,8 +76,7 @@ class Emulator(single.TimedEmulator):
 PROFILED = single.PROFILED.replace("import cProfile", "import time, cProfile").replace(
     "cProfile.Profile()", "cProfile.Profile(time.thread_time)"
 )
-"""bench/controller.py's cProfile wrapper, timing each thread's CPU (not wall time: a thread waiting on a
-socket, a lock or the GIL costs nothing)."""
+"""bench/controller.py's cProfile wrapper, timed by each thread's CPU clock instead of the wall clock."""
 
 
 def _objects(
