@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from provisioner.api import NodePool, durations, quantities
+from provisioner.api import labels as wk
 from provisioner.api.nodepool import DisruptionReason
 from provisioner.cloudprovider.types import InstanceType
 from provisioner.disruption import candidates as cand
@@ -27,10 +28,10 @@ from provisioner.disruption.plan_time import PlanTime
 from provisioner.disruption.verdicts import Verdict, Verdicts
 from provisioner.disruption.view import SolverView
 from provisioner.scheduling.pools import CompiledPools
-from provisioner.scheduling.results import Placement, Results
+from provisioner.scheduling.results import NewClaim, Placement, Results
 from provisioner.scheduling.solver import SolveFn, SolveOptions
 from provisioner.state.cluster import Snapshot, StateNode
-from provisioner.state.objects import Pod
+from provisioner.state.objects import Node, Pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,9 @@ class Context:
         """Nodes gone from the cluster's future: already disrupting, or taken by a command of this plan."""
         self.destinations: set[str] = set()
         """Nodes that receive pods from a command of this plan (kept, so the plan holds)."""
+        self.launched: list[StateNode] = []
+        """What this plan's commands launch into pools with limits, as nodes that take no pods: until
+        the claims exist, later re-solves of the plan count them toward their pools' limits."""
         self.candidates: list[StateNode] = []
         self.owned: list[StateNode] = []
         """Every node with a claim not already being disrupted, candidate or not (expiration takes any)."""
@@ -167,9 +171,7 @@ class Context:
         hidden = {n.name for n in nodes}
         closed: list[StateNode] = []
         while True:
-            shown = self.view.for_pods(pods, removed=self.removed, excluded=hidden)
-            if closed:
-                shown = dataclasses.replace(shown, nodes=(*shown.nodes, *closed))
+            shown = self._counted(self.view.for_pods(pods, removed=self.removed, excluded=hidden), closed)
             results = self.solve(nodes, shown, instance_types=instance_types)
             blocked = {name for name, _, _ in self._destination_blocks(results.placements)} - hidden
             if not blocked:
@@ -180,13 +182,25 @@ class Context:
 
     def _in_limited_pool(self, name: str) -> bool:
         """Whether the node's pool has limits."""
-        pool = self.pools.get(self.nodes[name].nodepool or "")
+        return self._limited(self.nodes[name].nodepool)
+
+    def _limited(self, pool_name: str | None) -> bool:
+        pool = self.pools.get(pool_name or "")
         return pool is not None and bool(pool.spec.limits)
 
     def shown(self, nodes: Sequence[StateNode]) -> Snapshot:
         """The snapshot a re-solve of the nodes' pods is shown."""
         pods = [p for n in nodes for p in self.facts(n).workload]
-        return self.view.for_pods(pods, removed=self.removed, excluded={n.name for n in nodes})
+        return self._counted(self.view.for_pods(pods, removed=self.removed, excluded={n.name for n in nodes}))
+
+    def _counted(self, shown: Snapshot, closed: Sequence[StateNode] = ()) -> Snapshot:
+        """`shown` with what still counts toward pools' limits though it takes no pods: the nodes of
+        limited pools already taken (being disrupted, or by an earlier command of this plan: they exist
+        until they are gone, and provisioning counts them so too), what this plan launches, and the
+        `closed` destinations. Without them a replacement could launch past a pool's limit."""
+        taken = [_closed(self.nodes[name]) for name in sorted(self.removed) if self._in_limited_pool(name)]
+        extra = (*taken, *self.launched, *closed)
+        return dataclasses.replace(shown, nodes=(*shown.nodes, *extra)) if extra else shown
 
     def solve(
         self,
@@ -331,6 +345,9 @@ class Context:
                 self.nodes[placement.node] = dataclasses.replace(dest, pods=(*dest.pods, placement.pod))
                 self.destinations.add(placement.node)
                 self.view.moved(placement.node, placement.pod)
+            for claim in results.new_claims:
+                if self._limited(claim.nodepool.name):
+                    self.launched.append(_planned(claim, len(self.launched)))
         self.view.drop(n.name for n in command.nodes)
         self.result.commands.append(command)
 
@@ -356,6 +373,18 @@ def _receiver(
 ) -> Callable[[StateNode], bool]:
     """Whether a node may receive the pods a command moves: initialized and not settling."""
     return lambda node: not cand.not_initialized(node) and not _settling(node, facts, pools, clock)
+
+
+def _planned(claim: NewClaim, index: int) -> StateNode:
+    """A claim a command of the plan launches, as a node of its pool that takes no pods: its likely type's
+    capacity (the first option, as a claim in flight counts) weighs on the pool's limits."""
+    capacity = claim.instance_types[0].capacity if claim.instance_types else dict(claim.requests)
+    name = f"planned-{index}-{claim.hostname}"
+    labels = {wk.NODEPOOL: claim.nodepool.name}
+    shut = Node(
+        name=name, labels=labels, capacity=capacity, allocatable={quantities.PODS: 0}, unschedulable=True
+    )
+    return StateNode(name=name, node=shut)
 
 
 def _closed(node: StateNode) -> StateNode:
