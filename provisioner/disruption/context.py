@@ -198,7 +198,12 @@ class Context:
         limited pools already taken (being disrupted, or by an earlier command of this plan: they exist
         until they are gone, and provisioning counts them so too), what this plan launches, and the
         `closed` destinations. Without them a replacement could launch past a pool's limit."""
-        taken = [_closed(self.nodes[name]) for name in sorted(self.removed) if self._in_limited_pool(name)]
+        # Without their pods: those are on their way elsewhere, and only the capacity counts here.
+        taken = [
+            dataclasses.replace(_closed(self.nodes[name]), pods=())
+            for name in sorted(self.removed)
+            if self._in_limited_pool(name)
+        ]
         extra = (*taken, *self.launched, *closed)
         return dataclasses.replace(shown, nodes=(*shown.nodes, *extra)) if extra else shown
 
