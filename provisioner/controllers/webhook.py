@@ -62,12 +62,13 @@ def review(
         book = QuotaBook(
             teams=list(state.teams.values()), departments=(), nodepools=(), namespaces=dict(state.namespaces)
         )
-        gate = gate_patch(pod, book.team_of(namespace))
+        team = book.team_of(namespace)
+        gate = gate_patch(pod, team)
         patch = [
             *(gate or ()),
             *_shard_patch(pod, namespace, state, shards, defaults or ClusterDefaults(), now),
         ]
-        if shards and (gate or _gated(pod)) and book.team_of(namespace) is not None:
+        if shards and (gate or _gated(pod)) and team is not None:
             labelled = bool((pod.get("metadata") or {}).get("labels")) or any(
                 op["path"] == "/metadata/labels" for op in patch
             )

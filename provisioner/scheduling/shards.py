@@ -264,7 +264,7 @@ def scope(
     pending, runs, retry_at = take(
         snap.pending_pods, snap, owns=owns, defaults=defaults, now=now, cache=cache
     )
-    nodes = cache._owned_nodes(snap.nodes, owns) if cache is not None else _owned_nodes(snap.nodes, owns)
+    nodes = cache.owned_nodes(snap.nodes, owns) if cache is not None else _owned_nodes(snap.nodes, owns)
     return Scoped(
         snapshot=replace(
             snap,
@@ -315,9 +315,7 @@ class RouteCache:
             self._last = None
             self._nodes = None
 
-    def _owned_nodes(
-        self, nodes: tuple[StateNode, ...], owns: Callable[[str], bool]
-    ) -> tuple[StateNode, ...]:
+    def owned_nodes(self, nodes: tuple[StateNode, ...], owns: Callable[[str], bool]) -> tuple[StateNode, ...]:
         """`_owned_nodes`, the same answer while the snapshot's nodes are (only Nodes and NodeClaims
         written change them; the pods arriving do not)."""
         last = self._nodes

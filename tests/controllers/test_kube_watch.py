@@ -9,8 +9,9 @@ that the waits are short, but no assertion depends on how long anything took."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kubernetes
@@ -288,9 +289,13 @@ def test_an_informer_follows_bookmarks_to_the_newest_resource_version(
         informers.stop()
 
 
-def test_an_informer_whose_watch_was_away_replays_the_gap_deletions_included(
-    kube_client: kc.KubeClient, gated: GatedClient
-) -> None:
+@contextlib.contextmanager
+def away_for_three_changes(
+    kube_client: kc.KubeClient, gated: GatedClient, *, first: Callable[[], object] = lambda: None
+) -> Iterator[tuple[ClusterState, Informer]]:
+    """Nodes `kept`, `changed` and `deleted`, and an informer over them whose watch then ends and stays
+    away while one is deleted, one changed and `added` created (`first` runs before those); the watch
+    comes back when the block starts."""
     for name in ("kept", "changed", "deleted"):
         kube_client.create(kc.NODE, a_node(name))
     state, stop = ClusterState(), threading.Event()
@@ -298,38 +303,36 @@ def test_an_informer_whose_watch_was_away_replays_the_gap_deletions_included(
     try:
         gated.gate.clear()
         assert gated.held.wait(READ_TIMEOUT), "the informer's watch never ended"
+        first()
         kube_client.delete(kc.NODE, "deleted")
         kube_client.patch(kc.NODE, "changed", {"metadata": {"labels": {"x": "1"}}})
         kube_client.create(kc.NODE, a_node("added"))
         gated.gate.set()
+        yield state, informer
+    finally:
+        stop.set()
+
+
+def test_an_informer_whose_watch_was_away_replays_the_gap_deletions_included(
+    kube_client: kc.KubeClient, gated: GatedClient
+) -> None:
+    with away_for_three_changes(kube_client, gated) as (state, informer):
         wait_until("'deleted' to leave the state", lambda: "deleted" not in state.nodes)
         wait_until("'added' in the state", lambda: "added" in state.nodes)
         assert state.nodes["changed"].labels.get("x") == "1" and "kept" in state.nodes
         assert informer.relists == 1 and informer.events == 3, "resumed: the gap's three events, no list"
-    finally:
-        stop.set()
 
 
 def test_an_informer_whose_watch_was_away_too_long_lists_again_and_loses_nothing(
     kube_server: KubeServer, kube_client: kc.KubeClient, gated: GatedClient
 ) -> None:
-    for name in ("kept", "changed", "deleted"):
-        kube_client.create(kc.NODE, a_node(name))
-    state, stop = ClusterState(), threading.Event()
-    informer = node_informer(gated, state, stop)
-    try:
-        gated.gate.clear()
-        assert gated.held.wait(READ_TIMEOUT), "the informer's watch never ended"
+    def shorten() -> None:
         kube_server.emulator.store.history = 2  # the gap's first event falls out of the history
-        kube_client.delete(kc.NODE, "deleted")
-        kube_client.patch(kc.NODE, "changed", {"metadata": {"labels": {"x": "1"}}})
-        kube_client.create(kc.NODE, a_node("added"))
-        gated.gate.set()
+
+    with away_for_three_changes(kube_client, gated, first=shorten) as (state, informer):
         wait_until("a list after 410 Gone", lambda: informer.relists >= 2)
         wait_until("'deleted' to leave the state", lambda: "deleted" not in state.nodes)
         assert "added" in state.nodes and "kept" in state.nodes
         assert state.nodes["changed"].labels.get("x") == "1"
         kube_client.create(kc.NODE, a_node("after"))
         wait_until("'after' in the state: watching again from the new list", lambda: "after" in state.nodes)
-    finally:
-        stop.set()
