@@ -72,14 +72,7 @@ class Sweep:
                 errors.append(err)
                 continue
             for doc in found:
-                meta = doc["metadata"]
-                name, ns = meta["name"], meta.get("namespace")
-                if meta.get("finalizers"):
-                    _try(
-                        errors, self.client.patch, res, name, {"metadata": {"finalizers": None}}, namespace=ns
-                    )
-                body = {"gracePeriodSeconds": 0} if res is kc.POD else None
-                _try(errors, self.client.delete, res, name, namespace=ns, body=body)
+                _remove(errors, self.client, res, doc)
         if errors:
             raise errors[0]
 
@@ -154,15 +147,11 @@ class Space:
         if selector:
             for res in (kc.NODECLAIM, kc.NODE):
                 for doc in _listed(errors, self.client, res, label_selector=selector):
-                    name = doc["metadata"]["name"]
-                    if res is kc.NODECLAIM:  # no controller is left to lift its finalizer
-                        _try(errors, self.client.patch, res, name, {"metadata": {"finalizers": None}})
-                    _try(errors, self.client.delete, res, name)
+                    _remove(errors, self.client, res, doc)
         for ns in self.namespaces:
             for res in (kc.POD, kc.LEASE, kc.EVENT):
-                body = {"gracePeriodSeconds": 0} if res is kc.POD else None  # no kubelet to finish it
                 for doc in _listed(errors, self.client, res, namespace=ns):
-                    _try(errors, self.client.delete, res, doc["metadata"]["name"], namespace=ns, body=body)
+                    _remove(errors, self.client, res, doc)
             _try(errors, self.client.delete, kc.NAMESPACE, ns)
         if errors:
             raise errors[0]
@@ -177,6 +166,17 @@ def _listed(
     except ClusterError as err:
         errors.append(err)
         return []
+
+
+def _remove(errors: list[ClusterError], client: kc.KubeClient, res: kc.Resource, doc: dict[str, Any]) -> None:
+    """Delete one object now: its finalizers lifted first (no controller is left to do it), a pod with
+    grace 0 (no kubelet is left to finish it)."""
+    meta = doc["metadata"]
+    name, ns = meta["name"], meta.get("namespace")
+    if meta.get("finalizers"):
+        _try(errors, client.patch, res, name, {"metadata": {"finalizers": None}}, namespace=ns)
+    body = {"gracePeriodSeconds": 0} if res is kc.POD else None
+    _try(errors, client.delete, res, name, namespace=ns, body=body)
 
 
 def _try(errors: list[ClusterError], fn: Any, *args: Any, **kw: Any) -> None:
