@@ -62,6 +62,8 @@ class Hold:
 
     arrived: threading.Event = attrs.field(factory=threading.Event)
     released: threading.Event = attrs.field(factory=threading.Event)
+    enforced: bool = True
+    """False: served when released even past its deadline (a delay no real server allows)."""
     status: int | None = None
     """What the server answered it (once served)."""
     answered: threading.Event = attrs.field(factory=threading.Event)

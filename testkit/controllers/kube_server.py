@@ -168,9 +168,10 @@ class FilledEmulator(kmock.KubernetesEmulator):
                         del answered[i]
                         break
 
-    def hold(self, what: str) -> kube_deadline.Hold:
-        """Hold the next request `what` (`"POST nodeclaims"`) at the server until released (any thread)."""
-        held = kube_deadline.Hold()
+    def hold(self, what: str, *, enforced: bool = True) -> kube_deadline.Hold:
+        """Hold the next request `what` (`"POST nodeclaims"`) at the server until released (any thread);
+        `enforced` False: served then even past its deadline (as no real server does)."""
+        held = kube_deadline.Hold(enforced=enforced)
         self.holds.setdefault(what, []).append(held)
         return held
 
@@ -198,7 +199,7 @@ class FilledEmulator(kmock.KubernetesEmulator):
         held.arrived.set()
         while not held.released.is_set():
             await asyncio.sleep(0.01)
-        if self.clock() - arrived > timeout:
+        if held.enforced and self.clock() - arrived > timeout:
             raise kube_deadline.timed_out(timeout)
         return await self._serve(request, res, chaos)
 
