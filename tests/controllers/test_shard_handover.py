@@ -27,6 +27,7 @@ from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.test_admission import gated, team
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="holds a request at the test server")
 
@@ -194,3 +195,51 @@ def test_the_old_holder_starts_no_write_its_lease_could_outlive(
     sent = kube_server.emulator.last_request
     assert sent is not None and sent.params.get("timeout") == f"{int(lease.renew_deadline * 1000)}ms"
     assert handover.claims_at_server() == ["in-time"]
+
+
+def test_a_gate_lift_in_flight_at_the_admission_handover_never_takes_a_team_past_its_quota(
+    make_kube_world: Callable[..., World], kube_client: kc.KubeClient, kube_server: KubeServer
+) -> None:
+    # Quota admission is one replica's, by the admission Lease: the same window as a shard's. The old
+    # holder lifts the gate of pod b (room for one GPU); its patch waits at the server while its Lease
+    # expires and the new holder admits pod a (higher priority) into that room. Then the patch goes on.
+    w = make_kube_world(settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
+    w.apply(node_class(), node_pool("gpu"), team("vision", 1, over=False))
+    w.apply(gated("a", "vision", priority=100), gated("b", "vision"))
+    handover = Handover(w, kube_client, kube_server)
+    assert handover.old.holds_admission() and not handover.new.holds_admission()
+    old_admits = sharding(handover.old, w).admission_cluster(KubeClusterAPI(kube_client, clock=w.clock))
+    held = kube_server.emulator.hold("PATCH pods")
+    outcome: list[Any] = []
+
+    def lift() -> None:
+        try:
+            old_admits.patch_pod(
+                "vision", "b", {"spec": {"schedulingGates": [], "nodeSelector": {wk.NODEPOOL: "gpu"}}}
+            )
+        except Exception as err:  # the test asserts on what reached the server
+            outcome.append(err)
+
+    writer = threading.Thread(target=lift, daemon=True)
+    writer.start()
+    try:
+        held.wait_arrived()
+        w.clock.advance(timedelta(seconds=handover.old.admission.lease_duration + 1))
+        handover.new_holder_runs_until(lambda: ungated(kube_client) == ["a"])
+        assert handover.new.holds_admission()
+    finally:
+        held.release()
+    writer.join(60)
+    assert not writer.is_alive() and held.answered.wait(60), "the held patch was not answered"
+    assert ungated(kube_client) == ["a"], "team vision's quota is one GPU: only pod a is admitted"
+    assert held.status == 504 and isinstance(outcome[0], ClusterError)
+
+
+def ungated(client: kc.KubeClient) -> list[str]:
+    """The pods of namespace vision admitted (their admission gate lifted), at the API server."""
+    items, _ = client.list(kc.POD, namespace="vision")
+    return sorted(
+        p["metadata"]["name"]
+        for p in items
+        if not any(g.get("name") == wk.ADMISSION_GATE for g in p["spec"].get("schedulingGates") or ())
+    )
