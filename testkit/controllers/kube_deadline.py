@@ -13,8 +13,10 @@ some other event, the way a request in flight does.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
+from collections.abc import Callable, Mapping
 
 import attrs
 import kmock
@@ -70,6 +72,17 @@ class Hold:
 
     def release(self) -> None:
         self.released.set()
+
+    async def until_released(self, params: Mapping[str, str], clock: Callable[[], float]) -> None:
+        """At the server: wait for `release`; 504 when the request's deadline (`params`' `timeout`,
+        from now on `clock`) passed meanwhile and this hold is `enforced`."""
+        arrived = clock()
+        timeout = request_timeout(params.get("timeout"))
+        self.arrived.set()
+        while not self.released.is_set():
+            await asyncio.sleep(0.01)
+        if self.enforced and clock() - arrived > timeout:
+            raise timed_out(timeout)
 
     def wait_arrived(self, timeout: float = 60.0) -> None:
         if not self.arrived.wait(timeout):

@@ -17,7 +17,9 @@ serves them (testkit/controllers/kube_watch.py): from resourceVersion unset or "
 then the changes, from an exact version only the changes after it (from a bounded history per resource,
 `store.history` events; older, or older than a `compact()`, answers 410 Gone), a selector's watch
 resumed at a version judging each object by the version it had then, an end after `timeoutSeconds`, and
-BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule).
+BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule), and
+requests' deadlines (testkit/controllers/kube_deadline.py: the `timeout` parameter; a test can hold a
+request at the server with `hold`, and one held past its deadline is answered 504, never served).
 
 Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
 request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
@@ -182,7 +184,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
         if held is None:
             return await self._serve(request, res, chaos)
         try:
-            response = await self._held_then_served(held, request, res, chaos)
+            await held.until_released(request.params, self.clock)
+            response = await self._serve(request, res, chaos)
         except Exception as err:
             held.status = getattr(err, "status", None) or 500
             raise
@@ -190,18 +193,6 @@ class FilledEmulator(kmock.KubernetesEmulator):
             held.answered.set()
         held.status = response.status
         return response
-
-    async def _held_then_served(
-        self, held: kube_deadline.Hold, request: rendering.Request, res: kc.Resource, chaos: str
-    ) -> aiohttp.web.StreamResponse:
-        arrived = self.clock()
-        timeout = kube_deadline.request_timeout(request.params.get("timeout"))
-        held.arrived.set()
-        while not held.released.is_set():
-            await asyncio.sleep(0.01)
-        if held.enforced and self.clock() - arrived > timeout:
-            raise kube_deadline.timed_out(timeout)
-        return await self._serve(request, res, chaos)
 
     async def _serve(
         self, request: rendering.Request, res: kc.Resource, chaos: str
