@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "provisioner"
 
-MIN_WRITE_SECONDS = 1.0
+MIN_WRITE_SECONDS = 0.5
 """A write is not started with less time than this left before its deadline: it would only time out."""
 
 

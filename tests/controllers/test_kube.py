@@ -76,7 +76,7 @@ def test_the_leaders_writes_end_by_its_renew_deadline(
     kube_client: kc.KubeClient, kube_server: KubeServer | None
 ) -> None:
     # Each write carries the time left to the leader's renew deadline as its `timeout` (the API server
-    # abandons it then, before the lease can expire), and none starts with less than a second of it left.
+    # abandons it then, before the lease can expire), and none starts with less than half a second of it left.
     assert kube_server is not None
     clock = VirtualClock()
     leader = _elector(kube_client, "a", clock)
