@@ -74,13 +74,13 @@ class Sharding:
     its state as a pod of no team, since the Team's watch event may not have come yet. None: the state
     is the cluster."""
     counted_namespaces: Callable[[], frozenset[str] | None] = lambda: None
+    """The namespaces whose every pod the state holds (their watches listed), besides its shards' pods:
+    quota admission counts a team's pods only once all its namespaces are among them
+    (`AdmissionController.counted_namespaces`). None: the state holds every pod."""
     acting_until: Callable[[int | None], datetime | None] | None = None
     """When this replica's right to write for a shard (None: quota admission) ends, the renew deadline
     of its Lease (None then: it does not hold it): the deadline of each write made under that right
     (`ShardedCluster`, `AdmissionCluster`). None: no Lease bounds the writes (tests)."""
-    """The namespaces whose every pod the state holds (their watches listed), besides its shards' pods:
-    quota admission counts a team's pods only once all its namespaces are among them
-    (`AdmissionController.counted_namespaces`). None: the state holds every pod."""
     _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
     _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
     routes: model.RouteCache = field(default_factory=model.RouteCache, init=False)
@@ -144,24 +144,21 @@ class Sharding:
     def pool_deadline(self, pool: str, what: str) -> datetime | None:
         """When a write for `pool` must have ended: its shard Lease's renew deadline (None: no Lease
         bounds it). NotLeader, naming `what`, when this replica does not hold the pool's shard now."""
-        if self.owns_now(pool):
-            if self.acting_until is None:
-                return None
-            deadline = self.acting_until(model.shard_of(pool, self.shards))
-            if deadline is not None:
-                return deadline
-        raise NotLeader(f"{what}: this replica no longer holds pool {pool}'s shard")
+        refusal = f"{what}: this replica no longer holds pool {pool}'s shard"
+        held = self.owns_now(pool)  # and the pool's shard is known from here on
+        return self._deadline(held, self._pool_shards[pool], refusal)
 
     def admission_deadline(self, what: str) -> datetime | None:
         """When a write of quota admission must have ended: the admission Lease's renew deadline (None:
         no Lease bounds it). NotLeader, naming `what`, when this replica does not hold admission now."""
-        if self.holds_admission():
-            if self.acting_until is None:
-                return None
-            deadline = self.acting_until(None)
-            if deadline is not None:
-                return deadline
-        raise NotLeader(f"{what}: this replica no longer holds quota admission")
+        refusal = f"{what}: this replica no longer holds quota admission"
+        return self._deadline(self.holds_admission(), None, refusal)
+
+    def _deadline(self, held: bool, shard: int | None, refusal: str) -> datetime | None:
+        deadline = self.acting_until(shard) if held and self.acting_until is not None else None
+        if not held or (self.acting_until is not None and deadline is None):
+            raise NotLeader(refusal)
+        return deadline
 
     def pass_on(
         self, cluster: ClusterAPI, state: ClusterState, unschedulable: Sequence[Unschedulable], now: datetime
