@@ -17,7 +17,9 @@ serves them (testkit/controllers/kube_watch.py): from resourceVersion unset or "
 then the changes, from an exact version only the changes after it (from a bounded history per resource,
 `store.history` events; older, or older than a `compact()`, answers 410 Gone), a selector's watch
 resumed at a version judging each object by the version it had then, an end after `timeoutSeconds`, and
-BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule).
+BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule), and
+requests' deadlines (testkit/controllers/kube_deadline.py: the `timeout` parameter; a test can hold a
+request at the server with `hold`, and one held past its deadline is answered 504, never served).
 
 Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
 request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
@@ -35,8 +37,9 @@ import datetime
 import json
 import os
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +50,8 @@ from kmock._internal import enums, parsing, rendering
 
 from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
+from testkit.controllers import kube_deadline, kube_watch
 from testkit.controllers import kube_rules as rules
-from testkit.controllers import kube_watch
 from testkit.controllers.crd_schema import Invalid
 from testkit.controllers.kube_store import Expired, Store, Version, encode
 
@@ -97,6 +100,10 @@ class FilledEmulator(kmock.KubernetesEmulator):
     last_request: rendering.Request | None = None
     conflicts: int = 0
     """How many writes were refused for a stale resourceVersion (409)."""
+    holds: dict[str, list[kube_deadline.Hold]] = attrs.field(factory=dict)
+    """`"POST nodeclaims"` -> the next such requests to hold until released (test-only: `hold`)."""
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, for requests' deadlines (`kube_deadline`); a test on a virtual clock sets its own."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -163,9 +170,35 @@ class FilledEmulator(kmock.KubernetesEmulator):
                         del answered[i]
                         break
 
+    def hold(self, what: str, *, enforced: bool = True) -> kube_deadline.Hold:
+        """Hold the next request `what` (`"POST nodeclaims"`) at the server until released (any thread);
+        `enforced` False: served then even past its deadline (as no real server does)."""
+        held = kube_deadline.Hold(enforced=enforced)
+        self.holds.setdefault(what, []).append(held)
+        return held
+
     async def _handle_k8s(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
         chaos = f"{request.method.value.upper()} {res.plural}"
         self.requests[chaos] = self.requests.get(chaos, 0) + 1
+        held = self.holds[chaos].pop(0) if self.holds.get(chaos) else None
+        if held is None:
+            return await self._serve(request, res, chaos)
+        try:
+            await held.until_released(request.params, self.clock)
+            response = await self._serve(request, res, chaos)
+        except Exception as err:
+            held.status = getattr(err, "status", None) or 500
+            raise
+        finally:
+            held.answered.set()
+        held.status = response.status
+        return response
+
+    async def _serve(
+        self, request: rendering.Request, res: kc.Resource, chaos: str
+    ) -> aiohttp.web.StreamResponse:
+        if request.action != enums.action.WATCH:
+            kube_deadline.request_timeout(request.params.get("timeout"))  # 400 when malformed
         if self.fail_next.get(chaos):
             self.fail_next[chaos] -= 1
             status = self.fail_status.get(chaos, 500)
