@@ -121,7 +121,8 @@ class StateFeeder:
         rv = _rv((obj.get("metadata") or {}).get("resourceVersion"))
         ident = (res.kind, key)
         if deleting:
-            if self._says_gone(res, key, source):
+            held = self._versions.get(ident)
+            if self._says_gone(res, key, source) and (rv is None or held is None or rv >= held):
                 self._holders.pop(ident, None)
             elif not self._release(ident, source):
                 return False  # another source still has it (it moved from this one's selector to its)
@@ -133,7 +134,7 @@ class StateFeeder:
                 self._hold(ident, whole)
                 return False
             # Remember the version we removed at, so a late replay of the same object cannot revive it.
-            held = self._versions.pop(ident, None)
+            self._versions.pop(ident, None)
             dead = self._tombstones.get(ident)
             at = max(v for v in (rv, held, dead[0] if dead else None, 0) if v is not None)
             self._tombstones[ident] = (at, source)

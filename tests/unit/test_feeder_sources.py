@@ -162,3 +162,13 @@ def test_an_object_its_whole_namespaces_watch_let_go_first_is_gone_when_the_othe
     assert "default/p" in state.pods, "its namespace's watch has not let the new one go"
     feeder.remove(kc.POD, _pod(10), source=TEAM)
     assert "default/p" not in state.pods
+
+
+def test_a_late_deleted_of_its_whole_namespaces_watch_leaves_a_newer_object_of_the_same_name() -> None:
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    feeder.watches_whole(TEAM, "default")
+    feeder.upsert(kc.POD, _pod(5), source=TEAM)
+    feeder.upsert(kc.POD, _pod(9), source=SHARDS)  # deleted and made again: the selector's watch is ahead
+    feeder.remove(kc.POD, _pod(7), source=TEAM)  # the namespace's watch: the first one's deletion
+    assert state.pods["default/p"].raw["metadata"]["resourceVersion"] == "9"
