@@ -14,8 +14,9 @@ grace 0; finalizers hold any object, and none may be added once it is going), sc
 only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
 (PDBs checked, 429 when they forbid; the pod then terminates gracefully), and watches as a real server
 serves them (testkit/controllers/kube_watch.py): from resourceVersion unset or "0" the current objects
-then the changes, from an exact version only the changes after it (from a bounded history per resource,
-`store.history` events; older, or older than a `compact()`, answers 410 Gone), a selector's watch
+then the changes, from an exact version only the changes after it (from each resource's history, a real
+server's watch cache window: its events of the last 75 s, at least 100, at most `store.history`; older,
+or older than a `compact()`, answers 410 Gone), a selector's watch
 resumed at a version judging each object by the version it had then, an end after `timeoutSeconds`, and
 BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule), and
 requests' deadlines (testkit/controllers/kube_deadline.py: the `timeout` parameter; a test can hold a
@@ -87,7 +88,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
     """Watches from a resourceVersion below this one answer 410 Gone (`compact`)."""
     store: Store = attrs.field(factory=Store)
     """The objects of `RESOURCES`, their history and open watches (kmock's own store holds any other
-    resource); `store.history` is how many events of each resource a watch can resume within."""
+    resource); its history is the window of each resource's events a watch can resume within (a real
+server's watch cache window: `kube_store`)."""
     timing: kube_watch.Timing = attrs.field(factory=kube_watch.Timing)
     """A watch's timers: its default timeout and bookmarks (a test may set shorter ones)."""
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
