@@ -16,6 +16,7 @@ Events are written at once by default (the tests read them after a step). `provi
 `EventWriter` instead: Events go out from a thread of their own, in order, as client-go's recorder does,
 so a batch of 10,000 pods' `Nominated` Events (one API call each) never holds up the reconcile that
 launches their nodes. A full queue drops the newest Event, with a warning: an Event is a note, not state.
+Either way an Event the same as one recorded before is counted on it, not written again (`kube/events.py`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from typing import Any
 from provisioner import crashpoints
 from provisioner.api import NodeClaim
 from provisioner.clock import Clock, RealClock, isoformat
-from provisioner.clusterapi.port import ClusterError, NotFoundError, NotLeader, write_deadline
+from provisioner.clusterapi.port import NotFoundError, NotLeader, write_deadline
 from provisioner.kube import client as kc
+from provisioner.kube import events
 from provisioner.kube.informers import StateFeeder
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ class EventWriter:
 
     def __init__(self, client: kc.KubeClient, *, max_pending: int = 50_000) -> None:
         self.client = client
-        self._queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue(max_pending)
+        self._queue: queue.Queue[events.Recorded | None] = queue.Queue(max_pending)
         self._thread = threading.Thread(target=self._loop, name="events", daemon=True)
         self.dropped = 0
 
@@ -56,12 +58,12 @@ class EventWriter:
         self._thread.start()
         return self
 
-    def put(self, namespace: str, body: dict[str, Any]) -> None:
+    def put(self, event: events.Recorded) -> None:
         try:
-            self._queue.put_nowait((namespace, body))
+            self._queue.put_nowait(event)
         except queue.Full:
             self.dropped += 1
-            log.warning("event queue full: dropped event %s (%d dropped)", body["reason"], self.dropped)
+            log.warning("event queue full: dropped event %s (%d dropped)", event.body["reason"], self.dropped)
 
     def stop(self, *, timeout: float = 10.0) -> None:
         """Write what is queued (within `timeout`), then stop."""
@@ -73,17 +75,7 @@ class EventWriter:
 
     def _loop(self) -> None:
         while (item := self._queue.get()) is not None:
-            write_event(self.client, *item)
-
-
-def write_event(client: kc.KubeClient, namespace: str, body: dict[str, Any]) -> None:
-    try:
-        client.create(kc.EVENT, body, namespace=namespace)
-    except ClusterError as err:
-        involved = body["involvedObject"]
-        log.warning(
-            "could not record event %s on %s/%s: %s", body["reason"], involved["kind"], involved["name"], err
-        )
+            events.write(self.client, item)
 
 
 class KubeClusterAPI:
@@ -110,6 +102,7 @@ class KubeClusterAPI:
         self.acting_until = acting_until
         """When this replica's right to write ends (its Lease's renew deadline; None then: it has none):
         every write's deadline. None: writes are bounded only by the caller's `writes_until`."""
+        self.events = events.EventCorrelator()
 
     def _fence(self, what: str) -> float | None:
         """Refuse a write this replica may not make now; else the seconds it may take (None: unbounded)."""
@@ -305,10 +298,11 @@ class KubeClusterAPI:
             "lastTimestamp": now,
             "count": 1,
         }
+        event = self.events.observe(ns, body)
         if self.event_writer is not None:
-            self.event_writer.put(ns, body)
+            self.event_writer.put(event)
         else:
-            write_event(self.client, ns, body)
+            events.write(self.client, event)
 
 
 __all__ = ["EventWriter", "KubeClusterAPI", "NotFoundError"]
