@@ -27,7 +27,6 @@ from testkit.controllers.backends import KubeBackend
 from testkit.controllers.kube_server import KubeServer
 from testkit.controllers.world import World, gpu_pod, node_class, node_pool
 from tests.controllers.conftest import REAL_CLUSTER
-from tests.controllers.test_admission import gated, team
 
 pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="holds a request at the test server")
 
@@ -204,8 +203,14 @@ def test_a_gate_lift_in_flight_at_the_admission_handover_never_takes_a_team_past
     # holder lifts the gate of pod b (room for one GPU); its patch waits at the server while its Lease
     # expires and the new holder admits pod a (higher priority) into that room. Then the patch goes on.
     w = make_kube_world(settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
-    w.apply(node_class(), node_pool("gpu"), team("vision", 1, over=False))
-    w.apply(gated("a", "vision", priority=100), gated("b", "vision"))
+    quota = {"nodePool": "gpu", "resources": {wk.GPU_RESOURCE: "1"}, "overQuota": False}
+    team = {"namespaces": ["vision"], "quotas": [quota]}
+    w.apply(
+        node_class(),
+        node_pool("gpu"),
+        {"apiVersion": wk.API_VERSION, "kind": "Team", "metadata": {"name": "vision"}, "spec": team},
+    )
+    w.apply(gated("a", priority=100), gated("b"))
     handover = Handover(w, kube_client, kube_server)
     assert handover.old.holds_admission() and not handover.new.holds_admission()
     old_admits = sharding(handover.old, w).admission_cluster(KubeClusterAPI(kube_client, clock=w.clock))
@@ -233,6 +238,14 @@ def test_a_gate_lift_in_flight_at_the_admission_handover_never_takes_a_team_past
     assert not writer.is_alive() and held.answered.wait(60), "the held patch was not answered"
     assert ungated(kube_client) == ["a"], "team vision's quota is one GPU: only pod a is admitted"
     assert held.status == 504 and isinstance(outcome[0], ClusterError)
+
+
+def gated(name: str, *, priority: int = 0) -> dict[str, Any]:
+    """A pod of team vision as the webhook lets it in: behind the admission gate."""
+    doc = gpu_pod(name, namespace="vision")
+    doc["spec"]["schedulingGates"] = [{"name": wk.ADMISSION_GATE}]
+    doc["spec"]["priority"] = priority
+    return doc
 
 
 def ungated(client: kc.KubeClient) -> list[str]:
