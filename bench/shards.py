@@ -24,8 +24,12 @@ Measured:
 writes its stats to DIR/replicas-<count>-<index>.prof as it exits. Its timer is each thread's CPU clock
 (`time.thread_time`), but cProfile's own cost (several times the replica's, under that timer) weighs on
 call-heavy code, and calls that block on a socket still showed large times here: read it for where the
-product's own functions spend, and measure CPU seconds without it (py-spy `--gil` on the replica
-processes is the lighter view).
+product's own functions spend, and measure CPU seconds without it. py-spy `--gil` on the replica
+processes is the lighter view, but it samples the wall clock: on a loaded machine a thread descheduled
+while it holds the interpreter lock is still counted, so pure-Python loops (the passes) weigh far more
+there than in CPU time, and the API calls, which let the lock go, far less. Check a share it shows
+against CPU time (`time.thread_time` around the code in one process, or the replica's CPU with that
+work taken out).
 
 Each replica's watch takes only its shards' pods; the quota admission holder's (`admissionHolder`: its
 index in `cpuSecondsPerReplica`) also takes the pods labelled for no shard and those of the namespaces

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from operator import attrgetter
 
 from provisioner import scheduling
 from provisioner.api import NodeClaim
@@ -29,11 +30,13 @@ from provisioner.controllers.provider_set import pool_instance_types
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.watch import Watch
 from provisioner.scheduling import NewClaim, Results, SolveFn, SolveOptions, Unschedulable
-from provisioner.state import Snapshot
+from provisioner.state import Snapshot, StateNode
 from provisioner.state.objects import Pod
 from provisioner.state.provisioning_requests import is_booking_pod
 
 log = logging.getLogger(__name__)
+
+_KEY = attrgetter("key")
 
 
 def pods_needing_capacity(snap: Snapshot) -> list[Pod]:
@@ -79,6 +82,8 @@ class ProvisioningController(Reconciler):
     _nominated: dict[str, str] = field(default_factory=dict, init=False)
     _failed_writes: int = field(default=0, init=False)
     _watch: Watch = field(init=False)
+    _claim_keys: tuple[tuple[StateNode, ...], frozenset[str]] | None = field(default=None, init=False)
+    """The nodes of the last signature's snapshot, and its claims' part (`_signature`)."""
     _idle: bool = field(default=False, init=False)
     """The last pass found no pod needing capacity: while no pod, Node or claim is written, none does."""
 
@@ -92,9 +97,16 @@ class ProvisioningController(Reconciler):
     def _signature(self, snap: Snapshot, pods: Sequence[Pod], now: datetime) -> frozenset[str]:
         # What a solve depends on that changes often: the pods, the claims they may land on, and the
         # offerings held back by stockouts and quotas (when one runs out, pods left unschedulable by it
-        # must be solved again, even though no pod or claim moved).
-        claims = {f"claim:{n.claim.name}" for n in snap.nodes if n.claim is not None and not n.deleting}
-        return frozenset({p.key for p in pods} | claims | self.providers.unavailable_offerings(now))
+        # must be solved again, even though no pod or claim moved). Made at every pass while pods
+        # arrive: one set built from the keys (no set per part copied into it), the claims' part again
+        # only when the snapshot's nodes changed (the same tuple while no Node or claim was written).
+        last = self._claim_keys
+        if last is None or last[0] is not snap.nodes:
+            claims = frozenset(
+                f"claim:{n.claim.name}" for n in snap.nodes if n.claim is not None and not n.deleting
+            )
+            self._claim_keys = last = (snap.nodes, claims)
+        return frozenset().union(map(_KEY, pods), last[1], self.providers.unavailable_offerings(now))
 
     def reconcile(self, now: datetime) -> Results | None:
         written = self._watch.take()

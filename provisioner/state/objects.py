@@ -101,6 +101,8 @@ class Pod:
     """Owned by a DaemonSet."""
     nodepools: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """The pod's ordered pool list (annotation `provisioner.sh/nodepools`), empty if none."""
+    gated: bool = field(init=False, repr=False, compare=False)
+    """Waiting for admission (our scheduling gate is on it)."""
     _key: str | None = field(default=None, init=False, repr=False, compare=False)
     """`key`, made on first use and shared with the pod's next versions: every index keyed by pod holds
     the one string, not one each."""
@@ -137,11 +139,6 @@ class Pod:
         put(copy, "node_name", None)
         return copy
 
-    @property
-    def gated(self) -> bool:
-        """Waiting for admission (our scheduling gate is on it)."""
-        return wk.ADMISSION_GATE in self.scheduling_gates
-
     def __hash__(self) -> int:
         return hash(self.key)
 
@@ -154,6 +151,7 @@ class Pod:
         put = object.__setattr__
         put(self, "is_terminal", self.phase in ("Succeeded", "Failed"))
         put(self, "is_daemonset_pod", self.owner_kind == "DaemonSet")
+        put(self, "gated", wk.ADMISSION_GATE in self.scheduling_gates)
         text = self.annotations.get(wk.NODEPOOLS) if self.annotations else None
         # Not text: the pod is refused by its checks (`textchecks`), which name the field.
         put(
