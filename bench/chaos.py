@@ -87,6 +87,7 @@ COUNTS = {
     "claim-written": (1, 2, 3),
     "launch-called": (1, 2, 3),
     "status-written": (1, 3, 6),
+    "node-registering": (1, 2),
     "node-registered": (1, 2),
     "node-patched": (1, 3),
     "drain-started": (1,),
@@ -98,7 +99,7 @@ COUNTS = {
     "ledger-written": (1,),
 }
 assert set(COUNTS) == set(POINTS), "every crash point is in the campaign"
-REACHES = {"node-registered": {"fake"}}
+REACHES = {"node-registering": {"fake"}, "node-registered": {"fake"}}
 """Points only some clouds pass: on AWS the kubelet (the campaign) registers Nodes, not the controller."""
 QUICK = {
     "fake": [

@@ -10,8 +10,8 @@ a GPU limit. `first` (limit 2) and `next` take pods whose list names both, in th
 limit passes some on to the second pool's replica. The two others take pods pinned to them and a Team's
 pods, gated by admission and listed across both, with a quota of 1 GPU on each (`overQuota: false`).
 
-The chaos, drawn from the seed: one replica starts with a crash point (`launch-called`, `claim-written` or
-`status-written`: it SIGKILLs itself mid-launch and is started again); then 3 to 5 events while two waves
+The chaos, drawn from the seed: one replica starts with a crash point (`launch-called`, `claim-written`,
+`status-written` or `node-registering`: it SIGKILLs itself mid-launch and is started again); then 3 to 5 events while two waves
 of pods arrive: `kill` (SIGKILL a random replica, started again 0-4 s later), `leave` (SIGTERM: it gives its
 Leases up; back 0-4 s later as a new member) and `join` (one replica more). Once every pod is bound a user
 deletes one claim and empties another node (consolidation, a ledger row), and half the seeds kill a replica
@@ -67,7 +67,13 @@ QUOTA = 1
 """The Team's GPUs on each of its two pools."""
 FIRST_LIMIT = 2
 """GPUs of the first pool of the spanning pods: the others are passed on."""
-CRASH_POINTS = ("launch-called:1", "launch-called:2", "claim-written:1", "status-written:1")
+CRASH_POINTS = (
+    "launch-called:1",
+    "launch-called:2",
+    "claim-written:1",
+    "status-written:1",
+    "node-registering:1",
+)
 SETTLE = 120.0
 """Seconds a phase may take before the run is counted as failed."""
 NOMINATED = re.compile(r"nodeclaim/(\S+)")

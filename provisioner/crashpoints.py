@@ -20,6 +20,7 @@ POINTS = (
     "claim-written",  # a NodeClaim was created, nothing launched for it yet
     "launch-called",  # the cloud launched an instance, its claim's status does not say so yet
     "status-written",  # a NodeClaim status patch landed
+    "node-registering",  # the fake cloud launched an instance, its kubelet has not registered the Node
     "node-registered",  # the fake cloud's kubelet registered the Node, the launch has not returned
     "node-patched",  # labels, taints or cordon written on a Node
     "drain-started",  # a pod was evicted from a node being terminated

@@ -294,7 +294,9 @@ class RunningOperator:
         self.event_writer.stop(timeout=5)
         if self.recorder is not None:
             self.recorder.stop()
-        if self.elector is not None:
+        if self.elector is not None and not any(t.is_alive() for t in self._threads):
+            # Released, a Lease is taken at once; a pass still under way could write after that. Such
+            # a replica lets its Leases expire instead.
             self.elector.release()
         if self.webhook is not None:
             self.webhook.stop()
@@ -310,7 +312,7 @@ class RunningOperator:
         self.wait()
 
 
-def _catch_up(client: kc.KubeClient, informers: Informers) -> None:
+def catch_up(client: kc.KubeClient, informers: Informers) -> None:
     """Feed the state a consistent list of the NodeClaims it watches (the watch may lag behind it)."""
     claims = informers.of(kc.NODECLAIM)
     items, _ = client.list(kc.NODECLAIM, label_selector=claims.selector)
@@ -382,7 +384,7 @@ def _leases(
             shards=settings.shards,
             namespace=settings.lease_namespace,
             prefix=settings.lease_name.removesuffix("-leader"),
-            on_acquire=lambda: _catch_up(client, informers),
+            on_acquire=lambda: catch_up(client, informers),
             watch=scopes,
             **timing,
         )
@@ -396,6 +398,7 @@ def _leases(
             counted_namespaces=scopes.counted_namespaces,
             node_labels=_node_labels(client),
             quota_namespaces=_quota_namespaces(client),
+            acting_until=leases.acting_until,
         )
         return leases, sharding
     if not settings.leader_elect:
@@ -441,7 +444,14 @@ def build(settings: OperatorSettings, *, clock: Clock | None = None) -> RunningO
     )
     event_writer = EventWriter(client)
     cluster = KubeClusterAPI(
-        client, informers.feeder, may_write=is_leader, clock=clock, event_writer=event_writer
+        client,
+        informers.feeder,
+        may_write=is_leader,
+        clock=clock,
+        event_writer=event_writer,
+        # One leader: each of its writes ends by its Lease's renew deadline. Sharded, the writes a Lease
+        # bounds carry its deadline themselves (`Sharding.acting_until`).
+        acting_until=elector.acting_until if isinstance(elector, LeaderElector) else None,
     )
     recorder = None
     if settings.ledger.lower() != "none":

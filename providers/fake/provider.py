@@ -39,7 +39,7 @@ from provisioner.cloudprovider.errors import (
     OfferingKey,
 )
 from provisioner.cloudprovider.group import check_claims, pinned_order
-from provisioner.cloudprovider.launch_order import launch_order
+from provisioner.cloudprovider.launch_order import Attempt, launch_order
 from provisioner.cloudprovider.protocol import GangPlacement, Instance, InterruptionEvent
 from provisioner.cloudprovider.types import InstanceType, Offering, Reservation
 
@@ -288,18 +288,25 @@ class FakeProvider:
             self.calls.append(("create", claim.name))
             existing = self._by_claim.get(claim.name)
             if existing is not None and existing in self._instances:
-                return self._instances[existing]
-            if self._failures:
-                raise self._failures.pop(0)
-            for attempt in launch_order(claim, instance_types).attempts:
-                if self._capacity.exhausted(attempt.key):
-                    tried.append(attempt.key)
-                    continue
-                instance = self._launch(
-                    claim, attempt.instance_type, attempt.offering, node_class, skipped=tuple(tried)
-                )
-                launched = (instance, attempt.instance_type)
-                break
+                # The claim launched already (the name is the idempotency token): the same instance, and
+                # the hook again, as whoever launched it may have died before its Node was registered.
+                instance = self._instances[existing]
+                known = self._type_of(instance, instance_types)
+                if known is None:
+                    return instance
+                launched = (instance, known)
+            else:
+                if self._failures:
+                    raise self._failures.pop(0)
+                for attempt in launch_order(claim, instance_types).attempts:
+                    if self._capacity.exhausted(attempt.key):
+                        tried.append(attempt.key)
+                        continue
+                    instance = self._launch(
+                        claim, attempt.instance_type, attempt.offering, node_class, skipped=tuple(tried)
+                    )
+                    launched = (instance, attempt.instance_type)
+                    break
             hook = self.on_launch
         if launched is not None:
             # Outside the lock: the hook may register a Node in a cluster that calls back into us.
@@ -312,6 +319,13 @@ class FakeProvider:
                 [], f"no available offering of {options} is allowed by claim {claim.name}'s requirements"
             )
         raise InsufficientCapacity(tried)
+
+    def _type_of(self, instance: Instance, offered: Sequence[InstanceType]) -> InstanceType | None:
+        """The type an instance was launched as: as the caller offers it (with its pool's MIG layout),
+        else the catalog's."""
+        return next((t for t in offered if t.name == instance.instance_type), None) or self._types.get(
+            instance.instance_type
+        )
 
     def create_group(
         self,
@@ -334,34 +348,16 @@ class FakeProvider:
                 for c in claims
                 if self._by_claim.get(c.name) in self._instances
             }
+            # Launched already: the hook again, as whoever launched them may have died before their Nodes
+            # were registered.
+            again = [(i, t) for i in existing.values() if (t := self._type_of(i, instance_types)) is not None]
             missing, attempts, _ = pinned_order(claims, instance_types, existing, placement)
-            if not missing:
-                return [existing[n] for n in names]
-            if self._failures:
-                raise self._failures.pop(0)
-            running = next(iter(existing.values()), None)
-            group = (placement.group if placement else None) or (running.placement_group if running else None)
-            group = group or self._placement_group(node_class, placement)
-            for attempt in attempts:
-                room = self._capacity.room(attempt.key)
-                if room is not None and room < len(missing):
-                    tried.append(attempt.key)
-                    continue
-                for claim in missing:
-                    instance = self._launch(
-                        claim,
-                        attempt.instance_type,
-                        attempt.offering,
-                        node_class,
-                        skipped=tuple(tried),
-                        gang=placement.gang if placement else None,
-                        placement_group=group,
-                    )
-                    existing[claim.name] = instance
-                    launched.append((instance, attempt.instance_type))
-                break
+            if missing:
+                if self._failures:
+                    raise self._failures.pop(0)
+                launched, tried = self._launch_gang(missing, attempts, existing, node_class, placement)
             hook = self.on_launch
-        if not launched:
+        if missing and not launched:
             if not tried:
                 options = ", ".join(t.name for t in instance_types) or "none"
                 raise InsufficientCapacity(
@@ -371,9 +367,44 @@ class FakeProvider:
                 tried, f"no offering has room for {len(missing)} instances: {', '.join(map(str, tried))}"
             )
         if hook is not None:
-            for instance, it in launched:
+            for instance, it in [*again, *launched]:
                 hook(instance, it)
         return [existing[n] for n in names]
+
+    def _launch_gang(
+        self,
+        missing: Sequence[NodeClaim],
+        attempts: Sequence[Attempt],
+        existing: dict[str, Instance],
+        node_class: NodeClass,
+        placement: GangPlacement | None,
+    ) -> tuple[builtins.list[tuple[Instance, InstanceType]], builtins.list[OfferingKey]]:
+        """Under the lock: the missing claims of a gang in the first offering with room for them all, into
+        `existing`; (what was launched, the offerings tried without room)."""
+        launched: builtins.list[tuple[Instance, InstanceType]] = []
+        tried: builtins.list[OfferingKey] = []
+        running = next(iter(existing.values()), None)
+        group = (placement.group if placement else None) or (running.placement_group if running else None)
+        group = group or self._placement_group(node_class, placement)
+        for attempt in attempts:
+            room = self._capacity.room(attempt.key)
+            if room is not None and room < len(missing):
+                tried.append(attempt.key)
+                continue
+            for claim in missing:
+                instance = self._launch(
+                    claim,
+                    attempt.instance_type,
+                    attempt.offering,
+                    node_class,
+                    skipped=tuple(tried),
+                    gang=placement.gang if placement else None,
+                    placement_group=group,
+                )
+                existing[claim.name] = instance
+                launched.append((instance, attempt.instance_type))
+            break
+        return launched, tried
 
     def collect_placement(self, *, older_than: datetime) -> builtins.list[str]:
         with self._lock:

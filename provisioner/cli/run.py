@@ -157,16 +157,19 @@ def _stand_in_kubelet(
     ctx: ProviderContext, clouds: list[str]
 ) -> tuple[Callable[[Instance, InstanceType | None], None], Callable[[Instance], None]]:
     """(register_node, delete_node) for a cloud without kubelets (the fake one): it registers the Node one
-    would (its plug-in's `nodes`), as Karpenter's kwok provider does, and deletes it with the instance."""
+    would (its plug-in's `nodes`), as Karpenter's kwok provider does, and deletes it with the instance.
+    Called again for an instance a relaunch got back (its launcher may have died before the Node was
+    registered): a Node already there is left as it is."""
     from provisioner.api import mig
     from provisioner.cloudprovider.types import with_mig_layout
-    from provisioner.clusterapi import ClusterError
+    from provisioner.clusterapi import ClusterError, ConflictError
     from provisioner.kube import client as kc
 
     client, state, clock = ctx.kube, ctx.state, ctx.clock
     maker = plugins_.node_maker(clouds)
 
     def register_node(instance: Instance, instance_type: InstanceType | None) -> None:
+        crashpoints.reached("node-registering")
         claim = state.claims.get(instance.nodeclaim or "")
         layout = mig.layout_of(claim.metadata.labels) if claim is not None else None
         if layout is not None and instance_type is not None:
@@ -179,6 +182,8 @@ def _stand_in_kubelet(
             manifest["metadata"]["labels"][mig.MIG_STATE_LABEL] = "success"
         try:
             client.create(kc.NODE, manifest)
+        except ConflictError:
+            return  # registered already: a relaunch of the claim got the instance back
         except ClusterError as err:
             log.warning("could not register a Node for %s: %s", instance.provider_id, err)
             return

@@ -17,6 +17,8 @@ from provisioner.clusterapi.port import (
     guarded,
     merge_patch,
     node_rv,
+    write_deadline,
+    writes_until,
 )
 
 __all__ = [
@@ -31,4 +33,6 @@ __all__ = [
     "guarded",
     "merge_patch",
     "node_rv",
+    "write_deadline",
+    "writes_until",
 ]

@@ -7,11 +7,18 @@ implementations: `provisioner.kube.api.KubeClusterAPI` (a real API server) and
 `provisioner simulate`). Patches are JSON merge patches (RFC 7386): a key set to None is removed, lists
 are replaced whole; a patch carrying `metadata.resourceVersion` (`guarded`) is refused with a
 ConflictError when the object changed since that version.
+
+A write may carry a deadline (`writes_until`): the moment by which it must have ended, stored or
+abandoned. A replica acting under a Lease sets its renew deadline there, so no write of its lands after
+its Lease can have passed to another replica (`provisioner.controllers.sharding`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import datetime
 from typing import Any, Protocol
 
 from provisioner.api import NodeClaim
@@ -36,6 +43,31 @@ class EvictionBlocked(ClusterError):
 
 class NotLeader(ClusterError):
     """This controller lost (or never held) the leader lease; it must not write."""
+
+
+_DEADLINE: ContextVar[datetime | None] = ContextVar("write_deadline", default=None)
+
+
+@contextmanager
+def writes_until(deadline: datetime | None) -> Iterator[None]:
+    """Within: every write through a ClusterAPI must have ended by `deadline` (the earlier one when
+    nested; None adds no bound). An adapter that cannot finish a write by then does not start it
+    (NotLeader when too little time is left), and one that talks to a server asks it to abandon the
+    write at the deadline (kube-apiserver's request `timeout`)."""
+    outer = _DEADLINE.get()
+    if deadline is None or (outer is not None and outer <= deadline):
+        yield
+        return
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def write_deadline() -> datetime | None:
+    """The deadline `writes_until` set for the writes made now (None: none)."""
+    return _DEADLINE.get()
 
 
 class ClusterAPI(Protocol):

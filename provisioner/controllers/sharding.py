@@ -4,7 +4,9 @@ on of a pod none of its pools could take (the `provisioner.sh/nodepools-tried` a
 `provisioner.sh/shard` label its pod watch selects by (`ShardLabels`), the check of a node's pods at
 the API server before disruption acts on it (`Sharding.confirm`), and the fences at the write: a claim
 only for a pool whose shard it holds (`ShardedCluster`), an admission only while it holds the admission
-Lease (`AdmissionCluster`).
+Lease (`AdmissionCluster`), each write carrying that Lease's renew deadline as its own (`writes_until`):
+the API server abandons it by then, before the Lease can pass to another replica, however long the
+request waited there.
 
 Which shards this replica holds, and whether it holds quota admission, come from outside (the Leases:
 `provisioner.kube.shards.ShardLeases`) as callables, read at every snapshot.
@@ -21,7 +23,7 @@ from typing import Any
 from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.clock import Clock
-from provisioner.clusterapi import ClusterAPI, ClusterError, NotFoundError, NotLeader
+from provisioner.clusterapi import ClusterAPI, ClusterError, NotFoundError, NotLeader, writes_until
 from provisioner.controllers.reconciler import Reconciler
 from provisioner.controllers.watch import FIRST, Watch
 from provisioner.scheduling import Unschedulable
@@ -75,6 +77,10 @@ class Sharding:
     """The namespaces whose every pod the state holds (their watches listed), besides its shards' pods:
     quota admission counts a team's pods only once all its namespaces are among them
     (`AdmissionController.counted_namespaces`). None: the state holds every pod."""
+    acting_until: Callable[[int | None], datetime | None] | None = None
+    """When this replica's right to write for a shard (None: quota admission) ends, the renew deadline
+    of its Lease (None then: it does not hold it): the deadline of each write made under that right
+    (`ShardedCluster`, `AdmissionCluster`). None: no Lease bounds the writes (tests)."""
     _pool_shards: dict[str, int] = field(default_factory=dict, init=False)
     _last: tuple[Snapshot, frozenset[int], int, model.Scoped] | None = field(default=None, init=False)
     routes: model.RouteCache = field(default_factory=model.RouteCache, init=False)
@@ -134,6 +140,25 @@ class Sharding:
     def owns_now(self, pool: str) -> bool:
         """Whether this replica holds the pool's shard at this moment."""
         return self._owns(self.owned_shards())(pool)
+
+    def pool_deadline(self, pool: str, what: str) -> datetime | None:
+        """When a write for `pool` must have ended: its shard Lease's renew deadline (None: no Lease
+        bounds it). NotLeader, naming `what`, when this replica does not hold the pool's shard now."""
+        refusal = f"{what}: this replica no longer holds pool {pool}'s shard"
+        held = self.owns_now(pool)  # and the pool's shard is known from here on
+        return self._deadline(held, self._pool_shards[pool], refusal)
+
+    def admission_deadline(self, what: str) -> datetime | None:
+        """When a write of quota admission must have ended: the admission Lease's renew deadline (None:
+        no Lease bounds it). NotLeader, naming `what`, when this replica does not hold admission now."""
+        refusal = f"{what}: this replica no longer holds quota admission"
+        return self._deadline(self.holds_admission(), None, refusal)
+
+    def _deadline(self, held: bool, shard: int | None, refusal: str) -> datetime | None:
+        deadline = self.acting_until(shard) if held and self.acting_until is not None else None
+        if not held or (self.acting_until is not None and deadline is None):
+            raise NotLeader(refusal)
+        return deadline
 
     def pass_on(
         self, cluster: ClusterAPI, state: ClusterState, unschedulable: Sequence[Unschedulable], now: datetime
@@ -250,7 +275,9 @@ class ScopedChanges:
 class ShardedCluster:
     """A ClusterAPI that writes a NodeClaim only while this replica holds its pool's shard, checked at
     the write: a pass that began before the shard was lost (its Lease not renewed in time, under load)
-    writes no claim the shard's new holder may be solving too. Everything else is the cluster's."""
+    writes no claim the shard's new holder may be solving too. The write must end by the shard Lease's
+    renew deadline: one held up at the API server is abandoned there before the Lease can expire, so it
+    cannot land after the new holder listed the claims. Everything else is the cluster's."""
 
     def __init__(self, cluster: ClusterAPI, sharding: Sharding) -> None:
         self._cluster = cluster
@@ -258,9 +285,10 @@ class ShardedCluster:
 
     def create_nodeclaim(self, claim: NodeClaim) -> NodeClaim:
         pool = claim.nodepool
-        if pool is not None and not self._sharding.owns_now(pool):
-            raise NotLeader(f"NodeClaim {claim.name}: this replica no longer holds pool {pool}'s shard")
-        return self._cluster.create_nodeclaim(claim)
+        if pool is None:
+            return self._cluster.create_nodeclaim(claim)
+        with writes_until(self._sharding.pool_deadline(pool, f"NodeClaim {claim.name}")):
+            return self._cluster.create_nodeclaim(claim)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
@@ -271,27 +299,26 @@ class AdmissionCluster:
     a reclaim, a ProvisioningRequest's quota word) only while this replica holds the admission Lease,
     checked at each write: a pass begun as holder whose Lease then lapsed (its renewals starved under
     load) would otherwise go on admitting after a new holder, deciding from its own picture, took over,
-    and two deciders could admit the same room. Everything else is the cluster's."""
+    and two deciders could admit the same room. Each write must end by the admission Lease's renew
+    deadline, so one held up at the API server cannot land after a new holder took over and counted
+    the admitted pods. Everything else is the cluster's."""
 
     def __init__(self, cluster: ClusterAPI, sharding: Sharding) -> None:
         self._cluster = cluster
         self._sharding = sharding
 
-    def _fence(self, what: str) -> None:
-        if not self._sharding.holds_admission():
-            raise NotLeader(f"{what}: this replica no longer holds quota admission")
-
     def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        self._fence(f"patch Pod {namespace}/{name}")
-        self._cluster.patch_pod(namespace, name, patch)
+        with writes_until(self._sharding.admission_deadline(f"patch Pod {namespace}/{name}")):
+            self._cluster.patch_pod(namespace, name, patch)
 
     def evict_pod(self, namespace: str, name: str) -> None:
-        self._fence(f"evict Pod {namespace}/{name}")
-        self._cluster.evict_pod(namespace, name)
+        with writes_until(self._sharding.admission_deadline(f"evict Pod {namespace}/{name}")):
+            self._cluster.evict_pod(namespace, name)
 
     def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        self._fence(f"patch ProvisioningRequest {namespace}/{name}")
-        self._cluster.patch_provisioning_request(namespace, name, patch)
+        what = f"patch ProvisioningRequest {namespace}/{name}"
+        with writes_until(self._sharding.admission_deadline(what)):
+            self._cluster.patch_provisioning_request(namespace, name, patch)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)

@@ -1,7 +1,15 @@
 """KubeClusterAPI: the ClusterAPI over a real API server.
 
 Every write is fenced by `may_write` (the leader elector's "do I still hold the lease?"), so a controller
-that lost its lease cannot write even from a reconcile already under way. The object the server returns
+that lost its lease cannot write even from a reconcile already under way. A fence checked when a write
+starts does not bound when it lands, though: a request can wait at the API server (etcd, priority and
+fairness queues) past the Lease's expiry, and land after another replica took over and counted what it
+saw. So a write also carries a deadline, the Lease's renew deadline (`acting_until`, or the one the
+caller set with `writes_until`): it is sent as the request's `timeout`, which kube-apiserver enforces
+(a write not stored by then is abandoned, answered 504), and is not started with less than
+`MIN_WRITE_SECONDS` left. The renew deadline is shorter than the lease duration, so whatever the
+latency, a write ends before anyone else may hold the Lease (clocks skewed by less than the difference,
+as client-go's leader election assumes). The object the server returns
 is fed into ClusterState through the informers' StateFeeder, so the next reconcile sees its own write.
 
 Events are written at once by default (the tests read them after a step). `provisioner run` starts an
@@ -18,12 +26,13 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from provisioner import crashpoints
 from provisioner.api import NodeClaim
 from provisioner.clock import Clock, RealClock, isoformat
-from provisioner.clusterapi.port import NotFoundError, NotLeader
+from provisioner.clusterapi.port import NotFoundError, NotLeader, write_deadline
 from provisioner.kube import client as kc
 from provisioner.kube import events
 from provisioner.kube.informers import StateFeeder
@@ -31,6 +40,9 @@ from provisioner.kube.informers import StateFeeder
 log = logging.getLogger(__name__)
 
 COMPONENT = "provisioner"
+
+MIN_WRITE_SECONDS = 0.5
+"""A write is not started with less time than this left before its deadline: it would only time out."""
 
 
 class EventWriter:
@@ -78,6 +90,7 @@ class KubeClusterAPI:
         clock: Clock | None = None,
         event_namespace: str = "default",
         event_writer: EventWriter | None = None,
+        acting_until: Callable[[], datetime | None] | None = None,
     ) -> None:
         self.client = client
         self.feeder = feeder
@@ -86,11 +99,27 @@ class KubeClusterAPI:
         self.event_namespace = event_namespace
         self.event_writer = event_writer
         """Where Events go when given (in the background); None: written at once."""
+        self.acting_until = acting_until
+        """When this replica's right to write ends (its Lease's renew deadline; None then: it has none):
+        every write's deadline. None: writes are bounded only by the caller's `writes_until`."""
         self.events = events.EventCorrelator()
 
-    def _fence(self, what: str) -> None:
+    def _fence(self, what: str) -> float | None:
+        """Refuse a write this replica may not make now; else the seconds it may take (None: unbounded)."""
         if not self.may_write():
             raise NotLeader(f"not the leader: refusing to {what}")
+        deadline = write_deadline()
+        if self.acting_until is not None:
+            mine = self.acting_until()
+            if mine is None:
+                raise NotLeader(f"not the leader: refusing to {what}")
+            deadline = mine if deadline is None else min(deadline, mine)
+        if deadline is None:
+            return None
+        left = (deadline - self.clock.now()).total_seconds()
+        if left < MIN_WRITE_SECONDS:
+            raise NotLeader(f"refusing to {what}: the Lease's renew deadline is {left:.1f} s away")
+        return left
 
     def _feed(self, res: kc.Resource, obj: Mapping[str, Any]) -> None:
         if self.feeder is None or not obj.get("metadata"):
@@ -125,10 +154,10 @@ class KubeClusterAPI:
     # NodeClaims
 
     def create_nodeclaim(self, claim: NodeClaim) -> NodeClaim:
-        self._fence(f"create NodeClaim {claim.name}")
+        timeout = self._fence(f"create NodeClaim {claim.name}")
         body = claim.to_dict()
         body.pop("status", None)
-        doc = self.client.create(kc.NODECLAIM, body)
+        doc = self.client.create(kc.NODECLAIM, body, timeout=timeout)
         if not doc.get("metadata"):
             # Some servers answer an empty body; read the object back so the state has it.
             doc = self.client.get(kc.NODECLAIM, claim.name)
@@ -137,8 +166,8 @@ class KubeClusterAPI:
         return NodeClaim.model_validate(doc)
 
     def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> None:
-        self._fence(f"patch NodeClaim {name}")
-        self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, patch))
+        timeout = self._fence(f"patch NodeClaim {name}")
+        self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, patch, timeout=timeout))
         if "finalizers" in (patch.get("metadata") or {}):
             crashpoints.reached("finalizer-removed")
 
@@ -147,77 +176,93 @@ class KubeClusterAPI:
         self._feed(res, self.client.get(res, name))
 
     def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> None:
-        self._fence(f"patch NodeClaim {name} status")
-        self._feed(kc.NODECLAIM, self.client.patch(kc.NODECLAIM, name, {"status": status}, sub="status"))
+        timeout = self._fence(f"patch NodeClaim {name} status")
+        self._feed(
+            kc.NODECLAIM,
+            self.client.patch(kc.NODECLAIM, name, {"status": status}, sub="status", timeout=timeout),
+        )
         crashpoints.reached("status-written")
 
     def delete_nodeclaim(self, name: str) -> None:
-        self._fence(f"delete NodeClaim {name}")
-        self._feed_deleted(kc.NODECLAIM, self.client.delete(kc.NODECLAIM, name), name)
+        timeout = self._fence(f"delete NodeClaim {name}")
+        self._feed_deleted(kc.NODECLAIM, self.client.delete(kc.NODECLAIM, name, timeout=timeout), name)
         crashpoints.reached("claim-deleted")
 
     # Nodes and pods
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
-        self._fence(f"patch Node {name}")
-        self._feed(kc.NODE, self.client.patch(kc.NODE, name, patch))
+        timeout = self._fence(f"patch Node {name}")
+        self._feed(kc.NODE, self.client.patch(kc.NODE, name, patch, timeout=timeout))
         crashpoints.reached("node-patched")
 
     def delete_node(self, name: str) -> None:
-        self._fence(f"delete Node {name}")
-        self._feed_deleted(kc.NODE, self.client.delete(kc.NODE, name), name)
+        timeout = self._fence(f"delete Node {name}")
+        self._feed_deleted(kc.NODE, self.client.delete(kc.NODE, name, timeout=timeout), name)
         crashpoints.reached("node-deleted")
 
     def evict_pod(self, namespace: str, name: str) -> None:
-        self._fence(f"evict Pod {namespace}/{name}")
+        timeout = self._fence(f"evict Pod {namespace}/{name}")
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
-        self.client.request("POST", kc.POD.path(namespace=namespace, name=name, sub="eviction"), body=body)
+        path = kc.POD.path(namespace=namespace, name=name, sub="eviction")
+        self.client.request("POST", path, body=body, timeout=timeout)
         if self.feeder is not None:
             self.feeder.remove(kc.POD, {"metadata": {"name": name, "namespace": namespace}})
         crashpoints.reached("drain-started")
 
     def delete_pod(self, namespace: str, name: str) -> None:
-        self._fence(f"delete Pod {namespace}/{name}")
-        self._feed_deleted(kc.POD, self.client.delete(kc.POD, name, namespace=namespace), name, namespace)
+        timeout = self._fence(f"delete Pod {namespace}/{name}")
+        doc = self.client.delete(kc.POD, name, namespace=namespace, timeout=timeout)
+        self._feed_deleted(kc.POD, doc, name, namespace)
 
     def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        self._fence(f"patch Pod {namespace}/{name}")
-        self._feed(kc.POD, self.client.patch(kc.POD, name, patch, namespace=namespace))
+        timeout = self._fence(f"patch Pod {namespace}/{name}")
+        self._feed(kc.POD, self.client.patch(kc.POD, name, patch, namespace=namespace, timeout=timeout))
 
     def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self._fence(f"patch Pod {namespace}/{name} status")
+        timeout = self._fence(f"patch Pod {namespace}/{name} status")
         self._feed(
-            kc.POD, self.client.patch(kc.POD, name, {"status": status}, namespace=namespace, sub="status")
+            kc.POD,
+            self.client.patch(
+                kc.POD, name, {"status": status}, namespace=namespace, sub="status", timeout=timeout
+            ),
         )
 
     # NodePools, Teams, Departments and Events
 
     def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> None:
-        self._fence(f"patch NodePool {name} status")
-        self._feed(kc.NODEPOOL, self.client.patch(kc.NODEPOOL, name, {"status": status}, sub="status"))
+        timeout = self._fence(f"patch NodePool {name} status")
+        self._feed(
+            kc.NODEPOOL,
+            self.client.patch(kc.NODEPOOL, name, {"status": status}, sub="status", timeout=timeout),
+        )
 
     def patch_quota_status(self, kind: str, name: str, status: Mapping[str, Any]) -> None:
         res = kc.TEAM if kind == "Team" else kc.DEPARTMENT
-        self._fence(f"patch {kind} {name} status")
-        self._feed(res, self.client.patch(res, name, {"status": status}, sub="status"))
+        timeout = self._fence(f"patch {kind} {name} status")
+        self._feed(res, self.client.patch(res, name, {"status": status}, sub="status", timeout=timeout))
 
     def patch_provisioning_request(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        self._fence(f"patch ProvisioningRequest {namespace}/{name}")
+        timeout = self._fence(f"patch ProvisioningRequest {namespace}/{name}")
         self._feed(
             kc.PROVISIONING_REQUEST,
-            self.client.patch(kc.PROVISIONING_REQUEST, name, patch, namespace=namespace),
+            self.client.patch(kc.PROVISIONING_REQUEST, name, patch, namespace=namespace, timeout=timeout),
         )
 
     def patch_provisioning_request_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self._fence(f"patch ProvisioningRequest {namespace}/{name} status")
+        timeout = self._fence(f"patch ProvisioningRequest {namespace}/{name} status")
         self._feed(
             kc.PROVISIONING_REQUEST,
             self.client.patch(
-                kc.PROVISIONING_REQUEST, name, {"status": status}, namespace=namespace, sub="status"
+                kc.PROVISIONING_REQUEST,
+                name,
+                {"status": status},
+                namespace=namespace,
+                sub="status",
+                timeout=timeout,
             ),
         )
 

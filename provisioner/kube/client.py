@@ -161,8 +161,20 @@ class KubeClient:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        resp = self._send(method, path, query=query, body=body, content_type=content_type)
+        """`timeout`, seconds: the API server abandons the request after it (its `timeout` parameter:
+        a write not stored by then is not stored, answered 504), and this client stops waiting then."""
+        if timeout is not None:
+            query = {**(query or {}), "timeout": f"{max(1, int(timeout * 1000))}ms"}
+        resp = self._send(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=None if timeout is None else (timeout, timeout),
+        )
         data = resp.read()
         raise_for(resp.status, data, f"{method} {path}")
         return json.loads(data) if data else {}
@@ -231,10 +243,15 @@ class KubeClient:
         return self.request("GET", res.path(namespace=namespace, name=name))
 
     def create(
-        self, res: Resource, body: Mapping[str, Any], *, namespace: str | None = None
+        self,
+        res: Resource,
+        body: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         doc = {"apiVersion": res.api_version, "kind": res.kind, **body}
-        return self.request("POST", res.path(namespace=namespace), body=doc)
+        return self.request("POST", res.path(namespace=namespace), body=doc, timeout=timeout)
 
     def patch(
         self,
@@ -244,15 +261,23 @@ class KubeClient:
         *,
         namespace: str | None = None,
         sub: str | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         return self.request(
             "PATCH",
             res.path(namespace=namespace, name=name, sub=sub),
             body=dict(patch),
             content_type=MERGE_PATCH,
+            timeout=timeout,
         )
 
     def delete(
-        self, res: Resource, name: str, *, namespace: str | None = None, body: Mapping[str, Any] | None = None
+        self,
+        res: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        return self.request("DELETE", res.path(namespace=namespace, name=name), body=body)
+        return self.request("DELETE", res.path(namespace=namespace, name=name), body=body, timeout=timeout)

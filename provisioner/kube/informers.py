@@ -46,7 +46,9 @@ class StateFeeder:
     shards' label selector, a namespace of a team): each is a `source`, and the state holds an object
     while some source holds it. A source's DELETED (the object gone, or out of that source's selector)
     or relist drops only its own hold; the object leaves the state when no source holds it any more, and
-    no source watching its namespace whole (`watches_whole`) is still to send its own word on it."""
+    no source watching its namespace whole (`watches_whole`) is still to send its own word on it. The word
+    of a source watching the namespace whole (its DELETED, or a relist without the object) is final: the
+    object is gone, whichever other source still holds it, in whatever order their events come."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
@@ -73,6 +75,13 @@ class StateFeeder:
                 self._whole.pop(source, None)
             else:
                 self._whole[source] = namespace
+
+    def _says_gone(self, res: Resource, key: str, source: int | None) -> bool:
+        """Whether `source` watches the namespace of the object `key` whole: with no selector to fall
+        out of, its DELETED (or a relist without the object) means the object is gone, for every source."""
+        if source is None or not res.namespaced or source not in self._whole:
+            return False
+        return key.partition("/")[0] == self._whole[source]
 
     def _covering(self, res: Resource, obj: Mapping[str, Any], source: int) -> frozenset[int]:
         """The live sources other than `source` that watch the object's namespace whole."""
@@ -112,15 +121,20 @@ class StateFeeder:
         rv = _rv((obj.get("metadata") or {}).get("resourceVersion"))
         ident = (res.kind, key)
         if deleting:
-            if not self._release(ident, source):
+            held = self._versions.get(ident)
+            if self._says_gone(res, key, source) and (rv is None or held is None or rv >= held):
+                self._holders.pop(ident, None)
+            elif not self._release(ident, source):
                 return False  # another source still has it (it moved from this one's selector to its)
-            if source is not None and (whole := self._covering(res, obj, source)):
+            elif (dead := self._tombstones.get(ident)) is not None and rv is not None and rv <= dead[0]:
+                return False  # removed already, by the watch of its whole namespace: nothing to wait for
+            elif source is not None and (whole := self._covering(res, obj, source)):
                 # Out of this source's selector, or gone: the watch of its whole namespace has it too
                 # (its events may come later), and sends its deletion if it is gone.
                 self._hold(ident, whole)
                 return False
             # Remember the version we removed at, so a late replay of the same object cannot revive it.
-            held = self._versions.pop(ident, None)
+            self._versions.pop(ident, None)
             dead = self._tombstones.get(ident)
             at = max(v for v in (rv, held, dead[0] if dead else None, 0) if v is not None)
             self._tombstones[ident] = (at, source)
@@ -193,9 +207,15 @@ class StateFeeder:
                 ident = (res.kind, key)
                 if at is not None and self._versions.get(ident, 0) > at:
                     continue
-                if self._release(ident, source):
-                    self._versions.pop(ident, None)
-                    self.state.remove(res.kind, key)
+                if self._says_gone(res, key, source):
+                    self._holders.pop(ident, None)
+                    # Gone by this list's version: another source's late event cannot revive it.
+                    held = self._versions.get(ident)
+                    self._tombstones[ident] = (max(v for v in (at, held, 0) if v is not None), source)
+                elif not self._release(ident, source):
+                    continue
+                self._versions.pop(ident, None)
+                self.state.remove(res.kind, key)
         for obj in items:
             self.upsert(res, obj, listed=True, source=source)
 

@@ -4,6 +4,11 @@ Only the leader acts. `is_leader()` is true only while the last successful renew
 renew deadline, so a leader that cannot reach the API server stops acting before its lease expires and
 another replica can take over (the lease duration is longer than the renew deadline). Updates carry the
 resourceVersion read, so two candidates racing for an expired lease cannot both win.
+
+client-go's leader election says it gives no fencing: a write the old leader started may land after a
+new leader took over. Here every write carries `acting_until` (the last renewal plus the renew deadline)
+as its deadline, which the API server enforces (`provisioner.kube.api`), so no write of a leader lands
+after its lease can have expired, with clocks skewed by less than lease duration minus renew deadline.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from provisioner.clock import Clock, micro_isoformat, parse_time
@@ -62,6 +67,16 @@ class LeaderElector:
                 log.warning("leader lease %s not renewed in time; stopped acting", self.name)
                 return False
             return True
+
+    def acting_until(self) -> datetime | None:
+        """When this replica's right to act on the lease ends (its last renewal plus the renew deadline:
+        every write it makes must have ended by then, `provisioner.kube.api`); None when it does not
+        lead now."""
+        if not self.is_leader():
+            return None
+        with self._lock:
+            renewed: datetime | None = self._renewed_at
+        return None if renewed is None else renewed + timedelta(seconds=self.renew_deadline)
 
     def stop(self, why: str) -> None:
         """Stop acting now without giving the lease up: it expires unless renewed by a later `step`."""

@@ -23,6 +23,12 @@ Each Lease is a `LeaderElector`: a replica acts on a shard only while its last r
 the renew deadline, shorter than the lease duration, so it stops before anyone else may take the shard.
 A replica that dies stops renewing; its member Lease expires, the others assign its shards among
 themselves and take each as soon as its Lease expires.
+
+The handover is safe whatever a request's latency. The old holder's writes for a shard each carry the
+shard Lease's renew deadline (`acting_until`) as the request's `timeout`, so the API server stores or
+abandons every one of them before the Lease can expire. The new holder takes a shard only once its Lease
+expired, then lists the NodeClaims at the API server (`on_acquire`) before acting on it: the list
+holds every claim the old holder will ever have written.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from provisioner.clock import Clock, parse_time
 from provisioner.clusterapi.port import ClusterError
@@ -204,6 +210,16 @@ class ShardLeases:
         if shard is None:
             shard = self._pool_shards[pool] = model.shard_of(pool, self.shards)
         return shard not in self._warming and self.shard_leases[shard].is_leader()
+
+    def acting_until(self, shard: int | None) -> datetime | None:
+        """When this replica's right to write for `shard` (None: quota admission) ends, the renew
+        deadline of its Lease; None when it does not act on it now. Its writes for the shard carry it
+        as their deadline (`provisioner.controllers.sharding`)."""
+        if shard is None:
+            return self.admission.acting_until() if self.holds_admission() else None
+        if shard in self._warming:
+            return None
+        return self.shard_leases[shard].acting_until()
 
     def holds_admission(self) -> bool:
         """Whether this replica decides quota admission now: it holds the Lease, and (with

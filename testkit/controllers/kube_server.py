@@ -14,10 +14,13 @@ grace 0; finalizers hold any object, and none may be added once it is going), sc
 only be removed, the `not-ready` taint on new Nodes, a list's resourceVersion, the Eviction subresource
 (PDBs checked, 429 when they forbid; the pod then terminates gracefully), and watches as a real server
 serves them (testkit/controllers/kube_watch.py): from resourceVersion unset or "0" the current objects
-then the changes, from an exact version only the changes after it (from a bounded history per resource,
-`store.history` events; older, or older than a `compact()`, answers 410 Gone), a selector's watch
+then the changes, from an exact version only the changes after it (from each resource's history, a real
+server's watch cache window: its events of the last 75 s, at least 100, at most `store.history`; older,
+or older than a `compact()`, answers 410 Gone), a selector's watch
 resumed at a version judging each object by the version it had then, an end after `timeoutSeconds`, and
-BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule).
+BOOKMARK events when allowed (`timing` sets the default timeout and the bookmarks' schedule), and
+requests' deadlines (testkit/controllers/kube_deadline.py: the `timeout` parameter; a test can hold a
+request at the server with `hold`, and one held past its deadline is answered 504, never served).
 
 Made for 100,000 pods (bench/controller.py and bench/shards.py send hundreds of thousands of requests): a
 request for one of RESOURCES is parsed once and served here from testkit/controllers/kube_store.py (a
@@ -35,8 +38,9 @@ import datetime
 import json
 import os
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +51,8 @@ from kmock._internal import enums, parsing, rendering
 
 from provisioner.kube import client as kc
 from provisioner.state.objects import Pod, PodDisruptionBudget
+from testkit.controllers import kube_deadline, kube_watch
 from testkit.controllers import kube_rules as rules
-from testkit.controllers import kube_watch
 from testkit.controllers.crd_schema import Invalid
 from testkit.controllers.kube_store import Expired, Store, Version, encode
 
@@ -84,7 +88,8 @@ class FilledEmulator(kmock.KubernetesEmulator):
     """Watches from a resourceVersion below this one answer 410 Gone (`compact`)."""
     store: Store = attrs.field(factory=Store)
     """The objects of `RESOURCES`, their history and open watches (kmock's own store holds any other
-    resource); `store.history` is how many events of each resource a watch can resume within."""
+    resource); its history is the window of each resource's events a watch can resume within (a real
+server's watch cache window: `kube_store`)."""
     timing: kube_watch.Timing = attrs.field(factory=kube_watch.Timing)
     """A watch's timers: its default timeout and bookmarks (a test may set shorter ones)."""
     watches: set[asyncio.Task[Any]] = attrs.field(factory=set)
@@ -97,6 +102,10 @@ class FilledEmulator(kmock.KubernetesEmulator):
     last_request: rendering.Request | None = None
     conflicts: int = 0
     """How many writes were refused for a stale resourceVersion (409)."""
+    holds: dict[str, list[kube_deadline.Hold]] = attrs.field(factory=dict)
+    """`"POST nodeclaims"` -> the next such requests to hold until released (test-only: `hold`)."""
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, for requests' deadlines (`kube_deadline`); a test on a virtual clock sets its own."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -163,9 +172,35 @@ class FilledEmulator(kmock.KubernetesEmulator):
                         del answered[i]
                         break
 
+    def hold(self, what: str, *, enforced: bool = True) -> kube_deadline.Hold:
+        """Hold the next request `what` (`"POST nodeclaims"`) at the server until released (any thread);
+        `enforced` False: served then even past its deadline (as no real server does)."""
+        held = kube_deadline.Hold(enforced=enforced)
+        self.holds.setdefault(what, []).append(held)
+        return held
+
     async def _handle_k8s(self, request: rendering.Request, res: kc.Resource) -> aiohttp.web.StreamResponse:
         chaos = f"{request.method.value.upper()} {res.plural}"
         self.requests[chaos] = self.requests.get(chaos, 0) + 1
+        held = self.holds[chaos].pop(0) if self.holds.get(chaos) else None
+        if held is None:
+            return await self._serve(request, res, chaos)
+        try:
+            await held.until_released(request.params, self.clock)
+            response = await self._serve(request, res, chaos)
+        except Exception as err:
+            held.status = getattr(err, "status", None) or 500
+            raise
+        finally:
+            held.answered.set()
+        held.status = response.status
+        return response
+
+    async def _serve(
+        self, request: rendering.Request, res: kc.Resource, chaos: str
+    ) -> aiohttp.web.StreamResponse:
+        if request.action != enums.action.WATCH:
+            kube_deadline.request_timeout(request.params.get("timeout"))  # 400 when malformed
         if self.fail_next.get(chaos):
             self.fail_next[chaos] -= 1
             status = self.fail_status.get(chaos, 500)

@@ -11,6 +11,13 @@ a version, its encoding and the events that carry it stay what they were when wr
 
 Only lists and a watch's first events read every object of one resource (as a real server's cache does);
 a watch from a resourceVersion reads only the history after it.
+
+The history is kube-apiserver's watch cache window (k8s.io/apiserver storage/cacher): a real server serves
+a watch from a resourceVersion out of it and answers 410 for a version older than it holds. It keeps each
+resource's events of the last 75 s (`eventFreshDuration`: the 60 s bookmark frequency plus 15 s), at
+least 100 and at most 102,400 (its ring's lower and upper bound); etcd's compaction (every 5 minutes)
+matters only to requests that bypass the cache. Here exactly that and no more: a client that resumes
+within it here resumes within it on a real server.
 """
 
 from __future__ import annotations
@@ -19,12 +26,20 @@ import asyncio
 import collections
 import itertools
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 Key = tuple[str | None, str]
 """(namespace, name) of an object; namespace None for a cluster-scoped one."""
 Matcher = Callable[[Mapping[str, Any]], bool]
+
+FRESH_SECONDS = 75.0
+"""How long kube-apiserver's watch cache keeps an event (`eventFreshDuration`)..."""
+LEAST_EVENTS = 100
+"""...however old, the newest this many of each resource (its ring's lower bound)..."""
+MOST_EVENTS = 100 * 1024
+"""...and never more than this many (its upper bound)."""
 
 
 def encode(doc: Any) -> bytes:
@@ -65,13 +80,15 @@ class Event:
     selector it enters as ADDED, one it leaves as DELETED) is encoded once for all the watches that send
     it."""
 
-    __slots__ = ("_lines", "prev", "rv", "type", "version")
+    __slots__ = ("_lines", "at", "prev", "rv", "type", "version")
 
     def __init__(self, type_: str, version: Version, prev: Version | None = None) -> None:
         self.type = type_
         self.version = version
         self.prev = prev
         self.rv = version_of(version.obj)
+        self.at = 0.0
+        """When the store sent it (its clock), for the history's window."""
         self._lines: dict[str, bytes] = {}
 
     def line(self, type_: str) -> bytes:
@@ -151,14 +168,27 @@ class Watch:
 
 
 class Store:
-    """Objects by resource (its plural) and key, in the order they were created; the last `history`
-    events of each resource, in resourceVersion order; open watches by resource."""
+    """Objects by resource (its plural) and key, in the order they were created; each resource's events of
+    the last `fresh` seconds (at least `least` of them, at most `history`), in resourceVersion order; open
+    watches by resource."""
 
-    def __init__(self, history: int = 10_000) -> None:
+    def __init__(
+        self,
+        history: int = MOST_EVENTS,
+        *,
+        fresh: float = FRESH_SECONDS,
+        least: int = LEAST_EVENTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._objects: dict[str, dict[Key, Version]] = collections.defaultdict(dict)
         self._watches: dict[str, set[Watch]] = collections.defaultdict(set)
         self.history = history
-        """How many events of each resource are kept for watches from a resourceVersion."""
+        """At most how many events of each resource are kept for watches from a resourceVersion..."""
+        self.fresh = fresh
+        """...those of the last this many seconds..."""
+        self.least = least
+        """...and however old, the newest this many (or `history`, if fewer)."""
+        self._clock = clock
         self._history: dict[str, collections.deque[Event]] = collections.defaultdict(collections.deque)
         self._dropped: dict[str, int] = {}
         """The resourceVersion of each resource's newest event dropped from its history."""
@@ -195,8 +225,10 @@ class Store:
 
     def _send(self, plural: str, event: Event) -> None:
         history = self._history[plural]
+        event.at = now = self._clock()
         history.append(event)
-        while len(history) > self.history:
+        stale = now - self.fresh
+        while len(history) > self.history or (len(history) > self.least and history[0].at < stale):
             self._dropped[plural] = history.popleft().rv
         for watch in self._watches.get(plural, ()):
             watch.offer(event)

@@ -19,9 +19,12 @@ import time
 import uuid
 from typing import Any
 
+from provisioner.api import NodeClaim
 from provisioner.api import labels as wk
 from provisioner.clusterapi import ClusterError, ConflictError, NotFoundError
 from provisioner.kube import client as kc
+from provisioner.state import ClusterState
+from provisioner.state.objects import Node, Pod
 
 SWEPT = [r for r in (*kc.WATCHED, kc.EVENT, kc.LEASE) if r is not kc.NAMESPACE]
 """The kinds the tests write (namespaces aside)."""
@@ -136,6 +139,18 @@ class Space:
         """Note a NodePool of this test (by its name); the name."""
         self.pools.add(name)
         return name
+
+    def pods(self, state: ClusterState) -> list[Pod]:
+        """The pods of this test's namespaces in `state` (a real cluster runs others)."""
+        return [p for p in list(state.pods.values()) if p.namespace in self.namespaces]
+
+    def claims(self, state: ClusterState) -> list[NodeClaim]:
+        """The NodeClaims of this test's pools in `state`."""
+        return [c for c in list(state.claims.values()) if c.nodepool in self.pools]
+
+    def nodes(self, state: ClusterState) -> list[Node]:
+        """The Nodes of this test's pools in `state`."""
+        return [n for n in list(state.nodes.values()) if n.labels.get(wk.NODEPOOL) in self.pools]
 
     def close(self) -> None:
         """Delete the claims and Nodes of this test's pools, then its namespaces and what they hold.

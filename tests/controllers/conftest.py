@@ -6,20 +6,24 @@ standalone strict server, `python -m testkit.controllers.serve`) the worlds crea
 use and assume no kubelet: testkit/controllers/world.py registers Nodes for launched instances and
 finishes Terminating pods itself. Whatever a test made is deleted when it ends, passed or not: the
 worlds delete what they made, and a sweep (testkit/controllers/space.py) deletes anything else that
-appeared meanwhile (what the tests' own clients and the controllers wrote). Tests that inspect or fault
-the imitation are skipped there."""
+appeared meanwhile (what the tests' own clients and the controllers wrote). Tests that run
+`provisioner run` as a process or build the operator hand it `kubeconfig` and keep to a `space`. Tests
+that inspect or fault the imitation are skipped there."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from provisioner.clock import RealClock
 from provisioner.kube import client as kc
 from testkit.controllers.backends import KubeBackend, MemoryBackend
 from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.serve import write_kubeconfig
 from testkit.controllers.space import NamespaceSweep, Space, Sweep
 from testkit.controllers.world import World
 
@@ -54,6 +58,18 @@ def kube_server() -> Iterator[KubeServer | None]:
 
 
 @pytest.fixture
+def kubeconfig(kube_server: KubeServer | None, tmp_path: Path) -> str:
+    """A kubeconfig for the API the test talks to, for what it runs as a process (`--kubeconfig`): the
+    real cluster's, or one written for the test's own server."""
+    if REAL_CLUSTER:
+        return REAL_CLUSTER
+    assert kube_server is not None
+    path = tmp_path / "kubeconfig"
+    write_kubeconfig(path, kube_server.url)
+    return str(path)
+
+
+@pytest.fixture
 def kube_client(kube_server: KubeServer | None) -> Iterator[kc.KubeClient]:
     if REAL_CLUSTER:
         client = kc.KubeClient.connect(kubeconfig=REAL_CLUSTER)
@@ -78,6 +94,18 @@ def space(kube_client: kc.KubeClient) -> Iterator[Space]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture
+def kube_backend(kube_client: kc.KubeClient, space: Space) -> Iterator[KubeBackend]:
+    """The test's view of the API on the real clock (informers feeding a ClusterState), for tests that
+    run the controller as a process or a thread; closed before the space is (on a real cluster, what it
+    made is deleted)."""
+    backend = KubeBackend(kube_client, RealClock(), cleanup=bool(REAL_CLUSTER))  # type: ignore[arg-type]
+    try:
+        yield backend
+    finally:
+        backend.close()
 
 
 @pytest.fixture(params=["memory", "kube"])

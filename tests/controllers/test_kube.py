@@ -14,7 +14,7 @@ from providers.fake import FakeProvider
 from provisioner.clock import VirtualClock
 from provisioner.clusterapi import NotFoundError, NotLeader
 from provisioner.kube import client as kc
-from provisioner.kube.api import EventWriter, KubeClusterAPI
+from provisioner.kube.api import MIN_WRITE_SECONDS, EventWriter, KubeClusterAPI
 from provisioner.kube.client import ApiError
 from provisioner.kube.informers import Informers
 from provisioner.kube.leader import LeaderElector
@@ -69,6 +69,31 @@ def test_a_cluster_api_that_is_not_the_leader_refuses_to_write(kube_client: kc.K
     api = KubeClusterAPI(kube_client, may_write=lambda: False)
     with pytest.raises(NotLeader):
         api.patch_node("anything", {"metadata": {"labels": {"a": "b"}}})
+
+
+@pytest.mark.skipif(bool(REAL_CLUSTER), reason="reads the request the fixture received")
+def test_the_leaders_writes_end_by_its_renew_deadline(
+    kube_client: kc.KubeClient, kube_server: KubeServer | None
+) -> None:
+    # Each write carries the time left to the leader's renew deadline as its `timeout` (the API server
+    # abandons it then, before the lease can expire), and none starts with less than MIN_WRITE_SECONDS left.
+    assert kube_server is not None
+    clock = VirtualClock()
+    leader = _elector(kube_client, "a", clock)
+    api = KubeClusterAPI(
+        kube_client, may_write=leader.is_leader, clock=clock, acting_until=leader.acting_until
+    )
+    kube_client.create(kc.NODE, {"metadata": {"name": "n1"}})
+    assert leader.step()
+    clock.advance(4)
+    api.patch_node("n1", {"metadata": {"labels": {"a": "b"}}})
+    sent = kube_server.emulator.last_request
+    assert sent is not None and sent.params.get("timeout") == "6000ms"
+    clock.advance(6 - MIN_WRITE_SECONDS / 2)
+    assert leader.is_leader(), "still within its renew deadline"
+    with pytest.raises(NotLeader):
+        api.patch_node("n1", {"metadata": {"labels": {"a": "c"}}})
+    assert kube_client.get(kc.NODE, "n1")["metadata"]["labels"]["a"] == "b"
 
 
 def _elector(client: kc.KubeClient, who: str, clock: VirtualClock) -> LeaderElector:

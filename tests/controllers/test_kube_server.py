@@ -293,3 +293,11 @@ def test_two_candidates_updating_one_lease_from_the_same_version_conflict(kube_c
             namespace="default",
         )
     assert kube_client.get(kc.LEASE, "race", namespace="default")["spec"]["holderIdentity"] == "b"
+
+
+def test_a_requests_timeout_must_be_a_duration(kube_client: kc.KubeClient) -> None:
+    # kube-apiserver reads `timeout` as a Go duration (filters.WithRequestDeadline); 400 otherwise.
+    assert kube_client.request("GET", kc.NODE.path(), query={"timeout": "1m30.5s"})["items"] == []
+    with pytest.raises(ApiError) as err:
+        kube_client.request("GET", kc.NODE.path(), query={"timeout": "soon"})
+    assert err.value.status == 400

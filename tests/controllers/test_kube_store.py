@@ -6,6 +6,7 @@ over HTTP after a write that would leave a stale index or cache showing the old 
 from __future__ import annotations
 
 import copy
+import itertools
 import socket
 import urllib.parse
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from provisioner.kube import client as kc
 from testkit.builders.pods import pod_manifest
 from testkit.controllers import kube_rules as rules
 from testkit.controllers.kube_server import KubeServer
-from testkit.controllers.kube_store import Store
+from testkit.controllers.kube_store import Expired, Store
 from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until
 
@@ -173,3 +174,31 @@ def test_what_a_create_stores_shares_nothing_with_the_document_sent() -> None:
     stored["metadata"]["labels"]["a"] = "2"
     stored["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     assert sent == before
+
+
+def test_the_history_keeps_a_real_servers_watch_cache_window() -> None:
+    # kube-apiserver's watch cache: the events of the last 75 s, the newest 100 however old, 102,400 at most
+    # (here 3 and 6).
+    now = [0.0]
+    store = Store(history=6, fresh=75.0, least=3, clock=lambda: now[0])
+    versions = itertools.count(1)
+
+    def write(name: str) -> int:
+        rv = next(versions)
+        store.put("nodes", {"metadata": {"name": name, "resourceVersion": str(rv)}}, "ADDED")
+        return rv
+
+    def replayed(since: int) -> list[int]:
+        return [e.rv for e in store.watch("nodes", None, None, lambda _: True, since=since)[1]]
+
+    first = [write(n) for n in "abcde"]
+    assert replayed(0) == first, "all fresh: all kept"
+    now[0] = 76.0
+    later = write("f")
+    assert replayed(first[2]) == [first[3], first[4], later], "the stale ones go but for the newest 3"
+    with pytest.raises(Expired):
+        replayed(first[1])
+    fresh = [write(n) for n in "ghijklm"]
+    assert replayed(fresh[0]) == fresh[1:], "all fresh, but never more than 6"
+    with pytest.raises(Expired):
+        replayed(later)

@@ -1,29 +1,28 @@
 """`provisioner run --cloud aws,gcp` as a process: one controller serves an AWSNodeClass pool through
 boto3 (moto behind the fault-and-price proxy) and a GCPNodeClass pool through google-cloud-compute (the
 Compute stand-in), both over real HTTP, and pods of both pools get instances on their own cloud in one
-run, each tagged with its NodeClaim."""
+run, each tagged with its NodeClaim.
+
+The controller takes the test's kubeconfig, and the test keeps to a Space (its pods in its namespace,
+pool and class names of its own), so with PROVISIONER_TEST_KUBECONFIG set it runs against that cluster:
+the clouds stay the local stand-ins."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from providers.gcp import naming
 from provisioner.api import labels as wk
-from provisioner.clock import RealClock
-from provisioner.kube import client as kc
 from testkit.controllers.backends import KubeBackend
-from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.processes import Process
+from testkit.controllers.space import Space
 from testkit.controllers.standins import TestBinder
 from testkit.controllers.world import node_pool, pod
 from testkit.typed import present
-from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until
 
 aws_world = pytest.importorskip("testkit.providers.aws.world")
@@ -32,8 +31,6 @@ from testkit.providers.aws.world import World as AWSWorld  # noqa: E402
 from testkit.providers.gcp import fixtures as gcp_fixtures  # noqa: E402
 from testkit.providers.gcp.standin import ComputeStandIn  # noqa: E402
 from testkit.providers.harness_gcp import gcp_node_class  # noqa: E402
-
-pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
 
 @pytest.fixture
@@ -52,118 +49,89 @@ def gcp() -> Iterator[ComputeStandIn]:
     server.stop()
 
 
-def _pool(name: str, *, kind: str, node_class: str, types: list[str], zones: list[str]) -> dict[str, Any]:
-    doc = node_pool(name, gpu_names=None, instance_types=types, zones=zones, node_class_name=node_class)
+def _pool(
+    space: Space, name: str, *, kind: str, node_class: str, types: list[str], zones: list[str]
+) -> dict[str, Any]:
+    doc = node_pool(
+        space.pool(space.name(name)),
+        gpu_names=None,
+        instance_types=types,
+        zones=zones,
+        node_class_name=node_class,
+    )
     doc["spec"]["template"]["spec"]["nodeClassRef"]["kind"] = kind
     return doc
 
 
 def test_one_controller_launches_pools_of_both_clouds_in_one_run(
-    kube_server: KubeServer,
-    kube_client: kc.KubeClient,
+    kubeconfig: str,
+    kube_backend: KubeBackend,
+    space: Space,
     aws: tuple[Stack, AWSWorld],
     gcp: ComputeStandIn,
+    tmp_path: Path,
 ) -> None:
     stack, account = aws
-    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
-    gcp_class = gcp_node_class("gcp-nodes").to_dict()
+    backend = kube_backend
+    aws_class, gcp_class = space.name("aws-nodes"), space.name("gcp-nodes")
+    web_aws = _pool(
+        space, "web-aws", kind="AWSNodeClass", node_class=aws_class, types=["m5.large"], zones=account.zones
+    )
+    web_gcp = _pool(
+        space,
+        "web-gcp",
+        kind="GCPNodeClass",
+        node_class=gcp_class,
+        types=["e2-standard-2"],
+        zones=gcp_fixtures.ZONES,
+    )
     for obj in (
-        account.node_class.to_dict(),
-        gcp_class,
-        _pool(
-            "web-aws",
-            kind="AWSNodeClass",
-            node_class=account.node_class.name,
-            types=["m5.large"],
-            zones=account.zones,
-        ),
-        _pool(
-            "web-gcp",
-            kind="GCPNodeClass",
-            node_class="gcp-nodes",
-            types=["e2-standard-2"],
-            zones=gcp_fixtures.ZONES,
-        ),
-        pod("api-aws", annotations={wk.NODEPOOLS: "web-aws"}),
-        pod("api-gcp", annotations={wk.NODEPOOLS: "web-gcp"}),
+        aws_world.node_class(aws_class).to_dict(),
+        gcp_node_class(gcp_class).to_dict(),
+        web_aws,
+        web_gcp,
+        pod("api-aws", namespace=space.namespace, annotations={wk.NODEPOOLS: web_aws["metadata"]["name"]}),
+        pod("api-gcp", namespace=space.namespace, annotations={wk.NODEPOOLS: web_gcp["metadata"]["name"]}),
     ):
         backend.create(obj)
-    cmd = [
-        sys.executable,
-        "-c",
-        "from provisioner.cli import main; main()",
-        "run",
-        "--cloud",
-        "aws,gcp",
-        "--aws-region",
-        REGION,
-        "--aws-endpoint",
-        stack.url,
-        "--gcp-project",
-        gcp.project,
-        "--gcp-region",
-        gcp_fixtures.REGION,
-        "--gcp-endpoint",
-        gcp.url,
-        "--url",
-        kube_server.url,
-        "--cluster-name",
-        aws_world.CLUSTER,
-        "--batch-idle",
-        "0.2",
-        "--batch-max",
-        "1",
-        "--interval",
-        "0.1",
-        "--metrics-port",
-        "0",
-        "--no-leader-elect",
-        "--no-disruption",
-        "--log-format",
-        "text",
-    ]
+    args = ["run", "--cloud", "aws,gcp", "--aws-region", REGION, "--aws-endpoint", stack.url]
+    args += ["--gcp-project", gcp.project, "--gcp-region", gcp_fixtures.REGION, "--gcp-endpoint", gcp.url]
+    args += ["--kubeconfig", kubeconfig, "--cluster-name", aws_world.CLUSTER]
+    args += ["--batch-idle", "0.2", "--batch-max", "1", "--interval", "0.1", "--metrics-port", "0"]
+    args += ["--no-leader-elect", "--no-disruption", "--log-format", "text"]
     env = {
-        **os.environ,
-        "PYTHONPATH": os.getcwd(),
         "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
         "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
     }
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
-    err = ""
+    proc = Process(*args, log=tmp_path / "run.log", env=env)
     try:
 
         def launched() -> bool:
-            claims = backend.state.claims.values()
+            claims = space.claims(backend.state)
             return len(claims) == 2 and all(c.status.provider_id for c in claims)
 
         # No kubelet registers these instances: the binder only marks the pods unschedulable.
-        wait_until("a launched claim in each pool", launched, step=TestBinder(backend).sync)
-        by_pool = {c.nodepool: c for c in backend.state.claims.values()}
-        assert present(by_pool["web-aws"].status.provider_id).startswith("aws:///")
-        assert by_pool["web-aws"].status.instance_type == "m5.large"
-        assert present(by_pool["web-gcp"].status.provider_id).startswith("gce://")
-        assert by_pool["web-gcp"].status.instance_type == "e2-standard-2"
+        binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
+        wait_until("a launched claim in each pool", launched, step=binder.sync)
+        by_pool = {c.nodepool: c for c in space.claims(backend.state)}
+        claim_aws, claim_gcp = by_pool[web_aws["metadata"]["name"]], by_pool[web_gcp["metadata"]["name"]]
+        assert present(claim_aws.status.provider_id).startswith("aws:///")
+        assert claim_aws.status.instance_type == "m5.large"
+        assert present(claim_gcp.status.provider_id).startswith("gce://")
+        assert claim_gcp.status.instance_type == "e2-standard-2"
 
         ec2 = stack.client("ec2", direct=True)
-        instance_id = present(by_pool["web-aws"].status.provider_id).rsplit("/", 1)[-1]
+        instance_id = present(claim_aws.status.provider_id).rsplit("/", 1)[-1]
         described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
-        assert {t["Key"]: t["Value"] for t in described["Tags"]}[wk.NODECLAIM] == by_pool["web-aws"].name
-        gce_name = naming.instance_name(aws_world.CLUSTER, by_pool["web-gcp"].name)
+        assert {t["Key"]: t["Value"] for t in described["Tags"]}[wk.NODECLAIM] == claim_aws.name
+        gce_name = naming.instance_name(aws_world.CLUSTER, claim_gcp.name)
         with gcp.state.lock:
             (zone,) = [z for z, name in gcp.state.instances if name == gce_name]
             labels = gcp.state.instances[(zone, gce_name)]["labels"]
         assert zone in gcp_fixtures.ZONES
-        assert labels[naming.LABEL_NODECLAIM] == naming.label_value(by_pool["web-gcp"].name)
-    except AssertionError:
-        proc.kill()
-        raise AssertionError(f"the controller said: {proc.communicate()[1][-4000:]}") from None
+        assert labels[naming.LABEL_NODECLAIM] == naming.label_value(claim_gcp.name)
+    except AssertionError as err:
+        raise AssertionError(f"{err}; the controller said: {proc.stop()[-4000:]}") from None
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                _, err = proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-        backend.close()
-    assert proc.returncode == 0, err[-3000:]
+        logged = proc.stop()
+    assert proc.returncode == 0, logged[-3000:]

@@ -1,7 +1,9 @@
 """The operator `provisioner run` runs, built in this process from typed settings (`provisioner.operator`):
-with the fake cloud against the strict test API server over HTTP it provisions a pending GPU pod end to
-end, and `stop()` winds it down and releases the lease; settings it cannot work with are refused naming
-the flag."""
+with the fake cloud against a Kubernetes API over HTTP it provisions a pending GPU pod end to end, and
+`stop()` winds it down and releases the lease; settings it cannot work with are refused naming the flag.
+
+The operator takes the test's kubeconfig, its Lease lives in the test's own namespace and its pod and
+pool are the test's (a Space), so with PROVISIONER_TEST_KUBECONFIG set these run against that cluster."""
 
 from __future__ import annotations
 
@@ -11,26 +13,23 @@ from typing import Any
 import pytest
 
 from provisioner.cli.run import provider_factory
-from provisioner.clock import RealClock
 from provisioner.kube import client as kc
 from provisioner.operator import OperatorError, OperatorSettings, ProviderContext, build
 from testkit.controllers.backends import KubeBackend
+from testkit.controllers.space import Space
 from testkit.controllers.standins import TestBinder, cluster_controllers
 from testkit.controllers.world import gpu_pod, node_class, node_pool
-from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import wait_until
-
-pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
 FAKE = provider_factory(clouds=["fake"], cluster_name="op", options={"fake_catalog": "aws"})
 
 
-def _settings(url: str | None, **overrides: Any) -> OperatorSettings:
+def _settings(kubeconfig: str | None, **overrides: Any) -> OperatorSettings:
     base: dict[str, Any] = {
         "providers": FAKE,
         "cloud": "fake",
         "cluster_name": "op",
-        "url": url,
+        "kubeconfig": kubeconfig,
         "batch_idle": 0.2,
         "batch_max": 1.0,
         "interval": 0.1,
@@ -42,26 +41,31 @@ def _settings(url: str | None, **overrides: Any) -> OperatorSettings:
 
 
 def test_the_operator_built_from_settings_provisions_a_pending_pod_and_stops_cleanly(
-    kube_server: Any, kube_client: kc.KubeClient
+    kubeconfig: str, kube_client: kc.KubeClient, kube_backend: KubeBackend, space: Space
 ) -> None:
-    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
-    binder = TestBinder(backend)
-    for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0")):
+    backend = kube_backend
+    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
+    pool = space.pool(space.name("gpu"))
+    for obj in (
+        node_class(space.name("default")),
+        node_pool(pool, node_class_name=space.name("default")),
+        gpu_pod("train-0", namespace=space.namespace),
+    ):
         backend.create(obj)
-    operator = build(_settings(kube_server.url))
+    operator = build(_settings(kubeconfig, lease_namespace=space.namespace))
     runner = threading.Thread(target=operator.run, name="operator-under-test", daemon=True)
     runner.start()
 
     def step() -> None:  # what the cluster's own controllers and the scheduler would do
-        cluster_controllers(backend)
+        cluster_controllers(backend, space.namespaces)
         binder.sync()
 
     try:
 
         def bound_on_an_initialized_node() -> bool:
-            nodes = list(backend.state.nodes.values())
+            nodes = space.nodes(backend.state)
             return (
-                all(p.node_name for p in backend.state.pods.values())
+                all(p.node_name for p in space.pods(backend.state))
                 and len(nodes) == 1
                 and nodes[0].labels.get("provisioner.sh/initialized") == "true"
             )
@@ -71,29 +75,28 @@ def test_the_operator_built_from_settings_provisions_a_pending_pod_and_stops_cle
             bound_on_an_initialized_node,
             step=step,
         )
-        (claim,) = backend.state.claims.values()
-        (node,) = backend.state.nodes.values()
+        (claim,) = space.claims(backend.state)
+        (node,) = space.nodes(backend.state)
         assert claim.status.provider_id == node.provider_id
-        assert claim.nodepool == "gpu"
-        lease = kube_client.get(kc.LEASE, "op-leader", namespace="default")
+        assert claim.nodepool == pool
+        lease = kube_client.get(kc.LEASE, "op-leader", namespace=space.namespace)
         assert lease["spec"]["holderIdentity"] == operator.settings.identity
     finally:
         operator.stop()
         runner.join(timeout=60)
-        backend.close()
     assert not runner.is_alive(), "run() returns once stop() was called"
-    lease = kube_client.get(kc.LEASE, "op-leader", namespace="default")
+    lease = kube_client.get(kc.LEASE, "op-leader", namespace=space.namespace)
     assert not lease["spec"].get("holderIdentity"), "the lease is released on stop"
 
 
-def test_the_providers_are_built_with_the_operators_own_parts(kube_server: Any) -> None:
+def test_the_providers_are_built_with_the_operators_own_parts(kubeconfig: str) -> None:
     seen: list[ProviderContext] = []
 
     def spy(ctx: ProviderContext) -> Any:
         seen.append(ctx)
         return FAKE(ctx)
 
-    operator = build(_settings(kube_server.url, providers=spy))
+    operator = build(_settings(kubeconfig, providers=spy))
     (ctx,) = seen
     assert ctx.state is operator.state and ctx.kube is operator.client
     assert ctx.registry is operator.metrics.registry and ctx.clock is operator.clock
@@ -114,7 +117,7 @@ def test_settings_it_cannot_work_with_are_refused_naming_the_flag(
     overrides: dict[str, Any], flag: str
 ) -> None:
     with pytest.raises(OperatorError) as err:
-        _settings("http://127.0.0.1:9", **overrides)
+        _settings(None, url="http://127.0.0.1:9", **overrides)
     assert str(err.value).startswith(flag)
 
 
@@ -122,14 +125,14 @@ def test_a_kubeconfig_it_cannot_read_is_refused_naming_the_flag(tmp_path: Any) -
     broken = tmp_path / "kubeconfig"
     broken.write_text("this: [is not a kubeconfig")
     with pytest.raises(OperatorError) as err:
-        build(_settings(None, kubeconfig=str(broken)))
+        build(_settings(str(broken)))
     assert str(err.value).startswith("--kubeconfig: ")
 
 
-def test_a_webhook_that_cannot_serve_is_refused_naming_the_flag(kube_server: Any, tmp_path: Any) -> None:
+def test_a_webhook_that_cannot_serve_is_refused_naming_the_flag(kubeconfig: str, tmp_path: Any) -> None:
     operator = build(
         _settings(
-            kube_server.url,
+            kubeconfig,
             webhook_port=1,
             webhook_cert=str(tmp_path / "missing.crt"),
             webhook_key=str(tmp_path / "missing.key"),

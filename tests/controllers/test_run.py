@@ -1,32 +1,31 @@
 """`provisioner run --cloud fake` as a process against a Kubernetes API over HTTP: pending GPU pods become
-NodeClaims and Ready Nodes, deleting the claims terminates them cleanly, SIGTERM exits cleanly."""
+NodeClaims and Ready Nodes, deleting the claims terminates them cleanly, SIGTERM exits cleanly.
+
+The process takes a kubeconfig and its leader Lease lives in the test's own namespace; each test keeps
+to a Space (pods in its namespace, pool and class names of its own) and asserts on what the API shows,
+the process's metrics and log and its ledger, so with PROVISIONER_TEST_KUBECONFIG set they run unchanged
+against that cluster."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
-from provisioner.clock import RealClock
 from provisioner.finops.ledger import Ledger
 from provisioner.kube import client as kc
 from testkit.controllers.backends import KubeBackend
-from testkit.controllers.kube_server import KubeServer
+from testkit.controllers.processes import Process
+from testkit.controllers.space import Space
 from testkit.controllers.standins import TestBinder, cluster_controllers
 from testkit.controllers.world import gpu_pod, node_class, node_pool
-from tests.controllers.conftest import REAL_CLUSTER
 from tests.polling import in_turn, wait_until
-
-pytestmark = pytest.mark.skipif(bool(REAL_CLUSTER), reason="drives its own API server")
 
 
 def _free_port() -> int:
@@ -35,31 +34,49 @@ def _free_port() -> int:
         return cast(int, s.getsockname()[1])
 
 
-def _start_run(url: str, *flags: str) -> subprocess.Popen[str]:
-    """`provisioner run --cloud fake` as a process against the API fixture, fast windows, JSON logs."""
-    cmd = [sys.executable, "-c", "from provisioner.cli import main; main()", "run", "--cloud", "fake"]
-    cmd += ["--url", url, "--cluster-name", "e2e", "--batch-idle", "0.2", "--batch-max", "1"]
-    cmd += ["--interval", "0.1", "--log-format", "json", *flags]
-    return subprocess.Popen(
-        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
-    )
+def _start_run(kubeconfig: str, space: Space, log: Path, *flags: str) -> Process:
+    """`provisioner run --cloud fake` as a process against the test's API (its leader Lease in the test's
+    namespace), fast windows, JSON logs."""
+    args = ["run", "--cloud", "fake", "--kubeconfig", kubeconfig, "--lease-namespace", space.namespace]
+    args += ["--cluster-name", "e2e", "--batch-idle", "0.2", "--batch-max", "1"]
+    args += ["--interval", "0.1", "--log-format", "json", *flags]
+    return Process(*args, log=log)
+
+
+def _create(backend: KubeBackend, space: Space, pool: dict[str, Any], *pods: str, **kw: Any) -> None:
+    """The test's NodeClass, `pool` over it and one-GPU `pods` in the test's namespace."""
+    backend.create(node_class(space.name("default")))
+    backend.create(pool)
+    for name in pods:
+        backend.create(gpu_pod(name, namespace=space.namespace, **kw))
+
+
+def _pool(space: Space, **kw: Any) -> dict[str, Any]:
+    """The test's `gpu` NodePool (a name of its own) over its NodeClass."""
+    return node_pool(space.pool(space.name("gpu")), node_class_name=space.name("default"), **kw)
+
+
+def _cluster(backend: KubeBackend, space: Space) -> Callable[[], None]:
+    """What kube-controller-manager and the kubelets do, for the test's pods only."""
+    return lambda: cluster_controllers(backend, space.namespaces)
 
 
 def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_back(
-    kube_server: KubeServer, kube_client: kc.KubeClient
+    kubeconfig: str, kube_client: kc.KubeClient, kube_backend: KubeBackend, space: Space, tmp_path: Path
 ) -> None:
-    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
-    binder = TestBinder(backend)
-    for obj in (node_class(), node_pool("gpu"), gpu_pod("train-0"), gpu_pod("train-1")):
-        backend.create(obj)
+    backend = kube_backend
+    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
+    pool = _pool(space)
+    _create(backend, space, pool, "train-0", "train-1")
+    name = pool["metadata"]["name"]
     port = _free_port()
-    proc = _start_run(kube_server.url, "--metrics-port", str(port))
+    proc = _start_run(kubeconfig, space, tmp_path / "run.log", "--metrics-port", str(port))
     try:
 
         def settled() -> bool:
-            nodes = backend.state.nodes.values()
+            nodes = space.nodes(backend.state)
             return (
-                all(p.node_name for p in backend.state.pods.values())
+                all(p.node_name for p in space.pods(backend.state))
                 and bool(nodes)
                 and all(n.labels.get("provisioner.sh/initialized") == "true" for n in nodes)
             )
@@ -67,12 +84,12 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
         wait_until(
             "pods bound on initialized nodes",
             settled,
-            step=in_turn(lambda: cluster_controllers(backend), binder.sync),
+            step=in_turn(_cluster(backend, space), binder.sync),
         )
-        nodes = list(backend.state.nodes.values())
+        nodes = space.nodes(backend.state)
         assert all(n.ready for n in nodes)
-        assert len({p.node_name for p in backend.state.pods.values()}) == 2, "one 1-GPU node per 1-GPU pod"
-        claims = list(backend.state.claims.values())
+        assert len({p.node_name for p in space.pods(backend.state)}) == 2, "one 1-GPU node per 1-GPU pod"
+        claims = space.claims(backend.state)
         assert {c.status.provider_id for c in claims} == {n.provider_id for n in nodes}
 
         def scrape() -> str:
@@ -82,34 +99,28 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
 
         wait_until("claims counted as Initialized", lambda: 'phase="Initialized"} 2.0' in scrape())
         metrics = scrape()
-        assert 'provisioner_nodeclaims_created_total{nodepool="gpu"} 2.0' in metrics
-        assert 'provisioner_cost_per_hour{nodepool="gpu"}' in metrics
+        assert f'provisioner_nodeclaims_created_total{{nodepool="{name}"}} 2.0' in metrics
+        assert f'provisioner_cost_per_hour{{nodepool="{name}"}}' in metrics
 
-        for p in list(backend.state.pods.values()):
+        for p in space.pods(backend.state):
             backend.delete("Pod", p.name, namespace=p.namespace)
         for c in claims:
             backend.delete("NodeClaim", c.name)
         wait_until(
             "claims terminated",
-            lambda: not backend.state.claims and not backend.state.nodes,
-            step=in_turn(lambda: cluster_controllers(backend), backend.settle),
+            lambda: not space.claims(backend.state) and not space.nodes(backend.state),
+            step=in_turn(_cluster(backend, space), backend.settle),
         )
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        backend.close()
-    assert proc.returncode == 0, err[-3000:]
-    assert '"message": "provisioner stopped"' in err
-    lease = kube_client.get(kc.LEASE, "provisioner-leader", namespace="default")
+        logged = proc.stop()
+    assert proc.returncode == 0, logged[-3000:]
+    assert '"message": "provisioner stopped"' in logged
+    lease = kube_client.get(kc.LEASE, "provisioner-leader", namespace=space.namespace)
     assert not lease["spec"].get("holderIdentity"), "the lease is released on shutdown"
 
 
 def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
-    kube_server: KubeServer, kube_client: kc.KubeClient, tmp_path: Path
+    kubeconfig: str, kube_backend: KubeBackend, space: Space, tmp_path: Path
 ) -> None:
     import json
 
@@ -117,15 +128,16 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
 
     from provisioner.cli.main import app
 
-    backend = KubeBackend(kube_client, RealClock())  # type: ignore[arg-type]
-    binder = TestBinder(backend)
-    pool = node_pool("gpu", capacity_types=("on-demand",))
+    backend = kube_backend
+    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
+    pool = _pool(space, capacity_types=("on-demand",))
     pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
-    for obj in (node_class(), pool, gpu_pod("train-0", owner="Job"), gpu_pod("train-1", owner="Job")):
-        backend.create(obj)
+    _create(backend, space, pool, "train-0", "train-1", owner="Job")
     ledger = tmp_path / "ledger.sqlite"
     proc = _start_run(
-        kube_server.url,
+        kubeconfig,
+        space,
+        tmp_path / "run.log",
         "--disruption-validation-delay",
         "0.5",
         "--metrics-port",
@@ -136,10 +148,10 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
     try:
         wait_until(
             "two pods bound on two nodes",
-            lambda: len({p.node_name for p in backend.state.pods.values() if p.node_name}) == 2,
-            step=in_turn(lambda: cluster_controllers(backend), binder.sync),
+            lambda: len({p.node_name for p in space.pods(backend.state) if p.node_name}) == 2,
+            step=in_turn(_cluster(backend, space), binder.sync),
         )
-        backend.delete("Pod", "train-0", namespace="default")
+        backend.delete("Pod", "train-0", namespace=space.namespace)
 
         def action_written() -> bool:
             # Read only, and without the ledger's start-up migration: opening it read-write while the
@@ -157,17 +169,11 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
             "the empty node's action in the ledger",
             action_written,
             limit=90,
-            step=lambda: cluster_controllers(backend),  # the kubelet finishes the deleted pod
+            step=_cluster(backend, space),  # the kubelet finishes the deleted pod
         )
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        backend.close()
-    assert proc.returncode == 0, err[-3000:]
+        logged = proc.stop()
+    assert proc.returncode == 0, logged[-3000:]
     runner = CliRunner()
     result = runner.invoke(app, ["report", "scale-down", "--ledger", str(ledger), "-o", "json"])
     assert result.exit_code == 0, result.output

@@ -300,17 +300,20 @@ def test_replicas_share_the_shards_and_provision_pods_of_every_pool_once(
     assert all(json.loads(line) for log in logs for line in log.splitlines() if line.startswith("{"))
 
 
+@pytest.mark.parametrize("crash_at", ["launch-called:1", "node-registering:1"], ids=["launched", "no-node"])
 def test_a_replica_killed_mid_launch_hands_its_pools_over_without_a_second_launch_or_an_orphan(
-    kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
+    crash_at: str, kube_client: kc.KubeClient, backend: KubeBackend, replicas: Replicas
 ) -> None:
     # The first replica dies (SIGKILL, no Lease released) right after its first launch, before the
-    # claim's status says so: the instance exists, only the shared cloud knows it.
+    # claim's status says so: the instance exists, only the shared cloud knows it. `no-node`: before the
+    # fake cloud's kubelet registered its Node, too (the survivor's launch gets the instance back, and
+    # its Node must come with it, or the pod waits for the registration timeout).
     space = replicas.space
 
     def held() -> dict[int, str]:
         return holders(kube_client, space.namespace)
 
-    doomed = replicas.start(env={"PROVISIONER_CRASH_AT": "launch-called:1"})
+    doomed = replicas.start(env={"PROVISIONER_CRASH_AT": crash_at})
     wait_until("the first replica holds every shard", lambda: len(held()) == SHARDS)
     survivor = replicas.start()
     # Balanced, not merely shared: the first replica holds every shard until the second one's membership

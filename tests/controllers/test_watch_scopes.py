@@ -9,6 +9,7 @@ counts in is still being listed."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import labels as wk
+from provisioner.clusterapi import ConflictError
 from provisioner.controllers.settings import ControllerSettings
 from provisioner.kube import client as kc
 from provisioner.kube.informers import Informers
@@ -220,7 +222,8 @@ def test_a_gated_pod_whose_team_is_not_seen_yet_is_not_admitted_as_a_pod_of_no_t
     w = World(MemoryBackend, settings=ControllerSettings(cluster_name="test", batch_idle=timedelta(0)))
     w.apply(node_class(), node_pool("gpu"), _namespace("vision"), _pod("a", "vision", None, gated=True))
     w.manager.admission.quota_namespaces = _quota_namespaces(kube_client)  # the API server's word
-    kube_client.create(kc.NAMESPACE, _namespace("vision"))
+    with contextlib.suppress(ConflictError):  # made by an earlier test, on a cluster the tests share
+        kube_client.create(kc.NAMESPACE, _namespace("vision"))
     kube_client.create(kc.TEAM, _team("cv", ["vision"]))
     w.manager.admission.reconcile(w.clock.now())
     assert w.state.pods["vision/a"].gated, "a Team claims its namespace at the API server"

@@ -133,3 +133,42 @@ def test_an_object_out_of_a_selector_stays_until_the_watch_of_its_whole_namespac
     feeder.upsert(kc.POD, _pod(9), source=SHARDS)
     feeder.remove(kc.POD, _pod(10, shard="1"), source=SHARDS)
     assert "default/p" not in state.pods, "its namespace no longer watched: gone with its last source"
+
+
+@pytest.mark.parametrize("how", ["DELETED", "relist"])
+def test_an_object_its_whole_namespaces_watch_let_go_first_is_gone_when_the_other_source_follows(
+    how: str,
+) -> None:
+    # The admission holder holds a team's pod through its shard's selector and its namespace's watch.
+    # A user deletes it: the namespace's watch may send its word first. The selector's DELETED that
+    # follows must not leave it held for a word the namespace's watch has already sent (a pod left in
+    # the state, a node whose drain waits on it forever).
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    feeder.watches_whole(TEAM, "default")
+    feeder.upsert(kc.POD, _pod(5), source=SHARDS)
+    feeder.upsert(kc.POD, _pod(5), source=TEAM)
+    if how == "DELETED":
+        feeder.remove(kc.POD, _pod(7), source=TEAM)
+    else:
+        feeder.replace_all(kc.POD, [], source=TEAM, version="7")
+    feeder.remove(kc.POD, _pod(7), source=SHARDS)
+    assert "default/p" not in state.pods
+    feeder.upsert(kc.POD, _pod(6), source=SHARDS)  # a late event of the selector's watch
+    assert "default/p" not in state.pods
+    feeder.upsert(kc.POD, _pod(9), source=SHARDS)  # a new pod of the same name
+    feeder.upsert(kc.POD, _pod(9), source=TEAM)
+    feeder.remove(kc.POD, _pod(10), source=SHARDS)
+    assert "default/p" in state.pods, "its namespace's watch has not let the new one go"
+    feeder.remove(kc.POD, _pod(10), source=TEAM)
+    assert "default/p" not in state.pods
+
+
+def test_a_late_deleted_of_its_whole_namespaces_watch_leaves_a_newer_object_of_the_same_name() -> None:
+    state = ClusterState()
+    feeder = StateFeeder(state)
+    feeder.watches_whole(TEAM, "default")
+    feeder.upsert(kc.POD, _pod(5), source=TEAM)
+    feeder.upsert(kc.POD, _pod(9), source=SHARDS)  # deleted and made again: the selector's watch is ahead
+    feeder.remove(kc.POD, _pod(7), source=TEAM)  # the namespace's watch: the first one's deletion
+    assert state.pods["default/p"].raw["metadata"]["resourceVersion"] == "9"
