@@ -20,9 +20,9 @@ from provisioner.api import labels as wk
 from testkit.controllers.backends import KubeBackend
 from testkit.controllers.processes import Process
 from testkit.controllers.space import Space
-from testkit.controllers.standins import TestBinder
 from testkit.controllers.world import node_pool, pod
 from testkit.typed import present
+from tests.controllers.spaced import binder_of
 from tests.polling import wait_until
 
 aws_world = pytest.importorskip("testkit.providers.aws.world")
@@ -111,7 +111,7 @@ def test_one_controller_launches_pools_of_both_clouds_in_one_run(
             return len(claims) == 2 and all(c.status.provider_id for c in claims)
 
         # No kubelet registers these instances: the binder only marks the pods unschedulable.
-        binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
+        binder = binder_of(backend, space)
         wait_until("a launched claim in each pool", launched, step=binder.sync)
         by_pool = {c.nodepool: c for c in space.claims(backend.state)}
         claim_aws, claim_gcp = by_pool[web_aws["metadata"]["name"]], by_pool[web_gcp["metadata"]["name"]]

@@ -17,8 +17,9 @@ import yaml
 from testkit.controllers.backends import KubeBackend
 from testkit.controllers.processes import Process
 from testkit.controllers.space import Space
-from testkit.controllers.standins import TestBinder, cluster_controllers
-from testkit.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.standins import cluster_controllers
+from testkit.controllers.world import gpu_pod
+from tests.controllers.spaced import binder_of, class_of, pool_of
 from tests.polling import in_turn, wait_until
 
 TOKEN = "tok-3f9c2a7d51e04b6a9d8c"
@@ -52,11 +53,10 @@ def test_no_token_or_cloud_key_appears_in_logs_or_events(
 ) -> None:
     config, credentials = _with_a_credential(kubeconfig, tmp_path)
     backend = kube_backend
-    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
-    pool = space.pool(space.name("gpu"))
+    binder = binder_of(backend, space)
     for obj in (
-        node_class(space.name("default")),
-        node_pool(pool, node_class_name=space.name("default")),
+        class_of(space),
+        pool_of(space, space.name("gpu")),
         gpu_pod("train-0", namespace=space.namespace),
     ):
         backend.create(obj)

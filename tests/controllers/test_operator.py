@@ -17,8 +17,9 @@ from provisioner.kube import client as kc
 from provisioner.operator import OperatorError, OperatorSettings, ProviderContext, build
 from testkit.controllers.backends import KubeBackend
 from testkit.controllers.space import Space
-from testkit.controllers.standins import TestBinder, cluster_controllers
-from testkit.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.standins import cluster_controllers
+from testkit.controllers.world import gpu_pod
+from tests.controllers.spaced import binder_of, class_of, pool_of
 from tests.polling import wait_until
 
 FAKE = provider_factory(clouds=["fake"], cluster_name="op", options={"fake_catalog": "aws"})
@@ -44,13 +45,9 @@ def test_the_operator_built_from_settings_provisions_a_pending_pod_and_stops_cle
     kubeconfig: str, kube_client: kc.KubeClient, kube_backend: KubeBackend, space: Space
 ) -> None:
     backend = kube_backend
-    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
-    pool = space.pool(space.name("gpu"))
-    for obj in (
-        node_class(space.name("default")),
-        node_pool(pool, node_class_name=space.name("default")),
-        gpu_pod("train-0", namespace=space.namespace),
-    ):
+    binder = binder_of(backend, space)
+    pool = space.name("gpu")
+    for obj in (class_of(space), pool_of(space, pool), gpu_pod("train-0", namespace=space.namespace)):
         backend.create(obj)
     operator = build(_settings(kubeconfig, lease_namespace=space.namespace))
     runner = threading.Thread(target=operator.run, name="operator-under-test", daemon=True)

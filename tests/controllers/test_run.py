@@ -23,8 +23,9 @@ from provisioner.kube import client as kc
 from testkit.controllers.backends import KubeBackend
 from testkit.controllers.processes import Process
 from testkit.controllers.space import Space
-from testkit.controllers.standins import TestBinder, cluster_controllers
-from testkit.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.standins import cluster_controllers
+from testkit.controllers.world import gpu_pod
+from tests.controllers.spaced import binder_of, class_of, pool_of
 from tests.polling import in_turn, wait_until
 
 
@@ -45,15 +46,10 @@ def _start_run(kubeconfig: str, space: Space, log: Path, *flags: str) -> Process
 
 def _create(backend: KubeBackend, space: Space, pool: dict[str, Any], *pods: str, **kw: Any) -> None:
     """The test's NodeClass, `pool` over it and one-GPU `pods` in the test's namespace."""
-    backend.create(node_class(space.name("default")))
+    backend.create(class_of(space))
     backend.create(pool)
     for name in pods:
         backend.create(gpu_pod(name, namespace=space.namespace, **kw))
-
-
-def _pool(space: Space, **kw: Any) -> dict[str, Any]:
-    """The test's `gpu` NodePool (a name of its own) over its NodeClass."""
-    return node_pool(space.pool(space.name("gpu")), node_class_name=space.name("default"), **kw)
 
 
 def _cluster(backend: KubeBackend, space: Space) -> Callable[[], None]:
@@ -65,8 +61,8 @@ def test_run_with_the_fake_cloud_turns_pending_gpu_pods_into_ready_nodes_and_bac
     kubeconfig: str, kube_client: kc.KubeClient, kube_backend: KubeBackend, space: Space, tmp_path: Path
 ) -> None:
     backend = kube_backend
-    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
-    pool = _pool(space)
+    binder = binder_of(backend, space)
+    pool = pool_of(space, space.name("gpu"))
     _create(backend, space, pool, "train-0", "train-1")
     name = pool["metadata"]["name"]
     port = _free_port()
@@ -129,8 +125,8 @@ def test_run_writes_the_ledger_as_it_consolidates_and_report_reads_it_back(
     from provisioner.cli.main import app
 
     backend = kube_backend
-    binder = TestBinder(backend, namespaces=frozenset(space.namespaces))
-    pool = _pool(space, capacity_types=("on-demand",))
+    binder = binder_of(backend, space)
+    pool = pool_of(space, space.name("gpu"), capacity_types=("on-demand",))
     pool["spec"]["disruption"] = {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}
     _create(backend, space, pool, "train-0", "train-1", owner="Job")
     ledger = tmp_path / "ledger.sqlite"

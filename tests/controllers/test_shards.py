@@ -36,8 +36,9 @@ from testkit.controllers.kube_server import KubeServer
 from testkit.controllers.serve import write_kubeconfig
 from testkit.controllers.space import Space
 from testkit.controllers.standins import TestBinder, cluster_controllers
-from testkit.controllers.world import gpu_pod, node_class, node_pool
+from testkit.controllers.world import gpu_pod
 from tests.controllers.conftest import REAL_CLUSTER
+from tests.controllers.spaced import binder_of, class_of, pool_of
 from tests.polling import in_turn, wait_until
 
 pytestmark = pytest.mark.slow
@@ -223,21 +224,6 @@ def pinned_pod(space: Space, name: str, pool: str) -> dict[str, Any]:
     """A one-GPU pod for one pool, pinned to it by node selector (a list alone would let kube-scheduler,
     and the tests' binder, bind it to a node of any pool that fits)."""
     return gpu_pod(name, namespace=space.namespace, node_selector={"provisioner.sh/nodepool": pool})
-
-
-def class_of(space: Space) -> dict[str, Any]:
-    """The test's NodeClass."""
-    return node_class(space.name("default"))
-
-
-def pool_of(space: Space, name: str, **kw: Any) -> dict[str, Any]:
-    """A NodePool of the test, over its NodeClass."""
-    return node_pool(space.pool(name), node_class_name=space.name("default"), **kw)
-
-
-def binder_of(backend: KubeBackend, space: Space) -> TestBinder:
-    """kube-scheduler for the test's pods (never another's, on a real cluster)."""
-    return TestBinder(backend, namespaces=frozenset(space.namespaces))
 
 
 def settle(backend: KubeBackend, binder: TestBinder) -> Callable[[], object]:
