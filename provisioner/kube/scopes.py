@@ -84,7 +84,7 @@ class WatchScopes:
         if admission:
             machines: str | None = None
             pods[self.UNASSIGNED] = Scope(selector=model.unassigned_selector(self.shards))
-            pods[self.GATED] = Scope(selector=model.GATED_SELECTOR)
+            pods[self.GATED] = Scope(selector=model.GATED)  # the pods carrying the label
             self.watched = admission_namespaces(self.state, self.watched)
             pods |= {self.NAMESPACE + ns: Scope(namespace=ns) for ns in sorted(self.watched)}
         else:

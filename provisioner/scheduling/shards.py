@@ -50,10 +50,8 @@ GATED = f"{wk.GROUP}/admission-gated"
 """Pod label (value "true") on a pod behind the admission gate, while replicas share the pools: the webhook
 puts it with the gate, the quota admission holder on a waiting pod that lacks it (gated by hand, or while
 the webhook was down), and takes it off when it lifts the gate. The admission holder watches the pods it
-selects wherever they are (`GATED_SELECTOR`): a holder elected after a waiting pod's namespace left its
+selects wherever they are (the label's key is the selector): a holder elected after a waiting pod's namespace left its
 team watches no longer that namespace, yet must lift the gate (a pod of no team waits for no quota)."""
-GATED_SELECTOR = GATED
-"""The label selector of the pods carrying `GATED`."""
 TRIED_TTL = timedelta(minutes=3)
 """How long a pod that every pool of its list refused waits before it starts again from the first (the
 unavailable-offerings cache holds a stockout as long)."""
