@@ -146,16 +146,27 @@ def test_the_admission_holder_watches_its_shards_the_pods_of_no_shard_and_its_te
     assert scopes.counted_namespaces() == frozenset()
 
 
+def _a_teams_pod_waiting(
+    kube_client: kc.KubeClient, state: ClusterState, space: Space, *, labelled: bool
+) -> str:
+    """A namespace of the test in Team `cv` with the pod `waiting` behind the gate (`labelled`: marked
+    `model.GATED`, as the webhook or the last holder marks it), the Team in the state; the namespace."""
+    vision = space.own(space.name("vision"))
+    kube_client.create(kc.TEAM, _team("cv", [vision]))
+    waiting = _pod("waiting", vision, "2", gated=True)
+    if labelled:
+        waiting["metadata"]["labels"][model.GATED] = "true"
+    kube_client.create(kc.POD, waiting, namespace=vision)
+    wait_until("the Team in the state", lambda: "cv" in state.teams)
+    return vision
+
+
 def test_a_namespace_leaving_its_team_is_watched_while_a_pod_of_it_waits_behind_the_gate(
     kube_client: kc.KubeClient, watched: tuple[ClusterState, WatchScopes], space: Space
 ) -> None:
     state, scopes = watched
-    vision = space.own(space.name("vision"))
-    kube_client.create(kc.TEAM, _team("cv", [vision]))
-    kube_client.create(kc.POD, _pod("waiting", vision, "2", gated=True), namespace=vision)
-    wait_until(
-        "the Team and its namespace in the state", lambda: "cv" in state.teams and vision in state.namespaces
-    )
+    vision = _a_teams_pod_waiting(kube_client, state, space, labelled=False)
+    wait_until("its namespace in the state", lambda: vision in state.namespaces)
     assert scopes(frozenset({0}), True), "listed"
     assert f"{vision}/waiting" in state.pods
     kube_client.delete(kc.TEAM, "cv")
@@ -175,12 +186,7 @@ def test_a_holder_elected_after_a_namespace_left_its_team_still_watches_the_pod_
     # The last holder watched the namespace, then the Team went and the Lease moved before it lifted the
     # gate: this replica never watched the namespace, and the pod is labelled for another shard.
     state, scopes = watched
-    vision = space.own(space.name("vision"))
-    kube_client.create(kc.TEAM, _team("cv", [vision]))
-    waiting = _pod("waiting", vision, "2", gated=True)
-    waiting["metadata"]["labels"][model.GATED] = "true"  # as the webhook or the last holder put it
-    kube_client.create(kc.POD, waiting, namespace=vision)
-    wait_until("the Team in the state", lambda: "cv" in state.teams)
+    vision = _a_teams_pod_waiting(kube_client, state, space, labelled=True)
     kube_client.delete(kc.TEAM, "cv")
     wait_until("the Team gone from the state", lambda: "cv" not in state.teams)
     assert scopes(frozenset({0}), False), "listed"
