@@ -67,6 +67,12 @@ class Handover:
 
         self.w.run_until(stepped, max_ticks=30)
 
+    def shard_moves_and_new_holder_launches(self) -> None:
+        """The old holder's shard Lease expires unrenewed; the new holder takes the shard and runs until a
+        claim of the pool is at the server."""
+        self.w.clock.advance(timedelta(seconds=self.old.shard_leases[0].lease_duration + 1))
+        self.new_holder_runs_until(lambda: bool(self.claims_at_server()))
+
 
 def sharding(leases: ShardLeases, w: World) -> Sharding:
     """A replica's view of its Leases, as `provisioner run --shards` wires it."""
@@ -143,8 +149,7 @@ def test_a_claim_create_in_flight_at_the_handover_never_takes_the_pool_past_its_
     try:
         # The old holder dies with its create at the server; its Lease expires, the new holder takes the
         # shard (listing the claims: the held one is not there) and launches for the pending pod.
-        w.clock.advance(timedelta(seconds=handover.old.shard_leases[0].lease_duration + 1))
-        handover.new_holder_runs_until(lambda: bool(handover.claims_at_server()))
+        handover.shard_moves_and_new_holder_launches()
         assert handover.new.owned_shards() == {0}
     finally:
         status = in_flight.land()  # the old holder's create lands now, unless it was abandoned
@@ -165,8 +170,7 @@ def test_a_claim_landing_later_still_is_counted_and_the_pool_launches_no_more(
     w.apply(pending("train-0"))
     in_flight = InFlight(handover, "old-holder", enforced=False)
     try:
-        w.clock.advance(timedelta(seconds=handover.old.shard_leases[0].lease_duration + 1))
-        handover.new_holder_runs_until(lambda: bool(handover.claims_at_server()))
+        handover.shard_moves_and_new_holder_launches()
     finally:
         assert in_flight.land() == 201
     w.apply(pending("train-1"))
